@@ -1,0 +1,2 @@
+#include <p11-kit/p11-kit.h>
+#include <p11-kit/pkcs11.h>

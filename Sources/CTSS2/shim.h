@@ -1,0 +1,4 @@
+#include <tss2/tss2_esys.h>
+#include <tss2/tss2_tctildr.h>
+#include <tss2/tss2_rc.h>
+#include <tss2/tss2_mu.h>

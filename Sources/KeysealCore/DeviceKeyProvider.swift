@@ -1,0 +1,81 @@
+import struct Foundation.Data
+
+/// What a device key says about itself for `status`.
+public struct DeviceKeyStatus: Sendable, Equatable {
+    /// Backend name as recorded in the store: `host-key`, `tpm`, `pkcs11`, `software`.
+    public var backend: String
+    /// Whether the device secret is held by hardware (a TPM or a token).
+    public var hardwareBacked: Bool
+    /// Whether the hardware itself limits passcode guessing (TPM dictionary-attack protection with a lockout
+    /// authorization set). When false, only Argon2id and the store's escalating delays limit guessing.
+    public var guessingHardwareLimited: Bool
+    /// One sentence for people: why guessing is or is not hardware-limited, what backs the key.
+    public var detail: String
+    /// Passcode tries the hardware allows before it locks out, where the hardware counts.
+    public var hardwareTriesLeft: Int?
+    /// Seconds until the hardware accepts passcode tries again, when it is in lockout.
+    public var lockoutRetrySeconds: Int?
+
+    public init(
+        backend: String, hardwareBacked: Bool, guessingHardwareLimited: Bool, detail: String,
+        hardwareTriesLeft: Int? = nil, lockoutRetrySeconds: Int? = nil
+    ) {
+        self.backend = backend
+        self.hardwareBacked = hardwareBacked
+        self.guessingHardwareLimited = guessingHardwareLimited
+        self.detail = detail
+        self.hardwareTriesLeft = hardwareTriesLeft
+        self.lockoutRetrySeconds = lockoutRetrySeconds
+    }
+}
+
+/// The device key: hardware (or a host key file) that seals the store's device secret DS, the passcode secret
+/// PS, and the device-bound secret of backups.
+///
+/// The engine calls a provider only while holding its own lock, from one thread at a time; a provider need not
+/// be thread-safe. Sealed blobs are opaque to the engine and stored in the keybag, which the engine
+/// authenticates before any passcode-protected call.
+///
+/// Errors are ``KeychainError``s:
+/// - wrong passcode authorization: `errSecAuthFailed`, with ``KeychainError/triesLeft`` where the hardware
+///   counts failures;
+/// - hardware lockout: `errSecAuthFailed` with ``KeychainError/retryAfterSeconds``;
+/// - a blob sealed by other hardware, or edited: `errSecDecode`;
+/// - hardware missing or unreachable (no TPM at the TCTI, token removed, module missing, wrong PIN):
+///   `errSecNotAvailable` with a message that says which.
+public protocol DeviceKeyProvider: AnyObject {
+    /// The backend name recorded at provisioning; a store refuses to open with another backend.
+    var backendName: String { get }
+
+    /// Connects to the hardware. Called once, before any other call. With `provisioning` true (a new store)
+    /// the provider creates what it needs (a token key, a host key file); with false everything must already
+    /// exist, and a missing key is an error (`errSecNotAvailable`), never a new key.
+    func open(provisioning: Bool) throws
+
+    /// Stable identity of the hardware key (the TPM primary's Name, the token key's id, a digest of the host
+    /// key). Recorded at provisioning and compared before any unseal, so a store from another device is
+    /// refused at once. Must not reveal the key.
+    func deviceIdentity() throws -> Data
+
+    /// Seals `secret` with no authorization value. On a TPM the object is `noDA`: unsealing never counts
+    /// against the dictionary-attack limit.
+    func seal(_ secret: SecretBytes) throws -> Data
+
+    /// Recovers a secret sealed by ``seal(_:)`` on this device.
+    func unseal(_ blob: Data) throws -> SecretBytes
+
+    /// Seals `secret` so that it is released only with `authorization` (Argon2id of the passcode). Hardware that
+    /// can (a TPM) checks the authorization and counts failures; others return the secret and leave the check
+    /// to the engine's key unwrapping.
+    func sealWithPasscode(_ secret: SecretBytes, authorization: SecretBytes) throws -> Data
+
+    /// Recovers a secret sealed by ``sealWithPasscode(_:authorization:)``. A hardware-counted backend reads its
+    /// lockout counter first and never spends its last try.
+    func unsealWithPasscode(_ blob: Data, authorization: SecretBytes) throws -> SecretBytes
+
+    /// What the backend reports for `status`.
+    func status() throws -> DeviceKeyStatus
+
+    /// Releases every handle (hardware sessions, modules). Idempotent; later calls fail.
+    func close()
+}

@@ -1,0 +1,98 @@
+/// Apple's status code type: 0 is success, negative values are errors.
+public typealias OSStatus = Int32
+
+/// The status codes Keyseal returns, with Apple's values, names and meanings.
+public enum KeychainStatus {
+    public static let success: OSStatus = 0
+    public static let unimplemented: OSStatus = -4
+    public static let io: OSStatus = -36
+    public static let param: OSStatus = -50
+    public static let allocate: OSStatus = -108
+    public static let userCanceled: OSStatus = -128
+    public static let badReq: OSStatus = -909
+    public static let internalComponent: OSStatus = -2070
+    public static let notAvailable: OSStatus = -25291
+    public static let readOnly: OSStatus = -25292
+    public static let authFailed: OSStatus = -25293
+    public static let noSuchKeychain: OSStatus = -25294
+    public static let duplicateItem: OSStatus = -25299
+    public static let itemNotFound: OSStatus = -25300
+    public static let dataTooLarge: OSStatus = -25302
+    public static let noSuchAttr: OSStatus = -25303
+    public static let noSuchClass: OSStatus = -25306
+    public static let interactionNotAllowed: OSStatus = -25308
+    public static let readOnlyAttr: OSStatus = -25309
+    public static let dataNotAvailable: OSStatus = -25316
+    public static let decode: OSStatus = -26275
+    public static let missingEntitlement: OSStatus = -34018
+
+    /// Name and meaning of every status Keyseal knows.
+    public static let table: [OSStatus: (name: String, message: String)] = [
+        success: ("errSecSuccess", "No error."),
+        unimplemented: ("errSecUnimplemented", "Function or operation not implemented."),
+        io: ("errSecIO", "I/O error."),
+        param: ("errSecParam", "One or more parameters passed to a function were not valid."),
+        allocate: ("errSecAllocate", "Failed to allocate memory."),
+        userCanceled: ("errSecUserCanceled", "User canceled the operation."),
+        badReq: ("errSecBadReq", "Bad parameter or invalid state for operation."),
+        internalComponent: ("errSecInternalComponent", "An internal component failed."),
+        notAvailable: ("errSecNotAvailable", "No keychain is available."),
+        readOnly: ("errSecReadOnly", "This keychain cannot be modified."),
+        authFailed: ("errSecAuthFailed", "The user name or passphrase you entered is not correct."),
+        noSuchKeychain: ("errSecNoSuchKeychain", "The specified keychain could not be found."),
+        duplicateItem: ("errSecDuplicateItem", "The specified item already exists in the keychain."),
+        itemNotFound: ("errSecItemNotFound", "The specified item could not be found in the keychain."),
+        dataTooLarge: ("errSecDataTooLarge", "This item contains information which is too large or in a format that cannot be displayed."),
+        noSuchAttr: ("errSecNoSuchAttr", "The specified attribute does not exist."),
+        noSuchClass: ("errSecNoSuchClass", "The specified item class does not exist."),
+        interactionNotAllowed: ("errSecInteractionNotAllowed", "User interaction is not allowed."),
+        readOnlyAttr: ("errSecReadOnlyAttr", "The specified attribute could not be modified."),
+        dataNotAvailable: ("errSecDataNotAvailable", "The contents of this item cannot be retrieved."),
+        decode: ("errSecDecode", "Unable to decode the provided data."),
+        missingEntitlement: ("errSecMissingEntitlement", "A required entitlement isn't present."),
+    ]
+
+    public static func name(_ status: OSStatus) -> String? { table[status]?.name }
+    public static func message(_ status: OSStatus) -> String? { table[status]?.message }
+}
+
+/// A failed keychain operation: an OSStatus and a message that never contains a secret.
+///
+/// Equality compares the status only, so `#expect(throws: KeychainError.itemNotFound)` reads naturally.
+public struct KeychainError: Error, Sendable, Equatable, Hashable, CustomStringConvertible {
+    public var status: OSStatus
+    public var message: String
+    /// Seconds until the next passcode try is allowed (escalating delay or hardware lockout).
+    public var retryAfterSeconds: Int?
+    /// Passcode tries left before a hardware lockout or a wipe, where a limit exists.
+    public var triesLeft: Int?
+
+    public init(_ status: OSStatus, _ message: String? = nil, retryAfterSeconds: Int? = nil, triesLeft: Int? = nil) {
+        self.status = status
+        self.message = message ?? KeychainStatus.message(status) ?? "OSStatus \(status)"
+        self.retryAfterSeconds = retryAfterSeconds
+        self.triesLeft = triesLeft
+    }
+
+    public var name: String { KeychainStatus.name(status) ?? "OSStatus \(status)" }
+    public var description: String { "\(message) (\(status))" }
+
+    public static func == (lhs: KeychainError, rhs: KeychainError) -> Bool { lhs.status == rhs.status }
+    public func hash(into hasher: inout Hasher) { hasher.combine(status) }
+
+    public static let param = KeychainError(KeychainStatus.param)
+    public static let unimplemented = KeychainError(KeychainStatus.unimplemented)
+    public static let duplicateItem = KeychainError(KeychainStatus.duplicateItem)
+    public static let itemNotFound = KeychainError(KeychainStatus.itemNotFound)
+    public static let dataTooLarge = KeychainError(KeychainStatus.dataTooLarge)
+    public static let noSuchAttr = KeychainError(KeychainStatus.noSuchAttr)
+    public static let noSuchClass = KeychainError(KeychainStatus.noSuchClass)
+    public static let interactionNotAllowed = KeychainError(KeychainStatus.interactionNotAllowed)
+    public static let authFailed = KeychainError(KeychainStatus.authFailed)
+    public static let decode = KeychainError(KeychainStatus.decode)
+    public static let missingEntitlement = KeychainError(KeychainStatus.missingEntitlement)
+    public static let notAvailable = KeychainError(KeychainStatus.notAvailable)
+    public static let readOnlyAttr = KeychainError(KeychainStatus.readOnlyAttr)
+    public static let io = KeychainError(KeychainStatus.io)
+    public static let internalComponent = KeychainError(KeychainStatus.internalComponent)
+}
