@@ -1,0 +1,42 @@
+import Foundation
+import KeysealCore
+
+/// Where a store's device key lives.
+public struct DeviceKey: Sendable, CustomStringConvertible {
+    let makeProvider: @Sendable () throws -> any DeviceKeyProvider
+    public let description: String
+    /// The key file of a host-key device (checked to be outside the store directory).
+    let hostKeyFile: URL?
+
+    /// Creates a device key from a provider factory. Production code uses the named backends; tests of the
+    /// engine may pass a software provider.
+    public init(description: String, provider: @escaping @Sendable () throws -> any DeviceKeyProvider) {
+        self.description = description
+        self.makeProvider = provider
+        self.hostKeyFile = nil
+    }
+
+    init(description: String, hostKeyFile: URL, provider: @escaping @Sendable () throws -> any DeviceKeyProvider) {
+        self.description = description
+        self.makeProvider = provider
+        self.hostKeyFile = hostKeyFile
+    }
+
+    /// A 32-byte random key in a 0600 file, created if missing for a new store and an error for a provisioned
+    /// one. The file must not be inside the store directory. Reported as not hardware-backed.
+    public static func hostKey(file: URL) -> DeviceKey {
+        DeviceKey(description: "host-key \(file.path)", hostKeyFile: file) { HostKeyDevice(file: file) }
+    }
+
+    /// The default host key location: `$XDG_CONFIG_HOME/keyseal/host.key` (or `~/.config/keyseal/host.key`);
+    /// `/etc/keyseal/host.key` for root.
+    public static var defaultHostKeyFile: URL {
+        let environment = ProcessInfo.processInfo.environment
+        if getuid() == 0 { return URL(fileURLWithPath: "/etc/keyseal/host.key") }
+        if let config = environment["XDG_CONFIG_HOME"], !config.isEmpty {
+            return URL(fileURLWithPath: config).appendingPathComponent("keyseal/host.key")
+        }
+        let home = environment["HOME"] ?? NSHomeDirectory()
+        return URL(fileURLWithPath: home).appendingPathComponent(".config/keyseal/host.key")
+    }
+}

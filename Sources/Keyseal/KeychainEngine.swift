@@ -1,0 +1,671 @@
+import Crypto
+import Foundation
+import KeysealCore
+import KeysealStore
+
+#if canImport(Glibc)
+import Glibc
+#endif
+
+/// The one implementation of the keychain semantics: SecItem calls over the encrypted store, guarded by the
+/// lock-state manager. Not thread-safe: ``KeychainStore`` serializes every call.
+final class KeychainEngine {
+    let directory: URL
+    let configuration: KeychainStore.Configuration
+    private let store: ItemStore
+    private let device: any DeviceKeyProvider
+    private let lockDescriptor: Int32
+    private var keybag: Keybag
+    private let storeID: [UInt8]
+    private let deviceSecret: SecretBytes
+    private let macKey: SecretBytes
+    private let indexKey: IndexKey
+    /// The lock-state manager's keys: present exactly when the class is usable.
+    private var classKeys: [Accessibility: ClassKey] = [:]
+    private(set) var lockState: LockState
+    private var groupCache: [ItemClass: Set<String>] = [:]
+    private var closed = false
+
+    static let persistentRefPrefix = Array("ksr1".utf8)
+
+    // MARK: - Open, provision, close
+
+    init(directory: URL, device deviceKey: DeviceKey, configuration: KeychainStore.Configuration) throws {
+        self.directory = directory
+        self.configuration = configuration
+        try Self.prepareDirectory(directory)
+        lockDescriptor = try Self.lockDirectory(directory)
+        var cleanup: [() -> Void] = [{ [lockDescriptor] in Glibc.close(lockDescriptor) }]
+        do {
+            store = try ItemStore(directory: directory)
+            cleanup.append { [store] in store.close() }
+            device = try deviceKey.makeProvider()
+            cleanup.append { [device] in device.close() }
+
+            if let stored = try store.loadKeybag() {
+                var parsed = try Keybag.parseUnverified(stored.body)
+                guard parsed.backend == device.backendName else {
+                    throw KeychainError(
+                        KeychainStatus.param,
+                        "this store was created with the \(parsed.backend) backend, not \(device.backendName)")
+                }
+                try device.open(provisioning: false)
+                guard try device.deviceIdentity() == parsed.deviceIdentity else {
+                    throw KeychainError(KeychainStatus.decode, "this store was sealed by another device")
+                }
+                let ds = try device.unseal(parsed.sealedDeviceSecret)
+                let storeID = [UInt8](parsed.storeID)
+                let macKey = KeyDerivation.keybagMACKey(deviceSecret: ds, storeID: storeID)
+                try Keybag.verify(body: stored.body, mac: stored.mac, macKey: macKey)
+                // Fields re-read only after authentication.
+                parsed = try Keybag.parseUnverified(stored.body)
+                keybag = parsed
+                self.storeID = storeID
+                deviceSecret = ds
+                self.macKey = macKey
+                lockState = parsed.passcode == nil ? .unlocked : .beforeFirstUnlock
+            } else {
+                try device.open(provisioning: true)
+                let identity = try device.deviceIdentity()
+                let ds = SecretBytes.random(count: 32)
+                let storeID = randomBytes(16)
+                var fresh = Keybag(
+                    storeID: Data(storeID), backend: device.backendName, deviceIdentity: identity,
+                    sealedDeviceSecret: try device.seal(ds))
+                for accessibility in Accessibility.allCases where accessibility != .whenPasscodeSetThisDeviceOnly {
+                    let kek = KeyDerivation.deviceKEK(deviceSecret: ds, accessibility: accessibility, storeID: storeID)
+                    fresh.classKeys[accessibility.rawValue] = try ClassKey.generate(accessibility).wrapped(
+                        by: kek, storeID: storeID)
+                }
+                keybag = fresh
+                self.storeID = storeID
+                deviceSecret = ds
+                macKey = KeyDerivation.keybagMACKey(deviceSecret: ds, storeID: storeID)
+                lockState = .unlocked
+                let encoded = fresh.encoded(macKey: macKey)
+                let itemStore = store
+                try itemStore.transaction { () throws(KeychainError) in
+                    try itemStore.saveKeybag(body: encoded.body, mac: encoded.mac)
+                }
+            }
+            indexKey = IndexKey(KeyDerivation.indexKey(deviceSecret: deviceSecret, storeID: storeID))
+            // Classes wrapped by the device key are available at once; with no passcode, that is every class.
+            for accessibility in Accessibility.allCases {
+                guard let wrapped = keybag.classKeys[accessibility.rawValue],
+                    keybag.passcode == nil || !accessibility.isPasscodeProtected
+                else { continue }
+                let kek = KeyDerivation.deviceKEK(
+                    deviceSecret: deviceSecret, accessibility: accessibility, storeID: storeID)
+                classKeys[accessibility] = try ClassKey.unwrap(
+                    wrapped, by: kek, accessibility: accessibility, storeID: storeID)
+            }
+        } catch {
+            cleanup.reversed().forEach { $0() }
+            throw error
+        }
+    }
+
+    private static func prepareDirectory(_ directory: URL) throws {
+        let manager = FileManager.default
+        var isDirectory: ObjCBool = false
+        if manager.fileExists(atPath: directory.path, isDirectory: &isDirectory) {
+            guard isDirectory.boolValue else {
+                throw KeychainError(KeychainStatus.param, "\(directory.path) is not a directory")
+            }
+        } else {
+            do {
+                try manager.createDirectory(
+                    at: directory, withIntermediateDirectories: true, attributes: [.posixPermissions: 0o700])
+            } catch {
+                throw KeychainError(KeychainStatus.io, "cannot create the store directory \(directory.path)")
+            }
+        }
+        _ = chmod(directory.path, 0o700)
+    }
+
+    /// One process at a time: an exclusive, non-blocking lock on `DIR/.lock`.
+    private static func lockDirectory(_ directory: URL) throws -> Int32 {
+        let path = directory.appendingPathComponent(".lock").path
+        let fd = Glibc.open(path, O_RDWR | O_CREAT | O_CLOEXEC | O_NOFOLLOW, 0o600)
+        guard fd >= 0 else {
+            throw KeychainError(KeychainStatus.io, "cannot open \(path): \(String(cString: strerror(errno)))")
+        }
+        guard flock(fd, LOCK_EX | LOCK_NB) == 0 else {
+            Glibc.close(fd)
+            throw KeychainError(
+                KeychainStatus.notAvailable, "the store \(directory.path) is already open in another process")
+        }
+        return fd
+    }
+
+    /// Drops every key (zeroized as they go) and releases the store, the device and the directory lock.
+    func close() {
+        guard !closed else { return }
+        closed = true
+        classKeys.removeAll()
+        store.close()
+        device.close()
+        Glibc.close(lockDescriptor)
+    }
+
+    // MARK: - Lock state
+
+    var passcodeSet: Bool { keybag.passcode != nil }
+
+    private func classKey(_ accessibility: Accessibility) -> ClassKey? { classKeys[accessibility] }
+
+    private func requireClassKey(_ accessibility: Accessibility) throws(KeychainError) -> ClassKey {
+        guard let key = classKeys[accessibility] else {
+            if accessibility == .whenPasscodeSetThisDeviceOnly && !passcodeSet {
+                throw KeychainError(KeychainStatus.authFailed, "when-passcode-set-this-device-only items need a passcode")
+            }
+            throw KeychainError(
+                KeychainStatus.interactionNotAllowed,
+                "the keychain is \(lockState.rawValue): \(accessibility.name) items are not available")
+        }
+        return key
+    }
+
+    /// Locks: drops the when-unlocked class keys. With no passcode nothing changes; the result says why.
+    @discardableResult
+    func lock() -> String? {
+        guard passcodeSet else { return "no passcode is set, so the keychain is always unlocked" }
+        guard lockState == .unlocked else { return "the keychain is already \(lockState.rawValue)" }
+        for accessibility in Accessibility.allCases where !accessibility.isAvailableWhenLocked {
+            classKeys[accessibility] = nil
+        }
+        lockState = .locked
+        return nil
+    }
+
+    func unlock(passcode: String) throws {
+        guard passcodeSet else { throw KeychainError(KeychainStatus.param, "no passcode is set") }
+        let keys = try verifyPasscode(passcode)
+        classKeys.merge(keys) { _, new in new }
+        lockState = .unlocked
+    }
+
+    private func saveKeybag() throws(KeychainError) {
+        keybag.generation += 1
+        let encoded = keybag.encoded(macKey: macKey)
+        try store.saveKeybag(body: encoded.body, mac: encoded.mac)
+    }
+
+    /// Seconds until the next passcode try is allowed.
+    private func remainingDelay(now: Date) -> Int {
+        guard keybag.failedAttempts > 0, let last = keybag.lastAttemptAt else { return 0 }
+        let delay = configuration.passcodePolicy.delay(keybag.failedAttempts)
+        let elapsed = now.timeIntervalSince1970 - last
+        return max(0, Int((Double(delay) - elapsed).rounded(.up)))
+    }
+
+    /// Checks a passcode through the hardware and returns the passcode classes' keys. The attempt is recorded
+    /// durably before the check and cleared on success; delays are enforced before anything else.
+    private func verifyPasscode(_ passcode: String) throws -> [Accessibility: ClassKey] {
+        guard let record = keybag.passcode else { throw KeychainError(KeychainStatus.param, "no passcode is set") }
+        let now = configuration.clock()
+        let wait = remainingDelay(now: now)
+        if wait > 0 {
+            throw KeychainError(
+                KeychainStatus.authFailed,
+                "too many failed attempts (\(keybag.failedAttempts)); try again in \(wait) s",
+                retryAfterSeconds: wait, triesLeft: hardwareTriesLeft())
+        }
+        keybag.failedAttempts += 1
+        keybag.lastAttemptAt = now.timeIntervalSince1970
+        try store.transaction { () throws(KeychainError) in try saveKeybag() }
+
+        let secret = SecretBytes(utf8: passcode)
+        let passcodeKey = try Argon2id.derive(secret, salt: record.salt, parameters: record.argon2)
+        let passcodeSecret: SecretBytes
+        do {
+            passcodeSecret = try device.unsealWithPasscode(record.sealedSecret, authorization: passcodeKey)
+        } catch let error as KeychainError where error.status == KeychainStatus.authFailed {
+            throw failedAttemptError(error)
+        }
+        var keys: [Accessibility: ClassKey] = [:]
+        for accessibility in Accessibility.allCases where accessibility.isPasscodeProtected {
+            guard let wrapped = keybag.classKeys[accessibility.rawValue] else { continue }
+            let kek = KeyDerivation.passcodeKEK(
+                deviceSecret: deviceSecret, passcodeSecret: passcodeSecret, passcodeKey: passcodeKey,
+                accessibility: accessibility, storeID: storeID)
+            do {
+                keys[accessibility] = try ClassKey.unwrap(wrapped, by: kek, accessibility: accessibility, storeID: storeID)
+            } catch {
+                throw failedAttemptError(KeychainError(KeychainStatus.authFailed, "wrong passcode"))
+            }
+        }
+        keybag.failedAttempts = 0
+        keybag.lastAttemptAt = nil
+        try store.transaction { () throws(KeychainError) in try saveKeybag() }
+        return keys
+    }
+
+    private func hardwareTriesLeft() -> Int? { (try? device.status())?.hardwareTriesLeft }
+
+    private func failedAttemptError(_ cause: KeychainError) -> KeychainError {
+        let delay = configuration.passcodePolicy.delay(keybag.failedAttempts)
+        var message = cause.message.hasPrefix("wrong passcode") || cause.retryAfterSeconds != nil
+            ? cause.message : "wrong passcode (\(cause.message))"
+        message += "; \(keybag.failedAttempts) failed attempt\(keybag.failedAttempts == 1 ? "" : "s")"
+        if delay > 0 { message += "; next try in \(delay) s" }
+        return KeychainError(
+            KeychainStatus.authFailed, message,
+            retryAfterSeconds: cause.retryAfterSeconds ?? (delay > 0 ? delay : nil),
+            triesLeft: cause.triesLeft ?? hardwareTriesLeft())
+    }
+
+    // MARK: - Passcode changes
+
+    func setPasscode(_ passcode: String) throws {
+        guard !passcodeSet else {
+            throw KeychainError(KeychainStatus.param, "a passcode is already set; change or remove it instead")
+        }
+        try rekey(newPasscode: passcode)
+    }
+
+    func changePasscode(from old: String, to new: String) throws {
+        guard passcodeSet else { throw KeychainError(KeychainStatus.param, "no passcode is set") }
+        let keys = try verifyPasscode(old)
+        classKeys.merge(keys) { _, new in new }
+        lockState = .unlocked
+        try rekey(newPasscode: new)
+    }
+
+    func removePasscode(_ passcode: String) throws {
+        guard passcodeSet else { throw KeychainError(KeychainStatus.param, "no passcode is set") }
+        let keys = try verifyPasscode(passcode)
+        classKeys.merge(keys) { _, new in new }
+        lockState = .unlocked
+        try rekey(newPasscode: nil)
+    }
+
+    /// Fresh class keys for the passcode classes, every item of those classes re-encrypted under new item keys,
+    /// the keybag rewritten — one transaction — then the old material wiped from the file.
+    private func rekey(newPasscode: String?) throws {
+        if let newPasscode, newPasscode.isEmpty {
+            throw KeychainError(KeychainStatus.param, "the passcode must not be empty")
+        }
+        let passcodeClasses = Accessibility.allCases.filter(\.isPasscodeProtected)
+        for accessibility in passcodeClasses where keybag.classKeys[accessibility.rawValue] != nil {
+            _ = try requireClassKey(accessibility)
+        }
+        var newKeybag = keybag
+        var newKeys: [Accessibility: ClassKey] = [:]
+        var kek: (Accessibility) -> SecretBytes
+        if let newPasscode {
+            let salt = Data(randomBytes(16))
+            let passcodeKey = try Argon2id.derive(SecretBytes(utf8: newPasscode), salt: salt, parameters: configuration.argon2)
+            let passcodeSecret = SecretBytes.random(count: 32)
+            newKeybag.passcode = PasscodeRecord(
+                salt: salt, argon2: configuration.argon2,
+                sealedSecret: try device.sealWithPasscode(passcodeSecret, authorization: passcodeKey))
+            kek = { [deviceSecret, storeID] in
+                KeyDerivation.passcodeKEK(
+                    deviceSecret: deviceSecret, passcodeSecret: passcodeSecret, passcodeKey: passcodeKey,
+                    accessibility: $0, storeID: storeID)
+            }
+        } else {
+            newKeybag.passcode = nil
+            kek = { [deviceSecret, storeID] in
+                KeyDerivation.deviceKEK(deviceSecret: deviceSecret, accessibility: $0, storeID: storeID)
+            }
+        }
+        for accessibility in passcodeClasses {
+            if accessibility == .whenPasscodeSetThisDeviceOnly && newPasscode == nil {
+                newKeybag.classKeys[accessibility.rawValue] = nil
+                continue
+            }
+            let key = ClassKey.generate(accessibility)
+            newKeys[accessibility] = key
+            newKeybag.classKeys[accessibility.rawValue] = try key.wrapped(by: kek(accessibility), storeID: storeID)
+        }
+        newKeybag.failedAttempts = 0
+        newKeybag.lastAttemptAt = nil
+
+        let rows = try store.rows(accessibility: passcodeClasses.map(\.rawValue))
+        try store.transaction { () throws(KeychainError) in
+            for row in rows {
+                let accessibility = try Self.accessibility(of: row)
+                guard let newKey = newKeys[accessibility] else {
+                    try store.delete(row)  // when-passcode-set items go with the passcode
+                    continue
+                }
+                let oldKey = try requireClassKey(accessibility)
+                let header = row.header(storeID: storeID)
+                try checkLedger(row)
+                let attributes = try ItemEnvelope.openAttributes(row.sealed, header: header, classKey: oldKey)
+                let value = try ItemEnvelope.openValue(row.sealed, header: header, classKey: oldKey)
+                var updated = row
+                updated.generation += 1
+                updated.sealed = try ItemEnvelope.seal(
+                    attributes: [UInt8](attributes), secret: value, header: updated.header(storeID: storeID),
+                    classKey: newKey)
+                try store.update(updated)
+            }
+            let saved = keybag
+            keybag = newKeybag
+            do throws(KeychainError) {
+                try saveKeybag()
+            } catch {
+                keybag = saved
+                throw error
+            }
+        }
+        try store.checkpoint()
+        for accessibility in passcodeClasses { classKeys[accessibility] = newKeys[accessibility] }
+        lockState = .unlocked
+    }
+
+    // MARK: - Settings and status
+
+    var autoLockSeconds: Int? { keybag.autoLockSeconds }
+
+    func setAutoLock(seconds: Int?) throws {
+        if let seconds, seconds <= 0 { throw KeychainError(KeychainStatus.param, "the auto-lock timeout must be positive") }
+        let saved = keybag
+        keybag.autoLockSeconds = seconds
+        do {
+            try store.transaction { () throws(KeychainError) in try saveKeybag() }
+        } catch {
+            keybag = saved
+            throw error
+        }
+    }
+
+    func status() throws -> StoreStatus {
+        let device = try self.device.status()
+        var counts: [Accessibility: Int] = [:]
+        for (code, count) in try store.countsByAccessibility() {
+            if let accessibility = Accessibility(rawValue: code) { counts[accessibility] = count }
+        }
+        let wait = remainingDelay(now: configuration.clock())
+        return StoreStatus(
+            lockState: lockState, passcodeSet: passcodeSet, device: device, failedAttempts: keybag.failedAttempts,
+            triesLeft: device.hardwareTriesLeft,
+            nextTryAt: wait > 0 ? configuration.clock().addingTimeInterval(TimeInterval(wait)) : nil,
+            autoLockSeconds: keybag.autoLockSeconds, itemCounts: counts)
+    }
+
+    // MARK: - SecItem
+
+    func add(_ item: NewItem, caller: Caller) throws -> ItemRecord? {
+        guard item.data.count <= configuration.valueLimit else {
+            throw KeychainError(
+                KeychainStatus.dataTooLarge,
+                "the secret is \(item.data.count) bytes; the limit is \(configuration.valueLimit)")
+        }
+        let group = item.accessGroup ?? caller.defaultGroup
+        guard caller.holds(group) else { throw Self.missingEntitlement(group) }
+        let classKey = try requireClassKey(item.accessibility)
+
+        let now = configuration.clock()
+        var attributes = item.attributes
+        for key in AttributeKey.primaryKey(for: item.itemClass) where attributes[key] == nil {
+            attributes[key] = AttributeKey.defaultValue(key)
+        }
+        attributes[AttributeKey.synchronizable] = .bool(item.synchronizable)
+        attributes[AttributeKey.creationDate] = .date(now)
+        attributes[AttributeKey.modificationDate] = .date(now)
+        if let flags = item.accessControlFlags { attributes[AttributeKey.accessControl] = .int(Int64(flags)) }
+
+        let row = try seal(
+            itemID: randomBytes(16), itemClass: item.itemClass, group: group, accessibility: item.accessibility,
+            generation: 1, attributes: attributes, secret: item.data, classKey: classKey)
+        var stored = row
+        stored.id = try store.transaction { () throws(KeychainError) in try store.insert(row) }
+        groupCache[item.itemClass, default: []].insert(group)
+        guard !item.returns.effective.isEmpty else { return nil }
+        return record(stored, attributes: attributes, data: item.returns.contains(.data) ? item.data : nil,
+            returns: item.returns)
+    }
+
+    func copyMatching(_ query: ItemQuery, caller: Caller) throws -> [ItemRecord] {
+        let matches = try match(query, caller: caller, bound: query.limit.bound)
+        guard !matches.isEmpty else { throw KeychainError.itemNotFound }
+        return try matches.map { row, attributes throws in
+            let data: Data? =
+                query.returns.contains(.data)
+                ? try ItemEnvelope.openValue(
+                    row.sealed, header: row.header(storeID: storeID),
+                    classKey: try requireClassKey(Self.accessibility(of: row))) : nil
+            return record(row, attributes: attributes, data: data, returns: query.returns)
+        }
+    }
+
+    func update(_ query: ItemQuery, changes: ItemChanges, caller: Caller) throws {
+        guard !changes.isEmpty else { throw KeychainError(KeychainStatus.param, "nothing to update") }
+        if let data = changes.data, data.count > configuration.valueLimit {
+            throw KeychainError(
+                KeychainStatus.dataTooLarge, "the secret is \(data.count) bytes; the limit is \(configuration.valueLimit)")
+        }
+        if let group = changes.accessGroup, !caller.holds(group) { throw Self.missingEntitlement(group) }
+        if let accessibility = changes.accessibility { _ = try requireClassKey(accessibility) }
+
+        let matches = try match(query, caller: caller, bound: nil)
+        guard !matches.isEmpty else {
+            if try wouldCollide(query: query, changes: changes, caller: caller) { throw KeychainError.duplicateItem }
+            throw KeychainError.itemNotFound
+        }
+        let now = configuration.clock()
+        var updatedRows: [ItemRow] = []
+        for (row, attributes) in matches {
+            let oldAccessibility = try Self.accessibility(of: row)
+            let oldKey = try requireClassKey(oldAccessibility)
+            let newAccessibility = changes.accessibility ?? oldAccessibility
+            let newKey = try requireClassKey(newAccessibility)
+            var newAttributes = attributes
+            for (key, value) in changes.attributes { newAttributes[key] = value }
+            if let sync = changes.synchronizable { newAttributes[AttributeKey.synchronizable] = .bool(sync) }
+            if let flags = changes.accessControlFlags {
+                newAttributes[AttributeKey.accessControl] = .int(Int64(flags))
+            } else if changes.accessibility != nil {
+                newAttributes[AttributeKey.accessControl] = nil
+            }
+            newAttributes[AttributeKey.modificationDate] = .date(now)
+            let secret =
+                try changes.data
+                ?? ItemEnvelope.openValue(row.sealed, header: row.header(storeID: storeID), classKey: oldKey)
+            guard let itemClass = ItemClass(rawValue: row.itemClass) else { throw KeychainError.decode }
+            var updated = try seal(
+                itemID: row.itemID, itemClass: itemClass, group: changes.accessGroup ?? row.accessGroup,
+                accessibility: newAccessibility, generation: row.generation + 1, attributes: newAttributes,
+                secret: secret, classKey: newKey)
+            updated.id = row.id
+            updatedRows.append(updated)
+        }
+        try store.transaction { () throws(KeychainError) in
+            for row in updatedRows { try store.update(row) }
+        }
+        if let group = changes.accessGroup, let itemClass = matches.first.flatMap({ ItemClass(rawValue: $0.0.itemClass) }) {
+            groupCache[itemClass, default: []].insert(group)
+        }
+    }
+
+    func delete(_ query: ItemQuery, caller: Caller) throws {
+        if query.limitGiven && query.limit != .all {
+            throw KeychainError(KeychainStatus.param, "delete removes every match: only m_LimitAll may be given")
+        }
+        let matches = try match(query, caller: caller, bound: nil)
+        guard !matches.isEmpty else { throw KeychainError.itemNotFound }
+        try store.transaction { () throws(KeychainError) in
+            for (row, _) in matches { try store.delete(row) }
+        }
+    }
+
+    // MARK: - Matching
+
+    /// The rows that match `query`, with their decrypted attributes, in insertion order, up to `bound`.
+    /// A candidate whose class key is unavailable fails the whole call with `errSecInteractionNotAllowed`: a
+    /// digest never decides on its own, and nothing is returned or changed.
+    private func match(_ query: ItemQuery, caller: Caller, bound: Int?) throws -> [(ItemRow, [String: AttributeValue])] {
+        let filter = try rowFilter(query, caller: caller)
+        var matches: [(ItemRow, [String: AttributeValue])] = []
+        try store.forEachRow(filter) { (row) throws(KeychainError) -> Bool in
+            let accessibility = try Self.accessibility(of: row)
+            let key = try requireClassKey(accessibility)
+            let attributes = try decryptAttributes(row, classKey: key)
+            guard Self.attributes(attributes, match: query) else { return true }
+            matches.append((row, attributes))
+            if let bound { return matches.count < bound }
+            return true
+        }
+        return matches
+    }
+
+    private func decryptAttributes(_ row: ItemRow, classKey: ClassKey) throws(KeychainError) -> [String: AttributeValue] {
+        try checkLedger(row)
+        let plain = try ItemEnvelope.openAttributes(row.sealed, header: row.header(storeID: storeID), classKey: classKey)
+        return try AttributeCodec.decode(plain)
+    }
+
+    /// An older copy of a row put back in place carries an older generation than the ledger records.
+    private func checkLedger(_ row: ItemRow) throws(KeychainError) {
+        guard row.ledgerGeneration == row.generation else {
+            throw KeychainError(KeychainStatus.decode, "an item failed its generation check (rolled back or edited)")
+        }
+    }
+
+    private static func attributes(_ stored: [String: AttributeValue], match query: ItemQuery) -> Bool {
+        for (key, wanted) in query.attributes {
+            let value = stored[key] ?? (AttributeKey.primaryKey(for: query.itemClass).contains(key)
+                ? AttributeKey.defaultValue(key) : nil)
+            guard let value, value.matches(wanted) else { return false }
+        }
+        let sync: Bool
+        if case .bool(let flag)? = stored[AttributeKey.synchronizable] { sync = flag } else { sync = false }
+        switch query.synchronizable {
+        case .any: return true
+        case .yes: return sync
+        case .no: return !sync
+        }
+    }
+
+    private func rowFilter(_ query: ItemQuery, caller: Caller) throws -> RowFilter {
+        var itemID: [UInt8]?
+        if let reference = query.persistentRef {
+            let bytes = [UInt8](reference)
+            guard bytes.count == 20, Array(bytes.prefix(4)) == Self.persistentRefPrefix else {
+                throw KeychainError(KeychainStatus.param, "not a Keyseal persistent reference")
+            }
+            itemID = Array(bytes.suffix(16))
+        }
+        let groups: [String]?
+        if let group = query.accessGroup {
+            guard caller.holds(group) else { throw Self.missingEntitlement(group) }
+            groups = [group]
+        } else {
+            groups = caller.accessGroups
+        }
+        let primaryKey = AttributeKey.primaryKey(for: query.itemClass)
+        let digestKeys = primaryKey.filter { query.attributes[$0] != nil }
+        let useDigests = !digestKeys.isEmpty || query.synchronizable != .any
+        guard useDigests else {
+            return RowFilter(
+                itemClass: query.itemClass.rawValue, groups: groups.map { $0.map { RowFilter.GroupTerm(group: $0) } },
+                accessibility: query.accessibility?.rawValue, itemID: itemID)
+        }
+        let candidates = try groups ?? knownGroups(query.itemClass)
+        let wholeKey = digestKeys.count == primaryKey.count && query.synchronizable != .any
+        let terms = candidates.map { group -> RowFilter.GroupTerm in
+            if wholeKey {
+                return RowFilter.GroupTerm(
+                    group: group,
+                    primaryKeyDigest: indexKey.primaryKeyDigest(
+                        group: group, itemClass: query.itemClass, attributes: query.attributes,
+                        synchronizable: query.synchronizable == .yes))
+            }
+            var digests = digestKeys.map { key in
+                (key, indexKey.attributeDigest(group: group, itemClass: query.itemClass, key: key, value: query.attributes[key]!))
+            }
+            if query.synchronizable != .any {
+                digests.append(
+                    (AttributeKey.synchronizable,
+                        indexKey.attributeDigest(
+                            group: group, itemClass: query.itemClass, key: AttributeKey.synchronizable,
+                            value: .bool(query.synchronizable == .yes))))
+            }
+            return RowFilter.GroupTerm(group: group, digests: digests)
+        }
+        return RowFilter(
+            itemClass: query.itemClass.rawValue, groups: terms, accessibility: query.accessibility?.rawValue,
+            itemID: itemID)
+    }
+
+    private func knownGroups(_ itemClass: ItemClass) throws -> [String] {
+        if let cached = groupCache[itemClass] { return cached.sorted() }
+        let groups = try store.accessGroups(itemClass: itemClass.rawValue)
+        groupCache[itemClass] = Set(groups)
+        return groups
+    }
+
+    /// For an update that matched nothing: would the query's item, changed as asked, collide with an existing
+    /// item? (A collision wins over not found.)
+    private func wouldCollide(query: ItemQuery, changes: ItemChanges, caller: Caller) throws -> Bool {
+        let primaryKey = AttributeKey.primaryKey(for: query.itemClass)
+        guard primaryKey.contains(where: { changes.attributes[$0] != nil }) else { return false }
+        var attributes = query.attributes
+        for (key, value) in changes.attributes { attributes[key] = value }
+        let sync: Bool
+        if let changed = changes.synchronizable { sync = changed } else { sync = query.synchronizable == .yes }
+        guard let group = changes.accessGroup ?? query.accessGroup ?? caller.accessGroups?.first ?? Optional(caller.defaultGroup)
+        else { return false }
+        let digest = indexKey.primaryKeyDigest(
+            group: group, itemClass: query.itemClass, attributes: attributes, synchronizable: sync)
+        return try store.primaryKeyExists(
+            itemClass: query.itemClass.rawValue, group: group, digest: digest, excludingID: nil)
+    }
+
+    // MARK: - Rows
+
+    private func seal(
+        itemID: [UInt8], itemClass: ItemClass, group: String, accessibility: Accessibility, generation: Int64,
+        attributes: [String: AttributeValue], secret: Data, classKey: ClassKey
+    ) throws(KeychainError) -> ItemRow {
+        let sync: Bool
+        if case .bool(let flag)? = attributes[AttributeKey.synchronizable] { sync = flag } else { sync = false }
+        let primaryKey = AttributeKey.primaryKey(for: itemClass)
+        let digests: [Data?] = AttributeKey.digested.map { key in
+            if key == AttributeKey.synchronizable {
+                return indexKey.attributeDigest(group: group, itemClass: itemClass, key: key, value: .bool(sync))
+            }
+            guard primaryKey.contains(key) else { return nil }
+            return indexKey.attributeDigest(
+                group: group, itemClass: itemClass, key: key,
+                value: attributes[key] ?? AttributeKey.defaultValue(key))
+        }
+        var row = ItemRow(
+            itemID: itemID, itemClass: itemClass.rawValue, accessGroup: group, accessibility: accessibility.rawValue,
+            generation: generation,
+            primaryKeyDigest: indexKey.primaryKeyDigest(
+                group: group, itemClass: itemClass, attributes: attributes, synchronizable: sync),
+            digests: digests, sealed: SealedItem(attributes: Data(), wrappedKey: Data(), value: Data()),
+            ledgerGeneration: generation)
+        row.sealed = try ItemEnvelope.seal(
+            attributes: AttributeCodec.encode(attributes), secret: secret, header: row.header(storeID: storeID),
+            classKey: classKey)
+        return row
+    }
+
+    private func record(_ row: ItemRow, attributes: [String: AttributeValue], data: Data?, returns: ReturnOptions)
+        -> ItemRecord
+    {
+        var all = attributes
+        all[AttributeKey.accessGroup] = .string(row.accessGroup)
+        all[AttributeKey.accessible] = .string(row.accessibility)
+        return ItemRecord(
+            itemClass: ItemClass(rawValue: row.itemClass) ?? .genericPassword, attributes: all, data: data,
+            persistentRef: returns.contains(.persistentRef) ? Data(Self.persistentRefPrefix + row.itemID) : nil)
+    }
+
+    private static func accessibility(of row: ItemRow) throws(KeychainError) -> Accessibility {
+        guard let accessibility = Accessibility(rawValue: row.accessibility) else {
+            throw KeychainError(KeychainStatus.decode, "an item has an unknown accessibility class")
+        }
+        return accessibility
+    }
+
+    static func missingEntitlement(_ group: String) -> KeychainError {
+        KeychainError(KeychainStatus.missingEntitlement, "the caller does not hold the access group \(group)")
+    }
+}

@@ -1,0 +1,129 @@
+import Foundation
+
+/// The value of one item attribute.
+public enum AttributeValue: Sendable, Hashable, CustomStringConvertible {
+    case string(String)
+    case data(Data)
+    case bool(Bool)
+    case int(Int64)
+    case date(Date)
+
+    /// The bytes that digests and blob comparisons use: String and Data both as their bytes.
+    public var matchBytes: [UInt8] {
+        switch self {
+        case .string(let text): Array(text.utf8)
+        case .data(let data): Array(data)
+        case .bool(let flag): [flag ? 1 : 0]
+        case .int(let number): withUnsafeBytes(of: number.bigEndian) { Array($0) }
+        case .date(let date): withUnsafeBytes(of: date.timeIntervalSinceReferenceDate.bitPattern.bigEndian) { Array($0) }
+        }
+    }
+
+    /// Whether `self` (a stored value) matches `query` (a queried value) the way Apple compares them:
+    /// blobs by their bytes whether given as String or Data, everything else by value.
+    public func matches(_ query: AttributeValue) -> Bool {
+        switch (self, query) {
+        case (.string, .string), (.data, .data), (.string, .data), (.data, .string): matchBytes == query.matchBytes
+        case (.bool(let a), .bool(let b)): a == b
+        case (.int(let a), .int(let b)): a == b
+        case (.date(let a), .date(let b)): a == b
+        default: false
+        }
+    }
+
+    public var description: String {
+        switch self {
+        case .string: "string"
+        case .data: "data"
+        case .bool: "bool"
+        case .int: "int"
+        case .date: "date"
+        }
+    }
+}
+
+/// What kind of value an attribute takes.
+public enum AttributeKind: Sendable {
+    case string
+    /// Apple's blob attributes: a String or a Data, compared by bytes.
+    case blob
+    /// Apple declares Data; a String is accepted as its UTF-8 bytes.
+    case dataPreferred
+    case bool
+    case int
+    case date
+    /// `accc`: a SecAccessControl; recorded as its flags.
+    case accessControl
+}
+
+/// Attribute keys (Apple's four-character names) and the per-class schema.
+public enum AttributeKey {
+    public static let accessible = "pdmn"
+    public static let accessControl = "accc"
+    public static let accessGroup = "agrp"
+    public static let creationDate = "cdat"
+    public static let modificationDate = "mdat"
+    public static let description = "desc"
+    public static let comment = "icmt"
+    public static let creator = "crtr"
+    public static let type = "type"
+    public static let label = "labl"
+    public static let isInvisible = "invi"
+    public static let isNegative = "nega"
+    public static let account = "acct"
+    public static let service = "svce"
+    public static let generic = "gena"
+    public static let securityDomain = "sdmn"
+    public static let server = "srvr"
+    public static let `protocol` = "ptcl"
+    public static let authenticationType = "atyp"
+    public static let port = "port"
+    public static let path = "path"
+    public static let synchronizable = "sync"
+    /// `kSecUseDataProtectionKeychain`: four characters but a use flag, accepted and ignored.
+    public static let dataProtectionKeychain = "nleg"
+
+    public static let kinds: [String: AttributeKind] = [
+        accessible: .string, accessControl: .accessControl, accessGroup: .string, creationDate: .date,
+        modificationDate: .date, description: .string, comment: .string, creator: .string, type: .string,
+        label: .string, isInvisible: .bool, isNegative: .bool, account: .blob, service: .blob,
+        generic: .dataPreferred, securityDomain: .string, server: .string, `protocol`: .string,
+        authenticationType: .string, port: .int, path: .string, synchronizable: .bool,
+    ]
+
+    static let common: Set<String> = [
+        accessible, accessControl, accessGroup, creationDate, modificationDate, description, comment, creator, type,
+        label, isInvisible, isNegative, synchronizable,
+    ]
+
+    /// Attributes an item of `itemClass` has.
+    public static func allowed(for itemClass: ItemClass) -> Set<String> {
+        switch itemClass {
+        case .genericPassword: common.union([account, service, generic])
+        case .internetPassword:
+            common.union([account, securityDomain, server, `protocol`, authenticationType, port, path])
+        default: common
+        }
+    }
+
+    /// The primary-key attributes besides the access group and `sync`, in digest order.
+    public static func primaryKey(for itemClass: ItemClass) -> [String] {
+        switch itemClass {
+        case .genericPassword: [account, service]
+        case .internetPassword: [account, securityDomain, server, `protocol`, authenticationType, port, path]
+        default: []
+        }
+    }
+
+    /// The value a primary-key attribute has when an add leaves it out.
+    public static func defaultValue(_ key: String) -> AttributeValue {
+        key == port ? .int(0) : .string("")
+    }
+
+    /// Attributes the engine maintains; callers cannot set them.
+    public static let readOnly: Set<String> = [creationDate, modificationDate]
+
+    /// Every attribute that has a search digest column in the store.
+    public static let digested: [String] = [account, service, server, securityDomain, `protocol`, authenticationType,
+        port, path, synchronizable]
+}

@@ -1,0 +1,348 @@
+import Foundation
+
+/// Turns Apple-style query dictionaries into typed requests, with Apple's statuses for bad input, and typed
+/// results back into Apple's result shapes.
+public enum DictionaryRequests {
+    public static let classKey = "class"
+    public static let matchLimit = "m_Limit"
+    public static let matchLimitOne = "m_LimitOne"
+    public static let matchLimitAll = "m_LimitAll"
+    public static let matchCaseInsensitive = "m_CaseInsensitive"
+    public static let returnData = "r_Data"
+    public static let returnAttributes = "r_Attributes"
+    public static let returnRef = "r_Ref"
+    public static let returnPersistentRef = "r_PersistentRef"
+    public static let valueData = "v_Data"
+    public static let valueRef = "v_Ref"
+    public static let valuePersistentRef = "v_PersistentRef"
+    public static let synchronizableAny = "syna"
+
+    // MARK: - Requests
+
+    /// Parses a CopyMatching, Update or Delete query.
+    public static func query(_ dictionary: [String: Any]) throws(KeychainError) -> ItemQuery {
+        let itemClass = try parseClass(dictionary)
+        var query = ItemQuery(itemClass: itemClass)
+        let allowed = AttributeKey.allowed(for: itemClass)
+        for (key, value) in dictionary where key != classKey {
+            if isAttributeKey(key) {
+                if key == AttributeKey.dataProtectionKeychain { continue }
+                guard allowed.contains(key) else { throw noSuchAttr(key, itemClass) }
+                switch key {
+                case AttributeKey.accessGroup: query.accessGroup = try string(value, key)
+                case AttributeKey.accessible: query.accessibility = try accessibility(value)
+                case AttributeKey.accessControl:
+                    let control = try accessControl(value)
+                    query.accessibility = control.accessibility
+                case AttributeKey.synchronizable:
+                    if let text = value as? String, text == synchronizableAny {
+                        query.synchronizable = .any
+                    } else {
+                        query.synchronizable = try bool(value, key) ? .yes : .no
+                    }
+                default: query.attributes[key] = try attributeValue(value, key)
+                }
+                continue
+            }
+            switch key.first {
+            case "m":
+                switch key {
+                case matchLimit:
+                    query.limit = try limit(value)
+                    query.limitGiven = true
+                case matchCaseInsensitive:
+                    if try bool(value, key) {
+                        throw KeychainError(KeychainStatus.unimplemented, "case-insensitive matching is not supported")
+                    }
+                default: throw KeychainError(KeychainStatus.param, "unknown match key \(key)")
+                }
+            case "r": query.returns.insert(try returnKey(key, value))
+            case "u": continue
+            case "v":
+                switch key {
+                case valuePersistentRef: query.persistentRef = try data(value, key)
+                case valueData: throw KeychainError(KeychainStatus.param, "v_Data is not a query key")
+                default: throw KeychainError(KeychainStatus.param, "\(key) is not supported in a query")
+                }
+            default: throw KeychainError(KeychainStatus.param, "unknown key \(key)")
+            }
+        }
+        return query
+    }
+
+    /// Parses an Add dictionary.
+    public static func add(_ dictionary: [String: Any]) throws(KeychainError) -> NewItem {
+        let itemClass = try parseClass(dictionary)
+        var item = NewItem(itemClass: itemClass)
+        let allowed = AttributeKey.allowed(for: itemClass)
+        var pdmn: Accessibility?
+        var control: (accessibility: Accessibility, flags: UInt)?
+        for (key, value) in dictionary where key != classKey {
+            if isAttributeKey(key) {
+                if key == AttributeKey.dataProtectionKeychain { continue }
+                guard allowed.contains(key) else { throw noSuchAttr(key, itemClass) }
+                if AttributeKey.readOnly.contains(key) {
+                    throw KeychainError(KeychainStatus.readOnlyAttr, "\(key) is set by the keychain")
+                }
+                switch key {
+                case AttributeKey.accessGroup: item.accessGroup = try string(value, key)
+                case AttributeKey.accessible: pdmn = try accessibility(value)
+                case AttributeKey.accessControl: control = try accessControl(value)
+                case AttributeKey.synchronizable: item.synchronizable = try bool(value, key)
+                default: item.attributes[key] = try attributeValue(value, key)
+                }
+                continue
+            }
+            switch key.first {
+            case "r": item.returns.insert(try returnKey(key, value))
+            case "u": continue
+            case "v":
+                switch key {
+                case valueData: item.data = try data(value, key)
+                case valuePersistentRef, valueRef:
+                    throw KeychainError(KeychainStatus.param, "\(key) cannot be given to an add")
+                default: throw KeychainError(KeychainStatus.param, "unknown key \(key)")
+                }
+            case "m": throw KeychainError(KeychainStatus.param, "\(key) has no meaning in an add")
+            default: throw KeychainError(KeychainStatus.param, "unknown key \(key)")
+            }
+        }
+        if let control {
+            if let pdmn, pdmn != control.accessibility {
+                throw KeychainError(KeychainStatus.param, "pdmn and accc name different accessibility classes")
+            }
+            item.accessibility = control.accessibility
+            item.accessControlFlags = control.flags
+        } else if let pdmn {
+            item.accessibility = pdmn
+        }
+        return item
+    }
+
+    /// Parses the attributes-to-update dictionary of an Update.
+    public static func changes(_ dictionary: [String: Any], for itemClass: ItemClass) throws(KeychainError)
+        -> ItemChanges
+    {
+        var changes = ItemChanges()
+        let allowed = AttributeKey.allowed(for: itemClass)
+        var pdmn: Accessibility?
+        var control: (accessibility: Accessibility, flags: UInt)?
+        for (key, value) in dictionary {
+            if key == classKey {
+                throw KeychainError(KeychainStatus.noSuchAttr, "the class of an item cannot be changed")
+            }
+            if isAttributeKey(key) {
+                if key == AttributeKey.dataProtectionKeychain { continue }
+                guard allowed.contains(key) else { throw noSuchAttr(key, itemClass) }
+                if AttributeKey.readOnly.contains(key) {
+                    throw KeychainError(KeychainStatus.readOnlyAttr, "\(key) is set by the keychain")
+                }
+                switch key {
+                case AttributeKey.accessGroup: changes.accessGroup = try string(value, key)
+                case AttributeKey.accessible: pdmn = try accessibility(value)
+                case AttributeKey.accessControl: control = try accessControl(value)
+                case AttributeKey.synchronizable: changes.synchronizable = try bool(value, key)
+                default: changes.attributes[key] = try attributeValue(value, key)
+                }
+                continue
+            }
+            switch key.first {
+            case "u": continue
+            case "v":
+                guard key == valueData else {
+                    throw KeychainError(KeychainStatus.param, "\(key) cannot be changed by an update")
+                }
+                changes.data = try data(value, key)
+            case "r", "m": throw KeychainError(KeychainStatus.param, "\(key) is not allowed in the attributes to update")
+            default: throw KeychainError(KeychainStatus.param, "unknown key \(key)")
+            }
+        }
+        if let control {
+            if let pdmn, pdmn != control.accessibility {
+                throw KeychainError(KeychainStatus.param, "pdmn and accc name different accessibility classes")
+            }
+            changes.accessibility = control.accessibility
+            changes.accessControlFlags = control.flags
+        } else if let pdmn {
+            changes.accessibility = pdmn
+        }
+        return changes
+    }
+
+    // MARK: - Results
+
+    /// Apple's result shape for `records` under `returns` and `limit`: nil when nothing is to be returned.
+    /// `accessControl` makes the `accc` value for an item recorded with one.
+    public static func result(
+        _ records: [ItemRecord], returns: ReturnOptions, limit: MatchLimit,
+        accessControl: (Accessibility, UInt) -> Any
+    ) -> Any? {
+        let wanted = returns.effective
+        guard !wanted.isEmpty else { return nil }
+        func render(_ record: ItemRecord) -> Any {
+            if wanted == .data { return record.data ?? Data() }
+            if wanted == .persistentRef { return record.persistentRef ?? Data() }
+            var dictionary: [String: Any] = [:]
+            if wanted.contains(.attributes) {
+                dictionary = attributesDictionary(record, accessControl: accessControl)
+            }
+            if wanted.contains(.data) { dictionary[valueData] = record.data ?? Data() }
+            if wanted.contains(.persistentRef) { dictionary[valuePersistentRef] = record.persistentRef ?? Data() }
+            return dictionary
+        }
+        if limit.returnsArray { return records.map(render) }
+        return records.first.map(render)
+    }
+
+    /// An item's attributes as Apple returns them, with `class`.
+    public static func attributesDictionary(_ record: ItemRecord, accessControl: (Accessibility, UInt) -> Any)
+        -> [String: Any]
+    {
+        var dictionary: [String: Any] = [classKey: record.itemClass.rawValue]
+        for (key, value) in record.attributes {
+            if key == AttributeKey.accessControl {
+                if case .int(let flags) = value, let accessibility = record.accessibility {
+                    dictionary[key] = accessControl(accessibility, UInt(truncatingIfNeeded: flags))
+                }
+                continue
+            }
+            dictionary[key] = plain(value)
+        }
+        return dictionary
+    }
+
+    /// The Swift value Apple's APIs carry for `value`.
+    public static func plain(_ value: AttributeValue) -> Any {
+        switch value {
+        case .string(let text): text
+        case .data(let data): data
+        case .bool(let flag): flag
+        case .int(let number): Int(number)
+        case .date(let date): date
+        }
+    }
+
+    // MARK: - Values
+
+    static func isAttributeKey(_ key: String) -> Bool { key.utf8.count == 4 }
+
+    static func parseClass(_ dictionary: [String: Any]) throws(KeychainError) -> ItemClass {
+        guard let raw = dictionary[classKey] else {
+            throw KeychainError(KeychainStatus.param, "the query has no class (kSecClass)")
+        }
+        guard let code = raw as? String else { throw KeychainError(KeychainStatus.param, "kSecClass must be a string") }
+        guard let itemClass = ItemClass(rawValue: code) else {
+            throw KeychainError(KeychainStatus.noSuchClass, "unknown item class \(code)")
+        }
+        guard itemClass.isImplemented else {
+            throw KeychainError(KeychainStatus.unimplemented, "item class \(code) is not supported yet")
+        }
+        return itemClass
+    }
+
+    static func noSuchAttr(_ key: String, _ itemClass: ItemClass) -> KeychainError {
+        KeychainError(KeychainStatus.noSuchAttr, "\(key) is not an attribute of class \(itemClass.rawValue)")
+    }
+
+    static func limit(_ value: Any) throws(KeychainError) -> MatchLimit {
+        if let text = value as? String {
+            switch text {
+            case matchLimitOne: return .one
+            case matchLimitAll: return .all
+            default: throw KeychainError(KeychainStatus.param, "unknown match limit \(text)")
+            }
+        }
+        if let number = integer(value), number > 0 { return number == 1 ? .one : .count(number) }
+        throw KeychainError(KeychainStatus.param, "m_Limit must be m_LimitOne, m_LimitAll or a positive number")
+    }
+
+    static func returnKey(_ key: String, _ value: Any) throws(KeychainError) -> ReturnOptions {
+        let option: ReturnOptions
+        switch key {
+        case returnData: option = .data
+        case returnAttributes: option = .attributes
+        case returnPersistentRef: option = .persistentRef
+        case returnRef: option = .ref
+        default: throw KeychainError(KeychainStatus.param, "unknown return key \(key)")
+        }
+        return try bool(value, key) ? option : []
+    }
+
+    static func attributeValue(_ value: Any, _ key: String) throws(KeychainError) -> AttributeValue {
+        switch AttributeKey.kinds[key] ?? .string {
+        case .string: return .string(try string(value, key))
+        case .blob, .dataPreferred:
+            if let text = value as? String { return .string(text) }
+            return .data(try data(value, key))
+        case .bool: return .bool(try bool(value, key))
+        case .int:
+            guard let number = integer(value) else { throw typeError(key, "a number") }
+            return .int(Int64(number))
+        case .date:
+            guard let date = value as? Date else { throw typeError(key, "a date") }
+            return .date(date)
+        case .accessControl: throw typeError(key, "a SecAccessControl")
+        }
+    }
+
+    static func string(_ value: Any, _ key: String) throws(KeychainError) -> String {
+        guard let text = value as? String else { throw typeError(key, "a string") }
+        return text
+    }
+
+    static func data(_ value: Any, _ key: String) throws(KeychainError) -> Data {
+        if let data = value as? Data { return data }
+        if let bytes = value as? [UInt8] { return Data(bytes) }
+        throw typeError(key, "data")
+    }
+
+    static func bool(_ value: Any, _ key: String) throws(KeychainError) -> Bool {
+        if let flag = value as? Bool { return flag }
+        if let number = value as? NSNumber, number.int64Value == 0 || number.int64Value == 1 {
+            return number.boolValue
+        }
+        throw typeError(key, "a boolean")
+    }
+
+    static func integer(_ value: Any) -> Int? {
+        switch value {
+        case is Bool: return nil
+        case let number as Int: return number
+        case let number as Int32: return Int(number)
+        case let number as Int64: return Int(exactly: number)
+        case let number as UInt16: return Int(number)
+        case let number as UInt32: return Int(number)
+        case let number as UInt: return Int(exactly: number)
+        case let number as NSNumber: return number.intValue
+        default: return nil
+        }
+    }
+
+    static func accessibility(_ value: Any) throws(KeychainError) -> Accessibility {
+        guard let code = value as? String, let accessibility = Accessibility(rawValue: code) else {
+            throw KeychainError(KeychainStatus.param, "pdmn must be one of ak, ck, dk, aku, cku, dku, akpu")
+        }
+        return accessibility
+    }
+
+    static func accessControl(_ value: Any) throws(KeychainError) -> (accessibility: Accessibility, flags: UInt) {
+        guard let control = value as? any AccessControlConvertible else {
+            throw typeError(AttributeKey.accessControl, "a SecAccessControl")
+        }
+        guard let accessibility = Accessibility(rawValue: control.accessibilityCode) else {
+            throw KeychainError(KeychainStatus.param, "the access control's protection is not an accessibility class")
+        }
+        let constraints = control.flagsRawValue & ~AccessControlFlag.combinators
+        guard constraints == 0 else {
+            throw KeychainError(
+                KeychainStatus.unimplemented,
+                "access-control flags 0x\(String(constraints, radix: 16)) (user presence, biometry, companion, "
+                    + "device passcode or application password) cannot be enforced by Keyseal yet")
+        }
+        return (accessibility, control.flagsRawValue)
+    }
+
+    static func typeError(_ key: String, _ expected: String) -> KeychainError {
+        KeychainError(KeychainStatus.param, "\(key) must be \(expected)")
+    }
+}

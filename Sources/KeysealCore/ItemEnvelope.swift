@@ -1,0 +1,224 @@
+import Crypto
+import Foundation
+
+/// Length-prefixed encoding: tag, 32-bit big-endian length, bytes. No two field lists collide.
+@inlinable
+func appendField(_ buffer: inout [UInt8], tag: UInt8, _ bytes: some Collection<UInt8>) {
+    buffer.append(tag)
+    let length = UInt32(bytes.count)
+    buffer.append(UInt8(truncatingIfNeeded: length >> 24))
+    buffer.append(UInt8(truncatingIfNeeded: length >> 16))
+    buffer.append(UInt8(truncatingIfNeeded: length >> 8))
+    buffer.append(UInt8(truncatingIfNeeded: length))
+    buffer.append(contentsOf: bytes)
+}
+
+/// The search digests of DESIGN.md §4: HMAC-SHA256(IX, group ‖ class ‖ attribute ‖ value) per primary-key
+/// attribute, and one digest of the whole primary-key tuple.
+public struct IndexKey: Sendable {
+    private let secret: SecretBytes
+
+    public init(_ secret: SecretBytes) { self.secret = secret }
+
+    private func mac(_ message: [UInt8]) -> Data {
+        Data(HMAC<SHA256>.authenticationCode(for: message, using: SymmetricKey(data: secret)))
+    }
+
+    private static func valueTag(_ value: AttributeValue) -> UInt8 {
+        switch value {
+        case .string, .data: 4
+        case .bool: 5
+        case .int: 6
+        case .date: 7
+        }
+    }
+
+    private static func prefix(group: String, itemClass: ItemClass) -> [UInt8] {
+        var buffer: [UInt8] = []
+        buffer.reserveCapacity(96)
+        appendField(&buffer, tag: 1, group.utf8)
+        appendField(&buffer, tag: 2, itemClass.rawValue.utf8)
+        return buffer
+    }
+
+    /// The digest of one attribute's value.
+    public func attributeDigest(group: String, itemClass: ItemClass, key: String, value: AttributeValue) -> Data {
+        var buffer = Self.prefix(group: group, itemClass: itemClass)
+        appendField(&buffer, tag: 3, key.utf8)
+        appendField(&buffer, tag: Self.valueTag(value), value.matchBytes)
+        return mac(buffer)
+    }
+
+    /// The digest of the whole primary-key tuple: every primary-key attribute (defaults filled) and `sync`.
+    public func primaryKeyDigest(
+        group: String, itemClass: ItemClass, attributes: [String: AttributeValue], synchronizable: Bool
+    ) -> Data {
+        var buffer = Self.prefix(group: group, itemClass: itemClass)
+        for key in AttributeKey.primaryKey(for: itemClass) {
+            let value = attributes[key] ?? AttributeKey.defaultValue(key)
+            appendField(&buffer, tag: 3, key.utf8)
+            appendField(&buffer, tag: Self.valueTag(value), value.matchBytes)
+        }
+        appendField(&buffer, tag: 3, AttributeKey.synchronizable.utf8)
+        appendField(&buffer, tag: 5, [synchronizable ? 1 : 0])
+        return mac(buffer)
+    }
+}
+
+/// The plaintext columns of an item row that the envelope authenticates.
+public struct ItemHeader: Sendable, Equatable {
+    public static let formatVersion: UInt8 = 1
+
+    public var storeID: [UInt8]
+    public var itemID: [UInt8]
+    public var itemClass: String
+    public var accessGroup: String
+    public var accessibility: String
+    public var primaryKeyDigest: Data
+    /// The digest columns, in ``AttributeKey/digested`` order; nil where the class has no such attribute.
+    public var digests: [Data?]
+    public var generation: Int64
+
+    public init(
+        storeID: [UInt8], itemID: [UInt8], itemClass: String, accessGroup: String, accessibility: String,
+        primaryKeyDigest: Data, digests: [Data?], generation: Int64
+    ) {
+        self.storeID = storeID
+        self.itemID = itemID
+        self.itemClass = itemClass
+        self.accessGroup = accessGroup
+        self.accessibility = accessibility
+        self.primaryKeyDigest = primaryKeyDigest
+        self.digests = digests
+        self.generation = generation
+    }
+
+    /// version ‖ store id ‖ item id ‖ class ‖ group ‖ accessibility ‖ pk digest ‖ digests ‖ generation.
+    public func encoded() -> [UInt8] {
+        var buffer: [UInt8] = [Self.formatVersion]
+        buffer.reserveCapacity(512)
+        appendField(&buffer, tag: 1, storeID)
+        appendField(&buffer, tag: 2, itemID)
+        appendField(&buffer, tag: 3, itemClass.utf8)
+        appendField(&buffer, tag: 4, accessGroup.utf8)
+        appendField(&buffer, tag: 5, accessibility.utf8)
+        appendField(&buffer, tag: 6, primaryKeyDigest)
+        for digest in digests {
+            if let digest { appendField(&buffer, tag: 7, digest) } else { appendField(&buffer, tag: 8, []) }
+        }
+        appendField(&buffer, tag: 9, withUnsafeBytes(of: generation.bigEndian) { Array($0) })
+        return buffer
+    }
+}
+
+/// The three ciphertexts of an item.
+public struct SealedItem: Sendable, Equatable {
+    /// AES-GCM(MK(c,i), attributes, aad = header).
+    public var attributes: Data
+    /// AES-GCM(CK(c), IK, aad = "keyseal/ik" ‖ header).
+    public var wrappedKey: Data
+    /// AES-GCM(IK, secret, aad = header ‖ SHA-256(attributes ciphertext)).
+    public var value: Data
+
+    public init(attributes: Data, wrappedKey: Data, value: Data) {
+        self.attributes = attributes
+        self.wrappedKey = wrappedKey
+        self.value = value
+    }
+}
+
+/// Item encryption (DESIGN.md §2): two keys per item, every plaintext column authenticated.
+public enum ItemEnvelope {
+    static let wrapLabel = Array("keyseal/ik".utf8)
+
+    public static func seal(attributes: [UInt8], secret: Data, header: ItemHeader, classKey: ClassKey)
+        throws(KeychainError) -> SealedItem
+    {
+        let aad = header.encoded()
+        let metadataKey = classKey.metadataKey(itemID: header.itemID)
+        let attributesBox = try AEAD.seal(attributes, key: metadataKey, aad: aad)
+        let itemKey = SecretBytes.random(count: 32)
+        let wrappedKey = try AEAD.sealSecret(itemKey, key: classKey.symmetricKey, aad: wrapLabel + aad)
+        let valueBox = try AEAD.seal(secret, key: SymmetricKey(data: itemKey), aad: valueAAD(aad, attributesBox))
+        return SealedItem(attributes: attributesBox, wrappedKey: wrappedKey, value: valueBox)
+    }
+
+    /// The decrypted attribute encoding; `errSecDecode` if anything was altered.
+    public static func openAttributes(_ sealed: SealedItem, header: ItemHeader, classKey: ClassKey)
+        throws(KeychainError) -> Data
+    {
+        try AEAD.open(sealed.attributes, key: classKey.metadataKey(itemID: header.itemID), aad: header.encoded())
+    }
+
+    /// The decrypted secret; `errSecDecode` if anything was altered.
+    public static func openValue(_ sealed: SealedItem, header: ItemHeader, classKey: ClassKey) throws(KeychainError)
+        -> Data
+    {
+        let aad = header.encoded()
+        let itemKey = try AEAD.openSecret(sealed.wrappedKey, key: classKey.symmetricKey, aad: wrapLabel + aad)
+        return try AEAD.open(sealed.value, key: SymmetricKey(data: itemKey), aad: valueAAD(aad, sealed.attributes))
+    }
+
+    static func valueAAD(_ header: [UInt8], _ attributesBox: Data) -> [UInt8] {
+        header + Array(SHA256.hash(data: attributesBox))
+    }
+}
+
+/// The binary encoding of an item's attributes inside its attribute ciphertext.
+public enum AttributeCodec {
+    public static func encode(_ attributes: [String: AttributeValue]) -> [UInt8] {
+        var buffer: [UInt8] = []
+        buffer.reserveCapacity(256)
+        for key in attributes.keys.sorted() {
+            let value = attributes[key]!
+            let kind: UInt8
+            switch value {
+            case .string: kind = 1
+            case .data: kind = 2
+            case .bool: kind = 3
+            case .int: kind = 4
+            case .date: kind = 5
+            }
+            appendField(&buffer, tag: kind, key.utf8)
+            appendField(&buffer, tag: kind, value.matchBytes)
+        }
+        return buffer
+    }
+
+    public static func decode(_ data: Data) throws(KeychainError) -> [String: AttributeValue] {
+        var result: [String: AttributeValue] = [:]
+        let bytes = [UInt8](data)
+        var index = 0
+        func field() throws(KeychainError) -> (UInt8, ArraySlice<UInt8>) {
+            guard index + 5 <= bytes.count else { throw KeychainError(KeychainStatus.decode, "corrupt attributes") }
+            let tag = bytes[index]
+            let length =
+                Int(bytes[index + 1]) << 24 | Int(bytes[index + 2]) << 16 | Int(bytes[index + 3]) << 8
+                | Int(bytes[index + 4])
+            index += 5
+            guard length <= bytes.count - index else {
+                throw KeychainError(KeychainStatus.decode, "corrupt attributes")
+            }
+            defer { index += length }
+            return (tag, bytes[index..<index + length])
+        }
+        while index < bytes.count {
+            let (kind, keyBytes) = try field()
+            let (_, valueBytes) = try field()
+            let key = String(decoding: keyBytes, as: UTF8.self)
+            func integer() throws(KeychainError) -> UInt64 {
+                guard valueBytes.count == 8 else { throw KeychainError(KeychainStatus.decode, "corrupt attributes") }
+                return valueBytes.reduce(0) { $0 << 8 | UInt64($1) }
+            }
+            switch kind {
+            case 1: result[key] = .string(String(decoding: valueBytes, as: UTF8.self))
+            case 2: result[key] = .data(Data(valueBytes))
+            case 3: result[key] = .bool(valueBytes.first == 1)
+            case 4: result[key] = .int(Int64(bitPattern: try integer()))
+            case 5: result[key] = .date(Date(timeIntervalSinceReferenceDate: Double(bitPattern: try integer())))
+            default: throw KeychainError(KeychainStatus.decode, "corrupt attributes")
+            }
+        }
+        return result
+    }
+}

@@ -1,0 +1,138 @@
+import Crypto
+import Foundation
+
+/// Argon2id cost of the passcode key P.
+public struct Argon2Parameters: Codable, Sendable, Equatable {
+    public var memoryKiB: UInt32
+    public var iterations: UInt32
+    public var parallelism: UInt32
+
+    public init(memoryKiB: UInt32, iterations: UInt32, parallelism: UInt32) {
+        self.memoryKiB = memoryKiB
+        self.iterations = iterations
+        self.parallelism = parallelism
+    }
+
+    /// 64 MiB, 3 passes, one lane: ≈200 ms on the reference machine.
+    public static let standard = Argon2Parameters(memoryKiB: 64 * 1024, iterations: 3, parallelism: 1)
+
+    /// The most a stored header may ask for (protects against a header that asks for all memory).
+    public static let maximum = Argon2Parameters(memoryKiB: 4 * 1024 * 1024, iterations: 64, parallelism: 16)
+
+    public var isWithinLimits: Bool {
+        memoryKiB >= 8 && memoryKiB <= Self.maximum.memoryKiB && iterations >= 1
+            && iterations <= Self.maximum.iterations && parallelism >= 1 && parallelism <= Self.maximum.parallelism
+    }
+}
+
+/// The passcode part of the keybag.
+public struct PasscodeRecord: Codable, Sendable, Equatable {
+    public var salt: Data
+    public var argon2: Argon2Parameters
+    /// PS sealed with the passcode authorization.
+    public var sealedSecret: Data
+
+    public init(salt: Data, argon2: Argon2Parameters, sealedSecret: Data) {
+        self.salt = salt
+        self.argon2 = argon2
+        self.sealedSecret = sealedSecret
+    }
+}
+
+/// The keybag header: everything needed to recover the class keys, authenticated with a key derived from DS.
+///
+/// Fields are readable before the check (the backend, the device identity and the sealed DS are needed to
+/// get DS), but nothing in it is used for a passcode-protected hardware call before the MAC verifies.
+public struct Keybag: Codable, Sendable, Equatable {
+    public var version: Int
+    public var storeID: Data
+    public var backend: String
+    public var deviceIdentity: Data
+    public var sealedDeviceSecret: Data
+    public var passcode: PasscodeRecord?
+    /// Wrapped class keys by accessibility code.
+    public var classKeys: [String: Data]
+    /// Failed passcode attempts since the last success; recorded before each check.
+    public var failedAttempts: Int
+    /// When the last counted attempt started (seconds since 1970).
+    public var lastAttemptAt: Double?
+    /// Idle seconds before auto-lock; nil disables it.
+    public var autoLockSeconds: Int?
+    /// Incremented on every write of the keybag.
+    public var generation: Int64
+
+    public static let currentVersion = 1
+
+    public init(storeID: Data, backend: String, deviceIdentity: Data, sealedDeviceSecret: Data) {
+        self.version = Self.currentVersion
+        self.storeID = storeID
+        self.backend = backend
+        self.deviceIdentity = deviceIdentity
+        self.sealedDeviceSecret = sealedDeviceSecret
+        self.passcode = nil
+        self.classKeys = [:]
+        self.failedAttempts = 0
+        self.lastAttemptAt = nil
+        self.autoLockSeconds = 300
+        self.generation = 0
+    }
+
+    /// The stored form: a JSON body and its MAC.
+    public func encoded(macKey: SecretBytes) -> (body: Data, mac: Data) {
+        let encoder = JSONEncoder()
+        encoder.outputFormatting = [.sortedKeys]
+        let body = try! encoder.encode(self)  // A Codable struct of plain values always encodes.
+        return (body, Self.mac(body, key: macKey))
+    }
+
+    /// Parses a stored body without checking it (to learn what unseals DS).
+    public static func parseUnverified(_ body: Data) throws(KeychainError) -> Keybag {
+        let keybag: Keybag
+        do {
+            keybag = try JSONDecoder().decode(Keybag.self, from: body)
+        } catch {
+            throw KeychainError(KeychainStatus.decode, "the keybag header is corrupt")
+        }
+        guard keybag.version == currentVersion else {
+            throw KeychainError(KeychainStatus.decode, "unknown keybag version \(keybag.version)")
+        }
+        return keybag
+    }
+
+    /// Checks a stored body against its MAC.
+    public static func verify(body: Data, mac: Data, macKey: SecretBytes) throws(KeychainError) {
+        let expected = Self.mac(body, key: macKey)
+        guard expected.count == mac.count,
+            zip(expected, mac).reduce(UInt8(0), { $0 | ($1.0 ^ $1.1) }) == 0
+        else {
+            throw KeychainError(KeychainStatus.decode, "the keybag header failed authentication (edited or corrupt)")
+        }
+    }
+
+    static func mac(_ body: Data, key: SecretBytes) -> Data {
+        Data(HMAC<SHA256>.authenticationCode(for: body, using: SymmetricKey(data: key)))
+    }
+}
+
+/// Escalating delays after failed passcode attempts (DESIGN.md §2).
+public struct PasscodePolicy: Sendable, Equatable {
+    /// Seconds to wait after `failures` consecutive failed attempts.
+    public var delay: @Sendable (Int) -> Int
+
+    public init(delay: @escaping @Sendable (Int) -> Int) { self.delay = delay }
+
+    /// Attempts 1–4: none; after the 5th: 1 min, 6th: 5 min, 7th–8th: 15 min, 9th and later: 1 h.
+    public static let standard = PasscodePolicy { failures in
+        switch failures {
+        case ..<5: 0
+        case 5: 60
+        case 6: 300
+        case 7, 8: 900
+        default: 3600
+        }
+    }
+
+    public static func == (lhs: PasscodePolicy, rhs: PasscodePolicy) -> Bool {
+        (0...12).allSatisfy { lhs.delay($0) == rhs.delay($0) }
+    }
+}

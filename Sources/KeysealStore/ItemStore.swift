@@ -1,0 +1,415 @@
+import Foundation
+import KeysealCore
+
+/// One stored item: the plaintext columns, the digests and the three ciphertexts.
+public struct ItemRow: Sendable {
+    /// Insertion order; never reused.
+    public var id: Int64
+    public var itemID: [UInt8]
+    public var itemClass: String
+    public var accessGroup: String
+    public var accessibility: String
+    public var generation: Int64
+    public var primaryKeyDigest: Data
+    /// In ``AttributeKey/digested`` order.
+    public var digests: [Data?]
+    public var sealed: SealedItem
+    /// The generation the ledger records for this item id (nil when the ledger has no entry).
+    public var ledgerGeneration: Int64?
+
+    public init(
+        id: Int64 = 0, itemID: [UInt8], itemClass: String, accessGroup: String, accessibility: String,
+        generation: Int64, primaryKeyDigest: Data, digests: [Data?], sealed: SealedItem, ledgerGeneration: Int64? = nil
+    ) {
+        self.id = id
+        self.itemID = itemID
+        self.itemClass = itemClass
+        self.accessGroup = accessGroup
+        self.accessibility = accessibility
+        self.generation = generation
+        self.primaryKeyDigest = primaryKeyDigest
+        self.digests = digests
+        self.sealed = sealed
+        self.ledgerGeneration = ledgerGeneration
+    }
+
+    public func header(storeID: [UInt8]) -> ItemHeader {
+        ItemHeader(
+            storeID: storeID, itemID: itemID, itemClass: itemClass, accessGroup: accessGroup,
+            accessibility: accessibility, primaryKeyDigest: primaryKeyDigest, digests: digests,
+            generation: generation)
+    }
+}
+
+/// Which rows a lookup wants: per access group, the digests that must match.
+public struct RowFilter: Sendable {
+    public struct GroupTerm: Sendable {
+        public var group: String
+        public var primaryKeyDigest: Data?
+        /// (attribute key, digest) pairs, keys from ``AttributeKey/digested``.
+        public var digests: [(String, Data)]
+        public init(group: String, primaryKeyDigest: Data? = nil, digests: [(String, Data)] = []) {
+            self.group = group
+            self.primaryKeyDigest = primaryKeyDigest
+            self.digests = digests
+        }
+    }
+
+    public var itemClass: String
+    /// nil: every group, with no digest condition.
+    public var groups: [GroupTerm]?
+    public var accessibility: String?
+    public var itemID: [UInt8]?
+
+    public init(itemClass: String, groups: [GroupTerm]?, accessibility: String? = nil, itemID: [UInt8]? = nil) {
+        self.itemClass = itemClass
+        self.groups = groups
+        self.accessibility = accessibility
+        self.itemID = itemID
+    }
+}
+
+enum BindValue {
+    case text(String)
+    case blob(Data)
+}
+
+/// The SQLite store of a keychain: schema, migrations, keybag and item rows. Not thread-safe.
+public final class ItemStore {
+    public static let schemaVersion = 1
+    public static let databaseName = "keyseal.db"
+
+    public let database: Database
+    public let path: String
+
+    static let digestColumns = AttributeKey.digested.map { "d_" + $0 }
+    static let rowColumns =
+        "i.id, i.item_id, i.class, i.agrp, i.pdmn, i.generation, i.pk, "
+        + digestColumns.map { "i." + $0 }.joined(separator: ", ") + ", i.attrs, i.wkey, i.value, l.generation"
+
+    /// Opens or creates the store file in `directory` (WAL, synchronous=FULL, secure_delete=ON) and migrates it.
+    public init(directory: URL) throws(KeychainError) {
+        path = directory.appendingPathComponent(Self.databaseName).path
+        do {
+            database = try Database(path: path)
+        } catch {
+            throw error.keychainError
+        }
+        do {
+            try database.execute("PRAGMA journal_mode=WAL")
+            try database.execute("PRAGMA synchronous=FULL")
+            try database.execute("PRAGMA secure_delete=ON")
+            try database.execute("PRAGMA busy_timeout=0")
+            try migrate()
+        } catch let error as KeychainError {
+            database.close()
+            throw error
+        } catch let error as SQLiteError {
+            database.close()
+            throw error.keychainError
+        } catch {
+            database.close()
+            throw KeychainError(KeychainStatus.io, "\(error)")
+        }
+    }
+
+    public func close() { database.close() }
+
+    // MARK: Schema
+
+    static let migrations: [String] = [
+        """
+        CREATE TABLE keybag(id INTEGER PRIMARY KEY CHECK (id = 1), body BLOB NOT NULL, mac BLOB NOT NULL);
+        CREATE TABLE items(
+            id INTEGER PRIMARY KEY AUTOINCREMENT,
+            item_id BLOB NOT NULL UNIQUE,
+            class TEXT NOT NULL,
+            agrp TEXT NOT NULL,
+            pdmn TEXT NOT NULL,
+            generation INTEGER NOT NULL,
+            pk BLOB NOT NULL,
+            \(digestColumns.map { "\($0) BLOB" }.joined(separator: ", ")),
+            attrs BLOB NOT NULL,
+            wkey BLOB NOT NULL,
+            value BLOB NOT NULL,
+            UNIQUE(class, agrp, pk)
+        );
+        CREATE INDEX items_acct ON items(d_acct) WHERE d_acct IS NOT NULL;
+        CREATE INDEX items_svce ON items(d_svce) WHERE d_svce IS NOT NULL;
+        CREATE INDEX items_srvr ON items(d_srvr) WHERE d_srvr IS NOT NULL;
+        CREATE TABLE ledger(item_id BLOB PRIMARY KEY, generation INTEGER NOT NULL) WITHOUT ROWID;
+        """
+    ]
+
+    func migrate() throws {
+        try database.execute("CREATE TABLE IF NOT EXISTS schema_version(version INTEGER NOT NULL)")
+        let current = Int(try database.scalarText("SELECT max(version) FROM schema_version") ?? "0") ?? 0
+        guard current <= Self.migrations.count else {
+            throw KeychainError(
+                KeychainStatus.decode,
+                "the store was written by a newer Keyseal (schema \(current); this version reads up to \(Self.migrations.count))")
+        }
+        for version in current..<Self.migrations.count {
+            try database.transaction {
+                try database.execute(Self.migrations[version])
+                try database.execute("INSERT INTO schema_version(version) VALUES (\(version + 1))")
+            }
+        }
+    }
+
+    // MARK: Keybag
+
+    public func loadKeybag() throws(KeychainError) -> (body: Data, mac: Data)? {
+        do {
+            let statement = try database.statement("SELECT body, mac FROM keybag WHERE id = 1")
+            defer { statement.reset() }
+            guard try statement.step() else { return nil }
+            return (statement.blob(0) ?? Data(), statement.blob(1) ?? Data())
+        } catch {
+            throw error.keychainError
+        }
+    }
+
+    /// Writes the keybag; call inside a transaction for atomicity with item changes.
+    public func saveKeybag(body: Data, mac: Data) throws(KeychainError) {
+        do {
+            let statement = try database.statement(
+                "INSERT INTO keybag(id, body, mac) VALUES (1, ?1, ?2) ON CONFLICT(id) DO UPDATE SET body = ?1, mac = ?2")
+            try statement.bind(1, body)
+            try statement.bind(2, mac)
+            try statement.run()
+        } catch {
+            throw error.keychainError
+        }
+    }
+
+    // MARK: Items
+
+    /// Rows matching `filter`, in insertion order.
+    public func rows(_ filter: RowFilter) throws(KeychainError) -> [ItemRow] {
+        var rows: [ItemRow] = []
+        try forEachRow(filter) { rows.append($0); return true }
+        return rows
+    }
+
+    /// Calls `body` for each row matching `filter` in insertion order until it returns false.
+    public func forEachRow(_ filter: RowFilter, _ body: (ItemRow) throws(KeychainError) -> Bool) throws(KeychainError) {
+        var sql = "SELECT \(Self.rowColumns) FROM items i LEFT JOIN ledger l ON l.item_id = i.item_id WHERE i.class = ?"
+        var values: [BindValue] = [.text(filter.itemClass)]
+        if let accessibility = filter.accessibility {
+            sql += " AND i.pdmn = ?"
+            values.append(.text(accessibility))
+        }
+        if let itemID = filter.itemID {
+            sql += " AND i.item_id = ?"
+            values.append(.blob(Data(itemID)))
+        }
+        if let groups = filter.groups {
+            if groups.isEmpty { return }
+            var terms: [String] = []
+            for term in groups {
+                var parts = ["i.agrp = ?"]
+                values.append(.text(term.group))
+                if let pk = term.primaryKeyDigest {
+                    parts.append("i.pk = ?")
+                    values.append(.blob(pk))
+                }
+                for (key, digest) in term.digests {
+                    parts.append("i.d_\(key) = ?")
+                    values.append(.blob(digest))
+                }
+                terms.append("(" + parts.joined(separator: " AND ") + ")")
+            }
+            sql += " AND (" + terms.joined(separator: " OR ") + ")"
+        }
+        sql += " ORDER BY i.id"
+        do {
+            let statement = try database.statement(sql)
+            defer { statement.reset() }
+            for (index, value) in values.enumerated() {
+                switch value {
+                case .text(let text): try statement.bind(Int32(index + 1), text)
+                case .blob(let blob): try statement.bind(Int32(index + 1), blob)
+                }
+            }
+            while try statement.step() {
+                if try !body(Self.row(statement)) { break }
+            }
+        } catch let error as SQLiteError {
+            throw error.keychainError
+        } catch let error as KeychainError {
+            throw error
+        } catch {
+            throw KeychainError(KeychainStatus.io, "\(error)")
+        }
+    }
+
+    static func row(_ statement: Statement) -> ItemRow {
+        var digests: [Data?] = []
+        digests.reserveCapacity(digestColumns.count)
+        for index in 0..<digestColumns.count { digests.append(statement.blob(Int32(7 + index))) }
+        let base = Int32(7 + digestColumns.count)
+        return ItemRow(
+            id: statement.int64(0), itemID: statement.bytes(1), itemClass: statement.text(2) ?? "",
+            accessGroup: statement.text(3) ?? "", accessibility: statement.text(4) ?? "",
+            generation: statement.int64(5), primaryKeyDigest: statement.blob(6) ?? Data(), digests: digests,
+            sealed: SealedItem(
+                attributes: statement.blob(base) ?? Data(), wrappedKey: statement.blob(base + 1) ?? Data(),
+                value: statement.blob(base + 2) ?? Data()),
+            ledgerGeneration: statement.isNull(base + 3) ? nil : statement.int64(base + 3))
+    }
+
+    /// Inserts a new item and its ledger entry; a primary-key collision is `errSecDuplicateItem`.
+    @discardableResult
+    public func insert(_ row: ItemRow) throws(KeychainError) -> Int64 {
+        do {
+            let columns = ["item_id", "class", "agrp", "pdmn", "generation", "pk"] + Self.digestColumns + [
+                "attrs", "wkey", "value",
+            ]
+            let statement = try database.statement(
+                "INSERT INTO items(\(columns.joined(separator: ", "))) VALUES ("
+                    + columns.indices.map { "?\($0 + 1)" }.joined(separator: ", ") + ")")
+            try bindRow(row, to: statement)
+            try statement.run()
+            let id = sqlite3LastInsertRowID()
+            try writeLedger(itemID: row.itemID, generation: row.generation)
+            return id
+        } catch {
+            throw error.keychainError
+        }
+    }
+
+    /// Rewrites an existing row (same id, so insertion order is kept) and its ledger entry.
+    public func update(_ row: ItemRow) throws(KeychainError) {
+        do {
+            let columns = ["item_id", "class", "agrp", "pdmn", "generation", "pk"] + Self.digestColumns + [
+                "attrs", "wkey", "value",
+            ]
+            let assignments = columns.enumerated().map { "\($1) = ?\($0 + 1)" }.joined(separator: ", ")
+            let statement = try database.statement(
+                "UPDATE items SET \(assignments) WHERE id = ?\(columns.count + 1)")
+            try bindRow(row, to: statement)
+            try statement.bind(Int32(columns.count + 1), row.id)
+            try statement.run()
+            try writeLedger(itemID: row.itemID, generation: row.generation)
+        } catch {
+            throw error.keychainError
+        }
+    }
+
+    public func delete(_ row: ItemRow) throws(KeychainError) {
+        do {
+            let statement = try database.statement("DELETE FROM items WHERE id = ?1")
+            try statement.bind(1, row.id)
+            try statement.run()
+            let ledger = try database.statement("DELETE FROM ledger WHERE item_id = ?1")
+            try ledger.bind(1, row.itemID)
+            try ledger.run()
+        } catch {
+            throw error.keychainError
+        }
+    }
+
+    private func bindRow(_ row: ItemRow, to statement: Statement) throws(SQLiteError) {
+        try statement.bind(1, row.itemID)
+        try statement.bind(2, row.itemClass)
+        try statement.bind(3, row.accessGroup)
+        try statement.bind(4, row.accessibility)
+        try statement.bind(5, row.generation)
+        try statement.bind(6, row.primaryKeyDigest)
+        for (index, digest) in row.digests.enumerated() { try statement.bind(Int32(7 + index), digest) }
+        let base = Int32(7 + row.digests.count)
+        try statement.bind(base, row.sealed.attributes)
+        try statement.bind(base + 1, row.sealed.wrappedKey)
+        try statement.bind(base + 2, row.sealed.value)
+    }
+
+    private func writeLedger(itemID: [UInt8], generation: Int64) throws(SQLiteError) {
+        let statement = try database.statement(
+            "INSERT INTO ledger(item_id, generation) VALUES (?1, ?2) ON CONFLICT(item_id) DO UPDATE SET generation = ?2")
+        try statement.bind(1, itemID)
+        try statement.bind(2, generation)
+        try statement.run()
+    }
+
+    private func sqlite3LastInsertRowID() -> Int64 { database.lastInsertRowID }
+
+    /// Whether a row with this primary key exists in `group`, other than `excludingID`.
+    public func primaryKeyExists(itemClass: String, group: String, digest: Data, excludingID: Int64?) throws(KeychainError)
+        -> Bool
+    {
+        do {
+            let statement = try database.statement("SELECT id FROM items WHERE class = ?1 AND agrp = ?2 AND pk = ?3")
+            defer { statement.reset() }
+            try statement.bind(1, itemClass)
+            try statement.bind(2, group)
+            try statement.bind(3, digest)
+            while try statement.step() {
+                if statement.int64(0) != excludingID { return true }
+            }
+            return false
+        } catch {
+            throw error.keychainError
+        }
+    }
+
+    /// The access groups that hold items of `itemClass`.
+    public func accessGroups(itemClass: String) throws(KeychainError) -> [String] {
+        do {
+            let statement = try database.statement("SELECT DISTINCT agrp FROM items WHERE class = ?1 ORDER BY agrp")
+            defer { statement.reset() }
+            try statement.bind(1, itemClass)
+            var groups: [String] = []
+            while try statement.step() { groups.append(statement.text(0) ?? "") }
+            return groups
+        } catch {
+            throw error.keychainError
+        }
+    }
+
+    /// Item counts per accessibility code.
+    public func countsByAccessibility() throws(KeychainError) -> [String: Int] {
+        do {
+            let statement = try database.statement("SELECT pdmn, count(*) FROM items GROUP BY pdmn")
+            defer { statement.reset() }
+            var counts: [String: Int] = [:]
+            while try statement.step() { counts[statement.text(0) ?? ""] = Int(statement.int64(1)) }
+            return counts
+        } catch {
+            throw error.keychainError
+        }
+    }
+
+    /// Every row of the given accessibility codes (for re-encryption after a passcode change).
+    public func rows(accessibility codes: [String]) throws(KeychainError) -> [ItemRow] {
+        var result: [ItemRow] = []
+        for itemClass in ItemClass.allCases where itemClass.isImplemented {
+            for code in codes {
+                result += try rows(RowFilter(itemClass: itemClass.rawValue, groups: nil, accessibility: code))
+            }
+        }
+        return result
+    }
+
+    /// Runs `body` in one transaction; SQLite failures become keychain statuses.
+    public func transaction<T>(_ body: () throws(KeychainError) -> T) throws(KeychainError) -> T {
+        do {
+            return try database.transaction { () throws -> T in try body() }
+        } catch let error as KeychainError {
+            throw error
+        } catch let error as SQLiteError {
+            throw error.keychainError
+        } catch {
+            throw KeychainError(KeychainStatus.io, "\(error)")
+        }
+    }
+
+    /// Moves the WAL into the database and truncates it, so that overwritten pages leave no copy behind.
+    public func checkpoint() throws(KeychainError) {
+        do {
+            try database.execute("PRAGMA wal_checkpoint(TRUNCATE)")
+        } catch {
+            throw error.keychainError
+        }
+    }
+}
