@@ -47,7 +47,7 @@ let package = Package(
         .target(name: "KeysealSecurity", dependencies: ["Keyseal", "KeysealCore"], swiftSettings: swiftSettings),
 
         // Test fixtures: swtpm and SoftHSM2 processes, temporary stores. Never linked by a product.
-        .target(name: "KeysealTestSupport", dependencies: ["KeysealCore"], swiftSettings: swiftSettings),
+        .target(name: "KeysealTestSupport", dependencies: ["Keyseal", "KeysealCore"], swiftSettings: swiftSettings),
 
         .executableTarget(
             name: "keyseal-bench",

@@ -63,7 +63,8 @@ public final class KeychainStore: Sendable {
     /// the default host key file).
     public static var `default`: KeychainStore {
         get {
-            defaultStore.withLock { current in
+            if let scoped = scopedDefault { return scoped }
+            return defaultStore.withLock { current in
                 if let current { return current }
                 let made = fromEnvironment()
                 current = made
@@ -71,6 +72,14 @@ public final class KeychainStore: Sendable {
             }
         }
         set { defaultStore.withLock { $0 = newValue } }
+    }
+
+    @TaskLocal static var scopedDefault: KeychainStore?
+
+    /// Runs `body` with `store` as the default store for the current task and its child tasks only (other
+    /// threads and tasks keep theirs). Useful for tests that run in parallel.
+    public static func withDefault<T>(_ store: KeychainStore, _ body: () throws -> T) rethrows -> T {
+        try $scopedDefault.withValue(store) { try body() }
     }
 
     static func fromEnvironment() -> KeychainStore {

@@ -1,0 +1,116 @@
+import Foundation
+import Keyseal
+import KeysealCore
+import Synchronization
+
+/// A clock tests move by hand.
+public final class TestClock: Sendable {
+    private let current: Mutex<Date>
+    public init(_ start: Date = Date(timeIntervalSince1970: 1_800_000_000)) { current = Mutex(start) }
+    public var now: Date { current.withLock { $0 } }
+    public func advance(by seconds: TimeInterval) { current.withLock { $0 = $0.addingTimeInterval(seconds) } }
+}
+
+/// The device keys the engine's suites run against.
+public enum TestBackend: String, CaseIterable, Sendable, CustomStringConvertible {
+    case hostKey = "host-key"
+
+    public var description: String { rawValue }
+}
+
+/// Argon2id cost for tests: the smallest libargon2 accepts, so that unlocks take microseconds.
+public let testArgon2 = Argon2Parameters(memoryKiB: 64, iterations: 1, parallelism: 1)
+
+/// A temporary store on one backend, with a hand-moved clock. Remove with ``remove()``.
+public final class StoreFixture: @unchecked Sendable {
+    public let backend: TestBackend
+    public let root: TemporaryDirectory
+    public let clock = TestClock()
+    public let device: DeviceKey
+    public let configuration: KeychainStore.Configuration
+    private let lock = NSLock()
+    private var _store: KeychainStore?
+
+    public var storeDirectory: URL { root.appending("store") }
+    public var databasePath: String { storeDirectory.appendingPathComponent("keyseal.db").path }
+
+    public init(_ backend: TestBackend = .hostKey, valueLimit: Int = 1 << 20) throws {
+        self.backend = backend
+        root = try TemporaryDirectory(prefix: "keyseal-store")
+        switch backend {
+        case .hostKey: device = .hostKey(file: root.appending("host.key"))
+        }
+        let clock = self.clock
+        configuration = KeychainStore.Configuration(
+            valueLimit: valueLimit, argon2: testArgon2, clock: { clock.now })
+        _store = try KeychainStore.embedded(directory: storeDirectory, device: device, configuration: configuration)
+    }
+
+    public var store: KeychainStore { lock.withLock { _store! } }
+
+    /// Closes and opens the store again: a reboot.
+    public func reopen() throws {
+        try lock.withLock {
+            _store?.close()
+            _store = nil
+            _store = try KeychainStore.embedded(directory: storeDirectory, device: device, configuration: configuration)
+        }
+    }
+
+    public func close() { lock.withLock { _store?.close() } }
+
+    /// Opens another store on the same directory (expected to fail while this one is open).
+    public func openSecond() throws -> KeychainStore {
+        try KeychainStore.embedded(directory: storeDirectory, device: device, configuration: configuration)
+    }
+
+    public func remove() {
+        close()
+        root.remove()
+    }
+
+    /// Runs SQL against the closed store file with the sqlite3 tool (for tamper tests).
+    @discardableResult
+    public func sql(_ statement: String) throws -> String {
+        let sqlite = try requireTool("sqlite3", package: "sqlite3")
+        let result = try runProcess(sqlite, [databasePath, statement])
+        guard result.status == 0 else { throw FixtureError("sqlite3 failed: \(result.stderrText)") }
+        return result.stdoutText.trimmingCharacters(in: .whitespacesAndNewlines)
+    }
+}
+
+extension NewItem {
+    /// A generic password for tests.
+    public static func password(
+        service: String = "svc", account: String, secret: String = "secret",
+        accessibility: Accessibility = .whenUnlocked, group: String? = nil
+    ) -> NewItem {
+        NewItem(
+            itemClass: .genericPassword,
+            attributes: [AttributeKey.service: .string(service), AttributeKey.account: .string(account)],
+            accessGroup: group, accessibility: accessibility, data: Data(secret.utf8))
+    }
+}
+
+extension ItemQuery {
+    /// A generic-password query by service and account.
+    public static func password(service: String = "svc", account: String?, returns: ReturnOptions = [])
+        -> ItemQuery
+    {
+        var attributes: [String: AttributeValue] = [AttributeKey.service: .string(service)]
+        if let account { attributes[AttributeKey.account] = .string(account) }
+        return ItemQuery(itemClass: .genericPassword, attributes: attributes, returns: returns)
+    }
+}
+
+/// The status a call threw, or 0.
+public func status(of body: () throws -> Void) -> OSStatus {
+    do {
+        try body()
+        return 0
+    } catch let error as KeychainError {
+        return error.status
+    } catch {
+        return KeychainStatus.internalComponent
+    }
+}
