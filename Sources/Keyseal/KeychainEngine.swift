@@ -505,7 +505,11 @@ final class KeychainEngine {
             let accessibility = try Self.accessibility(of: row)
             let key = try requireClassKey(accessibility)
             let attributes = try decryptAttributes(row, classKey: key)
-            guard Self.attributes(attributes, match: query) else { return true }
+            // The authenticated columns must agree with what the digests promised.
+            guard row.itemClass == query.itemClass.rawValue, caller.holds(row.accessGroup),
+                query.accessGroup == nil || query.accessGroup == row.accessGroup,
+                Self.attributes(attributes, match: query)
+            else { return true }
             matches.append((row, attributes))
             if let bound { return matches.count < bound }
             return true

@@ -132,7 +132,7 @@ public final class ItemStore {
             attrs BLOB NOT NULL,
             wkey BLOB NOT NULL,
             value BLOB NOT NULL,
-            UNIQUE(class, agrp, pk)
+            UNIQUE(pk, class, agrp)
         );
         CREATE INDEX items_acct ON items(d_acct) WHERE d_acct IS NOT NULL;
         CREATE INDEX items_svce ON items(d_svce) WHERE d_svce IS NOT NULL;
@@ -194,8 +194,15 @@ public final class ItemStore {
 
     /// Calls `body` for each row matching `filter` in insertion order until it returns false.
     public func forEachRow(_ filter: RowFilter, _ body: (ItemRow) throws(KeychainError) -> Bool) throws(KeychainError) {
-        var sql = "SELECT \(Self.rowColumns) FROM items i LEFT JOIN ledger l ON l.item_id = i.item_id WHERE i.class = ?"
-        var values: [BindValue] = [.text(filter.itemClass)]
+        let byDigest = filter.groups?.contains { $0.primaryKeyDigest != nil || !$0.digests.isEmpty } ?? false
+        var sql = "SELECT \(Self.rowColumns) FROM items i LEFT JOIN ledger l ON l.item_id = i.item_id WHERE "
+        var values: [BindValue] = []
+        if byDigest {
+            sql += "1"
+        } else {
+            sql += "i.class = ?"
+            values.append(.text(filter.itemClass))
+        }
         if let accessibility = filter.accessibility {
             sql += " AND i.pdmn = ?"
             values.append(.text(accessibility))
@@ -208,8 +215,13 @@ public final class ItemStore {
             if groups.isEmpty { return }
             var terms: [String] = []
             for term in groups {
-                var parts = ["i.agrp = ?"]
-                values.append(.text(term.group))
+                // Digests bind the group and the class themselves; a row whose plaintext group or class was
+                // edited is still found through them and then fails authentication.
+                var parts: [String] = []
+                if !byDigest {
+                    parts.append("i.agrp = ?")
+                    values.append(.text(term.group))
+                }
                 if let pk = term.primaryKeyDigest {
                     parts.append("i.pk = ?")
                     values.append(.blob(pk))

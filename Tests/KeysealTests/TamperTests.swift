@@ -1,0 +1,184 @@
+import Foundation
+import Keyseal
+import KeysealTestSupport
+import Testing
+
+/// DESIGN.md §2 and §4: every edit of the file is detected, never decrypts to wrong data, and affects only the
+/// item edited.
+@Suite("Tamper detection")
+struct TamperTests {
+    /// A store with three generic passwords a, b, c; closed for editing.
+    func makeFixture() throws -> StoreFixture {
+        let fixture = try StoreFixture()
+        for name in ["a", "b", "c"] {
+            var item = NewItem.password(service: "svc-\(name)", account: name, secret: "secret-\(name)")
+            item.synchronizable = name == "b"
+            _ = try fixture.store.add(item)
+        }
+        fixture.close()
+        return fixture
+    }
+
+    func id(_ fixture: StoreFixture, rank: Int) throws -> String {
+        try fixture.sql("SELECT id FROM items ORDER BY id LIMIT 1 OFFSET \(rank)")
+    }
+
+    func find(_ fixture: StoreFixture, _ account: String, returns: ReturnOptions = .data) -> OSStatus {
+        var query = ItemQuery.password(service: "svc-\(account)", account: account, returns: returns)
+        query.synchronizable = .any
+        return status { _ = try fixture.store.copyMatching(query) }
+    }
+
+    func expectOthersIntact(_ fixture: StoreFixture) throws {
+        let c = try fixture.store.copyMatching(.password(service: "svc-c", account: "c", returns: .data))
+        #expect(c.first?.data == Data("secret-c".utf8))
+    }
+
+    func swap(_ fixture: StoreFixture, column: String) throws {
+        let a = try id(fixture, rank: 0)
+        let b = try id(fixture, rank: 1)
+        if column == "pk" {
+            // UNIQUE(class, agrp, pk): move one out of the way first.
+            try fixture.sql(
+                """
+                CREATE TEMP TABLE t AS SELECT pk FROM items WHERE id = \(a);
+                UPDATE items SET pk = x'00' WHERE id = \(a);
+                UPDATE items SET pk = (SELECT pk FROM t) WHERE id = \(b);
+                """)
+            return
+        }
+        try fixture.sql(
+            """
+            CREATE TEMP TABLE t AS SELECT id, \(column) AS v FROM items WHERE id IN (\(a), \(b));
+            UPDATE items SET \(column) = (SELECT v FROM t WHERE t.id = CASE items.id WHEN \(a) THEN \(b) ELSE \(a) END)
+              WHERE id IN (\(a), \(b));
+            """)
+    }
+
+    @Test func swappedValueCiphertextsAreDetected() throws {
+        let fixture = try makeFixture()
+        defer { fixture.remove() }
+        try swap(fixture, column: "value")
+        try fixture.reopen()
+        #expect(find(fixture, "a") == KeychainStatus.decode)
+        #expect(find(fixture, "b") == KeychainStatus.decode)
+        try expectOthersIntact(fixture)
+    }
+
+    @Test func swappedAttributeCiphertextsAreDetected() throws {
+        let fixture = try makeFixture()
+        defer { fixture.remove() }
+        try swap(fixture, column: "attrs")
+        try fixture.reopen()
+        #expect(find(fixture, "a", returns: .attributes) == KeychainStatus.decode)
+        #expect(find(fixture, "b", returns: .attributes) == KeychainStatus.decode)
+        try expectOthersIntact(fixture)
+    }
+
+    /// Each column with a query that reaches row a through the digest it took from row b.
+    static let digestCases: [(String, [String: AttributeValue], SyncMatch)] = [
+        ("d_acct", [AttributeKey.account: .string("b")], .any),
+        ("d_svce", [AttributeKey.service: .string("svc-b")], .any),
+        ("d_sync", [AttributeKey.account: .string("a")], .yes),
+    ]
+
+    @Test(arguments: digestCases)
+    func swappedDigestColumnsAreDetected(column: String, attributes: [String: AttributeValue], sync: SyncMatch) throws {
+        let fixture = try makeFixture()
+        defer { fixture.remove() }
+        try swap(fixture, column: column)
+        try fixture.reopen()
+        // Found through the other row's digest, the row fails authentication rather than answering for the item.
+        let result = status {
+            _ = try fixture.store.copyMatching(
+                ItemQuery(itemClass: .genericPassword, attributes: attributes, synchronizable: sync, returns: .data))
+        }
+        #expect(result == KeychainStatus.decode)
+        try expectOthersIntact(fixture)
+    }
+
+    @Test func movedPrimaryKeyDigestIsDetected() throws {
+        let fixture = try makeFixture()
+        defer { fixture.remove() }
+        try swap(fixture, column: "pk")
+        try fixture.reopen()
+        #expect(find(fixture, "a") == KeychainStatus.decode)
+        try expectOthersIntact(fixture)
+    }
+
+    @Test(arguments: ["value", "attrs", "wkey"])
+    func flippedByteIsDetected(column: String) throws {
+        let fixture = try makeFixture()
+        defer { fixture.remove() }
+        let a = try id(fixture, rank: 0)
+        // Flip the last byte (inside the GCM tag).
+        try fixture.sql(
+            """
+            UPDATE items SET \(column) = substr(\(column), 1, length(\(column)) - 1)
+              || CAST(char((unicode(CAST(substr(\(column), -1) AS TEXT)) + 1) % 128) AS BLOB) WHERE id = \(a);
+            """)
+        try fixture.reopen()
+        #expect(find(fixture, "a", returns: [.data, .attributes]) == KeychainStatus.decode)
+        try expectOthersIntact(fixture)
+    }
+
+    @Test(arguments: [
+        ("pdmn", "'dk'"), ("agrp", "'other'"), ("generation", "generation + 1"), ("class", "'inet'"),
+    ])
+    func editedPlaintextColumnIsDetected(column: String, value: String) throws {
+        let fixture = try makeFixture()
+        defer { fixture.remove() }
+        let a = try id(fixture, rank: 0)
+        try fixture.sql("UPDATE items SET \(column) = \(value) WHERE id = \(a)")
+        try fixture.reopen()
+        #expect(find(fixture, "a", returns: [.data, .attributes]) == KeychainStatus.decode)
+        try expectOthersIntact(fixture)
+    }
+
+    @Test func olderRowPutBackIsDetected() throws {
+        let fixture = try makeFixture()
+        defer { fixture.remove() }
+        try fixture.sql("CREATE TABLE saved AS SELECT * FROM items WHERE id = (SELECT min(id) FROM items)")
+        try fixture.reopen()
+        try fixture.store.update(.password(service: "svc-a", account: "a"), with: ItemChanges(data: Data("newer".utf8)))
+        fixture.close()
+        try fixture.sql(
+            """
+            DELETE FROM items WHERE id = (SELECT id FROM saved);
+            INSERT INTO items SELECT * FROM saved;
+            DROP TABLE saved;
+            """)
+        try fixture.reopen()
+        #expect(find(fixture, "a") == KeychainStatus.decode)
+        try expectOthersIntact(fixture)
+    }
+
+    @Test func editedKeybagHeaderIsRefusedAtOpen() throws {
+        let fixture = try makeFixture()
+        defer { fixture.remove() }
+        try fixture.sql(
+            "UPDATE keybag SET body = CAST(replace(CAST(body AS TEXT), '\"autoLockSeconds\":300', '\"autoLockSeconds\":301') AS BLOB)")
+        #expect(throws: KeychainError.decode) { try fixture.reopen() }
+    }
+
+    @Test func editedKeybagSaltIsRefusedBeforeAnyPasscodeCheck() throws {
+        let fixture = try StoreFixture()
+        defer { fixture.remove() }
+        try fixture.store.setPasscode("pw")
+        fixture.close()
+        let body = try fixture.sql("SELECT CAST(body AS TEXT) FROM keybag")
+        let salt = try #require(body.range(of: "\"salt\":\"").map { body[$0.upperBound...].prefix(4) })
+        let replacement = salt == "AAAA" ? "BBBB" : "AAAA"
+        try fixture.sql(
+            "UPDATE keybag SET body = CAST(replace(CAST(body AS TEXT), '\"salt\":\"\(salt)', '\"salt\":\"\(replacement)') AS BLOB)")
+        #expect(throws: KeychainError.decode) { try fixture.reopen() }
+    }
+
+    @Test func newerSchemaIsRefused() throws {
+        let fixture = try makeFixture()
+        defer { fixture.remove() }
+        try fixture.sql("INSERT INTO schema_version(version) VALUES (99)")
+        let error = #expect(throws: KeychainError.self) { try fixture.reopen() }
+        #expect(error?.message.contains("newer Keyseal") == true)
+    }
+}
