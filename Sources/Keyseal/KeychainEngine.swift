@@ -390,6 +390,19 @@ final class KeychainEngine {
     // MARK: - SecItem
 
     func add(_ item: NewItem, caller: Caller) throws -> ItemRecord? {
+        let (row, attributes, group) = try prepare(item, caller: caller, now: configuration.clock())
+        var stored = row
+        stored.id = try store.transaction { () throws(KeychainError) in try store.insert(row) }
+        groupCache[item.itemClass, default: []].insert(group)
+        guard !item.returns.effective.isEmpty else { return nil }
+        return record(stored, attributes: attributes, data: item.returns.contains(.data) ? item.data : nil,
+            returns: item.returns)
+    }
+
+    /// Checks an add against the limits, the caller's groups and the lock state, and seals its row.
+    private func prepare(_ item: NewItem, caller: Caller, now: Date) throws
+        -> (ItemRow, [String: AttributeValue], String)
+    {
         guard item.data.count <= configuration.valueLimit else {
             throw KeychainError(
                 KeychainStatus.dataTooLarge,
@@ -398,8 +411,6 @@ final class KeychainEngine {
         let group = item.accessGroup ?? caller.defaultGroup
         guard caller.holds(group) else { throw Self.missingEntitlement(group) }
         let classKey = try requireClassKey(item.accessibility)
-
-        let now = configuration.clock()
         var attributes = item.attributes
         for key in AttributeKey.primaryKey(for: item.itemClass) where attributes[key] == nil {
             attributes[key] = AttributeKey.defaultValue(key)
@@ -408,16 +419,20 @@ final class KeychainEngine {
         attributes[AttributeKey.creationDate] = .date(now)
         attributes[AttributeKey.modificationDate] = .date(now)
         if let flags = item.accessControlFlags { attributes[AttributeKey.accessControl] = .int(Int64(flags)) }
-
         let row = try seal(
             itemID: randomBytes(16), itemClass: item.itemClass, group: group, accessibility: item.accessibility,
             generation: 1, attributes: attributes, secret: item.data, classKey: classKey)
-        var stored = row
-        stored.id = try store.transaction { () throws(KeychainError) in try store.insert(row) }
-        groupCache[item.itemClass, default: []].insert(group)
-        guard !item.returns.effective.isEmpty else { return nil }
-        return record(stored, attributes: attributes, data: item.returns.contains(.data) ? item.data : nil,
-            returns: item.returns)
+        return (row, attributes, group)
+    }
+
+    /// Adds many items in one transaction: all or nothing (import, benchmarks).
+    func addBatch(_ items: [NewItem], caller: Caller) throws {
+        let now = configuration.clock()
+        let rows = try items.map { item in (try prepare(item, caller: caller, now: now), item.itemClass) }
+        try store.transaction { () throws(KeychainError) in
+            for ((row, _, _), _) in rows { try store.insert(row) }
+        }
+        for ((_, _, group), itemClass) in rows { groupCache[itemClass, default: []].insert(group) }
     }
 
     func copyMatching(_ query: ItemQuery, caller: Caller) throws -> [ItemRecord] {

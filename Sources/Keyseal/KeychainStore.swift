@@ -167,6 +167,11 @@ public final class KeychainStore: Sendable {
         try withEngine { try $0.add(item, caller: caller) }
     }
 
+    /// Adds every item in one transaction: all are added, or none.
+    package func addBatch(_ items: [NewItem], caller: Caller = .owner) throws {
+        try withEngine { try $0.addBatch(items, caller: caller) }
+    }
+
     package func copyMatching(_ query: ItemQuery, caller: Caller) throws -> [ItemRecord] {
         try withEngine { try $0.copyMatching(query, caller: caller) }
     }
