@@ -332,7 +332,8 @@ private final class Connection {
                     + "must reset it")
         case .userPINNotInitialized:
             throw KeychainError(
-                KeychainStatus.notAvailable, "token \"\(tokenLabel)\" has no user PIN set (CKR_USER_PIN_NOT_INITIALIZED)")
+                KeychainStatus.notAvailable,
+                "token \"\(tokenLabel)\" has no user PIN set (CKR_USER_PIN_NOT_INITIALIZED)")
         default:
             throw KeychainError(
                 KeychainStatus.notAvailable,
@@ -424,7 +425,8 @@ private final class Connection {
         var handle = CK_OBJECT_HANDLE(CK_INVALID_HANDLE)
         do {
             try withTemplate(template) { (pointer, count) throws(PKCS11CallError) in
-                var mechanism = CK_MECHANISM(mechanism: CK_MECHANISM_TYPE(CKM_AES_KEY_GEN), pParameter: nil, ulParameterLen: 0)
+                var mechanism = CK_MECHANISM(
+                    mechanism: CK_MECHANISM_TYPE(CKM_AES_KEY_GEN), pParameter: nil, ulParameterLen: 0)
                 try withUnsafeMutablePointer(to: &mechanism) { (mechanism) throws(PKCS11CallError) in
                     try ck("C_GenerateKey", functions.C_GenerateKey!(session, mechanism, pointer, count, &handle))
                 }
@@ -662,8 +664,8 @@ private func withGCM<Result>(
                     var mechanism = CK_MECHANISM(
                         mechanism: CK_MECHANISM_TYPE(CKM_AES_GCM), pParameter: UnsafeMutableRawPointer(parameters),
                         ulParameterLen: CK_ULONG(MemoryLayout<CK_GCM_PARAMS>.size))
-                    return try withUnsafeMutablePointer(to: &mechanism) { (mechanism) throws(PKCS11CallError) -> Result in
-                        try body(mechanism)
+                    return try withUnsafeMutablePointer(to: &mechanism) {
+                        (mechanism) throws(PKCS11CallError) -> Result in try body(mechanism)
                     }
                 }
             }

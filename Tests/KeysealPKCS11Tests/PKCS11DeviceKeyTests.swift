@@ -171,7 +171,8 @@ struct PKCS11DeviceKeyTests {
         #expect(try key.unseal(key.seal(secret)).constantTimeEquals(secret))
     }
 
-    @Test("a tampered blob is refused with errSecDecode", arguments: ["version", "iv", "ciphertext", "tag", "truncated"])
+    @Test(
+        "a tampered blob is refused with errSecDecode", arguments: ["version", "iv", "ciphertext", "tag", "truncated"])
     func tamperedBlob(part: String) throws {
         let fixture = try SoftHSMFixture()
         defer { fixture.remove() }
@@ -229,6 +230,25 @@ struct PKCS11DeviceKeyTests {
         let other = try openDeviceKey(fixture, provisioning: false)
         try other.destroyDeviceKey()
         other.close()
+        let message = failureMessage(KeychainStatus.notAvailable) { _ = try key.seal(SecretBytes.random(count: 32)) }
+        #expect(message.contains("the device key was removed from the token"))
+    }
+
+    @Test("sealing after another process deleted the key fails with errSecNotAvailable")
+    func keyDeletedByAnotherProcess() throws {
+        let p11tool = try requireTool("p11tool", package: "gnutls-bin")
+        let fixture = try SoftHSMFixture()
+        defer { fixture.remove() }
+        let key = try openDeviceKey(fixture)
+        defer { key.close() }
+        let deleted = try runProcess(
+            p11tool,
+            [
+                "--provider", fixture.module, "--login", "--batch", "--delete",
+                "pkcs11:token=\(fixture.tokenLabel);object=keyseal-device-key;type=secret-key",
+            ],
+            environment: fixture.environment.merging(["GNUTLS_PIN": fixture.pin]) { _, new in new })
+        try #require(deleted.status == 0, "p11tool --delete failed: \(deleted.stderrText)")
         let message = failureMessage(KeychainStatus.notAvailable) { _ = try key.seal(SecretBytes.random(count: 32)) }
         #expect(message.contains("the device key was removed from the token"))
     }

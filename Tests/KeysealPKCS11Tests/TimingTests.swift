@@ -44,7 +44,8 @@ struct PKCS11TimingTests {
         let seal = medianMilliseconds(seals)
         let unseal = medianMilliseconds(unseals)
         print(
-            "PKCS#11 SoftHSM2 medians: module load + initialize + finalize \(String(format: "%.3f", load)) ms, open (load + initialize + session + login + find key + close) "
+            "PKCS#11 SoftHSM2 medians: module load + initialize + finalize \(String(format: "%.3f", load)) ms, "
+                + "open (load + initialize + session + login + find key + close) "
                 + "\(String(format: "%.3f", open)) ms, seal 32 B \(String(format: "%.3f", seal)) ms, "
                 + "unseal 32 B \(String(format: "%.3f", unseal)) ms")
         #expect(open < 500)
