@@ -1,5 +1,5 @@
 internal import CP11Kit
-import Crypto
+internal import Crypto
 import Foundation
 import KeysealCore
 import Synchronization

@@ -41,12 +41,20 @@ public final class SoftHSMFixture: @unchecked Sendable {
         configPath = pool.configPath
         directory = try TemporaryDirectory(prefix: "keyseal-softhsm-pin")
         pinFile = directory.appending("pin")
-        try writeSecretFile(pinFile, contents: pin + "\n")
+        try SoftHSMFixture.writeFile(pinFile, contents: pin + "\n")
     }
 
     /// Removes the fixture's PIN file. The token stays in the shared token directory (SoftHSM2 keeps it open)
     /// until the process exits, when the whole configuration directory is removed.
     public func remove() { directory.remove() }
+
+    /// Writes `contents` to a new file created with mode 0600, then sets `mode` (PIN files for tests).
+    public static func writeFile(_ url: URL, contents: String, mode: Int = 0o600) throws {
+        guard FileManager.default.createFile(
+            atPath: url.path, contents: Data(contents.utf8), attributes: [.posixPermissions: 0o600])
+        else { throw FixtureError("cannot create \(url.path)") }
+        try FileManager.default.setAttributes([.posixPermissions: mode], ofItemAtPath: url.path)
+    }
 
     /// Runs `softhsm2-util` against this fixture's configuration.
     @discardableResult
@@ -55,13 +63,6 @@ public final class SoftHSMFixture: @unchecked Sendable {
     }
 }
 
-/// Writes `contents` to a new file with mode 0600.
-public func writeSecretFile(_ url: URL, contents: String, mode: Int = 0o600) throws {
-    guard FileManager.default.createFile(
-        atPath: url.path, contents: Data(contents.utf8), attributes: [.posixPermissions: 0o600])
-    else { throw FixtureError("cannot create \(url.path)") }
-    try FileManager.default.setAttributes([.posixPermissions: mode], ofItemAtPath: url.path)
-}
 
 /// The process-wide SoftHSM2 configuration and its pool of initialized tokens.
 final class SoftHSMPool: @unchecked Sendable {
@@ -109,7 +110,7 @@ final class SoftHSMPool: @unchecked Sendable {
             slots.removable = false
 
             """
-        try writeSecretFile(URL(fileURLWithPath: configPath), contents: config)
+        try SoftHSMFixture.writeFile(URL(fileURLWithPath: configPath), contents: config)
         // Replaces any configuration inherited from the environment: the tokens live here.
         setenv("SOFTHSM2_CONF", configPath, 1)
         Self.removeAtExit(root)
@@ -155,15 +156,15 @@ final class SoftHSMPool: @unchecked Sendable {
         }
     }
 
-    private static let pendingRemoval = LockedValue<String?>(nil)
-}
+    private static let pendingRemoval = Locked<String?>(nil)
 
-/// A value behind a lock.
-final class LockedValue<Value>: @unchecked Sendable {
-    private let lock = NSLock()
-    private var value: Value
-    init(_ value: Value) { self.value = value }
-    func withLock<Result>(_ body: (inout Value) throws -> Result) rethrows -> Result {
-        try lock.withLock { try body(&value) }
+    /// A value behind a lock.
+    private final class Locked<Value>: @unchecked Sendable {
+        private let lock = NSLock()
+        private var value: Value
+        init(_ value: Value) { self.value = value }
+        func withLock<Result>(_ body: (inout Value) throws -> Result) rethrows -> Result {
+            try lock.withLock { try body(&value) }
+        }
     }
 }

@@ -84,7 +84,7 @@ struct PKCS11DeviceKeyTests {
         let directory = try TemporaryDirectory()
         defer { directory.remove() }
         let wrong = directory.appending("wrong-pin")
-        try writeSecretFile(wrong, contents: fixture.pin + "0\n")
+        try SoftHSMFixture.writeFile(wrong, contents: fixture.pin + "0\n")
         let message = failureMessage(KeychainStatus.notAvailable) {
             _ = try openDeviceKey(fixture, pinFile: wrong)
         }
@@ -111,7 +111,7 @@ struct PKCS11DeviceKeyTests {
         let directory = try TemporaryDirectory()
         defer { directory.remove() }
         let pinFile = directory.appending("pin")
-        try writeSecretFile(pinFile, contents: fixture.pin + "\n", mode: mode)
+        try SoftHSMFixture.writeFile(pinFile, contents: fixture.pin + "\n", mode: mode)
         let message = failureMessage(KeychainStatus.notAvailable) {
             _ = try openDeviceKey(fixture, pinFile: pinFile)
         }
@@ -144,7 +144,7 @@ struct PKCS11DeviceKeyTests {
         let directory = try TemporaryDirectory()
         defer { directory.remove() }
         let notALibrary = directory.appending("libnot-a-module.so")
-        try writeSecretFile(notALibrary, contents: "not an ELF file")
+        try SoftHSMFixture.writeFile(notALibrary, contents: "not an ELF file")
         let key = PKCS11DeviceKey(module: notALibrary.path, tokenLabel: "any", pinFile: nil)
         defer { key.close() }
         let message = failureMessage(KeychainStatus.notAvailable) { try key.open(provisioning: false) }
