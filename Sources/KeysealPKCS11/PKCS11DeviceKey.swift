@@ -242,13 +242,21 @@ private final class Connection {
         }
         let wantedLabel = wanted.trimmingCharacters(in: .whitespaces)
         var labels: [String] = []
+        var matches: [(slot: CK_SLOT_ID, serial: String)] = []
         for slot in slots {
             var info = CK_TOKEN_INFO()
             guard functions.C_GetTokenInfo!(slot, &info) == CK_RV(CKR_OK) else { continue }
             guard info.flags & CK_FLAGS(CKF_TOKEN_INITIALIZED) != 0 else { continue }
             let label = paddedString(info.label)
-            if label == wantedLabel { return (slot, paddedString(info.serialNumber)) }
+            if label == wantedLabel { matches.append((slot, paddedString(info.serialNumber))) }
             labels.append(label)
+        }
+        if matches.count == 1 { return (matches[0].slot, matches[0].serial) }
+        if matches.count > 1 {
+            throw KeychainError(
+                KeychainStatus.notAvailable,
+                "\(matches.count) tokens carry the label \"\(wantedLabel)\" in PKCS#11 module \(module.path) "
+                    + "(serial numbers \(matches.map(\.serial).joined(separator: ", "))); labels must be unique")
         }
         let found = labels.isEmpty ? "none" : labels.map { "\"\($0)\"" }.joined(separator: ", ")
         throw KeychainError(
