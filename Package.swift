@@ -34,7 +34,10 @@ let package = Package(
         .target(name: "KeysealStore", dependencies: ["KeysealCore", "CSQLite"], swiftSettings: swiftSettings),
         // Device keys in hardware.
         .target(name: "KeysealTPM", dependencies: ["KeysealCore", "CTSS2"], swiftSettings: swiftSettings),
-        .target(name: "KeysealPKCS11", dependencies: ["KeysealCore", "CP11Kit"], swiftSettings: swiftSettings),
+        .target(
+            name: "KeysealPKCS11",
+            dependencies: ["KeysealCore", "CP11Kit", .product(name: "Crypto", package: "swift-crypto")],
+            swiftSettings: swiftSettings),
         // The native library: engine (embedded mode), KeychainStore, Keychain.
         .target(
             name: "Keyseal",

@@ -1,0 +1,302 @@
+import Foundation
+import KeysealCore
+@testable import KeysealPKCS11
+import KeysealTestSupport
+import Testing
+
+/// Opens a device key on `fixture`'s token; the caller closes it.
+func openDeviceKey(
+    _ fixture: SoftHSMFixture, provisioning: Bool = true, module: String? = nil, pinFile: URL? = nil,
+    tokenLabel: String? = nil
+) throws -> PKCS11DeviceKey {
+    let key = PKCS11DeviceKey(
+        module: module ?? fixture.module, tokenLabel: tokenLabel ?? fixture.tokenLabel,
+        pinFile: pinFile ?? fixture.pinFile)
+    do {
+        try key.open(provisioning: provisioning)
+    } catch {
+        key.close()
+        throw error
+    }
+    return key
+}
+
+/// Runs `body`, which must fail with a ``KeychainError`` of `status`; returns its message.
+func failureMessage(_ status: OSStatus, _ body: () throws -> Void) -> String {
+    do {
+        try body()
+    } catch let error as KeychainError {
+        #expect(error.status == status, "expected \(KeychainStatus.name(status) ?? "\(status)"), got \(error)")
+        return error.message
+    } catch {
+        Issue.record("expected a KeychainError, got \(error)")
+        return ""
+    }
+    Issue.record("expected \(KeychainStatus.name(status) ?? "\(status)"), but the call succeeded")
+    return ""
+}
+
+@Suite("PKCS#11 device key on SoftHSM2")
+struct PKCS11DeviceKeyTests {
+    @Test("a 32-byte secret seals and unseals byte-exact")
+    func sealRoundTrip() throws {
+        let fixture = try SoftHSMFixture()
+        defer { fixture.remove() }
+        let key = try openDeviceKey(fixture)
+        defer { key.close() }
+        let secret = SecretBytes.random(count: 32)
+        let blob = try key.seal(secret)
+        #expect(blob.count == 1 + 12 + 32 + 16)
+        let opened = try key.unseal(blob)
+        #expect(opened.constantTimeEquals(secret))
+    }
+
+    @Test("the key created at provisioning is found again by label on a second open")
+    func keyFoundAgain() throws {
+        let fixture = try SoftHSMFixture()
+        defer { fixture.remove() }
+        let first = try openDeviceKey(fixture, provisioning: true)
+        let identity = try first.deviceIdentity()
+        let secret = SecretBytes.random(count: 32)
+        let blob = try first.seal(secret)
+        first.close()
+
+        let second = try openDeviceKey(fixture, provisioning: false)
+        defer { second.close() }
+        #expect(try second.deviceIdentity() == identity)
+        #expect(try second.unseal(blob).constantTimeEquals(secret))
+    }
+
+    @Test("a non-provisioning open without a key fails and names the key")
+    func missingKeyWithoutProvisioning() throws {
+        let fixture = try SoftHSMFixture()
+        defer { fixture.remove() }
+        let message = failureMessage(KeychainStatus.notAvailable) {
+            _ = try openDeviceKey(fixture, provisioning: false)
+        }
+        #expect(message.contains("\"keyseal-device-key\" not found on token \"\(fixture.tokenLabel)\""))
+    }
+
+    @Test("a wrong PIN is refused with a clear message")
+    func wrongPIN() throws {
+        let fixture = try SoftHSMFixture()
+        defer { fixture.remove() }
+        let directory = try TemporaryDirectory()
+        defer { directory.remove() }
+        let wrong = directory.appending("wrong-pin")
+        try SoftHSMFixture.writeFile(wrong, contents: fixture.pin + "0\n")
+        let message = failureMessage(KeychainStatus.notAvailable) {
+            _ = try openDeviceKey(fixture, pinFile: wrong)
+        }
+        #expect(message.contains("wrong PIN"))
+        #expect(message.contains("CKR_PIN_INCORRECT"))
+        #expect(!message.contains(fixture.pin))
+    }
+
+    @Test("a missing PIN file is refused")
+    func missingPINFile() throws {
+        let fixture = try SoftHSMFixture()
+        defer { fixture.remove() }
+        let missing = URL(fileURLWithPath: "/nonexistent/keyseal/pin")
+        let message = failureMessage(KeychainStatus.notAvailable) {
+            _ = try openDeviceKey(fixture, pinFile: missing)
+        }
+        #expect(message.contains("/nonexistent/keyseal/pin does not exist"))
+    }
+
+    @Test("a PIN file readable by group or others is refused", arguments: [0o644, 0o640, 0o604, 0o660])
+    func permissivePINFile(mode: Int) throws {
+        let fixture = try SoftHSMFixture()
+        defer { fixture.remove() }
+        let directory = try TemporaryDirectory()
+        defer { directory.remove() }
+        let pinFile = directory.appending("pin")
+        try SoftHSMFixture.writeFile(pinFile, contents: fixture.pin + "\n", mode: mode)
+        let message = failureMessage(KeychainStatus.notAvailable) {
+            _ = try openDeviceKey(fixture, pinFile: pinFile)
+        }
+        #expect(message.contains("too permissive"))
+        #expect(message.contains("0" + String(mode, radix: 8)))
+    }
+
+    @Test("an unknown token label fails and lists the labels found")
+    func unknownTokenLabel() throws {
+        let fixture = try SoftHSMFixture()
+        defer { fixture.remove() }
+        let message = failureMessage(KeychainStatus.notAvailable) {
+            _ = try openDeviceKey(fixture, tokenLabel: "no-such-token")
+        }
+        #expect(message.contains("no token with label \"no-such-token\""))
+        #expect(message.contains("\"\(fixture.tokenLabel)\""))
+    }
+
+    @Test("a missing module path fails and names the path")
+    func missingModulePath() throws {
+        let key = PKCS11DeviceKey(
+            module: "/nonexistent/libkeyseal-missing.so", tokenLabel: "any", pinFile: nil)
+        defer { key.close() }
+        let message = failureMessage(KeychainStatus.notAvailable) { try key.open(provisioning: false) }
+        #expect(message.contains("PKCS#11 module not found: /nonexistent/libkeyseal-missing.so"))
+    }
+
+    @Test("a file that is not a PKCS#11 library fails to load and names the path")
+    func unloadableModule() throws {
+        let directory = try TemporaryDirectory()
+        defer { directory.remove() }
+        let notALibrary = directory.appending("libnot-a-module.so")
+        try SoftHSMFixture.writeFile(notALibrary, contents: "not an ELF file")
+        let key = PKCS11DeviceKey(module: notALibrary.path, tokenLabel: "any", pinFile: nil)
+        defer { key.close() }
+        let message = failureMessage(KeychainStatus.notAvailable) { try key.open(provisioning: false) }
+        #expect(message.contains("could not be loaded"))
+        #expect(message.contains(notALibrary.path))
+    }
+
+    @Test("an unknown p11-kit module name fails and says where it looked")
+    func unknownModuleName() throws {
+        let key = PKCS11DeviceKey(module: "keyseal-no-such-module", tokenLabel: "any", pinFile: nil)
+        defer { key.close() }
+        let message = failureMessage(KeychainStatus.notAvailable) { try key.open(provisioning: false) }
+        #expect(message.contains("keyseal-no-such-module"))
+        #expect(message.contains("/usr/share/p11-kit/modules"))
+    }
+
+    @Test("the module is found by its p11-kit name softhsm2")
+    func moduleByName() throws {
+        let fixture = try SoftHSMFixture()
+        defer { fixture.remove() }
+        let key = try openDeviceKey(fixture, module: "softhsm2")
+        defer { key.close() }
+        let secret = SecretBytes.random(count: 32)
+        #expect(try key.unseal(key.seal(secret)).constantTimeEquals(secret))
+    }
+
+    @Test(
+        "a tampered blob is refused with errSecDecode", arguments: ["version", "iv", "ciphertext", "tag", "truncated"])
+    func tamperedBlob(part: String) throws {
+        let fixture = try SoftHSMFixture()
+        defer { fixture.remove() }
+        let key = try openDeviceKey(fixture)
+        defer { key.close() }
+        var blob = [UInt8](try key.seal(SecretBytes.random(count: 32)))
+        switch part {
+        case "version": blob[0] ^= 0x01
+        case "iv": blob[5] ^= 0x01
+        case "ciphertext": blob[20] ^= 0x80
+        case "tag": blob[blob.count - 1] ^= 0x01
+        default: blob.removeLast(20)
+        }
+        _ = failureMessage(KeychainStatus.decode) { _ = try key.unseal(Data(blob)) }
+    }
+
+    @Test("a blob sealed on another token is refused with errSecDecode")
+    func blobFromAnotherToken() throws {
+        let fixtureA = try SoftHSMFixture()
+        defer { fixtureA.remove() }
+        let fixtureB = try SoftHSMFixture()
+        defer { fixtureB.remove() }
+        let keyA = try openDeviceKey(fixtureA)
+        defer { keyA.close() }
+        let keyB = try openDeviceKey(fixtureB)
+        defer { keyB.close() }
+        #expect(try keyA.deviceIdentity() != keyB.deviceIdentity())
+        let blob = try keyA.seal(SecretBytes.random(count: 32))
+        let message = failureMessage(KeychainStatus.decode) { _ = try keyB.unseal(blob) }
+        #expect(message.contains("does not authenticate"))
+    }
+
+    @Test("the device key is a sensitive, non-extractable, private AES-256 token object")
+    func keyIsNonExtractable() throws {
+        let fixture = try SoftHSMFixture()
+        defer { fixture.remove() }
+        let key = try openDeviceKey(fixture)
+        defer { key.close() }
+        let attributes = try key.keyAttributes()
+        #expect(attributes.sensitive == true)
+        #expect(attributes.extractable == false)
+        #expect(attributes.alwaysSensitive == true)
+        #expect(attributes.neverExtractable == true)
+        #expect(attributes.token == true)
+        #expect(attributes.isPrivate == true)
+        #expect(attributes.valueLength == 32)
+    }
+
+    @Test("sealing after the key was destroyed from another session fails with errSecNotAvailable")
+    func keyRemovedWhileOpen() throws {
+        let fixture = try SoftHSMFixture()
+        defer { fixture.remove() }
+        let key = try openDeviceKey(fixture)
+        defer { key.close() }
+        let other = try openDeviceKey(fixture, provisioning: false)
+        try other.destroyDeviceKey()
+        other.close()
+        let message = failureMessage(KeychainStatus.notAvailable) { _ = try key.seal(SecretBytes.random(count: 32)) }
+        #expect(message.contains("the device key was removed from the token"))
+    }
+
+    @Test("sealing after another process deleted the key fails with errSecNotAvailable")
+    func keyDeletedByAnotherProcess() throws {
+        let p11tool = try requireTool("p11tool", package: "gnutls-bin")
+        let fixture = try SoftHSMFixture()
+        defer { fixture.remove() }
+        let key = try openDeviceKey(fixture)
+        defer { key.close() }
+        let deleted = try runProcess(
+            p11tool,
+            [
+                "--provider", fixture.module, "--login", "--batch", "--delete",
+                "pkcs11:token=\(fixture.tokenLabel);object=keyseal-device-key;type=secret-key",
+            ],
+            environment: fixture.environment.merging(["GNUTLS_PIN": fixture.pin]) { _, new in new })
+        try #require(deleted.status == 0, "p11tool --delete failed: \(deleted.stderrText)")
+        let message = failureMessage(KeychainStatus.notAvailable) { _ = try key.seal(SecretBytes.random(count: 32)) }
+        #expect(message.contains("the device key was removed from the token"))
+    }
+
+    @Test("a secret sealed with a passcode authorization opens only with that authorization")
+    func passcodeRoundTrip() throws {
+        let fixture = try SoftHSMFixture()
+        defer { fixture.remove() }
+        let key = try openDeviceKey(fixture)
+        defer { key.close() }
+        let secret = SecretBytes.random(count: 32)
+        let authorization = SecretBytes.random(count: 32)
+        let blob = try key.sealWithPasscode(secret, authorization: authorization)
+        #expect(try key.unsealWithPasscode(blob, authorization: authorization).constantTimeEquals(secret))
+        _ = failureMessage(KeychainStatus.authFailed) {
+            _ = try key.unsealWithPasscode(blob, authorization: SecretBytes.random(count: 32))
+        }
+    }
+
+    @Test("passcode blobs and device blobs are not interchangeable")
+    func domainSeparation() throws {
+        let fixture = try SoftHSMFixture()
+        defer { fixture.remove() }
+        let key = try openDeviceKey(fixture)
+        defer { key.close() }
+        let secret = SecretBytes.random(count: 32)
+        let passcodeBlob = try key.sealWithPasscode(secret, authorization: SecretBytes.random(count: 32))
+        _ = failureMessage(KeychainStatus.decode) { _ = try key.unseal(passcodeBlob) }
+    }
+
+    @Test("status reports a hardware-backed key whose guessing is not hardware-limited")
+    func status() throws {
+        let key = PKCS11DeviceKey(module: "softhsm2", tokenLabel: "any", pinFile: nil)
+        let status = try key.status()
+        #expect(key.backendName == "pkcs11")
+        #expect(status.backend == "pkcs11")
+        #expect(status.hardwareBacked)
+        #expect(!status.guessingHardwareLimited)
+        #expect(status.detail.contains("not by the token"))
+    }
+
+    @Test("close is idempotent and later calls fail with errSecNotAvailable")
+    func closeIsIdempotent() throws {
+        let fixture = try SoftHSMFixture()
+        defer { fixture.remove() }
+        let key = try openDeviceKey(fixture)
+        key.close()
+        key.close()
+        _ = failureMessage(KeychainStatus.notAvailable) { _ = try key.seal(SecretBytes.random(count: 32)) }
+    }
+}
