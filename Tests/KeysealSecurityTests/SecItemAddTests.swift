@@ -230,7 +230,7 @@ struct SecItemAddTests {
         try withStore { _ in
             var error: Unmanaged<CFError>?
             let control = try #require(
-                SecAccessControlCreateWithFlags(kCFAllocatorDefault, kSecAttrAccessibleAfterFirstUnlock as CFTypeRef, [], &error))
+                SecAccessControlCreateWithFlags(kCFAllocatorDefault, kSecAttrAccessibleAfterFirstUnlock, [], &error))
             #expect(add(genericPassword([kSecAttrAccessControl: control])) == errSecSuccess)
             #expect(findAttributes(genericQuery())?[kSecAttrAccessible] as? String == kSecAttrAccessibleAfterFirstUnlock)
         }
@@ -241,7 +241,7 @@ struct SecItemAddTests {
         try withStore { _ in
             var error: Unmanaged<CFError>?
             let control = try #require(
-                SecAccessControlCreateWithFlags(kCFAllocatorDefault, kSecAttrAccessibleWhenUnlocked as CFTypeRef, flags, &error))
+                SecAccessControlCreateWithFlags(kCFAllocatorDefault, kSecAttrAccessibleWhenUnlocked, flags, &error))
             #expect(add(genericPassword([kSecAttrAccessControl: control])) == errSecUnimplemented)
         }
     }

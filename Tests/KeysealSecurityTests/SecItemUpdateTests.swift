@@ -151,7 +151,7 @@ struct SecItemUpdateTests {
             #expect(add(genericPassword()) == errSecSuccess)
             var error: Unmanaged<CFError>?
             let control = try #require(
-                SecAccessControlCreateWithFlags(kCFAllocatorDefault, kSecAttrAccessibleAfterFirstUnlock as CFTypeRef, [], &error))
+                SecAccessControlCreateWithFlags(kCFAllocatorDefault, kSecAttrAccessibleAfterFirstUnlock, [], &error))
             #expect(update(genericQuery(), [kSecAttrAccessControl: control]) == errSecSuccess)
             #expect(findAttributes(genericQuery())?[kSecAttrAccessible] as? String == kSecAttrAccessibleAfterFirstUnlock)
         }
@@ -163,7 +163,7 @@ struct SecItemUpdateTests {
             #expect(add(genericPassword()) == errSecSuccess)
             var error: Unmanaged<CFError>?
             let control = try #require(
-                SecAccessControlCreateWithFlags(kCFAllocatorDefault, kSecAttrAccessibleWhenUnlocked as CFTypeRef, flags, &error))
+                SecAccessControlCreateWithFlags(kCFAllocatorDefault, kSecAttrAccessibleWhenUnlocked, flags, &error))
             #expect(update(genericQuery(), [kSecAttrAccessControl: control]) == errSecUnimplemented)
         }
     }

@@ -45,7 +45,7 @@ struct SecurityFunctionTests {
 
     @Test func accessControlWithABadProtectionFailsWithParam() throws {
         var error: Unmanaged<CFError>?
-        let control = SecAccessControlCreateWithFlags(kCFAllocatorDefault, "bogus" as CFTypeRef, [], &error)
+        let control = SecAccessControlCreateWithFlags(kCFAllocatorDefault, "bogus", [], &error)
         #expect(control == nil)
         let failure = try #require(error?.takeRetainedValue())
         #expect(CFErrorGetCode(failure) == Int(errSecParam))
@@ -66,6 +66,13 @@ struct SecurityFunctionTests {
         #expect(control.protection == kSecAttrAccessibleWhenUnlockedThisDeviceOnly)
         #expect(control.flags == .userPresence)
         #expect(error == nil)
+    }
+
+    @Test func accessControlAcceptsTheProtectionAsACFTypeRef() throws {
+        var error: Unmanaged<CFError>?
+        let protection = kSecAttrAccessibleAfterFirstUnlock as CFTypeRef
+        let control = try #require(SecAccessControlCreateWithFlags(kCFAllocatorDefault, protection, [], &error))
+        #expect(control.protection == kSecAttrAccessibleAfterFirstUnlock)
     }
 
     @Test func accessControlFlagsHaveApplesBits() {
