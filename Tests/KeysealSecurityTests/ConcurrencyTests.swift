@@ -55,7 +55,8 @@ struct ConcurrencyTests {
             }
             let context = "thread \(thread) step \(step) \(operation) \(account)"
             if shared {
-                let allowed = operation == .add ? [errSecSuccess, errSecDuplicateItem] : [errSecSuccess, errSecItemNotFound]
+                let allowed =
+                    operation == .add ? [errSecSuccess, errSecDuplicateItem] : [errSecSuccess, errSecItemNotFound]
                 if !allowed.contains(status) { report.unexpected("\(context): \(status)") }
                 continue
             }

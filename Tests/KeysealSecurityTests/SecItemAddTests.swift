@@ -232,7 +232,8 @@ struct SecItemAddTests {
             let control = try #require(
                 SecAccessControlCreateWithFlags(kCFAllocatorDefault, kSecAttrAccessibleAfterFirstUnlock, [], &error))
             #expect(add(genericPassword([kSecAttrAccessControl: control])) == errSecSuccess)
-            #expect(findAttributes(genericQuery())?[kSecAttrAccessible] as? String == kSecAttrAccessibleAfterFirstUnlock)
+            let accessible = findAttributes(genericQuery())?[kSecAttrAccessible] as? String
+            #expect(accessible == kSecAttrAccessibleAfterFirstUnlock)
         }
     }
 

@@ -105,7 +105,8 @@ struct SecItemCopyMatchingTests {
     @Test func dataAndPersistentRefWithoutAttributesGiveADictionary() throws {
         try withStore { _ in
             addAccounts(["a"])
-            let (_, result) = copyMatching(genericQuery(account: "a", [kSecReturnData: true, kSecReturnPersistentRef: true]))
+            let (_, result) = copyMatching(
+                genericQuery(account: "a", [kSecReturnData: true, kSecReturnPersistentRef: true]))
             let item = try #require(result as? [String: Any])
             #expect(item[kSecValueData] as? Data == Data("pw-a".utf8))
             #expect(item[kSecValuePersistentRef] is Data)
@@ -329,6 +330,34 @@ struct SecItemCopyMatchingTests {
     @Test func unknownClassIsNoSuchClass() throws {
         try withStore { _ in
             #expect(SecItemCopyMatching([kSecClass: "zzzz"] as CFDictionary, nil) == errSecNoSuchClass)
+        }
+    }
+
+    @Test func internetPasswordAttributesCarryThePortAsAnInt() throws {
+        try withStore { _ in
+            let item: [String: Any] = [
+                kSecClass: kSecClassInternetPassword, kSecAttrServer: "example.com", kSecAttrAccount: "alice",
+                kSecAttrProtocol: kSecAttrProtocolHTTPS, kSecAttrAuthenticationType: kSecAttrAuthenticationTypeDefault,
+                kSecAttrPort: 8443, kSecValueData: Data("pw".utf8),
+            ]
+            #expect(add(item) == errSecSuccess)
+            let query: [String: Any] = [kSecClass: kSecClassInternetPassword, kSecAttrServer: "example.com"]
+            let attributes = findAttributes(query)
+            #expect(attributes?[kSecAttrPort] as? Int == 8443)
+            #expect(attributes?[kSecAttrProtocol] as? String == kSecAttrProtocolHTTPS)
+        }
+    }
+
+    @Test func internetPasswordsDifferingOnlyInPortCoexist() throws {
+        try withStore { _ in
+            for port in [443, 8443] {
+                let item: [String: Any] = [
+                    kSecClass: kSecClassInternetPassword, kSecAttrServer: "example.com", kSecAttrAccount: "alice",
+                    kSecAttrPort: port, kSecValueData: Data("pw-\(port)".utf8),
+                ]
+                #expect(add(item) == errSecSuccess)
+            }
+            #expect(findAll([kSecClass: kSecClassInternetPassword, kSecAttrServer: "example.com"]).count == 2)
         }
     }
 }

@@ -78,4 +78,13 @@ struct SecItemDeleteTests {
             #expect(findAll(genericQuery(account: nil)).compactMap { $0[kSecAttrAccount] as? String } == ["b"])
         }
     }
+
+    @Test func queryWithoutSyncDoesNotDeleteSynchronizableItems() throws {
+        try withStore { _ in
+            #expect(add(genericPassword([kSecAttrSynchronizable: true])) == errSecSuccess)
+            #expect(SecItemDelete(genericQuery() as CFDictionary) == errSecItemNotFound)
+            let synced = genericQuery([kSecAttrSynchronizable: true])
+            #expect(SecItemCopyMatching(synced as CFDictionary, nil) == errSecSuccess)
+        }
+    }
 }

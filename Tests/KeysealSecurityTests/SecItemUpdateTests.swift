@@ -104,7 +104,8 @@ struct SecItemUpdateTests {
             #expect(add(genericPassword(account: "a")) == errSecSuccess)
             #expect(add(genericPassword(account: "b")) == errSecSuccess)
             #expect(update(genericQuery(account: nil), [kSecAttrAccount: "c"]) == errSecDuplicateItem)
-            #expect(Set(findAll(genericQuery(account: nil)).compactMap { $0[kSecAttrAccount] as? String }) == ["a", "b"])
+            let accounts = findAll(genericQuery(account: nil)).compactMap { $0[kSecAttrAccount] as? String }
+            #expect(Set(accounts) == ["a", "b"])
         }
     }
 
@@ -112,7 +113,8 @@ struct SecItemUpdateTests {
         try withStore { _ in
             #expect(add(genericPassword()) == errSecSuccess)
             #expect(update(genericQuery(), [kSecAttrAccessible: kSecAttrAccessibleAfterFirstUnlock]) == errSecSuccess)
-            #expect(findData(genericQuery([kSecAttrAccessible: kSecAttrAccessibleAfterFirstUnlock])) == Data("secret".utf8))
+            let query = genericQuery([kSecAttrAccessible: kSecAttrAccessibleAfterFirstUnlock])
+            #expect(findData(query) == Data("secret".utf8))
         }
     }
 
@@ -153,7 +155,8 @@ struct SecItemUpdateTests {
             let control = try #require(
                 SecAccessControlCreateWithFlags(kCFAllocatorDefault, kSecAttrAccessibleAfterFirstUnlock, [], &error))
             #expect(update(genericQuery(), [kSecAttrAccessControl: control]) == errSecSuccess)
-            #expect(findAttributes(genericQuery())?[kSecAttrAccessible] as? String == kSecAttrAccessibleAfterFirstUnlock)
+            let accessible = findAttributes(genericQuery())?[kSecAttrAccessible] as? String
+            #expect(accessible == kSecAttrAccessibleAfterFirstUnlock)
         }
     }
 
@@ -194,7 +197,8 @@ struct SecItemUpdateTests {
             #expect(add(genericPassword()) == errSecSuccess)
             #expect(update(genericQuery(), [kSecAttrSynchronizable: true]) == errSecSuccess)
             #expect(SecItemCopyMatching(genericQuery() as CFDictionary, nil) == errSecItemNotFound)
-            #expect(SecItemCopyMatching(genericQuery([kSecAttrSynchronizable: true]) as CFDictionary, nil) == errSecSuccess)
+            let synced = genericQuery([kSecAttrSynchronizable: true])
+            #expect(SecItemCopyMatching(synced as CFDictionary, nil) == errSecSuccess)
         }
     }
 
@@ -208,6 +212,13 @@ struct SecItemUpdateTests {
             let query: [String: Any] = [kSecClass: kSecClassInternetPassword, kSecAttrServer: "example.com"]
             #expect(update(query, [kSecValueData: Data("new".utf8)]) == errSecSuccess)
             #expect(findData(query) == Data("new".utf8))
+        }
+    }
+
+    @Test func queryWithoutSyncDoesNotUpdateSynchronizableItems() throws {
+        try withStore { _ in
+            #expect(add(genericPassword([kSecAttrSynchronizable: true])) == errSecSuccess)
+            #expect(update(genericQuery(), [kSecValueData: Data("new".utf8)]) == errSecItemNotFound)
         }
     }
 }

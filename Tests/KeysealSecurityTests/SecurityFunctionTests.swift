@@ -62,7 +62,7 @@ struct SecurityFunctionTests {
         var error: Unmanaged<CFError>?
         let control = try #require(
             SecAccessControlCreateWithFlags(
-                kCFAllocatorDefault, kSecAttrAccessibleWhenUnlockedThisDeviceOnly as CFTypeRef, [.userPresence], &error))
+                kCFAllocatorDefault, kSecAttrAccessibleWhenUnlockedThisDeviceOnly, [.userPresence], &error))
         #expect(control.protection == kSecAttrAccessibleWhenUnlockedThisDeviceOnly)
         #expect(control.flags == .userPresence)
         #expect(error == nil)
