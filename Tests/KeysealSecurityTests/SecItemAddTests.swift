@@ -1,0 +1,258 @@
+import Foundation
+import Keyseal
+import KeysealSecurity
+import KeysealTestSupport
+import Testing
+
+/// FACTS.md "The four calls" (Add) and SECURITY-COMPAT.md Semantics 2, 5 and 7, through `SecItemAdd`.
+@Suite("SecItemAdd")
+struct SecItemAddTests {
+    @Test func addWithoutAccessGroupGoesToTheDefaultGroup() throws {
+        try withStore { _ in
+            var result: CFTypeRef?
+            let status = SecItemAdd(genericPassword([kSecReturnAttributes: true]) as CFDictionary, &result)
+            #expect(status == errSecSuccess)
+            #expect((result as? [String: Any])?[kSecAttrAccessGroup] as? String == "default")
+        }
+    }
+
+    @Test func findReportsTheDefaultGroupOfAnItemAddedWithoutOne() throws {
+        try withStore { _ in
+            #expect(add(genericPassword()) == errSecSuccess)
+            #expect(findAttributes(genericQuery())?[kSecAttrAccessGroup] as? String == "default")
+        }
+    }
+
+    @Test func duplicatePrimaryKeyIsRefusedEvenWithAnotherAccessibility() throws {
+        try withStore { _ in
+            #expect(add(genericPassword([kSecAttrAccessible: kSecAttrAccessibleWhenUnlocked])) == errSecSuccess)
+            let status = add(
+                genericPassword(data: Data("other".utf8), [kSecAttrAccessible: kSecAttrAccessibleAfterFirstUnlock]))
+            #expect(status == errSecDuplicateItem)
+        }
+    }
+
+    @Test func duplicateLeavesTheFirstItemUnchanged() throws {
+        try withStore { _ in
+            #expect(add(genericPassword(data: Data("first".utf8))) == errSecSuccess)
+            #expect(add(genericPassword(data: Data("second".utf8))) == errSecDuplicateItem)
+            #expect(findData(genericQuery()) == Data("first".utf8))
+        }
+    }
+
+    @Test func queryWithADifferentAccessibilityFindsNothing() throws {
+        try withStore { _ in
+            #expect(add(genericPassword([kSecAttrAccessible: kSecAttrAccessibleWhenUnlocked])) == errSecSuccess)
+            let status = SecItemCopyMatching(
+                genericQuery([kSecAttrAccessible: kSecAttrAccessibleAfterFirstUnlock]) as CFDictionary, nil)
+            #expect(status == errSecItemNotFound)
+        }
+    }
+
+    @Test(arguments: [kSecValuePersistentRef, kSecValueRef])
+    func valueReferencesAreRefusedInAnAdd(key: String) throws {
+        try withStore { _ in
+            #expect(add(genericPassword([key: Data("ksr1-not-a-ref".utf8)])) == errSecParam)
+        }
+    }
+
+    @Test func whenPasscodeSetItemWithoutPasscodeFailsAuthentication() throws {
+        try withStore { _ in
+            let status = add(genericPassword([kSecAttrAccessible: kSecAttrAccessibleWhenPasscodeSetThisDeviceOnly]))
+            #expect(status == errSecAuthFailed)
+        }
+    }
+
+    @Test func returnKeysOnAddGiveTheItem() throws {
+        try withStore { _ in
+            var result: CFTypeRef?
+            let query = genericPassword(
+                data: Data("pw".utf8), [kSecReturnAttributes: true, kSecReturnData: true])
+            #expect(SecItemAdd(query as CFDictionary, &result) == errSecSuccess)
+            let item = result as? [String: Any]
+            #expect(item?[kSecValueData] as? Data == Data("pw".utf8))
+            #expect(item?[kSecAttrAccount] as? String == "alice")
+            #expect(item?[kSecAttrService] as? String == "svc")
+        }
+    }
+
+    @Test func addWithoutReturnKeysLeavesTheResultNil() throws {
+        try withStore { _ in
+            var result: CFTypeRef?
+            #expect(SecItemAdd(genericPassword() as CFDictionary, &result) == errSecSuccess)
+            #expect(result == nil)
+        }
+    }
+
+    @Test func missingClassIsAParameterError() throws {
+        try withStore { _ in
+            var query = genericPassword()
+            query[kSecClass] = nil
+            #expect(add(query) == errSecParam)
+        }
+    }
+
+    @Test func unknownClassIsNoSuchClass() throws {
+        try withStore { _ in
+            #expect(add(genericPassword([kSecClass: "zzzz"])) == errSecNoSuchClass)
+        }
+    }
+
+    @Test(arguments: [kSecClassCertificate, kSecClassKey, kSecClassIdentity])
+    func unimplementedClassesAreUnimplemented(itemClass: String) throws {
+        try withStore { _ in
+            let query: [String: Any] = [kSecClass: itemClass, kSecAttrLabel: "x", kSecValueData: Data([1])]
+            #expect(add(query) == errSecUnimplemented)
+        }
+    }
+
+    @Test(arguments: ["zzzz", kSecAttrServer, kSecAttrPort])
+    func attributeNotOfTheClassIsNoSuchAttr(key: String) throws {
+        try withStore { _ in
+            #expect(add(genericPassword([key: "x"])) == errSecNoSuchAttr)
+        }
+    }
+
+    @Test(arguments: ["nonsense", "x_Thing", "v_Nothing", "r_Nothing"])
+    func unknownNonAttributeKeysAreParameterErrors(key: String) throws {
+        try withStore { _ in
+            #expect(add(genericPassword([key: true])) == errSecParam)
+        }
+    }
+
+    @Test func accountAsIntIsAParameterError() throws {
+        try withStore { _ in
+            #expect(add(genericPassword([kSecAttrAccount: 42])) == errSecParam)
+        }
+    }
+
+    @Test func synchronizableAsAStringIsAParameterError() throws {
+        try withStore { _ in
+            #expect(add(genericPassword([kSecAttrSynchronizable: "yes"])) == errSecParam)
+        }
+    }
+
+    @Test func portAsAStringIsAParameterError() throws {
+        try withStore { _ in
+            let query: [String: Any] = [
+                kSecClass: kSecClassInternetPassword, kSecAttrServer: "example.com", kSecAttrAccount: "alice",
+                kSecAttrPort: "443", kSecValueData: Data("pw".utf8),
+            ]
+            #expect(add(query) == errSecParam)
+        }
+    }
+
+    @Test func dataAsAStringIsAParameterError() throws {
+        try withStore { _ in
+            var query = genericPassword()
+            query[kSecValueData] = "secret"
+            #expect(add(query) == errSecParam)
+        }
+    }
+
+    @Test func labelAsDataIsAParameterError() throws {
+        try withStore { _ in
+            #expect(add(genericPassword([kSecAttrLabel: Data("l".utf8)])) == errSecParam)
+        }
+    }
+
+    @Test func valueOverOneMebibyteIsTooLarge() throws {
+        try withStore { _ in
+            #expect(add(genericPassword(data: Data(repeating: 7, count: (1 << 20) + 1))) == errSecDataTooLarge)
+        }
+    }
+
+    @Test func valueOfExactlyOneMebibyteRoundTrips() throws {
+        try withStore { _ in
+            let value = Data((0..<(1 << 20)).map { UInt8(truncatingIfNeeded: $0 &* 31) })
+            #expect(add(genericPassword(data: value)) == errSecSuccess)
+            #expect(findData(genericQuery()) == value)
+        }
+    }
+
+    @Test func emptyDataRoundTrips() throws {
+        try withStore { _ in
+            #expect(add(genericPassword(data: Data())) == errSecSuccess)
+            #expect(findData(genericQuery()) == Data())
+        }
+    }
+
+    @Test func nonUTF8DataRoundTripsByteExact() throws {
+        try withStore { _ in
+            let value = Data([0xFF, 0xFE, 0x00, 0xC3, 0x28, 0x80, 0x00, 0xF8])
+            #expect(add(genericPassword(data: value)) == errSecSuccess)
+            #expect(findData(genericQuery()) == value)
+        }
+    }
+
+    @Test func addWithoutDataStoresAnEmptySecret() throws {
+        try withStore { _ in
+            var query = genericPassword()
+            query[kSecValueData] = nil
+            #expect(add(query) == errSecSuccess)
+            #expect(findData(genericQuery()) == Data())
+        }
+    }
+
+    @Test func accountGivenAsDataIsFoundByTheSameBytesAsAString() throws {
+        try withStore { _ in
+            #expect(add(genericPassword([kSecAttrAccount: Data("alice".utf8)])) == errSecSuccess)
+            #expect(SecItemCopyMatching(genericQuery(account: "alice") as CFDictionary, nil) == errSecSuccess)
+        }
+    }
+
+    @Test func serviceGivenAsStringIsFoundByTheSameBytesAsData() throws {
+        try withStore { _ in
+            #expect(add(genericPassword(service: "svc")) == errSecSuccess)
+            let status = SecItemCopyMatching(
+                genericQuery([kSecAttrService: Data("svc".utf8)]) as CFDictionary, nil)
+            #expect(status == errSecSuccess)
+        }
+    }
+
+    @Test func genericGivenAsStringOrDataMatchesByBytes() throws {
+        try withStore { _ in
+            #expect(add(genericPassword([kSecAttrGeneric: "blob"])) == errSecSuccess)
+            let status = SecItemCopyMatching(
+                genericQuery([kSecAttrGeneric: Data("blob".utf8)]) as CFDictionary, nil)
+            #expect(status == errSecSuccess)
+        }
+    }
+
+    @Test func accountAsDataAndAsStringWithTheSameBytesAreOnePrimaryKey() throws {
+        try withStore { _ in
+            #expect(add(genericPassword([kSecAttrAccount: "alice"])) == errSecSuccess)
+            #expect(add(genericPassword([kSecAttrAccount: Data("alice".utf8)])) == errSecDuplicateItem)
+        }
+    }
+
+    @Test func accessControlSetsTheAccessibilityOnAdd() throws {
+        try withStore { _ in
+            var error: Unmanaged<CFError>?
+            let control = try #require(
+                SecAccessControlCreateWithFlags(kCFAllocatorDefault, kSecAttrAccessibleAfterFirstUnlock, [], &error))
+            #expect(add(genericPassword([kSecAttrAccessControl: control])) == errSecSuccess)
+            let accessible = findAttributes(genericQuery())?[kSecAttrAccessible] as? String
+            #expect(accessible == kSecAttrAccessibleAfterFirstUnlock)
+        }
+    }
+
+    @Test(arguments: [SecAccessControlCreateFlags.userPresence, .biometryAny, .biometryCurrentSet, .devicePasscode])
+    func unenforceableAccessControlFlagsAreUnimplementedOnAdd(flags: SecAccessControlCreateFlags) throws {
+        try withStore { _ in
+            var error: Unmanaged<CFError>?
+            let control = try #require(
+                SecAccessControlCreateWithFlags(kCFAllocatorDefault, kSecAttrAccessibleWhenUnlocked, flags, &error))
+            #expect(add(genericPassword([kSecAttrAccessControl: control])) == errSecUnimplemented)
+        }
+    }
+
+    @Test func addReportsCreationAndModificationDates() throws {
+        try withStore { fixture in
+            #expect(add(genericPassword()) == errSecSuccess)
+            let attributes = findAttributes(genericQuery())
+            #expect(attributes?[kSecAttrCreationDate] as? Date == fixture.clock.now)
+            #expect(attributes?[kSecAttrModificationDate] as? Date == fixture.clock.now)
+        }
+    }
+}

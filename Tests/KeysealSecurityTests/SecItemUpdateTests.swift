@@ -1,0 +1,224 @@
+import Foundation
+import Keyseal
+import KeysealSecurity
+import KeysealTestSupport
+import Testing
+
+/// FACTS.md "The four calls" (Update) and SECURITY-COMPAT.md Semantics 4, 5 and 8, through `SecItemUpdate`.
+@Suite("SecItemUpdate")
+struct SecItemUpdateTests {
+    func update(_ query: [String: Any], _ attributes: [String: Any]) -> OSStatus {
+        SecItemUpdate(query as CFDictionary, attributes as CFDictionary)
+    }
+
+    @Test func updateChangesTheData() throws {
+        try withStore { _ in
+            #expect(add(genericPassword()) == errSecSuccess)
+            #expect(update(genericQuery(), [kSecValueData: Data("new".utf8)]) == errSecSuccess)
+            #expect(findData(genericQuery()) == Data("new".utf8))
+        }
+    }
+
+    @Test(arguments: [kSecReturnData, kSecReturnAttributes, kSecReturnPersistentRef, kSecReturnRef])
+    func returnKeysInTheAttributesToUpdateAreParameterErrors(key: String) throws {
+        try withStore { _ in
+            #expect(add(genericPassword()) == errSecSuccess)
+            #expect(update(genericQuery(), [kSecValueData: Data("new".utf8), key: true]) == errSecParam)
+        }
+    }
+
+    @Test func matchLimitInTheAttributesToUpdateIsAParameterError() throws {
+        try withStore { _ in
+            #expect(add(genericPassword()) == errSecSuccess)
+            let status = update(genericQuery(), [kSecValueData: Data("new".utf8), kSecMatchLimit: kSecMatchLimitAll])
+            #expect(status == errSecParam)
+        }
+    }
+
+    @Test func caseInsensitiveInTheAttributesToUpdateIsAParameterError() throws {
+        try withStore { _ in
+            #expect(add(genericPassword()) == errSecSuccess)
+            let status = update(genericQuery(), [kSecValueData: Data("new".utf8), kSecMatchCaseInsensitive: false])
+            #expect(status == errSecParam)
+        }
+    }
+
+    @Test func parameterErrorChangesNothing() throws {
+        try withStore { _ in
+            #expect(add(genericPassword()) == errSecSuccess)
+            #expect(update(genericQuery(), [kSecValueData: Data("new".utf8), kSecReturnData: true]) == errSecParam)
+            #expect(findData(genericQuery()) == Data("secret".utf8))
+        }
+    }
+
+    @Test func classInTheAttributesToUpdateIsNoSuchAttr() throws {
+        try withStore { _ in
+            #expect(add(genericPassword()) == errSecSuccess)
+            #expect(update(genericQuery(), [kSecClass: kSecClassInternetPassword]) == errSecNoSuchAttr)
+        }
+    }
+
+    @Test func attributeOfAnotherClassInTheAttributesToUpdateIsNoSuchAttr() throws {
+        try withStore { _ in
+            #expect(add(genericPassword()) == errSecSuccess)
+            #expect(update(genericQuery(), [kSecAttrServer: "example.com"]) == errSecNoSuchAttr)
+        }
+    }
+
+    @Test func returnKeyInTheUpdateQueryIsAParameterError() throws {
+        try withStore { _ in
+            #expect(add(genericPassword()) == errSecSuccess)
+            #expect(update(genericQuery([kSecReturnData: true]), [kSecValueData: Data("new".utf8)]) == errSecParam)
+        }
+    }
+
+    @Test func nothingMatchedIsNotFound() throws {
+        try withStore { _ in
+            #expect(add(genericPassword()) == errSecSuccess)
+            #expect(update(genericQuery(account: "bob"), [kSecValueData: Data("new".utf8)]) == errSecItemNotFound)
+        }
+    }
+
+    @Test func collisionWithAnotherItemsPrimaryKeyIsDuplicate() throws {
+        try withStore { _ in
+            #expect(add(genericPassword(account: "a", data: Data("pw-a".utf8))) == errSecSuccess)
+            #expect(add(genericPassword(account: "b", data: Data("pw-b".utf8))) == errSecSuccess)
+            #expect(update(genericQuery(account: "a"), [kSecAttrAccount: "b"]) == errSecDuplicateItem)
+        }
+    }
+
+    @Test func collisionChangesNothing() throws {
+        try withStore { _ in
+            #expect(add(genericPassword(account: "a", data: Data("pw-a".utf8))) == errSecSuccess)
+            #expect(add(genericPassword(account: "b", data: Data("pw-b".utf8))) == errSecSuccess)
+            _ = update(genericQuery(account: "a"), [kSecAttrAccount: "b", kSecValueData: Data("changed".utf8)])
+            let items = findAll(genericQuery(account: nil))
+            let pairs = items.map { ($0[kSecAttrAccount] as? String ?? "?", $0[kSecValueData] as? Data ?? Data()) }
+            #expect(pairs.map(\.0) == ["a", "b"])
+            #expect(pairs.map(\.1) == [Data("pw-a".utf8), Data("pw-b".utf8)])
+        }
+    }
+
+    @Test func collisionOfTwoMatchesWithEachOtherIsDuplicate() throws {
+        try withStore { _ in
+            #expect(add(genericPassword(account: "a")) == errSecSuccess)
+            #expect(add(genericPassword(account: "b")) == errSecSuccess)
+            #expect(update(genericQuery(account: nil), [kSecAttrAccount: "c"]) == errSecDuplicateItem)
+            let accounts = findAll(genericQuery(account: nil)).compactMap { $0[kSecAttrAccount] as? String }
+            #expect(Set(accounts) == ["a", "b"])
+        }
+    }
+
+    @Test func changingAccessibilityFindsTheItemUnderTheNewClass() throws {
+        try withStore { _ in
+            #expect(add(genericPassword()) == errSecSuccess)
+            #expect(update(genericQuery(), [kSecAttrAccessible: kSecAttrAccessibleAfterFirstUnlock]) == errSecSuccess)
+            let query = genericQuery([kSecAttrAccessible: kSecAttrAccessibleAfterFirstUnlock])
+            #expect(findData(query) == Data("secret".utf8))
+        }
+    }
+
+    @Test func changingAccessibilityLeavesNothingUnderTheOldClass() throws {
+        try withStore { _ in
+            #expect(add(genericPassword()) == errSecSuccess)
+            #expect(update(genericQuery(), [kSecAttrAccessible: kSecAttrAccessibleAfterFirstUnlock]) == errSecSuccess)
+            let status = SecItemCopyMatching(
+                genericQuery([kSecAttrAccessible: kSecAttrAccessibleWhenUnlocked]) as CFDictionary, nil)
+            #expect(status == errSecItemNotFound)
+        }
+    }
+
+    @Test func changingAccessibilityReEncryptsUnderTheNewClass() throws {
+        try withStore { fixture in
+            try fixture.store.setPasscode("1234")
+            #expect(add(genericPassword()) == errSecSuccess)
+            #expect(update(genericQuery(), [kSecAttrAccessible: kSecAttrAccessibleAfterFirstUnlock]) == errSecSuccess)
+            try fixture.store.lock()
+            // A when-unlocked item would now be refused; an after-first-unlock one is readable while locked.
+            #expect(findData(genericQuery()) == Data("secret".utf8))
+        }
+    }
+
+    @Test func updateChangesEveryMatch() throws {
+        try withStore { _ in
+            for account in ["a", "b", "c"] { #expect(add(genericPassword(account: account)) == errSecSuccess) }
+            #expect(update(genericQuery(account: nil), [kSecAttrLabel: "relabelled"]) == errSecSuccess)
+            let labels = findAll(genericQuery(account: nil)).map { $0[kSecAttrLabel] as? String }
+            #expect(labels == ["relabelled", "relabelled", "relabelled"])
+        }
+    }
+
+    @Test func accessControlSetsTheAccessibility() throws {
+        try withStore { _ in
+            #expect(add(genericPassword()) == errSecSuccess)
+            var error: Unmanaged<CFError>?
+            let control = try #require(
+                SecAccessControlCreateWithFlags(kCFAllocatorDefault, kSecAttrAccessibleAfterFirstUnlock, [], &error))
+            #expect(update(genericQuery(), [kSecAttrAccessControl: control]) == errSecSuccess)
+            let accessible = findAttributes(genericQuery())?[kSecAttrAccessible] as? String
+            #expect(accessible == kSecAttrAccessibleAfterFirstUnlock)
+        }
+    }
+
+    @Test(arguments: [SecAccessControlCreateFlags.userPresence, .biometryAny, .watch, .applicationPassword])
+    func unenforceableAccessControlFlagsAreUnimplemented(flags: SecAccessControlCreateFlags) throws {
+        try withStore { _ in
+            #expect(add(genericPassword()) == errSecSuccess)
+            var error: Unmanaged<CFError>?
+            let control = try #require(
+                SecAccessControlCreateWithFlags(kCFAllocatorDefault, kSecAttrAccessibleWhenUnlocked, flags, &error))
+            #expect(update(genericQuery(), [kSecAttrAccessControl: control]) == errSecUnimplemented)
+        }
+    }
+
+    @Test func updateMovesTheModificationDate() throws {
+        try withStore { fixture in
+            #expect(add(genericPassword()) == errSecSuccess)
+            let added = fixture.clock.now
+            fixture.clock.advance(by: 90)
+            #expect(update(genericQuery(), [kSecValueData: Data("new".utf8)]) == errSecSuccess)
+            let modified = findAttributes(genericQuery())?[kSecAttrModificationDate] as? Date
+            #expect(modified == added.addingTimeInterval(90))
+        }
+    }
+
+    @Test func updateKeepsTheCreationDate() throws {
+        try withStore { fixture in
+            #expect(add(genericPassword()) == errSecSuccess)
+            let added = fixture.clock.now
+            fixture.clock.advance(by: 90)
+            #expect(update(genericQuery(), [kSecValueData: Data("new".utf8)]) == errSecSuccess)
+            #expect(findAttributes(genericQuery())?[kSecAttrCreationDate] as? Date == added)
+        }
+    }
+
+    @Test func updateCanMakeAnItemSynchronizable() throws {
+        try withStore { _ in
+            #expect(add(genericPassword()) == errSecSuccess)
+            #expect(update(genericQuery(), [kSecAttrSynchronizable: true]) == errSecSuccess)
+            #expect(SecItemCopyMatching(genericQuery() as CFDictionary, nil) == errSecItemNotFound)
+            let synced = genericQuery([kSecAttrSynchronizable: true])
+            #expect(SecItemCopyMatching(synced as CFDictionary, nil) == errSecSuccess)
+        }
+    }
+
+    @Test func updateOfAnInternetPasswordWithoutPortChangesAnyPort() throws {
+        try withStore { _ in
+            let item: [String: Any] = [
+                kSecClass: kSecClassInternetPassword, kSecAttrServer: "example.com", kSecAttrAccount: "alice",
+                kSecAttrPort: 8443, kSecValueData: Data("pw".utf8),
+            ]
+            #expect(add(item) == errSecSuccess)
+            let query: [String: Any] = [kSecClass: kSecClassInternetPassword, kSecAttrServer: "example.com"]
+            #expect(update(query, [kSecValueData: Data("new".utf8)]) == errSecSuccess)
+            #expect(findData(query) == Data("new".utf8))
+        }
+    }
+
+    @Test func queryWithoutSyncDoesNotUpdateSynchronizableItems() throws {
+        try withStore { _ in
+            #expect(add(genericPassword([kSecAttrSynchronizable: true])) == errSecSuccess)
+            #expect(update(genericQuery(), [kSecValueData: Data("new".utf8)]) == errSecItemNotFound)
+        }
+    }
+}
