@@ -332,15 +332,15 @@ final class KeychainEngine {
                     continue
                 }
                 let oldKey = try requireClassKey(accessibility)
-                let header = row.header(storeID: storeID)
+                let aad = row.header(storeID: storeID).encoded()
                 try checkLedger(row)
-                let attributes = try ItemEnvelope.openAttributes(row.sealed, header: header, classKey: oldKey)
-                let value = try ItemEnvelope.openValue(row.sealed, header: header, classKey: oldKey)
+                let attributes = try ItemEnvelope.openAttributes(row.sealed, aad: aad, itemID: row.itemID, classKey: oldKey)
+                let value = try ItemEnvelope.openValue(row.sealed, aad: aad, classKey: oldKey)
                 var updated = row
                 updated.generation += 1
                 updated.sealed = try ItemEnvelope.seal(
-                    attributes: [UInt8](attributes), secret: value, header: updated.header(storeID: storeID),
-                    classKey: newKey)
+                    attributes: [UInt8](attributes), secret: value, aad: updated.header(storeID: storeID).encoded(),
+                    itemID: row.itemID, classKey: newKey)
                 try store.update(updated)
             }
             let saved = keybag
@@ -442,7 +442,7 @@ final class KeychainEngine {
             let data: Data? =
                 query.returns.contains(.data)
                 ? try ItemEnvelope.openValue(
-                    row.sealed, header: row.header(storeID: storeID),
+                    row.sealed, aad: row.header(storeID: storeID).encoded(),
                     classKey: try requireClassKey(Self.accessibility(of: row))) : nil
             return record(row, attributes: attributes, data: data, returns: query.returns)
         }
@@ -480,7 +480,7 @@ final class KeychainEngine {
             newAttributes[AttributeKey.modificationDate] = .date(now)
             let secret =
                 try changes.data
-                ?? ItemEnvelope.openValue(row.sealed, header: row.header(storeID: storeID), classKey: oldKey)
+                ?? ItemEnvelope.openValue(row.sealed, aad: row.header(storeID: storeID).encoded(), classKey: oldKey)
             guard let itemClass = ItemClass(rawValue: row.itemClass) else { throw KeychainError.decode }
             var updated = try seal(
                 itemID: row.itemID, itemClass: itemClass, group: changes.accessGroup ?? row.accessGroup,
@@ -534,7 +534,8 @@ final class KeychainEngine {
 
     private func decryptAttributes(_ row: ItemRow, classKey: ClassKey) throws(KeychainError) -> [String: AttributeValue] {
         try checkLedger(row)
-        let plain = try ItemEnvelope.openAttributes(row.sealed, header: row.header(storeID: storeID), classKey: classKey)
+        let plain = try ItemEnvelope.openAttributes(
+            row.sealed, aad: row.header(storeID: storeID).encoded(), itemID: row.itemID, classKey: classKey)
         return try AttributeCodec.decode(plain)
     }
 
@@ -661,7 +662,8 @@ final class KeychainEngine {
             digests: digests, sealed: SealedItem(attributes: Data(), wrappedKey: Data(), value: Data()),
             ledgerGeneration: generation)
         row.sealed = try ItemEnvelope.seal(
-            attributes: AttributeCodec.encode(attributes), secret: secret, header: row.header(storeID: storeID),
+            attributes: AttributeCodec.encode(attributes), secret: secret, aad: row.header(storeID: storeID).encoded(),
+            itemID: itemID,
             classKey: classKey)
         return row
     }

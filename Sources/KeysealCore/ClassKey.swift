@@ -3,29 +3,36 @@ import Foundation
 
 /// An unwrapped class key CK(c) and the HKDF pseudo-random key that derives each item's metadata key
 /// MK(c, i) = HKDF(CK(c), "metadata" ‖ item id) with a single HMAC.
-public final class ClassKey: Sendable {
+///
+/// The key and the keyed HMAC state are prepared once per unlock; per item only one HMAC runs.
+public final class ClassKey: @unchecked Sendable {
+    // Immutable after init; swift-crypto's key storage is zeroized when released.
     public let accessibility: Accessibility
     let secret: SecretBytes
-    let metadataPRK: SecretBytes
+    let symmetricKey: SymmetricKey
+    private let metadataHMAC: HMAC<SHA256>
 
     public init(accessibility: Accessibility, secret: SecretBytes) {
         precondition(secret.count == 32, "class keys are 256-bit")
         self.accessibility = accessibility
         self.secret = secret
-        self.metadataPRK = KeyDerivation.extract(secret)
+        self.symmetricKey = SymmetricKey(data: secret)
+        self.metadataHMAC = HMAC<SHA256>(key: SymmetricKey(data: KeyDerivation.extract(secret)))
     }
 
     public static func generate(_ accessibility: Accessibility) -> ClassKey {
         ClassKey(accessibility: accessibility, secret: .random(count: 32))
     }
 
-    var symmetricKey: SymmetricKey { SymmetricKey(data: secret) }
+    static let metadataLabel = Array("metadata".utf8)
 
-    /// MK(c, i).
-    func metadataKey(itemID: [UInt8]) -> SymmetricKey {
-        SymmetricKey(
-            data: HKDF<SHA256>.expand(
-                pseudoRandomKey: metadataPRK, info: Array("metadata".utf8) + itemID, outputByteCount: 32))
+    /// MK(c, i) = HKDF-Expand(PRK, "metadata" ‖ item id, 32) = HMAC(PRK, "metadata" ‖ item id ‖ 0x01).
+    public func metadataKey(itemID: [UInt8]) -> SymmetricKey {
+        var mac = metadataHMAC
+        mac.update(data: Self.metadataLabel)
+        mac.update(data: itemID)
+        mac.update(data: [1])
+        return SymmetricKey(data: mac.finalize())
     }
 
     static func wrapAAD(_ accessibility: Accessibility, storeID: [UInt8]) -> [UInt8] {

@@ -15,13 +15,16 @@ func appendField(_ buffer: inout [UInt8], tag: UInt8, _ bytes: some Collection<U
 
 /// The search digests of DESIGN.md §4: HMAC-SHA256(IX, group ‖ class ‖ attribute ‖ value) per primary-key
 /// attribute, and one digest of the whole primary-key tuple.
-public struct IndexKey: Sendable {
-    private let secret: SecretBytes
+public struct IndexKey: @unchecked Sendable {
+    // The keyed HMAC state, prepared once; copied per digest. Immutable.
+    private let keyed: HMAC<SHA256>
 
-    public init(_ secret: SecretBytes) { self.secret = secret }
+    public init(_ secret: SecretBytes) { keyed = HMAC<SHA256>(key: SymmetricKey(data: secret)) }
 
     private func mac(_ message: [UInt8]) -> Data {
-        Data(HMAC<SHA256>.authenticationCode(for: message, using: SymmetricKey(data: secret)))
+        var mac = keyed
+        mac.update(data: message)
+        return Data(mac.finalize())
     }
 
     private static func valueTag(_ value: AttributeValue) -> UInt8 {
@@ -127,36 +130,41 @@ public struct SealedItem: Sendable, Equatable {
     }
 }
 
-/// Item encryption (DESIGN.md §2): two keys per item, every plaintext column authenticated.
+/// Item encryption (DESIGN.md §2): two keys per item, every plaintext column authenticated. `aad` is the
+/// item's encoded ``ItemHeader`` (encode it once per row).
 public enum ItemEnvelope {
     static let wrapLabel = Array("keyseal/ik".utf8)
 
-    public static func seal(attributes: [UInt8], secret: Data, header: ItemHeader, classKey: ClassKey)
+    public static func seal(attributes: [UInt8], secret: Data, aad: [UInt8], itemID: [UInt8], classKey: ClassKey)
         throws(KeychainError) -> SealedItem
     {
-        let aad = header.encoded()
-        let metadataKey = classKey.metadataKey(itemID: header.itemID)
-        let attributesBox = try AEAD.seal(attributes, key: metadataKey, aad: aad)
-        let itemKey = SecretBytes.random(count: 32)
-        let wrappedKey = try AEAD.sealSecret(itemKey, key: classKey.symmetricKey, aad: wrapLabel + aad)
-        let valueBox = try AEAD.seal(secret, key: SymmetricKey(data: itemKey), aad: valueAAD(aad, attributesBox))
+        let attributesBox = try AEAD.seal(attributes, key: classKey.metadataKey(itemID: itemID), aad: aad)
+        let itemKey = SymmetricKey(size: .bits256)
+        let wrappedKey: Data
+        do {
+            wrappedKey = try itemKey.withUnsafeBytes { bytes in
+                try AES.GCM.seal(bytes, using: classKey.symmetricKey, authenticating: wrapLabel + aad).combined!
+            }
+        } catch {
+            throw KeychainError(KeychainStatus.internalComponent, "encryption failed")
+        }
+        let valueBox = try AEAD.seal(secret, key: itemKey, aad: valueAAD(aad, attributesBox))
         return SealedItem(attributes: attributesBox, wrappedKey: wrappedKey, value: valueBox)
     }
 
     /// The decrypted attribute encoding; `errSecDecode` if anything was altered.
-    public static func openAttributes(_ sealed: SealedItem, header: ItemHeader, classKey: ClassKey)
+    public static func openAttributes(_ sealed: SealedItem, aad: [UInt8], itemID: [UInt8], classKey: ClassKey)
         throws(KeychainError) -> Data
     {
-        try AEAD.open(sealed.attributes, key: classKey.metadataKey(itemID: header.itemID), aad: header.encoded())
+        try AEAD.open(sealed.attributes, key: classKey.metadataKey(itemID: itemID), aad: aad)
     }
 
     /// The decrypted secret; `errSecDecode` if anything was altered.
-    public static func openValue(_ sealed: SealedItem, header: ItemHeader, classKey: ClassKey) throws(KeychainError)
-        -> Data
-    {
-        let aad = header.encoded()
-        let itemKey = try AEAD.openSecret(sealed.wrappedKey, key: classKey.symmetricKey, aad: wrapLabel + aad)
-        return try AEAD.open(sealed.value, key: SymmetricKey(data: itemKey), aad: valueAAD(aad, sealed.attributes))
+    public static func openValue(_ sealed: SealedItem, aad: [UInt8], classKey: ClassKey) throws(KeychainError) -> Data {
+        var keyBytes = try AEAD.open(sealed.wrappedKey, key: classKey.symmetricKey, aad: wrapLabel + aad)
+        let itemKey = SymmetricKey(data: keyBytes)
+        keyBytes.resetBytes(in: 0..<keyBytes.count)
+        return try AEAD.open(sealed.value, key: itemKey, aad: valueAAD(aad, sealed.attributes))
     }
 
     static func valueAAD(_ header: [UInt8], _ attributesBox: Data) -> [UInt8] {

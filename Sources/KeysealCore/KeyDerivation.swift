@@ -53,7 +53,7 @@ public enum KeyDerivation {
 
 /// AES-256-GCM in the combined form nonce ‖ ciphertext ‖ tag.
 public enum AEAD {
-    public static func seal(_ plaintext: some DataProtocol, key: SymmetricKey, aad: some DataProtocol) throws(KeychainError)
+    public static func seal(_ plaintext: some DataProtocol, key: SymmetricKey, aad: [UInt8]) throws(KeychainError)
         -> Data
     {
         do {
@@ -64,7 +64,7 @@ public enum AEAD {
     }
 
     /// Opens a combined box; any failure is `errSecDecode`.
-    public static func open(_ combined: Data, key: SymmetricKey, aad: some DataProtocol) throws(KeychainError) -> Data {
+    public static func open(_ combined: Data, key: SymmetricKey, aad: [UInt8]) throws(KeychainError) -> Data {
         do {
             return try AES.GCM.open(AES.GCM.SealedBox(combined: combined), using: key, authenticating: aad)
         } catch {
@@ -73,7 +73,7 @@ public enum AEAD {
     }
 
     /// Opens into secret storage (for wrapped keys).
-    public static func openSecret(_ combined: Data, key: SymmetricKey, aad: some DataProtocol) throws(KeychainError)
+    public static func openSecret(_ combined: Data, key: SymmetricKey, aad: [UInt8]) throws(KeychainError)
         -> SecretBytes
     {
         var plain = try open(combined, key: key, aad: aad)
@@ -81,7 +81,7 @@ public enum AEAD {
         return SecretBytes(copying: plain)
     }
 
-    public static func sealSecret(_ secret: SecretBytes, key: SymmetricKey, aad: some DataProtocol) throws(KeychainError)
+    public static func sealSecret(_ secret: SecretBytes, key: SymmetricKey, aad: [UInt8]) throws(KeychainError)
         -> Data
     {
         do {

@@ -195,48 +195,56 @@ public final class ItemStore {
     /// Calls `body` for each row matching `filter` in insertion order until it returns false.
     public func forEachRow(_ filter: RowFilter, _ body: (ItemRow) throws(KeychainError) -> Bool) throws(KeychainError) {
         let byDigest = filter.groups?.contains { $0.primaryKeyDigest != nil || !$0.digests.isEmpty } ?? false
-        var sql = "SELECT \(Self.rowColumns) FROM items i LEFT JOIN ledger l ON l.item_id = i.item_id WHERE "
         var values: [BindValue] = []
-        if byDigest {
-            sql += "1"
-        } else {
-            sql += "i.class = ?"
-            values.append(.text(filter.itemClass))
-        }
+        // The statement's shape; the SQL text is built only the first time a shape is seen.
+        var shape = byDigest ? "D" : "C"
+        if !byDigest { values.append(.text(filter.itemClass)) }
         if let accessibility = filter.accessibility {
-            sql += " AND i.pdmn = ?"
+            shape += "a"
             values.append(.text(accessibility))
         }
         if let itemID = filter.itemID {
-            sql += " AND i.item_id = ?"
+            shape += "i"
             values.append(.blob(Data(itemID)))
         }
         if let groups = filter.groups {
             if groups.isEmpty { return }
-            var terms: [String] = []
             for term in groups {
+                shape += "|"
                 // Digests bind the group and the class themselves; a row whose plaintext group or class was
                 // edited is still found through them and then fails authentication.
-                var parts: [String] = []
                 if !byDigest {
-                    parts.append("i.agrp = ?")
+                    shape += "g"
                     values.append(.text(term.group))
                 }
                 if let pk = term.primaryKeyDigest {
-                    parts.append("i.pk = ?")
+                    shape += "p"
                     values.append(.blob(pk))
                 }
                 for (key, digest) in term.digests {
-                    parts.append("i.d_\(key) = ?")
+                    shape += "," + key
                     values.append(.blob(digest))
                 }
-                terms.append("(" + parts.joined(separator: " AND ") + ")")
             }
-            sql += " AND (" + terms.joined(separator: " OR ") + ")"
         }
-        sql += " ORDER BY i.id"
+        let sql = { () -> String in
+            var sql = "SELECT \(Self.rowColumns) FROM items i LEFT JOIN ledger l ON l.item_id = i.item_id WHERE "
+            sql += byDigest ? "1" : "i.class = ?"
+            if filter.accessibility != nil { sql += " AND i.pdmn = ?" }
+            if filter.itemID != nil { sql += " AND i.item_id = ?" }
+            if let groups = filter.groups {
+                let terms = groups.map { term -> String in
+                    var parts: [String] = byDigest ? [] : ["i.agrp = ?"]
+                    if term.primaryKeyDigest != nil { parts.append("i.pk = ?") }
+                    parts += term.digests.map { "i.d_\($0.0) = ?" }
+                    return "(" + parts.joined(separator: " AND ") + ")"
+                }
+                sql += " AND (" + terms.joined(separator: " OR ") + ")"
+            }
+            return sql + " ORDER BY i.id"
+        }
         do {
-            let statement = try database.statement(sql)
+            let statement = try database.statement(key: "rows:" + shape, sql: sql)
             defer { statement.reset() }
             for (index, value) in values.enumerated() {
                 switch value {

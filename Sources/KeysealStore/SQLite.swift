@@ -98,15 +98,20 @@ public final class Database {
 
     /// A prepared statement for `sql`, cached for the connection's lifetime and reset for reuse.
     public func statement(_ sql: String) throws(SQLiteError) -> Statement {
-        if let cached = statements[sql] {
+        try statement(key: sql) { sql }
+    }
+
+    /// A prepared statement cached under `key`; `sql` is called only when the key is new.
+    public func statement(key: String, sql: () -> String) throws(SQLiteError) -> Statement {
+        if let cached = statements[key] {
             cached.reset()
             return cached
         }
         var raw: OpaquePointer?
-        try check(sqlite3_prepare_v3(connection, sql, -1, UInt32(SQLITE_PREPARE_PERSISTENT), &raw, nil),
+        try check(sqlite3_prepare_v3(connection, sql(), -1, UInt32(SQLITE_PREPARE_PERSISTENT), &raw, nil),
             "sqlite3_prepare_v3")
         let statement = Statement(raw!, database: self)
-        statements[sql] = statement
+        statements[key] = statement
         return statement
     }
 

@@ -171,6 +171,17 @@ let scratch = URL(fileURLWithPath: NSTemporaryDirectory()).appendingPathComponen
 try FileManager.default.createDirectory(at: scratch, withIntermediateDirectories: true, attributes: [.posixPermissions: 0o700])
 defer { try? FileManager.default.removeItem(at: scratch) }
 
+if arguments.contains("--profile") {
+    // A short lookup loop for instruction-level profiling (valgrind --tool=callgrind).
+    let store = try KeychainStore.embedded(
+        directory: scratch.appendingPathComponent("store-profile"),
+        device: .hostKey(file: scratch.appendingPathComponent("host-profile.key")))
+    try populate(store, count: 2_000)
+    report(lookups(store, items: 2_000, count: 5_000))
+    store.close()
+    exit(0)
+}
+
 print("keyseal-bench: embedded store, host key, release build\(quick ? " (quick)" : "")")
 var figures: [Figure] = []
 
