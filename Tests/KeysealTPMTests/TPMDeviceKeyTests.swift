@@ -141,6 +141,8 @@ struct TPMDeviceKeyTests {
         defer { fixture.stop() }
         let blob = try withKey(fixture) { try $0.seal(secret(3)) }
         try fixture.spendAuthorizationFailures(3)
+        let counter = try fixture.lockoutCounter()
+        try #require(counter == 3, "the TPM is not in lockout")
         try withKey(fixture) { key in
             let unsealed = try key.unseal(blob)
             #expect(bytes(unsealed) == bytes(secret(3)))
