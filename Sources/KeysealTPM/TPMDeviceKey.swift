@@ -70,12 +70,17 @@ public final class TPMDeviceKey: DeviceKeyProvider, @unchecked Sendable {
             }
             do {
                 _ = try readDictionaryAttackState(opened)
+                if provisioning {
+                    // Fails early on a TPM without ECC P-256 or with an owner authorization set.
+                    let primary = try opened.createStoragePrimary()
+                    opened.flush(primary)
+                }
             } catch {
                 opened.close()
                 if let error = error as? TSS2Error, error.code.isCommunicationFailure {
                     throw KeychainError(KeychainStatus.notAvailable, "no TPM reachable at TCTI \(tcti) (\(error.code))")
                 }
-                throw map(error, during: .query)
+                throw map(error, during: .other)
             }
             connection = opened
         }
@@ -318,7 +323,7 @@ public final class TPMDeviceKey: DeviceKeyProvider, @unchecked Sendable {
         }
     }
 
-    private enum Operation { case load, query, other }
+    private enum Operation { case load, other }
 
     /// What a tpm2-tss failure means to a keychain user.
     private func map(_ error: any Error, during operation: Operation) -> KeychainError {
@@ -337,7 +342,7 @@ public final class TPMDeviceKey: DeviceKeyProvider, @unchecked Sendable {
             return KeychainError(KeychainStatus.notAvailable, "the TPM at \(tcti) is in failure mode (\(error))")
         }
         if code.isTPM(TPM.lockout) {
-            return Self.lockoutError(seconds: 0)
+            return KeychainError(KeychainStatus.authFailed, "the TPM is in dictionary-attack lockout (\(error))")
         }
         if [TPM.objectMemory, TPM.sessionMemory, TPM.objectHandles, TPM.sessionHandles].contains(where: code.isTPM) {
             return KeychainError(

@@ -7,8 +7,9 @@ import Glibc
 /// A private software TPM (swtpm 0.7+) on a Unix socket in its own temporary directory, with its own
 /// dictionary-attack parameters, for hardware tests that run in parallel.
 ///
-/// swtpm serves one client connection at a time: while a `TPMDeviceKey` holds its connection open, the tpm2-tools
-/// helpers here wait for it. Close the key before calling them.
+/// swtpm serves one client connection at a time, but tpm2-tss's swtpm TCTI connects for each command, so the
+/// tpm2-tools helpers here work while a `TPMDeviceKey` is open on the same TPM. There is no resource manager:
+/// every client sees (and can exhaust) the TPM's 3 transient object slots.
 ///
 /// A missing `swtpm` or tpm2-tools is an error (never a skip), with the Debian package to install.
 public final class SwtpmFixture: @unchecked Sendable {

@@ -152,8 +152,11 @@ struct TPMDeviceKeyTests {
     @Test("after every operation, failed ones included, the TPM holds no object or session of ours")
     func noHandlesLeftBehind() throws {
         try withTPM { fixture, key in
+            // Asks the TPM twice: through our own connection, and through tpm2-tools (the swtpm TCTI connects for
+            // each command, so the tools can talk to swtpm while our key is open).
             func expectClean(_ step: String) throws {
                 #expect(try key.handlesInUse().isEmpty, "handles left after \(step)")
+                #expect(try fixture.handlesInUse() == [], "handles left after \(step) (tpm2_getcap)")
             }
             _ = try key.deviceIdentity()
             try expectClean("deviceIdentity")
@@ -222,17 +225,31 @@ struct TPMDeviceKeyTests {
         }
     }
 
-    @Test("a TCTI with nothing listening is errSecNotAvailable, quickly")
-    func unreachableTCTI() throws {
+    @Test("a TCTI with nothing behind it is errSecNotAvailable, quickly", arguments: ["swtpm:path=", "device:"])
+    func unreachableTCTI(kind: String) throws {
         let directory = try TemporaryDirectory(prefix: "keyseal-notpm")
         defer { directory.remove() }
-        let key = TPMDeviceKey(tcti: "swtpm:path=\(directory.path)/swtpm.sock")
+        let tcti = kind + directory.path + (kind == "device:" ? "/tpmrm0" : "/swtpm.sock")
+        let key = TPMDeviceKey(tcti: tcti)
         defer { key.close() }
         let start = ContinuousClock.now
         let error = #expect(throws: KeychainError.notAvailable) { try key.open(provisioning: false) }
         #expect(ContinuousClock.now - start < .seconds(2))
-        #expect(error?.message.hasPrefix("no TPM reachable at TCTI swtpm:path=") == true)
+        #expect(error?.message.hasPrefix("no TPM reachable at TCTI \(tcti)") == true)
         #expect(throws: KeychainError.notAvailable) { try key.seal(secret(1)) }
+    }
+
+    @Test("a TPM that goes away after open is errSecNotAvailable")
+    func tpmGoneIsNotAvailable() throws {
+        let fixture = try SwtpmFixture()
+        defer { fixture.stop() }
+        let key = TPMDeviceKey(tcti: fixture.tcti)
+        defer { key.close() }
+        try key.open(provisioning: false)
+        let blob = try key.seal(secret(1))
+        fixture.stop()  // the TPM goes away (the swtpm TCTI connects for each command, so a restart would not show)
+        let error = #expect(throws: KeychainError.notAvailable) { try key.unseal(blob) }
+        #expect(error?.message.hasPrefix("lost the TPM at TCTI") == true)
     }
 
     enum Edit: String, CaseIterable, Sendable {
