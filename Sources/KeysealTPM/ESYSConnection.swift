@@ -11,18 +11,20 @@ final class ESYSConnection {
     private var tcti: OpaquePointer?
     /// Transient objects and sessions loaded by us and not flushed yet.
     private(set) var live: Set<ESYS_TR> = []
+    /// Set when a call failed on the wire: the context is then unusable and must be replaced.
+    private(set) var broken = false
 
     /// Loads the TCTI named by `configuration` (never the default search: that silently tries a simulator on
     /// 127.0.0.1) and starts an ESAPI context on it.
     init(tcti configuration: String) throws(TSS2Error) {
         var tcti: OpaquePointer?
         let rc = configuration.withCString { Tss2_TctiLdr_Initialize($0, &tcti) }
-        try tss2("Tss2_TctiLdr_Initialize", rc)
+        try KeysealTPM.tss2("Tss2_TctiLdr_Initialize", rc)
         var context: OpaquePointer?
         let initRC = Esys_Initialize(&context, tcti, nil)
         if initRC != 0 {
             Tss2_TctiLdr_Finalize(&tcti)
-            try tss2("Esys_Initialize", initRC)
+            try KeysealTPM.tss2("Esys_Initialize", initRC)
         }
         self.context = context
         self.tcti = tcti
@@ -30,10 +32,23 @@ final class ESYSConnection {
 
     var isOpen: Bool { context != nil }
 
+    /// The checking function for this context's calls: ``tss2(_:_:)``, which also marks the context broken when
+    /// the wire to the TPM failed.
+    private func tss2(_ function: StaticString, _ rc: TSS2_RC) throws(TSS2Error) {
+        do {
+            try KeysealTPM.tss2(function, rc)
+        } catch {
+            if error.code.isCommunicationFailure { broken = true }
+            throw error
+        }
+    }
+
     /// Flushes what is still loaded (best effort), then finalizes ESAPI and the TCTI. Idempotent.
     func close() {
         guard context != nil else { return }
-        for handle in live { _ = Esys_FlushContext(context, handle) }
+        if !broken {
+            for handle in live { _ = Esys_FlushContext(context, handle) }
+        }
         live.removeAll()
         Esys_Finalize(&context)
         Tss2_TctiLdr_Finalize(&tcti)
@@ -194,7 +209,7 @@ final class ESYSConnection {
     /// it runs in `defer` blocks after the real outcome is decided.
     @discardableResult
     func flush(_ handle: ESYS_TR) -> TSS2Error? {
-        guard context != nil, live.contains(handle) else { return nil }
+        guard context != nil, !broken, live.contains(handle) else { return nil }
         live.remove(handle)
         do {
             try tss2("Esys_FlushContext", Esys_FlushContext(context, handle))

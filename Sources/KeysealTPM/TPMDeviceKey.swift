@@ -30,7 +30,9 @@ public final class TPMDeviceKey: DeviceKeyProvider, @unchecked Sendable {
     public var backendName: String { "tpm" }
 
     private let lock = NSLock()
+    /// The ESAPI context; nil after a lost connection until the next call reconnects.
     private var connection: ESYSConnection?
+    private var opened = false
     private var closed = false
 
     /// The largest authorization value for a passcode object: the size of a SHA-256 digest (the object's nameAlg).
@@ -61,28 +63,23 @@ public final class TPMDeviceKey: DeviceKeyProvider, @unchecked Sendable {
         // The TPM needs nothing created at provisioning: the primary is deterministic and blobs live in the store.
         try lock.withLock {
             guard !closed else { throw Self.closedError }
-            guard connection == nil else { throw KeychainError(KeychainStatus.param, "the TPM device key is already open") }
-            let opened: ESYSConnection
-            do throws(TSS2Error) {
-                opened = try ESYSConnection(tcti: tcti)
-            } catch {
-                throw KeychainError(KeychainStatus.notAvailable, "no TPM reachable at TCTI \(tcti) (\(error.code))")
-            }
+            guard !opened else { throw KeychainError(KeychainStatus.param, "the TPM device key is already open") }
+            let connection = try connect()
             do {
-                _ = try readDictionaryAttackState(opened)
+                _ = try readDictionaryAttackState(connection)
                 if provisioning {
                     // Fails early on a TPM without ECC P-256 or with an owner authorization set.
-                    let primary = try opened.createStoragePrimary()
-                    opened.flush(primary)
+                    let primary = try connection.createStoragePrimary()
+                    connection.flush(primary)
                 }
             } catch {
-                opened.close()
+                disconnect()
                 if let error = error as? TSS2Error, error.code.isCommunicationFailure {
                     throw KeychainError(KeychainStatus.notAvailable, "no TPM reachable at TCTI \(tcti) (\(error.code))")
                 }
                 throw map(error, during: .other)
             }
-            connection = opened
+            opened = true
         }
     }
 
@@ -145,8 +142,7 @@ public final class TPMDeviceKey: DeviceKeyProvider, @unchecked Sendable {
 
     public func close() {
         lock.withLock {
-            connection?.close()
-            connection = nil
+            disconnect()
             closed = true
         }
     }
@@ -307,12 +303,17 @@ public final class TPMDeviceKey: DeviceKeyProvider, @unchecked Sendable {
 
     // MARK: Plumbing
 
-    /// Runs `body` with the open connection under the lock; turns tpm2-tss failures into KeychainErrors.
+    /// Runs `body` with the connection under the lock; turns tpm2-tss failures into KeychainErrors.
+    ///
+    /// A connection that failed on the wire is dropped after the call, and the next call connects again: a TPM
+    /// (or swtpm, or resource manager) that restarted is used again without reopening the key. Every operation
+    /// starts from the primary, so nothing from the lost connection is needed.
     private func withConnection<Result>(_ body: (ESYSConnection) throws -> Result) throws -> Result {
         try lock.withLock {
-            guard let connection, connection.isOpen else {
-                throw closed ? Self.closedError : KeychainError(KeychainStatus.notAvailable, "the TPM device key is not open")
-            }
+            guard !closed else { throw Self.closedError }
+            guard opened else { throw KeychainError(KeychainStatus.notAvailable, "the TPM device key is not open") }
+            let connection = try self.connection ?? connect()
+            defer { if connection.broken { disconnect() } }
             do {
                 return try body(connection)
             } catch let error as KeychainError {
@@ -321,6 +322,23 @@ public final class TPMDeviceKey: DeviceKeyProvider, @unchecked Sendable {
                 throw map(error, during: .other)
             }
         }
+    }
+
+    /// A new ESAPI context on the TCTI (lock held).
+    private func connect() throws -> ESYSConnection {
+        do {
+            let connection = try ESYSConnection(tcti: tcti)
+            self.connection = connection
+            return connection
+        } catch {
+            throw KeychainError(KeychainStatus.notAvailable, "no TPM reachable at TCTI \(tcti) (\(error.code))")
+        }
+    }
+
+    /// Drops the ESAPI context (lock held).
+    private func disconnect() {
+        connection?.close()
+        connection = nil
     }
 
     private enum Operation { case load, other }

@@ -69,13 +69,17 @@ struct TSS2ResultCode: RawRepresentable, Hashable, Sendable, CustomStringConvert
     /// A TPM-layer code (directly, or relayed by a resource manager) whose base is `code`.
     func isTPM(_ code: UInt32) -> Bool { (isTPM || layer == Layer.resourceManagerTPM) && base == code }
 
-    /// The wire to the TPM failed: nothing to reach, connection lost, or an answer that was cut off.
+    /// The wire to the TPM failed: nothing to reach, connection lost, or an answer that was cut off. (An ESAPI
+    /// context in which this happened mid-command answers every later call with "bad sequence".)
     var isCommunicationFailure: Bool {
         switch layer {
         case Layer.tcti:
             return true
         case Layer.esapi, Layer.sapi, Layer.resourceManager:
-            return [TSS.noConnection, TSS.tryAgain, TSS.ioError, TSS.insufficientResponse, TSS.noTPM].contains(base)
+            return [
+                TSS.noConnection, TSS.tryAgain, TSS.ioError, TSS.insufficientResponse, TSS.noTPM, TSS.badSequence,
+                TSS.malformedResponse,
+            ].contains(base)
         default:
             return false
         }
@@ -97,15 +101,15 @@ struct TSS2Error: Error, CustomStringConvertible {
 
 /// The one checking function for tpm2-tss calls: `try tss2("Esys_Load", Esys_Load(…))`.
 ///
-/// Codes that can only mean a bug in this module (a NULL argument, a call out of sequence, an unknown ESYS_TR)
-/// stop the program; every other code is thrown as a ``TSS2Error`` for the caller to map to a meaning.
+/// Codes that can only mean a bug in this module (a NULL argument, an unknown ESYS_TR) stop the program; every
+/// other code is thrown as a ``TSS2Error`` for the caller to map to a meaning. (A call out of sequence is not a
+/// precondition: ESAPI also reports it for every call after a lost connection left a command half done.)
 func tss2(_ function: StaticString, _ rc: TSS2_RC) throws(TSS2Error) {
     guard rc != 0 else { return }
     let code = TSS2ResultCode(rawValue: rc)
     if code.layer == TSS2ResultCode.Layer.esapi {
         precondition(
-            ![TSS2ResultCode.TSS.badReference, TSS2ResultCode.TSS.badSequence, TSS2ResultCode.TSS.badTR]
-                .contains(code.base),
+            ![TSS2ResultCode.TSS.badReference, TSS2ResultCode.TSS.badTR].contains(code.base),
             "\(function) was misused: \(code)")
     }
     throw TSS2Error(function: "\(function)", code: code)

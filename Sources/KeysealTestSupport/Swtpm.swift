@@ -59,6 +59,11 @@ public final class SwtpmFixture: @unchecked Sendable {
         try start()
     }
 
+    /// Kills swtpm and keeps its state: the TPM is unreachable until ``restart()``.
+    public func kill() {
+        terminate()
+    }
+
     /// Kills swtpm and removes its state. Idempotent.
     public func stop() {
         terminate()
@@ -105,7 +110,7 @@ public final class SwtpmFixture: @unchecked Sendable {
         }
         guard let process else { return }
         if process.isRunning {
-            kill(process.processIdentifier, SIGKILL)
+            Glibc.kill(process.processIdentifier, SIGKILL)
         }
         process.waitUntilExit()
     }
