@@ -255,6 +255,19 @@ struct TPMDeviceKeyTests {
         #expect(bytes(unsealed) == bytes(secret(1)))
     }
 
+    @Test("close is idempotent, leaves nothing in the TPM, and later calls fail with errSecNotAvailable")
+    func closeIsFinal() throws {
+        try withTPM { fixture, key in
+            _ = try key.seal(secret(1))
+            key.close()
+            key.close()
+            #expect(throws: KeychainError.notAvailable) { try key.deviceIdentity() }
+            #expect(throws: KeychainError.notAvailable) { try key.open(provisioning: false) }
+            let handles = try fixture.handlesInUse()
+            #expect(handles == [])
+        }
+    }
+
     enum Edit: String, CaseIterable, Sendable {
         case kind, primaryName, publicArea, privateArea, truncated, appended
     }
