@@ -362,6 +362,9 @@ public final class TPMDeviceKey: DeviceKeyProvider, @unchecked Sendable {
         if code.isTPM(TPM.lockout) {
             return KeychainError(KeychainStatus.authFailed, "the TPM is in dictionary-attack lockout (\(error))")
         }
+        if [TPM.yielded, TPM.testing, TPM.nvRate, TPM.retry, TPM.nvUnavailable].contains(where: code.isTPM) {
+            return KeychainError(KeychainStatus.notAvailable, "the TPM is busy; try again shortly (\(error))")
+        }
         if [TPM.objectMemory, TPM.sessionMemory, TPM.objectHandles, TPM.sessionHandles].contains(where: code.isTPM) {
             return KeychainError(
                 KeychainStatus.internalComponent,

@@ -46,8 +46,11 @@ struct TSS2ResultCode: RawRepresentable, Hashable, Sendable, CustomStringConvert
         static let sessionMemory: UInt32 = 0x903
         static let sessionHandles: UInt32 = 0x905
         static let objectHandles: UInt32 = 0x906
-        static let retry: UInt32 = 0x922
+        static let yielded: UInt32 = 0x908
+        static let testing: UInt32 = 0x90A
         static let nvRate: UInt32 = 0x920
+        static let retry: UInt32 = 0x922
+        static let nvUnavailable: UInt32 = 0x923
     }
 
     // Base codes of the TSS layers (tss2_common.h).

@@ -68,6 +68,19 @@ struct TPMDeviceKeyTests {
         }
     }
 
+    @Test("a blob is unsealed only by the call that matches how it was sealed")
+    func blobKindsDoNotMix() throws {
+        try withTPM { fixture, key in
+            let device = try key.seal(secret(1))
+            let passcode = try key.sealWithPasscode(secret(2), authorization: secret(3))
+            #expect(throws: KeychainError.decode) { try key.unseal(passcode) }
+            #expect(throws: KeychainError.decode) { try key.unsealWithPasscode(device, authorization: secret(3)) }
+            key.close()
+            let counter = try fixture.lockoutCounter()
+            #expect(counter == 0)
+        }
+    }
+
     @Test("the right passcode authorization unseals a passcode object")
     func rightPasscodeUnseals() throws {
         try withTPM { _, key in
@@ -308,9 +321,14 @@ struct TPMDeviceKeyTests {
             let unseal = try median(21) { _ = try key.unseal(sealed) }
             let unsealPasscode = try median(21) { _ = try key.unsealWithPasscode(passcode, authorization: secret(2)) }
             let identity = try median(21) { _ = try key.deviceIdentity() }
+            func ms(_ duration: Duration) -> String {
+                let (seconds, attoseconds) = duration.components
+                let value = Double(seconds) * 1000 + Double(attoseconds) / 1e15
+                return String(format: "%.2f ms", value)
+            }
             print(
-                "TPM timings (swtpm, median of 21): seal \(seal), unseal \(unseal), "
-                    + "unsealWithPasscode \(unsealPasscode), deviceIdentity \(identity)")
+                "TPM timings (swtpm, median of 21): seal \(ms(seal)), unseal \(ms(unseal)), "
+                    + "unsealWithPasscode \(ms(unsealPasscode)), deviceIdentity \(ms(identity))")
         }
     }
 }
