@@ -102,6 +102,23 @@ struct TPMDeviceKeyTests {
         }
     }
 
+    @Test("counted failures survive a TPM power loss, which itself counts one more")
+    func failuresSurviveRestart() throws {
+        try withTPM(maxTries: 5) { fixture, key in
+            let blob = try key.sealWithPasscode(secret(7), authorization: secret(8))
+            _ = try? key.unsealWithPasscode(blob, authorization: secret(9))
+            _ = try? key.unsealWithPasscode(blob, authorization: secret(9))
+            fixture.kill()
+            try fixture.restart()
+            // A TPM that was not shut down orderly counts one more failure at startup (TPM 2.0 Part 1, §19.8.6),
+            // so that cutting the power during a try never saves the attacker a count.
+            let counter = try fixture.lockoutCounter()
+            #expect(counter == 3)
+            let status = try key.status()
+            #expect(status.hardwareTriesLeft == 1)  // 5 − 3 counted − 1 in reserve
+        }
+    }
+
     @Test("the TPM's last try is never spent, and the refusal says when to retry")
     func lastTryIsNeverSpent() throws {
         try withTPM(maxTries: 3, recoveryTime: 60) { fixture, key in
