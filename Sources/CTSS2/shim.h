@@ -2,3 +2,125 @@
 #include <tss2/tss2_tctildr.h>
 #include <tss2/tss2_rc.h>
 #include <tss2/tss2_mu.h>
+#include <string.h>
+
+// Helpers for what Swift imports badly: templates made of nested unions, casted macros, and fixed-size
+// C arrays (imported as tuples). Nothing here allocates; nothing here talks to the TPM.
+
+/// Attribute and code constants as plain integers (the headers define them as casted macros).
+static const TPMA_OBJECT keyseal_TPMA_OBJECT_FIXEDTPM = TPMA_OBJECT_FIXEDTPM;
+static const TPMA_OBJECT keyseal_TPMA_OBJECT_FIXEDPARENT = TPMA_OBJECT_FIXEDPARENT;
+static const TPMA_OBJECT keyseal_TPMA_OBJECT_USERWITHAUTH = TPMA_OBJECT_USERWITHAUTH;
+static const TPMA_OBJECT keyseal_TPMA_OBJECT_NODA = TPMA_OBJECT_NODA;
+static const TPMA_OBJECT keyseal_TPMA_OBJECT_SENSITIVEDATAORIGIN = TPMA_OBJECT_SENSITIVEDATAORIGIN;
+static const TPMA_OBJECT keyseal_TPMA_OBJECT_SIGN_ENCRYPT = TPMA_OBJECT_SIGN_ENCRYPT;
+static const TPMA_OBJECT keyseal_TPMA_OBJECT_DECRYPT = TPMA_OBJECT_DECRYPT;
+static const TPM2_ALG_ID keyseal_TPM2_ALG_KEYEDHASH = TPM2_ALG_KEYEDHASH;
+static const TPM2_ALG_ID keyseal_TPM2_ALG_SHA256 = TPM2_ALG_SHA256;
+static const TPM2_SE keyseal_TPM2_SE_HMAC = TPM2_SE_HMAC;
+static const TPMA_SESSION keyseal_TPMA_SESSION_CONTINUESESSION = TPMA_SESSION_CONTINUESESSION;
+static const TPMA_SESSION keyseal_TPMA_SESSION_DECRYPT = TPMA_SESSION_DECRYPT;
+static const TPMA_SESSION keyseal_TPMA_SESSION_ENCRYPT = TPMA_SESSION_ENCRYPT;
+static const TPM2_CAP keyseal_TPM2_CAP_HANDLES = TPM2_CAP_HANDLES;
+static const TPM2_CAP keyseal_TPM2_CAP_TPM_PROPERTIES = TPM2_CAP_TPM_PROPERTIES;
+static const TPM2_PT keyseal_TPM2_PT_PERMANENT = TPM2_PT_PERMANENT;
+static const TPM2_PT keyseal_TPM2_PT_LOCKOUT_COUNTER = TPM2_PT_LOCKOUT_COUNTER;
+static const TPM2_PT keyseal_TPM2_PT_MAX_AUTH_FAIL = TPM2_PT_MAX_AUTH_FAIL;
+static const TPM2_PT keyseal_TPM2_PT_LOCKOUT_INTERVAL = TPM2_PT_LOCKOUT_INTERVAL;
+static const TPM2_PT keyseal_TPM2_PT_LOCKOUT_RECOVERY = TPM2_PT_LOCKOUT_RECOVERY;
+static const TPMA_PERMANENT keyseal_TPMA_PERMANENT_LOCKOUTAUTHSET = TPMA_PERMANENT_LOCKOUTAUTHSET;
+static const TPMA_PERMANENT keyseal_TPMA_PERMANENT_INLOCKOUT = TPMA_PERMANENT_INLOCKOUT;
+static const UINT32 keyseal_TPM2_HT_TRANSIENT = TPM2_HT_TRANSIENT;
+static const UINT32 keyseal_TPM2_HT_LOADED_SESSION = TPM2_HT_LOADED_SESSION;
+static const UINT32 keyseal_TPM2_HT_SAVED_SESSION = TPM2_HT_SAVED_SESSION;
+/// Largest secret a sealed data object holds on every TPM (MAX_SYM_DATA of the TPM 2.0 reference, 128).
+static const UINT16 keyseal_max_sealed_size = 128;
+
+/// The TCG storage primary key template (TCG TPM v2.0 Provisioning Guidance, storage root key, ECC NIST P-256):
+/// restricted decryption key, AES-128-CFB for its children, owner hierarchy, no authorization, `noDA`.
+/// Deterministic: the same TPM (same owner seed) re-creates the same key and Name every time.
+static inline TPM2B_PUBLIC keyseal_storage_primary_template(void) {
+    TPM2B_PUBLIC result;
+    memset(&result, 0, sizeof result);
+    result.publicArea.type = TPM2_ALG_ECC;
+    result.publicArea.nameAlg = TPM2_ALG_SHA256;
+    result.publicArea.objectAttributes = TPMA_OBJECT_RESTRICTED | TPMA_OBJECT_DECRYPT | TPMA_OBJECT_FIXEDTPM |
+        TPMA_OBJECT_FIXEDPARENT | TPMA_OBJECT_SENSITIVEDATAORIGIN | TPMA_OBJECT_USERWITHAUTH | TPMA_OBJECT_NODA;
+    result.publicArea.parameters.eccDetail.symmetric.algorithm = TPM2_ALG_AES;
+    result.publicArea.parameters.eccDetail.symmetric.keyBits.aes = 128;
+    result.publicArea.parameters.eccDetail.symmetric.mode.aes = TPM2_ALG_CFB;
+    result.publicArea.parameters.eccDetail.scheme.scheme = TPM2_ALG_NULL;
+    result.publicArea.parameters.eccDetail.curveID = TPM2_ECC_NIST_P256;
+    result.publicArea.parameters.eccDetail.kdf.scheme = TPM2_ALG_NULL;
+    // unique.ecc.x and .y stay empty, as the TCG template says.
+    return result;
+}
+
+/// A sealed data object (keyed hash, no scheme): fixedTPM, fixedParent, userWithAuth; `noDA` unless
+/// `dictionary_attack_protected`.
+static inline TPM2B_PUBLIC keyseal_sealed_object_template(int dictionary_attack_protected) {
+    TPM2B_PUBLIC result;
+    memset(&result, 0, sizeof result);
+    result.publicArea.type = TPM2_ALG_KEYEDHASH;
+    result.publicArea.nameAlg = TPM2_ALG_SHA256;
+    result.publicArea.objectAttributes = TPMA_OBJECT_FIXEDTPM | TPMA_OBJECT_FIXEDPARENT | TPMA_OBJECT_USERWITHAUTH |
+        (dictionary_attack_protected ? 0 : TPMA_OBJECT_NODA);
+    result.publicArea.parameters.keyedHashDetail.scheme.scheme = TPM2_ALG_NULL;
+    return result;
+}
+
+/// The symmetric algorithm of our sessions: AES-128-CFB parameter encryption.
+static inline TPMT_SYM_DEF keyseal_session_symmetric(void) {
+    TPMT_SYM_DEF symmetric;
+    memset(&symmetric, 0, sizeof symmetric);
+    symmetric.algorithm = TPM2_ALG_AES;
+    symmetric.keyBits.aes = 128;
+    symmetric.mode.aes = TPM2_ALG_CFB;
+    return symmetric;
+}
+
+/// Fills `sensitive` with `data` and the authorization value `auth`. Returns 0, or -1 if either is too long.
+static inline int keyseal_fill_sensitive_create(
+    TPM2B_SENSITIVE_CREATE *sensitive, const uint8_t *data, size_t data_size, const uint8_t *auth, size_t auth_size) {
+    memset(sensitive, 0, sizeof *sensitive);
+    if (data_size > keyseal_max_sealed_size || auth_size > sizeof sensitive->sensitive.userAuth.buffer) return -1;
+    if (data_size > 0) memcpy(sensitive->sensitive.data.buffer, data, data_size);
+    sensitive->sensitive.data.size = (UINT16)data_size;
+    if (auth_size > 0) memcpy(sensitive->sensitive.userAuth.buffer, auth, auth_size);
+    sensitive->sensitive.userAuth.size = (UINT16)auth_size;
+    return 0;
+}
+
+/// Fills an authorization value. Returns 0, or -1 if `auth` is too long.
+static inline int keyseal_fill_auth(TPM2B_AUTH *value, const uint8_t *auth, size_t auth_size) {
+    memset(value, 0, sizeof *value);
+    if (auth_size > sizeof value->buffer) return -1;
+    if (auth_size > 0) memcpy(value->buffer, auth, auth_size);
+    value->size = (UINT16)auth_size;
+    return 0;
+}
+
+/// The bytes of TPM2B outputs, without copying the fixed-size arrays through Swift tuples.
+static inline const uint8_t *keyseal_sensitive_data_bytes(const TPM2B_SENSITIVE_DATA *data) { return data->buffer; }
+static inline const uint8_t *keyseal_name_bytes(const TPM2B_NAME *name) { return name->name; }
+
+/// The attributes and algorithms of a public area, for checking a blob's object before loading it.
+static inline TPMA_OBJECT keyseal_public_attributes(const TPM2B_PUBLIC *object) {
+    return object->publicArea.objectAttributes;
+}
+static inline TPM2_ALG_ID keyseal_public_type(const TPM2B_PUBLIC *object) { return object->publicArea.type; }
+static inline TPM2_ALG_ID keyseal_public_name_alg(const TPM2B_PUBLIC *object) { return object->publicArea.nameAlg; }
+
+/// Handles and properties out of capability data (unions of fixed arrays).
+static inline UINT32 keyseal_capability_handle_count(const TPMS_CAPABILITY_DATA *data) {
+    return data->data.handles.count;
+}
+static inline TPM2_HANDLE keyseal_capability_handle(const TPMS_CAPABILITY_DATA *data, UINT32 index) {
+    return data->data.handles.handle[index];
+}
+static inline UINT32 keyseal_capability_property_count(const TPMS_CAPABILITY_DATA *data) {
+    return data->data.tpmProperties.count;
+}
+static inline TPMS_TAGGED_PROPERTY keyseal_capability_property(const TPMS_CAPABILITY_DATA *data, UINT32 index) {
+    return data->data.tpmProperties.tpmProperty[index];
+}

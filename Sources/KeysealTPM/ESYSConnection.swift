@@ -1,0 +1,284 @@
+internal import CTSS2
+import KeysealCore
+
+/// One ESAPI context over one TCTI: the only owner of both C handles, and the only type that calls `Esys_*`.
+///
+/// Not thread-safe: ``TPMDeviceKey`` reaches it only under its lock. Every ESAPI output is freed in a `defer`
+/// right where it is received; every transient object and session it creates is remembered until flushed, so
+/// that ``close()`` can flush what an interrupted operation left behind.
+final class ESYSConnection {
+    private var context: OpaquePointer?
+    private var tcti: OpaquePointer?
+    /// Transient objects and sessions loaded by us and not flushed yet.
+    private(set) var live: Set<ESYS_TR> = []
+    /// Set when a call failed on the wire: the context is then unusable and must be replaced.
+    private(set) var broken = false
+
+    /// Loads the TCTI named by `configuration` (never the default search: that silently tries a simulator on
+    /// 127.0.0.1) and starts an ESAPI context on it.
+    init(tcti configuration: String) throws(TSS2Error) {
+        var tcti: OpaquePointer?
+        let rc = configuration.withCString { Tss2_TctiLdr_Initialize($0, &tcti) }
+        try KeysealTPM.tss2("Tss2_TctiLdr_Initialize", rc)
+        var context: OpaquePointer?
+        let initRC = Esys_Initialize(&context, tcti, nil)
+        if initRC != 0 {
+            Tss2_TctiLdr_Finalize(&tcti)
+            try KeysealTPM.tss2("Esys_Initialize", initRC)
+        }
+        self.context = context
+        self.tcti = tcti
+    }
+
+    var isOpen: Bool { context != nil }
+
+    /// The checking function for this context's calls: ``tss2(_:_:)``, which also marks the context broken when
+    /// the wire to the TPM failed.
+    private func tss2(_ function: StaticString, _ rc: TSS2_RC) throws(TSS2Error) {
+        do {
+            try KeysealTPM.tss2(function, rc)
+        } catch {
+            if error.code.isCommunicationFailure { broken = true }
+            throw error
+        }
+    }
+
+    /// Flushes what is still loaded (best effort), then finalizes ESAPI and the TCTI. Idempotent.
+    func close() {
+        guard context != nil else { return }
+        if !broken {
+            for handle in live { _ = Esys_FlushContext(context, handle) }
+        }
+        live.removeAll()
+        Esys_Finalize(&context)
+        Tss2_TctiLdr_Finalize(&tcti)
+        context = nil
+        tcti = nil
+    }
+
+    deinit { close() }
+
+    // MARK: Objects
+
+    /// Creates the storage primary from the TCG template under the owner hierarchy (empty owner authorization).
+    func createStoragePrimary() throws(TSS2Error) -> ESYS_TR {
+        var template = keyseal_storage_primary_template()
+        var sensitive = TPM2B_SENSITIVE_CREATE()
+        var outsideInfo = TPM2B_DATA()
+        var creationPCR = TPML_PCR_SELECTION()
+        var handle = ESYS_TR(ESYS_TR_NONE)
+        try tss2(
+            "Esys_CreatePrimary",
+            Esys_CreatePrimary(
+                context, ESYS_TR(ESYS_TR_RH_OWNER), ESYS_TR(ESYS_TR_PASSWORD), ESYS_TR(ESYS_TR_NONE),
+                ESYS_TR(ESYS_TR_NONE), &sensitive, &template, &outsideInfo, &creationPCR, &handle, nil, nil, nil, nil))
+        live.insert(handle)
+        return handle
+    }
+
+    /// The Name of a loaded object (nameAlg ‖ digest of its public area). Not secret.
+    func name(of handle: ESYS_TR) throws(TSS2Error) -> [UInt8] {
+        var name: UnsafeMutablePointer<TPM2B_NAME>?
+        try tss2("Esys_TR_GetName", Esys_TR_GetName(context, handle, &name))
+        defer { Esys_Free(name) }
+        guard let name else { return [] }
+        let bytes = UnsafeBufferPointer(start: keyseal_name_bytes(name), count: Int(name.pointee.size))
+        return Array(bytes)
+    }
+
+    /// Starts an HMAC session salted with `tpmKey`'s public key (SHA-256, AES-128-CFB parameter encryption) with
+    /// `attributes` (continueSession is always added: the session is flushed explicitly).
+    func startSaltedSession(tpmKey: ESYS_TR, attributes: TPMA_SESSION) throws(TSS2Error) -> ESYS_TR {
+        var symmetric = keyseal_session_symmetric()
+        var session = ESYS_TR(ESYS_TR_NONE)
+        try tss2(
+            "Esys_StartAuthSession",
+            Esys_StartAuthSession(
+                context, tpmKey, ESYS_TR(ESYS_TR_NONE), ESYS_TR(ESYS_TR_NONE), ESYS_TR(ESYS_TR_NONE),
+                ESYS_TR(ESYS_TR_NONE), nil, keyseal_TPM2_SE_HMAC, &symmetric, keyseal_TPM2_ALG_SHA256, &session))
+        live.insert(session)
+        let flags = attributes | keyseal_TPMA_SESSION_CONTINUESESSION
+        try tss2("Esys_TRSess_SetAttributes", Esys_TRSess_SetAttributes(context, session, flags, 0xFF))
+        return session
+    }
+
+    /// Creates a sealed data object holding `secret` under `parent`, with `authorization` as its authValue.
+    /// Returns the TPM2B_PUBLIC and TPM2B_PRIVATE of the new object, marshalled.
+    func createSealedObject(
+        parent: ESYS_TR, session: ESYS_TR, secret: SecretBytes, authorization: SecretBytes?,
+        dictionaryAttackProtected: Bool
+    ) throws(TSS2Error) -> (public: [UInt8], private: [UInt8]) {
+        var template = keyseal_sealed_object_template(dictionaryAttackProtected ? 1 : 0)
+        // The sensitive part holds the secret and the authorization: keep it out of Swift's copies and wipe it.
+        let sensitive = UnsafeMutablePointer<TPM2B_SENSITIVE_CREATE>.allocate(capacity: 1)
+        defer {
+            zeroize(sensitive, MemoryLayout<TPM2B_SENSITIVE_CREATE>.size)
+            sensitive.deallocate()
+        }
+        let filled = secret.withUnsafeBytes { data in
+            (authorization ?? SecretBytes(count: 0) { _ in }).withUnsafeBytes { auth in
+                keyseal_fill_sensitive_create(
+                    sensitive, data.baseAddress?.assumingMemoryBound(to: UInt8.self), data.count,
+                    auth.baseAddress?.assumingMemoryBound(to: UInt8.self), auth.count)
+            }
+        }
+        precondition(filled == 0, "secret or authorization too long (checked by the caller)")
+        var outsideInfo = TPM2B_DATA()
+        var creationPCR = TPML_PCR_SELECTION()
+        var outPrivate: UnsafeMutablePointer<TPM2B_PRIVATE>?
+        var outPublic: UnsafeMutablePointer<TPM2B_PUBLIC>?
+        try tss2(
+            "Esys_Create",
+            Esys_Create(
+                context, parent, session, ESYS_TR(ESYS_TR_NONE), ESYS_TR(ESYS_TR_NONE), sensitive, &template,
+                &outsideInfo, &creationPCR, &outPrivate, &outPublic, nil, nil, nil))
+        defer {
+            Esys_Free(outPrivate)
+            Esys_Free(outPublic)
+        }
+        guard let outPrivate, let outPublic else {
+            throw TSS2Error(function: "Esys_Create", code: TSS2ResultCode(rawValue: 0x7_0000 | 17))
+        }
+        return (try marshal(outPublic, Tss2_MU_TPM2B_PUBLIC_Marshal), try marshal(outPrivate, Tss2_MU_TPM2B_PRIVATE_Marshal))
+    }
+
+    /// Loads a sealed object under `parent` (password authorization of the primary, whose authValue is empty).
+    func load(parent: ESYS_TR, public: TPM2B_PUBLIC, private: TPM2B_PRIVATE) throws(TSS2Error) -> ESYS_TR {
+        var inPublic = `public`
+        var inPrivate = `private`
+        var handle = ESYS_TR(ESYS_TR_NONE)
+        try tss2(
+            "Esys_Load",
+            Esys_Load(
+                context, parent, ESYS_TR(ESYS_TR_PASSWORD), ESYS_TR(ESYS_TR_NONE), ESYS_TR(ESYS_TR_NONE), &inPrivate,
+                &inPublic, &handle))
+        live.insert(handle)
+        return handle
+    }
+
+    /// Sets the authValue ESAPI uses for `handle` in HMAC computations (never sent to the TPM).
+    func setAuthorization(_ authorization: SecretBytes, for handle: ESYS_TR) throws(TSS2Error) {
+        let value = UnsafeMutablePointer<TPM2B_AUTH>.allocate(capacity: 1)
+        defer {
+            zeroize(value, MemoryLayout<TPM2B_AUTH>.size)
+            value.deallocate()
+        }
+        let filled = authorization.withUnsafeBytes {
+            keyseal_fill_auth(value, $0.baseAddress?.assumingMemoryBound(to: UInt8.self), $0.count)
+        }
+        precondition(filled == 0, "authorization too long (checked by the caller)")
+        try tss2("Esys_TR_SetAuth", Esys_TR_SetAuth(context, handle, value))
+    }
+
+    /// Unseals a loaded data object, authorized by `session`.
+    func unseal(_ object: ESYS_TR, session: ESYS_TR) throws(TSS2Error) -> SecretBytes {
+        var out: UnsafeMutablePointer<TPM2B_SENSITIVE_DATA>?
+        try tss2(
+            "Esys_Unseal",
+            Esys_Unseal(context, object, session, ESYS_TR(ESYS_TR_NONE), ESYS_TR(ESYS_TR_NONE), &out))
+        defer {
+            if let out { zeroize(out, MemoryLayout<TPM2B_SENSITIVE_DATA>.size) }
+            Esys_Free(out)
+        }
+        guard let out else { return SecretBytes(count: 0) { _ in } }
+        let count = min(Int(out.pointee.size), MemoryLayout<TPM2B_SENSITIVE_DATA>.size - 2)
+        return SecretBytes(count: count) { buffer in
+            if count > 0 { buffer.baseAddress!.copyMemory(from: keyseal_sensitive_data_bytes(out), byteCount: count) }
+        }
+    }
+
+    /// Sets the lockout hierarchy's authorization (current value empty), with `newAuth` encrypted on the wire
+    /// by `session` (decrypt attribute).
+    func changeLockoutAuthorization(to newAuth: SecretBytes, session: ESYS_TR) throws(TSS2Error) {
+        let value = UnsafeMutablePointer<TPM2B_AUTH>.allocate(capacity: 1)
+        defer {
+            zeroize(value, MemoryLayout<TPM2B_AUTH>.size)
+            value.deallocate()
+        }
+        let filled = newAuth.withUnsafeBytes {
+            keyseal_fill_auth(value, $0.baseAddress?.assumingMemoryBound(to: UInt8.self), $0.count)
+        }
+        precondition(filled == 0, "authorization too long")
+        try tss2(
+            "Esys_HierarchyChangeAuth",
+            Esys_HierarchyChangeAuth(
+                context, ESYS_TR(ESYS_TR_RH_LOCKOUT), session, ESYS_TR(ESYS_TR_NONE), ESYS_TR(ESYS_TR_NONE), value))
+    }
+
+    /// Flushes a transient object or session. Best effort: returns the failure instead of throwing, because
+    /// it runs in `defer` blocks after the real outcome is decided.
+    @discardableResult
+    func flush(_ handle: ESYS_TR) -> TSS2Error? {
+        guard context != nil, !broken, live.contains(handle) else { return nil }
+        live.remove(handle)
+        do {
+            try tss2("Esys_FlushContext", Esys_FlushContext(context, handle))
+            return nil
+        } catch {
+            return error
+        }
+    }
+
+    // MARK: Capabilities
+
+    /// The values of TPM properties (TPM2_CAP_TPM_PROPERTIES) in `properties`, by property.
+    func properties(_ wanted: [UInt32]) throws(TSS2Error) -> [UInt32: UInt32] {
+        var found: [UInt32: UInt32] = [:]
+        for property in wanted where found[property] == nil {
+            var more: TPMI_YES_NO = 0
+            var data: UnsafeMutablePointer<TPMS_CAPABILITY_DATA>?
+            let last = wanted.max()!
+            try tss2(
+                "Esys_GetCapability",
+                Esys_GetCapability(
+                    context, ESYS_TR(ESYS_TR_NONE), ESYS_TR(ESYS_TR_NONE), ESYS_TR(ESYS_TR_NONE),
+                    keyseal_TPM2_CAP_TPM_PROPERTIES, property, last - property + 1, &more, &data))
+            defer { Esys_Free(data) }
+            guard let data else { continue }
+            for index in 0..<keyseal_capability_property_count(data) {
+                let tagged = keyseal_capability_property(data, index)
+                found[tagged.property] = tagged.value
+            }
+        }
+        return found
+    }
+
+    /// The handles in the TPM whose top byte is `type` (TPM2_CAP_HANDLES): transient objects (0x80), loaded
+    /// sessions (0x02), saved sessions (0x03). Behind a resource manager, only this connection's.
+    func handles(type: UInt32) throws(TSS2Error) -> [UInt32] {
+        var result: [UInt32] = []
+        var next = type << 24
+        while true {
+            var more: TPMI_YES_NO = 0
+            var data: UnsafeMutablePointer<TPMS_CAPABILITY_DATA>?
+            try tss2(
+                "Esys_GetCapability",
+                Esys_GetCapability(
+                    context, ESYS_TR(ESYS_TR_NONE), ESYS_TR(ESYS_TR_NONE), ESYS_TR(ESYS_TR_NONE),
+                    keyseal_TPM2_CAP_HANDLES, next, 64, &more, &data))
+            defer { Esys_Free(data) }
+            guard let data else { break }
+            let count = keyseal_capability_handle_count(data)
+            for index in 0..<count {
+                let handle = keyseal_capability_handle(data, index)
+                if handle >> 24 == type { result.append(handle) }
+            }
+            guard more != 0, count > 0, let last = result.last, last >> 24 == type else { break }
+            next = last + 1
+        }
+        return result
+    }
+
+    // MARK: Marshalling
+
+    private func marshal<T>(
+        _ value: UnsafeMutablePointer<T>,
+        _ function: (UnsafePointer<T>?, UnsafeMutablePointer<UInt8>?, Int, UnsafeMutablePointer<Int>?) -> TSS2_RC
+    ) throws(TSS2Error) -> [UInt8] {
+        var buffer = [UInt8](repeating: 0, count: MemoryLayout<T>.size)
+        var offset = 0
+        let rc = buffer.withUnsafeMutableBufferPointer { function(value, $0.baseAddress, $0.count, &offset) }
+        try tss2("Tss2_MU_Marshal", rc)
+        return Array(buffer[0..<offset])
+    }
+}

@@ -1,0 +1,429 @@
+internal import CTSS2
+import KeysealCore
+
+import struct Foundation.Data
+import class Foundation.NSLock
+
+#if canImport(Glibc)
+import Glibc
+#endif
+
+/// The device key in a TPM 2.0: secrets sealed into TPM data objects under the TCG storage primary key of the
+/// owner hierarchy.
+///
+/// - The primary (ECC NIST P-256, `noDA`) is re-created from its template for every operation and flushed at once;
+///   its Name is the ``deviceIdentity()``.
+/// - ``seal(_:)`` makes a `noDA` data object with an empty authorization; ``sealWithPasscode(_:authorization:)``
+///   one protected by the TPM's dictionary-attack logic with the authorization as its authValue. The blob is
+///   the object's public and private areas plus the primary's Name.
+/// - Unsealing recreates the primary, refuses a blob made under another primary before touching the TPM's
+///   counters, loads the object and unseals it over a salted HMAC session with response encryption.
+/// - Before a passcode try the TPM's lockout counter is read; the TPM's last try is never spent.
+/// - Every transient object and session is flushed on every path.
+///
+/// The ESAPI context is guarded by a lock; calls are serialized. Call ``close()`` when done. `deinit` closes
+/// quietly too (flushing what is left and finalizing), so an error thrown between `open` and `close` in a caller
+/// never leaks a TPM connection; relying on it is still a bug.
+public final class TPMDeviceKey: DeviceKeyProvider, @unchecked Sendable {
+    /// The TCTI configuration, e.g. `device:/dev/tpmrm0` or `swtpm:path=/run/swtpm.sock`.
+    public let tcti: String
+    public var backendName: String { "tpm" }
+
+    private let lock = NSLock()
+    /// The ESAPI context; nil after a lost connection until the next call reconnects.
+    private var connection: ESYSConnection?
+    private var opened = false
+    private var closed = false
+
+    /// The largest authorization value for a passcode object: the size of a SHA-256 digest (the object's nameAlg).
+    public static let maximumAuthorizationSize = 32
+    /// The largest secret a sealed object holds (MAX_SYM_DATA on every TPM).
+    public static let maximumSecretSize = Int(keyseal_max_sealed_size)
+
+    /// - Parameters:
+    ///   - tcti: always explicit (`device:/dev/tpmrm0` in production, `swtpm:path=…` in tests); never the TCTI
+    ///     loader's default search.
+    ///   - logging: when false and `TSS2_LOG` is not set, tpm2-tss's own stderr logging is silenced
+    ///     (`TSS2_LOG=all+NONE`) before the first TSS call. The setting is process-wide and read once by
+    ///     tpm2-tss, so the first key created in a process decides it.
+    public init(tcti: String, logging: Bool = false) {
+        self.tcti = tcti
+        if !logging { _ = Self.silenceTSSLogging }
+    }
+
+    private static let silenceTSSLogging: Void = {
+        if getenv("TSS2_LOG") == nil { setenv("TSS2_LOG", "all+NONE", 0) }
+    }()
+
+    deinit { connection?.close() }
+
+    // MARK: DeviceKeyProvider
+
+    public func open(provisioning: Bool) throws {
+        // The TPM needs nothing created at provisioning: the primary is deterministic and blobs live in the store.
+        try lock.withLock {
+            guard !closed else { throw Self.closedError }
+            guard !opened else { throw KeychainError(KeychainStatus.param, "the TPM device key is already open") }
+            let connection = try connect()
+            do {
+                _ = try readDictionaryAttackState(connection)
+                if provisioning {
+                    // Fails early on a TPM without ECC P-256 or with an owner authorization set.
+                    let primary = try connection.createStoragePrimary()
+                    connection.flush(primary)
+                }
+            } catch {
+                disconnect()
+                if let error = error as? TSS2Error, error.code.isCommunicationFailure {
+                    throw KeychainError(KeychainStatus.notAvailable, "no TPM reachable at TCTI \(tcti) (\(error.code))")
+                }
+                throw map(error, during: .other)
+            }
+            opened = true
+        }
+    }
+
+    public func deviceIdentity() throws -> Data {
+        try withConnection { connection in
+            let primary = try connection.createStoragePrimary()
+            defer { connection.flush(primary) }
+            return Data(try connection.name(of: primary))
+        }
+    }
+
+    public func seal(_ secret: SecretBytes) throws -> Data {
+        try checkSecretSize(secret)
+        return try withConnection { connection in
+            try sealObject(connection, secret: secret, authorization: nil)
+        }
+    }
+
+    public func unseal(_ blob: Data) throws -> SecretBytes {
+        let blob = try SealedBlob(decoding: blob, expecting: .device)
+        return try withConnection { connection in
+            try unsealObject(connection, blob: blob, authorization: nil)
+        }
+    }
+
+    public func sealWithPasscode(_ secret: SecretBytes, authorization: SecretBytes) throws -> Data {
+        try checkSecretSize(secret)
+        try checkAuthorizationSize(authorization)
+        return try withConnection { connection in
+            try sealObject(connection, secret: secret, authorization: authorization)
+        }
+    }
+
+    public func unsealWithPasscode(_ blob: Data, authorization: SecretBytes) throws -> SecretBytes {
+        try checkAuthorizationSize(authorization)
+        let blob = try SealedBlob(decoding: blob, expecting: .passcode)
+        return try withConnection { connection in
+            try unsealObject(connection, blob: blob, authorization: authorization)
+        }
+    }
+
+    public func status() throws -> DeviceKeyStatus {
+        let state = try withConnection { try readDictionaryAttackState($0) }
+        let limited = state.lockoutAuthSet && state.counting
+        let detail: String
+        if limited {
+            detail =
+                "passcode guessing is limited by the TPM (\(max(0, state.maxFailures - 1)) tries, then lockout for "
+                + "\(state.interval) s)"
+        } else if !state.lockoutAuthSet {
+            detail = "passcode guessing is not hardware-limited (TPM lockout authorization is empty)"
+        } else {
+            detail = "passcode guessing is not hardware-limited (TPM dictionary-attack protection is disabled)"
+        }
+        return DeviceKeyStatus(
+            backend: backendName, hardwareBacked: true, guessingHardwareLimited: limited, detail: detail,
+            hardwareTriesLeft: state.counting ? state.usableTriesLeft : nil,
+            lockoutRetrySeconds: state.secondsUntilNextTry)
+    }
+
+    public func close() {
+        lock.withLock {
+            disconnect()
+            closed = true
+        }
+    }
+
+    // MARK: Administration
+
+    /// Sets a random lockout authorization when the TPM's is empty, so that only its holder can reset the
+    /// dictionary-attack counter, and returns it once: 32 lowercase hex characters, usable as
+    /// `tpm2_dictionarylockout -c -p <value>`. Keep it offline; Keyseal does not store it.
+    ///
+    /// The new value crosses the wire encrypted (a salted session with command parameter encryption).
+    /// - Throws: `errSecParam` if the lockout authorization is already set.
+    public func protectLockout() throws -> SecretBytes {
+        try withConnection { connection in
+            let state = try readDictionaryAttackState(connection)
+            guard !state.lockoutAuthSet else { throw Self.lockoutAlreadySet }
+            let value = Self.randomHexAuthorization()
+            let primary = try connection.createStoragePrimary()
+            defer { connection.flush(primary) }
+            let session = try connection.startSaltedSession(tpmKey: primary, attributes: keyseal_TPMA_SESSION_DECRYPT)
+            defer { connection.flush(session) }
+            do {
+                try connection.changeLockoutAuthorization(to: value, session: session)
+            } catch let error as TSS2Error
+                where error.code.isTPM(TSS2ResultCode.TPM.authFail) || error.code.isTPM(TSS2ResultCode.TPM.badAuth)
+                || error.code.isTPM(TSS2ResultCode.TPM.lockout)
+            {
+                throw Self.lockoutAlreadySet  // someone set it between our check and our change
+            }
+            return value
+        }
+    }
+
+    /// The handles this connection holds in the TPM: transient objects, loaded and saved sessions. Empty between
+    /// operations; for diagnostics and tests. (Without a resource manager, every client's handles.)
+    public func handlesInUse() throws -> [UInt32] {
+        try withConnection { connection in
+            try connection.handles(type: keyseal_TPM2_HT_TRANSIENT)
+                + connection.handles(type: keyseal_TPM2_HT_LOADED_SESSION)
+                + connection.handles(type: keyseal_TPM2_HT_SAVED_SESSION)
+        }
+    }
+
+    // MARK: Operations (lock held)
+
+    private func sealObject(_ connection: ESYSConnection, secret: SecretBytes, authorization: SecretBytes?) throws
+        -> Data
+    {
+        let primary = try connection.createStoragePrimary()
+        defer { connection.flush(primary) }
+        let primaryName = try connection.name(of: primary)
+        // Command parameter encryption: the secret and the authorization cross the wire encrypted.
+        let session = try connection.startSaltedSession(tpmKey: primary, attributes: keyseal_TPMA_SESSION_DECRYPT)
+        defer { connection.flush(session) }
+        let created = try connection.createSealedObject(
+            parent: primary, session: session, secret: secret, authorization: authorization,
+            dictionaryAttackProtected: authorization != nil)
+        return SealedBlob.encode(
+            kind: authorization == nil ? .device : .passcode, primaryName: primaryName,
+            marshalledPublic: created.public, marshalledPrivate: created.private)
+    }
+
+    private func unsealObject(_ connection: ESYSConnection, blob: SealedBlob, authorization: SecretBytes?) throws
+        -> SecretBytes
+    {
+        let primary = try connection.createStoragePrimary()
+        defer { connection.flush(primary) }
+        guard try connection.name(of: primary) == blob.primaryName else {
+            throw KeychainError(KeychainStatus.decode, "this store was sealed by another device")
+        }
+        if authorization != nil {
+            let state = try readDictionaryAttackState(connection)
+            if let refusal = Self.refusal(state) { throw refusal }
+        }
+        let object: ESYS_TR
+        do {
+            object = try connection.load(parent: primary, public: blob.publicArea, private: blob.privateArea)
+        } catch {
+            throw map(error, during: .load)
+        }
+        defer { connection.flush(object) }
+        // Response parameter encryption: the secret comes back encrypted under the salted session's key.
+        let session = try connection.startSaltedSession(tpmKey: primary, attributes: keyseal_TPMA_SESSION_ENCRYPT)
+        defer { connection.flush(session) }
+        guard let authorization else { return try connection.unseal(object, session: session) }
+
+        try connection.setAuthorization(authorization, for: object)
+        do {
+            return try connection.unseal(object, session: session)
+        } catch {
+            throw try passcodeFailure(error, connection)
+        }
+    }
+
+    /// What a failed passcode unseal means, with the tries left read from the TPM after the failure.
+    private func passcodeFailure(_ error: TSS2Error, _ connection: ESYSConnection) throws -> any Error {
+        if error.code.isTPM(TSS2ResultCode.TPM.authFail) {
+            let state = try readDictionaryAttackState(connection)
+            guard state.counting else { return KeychainError(KeychainStatus.authFailed, "wrong passcode") }
+            let tries = state.usableTriesLeft
+            return KeychainError(
+                KeychainStatus.authFailed,
+                "wrong passcode; the TPM allows \(tries) more \(tries == 1 ? "try" : "tries") before lockout",
+                retryAfterSeconds: state.secondsUntilNextTry, triesLeft: tries)
+        }
+        if error.code.isTPM(TSS2ResultCode.TPM.lockout) {
+            let state = try readDictionaryAttackState(connection)
+            return Self.lockoutError(seconds: state.secondsUntilNextTry ?? state.interval)
+        }
+        if error.code.isTPM(TSS2ResultCode.TPM.badAuth) {
+            return KeychainError(KeychainStatus.authFailed, "wrong passcode")
+        }
+        return error
+    }
+
+    /// Why a passcode try must not be made now, or nil.
+    private static func refusal(_ state: DictionaryAttackState) -> KeychainError? {
+        guard state.counting else { return nil }
+        guard state.triesPossible else {
+            return KeychainError(
+                KeychainStatus.authFailed,
+                "the TPM allows \(state.maxFailures) passcode \(state.maxFailures == 1 ? "try" : "tries") in all and "
+                    + "Keyseal keeps one in reserve; raise TPM2_PT_MAX_AUTH_FAIL (tpm2_dictionarylockout -s -n)",
+                triesLeft: 0)
+        }
+        guard state.usableTriesLeft > 0 else {
+            return lockoutError(seconds: state.secondsUntilNextTry ?? state.interval)
+        }
+        return nil
+    }
+
+    private static func lockoutError(seconds: Int) -> KeychainError {
+        KeychainError(
+            KeychainStatus.authFailed, "the TPM is in dictionary-attack lockout; try again in \(seconds) s",
+            retryAfterSeconds: seconds, triesLeft: 0)
+    }
+
+    private func readDictionaryAttackState(_ connection: ESYSConnection) throws -> DictionaryAttackState {
+        let permanent = keyseal_TPM2_PT_PERMANENT
+        let wanted = [
+            permanent, keyseal_TPM2_PT_LOCKOUT_COUNTER, keyseal_TPM2_PT_MAX_AUTH_FAIL,
+            keyseal_TPM2_PT_LOCKOUT_INTERVAL, keyseal_TPM2_PT_LOCKOUT_RECOVERY,
+        ]
+        let values = try connection.properties(wanted)
+        guard wanted.allSatisfy({ values[$0] != nil }) else {
+            throw KeychainError(
+                KeychainStatus.internalComponent, "the TPM did not report its dictionary-attack properties")
+        }
+        let attributes = values[permanent]!
+        return DictionaryAttackState(
+            lockoutAuthSet: attributes & keyseal_TPMA_PERMANENT_LOCKOUTAUTHSET != 0,
+            inLockout: attributes & keyseal_TPMA_PERMANENT_INLOCKOUT != 0,
+            failures: Int(values[keyseal_TPM2_PT_LOCKOUT_COUNTER]!),
+            maxFailures: Int(values[keyseal_TPM2_PT_MAX_AUTH_FAIL]!),
+            interval: Int(values[keyseal_TPM2_PT_LOCKOUT_INTERVAL]!),
+            recovery: Int(values[keyseal_TPM2_PT_LOCKOUT_RECOVERY]!))
+    }
+
+    // MARK: Plumbing
+
+    /// Runs `body` with the connection under the lock; turns tpm2-tss failures into KeychainErrors.
+    ///
+    /// A connection that failed on the wire is dropped after the call, and the next call connects again: a TPM
+    /// (or swtpm, or resource manager) that restarted is used again without reopening the key. Every operation
+    /// starts from the primary, so nothing from the lost connection is needed.
+    private func withConnection<Result>(_ body: (ESYSConnection) throws -> Result) throws -> Result {
+        try lock.withLock {
+            guard !closed else { throw Self.closedError }
+            guard opened else { throw KeychainError(KeychainStatus.notAvailable, "the TPM device key is not open") }
+            let connection = try self.connection ?? connect()
+            defer { if connection.broken { disconnect() } }
+            do {
+                return try body(connection)
+            } catch let error as KeychainError {
+                throw error
+            } catch {
+                throw map(error, during: .other)
+            }
+        }
+    }
+
+    /// A new ESAPI context on the TCTI (lock held).
+    private func connect() throws -> ESYSConnection {
+        do {
+            let connection = try ESYSConnection(tcti: tcti)
+            self.connection = connection
+            return connection
+        } catch {
+            throw KeychainError(KeychainStatus.notAvailable, "no TPM reachable at TCTI \(tcti) (\(error.code))")
+        }
+    }
+
+    /// Drops the ESAPI context (lock held).
+    private func disconnect() {
+        connection?.close()
+        connection = nil
+    }
+
+    private enum Operation { case load, other }
+
+    /// What a tpm2-tss failure means to a keychain user.
+    private func map(_ error: any Error, during operation: Operation) -> KeychainError {
+        guard let error = error as? TSS2Error else {
+            return error as? KeychainError ?? KeychainError(KeychainStatus.internalComponent, "\(error)")
+        }
+        let code = error.code
+        typealias TPM = TSS2ResultCode.TPM
+        if code.isCommunicationFailure {
+            return KeychainError(KeychainStatus.notAvailable, "lost the TPM at TCTI \(tcti) (\(error))")
+        }
+        if code.isTPM(TPM.initialize) {
+            return KeychainError(KeychainStatus.notAvailable, "the TPM at \(tcti) has not been started (\(error))")
+        }
+        if code.isTPM(TPM.failure) {
+            return KeychainError(KeychainStatus.notAvailable, "the TPM at \(tcti) is in failure mode (\(error))")
+        }
+        if code.isTPM(TPM.lockout) {
+            return KeychainError(KeychainStatus.authFailed, "the TPM is in dictionary-attack lockout (\(error))")
+        }
+        if [TPM.yielded, TPM.testing, TPM.nvRate, TPM.retry, TPM.nvUnavailable].contains(where: code.isTPM) {
+            return KeychainError(KeychainStatus.notAvailable, "the TPM is busy; try again shortly (\(error))")
+        }
+        if [TPM.objectMemory, TPM.sessionMemory, TPM.objectHandles, TPM.sessionHandles].contains(where: code.isTPM) {
+            return KeychainError(
+                KeychainStatus.internalComponent,
+                "the TPM has no free object or session slot; another program may hold them (\(error))")
+        }
+        if error.function == "Esys_CreatePrimary",
+            code.isTPM(TPM.authFail) || code.isTPM(TPM.badAuth)
+        {
+            return KeychainError(
+                KeychainStatus.notAvailable,
+                "the TPM owner hierarchy has an authorization value; Keyseal needs it empty (\(error))")
+        }
+        let blobRelated =
+            code.isTPM || code.layer == TSS2ResultCode.Layer.marshalling
+            || (code.layer == TSS2ResultCode.Layer.esapi && code.base == TSS2ResultCode.TSS.badValue)
+        if operation == .load, blobRelated, !isWarning(code) {
+            return KeychainError(
+                KeychainStatus.decode, "the TPM refused the sealed object: it was edited or is not from this TPM (\(error))")
+        }
+        if code.layer == TSS2ResultCode.Layer.esapi, code.base == TSS2ResultCode.TSS.responseAuthFailed {
+            return KeychainError(
+                KeychainStatus.internalComponent, "a TPM response failed its integrity check (\(error))")
+        }
+        return KeychainError(KeychainStatus.internalComponent, "TPM error in \(error)")
+    }
+
+    private func isWarning(_ code: TSS2ResultCode) -> Bool {
+        code.isTPM && code.rawValue & 0x080 == 0 && code.rawValue & 0x800 != 0
+    }
+
+    private func checkSecretSize(_ secret: SecretBytes) throws {
+        guard secret.count <= Self.maximumSecretSize else {
+            throw KeychainError(
+                KeychainStatus.param, "a TPM sealed object holds at most \(Self.maximumSecretSize) bytes")
+        }
+    }
+
+    private func checkAuthorizationSize(_ authorization: SecretBytes) throws {
+        guard (1...Self.maximumAuthorizationSize).contains(authorization.count) else {
+            throw KeychainError(
+                KeychainStatus.param, "a TPM passcode authorization is 1 to \(Self.maximumAuthorizationSize) bytes")
+        }
+    }
+
+    /// 16 random bytes as 32 lowercase hex characters, built in secret storage.
+    private static func randomHexAuthorization() -> SecretBytes {
+        let raw = SecretBytes.random(count: 16)
+        let digits = Array("0123456789abcdef".utf8)
+        return SecretBytes(count: 32) { out in
+            raw.withUnsafeBytes { bytes in
+                for (index, byte) in bytes.enumerated() {
+                    out[2 * index] = digits[Int(byte >> 4)]
+                    out[2 * index + 1] = digits[Int(byte & 0x0F)]
+                }
+            }
+        }
+    }
+
+    private static let closedError = KeychainError(KeychainStatus.notAvailable, "the TPM device key is closed")
+    private static let lockoutAlreadySet = KeychainError(
+        KeychainStatus.param, "the TPM lockout authorization is already set")
+}

@@ -1,0 +1,233 @@
+import Foundation
+
+#if canImport(Glibc)
+import Glibc
+#endif
+
+/// A private software TPM (swtpm 0.7+) on a Unix socket in its own temporary directory, with its own
+/// dictionary-attack parameters, for hardware tests that run in parallel.
+///
+/// swtpm serves one client connection at a time, but tpm2-tss's swtpm TCTI connects for each command, so the
+/// tpm2-tools helpers here work while a `TPMDeviceKey` is open on the same TPM. There is no resource manager:
+/// every client sees (and can exhaust) the TPM's 3 transient object slots.
+///
+/// A missing `swtpm` or tpm2-tools is an error (never a skip), with the Debian package to install.
+public final class SwtpmFixture: @unchecked Sendable {
+    public let directory: TemporaryDirectory
+    /// Failures before lockout (TPM2_PT_MAX_AUTH_FAIL), seconds per forgotten failure (TPM2_PT_LOCKOUT_INTERVAL),
+    /// seconds the lockout hierarchy is blocked after a wrong lockout authorization (TPM2_PT_LOCKOUT_RECOVERY).
+    public let maxTries: Int
+    public let recoveryTime: Int
+    public let lockoutRecovery: Int
+
+    private let swtpm: String
+    private let lock = NSLock()
+    private var process: Process?
+
+    /// The folder holding the TPM's state (its seeds, NV and counters): the same folder is the same TPM.
+    public var stateDirectory: String { directory.path }
+    public var socketPath: String { directory.appending("swtpm.sock").path }
+    /// The TCTI configuration for tpm2-tss and tpm2-tools. The control socket is `<path>.ctrl`.
+    public var tcti: String { "swtpm:path=\(socketPath)" }
+
+    /// Starts a fresh TPM and sets its dictionary-attack parameters (its lockout authorization is empty).
+    public init(maxTries: Int = 5, recoveryTime: Int = 60, lockoutRecovery: Int = 2) throws {
+        self.swtpm = try requireTool("swtpm", package: "swtpm")
+        for tool in ["tpm2_dictionarylockout", "tpm2_getcap", "tpm2_flushcontext"] {
+            _ = try requireTool(tool, package: "tpm2-tools")
+        }
+        self.maxTries = maxTries
+        self.recoveryTime = recoveryTime
+        self.lockoutRecovery = lockoutRecovery
+        self.directory = try TemporaryDirectory(prefix: "keyseal-swtpm")
+        guard directory.appending("swtpm.sock.ctrl").path.utf8.count < 108 else {
+            directory.remove()
+            throw FixtureError("the swtpm socket path under \(directory.path) is too long for a Unix socket; set TMPDIR=/tmp")
+        }
+        do {
+            try start()
+            try tool("tpm2_dictionarylockout", ["-s", "-n", "\(maxTries)", "-t", "\(recoveryTime)", "-l", "\(lockoutRecovery)"])
+            try tool("tpm2_dictionarylockout", ["-c"])
+        } catch {
+            stop()
+            throw error
+        }
+    }
+
+    deinit { stop() }
+
+    /// Kills swtpm (if running) and starts it again on the same state: the same TPM after a power loss. Transient
+    /// objects and sessions are gone; seeds, NV and the lockout counter remain — and since the shutdown was not
+    /// orderly, the TPM counts one more dictionary-attack failure at startup (measured: swtpm 0.7.1).
+    public func restart() throws {
+        terminate()
+        try start()
+    }
+
+    /// Kills swtpm and keeps its state: the TPM is unreachable until ``restart()``.
+    public func kill() {
+        terminate()
+    }
+
+    /// Kills swtpm and removes its state. Idempotent.
+    public func stop() {
+        terminate()
+        directory.remove()
+    }
+
+    private func start() throws {
+        let process = Process()
+        process.executableURL = URL(fileURLWithPath: swtpm)
+        let dir = stateDirectory
+        process.arguments = [
+            "socket", "--tpm2", "--tpmstate", "dir=\(dir)",
+            "--server", "type=unixio,path=\(socketPath)",
+            "--ctrl", "type=unixio,path=\(socketPath).ctrl",
+            "--flags", "not-need-init,startup-clear",
+            "--log", "file=\(dir)/swtpm.log",
+        ]
+        process.standardInput = FileHandle.nullDevice
+        process.standardOutput = FileHandle.nullDevice
+        process.standardError = FileHandle.nullDevice
+        try? FileManager.default.removeItem(atPath: socketPath)
+        try? FileManager.default.removeItem(atPath: socketPath + ".ctrl")
+        try process.run()
+        lock.withLock { self.process = process }
+
+        let deadline = Date().addingTimeInterval(10)
+        while !Self.accepts(socketPath) {
+            guard process.isRunning else {
+                let log = (try? String(contentsOfFile: "\(dir)/swtpm.log", encoding: .utf8)) ?? ""
+                throw FixtureError("swtpm exited with status \(process.terminationStatus) at start: \(log)")
+            }
+            guard Date() < deadline else {
+                terminate()
+                throw FixtureError("swtpm did not accept connections on \(socketPath) within 10 s")
+            }
+            usleep(2_000)
+        }
+    }
+
+    private func terminate() {
+        let process = lock.withLock { () -> Process? in
+            defer { self.process = nil }
+            return self.process
+        }
+        guard let process else { return }
+        if process.isRunning {
+            Glibc.kill(process.processIdentifier, SIGKILL)
+        }
+        process.waitUntilExit()
+    }
+
+    /// Whether something accepts connections on the Unix socket at `path` (connects and closes at once).
+    private static func accepts(_ path: String) -> Bool {
+        guard FileManager.default.fileExists(atPath: path) else { return false }
+        let fd = socket(AF_UNIX, Int32(SOCK_STREAM.rawValue), 0)
+        guard fd >= 0 else { return false }
+        defer { close(fd) }
+        var address = sockaddr_un()
+        address.sun_family = sa_family_t(AF_UNIX)
+        let bytes = Array(path.utf8)
+        guard bytes.count < MemoryLayout.size(ofValue: address.sun_path) else { return false }
+        withUnsafeMutableBytes(of: &address.sun_path) { raw in
+            raw.copyBytes(from: bytes)
+            raw[bytes.count] = 0
+        }
+        let result = withUnsafePointer(to: &address) {
+            $0.withMemoryRebound(to: sockaddr.self, capacity: 1) {
+                connect(fd, $0, socklen_t(MemoryLayout<sockaddr_un>.size))
+            }
+        }
+        return result == 0
+    }
+
+    // MARK: tpm2-tools
+
+    /// Runs a tpm2-tools command against this TPM (`-T` is added). Throws when it fails unless `check` is false.
+    @discardableResult
+    public func tool(_ name: String, _ arguments: [String], check: Bool = true) throws -> ProcessResult {
+        let path = try requireTool(name, package: "tpm2-tools")
+        let result = try runProcess(path, arguments + ["-T", tcti], environment: ["TSS2_LOG": "all+NONE"])
+        if check, result.status != 0 {
+            throw FixtureError("\(name) \(arguments.joined(separator: " ")) failed (\(result.status)): \(result.stderrText)")
+        }
+        return result
+    }
+
+    /// The TPM's variable properties as tpm2_getcap prints them (`TPM2_PT_LOCKOUT_COUNTER` → value, …).
+    public func variableProperties() throws -> [String: UInt64] {
+        let output = try tool("tpm2_getcap", ["properties-variable"]).stdoutText
+        var values: [String: UInt64] = [:]
+        var current: String?
+        for line in output.split(separator: "\n") {
+            let trimmed = line.trimmingCharacters(in: .whitespaces)
+            if !line.hasPrefix(" "), trimmed.hasSuffix(":") {
+                current = String(trimmed.dropLast())
+            } else if trimmed.hasPrefix("raw:"), let name = current {
+                let hex = trimmed.dropFirst(4).trimmingCharacters(in: .whitespaces)
+                values[name] = UInt64(hex.replacingOccurrences(of: "0x", with: ""), radix: 16)
+            } else if let colon = trimmed.firstIndex(of: ":"), !line.hasPrefix(" ") {
+                let name = String(trimmed[..<colon])
+                let value = trimmed[trimmed.index(after: colon)...].trimmingCharacters(in: .whitespaces)
+                if let number = value.hasPrefix("0x")
+                    ? UInt64(value.dropFirst(2), radix: 16) : UInt64(value)
+                {
+                    values[name] = number
+                }
+            }
+        }
+        return values
+    }
+
+    /// TPM2_PT_LOCKOUT_COUNTER: counted authorization failures not yet forgotten.
+    public func lockoutCounter() throws -> Int {
+        guard let value = try variableProperties()["TPM2_PT_LOCKOUT_COUNTER"] else {
+            throw FixtureError("tpm2_getcap printed no TPM2_PT_LOCKOUT_COUNTER")
+        }
+        return Int(value)
+    }
+
+    /// Transient objects, loaded sessions and saved sessions present in the TPM, as tpm2_getcap lists them.
+    public func handlesInUse() throws -> [String] {
+        var handles: [String] = []
+        for capability in ["handles-transient", "handles-loaded-session", "handles-saved-session"] {
+            let output = try tool("tpm2_getcap", [capability]).stdoutText
+            handles += output.split(separator: "\n").map { $0.trimmingCharacters(in: .whitespaces) }
+                .filter { $0.hasPrefix("- ") }
+        }
+        return handles
+    }
+
+    /// Makes `count` counted authorization failures with tpm2-tools: a dictionary-attack protected sealed object
+    /// of its own, unsealed with a wrong password. Flushes every transient object afterwards.
+    public func spendAuthorizationFailures(_ count: Int) throws {
+        let dir = stateDirectory
+        defer { _ = try? tool("tpm2_flushcontext", ["-t"], check: false) }
+        try tool("tpm2_createprimary", ["-Q", "-C", "o", "-c", "\(dir)/tools-primary.ctx"])
+        try tool("tpm2_flushcontext", ["-t"])
+        let path = try requireTool("tpm2_create", package: "tpm2-tools")
+        let created = try runProcess(
+            path,
+            [
+                "-Q", "-C", "\(dir)/tools-primary.ctx", "-p", "right", "-i", "-", "-u", "\(dir)/tools-da.pub", "-r",
+                "\(dir)/tools-da.priv", "-T", tcti,
+            ], environment: ["TSS2_LOG": "all+NONE"], input: Data("fixture".utf8))
+        guard created.status == 0 else { throw FixtureError("tpm2_create failed: \(created.stderrText)") }
+        try tool("tpm2_flushcontext", ["-t"])
+        try tool(
+            "tpm2_load",
+            ["-Q", "-C", "\(dir)/tools-primary.ctx", "-u", "\(dir)/tools-da.pub", "-r", "\(dir)/tools-da.priv", "-c",
+             "\(dir)/tools-da.ctx"])
+        // Without a resource manager the tools leave what they load in the TPM's 3 slots: flush after each.
+        try tool("tpm2_flushcontext", ["-t"])
+        for _ in 0..<count {
+            let result = try tool("tpm2_unseal", ["-c", "\(dir)/tools-da.ctx", "-p", "wrong"], check: false)
+            try tool("tpm2_flushcontext", ["-t"])
+            guard result.status != 0 else { throw FixtureError("tpm2_unseal with a wrong password succeeded") }
+            guard result.stderrText.contains("0x98E") || result.stderrText.contains("0x921") else {
+                throw FixtureError("tpm2_unseal failed otherwise than with an authorization failure: \(result.stderrText)")
+            }
+        }
+    }
+}
