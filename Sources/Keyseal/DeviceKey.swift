@@ -1,5 +1,7 @@
 import Foundation
 import KeysealCore
+import KeysealPKCS11
+import KeysealTPM
 
 /// Where a store's device key lives.
 public struct DeviceKey: Sendable, CustomStringConvertible {
@@ -26,6 +28,22 @@ public struct DeviceKey: Sendable, CustomStringConvertible {
     /// one. The file must not be inside the store directory. Reported as not hardware-backed.
     public static func hostKey(file: URL) -> DeviceKey {
         DeviceKey(description: "host-key \(file.path)", hostKeyFile: file) { HostKeyDevice(file: file) }
+    }
+
+    /// A TPM 2.0 reached through an explicit TCTI: `device:/dev/tpmrm0` in production, `swtpm:path=…` in tests.
+    /// The device secret and the passcode secret are sealed objects under the TCG storage primary; passcode
+    /// tries count against the TPM's dictionary-attack protection.
+    public static func tpm(tcti: String, logging: Bool = false) -> DeviceKey {
+        DeviceKey(description: "tpm \(tcti)") { TPMDeviceKey(tcti: tcti, logging: logging) }
+    }
+
+    /// A PKCS#11 token, its module loaded alone through p11-kit (a path or a p11-kit module name), the slot
+    /// found by token label, the PIN read from `pinFile` (readable only by this user). A non-extractable AES-256
+    /// key on the token (created when the store is provisioned) encrypts the device and passcode secrets.
+    public static func pkcs11(module: String, token: String, pinFile: URL?) -> DeviceKey {
+        DeviceKey(description: "pkcs11 \(module) token \(token)") {
+            PKCS11DeviceKey(module: module, tokenLabel: token, pinFile: pinFile)
+        }
     }
 
     /// The default host key location: `$XDG_CONFIG_HOME/keyseal/host.key` (or `~/.config/keyseal/host.key`);

@@ -2,6 +2,7 @@ import Crypto
 import Foundation
 import KeysealCore
 import KeysealStore
+import KeysealTPM
 
 #if canImport(Glibc)
 import Glibc
@@ -355,6 +356,14 @@ final class KeychainEngine {
         try store.checkpoint()
         for accessibility in passcodeClasses { classKeys[accessibility] = newKeys[accessibility] }
         lockState = .unlocked
+    }
+
+    /// Sets a random TPM lockout authorization, so that the TPM limits passcode guessing; returns it once.
+    func protectHardwareLockout() throws -> SecretBytes {
+        guard let tpm = device as? TPMDeviceKey else {
+            throw KeychainError(KeychainStatus.param, "only a TPM has a lockout authorization to set")
+        }
+        return try tpm.protectLockout()
     }
 
     // MARK: - Settings and status

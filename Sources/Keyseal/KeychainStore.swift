@@ -148,6 +148,10 @@ public final class KeychainStore: Sendable {
 
     public func status() throws -> StoreStatus { try withEngine { try $0.status() } }
 
+    /// On a TPM whose lockout authorization is empty, sets it to a random value and returns it, once, for the
+    /// administrator to keep offline; from then on the TPM limits passcode guessing. Other backends: errSecParam.
+    public func protectHardwareLockout() throws -> SecretBytes { try withEngine { try $0.protectHardwareLockout() } }
+
     /// Idle seconds before auto-lock (nil: never).
     public func setAutoLock(seconds: Int?) throws { try withEngine { try $0.setAutoLock(seconds: seconds) } }
 

@@ -14,8 +14,22 @@ public final class TestClock: Sendable {
 /// The device keys the engine's suites run against.
 public enum TestBackend: String, CaseIterable, Sendable, CustomStringConvertible {
     case hostKey = "host-key"
+    case tpm
+    case pkcs11
 
     public var description: String { rawValue }
+
+    /// The backend the engine's suites run against: `KEYSEAL_TEST_BACKEND` (`host-key`, `tpm`, `pkcs11`), else
+    /// the host key. Scripts/test.sh runs the suites once per backend.
+    public static var current: TestBackend {
+        guard let name = ProcessInfo.processInfo.environment["KEYSEAL_TEST_BACKEND"], !name.isEmpty else {
+            return .hostKey
+        }
+        guard let backend = TestBackend(rawValue: name) else {
+            fatalError("KEYSEAL_TEST_BACKEND=\(name) is not one of host-key, tpm, pkcs11")
+        }
+        return backend
+    }
 }
 
 /// Argon2id cost for tests: the smallest libargon2 accepts, so that unlocks take microseconds.
@@ -28,17 +42,34 @@ public final class StoreFixture: @unchecked Sendable {
     public let clock = TestClock()
     public let device: DeviceKey
     public let configuration: KeychainStore.Configuration
+    /// The swtpm behind a TPM fixture.
+    public let swtpm: SwtpmFixture?
+    /// The SoftHSM2 token behind a PKCS#11 fixture.
+    public let softhsm: SoftHSMFixture?
     private let lock = NSLock()
     private var _store: KeychainStore?
 
     public var storeDirectory: URL { root.appending("store") }
     public var databasePath: String { storeDirectory.appendingPathComponent("keyseal.db").path }
 
-    public init(_ backend: TestBackend = .hostKey, valueLimit: Int = 1 << 20) throws {
+    public init(_ backend: TestBackend = .current, valueLimit: Int = 1 << 20) throws {
         self.backend = backend
         root = try TemporaryDirectory(prefix: "keyseal-store")
         switch backend {
-        case .hostKey: device = .hostKey(file: root.appending("host.key"))
+        case .hostKey:
+            device = .hostKey(file: root.appending("host.key"))
+            swtpm = nil
+            softhsm = nil
+        case .tpm:
+            let tpm = try SwtpmFixture()
+            device = .tpm(tcti: tpm.tcti)
+            swtpm = tpm
+            softhsm = nil
+        case .pkcs11:
+            let token = try SoftHSMFixture()
+            device = .pkcs11(module: token.module, token: token.tokenLabel, pinFile: token.pinFile)
+            swtpm = nil
+            softhsm = token
         }
         let clock = self.clock
         configuration = KeychainStore.Configuration(
@@ -66,6 +97,8 @@ public final class StoreFixture: @unchecked Sendable {
 
     public func remove() {
         close()
+        swtpm?.stop()
+        softhsm?.remove()
         root.remove()
     }
 

@@ -60,7 +60,7 @@ struct StorageTests {
     }
 
     @Test func filesAre0600AndDirectory0700() throws {
-        let fixture = try StoreFixture()
+        let fixture = try StoreFixture(.hostKey)
         defer { fixture.remove() }
         _ = try fixture.store.add(.password(account: "a"))
         let manager = FileManager.default
@@ -211,7 +211,7 @@ struct StorageTests {
     }
 
     @Test func aProvisionedStoreWithoutItsHostKeyIsAnErrorNotANewKey() throws {
-        let fixture = try StoreFixture()
+        let fixture = try StoreFixture(.hostKey)
         defer { fixture.remove() }
         fixture.close()
         try FileManager.default.removeItem(at: fixture.root.appending("host.key"))
@@ -221,7 +221,7 @@ struct StorageTests {
     }
 
     @Test func anotherHostKeyIsAnotherDevice() throws {
-        let fixture = try StoreFixture()
+        let fixture = try StoreFixture(.hostKey)
         defer { fixture.remove() }
         fixture.close()
         let other = fixture.root.appending("other.key")
@@ -247,7 +247,7 @@ struct StorageTests {
     }
 
     @Test func aHostKeyReadableByOthersIsRefused() throws {
-        let fixture = try StoreFixture()
+        let fixture = try StoreFixture(.hostKey)
         defer { fixture.remove() }
         fixture.close()
         try FileManager.default.setAttributes([.posixPermissions: 0o644], ofItemAtPath: fixture.root.appending("host.key").path)
