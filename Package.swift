@@ -57,6 +57,8 @@ let package = Package(
             dependencies: ["Keyseal", "KeysealSecurity", "KeysealCore", "CSQLite"],
             swiftSettings: swiftSettings),
 
+        .executableTarget(name: "keyseal-tour", dependencies: ["Keyseal"], swiftSettings: swiftSettings),
+
         .testTarget(name: "KeysealCoreTests", dependencies: ["KeysealCore"], swiftSettings: swiftSettings),
         .testTarget(
             name: "KeysealTests",
