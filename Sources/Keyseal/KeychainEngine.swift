@@ -131,7 +131,18 @@ final class KeychainEngine {
         guard fd >= 0 else {
             throw KeychainError(KeychainStatus.io, "cannot open \(path): \(String(cString: strerror(errno)))")
         }
-        guard flock(fd, LOCK_EX | LOCK_NB) == 0 else {
+        // A short grace period: a process that is spawning a child shares the lock's file description until the
+        // child's exec closes it, so a store closed a moment ago may still look held.
+        var locked = false
+        for _ in 0..<25 {
+            if flock(fd, LOCK_EX | LOCK_NB) == 0 {
+                locked = true
+                break
+            }
+            guard errno == EWOULDBLOCK else { break }
+            usleep(10_000)
+        }
+        guard locked else {
             Glibc.close(fd)
             throw KeychainError(
                 KeychainStatus.notAvailable, "the store \(directory.path) is already open in another process")

@@ -1,0 +1,72 @@
+import Crypto
+import Foundation
+import KeysealCore
+import Testing
+
+@Suite("Key derivation and encodings")
+struct CoreTests {
+    @Test func metadataKeyIsHKDFOfTheClassKey() throws {
+        let secret = SecretBytes.random(count: 32)
+        let classKey = ClassKey(accessibility: .whenUnlocked, secret: secret)
+        let itemID = randomBytes(16)
+        let expected = HKDF<SHA256>.deriveKey(
+            inputKeyMaterial: SymmetricKey(data: secret), info: Array("metadata".utf8) + itemID, outputByteCount: 32)
+        let derived = classKey.metadataKey(itemID: itemID)
+        #expect(derived.withUnsafeBytes { Array($0) } == expected.withUnsafeBytes { Array($0) })
+    }
+
+    @Test func digestsOfDifferentTuplesDiffer() {
+        let index = IndexKey(SecretBytes.random(count: 32))
+        // Length prefixes keep ("ab", "c") apart from ("a", "bc").
+        let one = index.primaryKeyDigest(
+            group: "g", itemClass: .genericPassword,
+            attributes: [AttributeKey.account: .string("ab"), AttributeKey.service: .string("c")], synchronizable: false)
+        let two = index.primaryKeyDigest(
+            group: "g", itemClass: .genericPassword,
+            attributes: [AttributeKey.account: .string("a"), AttributeKey.service: .string("bc")], synchronizable: false)
+        #expect(one != two)
+        let otherGroup = index.primaryKeyDigest(
+            group: "h", itemClass: .genericPassword,
+            attributes: [AttributeKey.account: .string("ab"), AttributeKey.service: .string("c")], synchronizable: false)
+        #expect(one != otherGroup)
+    }
+
+    @Test func stringAndDataOfTheSameBytesHaveTheSameDigest() {
+        let index = IndexKey(SecretBytes.random(count: 32))
+        let text = index.attributeDigest(group: "g", itemClass: .genericPassword, key: "acct", value: .string("x"))
+        let data = index.attributeDigest(group: "g", itemClass: .genericPassword, key: "acct", value: .data(Data("x".utf8)))
+        #expect(text == data)
+    }
+
+    @Test func attributeEncodingRoundTrips() throws {
+        let attributes: [String: AttributeValue] = [
+            "acct": .string("ålice"), "gena": .data(Data([0, 255])), "sync": .bool(true), "port": .int(-443),
+            "cdat": .date(Date(timeIntervalSinceReferenceDate: 12345.678)),
+        ]
+        #expect(try AttributeCodec.decode(Data(AttributeCodec.encode(attributes))) == attributes)
+    }
+
+    @Test func truncatedAttributeEncodingIsDecodeError() {
+        let encoded = AttributeCodec.encode(["acct": .string("alice")])
+        #expect(throws: KeychainError.decode) { _ = try AttributeCodec.decode(Data(encoded.dropLast())) }
+    }
+
+    @Test func secretsNeverPrint() {
+        let secret = SecretBytes(utf8: "hunter2")
+        #expect("\(secret)" == "<redacted 7 bytes>")
+        #expect(!String(reflecting: secret).contains("hunter2"))
+    }
+
+    @Test func lockStatesFollowTheTable() {
+        #expect(LockState.locked.allows(.afterFirstUnlock, passcodeSet: true))
+        #expect(!LockState.locked.allows(.whenUnlocked, passcodeSet: true))
+        #expect(LockState.beforeFirstUnlock.allows(.alwaysThisDeviceOnly, passcodeSet: true))
+        #expect(!LockState.beforeFirstUnlock.allows(.afterFirstUnlockThisDeviceOnly, passcodeSet: true))
+        #expect(!LockState.unlocked.allows(.whenPasscodeSetThisDeviceOnly, passcodeSet: false))
+    }
+
+    @Test(arguments: ["ak", "when-unlocked", "kSecAttrAccessibleWhenUnlocked"])
+    func accessibilityParsesEveryName(name: String) {
+        #expect(Accessibility(parsing: name) == .whenUnlocked)
+    }
+}
