@@ -74,25 +74,9 @@ public enum DictionaryRequests {
     public static func add(_ dictionary: [String: Any]) throws(KeychainError) -> NewItem {
         let itemClass = try parseClass(dictionary)
         var item = NewItem(itemClass: itemClass)
-        let allowed = AttributeKey.allowed(for: itemClass)
-        var pdmn: Accessibility?
-        var control: (accessibility: Accessibility, flags: UInt)?
+        var settable = SettableAttributes(itemClass: itemClass)
         for (key, value) in dictionary where key != classKey {
-            if isAttributeKey(key) {
-                if key == AttributeKey.dataProtectionKeychain { continue }
-                guard allowed.contains(key) else { throw noSuchAttr(key, itemClass) }
-                if AttributeKey.readOnly.contains(key) {
-                    throw KeychainError(KeychainStatus.readOnlyAttr, "\(key) is set by the keychain")
-                }
-                switch key {
-                case AttributeKey.accessGroup: item.accessGroup = try string(value, key)
-                case AttributeKey.accessible: pdmn = try accessibility(value)
-                case AttributeKey.accessControl: control = try accessControl(value)
-                case AttributeKey.synchronizable: item.synchronizable = try bool(value, key)
-                default: item.attributes[key] = try attributeValue(value, key)
-                }
-                continue
-            }
+            if try settable.take(key, value) { continue }
             switch key.first {
             case "r": item.returns.insert(try returnKey(key, value))
             case "u": continue
@@ -107,15 +91,12 @@ public enum DictionaryRequests {
             default: throw KeychainError(KeychainStatus.param, "unknown key \(key)")
             }
         }
-        if let control {
-            if let pdmn, pdmn != control.accessibility {
-                throw KeychainError(KeychainStatus.param, "pdmn and accc name different accessibility classes")
-            }
-            item.accessibility = control.accessibility
-            item.accessControlFlags = control.flags
-        } else if let pdmn {
-            item.accessibility = pdmn
-        }
+        item.attributes = settable.attributes
+        item.accessGroup = settable.accessGroup
+        item.synchronizable = settable.synchronizable ?? false
+        let (accessibility, flags) = try settable.accessibility()
+        if let accessibility { item.accessibility = accessibility }
+        item.accessControlFlags = flags
         return item
     }
 
@@ -124,28 +105,12 @@ public enum DictionaryRequests {
         -> ItemChanges
     {
         var changes = ItemChanges()
-        let allowed = AttributeKey.allowed(for: itemClass)
-        var pdmn: Accessibility?
-        var control: (accessibility: Accessibility, flags: UInt)?
+        var settable = SettableAttributes(itemClass: itemClass)
         for (key, value) in dictionary {
             if key == classKey {
                 throw KeychainError(KeychainStatus.noSuchAttr, "the class of an item cannot be changed")
             }
-            if isAttributeKey(key) {
-                if key == AttributeKey.dataProtectionKeychain { continue }
-                guard allowed.contains(key) else { throw noSuchAttr(key, itemClass) }
-                if AttributeKey.readOnly.contains(key) {
-                    throw KeychainError(KeychainStatus.readOnlyAttr, "\(key) is set by the keychain")
-                }
-                switch key {
-                case AttributeKey.accessGroup: changes.accessGroup = try string(value, key)
-                case AttributeKey.accessible: pdmn = try accessibility(value)
-                case AttributeKey.accessControl: control = try accessControl(value)
-                case AttributeKey.synchronizable: changes.synchronizable = try bool(value, key)
-                default: changes.attributes[key] = try attributeValue(value, key)
-                }
-                continue
-            }
+            if try settable.take(key, value) { continue }
             switch key.first {
             case "u": continue
             case "v":
@@ -157,16 +122,54 @@ public enum DictionaryRequests {
             default: throw KeychainError(KeychainStatus.param, "unknown key \(key)")
             }
         }
-        if let control {
+        changes.attributes = settable.attributes
+        changes.accessGroup = settable.accessGroup
+        changes.synchronizable = settable.synchronizable
+        (changes.accessibility, changes.accessControlFlags) = try settable.accessibility()
+        return changes
+    }
+
+    /// The attributes an add or an update sets, collected key by key.
+    struct SettableAttributes {
+        let itemClass: ItemClass
+        let allowed: Set<String>
+        var attributes: [String: AttributeValue] = [:]
+        var accessGroup: String?
+        var synchronizable: Bool?
+        var pdmn: Accessibility?
+        var control: (accessibility: Accessibility, flags: UInt)?
+
+        init(itemClass: ItemClass) {
+            self.itemClass = itemClass
+            allowed = AttributeKey.allowed(for: itemClass)
+        }
+
+        /// Takes `key` if it is an attribute; false for other keys.
+        mutating func take(_ key: String, _ value: Any) throws(KeychainError) -> Bool {
+            guard isAttributeKey(key) else { return false }
+            if key == AttributeKey.dataProtectionKeychain { return true }
+            guard allowed.contains(key) else { throw noSuchAttr(key, itemClass) }
+            if AttributeKey.readOnly.contains(key) {
+                throw KeychainError(KeychainStatus.readOnlyAttr, "\(key) is set by the keychain")
+            }
+            switch key {
+            case AttributeKey.accessGroup: accessGroup = try string(value, key)
+            case AttributeKey.accessible: pdmn = try DictionaryRequests.accessibility(value)
+            case AttributeKey.accessControl: control = try accessControl(value)
+            case AttributeKey.synchronizable: synchronizable = try bool(value, key)
+            default: attributes[key] = try attributeValue(value, key)
+            }
+            return true
+        }
+
+        /// The class `pdmn` or `accc` names (they must agree), and the access-control flags.
+        func accessibility() throws(KeychainError) -> (Accessibility?, UInt?) {
+            guard let control else { return (pdmn, nil) }
             if let pdmn, pdmn != control.accessibility {
                 throw KeychainError(KeychainStatus.param, "pdmn and accc name different accessibility classes")
             }
-            changes.accessibility = control.accessibility
-            changes.accessControlFlags = control.flags
-        } else if let pdmn {
-            changes.accessibility = pdmn
+            return (control.accessibility, control.flags)
         }
-        return changes
     }
 
     // MARK: - Results
