@@ -191,7 +191,7 @@ public final class SocketServer: Service {
                         }
                         if case .subscribeLockState = request {
                             _ = registry.end(id)
-                            try await streamLockState(outbound: outbound, inbound: inbound)
+                            try await streamLockState(outbound: outbound, channel: connection.channel)
                             return
                         }
                         let response = await service.handle(request, caller: caller, peer: peer)
@@ -211,7 +211,7 @@ public final class SocketServer: Service {
 
     /// The subscription: the current lock state, then every change, until the peer closes or shutdown.
     func streamLockState(
-        outbound: NIOAsyncChannelOutboundWriter<ByteBuffer>, inbound: NIOAsyncChannelInboundStream<ByteBuffer>
+        outbound: NIOAsyncChannelOutboundWriter<ByteBuffer>, channel: any Channel
     ) async throws {
         let broadcaster = service.broadcaster
         let (id, stream) = broadcaster.subscribe()
@@ -227,8 +227,9 @@ public final class SocketServer: Service {
                 }
             }
             group.addTask {
-                // Anything the subscriber sends is ignored; its end (or shutdown closing it) ends the stream.
-                for try await _ in inbound {}
+                // The inbound stream has one iterator (the caller's): the subscriber's end, or shutdown closing
+                // the channel, is seen on the close future. Anything it sends is left unread.
+                try await channel.closeFuture.get()
             }
             _ = try await group.next()
             group.cancelAll()
