@@ -12,9 +12,15 @@ let package = Package(
     products: [
         .library(name: "Keyseal", targets: ["Keyseal"]),
         .library(name: "KeysealSecurity", targets: ["KeysealSecurity"]),
+        .library(name: "KeysealClient", targets: ["KeysealClient"]),
+        .executable(name: "keyseald", targets: ["keyseald"]),
     ],
     dependencies: [
         .package(url: "https://github.com/apple/swift-crypto.git", from: "4.0.0"),
+        .package(url: "https://github.com/apple/swift-nio.git", from: "2.101.2"),
+        .package(url: "https://github.com/swift-server/swift-service-lifecycle.git", from: "2.13.0"),
+        .package(url: "https://github.com/apple/swift-argument-parser.git", from: "1.8.2"),
+        .package(url: "https://github.com/apple/swift-log.git", from: "1.16.2"),
     ],
     targets: [
         // System libraries: a module map and a shim, nothing else.
@@ -23,6 +29,7 @@ let package = Package(
         .systemLibrary(
             name: "CTSS2", pkgConfig: "tss2-esys",
             providers: [.apt(["libtss2-dev"])]),
+        .systemLibrary(name: "CKeysealSys"),
         .systemLibrary(name: "CP11Kit", pkgConfig: "p11-kit-1", providers: [.apt(["libp11-kit-dev"])]),
 
         // Pure Swift: item model, query validation, OSStatus, lock state, keybag and envelope crypto.
@@ -38,16 +45,41 @@ let package = Package(
             name: "KeysealPKCS11",
             dependencies: ["KeysealCore", "CP11Kit", .product(name: "Crypto", package: "swift-crypto")],
             swiftSettings: swiftSettings),
-        // The native library: engine (embedded mode), KeychainStore, Keychain.
+        // The wire protocol's client side: a blocking socket, FoundationEssentials only (no NIO, no GRDB).
+        .target(name: "KeysealClient", swiftSettings: swiftSettings),
+        // The native library: engine (embedded mode), daemon mode, KeychainStore, Keychain.
         .target(
             name: "Keyseal",
             dependencies: [
-                "KeysealCore", "KeysealStore", "KeysealTPM", "KeysealPKCS11", "CArgon2",
+                "KeysealCore", "KeysealStore", "KeysealTPM", "KeysealPKCS11", "KeysealClient", "CArgon2",
                 .product(name: "Crypto", package: "swift-crypto"),
             ],
             swiftSettings: swiftSettings),
         // Apple's Security names over Keyseal.
         .target(name: "KeysealSecurity", dependencies: ["Keyseal", "KeysealCore"], swiftSettings: swiftSettings),
+
+        // The daemon as a library: socket server, peer credentials, roles, auto-lock, service lifecycle.
+        .target(
+            name: "KeysealServer",
+            dependencies: [
+                "Keyseal", "KeysealCore", "KeysealClient", "CKeysealSys",
+                .product(name: "NIOCore", package: "swift-nio"),
+                .product(name: "NIOPosix", package: "swift-nio"),
+                .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
+                .product(name: "UnixSignals", package: "swift-service-lifecycle"),
+                .product(name: "Logging", package: "swift-log"),
+            ],
+            swiftSettings: swiftSettings),
+        .executableTarget(
+            name: "keyseald",
+            dependencies: [
+                "KeysealServer", "Keyseal",
+                .product(name: "ArgumentParser", package: "swift-argument-parser"),
+                .product(name: "Logging", package: "swift-log"),
+            ],
+            swiftSettings: swiftSettings),
+        // Test helper: one wire request from a process of its own (e.g. run as another uid).
+        .executableTarget(name: "keyseal-wire-probe", dependencies: ["KeysealClient"], swiftSettings: swiftSettings),
 
         // Test fixtures: swtpm and SoftHSM2 processes, temporary stores. Never linked by a product.
         .target(name: "KeysealTestSupport", dependencies: ["Keyseal", "KeysealCore"], swiftSettings: swiftSettings),
@@ -59,6 +91,11 @@ let package = Package(
 
         .executableTarget(name: "keyseal-tour", dependencies: ["Keyseal"], swiftSettings: swiftSettings),
 
+        .testTarget(name: "KeysealClientTests", dependencies: ["KeysealClient"], swiftSettings: swiftSettings),
+        .testTarget(
+            name: "KeysealServerTests",
+            dependencies: ["KeysealServer", "Keyseal", "KeysealClient", "KeysealCore", "KeysealTestSupport"],
+            swiftSettings: swiftSettings),
         .testTarget(name: "KeysealCoreTests", dependencies: ["KeysealCore"], swiftSettings: swiftSettings),
         .testTarget(
             name: "KeysealTests",

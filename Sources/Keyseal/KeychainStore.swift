@@ -1,4 +1,5 @@
 import Foundation
+import KeysealClient
 import KeysealCore
 import Synchronization
 
@@ -6,11 +7,13 @@ import Synchronization
 
 /// A keychain: the store of items, its lock state and its passcode.
 ///
-/// An embedded store runs the engine in this process (one process at a time per store directory). Every
-/// method is synchronous and thread-safe; calls are serialized.
+/// An embedded store runs the engine in this process (one process at a time per store directory); a daemon
+/// store forwards every call to keyseald over its Unix socket. Every method is synchronous and thread-safe;
+/// calls are serialized.
 public final class KeychainStore: Sendable {
     enum Backend {
         case embedded(KeychainEngine)
+        case daemon(KeysealConnection)
         case unavailable(KeychainError)
         case closed
     }
@@ -49,6 +52,21 @@ public final class KeychainStore: Sendable {
         }
     }
 
+    /// The keychain of the keyseald listening on `socket`. Nothing is sent until the first call; an unreachable
+    /// daemon is errSecNoSuchKeychain (−25294) naming the socket, on that call. Values over the limit are refused
+    /// with errSecDataTooLarge before sending.
+    public static func daemon(socket: String) throws -> KeychainStore {
+        guard !socket.isEmpty else { throw KeychainError(KeychainStatus.param, "the socket path is empty") }
+        return KeychainStore(
+            backend: .daemon(KeysealConnection(socketPath: socket)), location: socket, valueLimit: Wire.valueLimit)
+    }
+
+    /// The daemon's socket by default: `$KEYSEAL_SOCKET`, else `$XDG_RUNTIME_DIR/keyseal/keyseal.sock`, else
+    /// `/run/keyseal/keyseal.sock`.
+    public static var defaultSocketPath: String {
+        Wire.defaultSocketPath(environment: ProcessInfo.processInfo.environment)
+    }
+
     /// A store whose every call fails with `error` (no keychain configured, or it failed to open).
     static func unavailable(_ error: KeychainError) -> KeychainStore {
         KeychainStore(backend: .unavailable(error), location: "(none)", valueLimit: 1 << 20)
@@ -59,8 +77,9 @@ public final class KeychainStore: Sendable {
     private static let defaultStore = Mutex<KeychainStore?>(nil)
 
     /// The store the SecItem functions and `Keychain` use. Unless the program sets it, it comes from the
-    /// environment: `KEYSEAL_STORE=DIR` opens an embedded store with the host key in `KEYSEAL_HOST_KEY` (or
-    /// the default host key file).
+    /// environment: `KEYSEAL_SOCKET=PATH` talks to the daemon there; else `KEYSEAL_STORE=DIR` opens an embedded
+    /// store with the host key in `KEYSEAL_HOST_KEY` (or the default host key file); else the daemon at the
+    /// default socket path (``defaultSocketPath``).
     public static var `default`: KeychainStore {
         get {
             if let scoped = scopedDefault { return scoped }
@@ -84,6 +103,10 @@ public final class KeychainStore: Sendable {
 
     static func fromEnvironment() -> KeychainStore {
         let environment = ProcessInfo.processInfo.environment
+        if let socket = environment["KEYSEAL_SOCKET"], !socket.isEmpty {
+            return KeychainStore(
+                backend: .daemon(KeysealConnection(socketPath: socket)), location: socket, valueLimit: Wire.valueLimit)
+        }
         if let directory = environment["KEYSEAL_STORE"], !directory.isEmpty {
             let keyFile = environment["KEYSEAL_HOST_KEY"].map { URL(fileURLWithPath: $0) } ?? DeviceKey.defaultHostKeyFile
             do {
@@ -94,19 +117,38 @@ public final class KeychainStore: Sendable {
                 return unavailable(KeychainError(KeychainStatus.notAvailable, "\(error)"))
             }
         }
-        return unavailable(
-            KeychainError(
-                KeychainStatus.notAvailable,
-                "no keychain is configured: set KEYSEAL_STORE (and KEYSEAL_HOST_KEY) or KeychainStore.default"))
+        let socket = Wire.defaultSocketPath(environment: environment)
+        return KeychainStore(
+            backend: .daemon(KeysealConnection(socketPath: socket)), location: socket, valueLimit: Wire.valueLimit)
     }
 
     // MARK: Engine access
 
     func withEngine<T: Sendable>(_ body: (KeychainEngine) throws -> T) throws(KeychainError) -> T {
+        try route(body) { _ throws(KeychainError) -> T in
+            throw KeychainError(KeychainStatus.unimplemented, "not available through the daemon")
+        }
+    }
+
+    /// Runs `embedded` on the engine under the store's lock, or `daemon` on the connection (which serializes its
+    /// own requests), outside the lock.
+    func route<T: Sendable>(
+        _ embedded: (KeychainEngine) throws -> T, daemon: (KeysealConnection) throws(KeychainError) -> T
+    ) throws(KeychainError) -> T {
         do {
+            let connection = try backend.withLock { backend throws -> KeysealConnection? in
+                switch backend {
+                case .embedded: return nil
+                case .daemon(let connection): return connection
+                case .unavailable(let error): throw error
+                case .closed: throw KeychainError(KeychainStatus.notAvailable, "the keychain store is closed")
+                }
+            }
+            if let connection { return try daemon(connection) }
             return try backend.withLock { backend throws -> T in
                 switch backend {
-                case .embedded(let engine): return try body(engine)
+                case .embedded(let engine): return try embedded(engine)
+                case .daemon: throw KeychainError(KeychainStatus.internalComponent, "backend changed")
                 case .unavailable(let error): throw error
                 case .closed: throw KeychainError(KeychainStatus.notAvailable, "the keychain store is closed")
                 }
@@ -118,10 +160,31 @@ public final class KeychainStore: Sendable {
         }
     }
 
+    /// Sends one request to the daemon; a daemon failure becomes its KeychainError.
+    static func request(_ connection: KeysealConnection, _ request: WireRequest) throws(KeychainError) -> WireResponse {
+        do {
+            return try connection.send(request)
+        } catch {
+            throw WireMapping.error(error)
+        }
+    }
+
+    static func unexpected(_ response: WireResponse) -> KeychainError {
+        KeychainError(KeychainStatus.decode, "unexpected response from keyseald")
+    }
+
+    static func expectOK(_ response: WireResponse) throws(KeychainError) {
+        guard case .ok = response else { throw unexpected(response) }
+    }
+
     /// Closes the store: keys are zeroized, the file and the device released. Reopening is a reboot.
     public func close() {
         backend.withLock { backend in
-            if case .embedded(let engine) = backend { engine.close() }
+            switch backend {
+            case .embedded(let engine): engine.close()
+            case .daemon(let connection): connection.disconnect()
+            default: break
+            }
             backend = .closed
         }
     }
@@ -129,31 +192,96 @@ public final class KeychainStore: Sendable {
     // MARK: Lock state and passcode
 
     public var lockState: LockState {
-        (try? withEngine { $0.lockState }) ?? .locked
+        let state = try? route({ $0.lockState }) { connection throws(KeychainError) -> LockState in
+            guard case .lockState(let state) = try Self.request(connection, .lockState) else {
+                throw KeychainError(KeychainStatus.decode, "unexpected response from keyseald")
+            }
+            return WireMapping.lockState(state)
+        }
+        return state ?? .locked
     }
 
-    public func setPasscode(_ passcode: String) throws { try withEngine { try $0.setPasscode(passcode) } }
+    public func setPasscode(_ passcode: String) throws {
+        try route({ try $0.setPasscode(passcode) }) { connection throws(KeychainError) in
+            try Self.expectOK(try Self.request(connection, .setPasscode(WireSecret(utf8: passcode))))
+        }
+    }
 
     public func changePasscode(from old: String, to new: String) throws {
-        try withEngine { try $0.changePasscode(from: old, to: new) }
+        try route({ try $0.changePasscode(from: old, to: new) }) { connection throws(KeychainError) in
+            try Self.expectOK(
+                try Self.request(connection, .changePasscode(old: WireSecret(utf8: old), new: WireSecret(utf8: new))))
+        }
     }
 
-    public func removePasscode(_ passcode: String) throws { try withEngine { try $0.removePasscode(passcode) } }
+    public func removePasscode(_ passcode: String) throws {
+        try route({ try $0.removePasscode(passcode) }) { connection throws(KeychainError) in
+            try Self.expectOK(try Self.request(connection, .removePasscode(WireSecret(utf8: passcode))))
+        }
+    }
 
-    public func unlock(passcode: String) throws { try withEngine { try $0.unlock(passcode: passcode) } }
+    public func unlock(passcode: String) throws {
+        try route({ try $0.unlock(passcode: passcode) }) { connection throws(KeychainError) in
+            try Self.expectOK(try Self.request(connection, .unlock(passcode: WireSecret(utf8: passcode))))
+        }
+    }
 
     /// Locks now. With no passcode set nothing changes; the returned sentence says why.
     @discardableResult
-    public func lock() throws -> String? { try withEngine { $0.lock() } }
+    public func lock() throws -> String? {
+        try route({ $0.lock() }) { connection throws(KeychainError) -> String? in
+            let response = try Self.request(connection, .lock)
+            guard case .message(let text) = response else { throw Self.unexpected(response) }
+            return text
+        }
+    }
 
-    public func status() throws -> StoreStatus { try withEngine { try $0.status() } }
+    public func status() throws -> StoreStatus {
+        try route({ try $0.status() }) { connection throws(KeychainError) -> StoreStatus in
+            let response = try Self.request(connection, .status)
+            guard case .status(let status) = response else { throw Self.unexpected(response) }
+            return WireMapping.status(status)
+        }
+    }
 
     /// On a TPM whose lockout authorization is empty, sets it to a random value and returns it, once, for the
     /// administrator to keep offline; from then on the TPM limits passcode guessing. Other backends: errSecParam.
+    /// Through the daemon: errSecUnimplemented (keyseald does this at start with `--tpm-protect-lockout`).
     public func protectHardwareLockout() throws -> SecretBytes { try withEngine { try $0.protectHardwareLockout() } }
 
     /// Idle seconds before auto-lock (nil: never).
-    public func setAutoLock(seconds: Int?) throws { try withEngine { try $0.setAutoLock(seconds: seconds) } }
+    public func setAutoLock(seconds: Int?) throws {
+        try route({ try $0.setAutoLock(seconds: seconds) }) { connection throws(KeychainError) in
+            try Self.expectOK(try Self.request(connection, .setSettings(WireSettings(autoLockSeconds: seconds))))
+        }
+    }
+
+    /// Idle seconds before auto-lock as stored (embedded) or in force in the daemon (nil: never).
+    public func autoLockSeconds() throws -> Int? {
+        try route({ $0.autoLockSeconds }) { connection throws(KeychainError) -> Int? in
+            let response = try Self.request(connection, .getSettings)
+            guard case .settings(let settings) = response else { throw Self.unexpected(response) }
+            return settings.autoLockSeconds
+        }
+    }
+
+    /// Calls `handler` with the lock state now and at every change, until it returns false. Through the daemon it
+    /// blocks on a connection of its own; an embedded store has no other party to change its state, so the
+    /// handler is called once.
+    public func watchLockState(_ handler: (LockState) -> Bool) throws {
+        let socket: String? = try route({ _ in nil }) { connection throws(KeychainError) -> String? in
+            connection.socketPath
+        }
+        guard let socket else {
+            _ = handler(lockState)
+            return
+        }
+        do {
+            try KeysealConnection.watchLockState(socketPath: socket) { handler(WireMapping.lockState($0)) }
+        } catch {
+            throw WireMapping.error(error)
+        }
+    }
 
     // MARK: Items
 
@@ -167,24 +295,41 @@ public final class KeychainStore: Sendable {
 
     public func delete(_ query: ItemQuery) throws { try delete(query, caller: .owner) }
 
+    /// Through the daemon the caller is ignored: the daemon decides who the caller is.
     package func add(_ item: NewItem, caller: Caller) throws -> ItemRecord? {
-        try withEngine { try $0.add(item, caller: caller) }
+        try route({ try $0.add(item, caller: caller) }) { connection throws(KeychainError) -> ItemRecord? in
+            let response = try Self.request(connection, .add(WireMapping.wire(item)))
+            guard case .records(let records) = response else { throw Self.unexpected(response) }
+            return try records.first.map { record throws(KeychainError) in try WireMapping.record(record) }
+        }
     }
 
-    /// Adds every item in one transaction: all are added, or none.
+    /// Adds every item in one transaction: all are added, or none. Embedded stores only.
     package func addBatch(_ items: [NewItem], caller: Caller = .owner) throws {
         try withEngine { try $0.addBatch(items, caller: caller) }
     }
 
     package func copyMatching(_ query: ItemQuery, caller: Caller) throws -> [ItemRecord] {
-        try withEngine { try $0.copyMatching(query, caller: caller) }
+        try route({ try $0.copyMatching(query, caller: caller) }) { connection throws(KeychainError) -> [ItemRecord] in
+            let response = try Self.request(connection, .copyMatching(WireMapping.wire(query)))
+            guard case .records(let records) = response else { throw Self.unexpected(response) }
+            var result: [ItemRecord] = []
+            result.reserveCapacity(records.count)
+            for record in records { result.append(try WireMapping.record(record)) }
+            return result
+        }
     }
 
     package func update(_ query: ItemQuery, with changes: ItemChanges, caller: Caller) throws {
-        try withEngine { try $0.update(query, changes: changes, caller: caller) }
+        try route({ try $0.update(query, changes: changes, caller: caller) }) { connection throws(KeychainError) in
+            try Self.expectOK(
+                try Self.request(connection, .update(WireMapping.wire(query), WireMapping.wire(changes))))
+        }
     }
 
     package func delete(_ query: ItemQuery, caller: Caller) throws {
-        try withEngine { try $0.delete(query, caller: caller) }
+        try route({ try $0.delete(query, caller: caller) }) { connection throws(KeychainError) in
+            try Self.expectOK(try Self.request(connection, .delete(WireMapping.wire(query))))
+        }
     }
 }

@@ -3,24 +3,31 @@ import Keyseal
 import KeysealSecurity
 import Testing
 
-/// SECURITY-COMPAT.md Semantics 10: with no store set up, the SecItem functions answer; without KEYSEAL_STORE
-/// the answer is errSecNotAvailable. Runs only when the test process has no KEYSEAL_STORE.
-@Suite("Default store from the environment", .enabled(if: ProcessInfo.processInfo.environment["KEYSEAL_STORE"] == nil))
+/// SECURITY-COMPAT.md Semantics 10: with no store set up, the SecItem functions answer; without KEYSEAL_SOCKET
+/// and KEYSEAL_STORE the default store is the daemon at the default socket path, and with no daemon there the
+/// answer is errSecNoSuchKeychain. Runs only when the test process has neither variable and no daemon listens
+/// at the default socket.
+@Suite(
+    "Default store from the environment",
+    .enabled(
+        if: ProcessInfo.processInfo.environment["KEYSEAL_STORE"] == nil
+            && ProcessInfo.processInfo.environment["KEYSEAL_SOCKET"] == nil
+            && !FileManager.default.fileExists(atPath: KeychainStore.defaultSocketPath)))
 struct DefaultStoreTests {
-    @Test func addWithoutAConfiguredStoreIsNotAvailable() {
-        #expect(SecItemAdd(genericPassword() as CFDictionary, nil) == errSecNotAvailable)
+    @Test func addWithoutADaemonIsNoSuchKeychain() {
+        #expect(SecItemAdd(genericPassword() as CFDictionary, nil) == errSecNoSuchKeychain)
     }
 
-    @Test func findWithoutAConfiguredStoreIsNotAvailable() {
-        #expect(SecItemCopyMatching(genericQuery() as CFDictionary, nil) == errSecNotAvailable)
+    @Test func findWithoutADaemonIsNoSuchKeychain() {
+        #expect(SecItemCopyMatching(genericQuery() as CFDictionary, nil) == errSecNoSuchKeychain)
     }
 
-    @Test func updateWithoutAConfiguredStoreIsNotAvailable() {
+    @Test func updateWithoutADaemonIsNoSuchKeychain() {
         let status = SecItemUpdate(genericQuery() as CFDictionary, [kSecValueData: Data()] as CFDictionary)
-        #expect(status == errSecNotAvailable)
+        #expect(status == errSecNoSuchKeychain)
     }
 
-    @Test func deleteWithoutAConfiguredStoreIsNotAvailable() {
-        #expect(SecItemDelete(genericQuery() as CFDictionary) == errSecNotAvailable)
+    @Test func deleteWithoutADaemonIsNoSuchKeychain() {
+        #expect(SecItemDelete(genericQuery() as CFDictionary) == errSecNoSuchKeychain)
     }
 }

@@ -1,0 +1,28 @@
+// Linux calls the daemon needs that Swift cannot import directly (variadic prctl, the SO_PEERCRED struct).
+#ifndef KEYSEAL_SYS_SHIM_H
+#define KEYSEAL_SYS_SHIM_H
+
+#include <stdint.h>
+#include <sys/prctl.h>
+#include <sys/resource.h>
+#include <sys/socket.h>
+
+/// The layout of Linux's `struct ucred` (SO_PEERCRED), declared here because glibc hides it without _GNU_SOURCE.
+typedef struct {
+    int32_t pid;
+    uint32_t uid;
+    uint32_t gid;
+} keyseal_peer_credentials;
+
+static const int keyseal_so_peercred = SO_PEERCRED;
+
+/// Makes the process non-dumpable (no core files, no ptrace by other processes of the same user).
+static inline int keyseal_set_nondumpable(void) { return prctl(PR_SET_DUMPABLE, 0, 0, 0, 0); }
+
+/// Sets the core file size limit to zero, soft and hard.
+static inline int keyseal_disable_core_files(void) {
+    struct rlimit none = {0, 0};
+    return setrlimit(RLIMIT_CORE, &none);
+}
+
+#endif

@@ -1,0 +1,212 @@
+#if canImport(FoundationEssentials)
+import FoundationEssentials
+#else
+import Foundation
+#endif
+#if canImport(Glibc)
+import Glibc
+#elseif canImport(Musl)
+import Musl
+#elseif canImport(Darwin)
+import Darwin
+#endif
+import Synchronization
+
+#if canImport(Glibc)
+private let systemConnect = Glibc.connect
+#elseif canImport(Musl)
+private let systemConnect = Musl.connect
+#else
+private let systemConnect = Darwin.connect
+#endif
+
+/// A blocking connection to keyseald: one request, one response, serialized across threads.
+///
+/// The connection is opened on first use and reopened once when the daemon closed it between requests (a
+/// daemon restart); a request that may have reached the daemon is never sent twice. An unreachable socket is
+/// `errSecNoSuchKeychain` naming the path.
+public final class KeysealConnection: Sendable {
+    public let socketPath: String
+    private let descriptor = Mutex<Int32>(-1)
+
+    public init(socketPath: String) {
+        self.socketPath = socketPath
+    }
+
+    deinit {
+        descriptor.withLock { fd in
+            if fd >= 0 { _ = close(fd) }
+        }
+    }
+
+    /// Opens the connection now (otherwise the first request does), so that an unreachable daemon shows early.
+    public func connect() throws(WireError) {
+        try descriptor.withLock { fd throws(WireError) in
+            if fd < 0 { fd = try Self.open(socketPath) }
+        }
+    }
+
+    /// Closes the connection; the next request opens a new one.
+    public func disconnect() {
+        descriptor.withLock { fd in
+            if fd >= 0 { _ = close(fd) }
+            fd = -1
+        }
+    }
+
+    /// Sends `request` and returns the response; a `.failure` response is thrown as its `WireError`.
+    public func send(_ request: WireRequest) throws(WireError) -> WireResponse {
+        var frame = try request.encodedFrame()
+        defer {
+            if request.isManagement { for index in frame.indices { frame[index] = 0 } }
+        }
+        let response = try descriptor.withLock { fd throws(WireError) -> WireResponse in
+            if fd >= 0 && Self.peerClosed(fd) {
+                _ = close(fd)
+                fd = -1
+            }
+            let reused = fd >= 0
+            if fd < 0 { fd = try Self.open(socketPath) }
+            do throws(WireError) {
+                try Self.writeAll(fd, frame)
+            } catch {
+                // Nothing reached the daemon: a stale connection is reopened and the request sent once more.
+                _ = close(fd)
+                fd = -1
+                guard reused else { throw error }
+                fd = try Self.open(socketPath)
+                do throws(WireError) {
+                    try Self.writeAll(fd, frame)
+                } catch {
+                    _ = close(fd)
+                    fd = -1
+                    throw error
+                }
+            }
+            do throws(WireError) {
+                return try Self.readResponse(fd, path: socketPath)
+            } catch {
+                _ = close(fd)
+                fd = -1
+                throw error
+            }
+        }
+        if case .failure(let error) = response { throw error }
+        return response
+    }
+
+    /// Subscribes to lock-state changes on a connection of its own and calls `handler` with the current state and
+    /// then every change, until `handler` returns false or the daemon goes away (then it throws).
+    public static func watchLockState(
+        socketPath: String, _ handler: (WireLockState) -> Bool
+    ) throws(WireError) {
+        let fd = try open(socketPath)
+        defer { _ = close(fd) }
+        try writeAll(fd, try WireRequest.subscribeLockState.encodedFrame())
+        while true {
+            switch try readResponse(fd, path: socketPath) {
+            case .lockStateChanged(let state), .lockState(let state):
+                if !handler(state) { return }
+            case .failure(let error): throw error
+            default: throw WireError(status: WireStatusCode.decode, message: "unexpected response to a subscription")
+            }
+        }
+    }
+
+    // MARK: - Socket calls
+
+    static func unreachable(_ path: String, _ reason: String) -> WireError {
+        WireError(status: WireStatusCode.noSuchKeychain, message: "cannot reach keyseald at \(path): \(reason)")
+    }
+
+    static func errnoText() -> String { String(cString: strerror(errno)) }
+
+    static func open(_ path: String) throws(WireError) -> Int32 {
+        var address = sockaddr_un()
+        address.sun_family = sa_family_t(AF_UNIX)
+        let capacity = MemoryLayout.size(ofValue: address.sun_path)
+        let utf8 = Array(path.utf8)
+        guard !utf8.isEmpty, utf8.count < capacity else { throw unreachable(path, "socket path too long") }
+        withUnsafeMutableBytes(of: &address.sun_path) { raw in
+            raw.copyBytes(from: utf8)
+            raw[utf8.count] = 0
+        }
+        #if canImport(Darwin)
+        let fd = socket(AF_UNIX, SOCK_STREAM, 0)
+        #else
+        let fd = socket(AF_UNIX, Int32(SOCK_STREAM.rawValue) | Int32(SOCK_CLOEXEC.rawValue), 0)
+        #endif
+        guard fd >= 0 else { throw unreachable(path, errnoText()) }
+        #if canImport(Darwin)
+        var one: Int32 = 1
+        _ = setsockopt(fd, SOL_SOCKET, SO_NOSIGPIPE, &one, socklen_t(MemoryLayout<Int32>.size))
+        #endif
+        let result = withUnsafePointer(to: &address) { pointer in
+            pointer.withMemoryRebound(to: sockaddr.self, capacity: 1) {
+                systemConnect(fd, $0, socklen_t(MemoryLayout<sockaddr_un>.size))
+            }
+        }
+        guard result == 0 else {
+            let reason = errnoText()
+            _ = close(fd)
+            throw unreachable(path, reason)
+        }
+        return fd
+    }
+
+    /// Whether the daemon closed an idle connection (readable with nothing expected means EOF or garbage).
+    static func peerClosed(_ fd: Int32) -> Bool {
+        var entry = pollfd(fd: fd, events: Int16(POLLIN), revents: 0)
+        let ready = poll(&entry, 1, 0)
+        return ready != 0
+    }
+
+    static func writeAll(_ fd: Int32, _ bytes: [UInt8]) throws(WireError) {
+        var sent = 0
+        while sent < bytes.count {
+            let result = bytes.withUnsafeBytes { raw in
+                #if canImport(Darwin)
+                Darwin.send(fd, raw.baseAddress! + sent, raw.count - sent, 0)
+                #else
+                Glibc.send(fd, raw.baseAddress! + sent, raw.count - sent, Int32(MSG_NOSIGNAL))
+                #endif
+            }
+            if result < 0 {
+                if errno == EINTR { continue }
+                throw WireError(status: WireStatusCode.io, message: "keyseald connection lost: \(errnoText())")
+            }
+            sent += result
+        }
+    }
+
+    static func readExactly(_ fd: Int32, into buffer: UnsafeMutableRawBufferPointer, path: String) throws(WireError) {
+        var done = 0
+        while done < buffer.count {
+            let result = recv(fd, buffer.baseAddress! + done, buffer.count - done, 0)
+            if result < 0 {
+                if errno == EINTR { continue }
+                throw WireError(status: WireStatusCode.io, message: "keyseald connection lost: \(errnoText())")
+            }
+            if result == 0 {
+                throw WireError(status: WireStatusCode.io, message: "keyseald at \(path) closed the connection")
+            }
+            done += result
+        }
+    }
+
+    static func readExactly(_ fd: Int32, into bytes: inout [UInt8], path: String) throws(WireError) {
+        let result = bytes.withUnsafeMutableBytes { raw in
+            Result { () throws(WireError) in try readExactly(fd, into: raw, path: path) }
+        }
+        try result.get()
+    }
+
+    static func readResponse(_ fd: Int32, path: String) throws(WireError) -> WireResponse {
+        var header = [UInt8](repeating: 0, count: 4)
+        try readExactly(fd, into: &header, path: path)
+        let length = try wireFrameLength(header)
+        var payload = [UInt8](repeating: 0, count: length)
+        try readExactly(fd, into: &payload, path: path)
+        return try WireResponse.decode(payload: payload)
+    }
+}

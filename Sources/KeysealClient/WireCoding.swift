@@ -1,0 +1,635 @@
+#if canImport(FoundationEssentials)
+import FoundationEssentials
+#else
+import Foundation
+#endif
+
+// The payload encoding: fixed-width big-endian integers, byte strings as a u32 length and the bytes, strings
+// as UTF-8 byte strings, optionals as a presence byte (0 or 1) and the value, attribute maps as a u16 count of
+// (u8-length key, tagged value) pairs. Every read is bounds-checked and every count is checked against the
+// bytes left, so no input can make the decoder crash or allocate more than the frame holds.
+
+/// Request opcodes.
+enum Opcode: UInt8 {
+    case ping = 1
+    case status = 2
+    case lockState = 3
+    case lock = 4
+    case unlock = 5
+    case setPasscode = 6
+    case changePasscode = 7
+    case removePasscode = 8
+    case getSettings = 9
+    case setSettings = 10
+    case subscribeLockState = 11
+    case add = 16
+    case copyMatching = 17
+    case update = 18
+    case delete = 19
+}
+
+/// Response kinds.
+enum ResponseKind: UInt8 {
+    case ok = 0
+    case failure = 1
+    case records = 2
+    case status = 3
+    case lockState = 4
+    case message = 5
+    case settings = 6
+    case lockStateChanged = 7
+}
+
+enum ValueTag: UInt8 {
+    case string = 1
+    case data = 2
+    case bool = 3
+    case int = 4
+    case date = 5
+}
+
+// MARK: - Writer
+
+/// Appends the encoding to a byte array. The first four bytes are reserved for the frame length.
+struct WireWriter {
+    var bytes: [UInt8]
+
+    init(capacity: Int = 256) {
+        bytes = []
+        bytes.reserveCapacity(capacity)
+        bytes.append(contentsOf: [0, 0, 0, 0])
+        bytes.append(Wire.version)
+    }
+
+    mutating func u8(_ value: UInt8) { bytes.append(value) }
+    mutating func bool(_ value: Bool) { bytes.append(value ? 1 : 0) }
+
+    mutating func u16(_ value: UInt16) {
+        bytes.append(UInt8(truncatingIfNeeded: value >> 8))
+        bytes.append(UInt8(truncatingIfNeeded: value))
+    }
+
+    mutating func u32(_ value: UInt32) {
+        bytes.append(UInt8(truncatingIfNeeded: value >> 24))
+        bytes.append(UInt8(truncatingIfNeeded: value >> 16))
+        bytes.append(UInt8(truncatingIfNeeded: value >> 8))
+        bytes.append(UInt8(truncatingIfNeeded: value))
+    }
+
+    mutating func u64(_ value: UInt64) {
+        u32(UInt32(truncatingIfNeeded: value >> 32))
+        u32(UInt32(truncatingIfNeeded: value))
+    }
+
+    mutating func i64(_ value: Int64) { u64(UInt64(bitPattern: value)) }
+    mutating func int(_ value: Int) { i64(Int64(value)) }
+    mutating func double(_ value: Double) { u64(value.bitPattern) }
+
+    mutating func blob(_ value: some Collection<UInt8>) {
+        u32(UInt32(clamping: value.count))
+        bytes.append(contentsOf: value)
+    }
+
+    mutating func string(_ value: String) { blob(value.utf8) }
+
+    mutating func shortString(_ value: String) {
+        let utf8 = value.utf8
+        u8(UInt8(clamping: utf8.count))
+        bytes.append(contentsOf: utf8.prefix(255))
+    }
+
+    mutating func optional<T>(_ value: T?, _ write: (inout WireWriter, T) -> Void) {
+        if let value {
+            u8(1)
+            write(&self, value)
+        } else {
+            u8(0)
+        }
+    }
+
+    mutating func value(_ value: WireValue) {
+        switch value {
+        case .string(let text):
+            u8(ValueTag.string.rawValue)
+            string(text)
+        case .data(let data):
+            u8(ValueTag.data.rawValue)
+            blob(data)
+        case .bool(let flag):
+            u8(ValueTag.bool.rawValue)
+            bool(flag)
+        case .int(let number):
+            u8(ValueTag.int.rawValue)
+            i64(number)
+        case .date(let seconds):
+            u8(ValueTag.date.rawValue)
+            double(seconds)
+        }
+    }
+
+    mutating func attributes(_ map: [String: WireValue]) {
+        u16(UInt16(clamping: map.count))
+        for (key, value) in map.prefix(Int(UInt16.max)) {
+            shortString(key)
+            self.value(value)
+        }
+    }
+
+    mutating func secret(_ secret: WireSecret) {
+        secret.withUnsafeBytes { blob($0) }
+    }
+
+    /// Fills in the frame length and returns the frame.
+    mutating func finish() -> [UInt8] {
+        let length = UInt32(truncatingIfNeeded: bytes.count - 4)
+        bytes[0] = UInt8(truncatingIfNeeded: length >> 24)
+        bytes[1] = UInt8(truncatingIfNeeded: length >> 16)
+        bytes[2] = UInt8(truncatingIfNeeded: length >> 8)
+        bytes[3] = UInt8(truncatingIfNeeded: length)
+        return bytes
+    }
+
+    /// Zeroes the buffer (after a frame carrying a passcode was sent).
+    mutating func wipe() {
+        for index in bytes.indices { bytes[index] = 0 }
+    }
+}
+
+// MARK: - Reader
+
+/// Reads the encoding from a payload (without the length prefix). Any overrun, bad tag, bad UTF-8 or
+/// trailing byte is an `errSecDecode` error.
+struct WireReader: ~Copyable {
+    private let bytes: UnsafeRawBufferPointer
+    private var offset = 0
+
+    init(_ bytes: UnsafeRawBufferPointer) { self.bytes = bytes }
+
+    static func malformed(_ what: String) -> WireError {
+        WireError(status: WireStatusCode.decode, message: "malformed frame: \(what)")
+    }
+
+    var remaining: Int { bytes.count - offset }
+
+    mutating func take(_ count: Int) throws(WireError) -> UnsafeRawBufferPointer {
+        guard count >= 0, count <= remaining else { throw Self.malformed("truncated") }
+        defer { offset += count }
+        return UnsafeRawBufferPointer(rebasing: bytes[offset..<offset + count])
+    }
+
+    mutating func u8() throws(WireError) -> UInt8 {
+        guard remaining >= 1 else { throw Self.malformed("truncated") }
+        defer { offset += 1 }
+        return bytes[offset]
+    }
+
+    mutating func bool() throws(WireError) -> Bool {
+        switch try u8() {
+        case 0: return false
+        case 1: return true
+        default: throw Self.malformed("bad boolean")
+        }
+    }
+
+    mutating func u16() throws(WireError) -> UInt16 {
+        let raw = try take(2)
+        return UInt16(raw[0]) << 8 | UInt16(raw[1])
+    }
+
+    mutating func u32() throws(WireError) -> UInt32 {
+        let raw = try take(4)
+        return UInt32(raw[0]) << 24 | UInt32(raw[1]) << 16 | UInt32(raw[2]) << 8 | UInt32(raw[3])
+    }
+
+    mutating func u64() throws(WireError) -> UInt64 {
+        let high = try u32()
+        return UInt64(high) << 32 | UInt64(try u32())
+    }
+
+    mutating func i64() throws(WireError) -> Int64 { Int64(bitPattern: try u64()) }
+
+    mutating func int() throws(WireError) -> Int {
+        let value = try i64()
+        guard let result = Int(exactly: value) else { throw Self.malformed("integer out of range") }
+        return result
+    }
+
+    mutating func double() throws(WireError) -> Double { Double(bitPattern: try u64()) }
+
+    mutating func blob() throws(WireError) -> UnsafeRawBufferPointer { try take(Int(try u32())) }
+
+    mutating func data() throws(WireError) -> Data { Data(try blob()) }
+
+    mutating func string() throws(WireError) -> String { try Self.text(try blob()) }
+
+    mutating func shortString() throws(WireError) -> String { try Self.text(try take(Int(try u8()))) }
+
+    static func text(_ raw: UnsafeRawBufferPointer) throws(WireError) -> String {
+        guard let text = String(validating: raw.bindMemory(to: UInt8.self), as: UTF8.self) else {
+            throw malformed("invalid UTF-8")
+        }
+        return text
+    }
+
+    mutating func optional<T>(_ read: (inout WireReader) throws(WireError) -> T) throws(WireError) -> T? {
+        switch try u8() {
+        case 0: return nil
+        case 1: return try read(&self)
+        default: throw Self.malformed("bad optional")
+        }
+    }
+
+    mutating func value() throws(WireError) -> WireValue {
+        guard let tag = ValueTag(rawValue: try u8()) else { throw Self.malformed("unknown value tag") }
+        switch tag {
+        case .string: return .string(try string())
+        case .data: return .data(try data())
+        case .bool: return .bool(try bool())
+        case .int: return .int(try i64())
+        case .date:
+            let seconds = try double()
+            guard seconds.isFinite else { throw Self.malformed("bad date") }
+            return .date(seconds)
+        }
+    }
+
+    mutating func attributes() throws(WireError) -> [String: WireValue] {
+        let count = Int(try u16())
+        // Each entry takes at least 3 bytes (key length, tag, one value byte): a count the frame cannot hold is
+        // rejected before anything is allocated.
+        guard count * 3 <= remaining else { throw Self.malformed("attribute count exceeds the frame") }
+        var map: [String: WireValue] = [:]
+        map.reserveCapacity(count)
+        for _ in 0..<count {
+            let key = try shortString()
+            let value = try self.value()
+            guard map.updateValue(value, forKey: key) == nil else { throw Self.malformed("duplicate attribute") }
+        }
+        return map
+    }
+
+    mutating func secret() throws(WireError) -> WireSecret { WireSecret(try blob()) }
+
+    mutating func lockState() throws(WireError) -> WireLockState {
+        guard let state = WireLockState(rawValue: try u8()) else { throw Self.malformed("unknown lock state") }
+        return state
+    }
+
+    func finish() throws(WireError) {
+        guard remaining == 0 else { throw Self.malformed("trailing bytes") }
+    }
+}
+
+// MARK: - Frames
+
+/// Reads the payload length from a frame header, checking it against the frame limit.
+public func wireFrameLength(_ header: some Collection<UInt8>) throws(WireError) -> Int {
+    guard header.count >= 4 else { throw WireReader.malformed("truncated header") }
+    var length = 0
+    for byte in header.prefix(4) { length = length << 8 | Int(byte) }
+    guard length <= Wire.maxFrame else {
+        throw WireError(
+            status: WireStatusCode.dataTooLarge, message: "frame of \(length) bytes exceeds the limit of \(Wire.maxFrame)")
+    }
+    guard length >= 2 else { throw WireReader.malformed("frame too short") }
+    return length
+}
+
+/// Checks the version byte that starts every payload.
+func checkVersion(_ reader: inout WireReader) throws(WireError) {
+    let version = try reader.u8()
+    guard version == Wire.version else {
+        throw WireError(
+            status: WireStatusCode.decode,
+            message: "unsupported protocol version \(version) (this side speaks \(Wire.version))")
+    }
+}
+
+// MARK: - Requests
+
+extension WireRequest {
+    /// The whole frame, length prefix included. Throws errSecDataTooLarge for a value over the limit or a frame
+    /// over the frame limit, before anything is sent.
+    public func encodedFrame() throws(WireError) -> [UInt8] {
+        var writer = WireWriter()
+        try encode(into: &writer)
+        let frame = writer.finish()
+        guard frame.count - 4 <= Wire.maxFrame else {
+            throw WireError(
+                status: WireStatusCode.dataTooLarge,
+                message: "the request is \(frame.count - 4) bytes; the frame limit is \(Wire.maxFrame)")
+        }
+        return frame
+    }
+
+    static func checkValue(_ data: Data?) throws(WireError) {
+        guard let data, data.count > Wire.valueLimit else { return }
+        throw WireError(
+            status: WireStatusCode.dataTooLarge, message: "the secret is \(data.count) bytes; the limit is \(Wire.valueLimit)")
+    }
+
+    func encode(into writer: inout WireWriter) throws(WireError) {
+        switch self {
+        case .ping: writer.u8(Opcode.ping.rawValue)
+        case .status: writer.u8(Opcode.status.rawValue)
+        case .lockState: writer.u8(Opcode.lockState.rawValue)
+        case .lock: writer.u8(Opcode.lock.rawValue)
+        case .unlock(let passcode):
+            writer.u8(Opcode.unlock.rawValue)
+            writer.secret(passcode)
+        case .setPasscode(let passcode):
+            writer.u8(Opcode.setPasscode.rawValue)
+            writer.secret(passcode)
+        case .changePasscode(let old, let new):
+            writer.u8(Opcode.changePasscode.rawValue)
+            writer.secret(old)
+            writer.secret(new)
+        case .removePasscode(let passcode):
+            writer.u8(Opcode.removePasscode.rawValue)
+            writer.secret(passcode)
+        case .getSettings: writer.u8(Opcode.getSettings.rawValue)
+        case .setSettings(let settings):
+            writer.u8(Opcode.setSettings.rawValue)
+            writer.optional(settings.autoLockSeconds) { $0.int($1) }
+        case .subscribeLockState: writer.u8(Opcode.subscribeLockState.rawValue)
+        case .add(let item):
+            try Self.checkValue(item.data)
+            writer.u8(Opcode.add.rawValue)
+            writer.shortString(item.itemClass)
+            writer.attributes(item.attributes)
+            writer.optional(item.accessGroup) { $0.string($1) }
+            writer.shortString(item.accessibility)
+            writer.optional(item.accessControlFlags) { $0.u64($1) }
+            writer.bool(item.synchronizable)
+            writer.blob(item.data)
+            writer.u8(item.returns)
+        case .copyMatching(let query):
+            writer.u8(Opcode.copyMatching.rawValue)
+            writer.query(query)
+        case .update(let query, let changes):
+            try Self.checkValue(changes.data)
+            writer.u8(Opcode.update.rawValue)
+            writer.query(query)
+            writer.attributes(changes.attributes)
+            writer.optional(changes.accessGroup) { $0.string($1) }
+            writer.optional(changes.accessibility) { $0.shortString($1) }
+            writer.optional(changes.accessControlFlags) { $0.u64($1) }
+            writer.optional(changes.synchronizable) { $0.bool($1) }
+            writer.optional(changes.data) { $0.blob($1) }
+        case .delete(let query):
+            writer.u8(Opcode.delete.rawValue)
+            writer.query(query)
+        }
+    }
+
+    /// Decodes a request payload (the bytes after the length prefix).
+    public static func decode(payload: UnsafeRawBufferPointer) throws(WireError) -> WireRequest {
+        var reader = WireReader(payload)
+        try checkVersion(&reader)
+        guard let opcode = Opcode(rawValue: try reader.u8()) else {
+            throw WireError(status: WireStatusCode.decode, message: "unknown request")
+        }
+        let request: WireRequest
+        switch opcode {
+        case .ping: request = .ping
+        case .status: request = .status
+        case .lockState: request = .lockState
+        case .lock: request = .lock
+        case .unlock: request = .unlock(passcode: try reader.secret())
+        case .setPasscode: request = .setPasscode(try reader.secret())
+        case .changePasscode:
+            let old = try reader.secret()
+            request = .changePasscode(old: old, new: try reader.secret())
+        case .removePasscode: request = .removePasscode(try reader.secret())
+        case .getSettings: request = .getSettings
+        case .setSettings: request = .setSettings(WireSettings(autoLockSeconds: try reader.optional { r throws(WireError) in try r.int() }))
+        case .subscribeLockState: request = .subscribeLockState
+        case .add:
+            let itemClass = try reader.shortString()
+            let attributes = try reader.attributes()
+            let group = try reader.optional { r throws(WireError) in try r.string() }
+            let accessibility = try reader.shortString()
+            let flags = try reader.optional { r throws(WireError) in try r.u64() }
+            let sync = try reader.bool()
+            let data = try reader.data()
+            let returns = try reader.u8()
+            request = .add(
+                WireNewItem(
+                    itemClass: itemClass, attributes: attributes, accessGroup: group, accessibility: accessibility,
+                    accessControlFlags: flags, synchronizable: sync, data: data, returns: returns))
+        case .copyMatching: request = .copyMatching(try reader.query())
+        case .update:
+            let query = try reader.query()
+            let attributes = try reader.attributes()
+            let group = try reader.optional { r throws(WireError) in try r.string() }
+            let accessibility = try reader.optional { r throws(WireError) in try r.shortString() }
+            let flags = try reader.optional { r throws(WireError) in try r.u64() }
+            let sync = try reader.optional { r throws(WireError) in try r.bool() }
+            let data = try reader.optional { r throws(WireError) in try r.data() }
+            request = .update(
+                query,
+                WireChanges(
+                    attributes: attributes, accessGroup: group, accessibility: accessibility, accessControlFlags: flags,
+                    synchronizable: sync, data: data))
+        case .delete: request = .delete(try reader.query())
+        }
+        try reader.finish()
+        return request
+    }
+
+    public static func decode(payload: [UInt8]) throws(WireError) -> WireRequest {
+        do {
+            return try payload.withUnsafeBytes { raw in try decode(payload: raw) }
+        } catch let error as WireError {
+            throw error
+        } catch {
+            throw WireReader.malformed("\(error)")
+        }
+    }
+}
+
+extension WireWriter {
+    mutating func query(_ query: WireQuery) {
+        shortString(query.itemClass)
+        attributes(query.attributes)
+        optional(query.accessGroup) { $0.string($1) }
+        optional(query.accessibility) { $0.shortString($1) }
+        u8(query.synchronizable)
+        optional(query.persistentRef) { $0.blob($1) }
+        switch query.limit {
+        case .one: u8(0)
+        case .all: u8(1)
+        case .count(let n):
+            u8(2)
+            int(n)
+        }
+        bool(query.limitGiven)
+        u8(query.returns)
+    }
+
+    mutating func record(_ record: WireRecord) {
+        shortString(record.itemClass)
+        attributes(record.attributes)
+        optional(record.data) { $0.blob($1) }
+        optional(record.persistentRef) { $0.blob($1) }
+    }
+}
+
+extension WireReader {
+    mutating func query() throws(WireError) -> WireQuery {
+        let itemClass = try shortString()
+        let attributes = try self.attributes()
+        let group = try optional { r throws(WireError) in try r.string() }
+        let accessibility = try optional { r throws(WireError) in try r.shortString() }
+        let sync = try u8()
+        guard sync <= 2 else { throw Self.malformed("bad synchronizable match") }
+        let persistentRef = try optional { r throws(WireError) in try r.data() }
+        let limit: WireQuery.Limit
+        switch try u8() {
+        case 0: limit = .one
+        case 1: limit = .all
+        case 2: limit = .count(try int())
+        default: throw Self.malformed("bad match limit")
+        }
+        let limitGiven = try bool()
+        let returns = try u8()
+        return WireQuery(
+            itemClass: itemClass, attributes: attributes, accessGroup: group, accessibility: accessibility,
+            synchronizable: sync, persistentRef: persistentRef, limit: limit, limitGiven: limitGiven, returns: returns)
+    }
+
+    mutating func record() throws(WireError) -> WireRecord {
+        let itemClass = try shortString()
+        let attributes = try self.attributes()
+        let data = try optional { r throws(WireError) in try r.data() }
+        let persistentRef = try optional { r throws(WireError) in try r.data() }
+        return WireRecord(itemClass: itemClass, attributes: attributes, data: data, persistentRef: persistentRef)
+    }
+}
+
+// MARK: - Responses
+
+extension WireResponse {
+    /// The whole frame, length prefix included.
+    public func encodedFrame() -> [UInt8] {
+        var writer = WireWriter()
+        encode(into: &writer)
+        return writer.finish()
+    }
+
+    func encode(into writer: inout WireWriter) {
+        switch self {
+        case .ok: writer.u8(ResponseKind.ok.rawValue)
+        case .failure(let error):
+            writer.u8(ResponseKind.failure.rawValue)
+            writer.u32(UInt32(bitPattern: error.status))
+            writer.string(error.message)
+            writer.optional(error.retryAfterSeconds) { $0.int($1) }
+            writer.optional(error.triesLeft) { $0.int($1) }
+        case .records(let records):
+            writer.u8(ResponseKind.records.rawValue)
+            writer.u32(UInt32(clamping: records.count))
+            for record in records { writer.record(record) }
+        case .status(let status):
+            writer.u8(ResponseKind.status.rawValue)
+            writer.u8(status.lockState.rawValue)
+            writer.bool(status.passcodeSet)
+            writer.shortString(status.backend)
+            writer.bool(status.hardwareBacked)
+            writer.bool(status.guessingHardwareLimited)
+            writer.string(status.detail)
+            writer.optional(status.hardwareTriesLeft) { $0.int($1) }
+            writer.optional(status.lockoutRetrySeconds) { $0.int($1) }
+            writer.int(status.failedAttempts)
+            writer.optional(status.triesLeft) { $0.int($1) }
+            writer.optional(status.nextTryAt) { $0.double($1) }
+            writer.optional(status.autoLockSeconds) { $0.int($1) }
+            writer.u16(UInt16(clamping: status.itemCounts.count))
+            for (code, count) in status.itemCounts.prefix(Int(UInt16.max)) {
+                writer.shortString(code)
+                writer.int(count)
+            }
+        case .lockState(let state):
+            writer.u8(ResponseKind.lockState.rawValue)
+            writer.u8(state.rawValue)
+        case .message(let text):
+            writer.u8(ResponseKind.message.rawValue)
+            writer.optional(text) { $0.string($1) }
+        case .settings(let settings):
+            writer.u8(ResponseKind.settings.rawValue)
+            writer.optional(settings.autoLockSeconds) { $0.int($1) }
+        case .lockStateChanged(let state):
+            writer.u8(ResponseKind.lockStateChanged.rawValue)
+            writer.u8(state.rawValue)
+        }
+    }
+
+    /// Decodes a response payload (the bytes after the length prefix).
+    public static func decode(payload: UnsafeRawBufferPointer) throws(WireError) -> WireResponse {
+        var reader = WireReader(payload)
+        try checkVersion(&reader)
+        guard let kind = ResponseKind(rawValue: try reader.u8()) else {
+            throw WireError(status: WireStatusCode.decode, message: "unknown response")
+        }
+        let response: WireResponse
+        switch kind {
+        case .ok: response = .ok
+        case .failure:
+            let status = Int32(bitPattern: try reader.u32())
+            let message = try reader.string()
+            let retry = try reader.optional { r throws(WireError) in try r.int() }
+            let tries = try reader.optional { r throws(WireError) in try r.int() }
+            response = .failure(WireError(status: status, message: message, retryAfterSeconds: retry, triesLeft: tries))
+        case .records:
+            let count = Int(try reader.u32())
+            // A record takes at least 6 bytes: a count the frame cannot hold is rejected before allocating.
+            guard count * 6 <= reader.remaining else { throw WireReader.malformed("record count exceeds the frame") }
+            var records: [WireRecord] = []
+            records.reserveCapacity(count)
+            for _ in 0..<count { records.append(try reader.record()) }
+            response = .records(records)
+        case .status:
+            let state = try reader.lockState()
+            let passcodeSet = try reader.bool()
+            let backend = try reader.shortString()
+            let hardwareBacked = try reader.bool()
+            let limited = try reader.bool()
+            let detail = try reader.string()
+            let hardwareTries = try reader.optional { r throws(WireError) in try r.int() }
+            let lockoutRetry = try reader.optional { r throws(WireError) in try r.int() }
+            let failed = try reader.int()
+            let tries = try reader.optional { r throws(WireError) in try r.int() }
+            let next = try reader.optional { r throws(WireError) in try r.double() }
+            let autoLock = try reader.optional { r throws(WireError) in try r.int() }
+            let countEntries = Int(try reader.u16())
+            var counts: [String: Int] = [:]
+            for _ in 0..<countEntries {
+                let code = try reader.shortString()
+                counts[code] = try reader.int()
+            }
+            response = .status(
+                WireStoreStatus(
+                    lockState: state, passcodeSet: passcodeSet, backend: backend, hardwareBacked: hardwareBacked,
+                    guessingHardwareLimited: limited, detail: detail, hardwareTriesLeft: hardwareTries,
+                    lockoutRetrySeconds: lockoutRetry, failedAttempts: failed, triesLeft: tries, nextTryAt: next,
+                    autoLockSeconds: autoLock, itemCounts: counts))
+        case .lockState: response = .lockState(try reader.lockState())
+        case .message: response = .message(try reader.optional { r throws(WireError) in try r.string() })
+        case .settings:
+            response = .settings(WireSettings(autoLockSeconds: try reader.optional { r throws(WireError) in try r.int() }))
+        case .lockStateChanged: response = .lockStateChanged(try reader.lockState())
+        }
+        try reader.finish()
+        return response
+    }
+
+    public static func decode(payload: [UInt8]) throws(WireError) -> WireResponse {
+        do {
+            return try payload.withUnsafeBytes { raw in try decode(payload: raw) }
+        } catch let error as WireError {
+            throw error
+        } catch {
+            throw WireReader.malformed("\(error)")
+        }
+    }
+}

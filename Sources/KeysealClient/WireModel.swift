@@ -1,0 +1,313 @@
+#if canImport(FoundationEssentials)
+import FoundationEssentials
+#else
+import Foundation
+#endif
+
+/// Constants of the keyseald wire protocol (version 1).
+///
+/// A frame is a 4-byte big-endian payload length followed by the payload; every payload starts with the
+/// protocol version byte, then a request opcode or a response kind. The frame limit is above the value limit so
+/// that a value of the largest allowed size always fits with its attributes.
+public enum Wire {
+    public static let version: UInt8 = 1
+    /// The largest secret the daemon accepts (DESIGN §5); the client refuses larger values before sending.
+    public static let valueLimit = 1 << 20
+    /// The largest payload either side accepts: 2 MiB plus headroom for attributes.
+    public static let maxFrame = (2 << 20) + (64 << 10)
+    /// The default socket path: `$KEYSEAL_SOCKET`, else `$XDG_RUNTIME_DIR/keyseal/keyseal.sock`, else
+    /// `/run/keyseal/keyseal.sock`.
+    public static func defaultSocketPath(environment: [String: String]) -> String {
+        if let socket = environment["KEYSEAL_SOCKET"], !socket.isEmpty { return socket }
+        if let runtime = environment["XDG_RUNTIME_DIR"], !runtime.isEmpty { return runtime + "/keyseal/keyseal.sock" }
+        return "/run/keyseal/keyseal.sock"
+    }
+}
+
+/// OSStatus values the client produces itself (the same numbers as `KeychainStatus`).
+public enum WireStatusCode {
+    public static let param: Int32 = -50
+    public static let notAvailable: Int32 = -25291
+    public static let noSuchKeychain: Int32 = -25294
+    public static let dataTooLarge: Int32 = -25302
+    public static let decode: Int32 = -26275
+    public static let io: Int32 = -36
+    public static let missingEntitlement: Int32 = -34018
+}
+
+/// A failure reported by the daemon, or by the client before or while talking to it.
+public struct WireError: Error, Sendable, Hashable, CustomStringConvertible {
+    public var status: Int32
+    public var message: String
+    public var retryAfterSeconds: Int?
+    public var triesLeft: Int?
+
+    public init(status: Int32, message: String, retryAfterSeconds: Int? = nil, triesLeft: Int? = nil) {
+        self.status = status
+        self.message = message
+        self.retryAfterSeconds = retryAfterSeconds
+        self.triesLeft = triesLeft
+    }
+
+    public var description: String { "\(message) (\(status))" }
+}
+
+/// A passcode on its way through the protocol: zeroized when released, never printed.
+public final class WireSecret: @unchecked Sendable, CustomStringConvertible, CustomDebugStringConvertible {
+    private let storage: UnsafeMutableRawBufferPointer
+
+    public init(_ bytes: some Collection<UInt8>) {
+        storage = UnsafeMutableRawBufferPointer.allocate(byteCount: max(bytes.count, 1), alignment: 1)
+        storage.initializeMemory(as: UInt8.self, repeating: 0)
+        _ = storage.initializeMemory(as: UInt8.self, from: bytes)
+        count = bytes.count
+    }
+
+    public convenience init(utf8 text: String) { self.init(Array(text.utf8)) }
+
+    public let count: Int
+
+    deinit {
+        // Wiped before release; the buffer is immutable after init, hence @unchecked Sendable.
+        for index in 0..<storage.count { storage[index] = 0 }
+        storage.deallocate()
+    }
+
+    public func withUnsafeBytes<R>(_ body: (UnsafeRawBufferPointer) throws -> R) rethrows -> R {
+        try body(UnsafeRawBufferPointer(rebasing: storage[0..<count]))
+    }
+
+    /// The passcode as a String (the engine's API); nil when it is not valid UTF-8.
+    public var utf8String: String? {
+        withUnsafeBytes { String(validating: $0.bindMemory(to: UInt8.self), as: UTF8.self) }
+    }
+
+    public var description: String { "<redacted>" }
+    public var debugDescription: String { description }
+}
+
+/// An attribute value (`AttributeValue` in the library).
+public enum WireValue: Sendable, Hashable {
+    case string(String)
+    case data(Data)
+    case bool(Bool)
+    case int(Int64)
+    /// Seconds since 2001-01-01 (`timeIntervalSinceReferenceDate`).
+    case date(Double)
+}
+
+public enum WireLockState: UInt8, Sendable, Hashable {
+    case beforeFirstUnlock = 0
+    case unlocked = 1
+    case locked = 2
+}
+
+/// A find, update or delete query (`ItemQuery` in the library).
+public struct WireQuery: Sendable, Hashable {
+    public enum Limit: Sendable, Hashable {
+        case one
+        case all
+        case count(Int)
+    }
+
+    public var itemClass: String
+    public var attributes: [String: WireValue]
+    public var accessGroup: String?
+    public var accessibility: String?
+    /// 0: non-synchronizable only, 1: synchronizable only, 2: both.
+    public var synchronizable: UInt8
+    public var persistentRef: Data?
+    public var limit: Limit
+    public var limitGiven: Bool
+    public var returns: UInt8
+
+    public init(
+        itemClass: String, attributes: [String: WireValue] = [:], accessGroup: String? = nil,
+        accessibility: String? = nil, synchronizable: UInt8 = 0, persistentRef: Data? = nil, limit: Limit = .one,
+        limitGiven: Bool = false, returns: UInt8 = 0
+    ) {
+        self.itemClass = itemClass
+        self.attributes = attributes
+        self.accessGroup = accessGroup
+        self.accessibility = accessibility
+        self.synchronizable = synchronizable
+        self.persistentRef = persistentRef
+        self.limit = limit
+        self.limitGiven = limitGiven
+        self.returns = returns
+    }
+}
+
+/// An add (`NewItem` in the library).
+public struct WireNewItem: Sendable, Hashable {
+    public var itemClass: String
+    public var attributes: [String: WireValue]
+    public var accessGroup: String?
+    public var accessibility: String
+    public var accessControlFlags: UInt64?
+    public var synchronizable: Bool
+    public var data: Data
+    public var returns: UInt8
+
+    public init(
+        itemClass: String, attributes: [String: WireValue] = [:], accessGroup: String? = nil,
+        accessibility: String = "ak", accessControlFlags: UInt64? = nil, synchronizable: Bool = false,
+        data: Data = Data(), returns: UInt8 = 0
+    ) {
+        self.itemClass = itemClass
+        self.attributes = attributes
+        self.accessGroup = accessGroup
+        self.accessibility = accessibility
+        self.accessControlFlags = accessControlFlags
+        self.synchronizable = synchronizable
+        self.data = data
+        self.returns = returns
+    }
+}
+
+/// The changes of an update (`ItemChanges` in the library).
+public struct WireChanges: Sendable, Hashable {
+    public var attributes: [String: WireValue]
+    public var accessGroup: String?
+    public var accessibility: String?
+    public var accessControlFlags: UInt64?
+    public var synchronizable: Bool?
+    public var data: Data?
+
+    public init(
+        attributes: [String: WireValue] = [:], accessGroup: String? = nil, accessibility: String? = nil,
+        accessControlFlags: UInt64? = nil, synchronizable: Bool? = nil, data: Data? = nil
+    ) {
+        self.attributes = attributes
+        self.accessGroup = accessGroup
+        self.accessibility = accessibility
+        self.accessControlFlags = accessControlFlags
+        self.synchronizable = synchronizable
+        self.data = data
+    }
+}
+
+/// One found item (`ItemRecord` in the library).
+public struct WireRecord: Sendable, Hashable {
+    public var itemClass: String
+    public var attributes: [String: WireValue]
+    public var data: Data?
+    public var persistentRef: Data?
+
+    public init(itemClass: String, attributes: [String: WireValue], data: Data? = nil, persistentRef: Data? = nil) {
+        self.itemClass = itemClass
+        self.attributes = attributes
+        self.data = data
+        self.persistentRef = persistentRef
+    }
+}
+
+/// What `status` reports (`StoreStatus` in the library).
+public struct WireStoreStatus: Sendable, Hashable {
+    public var lockState: WireLockState
+    public var passcodeSet: Bool
+    public var backend: String
+    public var hardwareBacked: Bool
+    public var guessingHardwareLimited: Bool
+    public var detail: String
+    public var hardwareTriesLeft: Int?
+    public var lockoutRetrySeconds: Int?
+    public var failedAttempts: Int
+    public var triesLeft: Int?
+    /// Seconds since 1970 of the next allowed passcode try.
+    public var nextTryAt: Double?
+    public var autoLockSeconds: Int?
+    /// Item counts by stored accessibility code; empty for clients that are not administrators.
+    public var itemCounts: [String: Int]
+
+    public init(
+        lockState: WireLockState, passcodeSet: Bool, backend: String, hardwareBacked: Bool,
+        guessingHardwareLimited: Bool, detail: String, hardwareTriesLeft: Int? = nil, lockoutRetrySeconds: Int? = nil,
+        failedAttempts: Int = 0, triesLeft: Int? = nil, nextTryAt: Double? = nil, autoLockSeconds: Int? = nil,
+        itemCounts: [String: Int] = [:]
+    ) {
+        self.lockState = lockState
+        self.passcodeSet = passcodeSet
+        self.backend = backend
+        self.hardwareBacked = hardwareBacked
+        self.guessingHardwareLimited = guessingHardwareLimited
+        self.detail = detail
+        self.hardwareTriesLeft = hardwareTriesLeft
+        self.lockoutRetrySeconds = lockoutRetrySeconds
+        self.failedAttempts = failedAttempts
+        self.triesLeft = triesLeft
+        self.nextTryAt = nextTryAt
+        self.autoLockSeconds = autoLockSeconds
+        self.itemCounts = itemCounts
+    }
+}
+
+/// The daemon's settings.
+public struct WireSettings: Sendable, Hashable {
+    /// Idle seconds before auto-lock; nil: never.
+    public var autoLockSeconds: Int?
+    public init(autoLockSeconds: Int?) { self.autoLockSeconds = autoLockSeconds }
+}
+
+/// A request from a client.
+public enum WireRequest: Sendable {
+    case ping
+    case status
+    case lockState
+    case lock
+    case unlock(passcode: WireSecret)
+    case setPasscode(WireSecret)
+    case changePasscode(old: WireSecret, new: WireSecret)
+    case removePasscode(WireSecret)
+    case getSettings
+    case setSettings(WireSettings)
+    /// Turns the connection into a stream of `.lockStateChanged` events, the current state first.
+    case subscribeLockState
+    case add(WireNewItem)
+    case copyMatching(WireQuery)
+    case update(WireQuery, WireChanges)
+    case delete(WireQuery)
+
+    /// Whether only administrators may make this request (DESIGN §6).
+    public var isManagement: Bool {
+        switch self {
+        case .lock, .unlock, .setPasscode, .changePasscode, .removePasscode, .getSettings, .setSettings: true
+        default: false
+        }
+    }
+
+    /// A name for logs and messages (never the payload).
+    public var name: String {
+        switch self {
+        case .ping: "ping"
+        case .status: "status"
+        case .lockState: "lock-state"
+        case .lock: "lock"
+        case .unlock: "unlock"
+        case .setPasscode: "passcode set"
+        case .changePasscode: "passcode change"
+        case .removePasscode: "passcode remove"
+        case .getSettings: "settings"
+        case .setSettings: "settings"
+        case .subscribeLockState: "subscribe"
+        case .add: "add"
+        case .copyMatching: "copy-matching"
+        case .update: "update"
+        case .delete: "delete"
+        }
+    }
+}
+
+/// A response from the daemon.
+public enum WireResponse: Sendable, Hashable {
+    case ok
+    case failure(WireError)
+    case records([WireRecord])
+    case status(WireStoreStatus)
+    case lockState(WireLockState)
+    /// A sentence for people, or nil (e.g. why `lock` changed nothing).
+    case message(String?)
+    case settings(WireSettings)
+    /// A lock-state change on a subscribed connection.
+    case lockStateChanged(WireLockState)
+}

@@ -1,0 +1,154 @@
+import Foundation
+import KeysealCore
+
+/// Who a connection's peer is, from `SO_PEERCRED`.
+public struct PeerCredentials: Sendable, Hashable, CustomStringConvertible {
+    public var pid: Int32
+    public var uid: UInt32
+    public var gid: UInt32
+
+    public init(pid: Int32, uid: UInt32, gid: UInt32) {
+        self.pid = pid
+        self.uid = uid
+        self.gid = gid
+    }
+
+    public var description: String { "uid \(uid) gid \(gid) pid \(pid)" }
+}
+
+/// Roles and access groups (DESIGN §6): administrators are the daemon's own uid and root; the policy file maps
+/// other users and groups to access groups; anyone else gets the private group `uid.<n>`.
+///
+/// Policy file format (docs/OPERATIONS.md): one rule per line, `#` starts a comment,
+///
+///     user NAME-OR-UID: GROUP [GROUP …]
+///     group NAME-OR-GID: GROUP [GROUP …]
+///
+/// A client's groups are those of every `user` rule naming its uid, then those of every `group` rule naming
+/// its primary gid or one of its account's supplementary groups, in file order, without repeats; its default
+/// group is the first. Names are resolved when the file is read; an unknown name is an error.
+public struct AccessPolicy: Sendable {
+    public struct Rule: Sendable, Hashable {
+        public enum Subject: Sendable, Hashable {
+            case user(UInt32)
+            case group(UInt32)
+        }
+
+        public var subject: Subject
+        public var groups: [String]
+    }
+
+    public var rules: [Rule]
+    /// The daemon's own uid: an administrator, like root.
+    public var daemonUID: UInt32
+
+    public init(rules: [Rule] = [], daemonUID: UInt32 = getuid()) {
+        self.rules = rules
+        self.daemonUID = daemonUID
+    }
+
+    /// Reads a policy file.
+    public static func load(file: URL, daemonUID: UInt32 = getuid()) throws -> AccessPolicy {
+        let text: String
+        do {
+            text = try String(contentsOf: file, encoding: .utf8)
+        } catch {
+            throw KeychainError(KeychainStatus.param, "cannot read the policy file \(file.path)")
+        }
+        return try parse(text, source: file.path, daemonUID: daemonUID)
+    }
+
+    /// Parses policy text; `lookUpUser`/`lookUpGroup` resolve names (the system databases by default).
+    public static func parse(
+        _ text: String, source: String = "policy", daemonUID: UInt32 = getuid(),
+        lookUpUser: (String) -> UInt32? = systemUserID, lookUpGroup: (String) -> UInt32? = systemGroupID
+    ) throws -> AccessPolicy {
+        var rules: [Rule] = []
+        for (index, rawLine) in text.split(separator: "\n", omittingEmptySubsequences: false).enumerated() {
+            let line = rawLine.split(separator: "#", maxSplits: 1, omittingEmptySubsequences: false).first ?? ""
+            let trimmed = line.trimmingCharacters(in: .whitespaces)
+            if trimmed.isEmpty { continue }
+            func fail(_ why: String) -> KeychainError {
+                KeychainError(KeychainStatus.param, "\(source):\(index + 1): \(why)")
+            }
+            guard let colon = trimmed.firstIndex(of: ":") else { throw fail("expected `user NAME: GROUP …`") }
+            let head = trimmed[..<colon].split(whereSeparator: \.isWhitespace).map(String.init)
+            let groups = trimmed[trimmed.index(after: colon)...].split(whereSeparator: \.isWhitespace).map(String.init)
+            guard head.count == 2 else { throw fail("expected `user NAME: GROUP …` or `group NAME: GROUP …`") }
+            guard !groups.isEmpty else { throw fail("no access group given for \(head[1])") }
+            let subject: Rule.Subject
+            switch head[0] {
+            case "user":
+                guard let uid = UInt32(head[1]) ?? lookUpUser(head[1]) else { throw fail("unknown user \(head[1])") }
+                subject = .user(uid)
+            case "group":
+                guard let gid = UInt32(head[1]) ?? lookUpGroup(head[1]) else { throw fail("unknown group \(head[1])") }
+                subject = .group(gid)
+            default:
+                throw fail("unknown rule \(head[0]) (expected user or group)")
+            }
+            rules.append(Rule(subject: subject, groups: groups))
+        }
+        return AccessPolicy(rules: rules, daemonUID: daemonUID)
+    }
+
+    public func isAdministrator(_ peer: PeerCredentials) -> Bool { peer.uid == 0 || peer.uid == daemonUID }
+
+    /// The caller a peer acts as. `supplementaryGroups` are the gids of the peer's account.
+    public func caller(for peer: PeerCredentials, supplementaryGroups: (UInt32) -> [UInt32] = systemGroupList)
+        -> Caller
+    {
+        if isAdministrator(peer) { return .owner }
+        var groups: [String] = []
+        for rule in rules {
+            if case .user(let uid) = rule.subject, uid == peer.uid { append(rule.groups, to: &groups) }
+        }
+        let groupRules = rules.filter { if case .group = $0.subject { true } else { false } }
+        if !groupRules.isEmpty {
+            let memberOf = Set([peer.gid] + supplementaryGroups(peer.uid))
+            for rule in groupRules {
+                if case .group(let gid) = rule.subject, memberOf.contains(gid) { append(rule.groups, to: &groups) }
+            }
+        }
+        if groups.isEmpty { groups = ["uid.\(peer.uid)"] }
+        return Caller(accessGroups: groups, defaultGroup: groups[0], isAdministrator: false)
+    }
+
+    private func append(_ new: [String], to groups: inout [String]) {
+        for group in new where !groups.contains(group) { groups.append(group) }
+    }
+
+    // MARK: System databases
+
+    public static func systemUserID(_ name: String) -> UInt32? {
+        var entry = passwd()
+        var result: UnsafeMutablePointer<passwd>?
+        var buffer = [CChar](repeating: 0, count: 4096)
+        guard getpwnam_r(name, &entry, &buffer, buffer.count, &result) == 0, result != nil else { return nil }
+        return entry.pw_uid
+    }
+
+    public static func systemGroupID(_ name: String) -> UInt32? {
+        var entry = group()
+        var result: UnsafeMutablePointer<group>?
+        var buffer = [CChar](repeating: 0, count: 16384)
+        guard getgrnam_r(name, &entry, &buffer, buffer.count, &result) == 0, result != nil else { return nil }
+        return entry.gr_gid
+    }
+
+    /// The gids of the account `uid` (from the group database), empty when the account is unknown.
+    public static func systemGroupList(_ uid: UInt32) -> [UInt32] {
+        var entry = passwd()
+        var result: UnsafeMutablePointer<passwd>?
+        var buffer = [CChar](repeating: 0, count: 4096)
+        guard getpwuid_r(uid, &entry, &buffer, buffer.count, &result) == 0, result != nil, let name = entry.pw_name
+        else { return [] }
+        var count: Int32 = 64
+        var gids = [gid_t](repeating: 0, count: Int(count))
+        if getgrouplist(name, entry.pw_gid, &gids, &count) < 0 {
+            gids = [gid_t](repeating: 0, count: Int(count))
+            guard getgrouplist(name, entry.pw_gid, &gids, &count) >= 0 else { return [] }
+        }
+        return Array(gids.prefix(Int(count)))
+    }
+}

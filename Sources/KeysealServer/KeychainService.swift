@@ -1,0 +1,178 @@
+import Foundation
+import Keyseal
+import KeysealClient
+import KeysealCore
+import Logging
+import NIOPosix
+import Synchronization
+
+/// The lock state's subscribers: every change is sent to each of them at once.
+final class LockStateBroadcaster: Sendable {
+    private struct State {
+        var last: LockState?
+        var next = 0
+        var subscribers: [Int: AsyncStream<LockState>.Continuation] = [:]
+    }
+
+    private let state = Mutex(State())
+
+    func subscribe() -> (id: Int, stream: AsyncStream<LockState>) {
+        let (stream, continuation) = AsyncStream<LockState>.makeStream(bufferingPolicy: .bufferingNewest(8))
+        let id = state.withLock { state in
+            state.next += 1
+            state.subscribers[state.next] = continuation
+            return state.next
+        }
+        return (id, stream)
+    }
+
+    func unsubscribe(_ id: Int) {
+        let continuation = state.withLock { $0.subscribers.removeValue(forKey: id) }
+        continuation?.finish()
+    }
+
+    /// Sends `lockState` to every subscriber if it differs from the last state published.
+    func publish(_ lockState: LockState) {
+        let targets = state.withLock { state -> [AsyncStream<LockState>.Continuation] in
+            guard state.last != lockState else { return [] }
+            state.last = lockState
+            return Array(state.subscribers.values)
+        }
+        for continuation in targets { continuation.yield(lockState) }
+    }
+
+    var subscriberCount: Int { state.withLock { $0.subscribers.count } }
+}
+
+/// The time of the last request of any client, for auto-lock.
+final class ActivityClock: Sendable {
+    private let last = Mutex(ContinuousClock.now)
+    func touch() { last.withLock { $0 = .now } }
+    var idle: Duration { ContinuousClock.now - last.withLock { $0 } }
+}
+
+/// Serves wire requests on the store: roles, the engine calls (on a thread pool, never on an event loop),
+/// lock-state publication and the auto-lock setting.
+public final class KeychainService: Sendable {
+    public let store: KeychainStore
+    let pool: NIOThreadPool
+    let broadcaster = LockStateBroadcaster()
+    let activity = ActivityClock()
+    /// Idle seconds before auto-lock in force (nil: never).
+    let autoLock: Mutex<Int?>
+    /// Reported as not hardware-backed whatever the device says (a development swtpm).
+    let softwareTPM: Bool
+    let logger: Logger
+
+    public init(
+        store: KeychainStore, autoLockSeconds: Int?, softwareTPM: Bool = false, pool: NIOThreadPool = .singleton,
+        logger: Logger
+    ) {
+        self.store = store
+        self.autoLock = Mutex(autoLockSeconds)
+        self.softwareTPM = softwareTPM
+        self.pool = pool
+        self.logger = logger
+        broadcaster.publish(store.lockState)
+    }
+
+    /// Runs `body` on the thread pool.
+    func offload<T: Sendable>(_ body: @escaping @Sendable () throws -> T) async throws -> T {
+        try await pool.runIfActive(body)
+    }
+
+    /// Answers one request for `caller`. Never throws: every failure is a `.failure` response.
+    func handle(_ request: WireRequest, caller: Caller, peer: PeerCredentials) async -> WireResponse {
+        if request.isManagement && !caller.isAdministrator {
+            logger.info("refused", metadata: ["request.name": "\(request.name)", "peer.uid": "\(peer.uid)"])
+            return .failure(
+                WireError(
+                    status: KeychainStatus.missingEntitlement,
+                    message: "only an administrator may use \(request.name) (uid \(peer.uid) is a client)"))
+        }
+        activity.touch()
+        do {
+            return try await offload { [self] in try respond(request, caller: caller) }
+        } catch let error as KeychainError {
+            return .failure(WireMapping.wire(error))
+        } catch {
+            return .failure(WireError(status: KeychainStatus.internalComponent, message: "\(error)"))
+        }
+    }
+
+    /// The synchronous part, on the pool.
+    private func respond(_ request: WireRequest, caller: Caller) throws -> WireResponse {
+        switch request {
+        case .ping: return .ok
+        case .lockState: return .lockState(WireMapping.wire(store.lockState))
+        case .status:
+            var status = WireMapping.wire(try store.status(), includeCounts: caller.isAdministrator)
+            if softwareTPM {
+                status.hardwareBacked = false
+                status.detail = "a software TPM (swtpm) started by keyseald for development: not hardware-backed"
+            }
+            status.autoLockSeconds = autoLock.withLock { $0 }
+            return .status(status)
+        case .lock:
+            let message = try store.lock()
+            broadcaster.publish(store.lockState)
+            return .message(message)
+        case .unlock(let passcode):
+            defer { broadcaster.publish(store.lockState) }
+            try store.unlock(passcode: try Self.text(passcode))
+            return .ok
+        case .setPasscode(let passcode):
+            defer { broadcaster.publish(store.lockState) }
+            try store.setPasscode(try Self.text(passcode))
+            return .ok
+        case .changePasscode(let old, let new):
+            defer { broadcaster.publish(store.lockState) }
+            try store.changePasscode(from: try Self.text(old), to: try Self.text(new))
+            return .ok
+        case .removePasscode(let passcode):
+            defer { broadcaster.publish(store.lockState) }
+            try store.removePasscode(try Self.text(passcode))
+            return .ok
+        case .getSettings: return .settings(WireSettings(autoLockSeconds: autoLock.withLock { $0 }))
+        case .setSettings(let settings):
+            try store.setAutoLock(seconds: settings.autoLockSeconds)
+            autoLock.withLock { $0 = settings.autoLockSeconds }
+            return .ok
+        case .subscribeLockState:
+            return .lockStateChanged(WireMapping.wire(store.lockState))
+        case .add(let item):
+            let record = try store.add(try WireMapping.item(item), caller: caller)
+            return .records(record.map { [WireMapping.wire($0)] } ?? [])
+        case .copyMatching(let query):
+            return .records(try store.copyMatching(try WireMapping.query(query), caller: caller).map(WireMapping.wire))
+        case .update(let query, let changes):
+            try store.update(try WireMapping.query(query), with: try WireMapping.changes(changes), caller: caller)
+            return .ok
+        case .delete(let query):
+            try store.delete(try WireMapping.query(query), caller: caller)
+            return .ok
+        }
+    }
+
+    private static func text(_ secret: WireSecret) throws -> String {
+        guard let text = secret.utf8String else {
+            throw KeychainError(KeychainStatus.param, "the passcode is not valid UTF-8")
+        }
+        return text
+    }
+
+    /// Locks if the store has been idle for the auto-lock timeout. Returns whether it locked.
+    func autoLockIfIdle() async -> Bool {
+        guard let timeout = autoLock.withLock({ $0 }), activity.idle >= .seconds(timeout) else { return false }
+        let locked = (try? await offload { [store] in
+            guard store.lockState == .unlocked, (try? store.status().passcodeSet) == true else { return false }
+            return (try? store.lock()) == .some(nil)
+        }) ?? false
+        activity.touch()
+        if locked {
+            logger.info("auto-locked", metadata: ["autolock.seconds": "\(timeout)"])
+            broadcaster.publish(.locked)
+        }
+        return locked
+    }
+}

@@ -1,0 +1,121 @@
+import Foundation
+import Keyseal
+import KeysealCore
+import Logging
+import ServiceLifecycle
+import UnixSignals
+
+/// What keyseald is started with (CLI.md).
+public struct DaemonOptions: Sendable {
+    public enum Backend: Sendable {
+        case tpm(tcti: String)
+        /// A private swtpm, state in `DIR/swtpm` (development; not hardware-backed).
+        case swtpm
+        case pkcs11(module: String, token: String, pinFile: URL?)
+        case hostKey(file: URL?)
+    }
+
+    public enum AutoLock: Sendable, Equatable {
+        /// The store's setting.
+        case stored
+        case seconds(Int)
+        case never
+    }
+
+    public var storeDirectory: URL
+    public var socket: SocketConfiguration
+    public var backend: Backend
+    public var autoLock: AutoLock
+    public var policyFile: URL?
+
+    public init(
+        storeDirectory: URL, socket: SocketConfiguration, backend: Backend, autoLock: AutoLock = .stored,
+        policyFile: URL? = nil
+    ) {
+        self.storeDirectory = storeDirectory
+        self.socket = socket
+        self.backend = backend
+        self.autoLock = autoLock
+        self.policyFile = policyFile
+    }
+}
+
+/// The daemon: the store, its device, the socket server, auto-lock and (for `--backend swtpm`) a supervised
+/// swtpm, as one `ServiceGroup` that shuts down gracefully on SIGTERM and SIGINT.
+public final class KeysealDaemon: Sendable {
+    public let options: DaemonOptions
+    public let store: KeychainStore
+    let swtpm: SwtpmProcess?
+    let policy: AccessPolicy
+    let logger: Logger
+
+    /// Opens (or creates and provisions) the store. Every failure is a KeychainError with a one-line message,
+    /// and the store is left as it was.
+    public init(options: DaemonOptions, logger: Logger) throws {
+        self.options = options
+        self.logger = logger
+        policy = try options.policyFile.map { try AccessPolicy.load(file: $0) } ?? AccessPolicy()
+        var swtpm: SwtpmProcess?
+        let device: DeviceKey
+        switch options.backend {
+        case .tpm(let tcti): device = .tpm(tcti: tcti)
+        case .swtpm:
+            let process = SwtpmProcess(
+                stateDirectory: options.storeDirectory.appendingPathComponent("swtpm"), logger: logger)
+            try Self.createStoreDirectory(options.storeDirectory)
+            try process.start()
+            swtpm = process
+            device = .tpm(tcti: process.tcti)
+        case .pkcs11(let module, let token, let pinFile): device = .pkcs11(module: module, token: token, pinFile: pinFile)
+        case .hostKey(let file): device = .hostKey(file: file ?? DeviceKey.defaultHostKeyFile)
+        }
+        do {
+            store = try KeychainStore.embedded(directory: options.storeDirectory, device: device)
+        } catch {
+            swtpm?.stop()
+            throw error
+        }
+        self.swtpm = swtpm
+    }
+
+    private static func createStoreDirectory(_ directory: URL) throws {
+        do {
+            try FileManager.default.createDirectory(
+                at: directory, withIntermediateDirectories: true, attributes: [.posixPermissions: 0o700])
+        } catch {
+            throw KeychainError(KeychainStatus.io, "cannot create the store directory \(directory.path)")
+        }
+    }
+
+    /// `--tpm-protect-lockout`: sets a random TPM lockout authorization and returns it, once.
+    public func protectHardwareLockout() throws -> SecretBytes { try store.protectHardwareLockout() }
+
+    /// Serves until SIGTERM or SIGINT: finishes in-flight requests, closes every connection, removes the socket,
+    /// closes the store (zeroizing its keys) and stops a private swtpm.
+    public func run(ready: @escaping @Sendable () -> Void = {}) async throws {
+        defer {
+            store.close()
+            swtpm?.stop()
+        }
+        let autoLock: Int?
+        switch options.autoLock {
+        case .stored: autoLock = try store.autoLockSeconds()
+        case .seconds(let seconds): autoLock = seconds
+        case .never: autoLock = nil
+        }
+        let isSoftwareTPM = if case .swtpm = options.backend { true } else { false }
+        let service = KeychainService(store: store, autoLockSeconds: autoLock, softwareTPM: isSoftwareTPM, logger: logger)
+        let server = SocketServer(
+            socket: options.socket, service: service, policy: policy, logger: logger, ready: ready)
+        // Services shut down in reverse order: the server first (in-flight requests finish), then the rest.
+        var services: [ServiceGroupConfiguration.ServiceConfiguration] = []
+        if let swtpm { services.append(.init(service: swtpm.supervisor)) }
+        services.append(.init(service: AutoLockService(service: service)))
+        services.append(.init(service: server, successTerminationBehavior: .gracefullyShutdownGroup))
+        var configuration = ServiceGroupConfiguration(
+            services: services, gracefulShutdownSignals: [.sigterm, .sigint], logger: logger)
+        configuration.maximumGracefulShutdownDuration = .seconds(30)
+        try await ServiceGroup(configuration: configuration).run()
+        logger.info("stopped", metadata: ["store.path": "\(store.location)"])
+    }
+}

@@ -1,0 +1,309 @@
+import CKeysealSys
+import Foundation
+import Keyseal
+import KeysealClient
+import KeysealCore
+import Logging
+import NIOCore
+import NIOPosix
+import ServiceLifecycle
+import Synchronization
+
+/// Splits the byte stream into frames: a 4-byte big-endian length and that many bytes. A length over the frame
+/// limit (or too short to hold a version and an opcode) is an error that closes the connection.
+struct FrameDecoder: ByteToMessageDecoder {
+    typealias InboundOut = ByteBuffer
+
+    mutating func decode(context: ChannelHandlerContext, buffer: inout ByteBuffer) throws -> DecodingState {
+        guard let header = buffer.getInteger(at: buffer.readerIndex, as: UInt32.self) else { return .needMoreData }
+        let length = Int(header)
+        guard length <= Wire.maxFrame else {
+            throw WireError(
+                status: KeychainStatus.dataTooLarge,
+                message: "frame of \(length) bytes exceeds the limit of \(Wire.maxFrame)")
+        }
+        guard length >= 2 else { throw WireError(status: KeychainStatus.decode, message: "malformed frame: too short") }
+        guard buffer.readableBytes >= 4 + length else { return .needMoreData }
+        buffer.moveReaderIndex(forwardBy: 4)
+        guard let frame = buffer.readSlice(length: length) else { return .needMoreData }
+        context.fireChannelRead(wrapInboundOut(frame))
+        return .continue
+    }
+
+    mutating func decodeLast(context: ChannelHandlerContext, buffer: inout ByteBuffer, seenEOF: Bool) throws
+        -> DecodingState
+    {
+        // A truncated last frame is dropped with its connection.
+        while try decode(context: context, buffer: &buffer) == .continue {}
+        return .needMoreData
+    }
+}
+
+/// Open connections, so that shutdown can close the idle ones at once and the busy ones after their reply.
+final class ConnectionRegistry: Sendable {
+    private struct Entry {
+        var channel: any Channel
+        var busy = false
+    }
+
+    private struct State {
+        var shuttingDown = false
+        var next = 0
+        var entries: [Int: Entry] = [:]
+    }
+
+    private let state = Mutex(State())
+
+    /// Registers a connection; nil when the server is shutting down.
+    func register(_ channel: any Channel) -> Int? {
+        state.withLock { state in
+            guard !state.shuttingDown else { return nil }
+            state.next += 1
+            state.entries[state.next] = Entry(channel: channel)
+            return state.next
+        }
+    }
+
+    /// Marks a request as in flight; false when shutting down (the request is not started).
+    func begin(_ id: Int) -> Bool {
+        state.withLock { state in
+            guard !state.shuttingDown else { return false }
+            state.entries[id]?.busy = true
+            return true
+        }
+    }
+
+    /// Marks the request done; false when shutting down (the connection should close now).
+    func end(_ id: Int) -> Bool {
+        state.withLock { state in
+            state.entries[id]?.busy = false
+            return !state.shuttingDown
+        }
+    }
+
+    func remove(_ id: Int) { _ = state.withLock { $0.entries.removeValue(forKey: id) } }
+
+    /// Stops new requests and closes every idle connection.
+    func shutDown() {
+        let idle = state.withLock { state -> [any Channel] in
+            state.shuttingDown = true
+            return state.entries.values.filter { !$0.busy }.map(\.channel)
+        }
+        for channel in idle { channel.close(promise: nil) }
+    }
+
+    var count: Int { state.withLock { $0.entries.count } }
+}
+
+/// The socket keyseald listens on and who may reach it.
+public struct SocketConfiguration: Sendable {
+    public var path: String
+    /// Group of the socket and its directory (socket 0660, directory 0750); nil: 0600 and 0700.
+    public var group: String?
+
+    public init(path: String, group: String? = nil) {
+        self.path = path
+        self.group = group
+    }
+}
+
+/// The Unix-socket server: one task per connection in a discarding task group, each catching its own errors.
+/// On graceful shutdown it stops accepting, lets in-flight requests finish, closes every connection and
+/// removes the socket.
+public final class SocketServer: Service {
+    let socket: SocketConfiguration
+    let service: KeychainService
+    let policy: AccessPolicy
+    let logger: Logger
+    let registry = ConnectionRegistry()
+    let group: any EventLoopGroup
+    /// Set once the socket accepts connections.
+    public let ready: @Sendable () -> Void
+
+    public init(
+        socket: SocketConfiguration, service: KeychainService, policy: AccessPolicy, logger: Logger,
+        group: any EventLoopGroup = MultiThreadedEventLoopGroup.singleton, ready: @escaping @Sendable () -> Void = {}
+    ) {
+        self.socket = socket
+        self.service = service
+        self.policy = policy
+        self.logger = logger
+        self.group = group
+        self.ready = ready
+    }
+
+    public func run() async throws {
+        let gid = try SocketFiles.prepareDirectory(for: socket)
+        try SocketFiles.removeStaleSocket(socket.path)
+        let server = try await ServerBootstrap(group: group)
+            .serverChannelOption(.backlog, value: 256)
+            .bind(unixDomainSocketPath: socket.path) { channel in
+                channel.eventLoop.makeCompletedFuture {
+                    try channel.pipeline.syncOperations.addHandler(ByteToMessageHandler(FrameDecoder()))
+                    return try NIOAsyncChannel<ByteBuffer, ByteBuffer>(wrappingChannelSynchronously: channel)
+                }
+            }
+        defer { SocketFiles.remove(socket.path) }
+        try SocketFiles.setPermissions(socket.path, gid: gid)
+        logger.info("listening", metadata: ["socket.path": "\(socket.path)"])
+        ready()
+
+        let registry = self.registry
+        await withGracefulShutdownHandler {
+            await withDiscardingTaskGroup { tasks in
+                do {
+                    try await server.executeThenClose { inbound in
+                        for try await connection in inbound {
+                            tasks.addTask { await self.serve(connection) }
+                        }
+                    }
+                } catch {
+                    logger.error("accepting stopped", metadata: ["error": "\(error)"])
+                }
+            }
+        } onGracefulShutdown: {
+            server.channel.close(promise: nil)
+            registry.shutDown()
+        }
+        logger.info("stopped accepting; every connection closed")
+    }
+
+    /// Serves one connection until the peer closes it, a malformed frame arrives, or shutdown.
+    func serve(_ connection: NIOAsyncChannel<ByteBuffer, ByteBuffer>) async {
+        guard let id = registry.register(connection.channel) else {
+            try? await connection.channel.close()
+            return
+        }
+        defer { registry.remove(id) }
+        do {
+            let peer = try await Self.peerCredentials(connection.channel)
+            let caller = policy.caller(for: peer)
+            try await connection.executeThenClose { inbound, outbound in
+                do {
+                    for try await frame in inbound {
+                        guard registry.begin(id) else { break }
+                        let request: WireRequest
+                        do {
+                            request = try frame.withUnsafeReadableBytes { raw in try WireRequest.decode(payload: raw) }
+                        } catch {
+                            _ = registry.end(id)
+                            throw error
+                        }
+                        if case .subscribeLockState = request {
+                            _ = registry.end(id)
+                            try await streamLockState(outbound: outbound, channel: connection.channel)
+                            return
+                        }
+                        let response = await service.handle(request, caller: caller, peer: peer)
+                        try await outbound.write(ByteBuffer(bytes: response.encodedFrame()))
+                        guard registry.end(id) else { break }
+                    }
+                } catch let error as WireError {
+                    // A malformed or oversized frame: say why, then close this connection only.
+                    logger.info("closing a connection", metadata: ["peer": "\(peer)", "error": "\(error)"])
+                    try? await outbound.write(ByteBuffer(bytes: WireResponse.failure(error).encodedFrame()))
+                }
+            }
+        } catch {
+            logger.debug("connection ended", metadata: ["error": "\(error)"])
+        }
+    }
+
+    /// The subscription: the current lock state, then every change, until the peer closes or shutdown.
+    func streamLockState(
+        outbound: NIOAsyncChannelOutboundWriter<ByteBuffer>, channel: any Channel
+    ) async throws {
+        let broadcaster = service.broadcaster
+        let (id, stream) = broadcaster.subscribe()
+        defer { broadcaster.unsubscribe(id) }
+        let current = service.store.lockState
+        try await outbound.write(
+            ByteBuffer(bytes: WireResponse.lockStateChanged(WireMapping.wire(current)).encodedFrame()))
+        try await withThrowingTaskGroup(of: Void.self) { group in
+            group.addTask {
+                for await state in stream {
+                    try await outbound.write(
+                        ByteBuffer(bytes: WireResponse.lockStateChanged(WireMapping.wire(state)).encodedFrame()))
+                }
+            }
+            group.addTask {
+                // The inbound stream has one iterator (the caller's): the subscriber's end, or shutdown closing
+                // the channel, is seen on the close future. Anything it sends is left unread.
+                try await channel.closeFuture.get()
+            }
+            _ = try await group.next()
+            group.cancelAll()
+        }
+    }
+
+    static func peerCredentials(_ channel: any Channel) async throws -> PeerCredentials {
+        guard let provider = channel as? any SocketOptionProvider else {
+            throw KeychainError(KeychainStatus.internalComponent, "no socket options on this channel")
+        }
+        let credentials: keyseal_peer_credentials = try await provider.unsafeGetSocketOption(
+            level: SocketOptionLevel(SOL_SOCKET), name: SocketOptionName(keyseal_so_peercred)
+        ).get()
+        return PeerCredentials(pid: credentials.pid, uid: credentials.uid, gid: credentials.gid)
+    }
+}
+
+/// The socket file and its directory.
+enum SocketFiles {
+    /// Creates the socket's directory if missing (0700, or 0750 owned by GROUP) and returns the group's gid.
+    static func prepareDirectory(for socket: SocketConfiguration) throws -> gid_t? {
+        var gid: gid_t?
+        if let name = socket.group {
+            guard let found = AccessPolicy.systemGroupID(name) ?? UInt32(name) else {
+                throw KeychainError(KeychainStatus.param, "unknown socket group \(name)")
+            }
+            gid = found
+        }
+        let directory = (socket.path as NSString).deletingLastPathComponent
+        guard !directory.isEmpty else { return gid }
+        var info = stat()
+        if stat(directory, &info) != 0 {
+            guard mkdir(directory, gid == nil ? 0o700 : 0o750) == 0 || errno == EEXIST else {
+                throw KeychainError(
+                    KeychainStatus.io, "cannot create the socket directory \(directory): \(String(cString: strerror(errno)))")
+            }
+            if let gid {
+                guard chown(directory, getuid(), gid) == 0, chmod(directory, 0o750) == 0 else {
+                    throw KeychainError(
+                        KeychainStatus.io, "cannot give \(directory) to group \(socket.group ?? ""): \(String(cString: strerror(errno)))")
+                }
+            } else {
+                _ = chmod(directory, 0o700)
+            }
+        }
+        return gid
+    }
+
+    /// Removes a socket file left by a daemon that is gone; refuses when a daemon still answers on it.
+    static func removeStaleSocket(_ path: String) throws {
+        var info = stat()
+        guard lstat(path, &info) == 0 else { return }
+        guard info.st_mode & S_IFMT == S_IFSOCK else {
+            throw KeychainError(KeychainStatus.param, "\(path) exists and is not a socket")
+        }
+        let probe = KeysealConnection(socketPath: path)
+        if (try? probe.connect()) != nil {
+            probe.disconnect()
+            throw KeychainError(KeychainStatus.notAvailable, "another keyseald is already listening on \(path)")
+        }
+        unlink(path)
+    }
+
+    static func setPermissions(_ path: String, gid: gid_t?) throws {
+        if let gid {
+            guard chown(path, getuid(), gid) == 0, chmod(path, 0o660) == 0 else {
+                throw KeychainError(KeychainStatus.io, "cannot set the socket's group: \(String(cString: strerror(errno)))")
+            }
+        } else {
+            guard chmod(path, 0o600) == 0 else {
+                throw KeychainError(KeychainStatus.io, "cannot set the socket's mode: \(String(cString: strerror(errno)))")
+            }
+        }
+    }
+
+    static func remove(_ path: String) { unlink(path) }
+}

@@ -1,0 +1,190 @@
+import Foundation
+import Testing
+
+@testable import KeysealClient
+
+@Suite("Wire encoding")
+struct WireCodingTests {
+    static let attributes: [String: WireValue] = [
+        "acct": .string("alice"), "svce": .data(Data([0, 0xff, 0x80])), "invi": .bool(true), "port": .int(-443),
+        "cdat": .date(812_345_678.25), "labl": .string(""),
+    ]
+
+    static func payload(_ frame: [UInt8]) -> [UInt8] { Array(frame.dropFirst(4)) }
+
+    static func roundTrip(_ request: WireRequest) throws -> WireRequest {
+        let frame = try request.encodedFrame()
+        #expect(try wireFrameLength(frame.prefix(4)) == frame.count - 4)
+        return try WireRequest.decode(payload: payload(frame))
+    }
+
+    static func roundTrip(_ response: WireResponse) throws -> WireResponse {
+        try WireResponse.decode(payload: payload(response.encodedFrame()))
+    }
+
+    @Test("an add round-trips every attribute type and a non-UTF-8 value byte-exact")
+    func addRoundTrip() throws {
+        let item = WireNewItem(
+            itemClass: "genp", attributes: Self.attributes, accessGroup: "com.example", accessibility: "cku",
+            accessControlFlags: 1 << 31, synchronizable: true, data: Data([0xc3, 0x28, 0, 1]), returns: 3)
+        guard case .add(let decoded) = try Self.roundTrip(.add(item)) else {
+            Issue.record("not an add")
+            return
+        }
+        #expect(decoded == item)
+    }
+
+    @Test("queries with every limit round-trip", arguments: [WireQuery.Limit.one, .all, .count(7)])
+    func queryRoundTrip(limit: WireQuery.Limit) throws {
+        let query = WireQuery(
+            itemClass: "inet", attributes: Self.attributes, accessGroup: nil, accessibility: "ak", synchronizable: 2,
+            persistentRef: Data([1, 2, 3]), limit: limit, limitGiven: true, returns: 7)
+        guard case .copyMatching(let decoded) = try Self.roundTrip(.copyMatching(query)) else {
+            Issue.record("not a copy-matching")
+            return
+        }
+        #expect(decoded == query)
+    }
+
+    @Test("an update round-trips its query and changes")
+    func updateRoundTrip() throws {
+        let query = WireQuery(itemClass: "genp", attributes: ["acct": .string("a")])
+        let changes = WireChanges(
+            attributes: ["labl": .string("new")], accessGroup: "g", accessibility: "dk", accessControlFlags: nil,
+            synchronizable: false, data: Data())
+        guard case .update(let q, let c) = try Self.roundTrip(.update(query, changes)) else {
+            Issue.record("not an update")
+            return
+        }
+        #expect(q == query)
+        #expect(c == changes)
+    }
+
+    @Test("passcodes round-trip and print redacted")
+    func passcodes() throws {
+        guard case .changePasscode(let old, let new) = try Self.roundTrip(
+            .changePasscode(old: WireSecret(utf8: "old pass"), new: WireSecret(utf8: "nouveau ✓")))
+        else {
+            Issue.record("not a change")
+            return
+        }
+        #expect(old.utf8String == "old pass")
+        #expect(new.utf8String == "nouveau ✓")
+        #expect("\(new)" == "<redacted>")
+    }
+
+    @Test("simple requests round-trip")
+    func simpleRequests() throws {
+        for request: WireRequest in [.ping, .status, .lockState, .lock, .getSettings, .subscribeLockState] {
+            #expect(try Self.roundTrip(request).name == request.name)
+        }
+        guard case .setSettings(let settings) = try Self.roundTrip(.setSettings(WireSettings(autoLockSeconds: 60)))
+        else {
+            Issue.record("not settings")
+            return
+        }
+        #expect(settings.autoLockSeconds == 60)
+    }
+
+    @Test("responses round-trip")
+    func responses() throws {
+        let records = [
+            WireRecord(itemClass: "genp", attributes: Self.attributes, data: Data(repeating: 7, count: 1000)),
+            WireRecord(itemClass: "inet", attributes: [:], persistentRef: Data([9])),
+        ]
+        let status = WireStoreStatus(
+            lockState: .locked, passcodeSet: true, backend: "tpm", hardwareBacked: false,
+            guessingHardwareLimited: false, detail: "swtpm", hardwareTriesLeft: 3, lockoutRetrySeconds: nil,
+            failedAttempts: 2, triesLeft: 3, nextTryAt: 1_800_000_000.5, autoLockSeconds: 300,
+            itemCounts: ["ak": 3, "dku": 1])
+        let responses: [WireResponse] = [
+            .ok, .records(records), .records([]), .status(status), .lockState(.beforeFirstUnlock),
+            .message("no passcode is set"), .message(nil), .settings(WireSettings(autoLockSeconds: nil)),
+            .lockStateChanged(.unlocked),
+            .failure(WireError(status: -25293, message: "wrong passcode", retryAfterSeconds: 60, triesLeft: 2)),
+        ]
+        for response in responses {
+            #expect(try Self.roundTrip(response) == response)
+        }
+    }
+
+    @Test("a value over the limit is refused with errSecDataTooLarge before encoding")
+    func valueLimit() throws {
+        let big = WireNewItem(itemClass: "genp", data: Data(count: Wire.valueLimit + 1))
+        #expect(throws: WireError.self) { try WireRequest.add(big).encodedFrame() }
+        do {
+            _ = try WireRequest.add(big).encodedFrame()
+        } catch {
+            #expect(error.status == WireStatusCode.dataTooLarge)
+        }
+        let atLimit = WireNewItem(itemClass: "genp", data: Data(count: Wire.valueLimit))
+        #expect(try WireRequest.add(atLimit).encodedFrame().count <= Wire.maxFrame + 4)
+    }
+
+    @Test("frame headers over the frame limit are refused")
+    func frameLimit() {
+        #expect(throws: WireError.self) { try wireFrameLength([0xff, 0xff, 0xff, 0xff]) }
+        #expect(throws: WireError.self) { try wireFrameLength([0, 0, 0, 1]) }
+        #expect(throws: WireError.self) { try wireFrameLength([0, 0]) }
+    }
+
+    @Test("a wrong version, unknown opcode or trailing byte is a decode error")
+    func malformed() throws {
+        var frame = Self.payload(try WireRequest.status.encodedFrame())
+        frame[0] = 9
+        #expect(throws: WireError.self) { try WireRequest.decode(payload: frame) }
+        #expect(throws: WireError.self) { try WireRequest.decode(payload: [Wire.version, 200]) }
+        #expect(throws: WireError.self) { try WireRequest.decode(payload: Self.payload(try WireRequest.status.encodedFrame()) + [0]) }
+        // A huge attribute count in a tiny frame is rejected before allocating.
+        #expect(throws: WireError.self) { try WireRequest.decode(payload: [Wire.version, 17, 4] + Array("genp".utf8) + [0xff, 0xff]) }
+        // Invalid UTF-8 in a string.
+        #expect(throws: WireError.self) { try WireRequest.decode(payload: [Wire.version, 17, 2, 0xc3, 0x28]) }
+    }
+
+    @Test("every truncation of valid frames is an error, never a crash")
+    func truncations() throws {
+        let item = WireNewItem(itemClass: "genp", attributes: Self.attributes, accessGroup: "g", data: Data([1, 2]))
+        let full = Self.payload(try WireRequest.add(item).encodedFrame())
+        for cut in 0..<full.count {
+            #expect(throws: WireError.self) { try WireRequest.decode(payload: Array(full.prefix(cut))) }
+        }
+        let response = Self.payload(
+            WireResponse.records([WireRecord(itemClass: "genp", attributes: Self.attributes, data: Data([1]))])
+                .encodedFrame())
+        for cut in 0..<response.count {
+            #expect(throws: WireError.self) { try WireResponse.decode(payload: Array(response.prefix(cut))) }
+        }
+    }
+
+    @Test("random bytes never crash the decoders")
+    func randomBytes() {
+        var generator = SystemRandomNumberGenerator()
+        for round in 0..<5000 {
+            let count = Int.random(in: 0..<64, using: &generator)
+            var bytes = (0..<count).map { _ in UInt8.random(in: 0...255, using: &generator) }
+            if round % 2 == 0, !bytes.isEmpty { bytes[0] = Wire.version }
+            _ = try? WireRequest.decode(payload: bytes)
+            _ = try? WireResponse.decode(payload: bytes)
+        }
+    }
+
+    @Test("an unreachable socket is errSecNoSuchKeychain naming the path")
+    func unreachable() {
+        let path = "/nonexistent-keyseal-dir/keyseal.sock"
+        let connection = KeysealConnection(socketPath: path)
+        do {
+            _ = try connection.send(.status)
+            Issue.record("no error")
+        } catch {
+            #expect(error.status == WireStatusCode.noSuchKeychain)
+            #expect(error.message.contains(path))
+        }
+    }
+
+    @Test("the default socket path follows KEYSEAL_SOCKET, then XDG_RUNTIME_DIR")
+    func defaultSocket() {
+        #expect(Wire.defaultSocketPath(environment: ["KEYSEAL_SOCKET": "/a/s", "XDG_RUNTIME_DIR": "/r"]) == "/a/s")
+        #expect(Wire.defaultSocketPath(environment: ["XDG_RUNTIME_DIR": "/r"]) == "/r/keyseal/keyseal.sock")
+        #expect(Wire.defaultSocketPath(environment: [:]) == "/run/keyseal/keyseal.sock")
+    }
+}

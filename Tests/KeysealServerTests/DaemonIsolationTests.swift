@@ -1,0 +1,161 @@
+import Foundation
+import Keyseal
+import KeysealCore
+import KeysealTestSupport
+import Testing
+
+@testable import KeysealClient
+
+/// Bad frames and stalled clients affect only their own connection; other users see only their groups.
+@Suite("Daemon isolation", .serialized)
+struct DaemonIsolationTests {
+    static func raw(_ path: String) throws -> Int32 { try KeysealConnection.open(path) }
+
+    static func send(_ fd: Int32, _ bytes: [UInt8]) throws { try KeysealConnection.writeAll(fd, bytes) }
+
+    /// Reads until EOF (or 5 s); returns what arrived.
+    static func drain(_ fd: Int32) -> [UInt8] {
+        var timeout = timeval(tv_sec: 5, tv_usec: 0)
+        setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &timeout, socklen_t(MemoryLayout<timeval>.size))
+        var all: [UInt8] = []
+        var buffer = [UInt8](repeating: 0, count: 4096)
+        while true {
+            let count = recv(fd, &buffer, buffer.count, 0)
+            if count <= 0 { break }
+            all += buffer.prefix(count)
+        }
+        return all
+    }
+
+    /// The error frame a closed connection got, if any.
+    static func errorStatus(_ bytes: [UInt8]) -> Int32? {
+        guard bytes.count > 4, case .failure(let error)? = try? WireResponse.decode(payload: Array(bytes.dropFirst(4)))
+        else { return nil }
+        return error.status
+    }
+
+    @Test("garbage, truncated, oversized and unknown frames and a stalled client leave a normal client served")
+    func badClients() throws {
+        let daemon = try DaemonFixture()
+        defer { daemon.remove() }
+        let store = try daemon.client()
+        _ = try store.add(.password(account: "a", secret: "v"))
+
+        // A client that stalls mid-frame, and one that stalls before sending anything.
+        let stalled = try Self.raw(daemon.socketPath)
+        defer { close(stalled) }
+        try Self.send(stalled, [0, 0, 0, 100, 1, 17, 4])
+        let silent = try Self.raw(daemon.socketPath)
+        defer { close(silent) }
+
+        // Oversized: an error frame, then the connection closes.
+        let oversized = try Self.raw(daemon.socketPath)
+        try Self.send(oversized, [0xff, 0xff, 0xff, 0xff, 1, 2, 3])
+        #expect(Self.errorStatus(Self.drain(oversized)) == KeychainStatus.dataTooLarge)
+        close(oversized)
+
+        // A well-framed payload of garbage: errSecDecode, then closed.
+        let garbage = try Self.raw(daemon.socketPath)
+        try Self.send(garbage, [0, 0, 0, 6, 1, 200, 9, 9, 9, 9])
+        #expect(Self.errorStatus(Self.drain(garbage)) == KeychainStatus.decode)
+        close(garbage)
+
+        // A wrong protocol version.
+        let version = try Self.raw(daemon.socketPath)
+        try Self.send(version, [0, 0, 0, 2, 99, 2])
+        #expect(Self.errorStatus(Self.drain(version)) == KeychainStatus.decode)
+        close(version)
+
+        // Random bytes, then the peer hangs up; and a truncated frame followed by a hang-up.
+        for _ in 0..<20 {
+            let random = try Self.raw(daemon.socketPath)
+            try? Self.send(random, (0..<Int.random(in: 1...3000)).map { _ in UInt8.random(in: 0...255) })
+            close(random)
+        }
+        let truncated = try Self.raw(daemon.socketPath)
+        try Self.send(truncated, Array(try WireRequest.status.encodedFrame().dropLast()))
+        close(truncated)
+
+        // The normal client is served throughout, and the stalled connections stay open.
+        for _ in 0..<200 {
+            #expect(try store.copyMatching(.password(account: "a", returns: .data)).first?.data == Data("v".utf8))
+        }
+        var entry = pollfd(fd: stalled, events: Int16(POLLIN), revents: 0)
+        #expect(poll(&entry, 1, 0) == 0)
+        #expect(daemon.process?.isRunning == true)
+        // Shutdown is not held up by stalled clients.
+        #expect(daemon.stop() == 0)
+    }
+
+    @Test("another user sees nothing of the first user's groups and is refused management operations")
+    func otherUser() throws {
+        guard getuid() == 0 else {
+            // Switching users needs root; CI runs as root here.
+            #expect(!runningInCI, "the other-user test needs root to switch users")
+            return
+        }
+        let setpriv = try requireTool("setpriv", package: "util-linux")
+        let daemon = try DaemonFixture(arguments: ["--socket-group", "65534"], start: false)
+        defer { daemon.remove() }
+        // The socket's parent chain must be traversable by the other user.
+        chmod(daemon.root.path, 0o711)
+        try daemon.start()
+        let runDirectory = (daemon.socketPath as NSString).deletingLastPathComponent
+        let directoryInfo = try FileManager.default.attributesOfItem(atPath: runDirectory)
+        #expect(directoryInfo[.posixPermissions] as? Int == 0o750)
+        #expect(try FileManager.default.attributesOfItem(atPath: daemon.socketPath)[.posixPermissions] as? Int == 0o660)
+
+        let store = try daemon.client()
+        _ = try store.add(.password(account: "alice"))
+        let probe = try builtProductsDirectory().appendingPathComponent("keyseal-wire-probe").path
+        func asNobody(_ arguments: [String]) throws -> String {
+            let result = try runProcess(
+                setpriv, ["--reuid", "65534", "--regid", "65534", "--clear-groups", probe, daemon.socketPath] + arguments)
+            return result.stdoutText.trimmingCharacters(in: .whitespacesAndNewlines)
+        }
+        // The first user's item is invisible; naming its group is -34018 naming the group.
+        #expect(try asNobody(["find", "-", "alice"]).hasPrefix("error -25300"))
+        let named = try asNobody(["find", "default", "alice"])
+        #expect(named.hasPrefix("error -34018"))
+        #expect(named.contains("default"))
+        // Management operations are refused; reading the state is allowed, without item counts.
+        #expect(try asNobody(["lock"]).hasPrefix("error -34018"))
+        #expect(try asNobody(["unlock", "x"]).hasPrefix("error -34018"))
+        #expect(try asNobody(["settings"]).hasPrefix("error -34018"))
+        #expect(try asNobody(["status"]) == "ok status unlocked counts=0")
+        // Its own items go to uid.65534, which the administrator sees.
+        #expect(try asNobody(["add", "-", "bob"]) == "ok 0")
+        #expect(try asNobody(["find", "-", "bob"]) == "ok 1 uid.65534")
+        let bob = try store.copyMatching(.password(service: "probe", account: "bob", returns: .attributes))
+        #expect(bob.first?.string(AttributeKey.accessGroup) == "uid.65534")
+    }
+
+    @Test("a policy file gives a user its access groups")
+    func policyGroups() throws {
+        guard getuid() == 0 else {
+            #expect(!runningInCI, "the policy test needs root to switch users")
+            return
+        }
+        let setpriv = try requireTool("setpriv", package: "util-linux")
+        let root = try TemporaryDirectory(prefix: "keyseald-policy")
+        defer { root.remove() }
+        let policy = root.appending("policy")
+        try "user 65534: com.example.shared team\n".write(to: policy, atomically: true, encoding: .utf8)
+        let daemon = try DaemonFixture(arguments: ["--socket-group", "65534", "--policy", policy.path], start: false)
+        defer { daemon.remove() }
+        chmod(daemon.root.path, 0o711)
+        try daemon.start()
+        let store = try daemon.client()
+        _ = try store.add(.password(service: "probe", account: "shared", group: "team"))
+        let probe = try builtProductsDirectory().appendingPathComponent("keyseal-wire-probe").path
+        func asNobody(_ arguments: [String]) throws -> String {
+            try runProcess(
+                setpriv, ["--reuid", "65534", "--regid", "65534", "--clear-groups", probe, daemon.socketPath] + arguments
+            ).stdoutText.trimmingCharacters(in: .whitespacesAndNewlines)
+        }
+        #expect(try asNobody(["find", "-", "shared"]) == "ok 1 team")
+        #expect(try asNobody(["add", "-", "mine"]) == "ok 0")
+        #expect(try asNobody(["find", "-", "mine"]) == "ok 1 com.example.shared")
+        #expect(try asNobody(["add", "uid.65534", "x"]).hasPrefix("error -34018"))
+    }
+}
