@@ -13,18 +13,18 @@ import Glibc
 final class KeychainEngine {
     let directory: URL
     let configuration: KeychainStore.Configuration
-    private let store: ItemStore
-    private let device: any DeviceKeyProvider
+    let store: ItemStore
+    let device: any DeviceKeyProvider
     private let lockDescriptor: Int32
-    private var keybag: Keybag
-    private let storeID: [UInt8]
+    var keybag: Keybag
+    let storeID: [UInt8]
     private let deviceSecret: SecretBytes
     private let macKey: SecretBytes
-    private let indexKey: IndexKey
+    let indexKey: IndexKey
     /// The lock-state manager's keys: present exactly when the class is usable.
-    private var classKeys: [Accessibility: ClassKey] = [:]
+    var classKeys: [Accessibility: ClassKey] = [:]
     private(set) var lockState: LockState
-    private var groupCache: [ItemClass: Set<String>] = [:]
+    var groupCache: [ItemClass: Set<String>] = [:]
     private var closed = false
 
     static let persistentRefPrefix = Array("ksr1".utf8)
@@ -166,7 +166,7 @@ final class KeychainEngine {
 
     private func classKey(_ accessibility: Accessibility) -> ClassKey? { classKeys[accessibility] }
 
-    private func requireClassKey(_ accessibility: Accessibility) throws(KeychainError) -> ClassKey {
+    func requireClassKey(_ accessibility: Accessibility) throws(KeychainError) -> ClassKey {
         guard let key = classKeys[accessibility] else {
             if accessibility == .whenPasscodeSetThisDeviceOnly && !passcodeSet {
                 throw KeychainError(KeychainStatus.authFailed, "when-passcode-set-this-device-only items need a passcode")
@@ -560,7 +560,7 @@ final class KeychainEngine {
     }
 
     /// An older copy of a row put back in place carries an older generation than the ledger records.
-    private func checkLedger(_ row: ItemRow) throws(KeychainError) {
+    func checkLedger(_ row: ItemRow) throws(KeychainError) {
         guard row.ledgerGeneration == row.generation else {
             throw KeychainError(KeychainStatus.decode, "an item failed its generation check (rolled back or edited)")
         }
@@ -658,7 +658,7 @@ final class KeychainEngine {
 
     // MARK: - Rows
 
-    private func seal(
+    func seal(
         itemID: [UInt8], itemClass: ItemClass, group: String, accessibility: Accessibility, generation: Int64,
         attributes: [String: AttributeValue], secret: Data, classKey: ClassKey
     ) throws(KeychainError) -> ItemRow {
@@ -699,7 +699,7 @@ final class KeychainEngine {
             persistentRef: returns.contains(.persistentRef) ? Data(Self.persistentRefPrefix + row.itemID) : nil)
     }
 
-    private static func accessibility(of row: ItemRow) throws(KeychainError) -> Accessibility {
+    static func accessibility(of row: ItemRow) throws(KeychainError) -> Accessibility {
         guard let accessibility = Accessibility(rawValue: row.accessibility) else {
             throw KeychainError(KeychainStatus.decode, "an item has an unknown accessibility class")
         }

@@ -27,7 +27,7 @@ private let systemConnect = Darwin.connect
 /// `errSecNoSuchKeychain` naming the path.
 public final class KeysealConnection: Sendable {
     public let socketPath: String
-    private let descriptor = Mutex<Int32>(-1)
+    let descriptor = Mutex<Int32>(-1)
 
     public init(socketPath: String) {
         self.socketPath = socketPath

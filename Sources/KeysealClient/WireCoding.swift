@@ -26,6 +26,10 @@ enum Opcode: UInt8 {
     case copyMatching = 17
     case update = 18
     case delete = 19
+    case exportBackup = 24
+    case importBegin = 25
+    case importChunk = 26
+    case importEnd = 27
 }
 
 /// Response kinds.
@@ -38,6 +42,11 @@ enum ResponseKind: UInt8 {
     case message = 5
     case settings = 6
     case lockStateChanged = 7
+    case backupChunk = 8
+    case exportReport = 9
+    case importProgress = 10
+    case importSkipped = 11
+    case importReport = 12
 }
 
 enum ValueTag: UInt8 {
@@ -379,6 +388,23 @@ extension WireRequest {
         case .delete(let query):
             writer.u8(Opcode.delete.rawValue)
             writer.query(query)
+        case .exportBackup(let passphrase, let availableOnly):
+            writer.u8(Opcode.exportBackup.rawValue)
+            writer.secret(passphrase)
+            writer.bool(availableOnly)
+        case .importBegin(let passphrase, let replace):
+            writer.u8(Opcode.importBegin.rawValue)
+            writer.secret(passphrase)
+            writer.bool(replace)
+        case .importChunk(let bytes):
+            guard bytes.count <= Wire.backupChunk else {
+                throw WireError(
+                    status: WireStatusCode.dataTooLarge,
+                    message: "a backup chunk is \(bytes.count) bytes; the limit is \(Wire.backupChunk)")
+            }
+            writer.u8(Opcode.importChunk.rawValue)
+            writer.blob(bytes)
+        case .importEnd: writer.u8(Opcode.importEnd.rawValue)
         }
     }
 
@@ -432,6 +458,17 @@ extension WireRequest {
                     attributes: attributes, accessGroup: group, accessibility: accessibility, accessControlFlags: flags,
                     synchronizable: sync, data: data))
         case .delete: request = .delete(try reader.query())
+        case .exportBackup:
+            let passphrase = try reader.secret()
+            request = .exportBackup(passphrase: passphrase, availableOnly: try reader.bool())
+        case .importBegin:
+            let passphrase = try reader.secret()
+            request = .importBegin(passphrase: passphrase, replace: try reader.bool())
+        case .importChunk:
+            let raw = try reader.blob()
+            guard raw.count <= Wire.backupChunk else { throw WireReader.malformed("backup chunk over the limit") }
+            request = .importChunk(Array(raw))
+        case .importEnd: request = .importEnd
         }
         try reader.finish()
         return request
@@ -475,7 +512,62 @@ extension WireWriter {
     }
 }
 
+extension WireWriter {
+    mutating func counts(_ counts: [String: Int]) {
+        u16(UInt16(clamping: counts.count))
+        for (code, count) in counts.sorted(by: { $0.key < $1.key }).prefix(Int(UInt16.max)) {
+            shortString(code)
+            int(count)
+        }
+    }
+
+    mutating func skipped(_ items: [WireSkippedItem]) {
+        u32(UInt32(clamping: items.count))
+        for item in items {
+            shortString(item.itemClass)
+            shortString(item.accessibility)
+            string(item.accessGroup)
+            optional(item.service) { $0.string($1) }
+            optional(item.account) { $0.string($1) }
+            shortString(item.reason)
+            string(item.detail)
+        }
+    }
+}
+
 extension WireReader {
+    mutating func counts() throws(WireError) -> [String: Int] {
+        let count = Int(try u16())
+        guard count * 9 <= remaining else { throw Self.malformed("count entries exceed the frame") }
+        var counts: [String: Int] = [:]
+        for _ in 0..<count {
+            let code = try shortString()
+            guard counts.updateValue(try int(), forKey: code) == nil else { throw Self.malformed("duplicate count") }
+        }
+        return counts
+    }
+
+    mutating func skipped() throws(WireError) -> [WireSkippedItem] {
+        let count = Int(try u32())
+        // An entry takes at least 13 bytes: a count the frame cannot hold is rejected before allocating.
+        guard count * 13 <= remaining else { throw Self.malformed("skipped entries exceed the frame") }
+        var items: [WireSkippedItem] = []
+        items.reserveCapacity(count)
+        for _ in 0..<count {
+            let itemClass = try shortString()
+            let accessibility = try shortString()
+            let group = try string()
+            let service = try optional { r throws(WireError) in try r.string() }
+            let account = try optional { r throws(WireError) in try r.string() }
+            let reason = try shortString()
+            items.append(
+                WireSkippedItem(
+                    itemClass: itemClass, accessibility: accessibility, accessGroup: group, service: service,
+                    account: account, reason: reason, detail: try string()))
+        }
+        return items
+    }
+
     mutating func query() throws(WireError) -> WireQuery {
         let itemClass = try shortString()
         let attributes = try self.attributes()
@@ -561,6 +653,31 @@ extension WireResponse {
         case .lockStateChanged(let state):
             writer.u8(ResponseKind.lockStateChanged.rawValue)
             writer.u8(state.rawValue)
+        case .backupChunk(let bytes, let done, let total):
+            writer.u8(ResponseKind.backupChunk.rawValue)
+            writer.blob(bytes)
+            writer.int(done)
+            writer.int(total)
+        case .exportReport(let report):
+            writer.u8(ResponseKind.exportReport.rawValue)
+            writer.counts(report.exported)
+            writer.int(report.skippedPasscodeOnly)
+            writer.counts(report.skippedUnavailable)
+            writer.double(report.keyDerivationSeconds)
+        case .importProgress(let done, let total):
+            writer.u8(ResponseKind.importProgress.rawValue)
+            writer.int(done)
+            writer.int(total)
+        case .importSkipped(let items):
+            writer.u8(ResponseKind.importSkipped.rawValue)
+            writer.skipped(items)
+        case .importReport(let report):
+            writer.u8(ResponseKind.importReport.rawValue)
+            writer.int(report.total)
+            writer.counts(report.restored)
+            writer.int(report.replaced)
+            writer.skipped(report.skipped)
+            writer.double(report.keyDerivationSeconds)
         }
     }
 
@@ -618,6 +735,31 @@ extension WireResponse {
         case .settings:
             response = .settings(WireSettings(autoLockSeconds: try reader.optional { r throws(WireError) in try r.int() }))
         case .lockStateChanged: response = .lockStateChanged(try reader.lockState())
+        case .backupChunk:
+            let bytes = Array(try reader.blob())
+            let done = try reader.int()
+            response = .backupChunk(bytes: bytes, done: done, total: try reader.int())
+        case .exportReport:
+            let exported = try reader.counts()
+            let passcodeOnly = try reader.int()
+            let unavailable = try reader.counts()
+            response = .exportReport(
+                WireExportReport(
+                    exported: exported, skippedPasscodeOnly: passcodeOnly, skippedUnavailable: unavailable,
+                    keyDerivationSeconds: try reader.double()))
+        case .importProgress:
+            let done = try reader.int()
+            response = .importProgress(done: done, total: try reader.int())
+        case .importSkipped: response = .importSkipped(try reader.skipped())
+        case .importReport:
+            let total = try reader.int()
+            let restored = try reader.counts()
+            let replaced = try reader.int()
+            let skipped = try reader.skipped()
+            response = .importReport(
+                WireImportReport(
+                    total: total, restored: restored, replaced: replaced, skipped: skipped,
+                    keyDerivationSeconds: try reader.double()))
         }
         try reader.finish()
         return response

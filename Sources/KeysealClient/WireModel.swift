@@ -15,6 +15,8 @@ public enum Wire {
     public static let valueLimit = 1 << 20
     /// The largest payload either side accepts: 2 MiB plus headroom for attributes.
     public static let maxFrame = (2 << 20) + (64 << 10)
+    /// The largest piece of a backup file one frame carries.
+    public static let backupChunk = 1 << 20
     /// The default socket path: `$KEYSEAL_SOCKET`, else `$XDG_RUNTIME_DIR/keyseal/keyseal.sock`, else
     /// `/run/keyseal/keyseal.sock`.
     public static func defaultSocketPath(environment: [String: String]) -> String {
@@ -267,11 +269,28 @@ public enum WireRequest: Sendable {
     case copyMatching(WireQuery)
     case update(WireQuery, WireChanges)
     case delete(WireQuery)
+    /// Export the whole store: answered by `.backupChunk` responses, then `.exportReport` (or `.failure`).
+    case exportBackup(passphrase: WireSecret, availableOnly: Bool)
+    /// Starts an import on this connection: answered by `.importProgress`.
+    case importBegin(passphrase: WireSecret, replace: Bool)
+    /// The next piece of the backup file (at most ``Wire/backupChunk`` bytes): answered by `.importProgress`.
+    case importChunk([UInt8])
+    /// The file is complete: answered by `.importSkipped` responses, then `.importReport` (or `.failure`).
+    case importEnd
 
     /// Whether only administrators may make this request (DESIGN §6).
     public var isManagement: Bool {
         switch self {
         case .lock, .unlock, .setPasscode, .changePasscode, .removePasscode, .getSettings, .setSettings: true
+        case .exportBackup, .importBegin, .importChunk, .importEnd: true
+        default: false
+        }
+    }
+
+    /// Whether the frame carries a passcode or passphrase (zeroized after sending).
+    public var carriesSecret: Bool {
+        switch self {
+        case .unlock, .setPasscode, .changePasscode, .removePasscode, .exportBackup, .importBegin: true
         default: false
         }
     }
@@ -294,6 +313,8 @@ public enum WireRequest: Sendable {
         case .copyMatching: "copy-matching"
         case .update: "update"
         case .delete: "delete"
+        case .exportBackup: "export"
+        case .importBegin, .importChunk, .importEnd: "import"
         }
     }
 }
@@ -310,4 +331,82 @@ public enum WireResponse: Sendable, Hashable {
     case settings(WireSettings)
     /// A lock-state change on a subscribed connection.
     case lockStateChanged(WireLockState)
+    /// The next piece of an export, and the items written so far of the total.
+    case backupChunk(bytes: [UInt8], done: Int, total: Int)
+    /// The export is complete.
+    case exportReport(WireExportReport)
+    /// Items of the backup read and authenticated so far, of the total (0 until the header has been read).
+    case importProgress(done: Int, total: Int)
+    /// Items the import left out (sent in several responses when there are many).
+    case importSkipped([WireSkippedItem])
+    /// The import is complete (committed).
+    case importReport(WireImportReport)
+}
+
+/// What an export wrote (`ExportReport` in the library). Counts are keyed by accessibility code.
+public struct WireExportReport: Sendable, Hashable {
+    public var exported: [String: Int]
+    public var skippedPasscodeOnly: Int
+    public var skippedUnavailable: [String: Int]
+    public var keyDerivationSeconds: Double
+
+    public init(
+        exported: [String: Int] = [:], skippedPasscodeOnly: Int = 0, skippedUnavailable: [String: Int] = [:],
+        keyDerivationSeconds: Double = 0
+    ) {
+        self.exported = exported
+        self.skippedPasscodeOnly = skippedPasscodeOnly
+        self.skippedUnavailable = skippedUnavailable
+        self.keyDerivationSeconds = keyDerivationSeconds
+    }
+
+    public var exportedCount: Int { exported.values.reduce(0, +) }
+}
+
+/// One item an import left out (`ImportReport.SkippedItem` in the library).
+public struct WireSkippedItem: Sendable, Hashable {
+    public var itemClass: String
+    /// Accessibility code.
+    public var accessibility: String
+    public var accessGroup: String
+    public var service: String?
+    public var account: String?
+    /// `other-device`, `exists` or `duplicate-in-backup`.
+    public var reason: String
+    public var detail: String
+
+    public init(
+        itemClass: String, accessibility: String, accessGroup: String, service: String?, account: String?,
+        reason: String, detail: String
+    ) {
+        self.itemClass = itemClass
+        self.accessibility = accessibility
+        self.accessGroup = accessGroup
+        self.service = service
+        self.account = account
+        self.reason = reason
+        self.detail = detail
+    }
+}
+
+/// What an import restored (`ImportReport` in the library). Counts are keyed by accessibility code.
+public struct WireImportReport: Sendable, Hashable {
+    public var total: Int
+    public var restored: [String: Int]
+    public var replaced: Int
+    public var skipped: [WireSkippedItem]
+    public var keyDerivationSeconds: Double
+
+    public init(
+        total: Int = 0, restored: [String: Int] = [:], replaced: Int = 0, skipped: [WireSkippedItem] = [],
+        keyDerivationSeconds: Double = 0
+    ) {
+        self.total = total
+        self.restored = restored
+        self.replaced = replaced
+        self.skipped = skipped
+        self.keyDerivationSeconds = keyDerivationSeconds
+    }
+
+    public var restoredCount: Int { restored.values.reduce(0, +) }
 }

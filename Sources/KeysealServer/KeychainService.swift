@@ -44,6 +44,15 @@ final class LockStateBroadcaster: Sendable {
     var subscriberCount: Int { state.withLock { $0.subscribers.count } }
 }
 
+/// A connection's import in progress. Used only by its connection's task, one request at a time.
+final class BackupImportSession: @unchecked Sendable {
+    var reader: BackupReader?
+    var replace = false
+
+    /// Drops what was read (nothing was written to the store).
+    func discard() { reader = nil }
+}
+
 /// The time of the last request of any client, for auto-lock.
 final class ActivityClock: Sendable {
     private let last = Mutex(ContinuousClock.now)
@@ -151,7 +160,136 @@ public final class KeychainService: Sendable {
         case .delete(let query):
             try store.delete(try WireMapping.query(query), caller: caller)
             return .ok
+        case .exportBackup, .importBegin, .importChunk, .importEnd:
+            // Served by exportBackup(…) and handleImport(…), which stream.
+            throw KeychainError(KeychainStatus.internalComponent, "\(request.name) is a streamed request")
         }
+    }
+
+    // MARK: - Backup
+
+    private func refusal(_ request: WireRequest, peer: PeerCredentials) -> WireResponse {
+        logger.info("refused", metadata: ["request.name": "\(request.name)", "peer.uid": "\(peer.uid)"])
+        return .failure(
+            WireError(
+                status: KeychainStatus.missingEntitlement,
+                message: "only an administrator may use \(request.name) (uid \(peer.uid) is a client)"))
+    }
+
+    private static func failure(_ error: any Error) -> WireResponse {
+        if let error = error as? KeychainError { return .failure(WireMapping.wire(error)) }
+        return .failure(WireError(status: KeychainStatus.internalComponent, message: "\(error)"))
+    }
+
+    /// An export for an administrator: `.backupChunk` responses as the engine writes them (the engine runs on the
+    /// pool, holding the store only for its own work), then `.exportReport`, or a `.failure`.
+    func exportBackup(passphrase: WireSecret, availableOnly: Bool, caller: Caller, peer: PeerCredentials)
+        -> AsyncStream<WireResponse>
+    {
+        let (stream, continuation) = AsyncStream.makeStream(of: WireResponse.self)
+        guard caller.isAdministrator else {
+            continuation.yield(refusal(.exportBackup(passphrase: passphrase, availableOnly: availableOnly), peer: peer))
+            continuation.finish()
+            return stream
+        }
+        activity.touch()
+        let secret = passphrase.withUnsafeBytes { SecretBytes(copying: $0) }
+        Task { [self] in
+            do {
+                let report = try await offload { [store] in
+                    var progress = (done: 0, total: 0)
+                    return try store.exportEmbedded(
+                        passphrase: secret, availableOnly: availableOnly,
+                        sink: { bytes in
+                            continuation.yield(.backupChunk(bytes: bytes, done: progress.done, total: progress.total))
+                        },
+                        progress: { progress = ($0, $1) })
+                }
+                logger.info(
+                    "exported", metadata: ["peer.uid": "\(peer.uid)", "backup.items": "\(report.exportedCount)"])
+                continuation.yield(.exportReport(WireMapping.wire(report)))
+            } catch {
+                logger.info("export failed", metadata: ["peer.uid": "\(peer.uid)", "error": "\(error)"])
+                continuation.yield(Self.failure(error))
+            }
+            continuation.finish()
+        }
+        return stream
+    }
+
+    /// One step of an import on a connection: begin (passphrase), chunks (read and authenticated on the pool as
+    /// they arrive; Argon2id runs once, when the header is complete), end (checked, then restored in one
+    /// transaction). Any failure ends the session; the store is unchanged unless the end step succeeds.
+    func handleImport(_ request: WireRequest, session: BackupImportSession, caller: Caller, peer: PeerCredentials)
+        async -> [WireResponse]
+    {
+        guard caller.isAdministrator else {
+            session.discard()
+            return [refusal(request, peer: peer)]
+        }
+        activity.touch()
+        do {
+            switch request {
+            case .importBegin(let passphrase, let replace):
+                let secret = passphrase.withUnsafeBytes { SecretBytes(copying: $0) }
+                guard !secret.isEmpty else {
+                    throw KeychainError(KeychainStatus.param, "the backup passphrase is empty")
+                }
+                session.reader = store.makeBackupReader(passphrase: secret)
+                session.replace = replace
+                return [.importProgress(done: 0, total: 0)]
+            case .importChunk(let bytes):
+                guard let reader = session.reader else {
+                    throw KeychainError(KeychainStatus.param, "no import is in progress on this connection")
+                }
+                try await offload { try reader.feed(bytes) }
+                return [.importProgress(done: reader.done, total: reader.total ?? 0)]
+            case .importEnd:
+                guard let reader = session.reader else {
+                    throw KeychainError(KeychainStatus.param, "no import is in progress on this connection")
+                }
+                let replace = session.replace
+                session.discard()
+                let report = try await offload { [store] in
+                    try reader.finish()
+                    return try store.restoreBackup(reader, replace: replace)
+                }
+                logger.info(
+                    "imported",
+                    metadata: [
+                        "peer.uid": "\(peer.uid)", "backup.restored": "\(report.restoredCount)",
+                        "backup.skipped": "\(report.skipped.count)", "backup.replaced": "\(report.replaced)",
+                    ])
+                return Self.skippedFrames(report.skipped) + [.importReport(WireMapping.wire(report, includeSkipped: false))]
+            default:
+                throw KeychainError(KeychainStatus.internalComponent, "not an import request")
+            }
+        } catch {
+            session.discard()
+            logger.info("import failed", metadata: ["peer.uid": "\(peer.uid)", "error": "\(error)"])
+            return [Self.failure(error)]
+        }
+    }
+
+    /// The skipped items in responses of about half a megabyte each (every frame stays under the limit).
+    static func skippedFrames(_ skipped: [ImportReport.SkippedItem]) -> [WireResponse] {
+        var frames: [WireResponse] = []
+        var batch: [WireSkippedItem] = []
+        var size = 0
+        for item in skipped {
+            let entry = WireMapping.wire(item)
+            let entrySize = 64 + entry.accessGroup.utf8.count + (entry.service?.utf8.count ?? 0)
+                + (entry.account?.utf8.count ?? 0) + entry.detail.utf8.count
+            if size + entrySize > (512 << 10) && !batch.isEmpty {
+                frames.append(.importSkipped(batch))
+                batch = []
+                size = 0
+            }
+            batch.append(entry)
+            size += entrySize
+        }
+        if !batch.isEmpty { frames.append(.importSkipped(batch)) }
+        return frames
     }
 
     private static func text(_ secret: WireSecret) throws -> String {

@@ -178,6 +178,8 @@ public final class SocketServer: Service {
         do {
             let peer = try await Self.peerCredentials(connection.channel)
             let caller = policy.caller(for: peer)
+            let backupImport = BackupImportSession()
+            defer { backupImport.discard() }
             try await connection.executeThenClose { inbound, outbound in
                 do {
                     for try await frame in inbound {
@@ -194,8 +196,24 @@ public final class SocketServer: Service {
                             try await streamLockState(outbound: outbound, channel: connection.channel)
                             return
                         }
-                        let response = await service.handle(request, caller: caller, peer: peer)
-                        try await outbound.write(ByteBuffer(bytes: response.encodedFrame()))
+                        switch request {
+                        case .exportBackup(let passphrase, let availableOnly):
+                            // Chunks, then the report: written as the export produces them.
+                            let responses = service.exportBackup(
+                                passphrase: passphrase, availableOnly: availableOnly, caller: caller, peer: peer)
+                            for await response in responses {
+                                try await outbound.write(ByteBuffer(bytes: response.encodedFrame()))
+                            }
+                        case .importBegin, .importChunk, .importEnd:
+                            for response in await service.handleImport(
+                                request, session: backupImport, caller: caller, peer: peer)
+                            {
+                                try await outbound.write(ByteBuffer(bytes: response.encodedFrame()))
+                            }
+                        default:
+                            let response = await service.handle(request, caller: caller, peer: peer)
+                            try await outbound.write(ByteBuffer(bytes: response.encodedFrame()))
+                        }
                         guard registry.end(id) else { break }
                     }
                 } catch let error as WireError {

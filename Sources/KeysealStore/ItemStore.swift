@@ -264,6 +264,27 @@ public final class ItemStore {
         }
     }
 
+    /// Calls `body` for every row of every class, in insertion order, until it returns false (export).
+    public func forEachItem(_ body: (ItemRow) throws(KeychainError) -> Bool) throws(KeychainError) {
+        do {
+            let statement = try database.statement(
+                key: "rows:all",
+                sql: {
+                    "SELECT \(Self.rowColumns) FROM items i LEFT JOIN ledger l ON l.item_id = i.item_id ORDER BY i.id"
+                })
+            defer { statement.reset() }
+            while try statement.step() {
+                if try !body(Self.row(statement)) { break }
+            }
+        } catch let error as SQLiteError {
+            throw error.keychainError
+        } catch let error as KeychainError {
+            throw error
+        } catch {
+            throw KeychainError(KeychainStatus.io, "\(error)")
+        }
+    }
+
     static func row(_ statement: Statement) -> ItemRow {
         var digests: [Data?] = []
         digests.reserveCapacity(digestColumns.count)

@@ -1,0 +1,94 @@
+import Foundation
+import KeysealCore
+
+/// What an export wrote (DESIGN §7).
+public struct ExportReport: Sendable, Equatable {
+    /// Items written, by accessibility class.
+    public var exported: [Accessibility: Int]
+    /// When-passcode-set-this-device-only items: never exported.
+    public var skippedPasscodeOnly: Int
+    /// Items of classes that were locked, left out because `availableOnly` was given.
+    public var skippedUnavailable: [Accessibility: Int]
+    /// Seconds spent deriving the passphrase key (Argon2id, once per file).
+    public var keyDerivationSeconds: Double
+
+    public init(
+        exported: [Accessibility: Int] = [:], skippedPasscodeOnly: Int = 0,
+        skippedUnavailable: [Accessibility: Int] = [:], keyDerivationSeconds: Double = 0
+    ) {
+        self.exported = exported
+        self.skippedPasscodeOnly = skippedPasscodeOnly
+        self.skippedUnavailable = skippedUnavailable
+        self.keyDerivationSeconds = keyDerivationSeconds
+    }
+
+    /// Every item written.
+    public var exportedCount: Int { exported.values.reduce(0, +) }
+}
+
+/// What an import restored and what it left out, and why (DESIGN §7).
+public struct ImportReport: Sendable, Equatable {
+    /// Why an item of the backup was not restored.
+    public enum SkipReason: String, Sendable, Hashable, CaseIterable {
+        /// A this-device-only item, and this is not the device that made the backup.
+        case otherDevice = "other-device"
+        /// An item with the same primary key is already in the store (and `replace` was not given).
+        case exists
+        /// The backup holds two items with the same primary key; the first was restored.
+        case duplicateInBackup = "duplicate-in-backup"
+    }
+
+    /// One item not restored, named by service (or server) and account.
+    public struct SkippedItem: Sendable, Equatable, Hashable {
+        /// The item class code (`genp`, `inet`).
+        public var itemClass: String
+        public var accessibility: Accessibility
+        public var accessGroup: String
+        public var service: String?
+        public var account: String?
+        public var reason: SkipReason
+        /// A sentence for people.
+        public var detail: String
+
+        public init(
+            itemClass: String, accessibility: Accessibility, accessGroup: String, service: String?, account: String?,
+            reason: SkipReason, detail: String
+        ) {
+            self.itemClass = itemClass
+            self.accessibility = accessibility
+            self.accessGroup = accessGroup
+            self.service = service
+            self.account = account
+            self.reason = reason
+            self.detail = detail
+        }
+    }
+
+    /// Items in the backup.
+    public var total: Int
+    /// Items restored, by accessibility class (replacements included).
+    public var restored: [Accessibility: Int]
+    /// Existing items replaced (`replace`).
+    public var replaced: Int
+    /// Items not restored, in the backup's order.
+    public var skipped: [SkippedItem]
+    /// Seconds spent deriving the passphrase key (Argon2id, once per file).
+    public var keyDerivationSeconds: Double
+
+    public init(
+        total: Int = 0, restored: [Accessibility: Int] = [:], replaced: Int = 0, skipped: [SkippedItem] = [],
+        keyDerivationSeconds: Double = 0
+    ) {
+        self.total = total
+        self.restored = restored
+        self.replaced = replaced
+        self.skipped = skipped
+        self.keyDerivationSeconds = keyDerivationSeconds
+    }
+
+    /// Every item restored.
+    public var restoredCount: Int { restored.values.reduce(0, +) }
+
+    /// Skipped items by reason.
+    public func skippedCount(_ reason: SkipReason) -> Int { skipped.count { $0.reason == reason } }
+}

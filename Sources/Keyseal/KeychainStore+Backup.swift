@@ -1,0 +1,214 @@
+import Foundation
+import KeysealClient
+import KeysealCore
+
+extension KeychainStore {
+    // MARK: Backup (DESIGN §7)
+
+    /// Writes a backup of the whole store to a new file at `url` (0600; an existing file is never replaced, and a
+    /// failed export leaves nothing behind), protected by `passphrase` (docs/BACKUP-FORMAT.md).
+    ///
+    /// When-unlocked, after-first-unlock and always items restore on any device with the passphrase; the
+    /// this-device-only classes only on this device, with the passphrase; when-passcode-set-this-device-only items
+    /// are never exported. A class the store holds items of that is locked fails the export with
+    /// errSecInteractionNotAllowed (−25308) unless `availableOnly`, which leaves such items out and counts them.
+    /// Administrators only (through the daemon, others get errSecMissingEntitlement, −34018). `progress` is called
+    /// with the items written so far and the total.
+    @discardableResult
+    public func exportBackup(
+        to url: URL, passphrase: String, availableOnly: Bool = false,
+        progress: ((_ done: Int, _ total: Int) -> Void)? = nil
+    ) throws -> ExportReport {
+        guard !passphrase.isEmpty else { throw KeychainError(KeychainStatus.param, "the backup passphrase is empty") }
+        let file: BackupFileWriter
+        do {
+            file = try BackupFileWriter(path: url.path)
+        } catch {
+            throw WireMapping.error(error)
+        }
+        do {
+            let report: ExportReport
+            if try isEmbedded() {
+                report = try exportEmbedded(
+                    passphrase: SecretBytes(utf8: passphrase), availableOnly: availableOnly,
+                    sink: { (bytes) throws(KeychainError) in
+                        do throws(WireError) { try file.write(bytes) } catch { throw WireMapping.error(error) }
+                    }, progress: progress ?? { _, _ in })
+            } else {
+                report = try exportThroughDaemon(
+                    passphrase: passphrase, availableOnly: availableOnly, file: file, progress: progress)
+            }
+            do throws(WireError) { try file.commit() } catch { throw WireMapping.error(error) }
+            return report
+        } catch {
+            file.discard()
+            throw error
+        }
+    }
+
+    /// Whether the engine runs in this process (else the daemon does).
+    private func isEmbedded() throws(KeychainError) -> Bool {
+        try route({ _ in true }) { _ throws(KeychainError) in false }
+    }
+
+    private func exportThroughDaemon(
+        passphrase: String, availableOnly: Bool, file: BackupFileWriter, progress: ((Int, Int) -> Void)?
+    ) throws -> ExportReport {
+        try route({ _ throws -> ExportReport in
+            throw KeychainError(KeychainStatus.internalComponent, "backend changed")
+        }) { connection throws(KeychainError) -> ExportReport in
+            do {
+                let report = try connection.exportBackup(
+                    passphrase: WireSecret(utf8: passphrase), availableOnly: availableOnly,
+                    sink: { (bytes) throws(WireError) in try file.write(bytes) },
+                    progress: { done, total in progress?(done, total) })
+                return try WireMapping.exportReport(report)
+            } catch let error as WireError {
+                throw WireMapping.error(error)
+            } catch let error as KeychainError {
+                throw error
+            } catch {
+                throw KeychainError(KeychainStatus.internalComponent, "\(error)")
+            }
+        }
+    }
+
+    /// Restores the backup at `url` with `passphrase`: every restored item is sealed under this store's keys, in
+    /// one transaction — all that the report says, or nothing.
+    ///
+    /// A wrong passphrase is errSecAuthFailed (−25293); a truncated, edited or unknown-version file is errSecDecode
+    /// (−26275); neither changes the store. This-device-only items of a backup made on another device are skipped
+    /// and named in the report. An item whose primary key exists is skipped and reported, or replaced with
+    /// `replace`. Administrators only. `progress` is called with the items read so far and the total.
+    @discardableResult
+    public func importBackup(
+        from url: URL, passphrase: String, replace: Bool = false,
+        progress: ((_ done: Int, _ total: Int) -> Void)? = nil
+    ) throws -> ImportReport {
+        guard !passphrase.isEmpty else { throw KeychainError(KeychainStatus.param, "the backup passphrase is empty") }
+        let file: BackupFileReader
+        do {
+            file = try BackupFileReader(path: url.path)
+        } catch {
+            throw WireMapping.error(error)
+        }
+        defer { file.close() }
+        guard try isEmbedded() else {
+            return try route({ _ throws -> ImportReport in
+                throw KeychainError(KeychainStatus.internalComponent, "backend changed")
+            }) { connection throws(KeychainError) -> ImportReport in
+                do {
+                    let report = try connection.importBackup(
+                        passphrase: WireSecret(utf8: passphrase), replace: replace,
+                        source: { (count) throws(WireError) in try file.read(maxCount: count) },
+                        progress: { done, total in progress?(done, total) })
+                    return try WireMapping.importReport(report)
+                } catch let error as WireError {
+                    throw WireMapping.error(error)
+                } catch let error as KeychainError {
+                    throw error
+                } catch {
+                    throw KeychainError(KeychainStatus.internalComponent, "\(error)")
+                }
+            }
+        }
+        let reader = makeBackupReader(passphrase: SecretBytes(utf8: passphrase))
+        do {
+            while let bytes = try file.read() {
+                try reader.feed(bytes)
+                if let total = reader.total { progress?(reader.done, total) }
+            }
+        } catch let error as WireError {
+            throw WireMapping.error(error)
+        }
+        try reader.finish()
+        return try restoreBackup(reader, replace: replace)
+    }
+
+    // MARK: Pieces for keyseald (embedded stores)
+
+    /// Derives the passphrase key (outside the store's lock), then writes the backup to `sink`.
+    package func exportEmbedded(
+        passphrase: SecretBytes, availableOnly: Bool, sink: ([UInt8]) throws(KeychainError) -> Void,
+        progress: (_ done: Int, _ total: Int) -> Void
+    ) throws -> ExportReport {
+        let argon2 = try withEngine { $0.configuration.argon2 }
+        let started = Date()
+        let key = try BackupPassphraseKey.forExport(passphrase: passphrase, argon2: argon2)
+        let seconds = Date().timeIntervalSince(started)
+        var report = try withEngine { engine throws(KeychainError) in
+            try engine.exportBackup(key: key, availableOnly: availableOnly, sink: sink, progress: progress)
+        }
+        report.keyDerivationSeconds = seconds
+        return report
+    }
+
+    /// A reader for a backup to restore into this (embedded) store: it asks the store's device whether the backup
+    /// was made here.
+    package func makeBackupReader(passphrase: SecretBytes) -> BackupReader {
+        BackupReader(passphrase: passphrase) { [self] device in
+            try withEngine { engine throws(KeychainError) in engine.matchBackupDevice(device) }
+        }
+    }
+
+    /// Restores what `reader` read, once ``BackupReader/finish()`` has passed.
+    package func restoreBackup(_ reader: BackupReader, replace: Bool) throws -> ImportReport {
+        try withEngine { engine throws(KeychainError) in try engine.restoreBackup(reader, replace: replace) }
+    }
+}
+
+extension WireMapping {
+    static func accessibilityCounts(_ counts: [String: Int]) throws(KeychainError) -> [Accessibility: Int] {
+        var result: [Accessibility: Int] = [:]
+        for (code, count) in counts { result[try accessibility(code), default: 0] += count }
+        return result
+    }
+
+    static func codeCounts(_ counts: [Accessibility: Int]) -> [String: Int] {
+        Dictionary(uniqueKeysWithValues: counts.map { ($0.key.rawValue, $0.value) })
+    }
+
+    package static func wire(_ report: ExportReport) -> WireExportReport {
+        WireExportReport(
+            exported: codeCounts(report.exported), skippedPasscodeOnly: report.skippedPasscodeOnly,
+            skippedUnavailable: codeCounts(report.skippedUnavailable),
+            keyDerivationSeconds: report.keyDerivationSeconds)
+    }
+
+    package static func exportReport(_ report: WireExportReport) throws(KeychainError) -> ExportReport {
+        ExportReport(
+            exported: try accessibilityCounts(report.exported), skippedPasscodeOnly: report.skippedPasscodeOnly,
+            skippedUnavailable: try accessibilityCounts(report.skippedUnavailable),
+            keyDerivationSeconds: report.keyDerivationSeconds)
+    }
+
+    package static func wire(_ item: ImportReport.SkippedItem) -> WireSkippedItem {
+        WireSkippedItem(
+            itemClass: item.itemClass, accessibility: item.accessibility.rawValue, accessGroup: item.accessGroup,
+            service: item.service, account: item.account, reason: item.reason.rawValue, detail: item.detail)
+    }
+
+    package static func wire(_ report: ImportReport, includeSkipped: Bool = true) -> WireImportReport {
+        WireImportReport(
+            total: report.total, restored: codeCounts(report.restored), replaced: report.replaced,
+            skipped: includeSkipped ? report.skipped.map(wire) : [], keyDerivationSeconds: report.keyDerivationSeconds)
+    }
+
+    package static func importReport(_ report: WireImportReport) throws(KeychainError) -> ImportReport {
+        var skipped: [ImportReport.SkippedItem] = []
+        skipped.reserveCapacity(report.skipped.count)
+        for item in report.skipped {
+            guard let reason = ImportReport.SkipReason(rawValue: item.reason) else {
+                throw KeychainError(KeychainStatus.decode, "unknown skip reason \(item.reason) from keyseald")
+            }
+            skipped.append(
+                ImportReport.SkippedItem(
+                    itemClass: item.itemClass, accessibility: try accessibility(item.accessibility),
+                    accessGroup: item.accessGroup, service: item.service, account: item.account, reason: reason,
+                    detail: item.detail))
+        }
+        return ImportReport(
+            total: report.total, restored: try accessibilityCounts(report.restored), replaced: report.replaced,
+            skipped: skipped, keyDerivationSeconds: report.keyDerivationSeconds)
+    }
+}
