@@ -2,6 +2,7 @@
 // process of another user (`setpriv --reuid …`). Not installed; not a user interface.
 //
 //   keyseal-wire-probe SOCKET status|lock|unlock PASSCODE|add GROUP ACCOUNT|find GROUP? ACCOUNT|delete ACCOUNT
+//                            |export PASSPHRASE|import PASSPHRASE
 #if canImport(FoundationEssentials)
 import FoundationEssentials
 #else
@@ -18,6 +19,24 @@ guard arguments.count >= 2 else {
     exit(64)
 }
 let connection = KeysealConnection(socketPath: arguments[0])
+// Export and import stream several frames: a backup written to nowhere, or an import of an empty file.
+if arguments.count == 3 && (arguments[1] == "export" || arguments[1] == "import") {
+    do {
+        if arguments[1] == "export" {
+            let report = try connection.exportBackup(
+                passphrase: WireSecret(utf8: arguments[2]), availableOnly: false, sink: { _ in })
+            print("ok \(report.exportedCount)")
+        } else {
+            let report = try connection.importBackup(
+                passphrase: WireSecret(utf8: arguments[2]), replace: false, source: { _ in nil })
+            print("ok \(report.restoredCount)")
+        }
+    } catch {
+        print("error \(error.status) \(error.message)")
+        exit(1)
+    }
+    exit(0)
+}
 func group(_ text: String) -> String? { text == "-" ? nil : text }
 let request: WireRequest
 switch (arguments[1], arguments.count) {

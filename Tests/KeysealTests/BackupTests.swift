@@ -437,3 +437,25 @@ struct BackupRestoreTests {
         #expect(matched == 10_000)
     }
 }
+
+@Suite("Backup streaming")
+struct BackupStreamingTests {
+    @Test func anExportIsHandedOutInPiecesOfAboutAMegabyte() throws {
+        let fixture = try StoreFixture(.hostKey)
+        defer { fixture.remove() }
+        let bulk = Data(repeating: 0x5a, count: 4096)
+        try fixture.store.addBatch(
+            (0..<1500).map { index in
+                NewItem(
+                    itemClass: .genericPassword,
+                    attributes: [AttributeKey.service: .string("bulk"), AttributeKey.account: .string("\(index)")],
+                    data: bulk)
+            })
+        var pieces: [Int] = []
+        _ = try fixture.store.exportEmbedded(
+            passphrase: SecretBytes(utf8: "p"), availableOnly: false, sink: { pieces.append($0.count) },
+            progress: { _, _ in })
+        #expect(pieces.count >= 6)
+        #expect(pieces.allSatisfy { $0 <= (1 << 20) + (64 << 10) })
+    }
+}
