@@ -89,6 +89,10 @@ let package = Package(
             dependencies: ["Keyseal", "KeysealSecurity", "KeysealCore", "CSQLite"],
             swiftSettings: swiftSettings),
 
+        // Export and import of a large store (backup benchmark).
+        .executableTarget(
+            name: "keyseal-backup-bench", dependencies: ["Keyseal", "KeysealCore"], swiftSettings: swiftSettings),
+
         .executableTarget(name: "keyseal-tour", dependencies: ["Keyseal"], swiftSettings: swiftSettings),
 
         .testTarget(name: "KeysealClientTests", dependencies: ["KeysealClient"], swiftSettings: swiftSettings),

@@ -112,11 +112,19 @@ extension KeychainEngine {
         var report = ImportReport(
             total: reader.total ?? 0, skipped: reader.skipped, keyDerivationSeconds: reader.keyDerivationSeconds)
         for accessibility in Set(reader.items.map(\.accessibility)) { _ = try requireClassKey(accessibility) }
-        var rows: [ItemRow] = []
-        rows.reserveCapacity(reader.items.count)
-        var replacedRows: [ItemRow] = []
-        var seen: Set<[UInt8]> = []
+        // Sealed first (no store access), then inserted in one transaction; a primary-key collision shows as the
+        // insert's constraint failure, which rolls back only that statement.
+        var prepared: [(item: BackupItem, row: ItemRow)] = []
+        prepared.reserveCapacity(reader.items.count)
+        var seen: Set<Data> = []
         seen.reserveCapacity(reader.items.count)
+        func skip(_ item: BackupItem, _ reason: ImportReport.SkipReason, _ detail: String) {
+            let name = BackupFormat.name(item.attributes)
+            report.skipped.append(
+                ImportReport.SkippedItem(
+                    itemClass: item.itemClass, accessibility: item.accessibility, accessGroup: item.accessGroup,
+                    service: name.service, account: name.account, reason: reason, detail: detail))
+        }
         for item in reader.items {
             guard let itemClass = ItemClass(rawValue: item.itemClass), itemClass.isImplemented else {
                 throw KeychainError(KeychainStatus.noSuchClass, "the backup holds an item of class \(item.itemClass)")
@@ -130,40 +138,40 @@ extension KeychainEngine {
                 itemID: randomBytes(16), itemClass: itemClass, group: item.accessGroup, accessibility: item.accessibility,
                 generation: 1, attributes: item.attributes, secret: item.secret,
                 classKey: try requireClassKey(item.accessibility))
-            func skip(_ reason: ImportReport.SkipReason, _ detail: String) {
-                let name = BackupFormat.name(item.attributes)
-                report.skipped.append(
-                    ImportReport.SkippedItem(
-                        itemClass: item.itemClass, accessibility: item.accessibility, accessGroup: item.accessGroup,
-                        service: name.service, account: name.account, reason: reason, detail: detail))
-            }
-            let identity = Array(item.itemClass.utf8) + [0] + Array(item.accessGroup.utf8) + [0] + Array(row.primaryKeyDigest)
-            guard seen.insert(identity).inserted else {
-                skip(.duplicateInBackup, "the backup holds an earlier item with the same primary key")
+            // The digest binds the class and the group: equal digests are the same primary key.
+            guard seen.insert(row.primaryKeyDigest).inserted else {
+                skip(item, .duplicateInBackup, "the backup holds an earlier item with the same primary key")
                 continue
             }
-            let existing = try store.rows(
-                RowFilter(
-                    itemClass: itemClass.rawValue,
-                    groups: [RowFilter.GroupTerm(group: item.accessGroup, primaryKeyDigest: row.primaryKeyDigest)]))
-                .filter { $0.itemClass == itemClass.rawValue && $0.accessGroup == item.accessGroup }
-            if !existing.isEmpty {
-                guard replace else {
-                    skip(.exists, "an item with the same primary key is already in the store")
-                    continue
-                }
-                for old in existing { _ = try requireClassKey(try Self.accessibility(of: old)) }
-                replacedRows += existing
-                report.replaced += 1
-            }
-            rows.append(row)
-            report.restored[item.accessibility, default: 0] += 1
+            prepared.append((item, row))
         }
         try store.transaction { () throws(KeychainError) in
-            for row in replacedRows { try store.delete(row) }
-            for row in rows { try store.insert(row) }
+            for (item, row) in prepared {
+                do throws(KeychainError) {
+                    try store.insert(row)
+                } catch {
+                    guard error.status == KeychainStatus.duplicateItem else { throw error }
+                    guard replace else {
+                        skip(item, .exists, "an item with the same primary key is already in the store")
+                        continue
+                    }
+                    let existing = try store.rows(
+                        RowFilter(
+                            itemClass: row.itemClass,
+                            groups: [RowFilter.GroupTerm(group: row.accessGroup, primaryKeyDigest: row.primaryKeyDigest)])
+                    ).filter { $0.itemClass == row.itemClass && $0.accessGroup == row.accessGroup }
+                    // Replacing an item changes it: its class must be available too.
+                    for old in existing {
+                        _ = try requireClassKey(try Self.accessibility(of: old))
+                        try store.delete(old)
+                    }
+                    try store.insert(row)
+                    report.replaced += 1
+                }
+                report.restored[item.accessibility, default: 0] += 1
+            }
         }
-        for row in rows {
+        for (_, row) in prepared {
             if let itemClass = ItemClass(rawValue: row.itemClass) { groupCache[itemClass, default: []].insert(row.accessGroup) }
         }
         return report
