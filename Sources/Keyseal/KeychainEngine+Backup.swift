@@ -125,6 +125,7 @@ extension KeychainEngine {
                     itemClass: item.itemClass, accessibility: item.accessibility, accessGroup: item.accessGroup,
                     service: name.service, account: name.account, reason: reason, detail: detail))
         }
+        let random = RandomPool()
         for item in reader.items {
             guard let itemClass = ItemClass(rawValue: item.itemClass), itemClass.isImplemented else {
                 throw KeychainError(KeychainStatus.noSuchClass, "the backup holds an item of class \(item.itemClass)")
@@ -135,9 +136,9 @@ extension KeychainEngine {
                     "the backup holds a secret of \(item.secret.count) bytes; this store's limit is \(configuration.valueLimit)")
             }
             let row = try seal(
-                itemID: randomBytes(16), itemClass: itemClass, group: item.accessGroup, accessibility: item.accessibility,
+                itemID: random.bytes(16), itemClass: itemClass, group: item.accessGroup, accessibility: item.accessibility,
                 generation: 1, attributes: item.attributes, secret: item.secret,
-                classKey: try requireClassKey(item.accessibility))
+                classKey: try requireClassKey(item.accessibility), random: random)
             // The digest binds the class and the group: equal digests are the same primary key.
             guard seen.insert(row.primaryKeyDigest).inserted else {
                 skip(item, .duplicateInBackup, "the backup holds an earlier item with the same primary key")
@@ -145,30 +146,35 @@ extension KeychainEngine {
             }
             prepared.append((item, row))
         }
-        try store.transaction { () throws(KeychainError) in
-            for (item, row) in prepared {
-                do throws(KeychainError) {
-                    try store.insert(row)
-                } catch {
-                    guard error.status == KeychainStatus.duplicateItem else { throw error }
-                    guard replace else {
-                        skip(item, .exists, "an item with the same primary key is already in the store")
-                        continue
+        // About 1 KiB of page cache an item keeps the indexes' random inserts in memory (up to 256 MiB).
+        try store.withPageCache(kibibytes: min(prepared.count, 256 << 10)) { () throws(KeychainError) in
+            try store.transaction { () throws(KeychainError) in
+                for (item, row) in prepared {
+                    do throws(KeychainError) {
+                        try store.insert(row)
+                    } catch {
+                        guard error.status == KeychainStatus.duplicateItem else { throw error }
+                        guard replace else {
+                            skip(item, .exists, "an item with the same primary key is already in the store")
+                            continue
+                        }
+                        let existing = try store.rows(
+                            RowFilter(
+                                itemClass: row.itemClass,
+                                groups: [
+                                    RowFilter.GroupTerm(group: row.accessGroup, primaryKeyDigest: row.primaryKeyDigest)
+                                ])
+                        ).filter { $0.itemClass == row.itemClass && $0.accessGroup == row.accessGroup }
+                        // Replacing an item changes it: its class must be available too.
+                        for old in existing {
+                            _ = try requireClassKey(try Self.accessibility(of: old))
+                            try store.delete(old)
+                        }
+                        try store.insert(row)
+                        report.replaced += 1
                     }
-                    let existing = try store.rows(
-                        RowFilter(
-                            itemClass: row.itemClass,
-                            groups: [RowFilter.GroupTerm(group: row.accessGroup, primaryKeyDigest: row.primaryKeyDigest)])
-                    ).filter { $0.itemClass == row.itemClass && $0.accessGroup == row.accessGroup }
-                    // Replacing an item changes it: its class must be available too.
-                    for old in existing {
-                        _ = try requireClassKey(try Self.accessibility(of: old))
-                        try store.delete(old)
-                    }
-                    try store.insert(row)
-                    report.replaced += 1
+                    report.restored[item.accessibility, default: 0] += 1
                 }
-                report.restored[item.accessibility, default: 0] += 1
             }
         }
         for (_, row) in prepared {

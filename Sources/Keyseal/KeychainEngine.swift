@@ -660,7 +660,7 @@ final class KeychainEngine {
 
     func seal(
         itemID: [UInt8], itemClass: ItemClass, group: String, accessibility: Accessibility, generation: Int64,
-        attributes: [String: AttributeValue], secret: Data, classKey: ClassKey
+        attributes: [String: AttributeValue], secret: Data, classKey: ClassKey, random: RandomPool? = nil
     ) throws(KeychainError) -> ItemRow {
         let sync: Bool
         if case .bool(let flag)? = attributes[AttributeKey.synchronizable] { sync = flag } else { sync = false }
@@ -684,7 +684,7 @@ final class KeychainEngine {
         row.sealed = try ItemEnvelope.seal(
             attributes: AttributeCodec.encode(attributes), secret: secret, aad: row.header(storeID: storeID).encoded(),
             itemID: itemID,
-            classKey: classKey)
+            classKey: classKey, random: random)
         return row
     }
 

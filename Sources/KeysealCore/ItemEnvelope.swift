@@ -135,20 +135,25 @@ public struct SealedItem: Sendable, Equatable {
 public enum ItemEnvelope {
     static let wrapLabel = Array("keyseal/ik".utf8)
 
-    public static func seal(attributes: [UInt8], secret: Data, aad: [UInt8], itemID: [UInt8], classKey: ClassKey)
-        throws(KeychainError) -> SealedItem
-    {
-        let attributesBox = try AEAD.seal(attributes, key: classKey.metadataKey(itemID: itemID), aad: aad)
-        let itemKey = SymmetricKey(size: .bits256)
+    /// Seals an item. `random` (bulk work) supplies the item key and the nonces; otherwise each comes from the
+    /// system generator.
+    public static func seal(
+        attributes: [UInt8], secret: Data, aad: [UInt8], itemID: [UInt8], classKey: ClassKey, random: RandomPool? = nil
+    ) throws(KeychainError) -> SealedItem {
+        let attributesBox = try AEAD.seal(
+            attributes, key: classKey.metadataKey(itemID: itemID), aad: aad, nonce: random?.nonce())
+        let itemKey = random?.symmetricKey() ?? SymmetricKey(size: .bits256)
         let wrappedKey: Data
         do {
+            let nonce = random?.nonce()
             wrappedKey = try itemKey.withUnsafeBytes { bytes in
-                try AES.GCM.seal(bytes, using: classKey.symmetricKey, authenticating: wrapLabel + aad).combined!
+                try AES.GCM.seal(bytes, using: classKey.symmetricKey, nonce: nonce, authenticating: wrapLabel + aad)
+                    .combined!
             }
         } catch {
             throw KeychainError(KeychainStatus.internalComponent, "encryption failed")
         }
-        let valueBox = try AEAD.seal(secret, key: itemKey, aad: valueAAD(aad, attributesBox))
+        let valueBox = try AEAD.seal(secret, key: itemKey, aad: valueAAD(aad, attributesBox), nonce: random?.nonce())
         return SealedItem(attributes: attributesBox, wrappedKey: wrappedKey, value: valueBox)
     }
 

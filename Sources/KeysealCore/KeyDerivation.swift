@@ -53,11 +53,11 @@ public enum KeyDerivation {
 
 /// AES-256-GCM in the combined form nonce ‖ ciphertext ‖ tag.
 public enum AEAD {
-    public static func seal(_ plaintext: some DataProtocol, key: SymmetricKey, aad: [UInt8]) throws(KeychainError)
-        -> Data
-    {
+    public static func seal(
+        _ plaintext: some DataProtocol, key: SymmetricKey, aad: [UInt8], nonce: AES.GCM.Nonce? = nil
+    ) throws(KeychainError) -> Data {
         do {
-            return try AES.GCM.seal(plaintext, using: key, authenticating: aad).combined!
+            return try AES.GCM.seal(plaintext, using: key, nonce: nonce, authenticating: aad).combined!
         } catch {
             throw KeychainError(KeychainStatus.internalComponent, "encryption failed")
         }

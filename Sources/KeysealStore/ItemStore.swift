@@ -301,15 +301,16 @@ public final class ItemStore {
     }
 
     /// Inserts a new item and its ledger entry; a primary-key collision is `errSecDuplicateItem`.
+    static let insertSQL: String = {
+        let columns = ["item_id", "class", "agrp", "pdmn", "generation", "pk"] + digestColumns + ["attrs", "wkey", "value"]
+        return "INSERT INTO items(\(columns.joined(separator: ", "))) VALUES ("
+            + columns.indices.map { "?\($0 + 1)" }.joined(separator: ", ") + ")"
+    }()
+
     @discardableResult
     public func insert(_ row: ItemRow) throws(KeychainError) -> Int64 {
         do {
-            let columns = ["item_id", "class", "agrp", "pdmn", "generation", "pk"] + Self.digestColumns + [
-                "attrs", "wkey", "value",
-            ]
-            let statement = try database.statement(
-                "INSERT INTO items(\(columns.joined(separator: ", "))) VALUES ("
-                    + columns.indices.map { "?\($0 + 1)" }.joined(separator: ", ") + ")")
+            let statement = try database.statement(key: "insert", sql: { Self.insertSQL })
             try bindRow(row, to: statement)
             try statement.run()
             let id = sqlite3LastInsertRowID()
@@ -436,6 +437,23 @@ public final class ItemStore {
     public func transaction<T>(_ body: () throws(KeychainError) -> T) throws(KeychainError) -> T {
         do {
             return try database.transaction { () throws -> T in try body() }
+        } catch let error as KeychainError {
+            throw error
+        } catch let error as SQLiteError {
+            throw error.keychainError
+        } catch {
+            throw KeychainError(KeychainStatus.io, "\(error)")
+        }
+    }
+
+    /// Runs `body` with a page cache of `kibibytes` (for bulk work such as an import, whose random index inserts
+    /// would otherwise spill pages to the WAL and read them back), then restores the previous size.
+    public func withPageCache<T>(kibibytes: Int, _ body: () throws(KeychainError) -> T) throws(KeychainError) -> T {
+        do {
+            let previous = try database.scalarText("PRAGMA cache_size") ?? "-2000"
+            try database.execute("PRAGMA cache_size=-\(max(kibibytes, 2000))")
+            defer { try? database.execute("PRAGMA cache_size=\(Int(previous) ?? -2000)") }
+            return try body()
         } catch let error as KeychainError {
             throw error
         } catch let error as SQLiteError {
