@@ -111,22 +111,12 @@ extension KeychainEngine {
     func restoreBackup(_ reader: BackupReader, replace: Bool) throws(KeychainError) -> ImportReport {
         var report = ImportReport(
             total: reader.total ?? 0, skipped: reader.skipped, keyDerivationSeconds: reader.keyDerivationSeconds)
-        for accessibility in Set(reader.items.map(\.accessibility)) { _ = try requireClassKey(accessibility) }
-        // Sealed first (no store access), then inserted in one transaction; a primary-key collision shows as the
-        // insert's constraint failure, which rolls back only that statement.
-        var prepared: [(item: BackupItem, row: ItemRow)] = []
-        prepared.reserveCapacity(reader.items.count)
-        var seen: Set<Data> = []
-        seen.reserveCapacity(reader.items.count)
-        func skip(_ item: BackupItem, _ reason: ImportReport.SkipReason, _ detail: String) {
-            let name = BackupFormat.name(item.attributes)
-            report.skipped.append(
-                ImportReport.SkippedItem(
-                    itemClass: item.itemClass, accessibility: item.accessibility, accessGroup: item.accessGroup,
-                    service: name.service, account: name.account, reason: reason, detail: detail))
-        }
-        let random = RandomPool()
-        for item in reader.items {
+        // Every item is checked first; then a thread of its own seals the items in chunks while this one inserts
+        // them, in order, in one transaction. A primary-key collision shows as the insert's constraint failure,
+        // which rolls back only that statement.
+        let items = reader.items
+        var classKeys: [Accessibility: ClassKey] = [:]
+        for item in items {
             guard let itemClass = ItemClass(rawValue: item.itemClass), itemClass.isImplemented else {
                 throw KeychainError(KeychainStatus.noSuchClass, "the backup holds an item of class \(item.itemClass)")
             }
@@ -135,51 +125,150 @@ extension KeychainEngine {
                     KeychainStatus.dataTooLarge,
                     "the backup holds a secret of \(item.secret.count) bytes; this store's limit is \(configuration.valueLimit)")
             }
-            let row = try seal(
-                itemID: random.bytes(16), itemClass: itemClass, group: item.accessGroup, accessibility: item.accessibility,
-                generation: 1, attributes: item.attributes, secret: item.secret,
-                classKey: try requireClassKey(item.accessibility), random: random)
-            // The digest binds the class and the group: equal digests are the same primary key.
-            guard seen.insert(row.primaryKeyDigest).inserted else {
-                skip(item, .duplicateInBackup, "the backup holds an earlier item with the same primary key")
-                continue
-            }
-            prepared.append((item, row))
+            if classKeys[item.accessibility] == nil { classKeys[item.accessibility] = try requireClassKey(item.accessibility) }
+        }
+        let pipeline = SealPipeline(items: items, classKeys: classKeys, indexKey: indexKey, storeID: storeID)
+        pipeline.start()
+        defer { pipeline.cancel() }
+        var seen: Set<Data> = []
+        seen.reserveCapacity(items.count)
+        var groups: [ItemClass: Set<String>] = [:]
+        func skip(_ item: BackupItem, _ reason: ImportReport.SkipReason, _ detail: String) {
+            let name = BackupFormat.name(item.attributes)
+            report.skipped.append(
+                ImportReport.SkippedItem(
+                    itemClass: item.itemClass, accessibility: item.accessibility, accessGroup: item.accessGroup,
+                    service: name.service, account: name.account, reason: reason, detail: detail))
         }
         // About 1 KiB of page cache an item keeps the indexes' random inserts in memory (up to 256 MiB).
-        try store.withPageCache(kibibytes: min(prepared.count, 256 << 10)) { () throws(KeychainError) in
+        try store.withPageCache(kibibytes: min(items.count, 256 << 10)) { () throws(KeychainError) in
             try store.transaction { () throws(KeychainError) in
-                for (item, row) in prepared {
-                    do throws(KeychainError) {
-                        try store.insert(row)
-                    } catch {
-                        guard error.status == KeychainStatus.duplicateItem else { throw error }
-                        guard replace else {
-                            skip(item, .exists, "an item with the same primary key is already in the store")
+                for chunk in 0..<pipeline.chunkCount {
+                    let rows = try pipeline.rows(chunk)
+                    for (offset, row) in rows.enumerated() {
+                        let item = items[chunk * SealPipeline.chunkSize + offset]
+                        // The digest binds the class and the group: equal digests are the same primary key.
+                        guard seen.insert(row.primaryKeyDigest).inserted else {
+                            skip(item, .duplicateInBackup, "the backup holds an earlier item with the same primary key")
                             continue
                         }
-                        let existing = try store.rows(
-                            RowFilter(
-                                itemClass: row.itemClass,
-                                groups: [
-                                    RowFilter.GroupTerm(group: row.accessGroup, primaryKeyDigest: row.primaryKeyDigest)
-                                ])
-                        ).filter { $0.itemClass == row.itemClass && $0.accessGroup == row.accessGroup }
-                        // Replacing an item changes it: its class must be available too.
-                        for old in existing {
-                            _ = try requireClassKey(try Self.accessibility(of: old))
-                            try store.delete(old)
+                        do throws(KeychainError) {
+                            try store.insert(row)
+                        } catch {
+                            guard error.status == KeychainStatus.duplicateItem else { throw error }
+                            guard replace else {
+                                skip(item, .exists, "an item with the same primary key is already in the store")
+                                continue
+                            }
+                            let existing = try store.rows(
+                                RowFilter(
+                                    itemClass: row.itemClass,
+                                    groups: [
+                                        RowFilter.GroupTerm(group: row.accessGroup, primaryKeyDigest: row.primaryKeyDigest)
+                                    ])
+                            ).filter { $0.itemClass == row.itemClass && $0.accessGroup == row.accessGroup }
+                            // Replacing an item changes it: its class must be available too.
+                            for old in existing {
+                                _ = try requireClassKey(try Self.accessibility(of: old))
+                                try store.delete(old)
+                            }
+                            try store.insert(row)
+                            report.replaced += 1
                         }
-                        try store.insert(row)
-                        report.replaced += 1
+                        if let itemClass = ItemClass(rawValue: row.itemClass) {
+                            groups[itemClass, default: []].insert(row.accessGroup)
+                        }
+                        report.restored[item.accessibility, default: 0] += 1
                     }
-                    report.restored[item.accessibility, default: 0] += 1
                 }
             }
         }
-        for (_, row) in prepared {
-            if let itemClass = ItemClass(rawValue: row.itemClass) { groupCache[itemClass, default: []].insert(row.accessGroup) }
-        }
+        for (itemClass, names) in groups { groupCache[itemClass, default: []].formUnion(names) }
         return report
+    }
+}
+
+/// Seals the items of an import on a thread of its own, a chunk at a time, while the engine's thread inserts the
+/// chunks already sealed. Uses only immutable inputs. A dedicated thread (not a shared pool), so the engine's
+/// thread waiting for a chunk can never starve the work it waits for.
+final class SealPipeline: @unchecked Sendable {
+    static let chunkSize = 512
+
+    // Immutable.
+    private let items: [BackupItem]
+    private let classKeys: [Accessibility: ClassKey]
+    private let indexKey: IndexKey
+    private let storeID: [UInt8]
+    let chunkCount: Int
+    // Guarded by `condition`.
+    private let condition = NSCondition()
+    private var sealed: [Int: Result<[ItemRow], KeychainError>] = [:]
+    private var cancelled = false
+
+    init(items: [BackupItem], classKeys: [Accessibility: ClassKey], indexKey: IndexKey, storeID: [UInt8]) {
+        self.items = items
+        self.classKeys = classKeys
+        self.indexKey = indexKey
+        self.storeID = storeID
+        chunkCount = (items.count + Self.chunkSize - 1) / Self.chunkSize
+    }
+
+    func start() {
+        guard chunkCount > 0 else { return }
+        let thread = Thread { [self] in run() }
+        thread.name = "keyseal-import-seal"
+        thread.start()
+    }
+
+    /// Stops sealing (after a failure, or when done); rows not yet taken are dropped.
+    func cancel() {
+        condition.lock()
+        cancelled = true
+        sealed.removeAll()
+        condition.broadcast()
+        condition.unlock()
+    }
+
+    /// The rows of chunk `index`, in item order, waiting until they are sealed.
+    func rows(_ index: Int) throws(KeychainError) -> [ItemRow] {
+        condition.lock()
+        defer { condition.unlock() }
+        while sealed[index] == nil { condition.wait() }
+        return try sealed.removeValue(forKey: index)!.get()
+    }
+
+    private func run() {
+        let random = RandomPool()
+        for chunk in 0..<chunkCount {
+            condition.lock()
+            let stop = cancelled
+            condition.unlock()
+            if stop { return }
+            var rows: [ItemRow] = []
+            rows.reserveCapacity(Self.chunkSize)
+            let result: Result<[ItemRow], KeychainError>
+            do throws(KeychainError) {
+                for item in items[chunk * Self.chunkSize..<min(items.count, (chunk + 1) * Self.chunkSize)] {
+                    guard let itemClass = ItemClass(rawValue: item.itemClass),
+                        let classKey = classKeys[item.accessibility]
+                    else {
+                        throw KeychainError(KeychainStatus.internalComponent, "an item was not checked before sealing")
+                    }
+                    rows.append(
+                        try KeychainEngine.seal(
+                            indexKey: indexKey, storeID: storeID, itemID: random.bytes(16), itemClass: itemClass,
+                            group: item.accessGroup, accessibility: item.accessibility, generation: 1,
+                            attributes: item.attributes, secret: item.secret, classKey: classKey, random: random))
+                }
+                result = .success(rows)
+            } catch {
+                result = .failure(error)
+            }
+            condition.lock()
+            if !cancelled { sealed[chunk] = result }
+            condition.broadcast()
+            condition.unlock()
+            if case .failure = result { return }
+        }
     }
 }

@@ -662,6 +662,18 @@ final class KeychainEngine {
         itemID: [UInt8], itemClass: ItemClass, group: String, accessibility: Accessibility, generation: Int64,
         attributes: [String: AttributeValue], secret: Data, classKey: ClassKey, random: RandomPool? = nil
     ) throws(KeychainError) -> ItemRow {
+        try Self.seal(
+            indexKey: indexKey, storeID: storeID, itemID: itemID, itemClass: itemClass, group: group,
+            accessibility: accessibility, generation: generation, attributes: attributes, secret: secret,
+            classKey: classKey, random: random)
+    }
+
+    /// Seals a row from immutable inputs only (so that bulk work may seal on another thread).
+    static func seal(
+        indexKey: IndexKey, storeID: [UInt8], itemID: [UInt8], itemClass: ItemClass, group: String,
+        accessibility: Accessibility, generation: Int64, attributes: [String: AttributeValue], secret: Data,
+        classKey: ClassKey, random: RandomPool? = nil
+    ) throws(KeychainError) -> ItemRow {
         let sync: Bool
         if case .bool(let flag)? = attributes[AttributeKey.synchronizable] { sync = flag } else { sync = false }
         let primaryKey = AttributeKey.primaryKey(for: itemClass)
