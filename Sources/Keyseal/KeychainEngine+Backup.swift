@@ -109,27 +109,71 @@ extension KeychainEngine {
     /// primary key exists is skipped and reported, or with `replace` the existing item (whose class must then be
     /// available too) is deleted in the same transaction.
     func restoreBackup(_ reader: BackupReader, replace: Bool) throws(KeychainError) -> ImportReport {
+        let pipeline = SealPipeline(indexKey: indexKey, storeID: storeID)
+        defer { pipeline.cancel() }
+        var submitted = 0
+        try submitReady(reader, pipeline, submitted: &submitted, final: true)
+        return try insertSealed(reader, pipeline, replace: replace)
+    }
+
+    /// Reads a whole backup from `source` and restores it, sealing the items already read (threads of their own)
+    /// while the rest of the file is read and authenticated: nothing is written before the end record has been
+    /// checked. For embedded stores, which hold the engine for the whole import.
+    func importBackup(
+        passphrase: SecretBytes, source: () throws(KeychainError) -> [UInt8]?, replace: Bool,
+        progress: (_ done: Int, _ total: Int) -> Void
+    ) throws(KeychainError) -> ImportReport {
+        let reader = BackupReader(passphrase: passphrase) { [self] device in matchBackupDevice(device) }
+        let pipeline = SealPipeline(indexKey: indexKey, storeID: storeID)
+        defer { pipeline.cancel() }
+        var submitted = 0
+        while let bytes = try source() {
+            try reader.feed(bytes)
+            try submitReady(reader, pipeline, submitted: &submitted, final: false)
+            if let total = reader.total { progress(reader.done, total) }
+        }
+        try reader.finish()
+        try submitReady(reader, pipeline, submitted: &submitted, final: true)
+        return try insertSealed(reader, pipeline, replace: replace)
+    }
+
+    /// Hands the items read so far to the sealing threads, in whole chunks (and the rest when `final`), after
+    /// checking each: a class this store knows, a secret within its limit, an available class.
+    private func submitReady(
+        _ reader: BackupReader, _ pipeline: SealPipeline, submitted: inout Int, final: Bool
+    ) throws(KeychainError) {
+        let items = reader.items
+        while items.count - submitted >= SealPipeline.chunkSize || (final && submitted < items.count) {
+            let end = min(items.count, submitted + SealPipeline.chunkSize)
+            var classKeys: [Accessibility: ClassKey] = [:]
+            for item in items[submitted..<end] {
+                guard let itemClass = ItemClass(rawValue: item.itemClass), itemClass.isImplemented else {
+                    throw KeychainError(KeychainStatus.noSuchClass, "the backup holds an item of class \(item.itemClass)")
+                }
+                guard item.secret.count <= configuration.valueLimit else {
+                    throw KeychainError(
+                        KeychainStatus.dataTooLarge,
+                        "the backup holds a secret of \(item.secret.count) bytes; this store's limit is "
+                            + "\(configuration.valueLimit)")
+                }
+                if classKeys[item.accessibility] == nil {
+                    classKeys[item.accessibility] = try requireClassKey(item.accessibility)
+                }
+            }
+            pipeline.submit(Array(items[submitted..<end]), classKeys: classKeys)
+            submitted = end
+        }
+        if final { pipeline.close() }
+    }
+
+    /// Inserts the sealed items in order, in one transaction. A primary-key collision shows as the insert's
+    /// constraint failure, which rolls back only that statement.
+    private func insertSealed(_ reader: BackupReader, _ pipeline: SealPipeline, replace: Bool) throws(KeychainError)
+        -> ImportReport
+    {
         var report = ImportReport(
             total: reader.total ?? 0, skipped: reader.skipped, keyDerivationSeconds: reader.keyDerivationSeconds)
-        // Every item is checked first; then a thread of its own seals the items in chunks while this one inserts
-        // them, in order, in one transaction. A primary-key collision shows as the insert's constraint failure,
-        // which rolls back only that statement.
         let items = reader.items
-        var classKeys: [Accessibility: ClassKey] = [:]
-        for item in items {
-            guard let itemClass = ItemClass(rawValue: item.itemClass), itemClass.isImplemented else {
-                throw KeychainError(KeychainStatus.noSuchClass, "the backup holds an item of class \(item.itemClass)")
-            }
-            guard item.secret.count <= configuration.valueLimit else {
-                throw KeychainError(
-                    KeychainStatus.dataTooLarge,
-                    "the backup holds a secret of \(item.secret.count) bytes; this store's limit is \(configuration.valueLimit)")
-            }
-            if classKeys[item.accessibility] == nil { classKeys[item.accessibility] = try requireClassKey(item.accessibility) }
-        }
-        let pipeline = SealPipeline(items: items, classKeys: classKeys, indexKey: indexKey, storeID: storeID)
-        pipeline.start()
-        defer { pipeline.cancel() }
         var seen: Set<Data> = []
         seen.reserveCapacity(items.count)
         var groups: [ItemClass: Set<String>] = [:]
@@ -188,69 +232,108 @@ extension KeychainEngine {
     }
 }
 
-/// Seals the items of an import on a thread of its own, a chunk at a time, while the engine's thread inserts the
-/// chunks already sealed. Uses only immutable inputs. A dedicated thread (not a shared pool), so the engine's
-/// thread waiting for a chunk can never starve the work it waits for.
+/// Seals the items of an import on threads of their own, a chunk at a time, while the engine's thread reads the
+/// rest of the file and then inserts the chunks in order. Uses only immutable inputs. Dedicated threads (not a
+/// shared pool), so the engine's thread waiting for a chunk can never starve the work it waits for.
 final class SealPipeline: @unchecked Sendable {
     static let chunkSize = 512
 
-    // Immutable.
-    private let items: [BackupItem]
-    private let classKeys: [Accessibility: ClassKey]
-    private let indexKey: IndexKey
-    private let storeID: [UInt8]
-    let chunkCount: Int
-    // Guarded by `condition`.
-    private let condition = NSCondition()
-    private var sealed: [Int: Result<[ItemRow], KeychainError>] = [:]
-    private var cancelled = false
-
-    init(items: [BackupItem], classKeys: [Accessibility: ClassKey], indexKey: IndexKey, storeID: [UInt8]) {
-        self.items = items
-        self.classKeys = classKeys
-        self.indexKey = indexKey
-        self.storeID = storeID
-        chunkCount = (items.count + Self.chunkSize - 1) / Self.chunkSize
+    private struct Work {
+        var index: Int
+        var items: [BackupItem]
+        var classKeys: [Accessibility: ClassKey]
     }
 
-    func start() {
-        guard chunkCount > 0 else { return }
-        let thread = Thread { [self] in run() }
-        thread.name = "keyseal-import-seal"
-        thread.start()
+    // Immutable.
+    private let indexKey: IndexKey
+    private let storeID: [UInt8]
+    // Guarded by `condition`.
+    private let condition = NSCondition()
+    private var queue: [Work] = []
+    private var queueStart = 0
+    private var sealed: [Int: Result<[ItemRow], KeychainError>] = [:]
+    private var submittedCount = 0
+    private var closed = false
+    private var cancelled = false
+    private var started = false
+
+    init(indexKey: IndexKey, storeID: [UInt8]) {
+        self.indexKey = indexKey
+        self.storeID = storeID
+    }
+
+    /// Chunks submitted (all of them once ``close()`` was called).
+    var chunkCount: Int { condition.withLock { submittedCount } }
+
+    /// Queues a chunk; the sealing threads start with the first (one per processor, at least one, at most four).
+    func submit(_ items: [BackupItem], classKeys: [Accessibility: ClassKey]) {
+        let startWorkers = condition.withLock { () -> Bool in
+            queue.append(Work(index: submittedCount, items: items, classKeys: classKeys))
+            submittedCount += 1
+            condition.broadcast()
+            defer { started = true }
+            return !started
+        }
+        guard startWorkers else { return }
+        let workers = max(1, min(4, ProcessInfo.processInfo.activeProcessorCount))
+        for worker in 0..<workers {
+            let thread = Thread { [self] in run() }
+            thread.name = "keyseal-import-seal-\(worker)"
+            thread.start()
+        }
+    }
+
+    /// No more chunks will come; the threads end when the queue is empty.
+    func close() {
+        condition.withLock {
+            closed = true
+            condition.broadcast()
+        }
     }
 
     /// Stops sealing (after a failure, or when done); rows not yet taken are dropped.
     func cancel() {
-        condition.lock()
-        cancelled = true
-        sealed.removeAll()
-        condition.broadcast()
-        condition.unlock()
+        condition.withLock {
+            cancelled = true
+            closed = true
+            queue.removeAll()
+            queueStart = 0
+            sealed.removeAll()
+            condition.broadcast()
+        }
     }
 
     /// The rows of chunk `index`, in item order, waiting until they are sealed.
     func rows(_ index: Int) throws(KeychainError) -> [ItemRow] {
         condition.lock()
         defer { condition.unlock() }
-        while sealed[index] == nil { condition.wait() }
+        while sealed[index] == nil {
+            if cancelled { throw KeychainError(KeychainStatus.internalComponent, "the import was cancelled") }
+            condition.wait()
+        }
         return try sealed.removeValue(forKey: index)!.get()
     }
 
     private func run() {
         let random = RandomPool()
-        for chunk in 0..<chunkCount {
+        while true {
             condition.lock()
-            let stop = cancelled
+            while queueStart == queue.count && !closed { condition.wait() }
+            if cancelled || queueStart == queue.count {
+                condition.unlock()
+                return
+            }
+            let work = queue[queueStart]
+            queue[queueStart].items = []
+            queueStart += 1
             condition.unlock()
-            if stop { return }
-            var rows: [ItemRow] = []
-            rows.reserveCapacity(Self.chunkSize)
+
             let result: Result<[ItemRow], KeychainError>
             do throws(KeychainError) {
-                for item in items[chunk * Self.chunkSize..<min(items.count, (chunk + 1) * Self.chunkSize)] {
-                    guard let itemClass = ItemClass(rawValue: item.itemClass),
-                        let classKey = classKeys[item.accessibility]
+                var rows: [ItemRow] = []
+                rows.reserveCapacity(work.items.count)
+                for item in work.items {
+                    guard let itemClass = ItemClass(rawValue: item.itemClass), let classKey = work.classKeys[item.accessibility]
                     else {
                         throw KeychainError(KeychainStatus.internalComponent, "an item was not checked before sealing")
                     }
@@ -264,11 +347,10 @@ final class SealPipeline: @unchecked Sendable {
             } catch {
                 result = .failure(error)
             }
-            condition.lock()
-            if !cancelled { sealed[chunk] = result }
-            condition.broadcast()
-            condition.unlock()
-            if case .failure = result { return }
+            condition.withLock {
+                if !cancelled { sealed[work.index] = result }
+                condition.broadcast()
+            }
         }
     }
 }

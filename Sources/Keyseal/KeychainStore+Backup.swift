@@ -112,17 +112,15 @@ extension KeychainStore {
                 }
             }
         }
-        let reader = makeBackupReader(passphrase: SecretBytes(utf8: passphrase))
-        do {
-            while let bytes = try file.read() {
-                try reader.feed(bytes)
-                if let total = reader.total { progress?(reader.done, total) }
-            }
-        } catch let error as WireError {
-            throw WireMapping.error(error)
+        // Embedded: the engine is held for the whole import; items are sealed while the file is still being read.
+        let secret = SecretBytes(utf8: passphrase)
+        return try withEngine { engine in
+            try engine.importBackup(
+                passphrase: secret,
+                source: { () throws(KeychainError) -> [UInt8]? in
+                    do throws(WireError) { return try file.read() } catch { throw WireMapping.error(error) }
+                }, replace: replace, progress: { done, total in progress?(done, total) })
         }
-        try reader.finish()
-        return try restoreBackup(reader, replace: replace)
     }
 
     // MARK: Pieces for keyseald (embedded stores)
