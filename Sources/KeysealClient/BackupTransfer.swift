@@ -207,13 +207,20 @@ public final class BackupFileWriter {
             throw WireError(status: WireStatusCode.io, message: "cannot write \(path): \(reason)")
         }
         fd = -1
-        guard link(temporaryPath, path) == 0 else {
-            let reason = errno == EEXIST ? "it already exists" : String(cString: strerror(errno))
-            discard()
-            throw WireError(
-                status: errno == EEXIST ? WireStatusCode.param : WireStatusCode.io, message: "cannot create \(path): \(reason)")
+        if link(temporaryPath, path) == 0 {
+            unlink(temporaryPath)
+        } else {
+            let code = errno
+            // File systems without hard links: a rename, the destination checked again just before.
+            let noLinks = code == EPERM || code == EOPNOTSUPP || code == ENOTSUP || code == ENOSYS
+            let exists = code == EEXIST || access(path, F_OK) == 0
+            guard noLinks, !exists, rename(temporaryPath, path) == 0 else {
+                let reason = exists ? "it already exists" : String(cString: strerror(noLinks ? errno : code))
+                discard()
+                throw WireError(
+                    status: exists ? WireStatusCode.param : WireStatusCode.io, message: "cannot create \(path): \(reason)")
+            }
         }
-        unlink(temporaryPath)
         finished = true
     }
 

@@ -459,3 +459,53 @@ struct BackupStreamingTests {
         #expect(pieces.allSatisfy { $0 <= (1 << 20) + (64 << 10) })
     }
 }
+
+@Suite("Backup edge cases")
+struct BackupEdgeTests {
+    @Test func anEmptyStoreRoundTrips() throws {
+        let source = try StoreFixture(.hostKey)
+        defer { source.remove() }
+        let file = source.root.appending("empty.ksb")
+        #expect(try source.store.exportBackup(to: file, passphrase: "p").exportedCount == 0)
+        let target = try StoreFixture(.hostKey)
+        defer { target.remove() }
+        let report = try target.store.importBackup(from: file, passphrase: "p")
+        #expect(report.total == 0)
+        #expect(report.restoredCount == 0)
+        #expect(report.skipped.isEmpty)
+    }
+
+    @Test func aFileThatIsNotABackupIsDecodeError() throws {
+        let fixture = try StoreFixture(.hostKey)
+        defer { fixture.remove() }
+        let file = fixture.root.appending("notes.txt")
+        try Data("KSBACKUX and then some text that is long enough".utf8).write(to: file)
+        #expect(status { try fixture.store.importBackup(from: file, passphrase: "p") } == KeychainStatus.decode)
+    }
+
+    @Test func internetPasswordsAndAccessGroupsRoundTrip() throws {
+        let source = try StoreFixture(.hostKey)
+        defer { source.remove() }
+        _ = try source.store.add(
+            NewItem(
+                itemClass: .internetPassword,
+                attributes: [
+                    AttributeKey.server: .string("example.com"), AttributeKey.account: .string("a"),
+                    AttributeKey.port: .int(8443), AttributeKey.protocol: .string("htps"),
+                ],
+                accessGroup: "team", accessibility: .afterFirstUnlock, data: Data("web".utf8)))
+        let file = source.root.appending("backup.ksb")
+        try source.store.exportBackup(to: file, passphrase: "p")
+        let target = try StoreFixture(.hostKey)
+        defer { target.remove() }
+        try target.store.importBackup(from: file, passphrase: "p")
+        let found = try target.store.copyMatching(
+            ItemQuery(
+                itemClass: .internetPassword,
+                attributes: [AttributeKey.server: .string("example.com"), AttributeKey.port: .int(8443)],
+                returns: [.data, .attributes]))
+        #expect(found.first?.data == Data("web".utf8))
+        #expect(found.first?.string(AttributeKey.accessGroup) == "team")
+        #expect(found.first?.accessibility == .afterFirstUnlock)
+    }
+}
