@@ -579,11 +579,10 @@ package final class BackupReader: @unchecked Sendable {
     }
 
     private func readItem(_ fields: [(UInt8, ArraySlice<UInt8>)]) throws(KeychainError) {
-        var values: [UInt8: ArraySlice<UInt8>] = [:]
+        var values = [ArraySlice<UInt8>?](repeating: nil, count: 7)
         for (tag, value) in fields {
-            guard (1...6).contains(tag), values.updateValue(value, forKey: tag) == nil else {
-                throw Self.corrupt("bad item record")
-            }
+            guard (1...6).contains(tag), values[Int(tag)] == nil else { throw Self.corrupt("bad item record") }
+            values[Int(tag)] = value
         }
         guard let code = values[1], let classCode = values[2], let group = values[3], let sealed = values[6],
             let accessibility = Accessibility(rawValue: String(decoding: code, as: UTF8.self)),
