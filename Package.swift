@@ -99,8 +99,6 @@ let package = Package(
             dependencies: ["Keyseal", "KeysealSecurity", "KeysealCore", "CSQLite"],
             swiftSettings: swiftSettings),
 
-        .executableTarget(name: "keyseal-tour", dependencies: ["Keyseal"], swiftSettings: swiftSettings),
-
         .testTarget(name: "KeysealClientTests", dependencies: ["KeysealClient"], swiftSettings: swiftSettings),
         .testTarget(
             name: "KeysealServerTests",

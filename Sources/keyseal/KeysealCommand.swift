@@ -118,8 +118,21 @@ enum ArgumentRewriter {
         var rest = Array(arguments[(index + 1)...])
         if command == "error", !rest.contains("--") {
             // Options of `error` itself (--json, --help) stay before the separator; codes follow it.
-            let options = rest.filter { $0 == "--json" || $0 == "--help" || $0 == "-h" }
-            let codes = rest.filter { !($0 == "--json" || $0 == "--help" || $0 == "-h") }
+            var options: [String] = []
+            var codes: [String] = []
+            var position = 0
+            while position < rest.count {
+                let argument = rest[position]
+                if argument == "--socket", position + 1 < rest.count {
+                    options += [argument, rest[position + 1]]
+                    position += 1
+                } else if ["--json", "--help", "-h"].contains(argument) || argument.hasPrefix("--socket=") {
+                    options.append(argument)
+                } else {
+                    codes.append(argument)
+                }
+                position += 1
+            }
             rest = options + ["--"] + codes
         }
         if addCommands.contains(command), rest.last == "-w" {

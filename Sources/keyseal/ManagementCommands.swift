@@ -58,7 +58,10 @@ struct StatusCommand: ClientCommand {
         if !status.detail.isEmpty { Console.out("                  \(status.detail)") }
         Console.out("auto-lock:        \(status.autoLockSeconds.map { "after \($0) s idle" } ?? "never")")
         Console.out("failed attempts:  \(status.failedAttempts)")
-        if let triesLeft = status.triesLeft ?? status.hardwareTriesLeft { Console.out("tries left:       \(triesLeft)") }
+        if let triesLeft = status.triesLeft { Console.out("tries left:       \(triesLeft)") }
+        if status.passcodeSet, let hardware = status.hardwareTriesLeft {
+            Console.out("hardware tries:   \(hardware) before the device locks out passcode tries")
+        }
         if let wait, wait > 0 {
             Console.out("next try:         in \(WaitTime.describe(seconds: wait))")
         } else if let lockout = status.lockoutRetrySeconds {
@@ -235,8 +238,7 @@ struct ErrorCommand: ParsableCommand {
         abstract: "Print the name and meaning of each OSStatus.",
         discussion: "Negative codes work as written: keyseal error -25308. Hexadecimal (0xFFFF9D2C) is accepted too.")
 
-    @Flag(name: .long, help: "Print one JSON document on standard output.")
-    var json = false
+    @OptionGroup var global: GlobalOptions
     @Argument(help: ArgumentHelp("OSStatus values.", valueName: "code"))
     var codes: [String]
 
@@ -257,7 +259,7 @@ struct ErrorCommand: ParsableCommand {
         for code in codes {
             guard let status = Self.parse(code) else { continue }
             let known = OSStatusTable.entries[status]
-            if json {
+            if global.json {
                 entries.append(.object([
                     ("status", .int(Int64(status))), ("name", known.map { .string($0.name) } ?? .null),
                     ("message", .string(known?.message ?? "Unknown OSStatus.")),
@@ -268,6 +270,6 @@ struct ErrorCommand: ParsableCommand {
                 Console.out("\(status): unknown OSStatus")
             }
         }
-        if json { Console.out(JSON.object([("errors", .array(entries))]).rendered) }
+        if global.json { Console.out(JSON.object([("errors", .array(entries))]).rendered) }
     }
 }
