@@ -229,3 +229,17 @@ struct CLIScenarioTests {
             """)
     }
 }
+
+@Suite("keyseal shipped completions")
+struct CLICompletionTests {
+    @Test("the shipped completion scripts are those the built command generates", arguments: ["bash", "zsh", "fish"])
+    func completionsAreCurrent(shell: String) throws {
+        let generated = try runProcess(
+            try builtProductsDirectory().appendingPathComponent("keyseal").path, ["--generate-completion-script", shell])
+        #expect(generated.status == 0)
+        let repository = URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent()
+            .deletingLastPathComponent()
+        let shipped = try Data(contentsOf: repository.appendingPathComponent("Scripts/completions/keyseal.\(shell)"))
+        #expect(generated.stdout == shipped, "run Scripts/generate-cli-docs.sh")
+    }
+}
