@@ -81,10 +81,10 @@ enum SecretInput {
         if hasTermios {
             var quiet = saved
             quiet.c_lflag &= ~tcflag_t(ECHO)
-            _ = tcsetattr(tty, TCSAFLUSH, &quiet)
+            _ = tcsetattr(tty, TCSANOW, &quiet)
         }
         defer {
-            if hasTermios { _ = tcsetattr(tty, TCSAFLUSH, &saved) }
+            if hasTermios { _ = tcsetattr(tty, TCSANOW, &saved) }
             write(tty, "\n")
         }
         var bytes = [UInt8]()

@@ -243,3 +243,45 @@ struct CLICompletionTests {
         #expect(generated.stdout == shipped, "run Scripts/generate-cli-docs.sh")
     }
 }
+
+@Suite("keyseal terminal prompts")
+struct CLIPromptTests {
+    /// Runs `keyseal arguments` on a pseudo-terminal (util-linux `script`), typing `lines` after the prompts.
+    func onTerminal(_ socket: String, _ arguments: [String], typing lines: [String]) throws -> (status: Int32, text: String) {
+        let script = try requireTool("script", package: "bsdutils")
+        let keyseal = try builtProductsDirectory().appendingPathComponent("keyseal").path
+        let command = ([keyseal, "--socket", socket] + arguments).map { "'\($0)'" }.joined(separator: " ")
+        let process = Process()
+        process.executableURL = URL(fileURLWithPath: script)
+        process.arguments = ["-qec", command, "/dev/null"]
+        let input = Pipe()
+        let output = Pipe()
+        process.standardInput = input
+        process.standardOutput = output
+        process.standardError = output
+        try process.run()
+        for line in lines {
+            usleep(400_000)  // after the prompt, as a person types
+            input.fileHandleForWriting.write(Data((line + "\n").utf8))
+        }
+        let captured = output.fileHandleForReading.readDataToEndOfFile()
+        process.waitUntilExit()
+        try? input.fileHandleForWriting.close()
+        return (process.terminationStatus, String(decoding: captured, as: UTF8.self))
+    }
+
+    @Test("passcodes typed on a terminal are not echoed; a new one is asked twice")
+    func noEcho() throws {
+        let daemon = try DaemonFixture(.hostKey)
+        defer { daemon.remove() }
+        let set = try onTerminal(daemon.socketPath, ["passcode", "set"], typing: ["typed-pin-1", "typed-pin-1"])
+        #expect(set.status == 0, "\(set.text)")
+        #expect(set.text.contains("New passcode:"))
+        #expect(set.text.contains("Repeat the new passcode:"))
+        #expect(!set.text.contains("typed-pin-1"))
+        try CLI(socket: daemon.socketPath)("lock")
+        let unlock = try onTerminal(daemon.socketPath, ["unlock"], typing: ["typed-pin-1"])
+        #expect(unlock.status == 0, "\(unlock.text)")
+        #expect(!unlock.text.contains("typed-pin-1"))
+    }
+}
