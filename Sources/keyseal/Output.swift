@@ -159,8 +159,13 @@ struct CommandFailure: Error {
     func report(command: String, json: Bool) {
         var line = "keyseal: \(command): \(message)"
         var extras: [String] = []
-        if let retryAfterSeconds { extras.append("try again in \(WaitTime.describe(seconds: retryAfterSeconds))") }
-        if let triesLeft { extras.append("\(triesLeft) \(triesLeft == 1 ? "try" : "tries") left") }
+        // The daemon's sentence usually says both already; add only what it leaves out.
+        if let retryAfterSeconds, !message.contains("try again") {
+            extras.append("try again in \(WaitTime.describe(seconds: retryAfterSeconds))")
+        }
+        if let triesLeft, !message.contains("left"), !message.contains("more tr") {
+            extras.append("\(triesLeft) \(triesLeft == 1 ? "try" : "tries") left")
+        }
         if !extras.isEmpty { line += "; " + extras.joined(separator: ", ") }
         line += " (\(status))"
         if let hint { line += "; \(hint)" }

@@ -167,6 +167,43 @@ struct CLIScenarioTests {
         #expect(error["name"] as? String == "errSecItemNotFound")
     }
 
+    @Test("after five wrong passcodes unlock exits 51 and says how long to wait, also in --json")
+    func escalatingDelay() throws {
+        let daemon = try DaemonFixture(.hostKey)
+        defer { daemon.remove() }
+        let cli = CLI(socket: daemon.socketPath)
+        try cli("passcode", "set", "--passcode-stdin", input: "right\n")
+        try cli("lock")
+        for _ in 0..<5 { #expect(try cli("unlock", "--passcode-stdin", input: "wrong\n").status == 51) }
+        let refused = try cli("unlock", "--passcode-stdin", input: "right\n")
+        #expect(refused.status == 51)
+        #expect(refused.stderrText.contains("try again in"))
+        let json = try cli("--json", "unlock", "--passcode-stdin", input: "right\n")
+        let error = try #require(try CLI.json(json)["error"] as? [String: Any])
+        #expect((error["retryAfterSeconds"] as? Int ?? 0) > 0)
+        #expect(try CLI.json(try cli("--json", "status"))["lockState"] as? String == "locked")
+    }
+
+    @Test("in TPM lockout unlock exits 51 naming the lockout; the always class stays readable")
+    func tpmLockout() throws {
+        let daemon = try DaemonFixture(.swtpm)
+        defer { daemon.remove() }
+        let cli = CLI(socket: daemon.socketPath)
+        try cli("passcode", "set", "--passcode-stdin", input: "right\n")
+        try cli("add-generic-password", "-a", "dk", "-s", "cli", "-w", "always", "--accessible", "always")
+        try cli("lock")
+        var last = try cli("unlock", "--passcode-stdin", input: "wrong\n")
+        for _ in 0..<4 where !last.stderrText.contains("dictionary-attack lockout") {
+            #expect(last.status == 51)
+            #expect(last.stderrText.contains("more tr"))
+            last = try cli("unlock", "--passcode-stdin", input: "wrong\n")
+        }
+        #expect(last.status == 51)
+        #expect(last.stderrText.contains("dictionary-attack lockout"))
+        #expect(last.stderrText.contains("try again in"))
+        #expect(try cli("find-generic-password", "-a", "dk", "-w").stdoutText == "always\n")
+    }
+
     @Test("lock without a passcode changes nothing, says why and exits 0; status exits 0 in every state")
     func lockWithoutPasscode() throws {
         let daemon = try DaemonFixture(.hostKey)
