@@ -102,44 +102,9 @@ extension KeychainEngine {
         }
     }
 
-    /// Restores what `reader` read (completely: ``BackupReader/finish()`` has passed) in one transaction, sealed
-    /// under this store's keys: all that the report says, or nothing.
-    ///
-    /// The classes of the items to restore must be available (else `errSecInteractionNotAllowed`). An item whose
-    /// primary key exists is skipped and reported, or with `replace` the existing item (whose class must then be
-    /// available too) is deleted in the same transaction.
-    func restoreBackup(_ reader: BackupReader, replace: Bool) throws(KeychainError) -> ImportReport {
-        let pipeline = SealPipeline(indexKey: indexKey, storeID: storeID)
-        defer { pipeline.cancel() }
-        var submitted = 0
-        try submitReady(reader, pipeline, submitted: &submitted, final: true)
-        return try insertSealed(reader, pipeline, replace: replace)
-    }
-
-    /// Reads a whole backup from `source` and restores it, sealing the items already read (threads of their own)
-    /// while the rest of the file is read and authenticated: nothing is written before the end record has been
-    /// checked. For embedded stores, which hold the engine for the whole import.
-    func importBackup(
-        passphrase: SecretBytes, source: () throws(KeychainError) -> [UInt8]?, replace: Bool,
-        progress: (_ done: Int, _ total: Int) -> Void
-    ) throws(KeychainError) -> ImportReport {
-        let reader = BackupReader(passphrase: passphrase) { [self] device in matchBackupDevice(device) }
-        let pipeline = SealPipeline(indexKey: indexKey, storeID: storeID)
-        defer { pipeline.cancel() }
-        var submitted = 0
-        while let bytes = try source() {
-            try reader.feed(bytes)
-            try submitReady(reader, pipeline, submitted: &submitted, final: false)
-            if let total = reader.total { progress(reader.done, total) }
-        }
-        try reader.finish()
-        try submitReady(reader, pipeline, submitted: &submitted, final: true)
-        return try insertSealed(reader, pipeline, replace: replace)
-    }
-
     /// Hands the items read so far to the sealing threads, in whole chunks (and the rest when `final`), after
     /// checking each: a class this store knows, a secret within its limit, an available class.
-    private func submitReady(
+    func submitReady(
         _ reader: BackupReader, _ pipeline: SealPipeline, submitted: inout Int, final: Bool
     ) throws(KeychainError) {
         let items = reader.items
@@ -166,9 +131,14 @@ extension KeychainEngine {
         if final { pipeline.close() }
     }
 
-    /// Inserts the sealed items in order, in one transaction. A primary-key collision shows as the insert's
-    /// constraint failure, which rolls back only that statement.
-    private func insertSealed(_ reader: BackupReader, _ pipeline: SealPipeline, replace: Bool) throws(KeychainError)
+    /// Restores what `reader` read (``BackupReader/finish()`` has passed: the whole file authenticated) in one
+    /// transaction: every item sealed under this store's keys — all that the report says, or nothing.
+    ///
+    /// The classes of the items to restore must be available (else `errSecInteractionNotAllowed`). An item whose
+    /// primary key exists is skipped and reported, or with `replace` the existing item (whose class must then be
+    /// available too) is deleted in the same transaction. A primary-key collision shows as the insert's constraint
+    /// failure, which rolls back only that statement.
+    func insertSealed(_ reader: BackupReader, _ pipeline: SealPipeline, replace: Bool) throws(KeychainError)
         -> ImportReport
     {
         var report = ImportReport(

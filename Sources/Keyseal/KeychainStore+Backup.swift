@@ -112,15 +112,17 @@ extension KeychainStore {
                 }
             }
         }
-        // Embedded: the engine is held for the whole import; items are sealed while the file is still being read.
-        let secret = SecretBytes(utf8: passphrase)
-        return try withEngine { engine in
-            try engine.importBackup(
-                passphrase: secret,
-                source: { () throws(KeychainError) -> [UInt8]? in
-                    do throws(WireError) { return try file.read() } catch { throw WireMapping.error(error) }
-                }, replace: replace, progress: { done, total in progress?(done, total) })
+        let session = try beginBackupImport(passphrase: SecretBytes(utf8: passphrase))
+        defer { session.cancel() }
+        do {
+            while let bytes = try file.read() {
+                try session.feed(bytes)
+                if let total = session.total { progress?(session.done, total) }
+            }
+        } catch let error as WireError {
+            throw WireMapping.error(error)
         }
+        return try session.finish(replace: replace)
     }
 
     // MARK: Pieces for keyseald (embedded stores)
@@ -141,18 +143,60 @@ extension KeychainStore {
         return report
     }
 
-    /// A reader for a backup to restore into this (embedded) store: it asks the store's device whether the backup
-    /// was made here.
-    package func makeBackupReader(passphrase: SecretBytes) -> BackupReader {
-        BackupReader(passphrase: passphrase) { [self] device in
-            try withEngine { engine throws(KeychainError) in engine.matchBackupDevice(device) }
+    /// Starts an import into this (embedded) store: feed it the file, then finish it.
+    package func beginBackupImport(passphrase: SecretBytes) throws -> BackupImport {
+        let pipeline = try withEngine { SealPipeline(indexKey: $0.indexKey, storeID: $0.storeID) }
+        let reader = BackupReader(passphrase: passphrase) { [self] device in
+            try withEngine { engine in engine.matchBackupDevice(device) }
+        }
+        return BackupImport(store: self, reader: reader, pipeline: pipeline)
+    }
+}
+
+/// An import in progress into an embedded store. Each piece of the file is authenticated as it arrives and the
+/// items read so far are sealed under the store's keys on threads of their own (each hand-over checks, under the
+/// store's lock, that their classes are available); nothing is written before ``finish(replace:)`` has checked
+/// the end of the file. Used by one thread at a time; ``cancel()`` (or release) abandons it.
+package final class BackupImport: @unchecked Sendable {
+    private let store: KeychainStore
+    private let reader: BackupReader
+    private let pipeline: SealPipeline
+    private var submitted = 0
+
+    init(store: KeychainStore, reader: BackupReader, pipeline: SealPipeline) {
+        self.store = store
+        self.reader = reader
+        self.pipeline = pipeline
+    }
+
+    deinit { pipeline.cancel() }
+
+    /// Items announced by the file's header (nil until it has been read).
+    package var total: Int? { reader.total }
+    /// Items read and authenticated so far.
+    package var done: Int { reader.done }
+
+    /// Takes the next piece of the file: errSecAuthFailed for a wrong passphrase (once the header is complete),
+    /// errSecDecode for anything that fails to authenticate.
+    package func feed(_ bytes: [UInt8]) throws {
+        try reader.feed(bytes)
+        try store.withEngine { engine in
+            try engine.submitReady(reader, pipeline, submitted: &submitted, final: false)
         }
     }
 
-    /// Restores what `reader` read, once ``BackupReader/finish()`` has passed.
-    package func restoreBackup(_ reader: BackupReader, replace: Bool) throws -> ImportReport {
-        try withEngine { engine throws(KeychainError) in try engine.restoreBackup(reader, replace: replace) }
+    /// Checks the end of the file, then restores in one transaction.
+    package func finish(replace: Bool) throws -> ImportReport {
+        defer { pipeline.cancel() }
+        try reader.finish()
+        return try store.withEngine { engine in
+            try engine.submitReady(reader, pipeline, submitted: &submitted, final: true)
+            return try engine.insertSealed(reader, pipeline, replace: replace)
+        }
     }
+
+    /// Abandons the import: nothing was written.
+    package func cancel() { pipeline.cancel() }
 }
 
 extension WireMapping {

@@ -46,11 +46,14 @@ final class LockStateBroadcaster: Sendable {
 
 /// A connection's import in progress. Used only by its connection's task, one request at a time.
 final class BackupImportSession: @unchecked Sendable {
-    var reader: BackupReader?
+    var backupImport: BackupImport?
     var replace = false
 
-    /// Drops what was read (nothing was written to the store).
-    func discard() { reader = nil }
+    /// Abandons the import (nothing was written to the store).
+    func discard() {
+        backupImport?.cancel()
+        backupImport = nil
+    }
 }
 
 /// The time of the last request of any client, for auto-lock.
@@ -218,8 +221,9 @@ public final class KeychainService: Sendable {
     }
 
     /// One step of an import on a connection: begin (passphrase), chunks (read and authenticated on the pool as
-    /// they arrive; Argon2id runs once, when the header is complete), end (checked, then restored in one
-    /// transaction). Any failure ends the session; the store is unchanged unless the end step succeeds.
+    /// they arrive, Argon2id once when the header is complete; the items read are sealed meanwhile), end
+    /// (checked, then restored in one transaction). Any failure ends the session; the store is unchanged unless the
+    /// end step succeeds.
     func handleImport(_ request: WireRequest, session: BackupImportSession, caller: Caller, peer: PeerCredentials)
         async -> [WireResponse]
     {
@@ -235,25 +239,23 @@ public final class KeychainService: Sendable {
                 guard !secret.isEmpty else {
                     throw KeychainError(KeychainStatus.param, "the backup passphrase is empty")
                 }
-                session.reader = store.makeBackupReader(passphrase: secret)
+                session.discard()
+                session.backupImport = try store.beginBackupImport(passphrase: secret)
                 session.replace = replace
                 return [.importProgress(done: 0, total: 0)]
             case .importChunk(let bytes):
-                guard let reader = session.reader else {
+                guard let backupImport = session.backupImport else {
                     throw KeychainError(KeychainStatus.param, "no import is in progress on this connection")
                 }
-                try await offload { try reader.feed(bytes) }
-                return [.importProgress(done: reader.done, total: reader.total ?? 0)]
+                try await offload { try backupImport.feed(bytes) }
+                return [.importProgress(done: backupImport.done, total: backupImport.total ?? 0)]
             case .importEnd:
-                guard let reader = session.reader else {
+                guard let backupImport = session.backupImport else {
                     throw KeychainError(KeychainStatus.param, "no import is in progress on this connection")
                 }
                 let replace = session.replace
-                session.discard()
-                let report = try await offload { [store] in
-                    try reader.finish()
-                    return try store.restoreBackup(reader, replace: replace)
-                }
+                session.backupImport = nil
+                let report = try await offload { try backupImport.finish(replace: replace) }
                 logger.info(
                     "imported",
                     metadata: [

@@ -123,23 +123,6 @@ figures.append(
 report(figures.last!)
 target.close()
 
-// The import's two phases, timed apart: reading and authenticating the file (Argon2id included), then sealing
-// under the store's keys and inserting in one transaction.
-let phased = try KeychainStore.embedded(directory: scratch.appendingPathComponent("phased"), device: device)
-let readStart = seconds()
-let reader = phased.makeBackupReader(passphrase: SecretBytes(utf8: passphrase))
-let handle = try FileHandle(forReadingFrom: file)
-while let chunk = try handle.read(upToCount: 1 << 20), !chunk.isEmpty { try reader.feed([UInt8](chunk)) }
-try reader.finish()
-let readSeconds = seconds() - readStart
-let restoreStart = seconds()
-_ = try phased.restoreBackup(reader, replace: false)
-let restoreSeconds = seconds() - restoreStart
-phased.close()
-print(
-    String(
-        format: "import phases: read and authenticate %.2f s (Argon2id %.0f ms), seal and insert %.2f s",
-        readSeconds, reader.keyDerivationSeconds * 1000, restoreSeconds))
 print(String(format: "backup file: %d bytes (%.0f bytes an item)", fileBytes, Double(fileBytes) / Double(max(count, 1))))
 
 try FileManager.default.createDirectory(atPath: outputDirectory, withIntermediateDirectories: true)

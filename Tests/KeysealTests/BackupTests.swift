@@ -509,3 +509,44 @@ struct BackupEdgeTests {
         #expect(found.first?.accessibility == .afterFirstUnlock)
     }
 }
+
+@Suite("Backup import sessions")
+struct BackupImportSessionTests {
+    @Test func aLockDuringAnImportFailsItWithInteractionNotAllowedAndChangesNothing() throws {
+        let source = try StoreFixture(.hostKey)
+        defer { source.remove() }
+        try source.store.addBatch(
+            (0..<3000).map { NewItem.password(service: "bulk", account: "\($0)", secret: String(repeating: "x", count: 600)) })
+        let file = source.root.appending("backup.ksb")
+        try source.store.exportBackup(to: file, passphrase: "p")
+        let bytes = [UInt8](try Data(contentsOf: file))
+
+        let target = try StoreFixture(.hostKey)
+        defer { target.remove() }
+        try target.store.setPasscode("pw")
+        let session = try target.store.beginBackupImport(passphrase: SecretBytes(utf8: "p"))
+        try session.feed(Array(bytes.prefix(bytes.count / 2)))
+        try target.store.lock()
+        let failed = status {
+            try session.feed(Array(bytes.dropFirst(bytes.count / 2)))
+            _ = try session.finish(replace: false)
+        }
+        #expect(failed == KeychainStatus.interactionNotAllowed)
+        try target.store.unlock(passcode: "pw")
+        #expect(try target.store.status().itemCounts.isEmpty)
+    }
+
+    @Test func anAbandonedImportWritesNothing() throws {
+        let source = try StoreFixture(.hostKey)
+        defer { source.remove() }
+        _ = try source.store.add(classItem(.whenUnlocked))
+        let file = source.root.appending("backup.ksb")
+        try source.store.exportBackup(to: file, passphrase: "p")
+        let target = try StoreFixture(.hostKey)
+        defer { target.remove() }
+        let session = try target.store.beginBackupImport(passphrase: SecretBytes(utf8: "p"))
+        try session.feed([UInt8](try Data(contentsOf: file)))
+        session.cancel()
+        #expect(try target.store.status().itemCounts.isEmpty)
+    }
+}
