@@ -301,6 +301,8 @@ struct BackupItem {
     var itemClass: String
     var accessGroup: String
     var attributes: [String: AttributeValue]
+    /// `attributes` in the canonical encoding (what the store seals).
+    var encodedAttributes: [UInt8]
     var secret: Data
 }
 
@@ -618,9 +620,34 @@ package final class BackupReader: @unchecked Sendable {
         let parts = try Self.fields(innerBytes[...])
         guard parts.count == 2, parts[0].0 == 1, parts[1].0 == 2 else { throw Self.corrupt("bad item contents") }
         let attributes = try AttributeCodec.decode(Data(parts[0].1))
+        // Kept as read only when canonical (sorted, no repeated key: what encode gives); otherwise re-encoded.
+        let canonical = Self.isCanonical(parts[0].1, count: attributes.count)
         items.append(
             BackupItem(
                 accessibility: accessibility, itemClass: itemClass, accessGroup: accessGroup, attributes: attributes,
+                encodedAttributes: canonical ? Array(parts[0].1) : AttributeCodec.encode(attributes),
                 secret: Data(parts[1].1)))
+    }
+
+    /// Whether an attribute encoding lists its keys in strictly increasing order, `count` of them (so that it is
+    /// exactly what `AttributeCodec.encode` gives for what `decode` read from it).
+    private static func isCanonical(_ bytes: ArraySlice<UInt8>, count: Int) -> Bool {
+        var index = bytes.startIndex
+        var previous: ArraySlice<UInt8>?
+        var keys = 0
+        func field() -> ArraySlice<UInt8>? {
+            guard bytes.endIndex - index >= 5 else { return nil }
+            let length = Int(BackupFormat.readBE(bytes[index + 1..<index + 5]))
+            guard length <= bytes.endIndex - index - 5 else { return nil }
+            defer { index += 5 + length }
+            return bytes[index + 5..<index + 5 + length]
+        }
+        while index < bytes.endIndex {
+            guard let key = field(), field() != nil else { return false }
+            if let previous, !previous.lexicographicallyPrecedes(key) { return false }
+            previous = key
+            keys += 1
+        }
+        return keys == count
     }
 }

@@ -311,7 +311,8 @@ final class SealPipeline: @unchecked Sendable {
                         try KeychainEngine.seal(
                             indexKey: indexKey, storeID: storeID, itemID: random.bytes(16), itemClass: itemClass,
                             group: item.accessGroup, accessibility: item.accessibility, generation: 1,
-                            attributes: item.attributes, secret: item.secret, classKey: classKey, random: random))
+                            attributes: item.attributes, secret: item.secret, classKey: classKey, random: random,
+                            encodedAttributes: item.encodedAttributes))
                 }
                 result = .success(rows)
             } catch {

@@ -673,11 +673,12 @@ final class KeychainEngine {
             classKey: classKey, random: random)
     }
 
-    /// Seals a row from immutable inputs only (so that bulk work may seal on another thread).
+    /// Seals a row from immutable inputs only (so that bulk work may seal on another thread). `encodedAttributes`,
+    /// when given, is `AttributeCodec.encode(attributes)` already at hand.
     static func seal(
         indexKey: IndexKey, storeID: [UInt8], itemID: [UInt8], itemClass: ItemClass, group: String,
         accessibility: Accessibility, generation: Int64, attributes: [String: AttributeValue], secret: Data,
-        classKey: ClassKey, random: RandomPool? = nil
+        classKey: ClassKey, random: RandomPool? = nil, encodedAttributes: [UInt8]? = nil
     ) throws(KeychainError) -> ItemRow {
         let sync: Bool
         if case .bool(let flag)? = attributes[AttributeKey.synchronizable] { sync = flag } else { sync = false }
@@ -699,7 +700,8 @@ final class KeychainEngine {
             digests: digests, sealed: SealedItem(attributes: Data(), wrappedKey: Data(), value: Data()),
             ledgerGeneration: generation)
         row.sealed = try ItemEnvelope.seal(
-            attributes: AttributeCodec.encode(attributes), secret: secret, aad: row.header(storeID: storeID).encoded(),
+            attributes: encodedAttributes ?? AttributeCodec.encode(attributes), secret: secret,
+            aad: row.header(storeID: storeID).encoded(),
             itemID: itemID,
             classKey: classKey, random: random)
         return row
