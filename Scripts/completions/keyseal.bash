@@ -173,13 +173,13 @@ _keyseal() {
     unset 'unparsed_words[0]'
     unparsed_words=("${unparsed_words[@]}")
     case "${subcommand}" in
-    status|unlock|lock|passcode|settings|add-generic-password|find-generic-password|delete-generic-password|add-internet-password|find-internet-password|delete-internet-password|dump-keychain|error|help)
+    status|unlock|lock|passcode|settings|add-generic-password|find-generic-password|delete-generic-password|add-internet-password|find-internet-password|delete-internet-password|dump-keychain|export|import|error|help)
         # Offer subcommand argument completions
         "_keyseal_${subcommand}"
         ;;
     *)
         # Offer subcommand completions
-        COMPREPLY+=($(compgen -W 'status unlock lock passcode settings add-generic-password find-generic-password delete-generic-password add-internet-password find-internet-password delete-internet-password dump-keychain error help' -- "${cur}"))
+        COMPREPLY+=($(compgen -W 'status unlock lock passcode settings add-generic-password find-generic-password delete-generic-password add-internet-password find-internet-password delete-internet-password dump-keychain export import error help' -- "${cur}"))
         ;;
     esac
 }
@@ -639,6 +639,39 @@ _keyseal_dump-keychain() {
     repeating_options=()
     non_repeating_options=(--socket)
     __keyseal_offer_flags_options 0
+
+    # Offer option value completions
+    case "${prev}" in
+    '--socket')
+        return
+        ;;
+    esac
+}
+
+_keyseal_export() {
+    repeating_flags=()
+    non_repeating_flags=(--json --passphrase-stdin --available-only --version -h --help)
+    repeating_options=()
+    non_repeating_options=(--socket --output)
+    __keyseal_offer_flags_options 0
+
+    # Offer option value completions
+    case "${prev}" in
+    '--socket')
+        return
+        ;;
+    '--output')
+        return
+        ;;
+    esac
+}
+
+_keyseal_import() {
+    repeating_flags=()
+    non_repeating_flags=(--json --passphrase-stdin --replace --version -h --help)
+    repeating_options=()
+    non_repeating_options=(--socket)
+    __keyseal_offer_flags_options 1
 
     # Offer option value completions
     case "${prev}" in

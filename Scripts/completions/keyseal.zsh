@@ -62,6 +62,8 @@ _keyseal() {
             'find-internet-password:Find an internet password.'
             'delete-internet-password:Delete every internet password that matches the flags given.'
             'dump-keychain:List every visible item'\''s attributes (-d: and secrets); items of locked classes are listed as locked.'
+            'export:Write a backup of the store to a file (administrators only).'
+            'import:Restore a backup file into the store (administrators only).'
             'error:Print the name and meaning of each OSStatus.'
             'help:Show subcommand help information.'
         )
@@ -69,7 +71,7 @@ _keyseal() {
         ;;
     arg)
         case "${words[1]}" in
-        status|unlock|lock|passcode|settings|add-generic-password|find-generic-password|delete-generic-password|add-internet-password|find-internet-password|delete-internet-password|dump-keychain|error|help)
+        status|unlock|lock|passcode|settings|add-generic-password|find-generic-password|delete-generic-password|add-internet-password|find-internet-password|delete-internet-password|dump-keychain|export|import|error|help)
             "_keyseal_${words[1]}" && ret=0
             ;;
         esac
@@ -374,6 +376,38 @@ _keyseal_dump-keychain() {
         '--socket[keyseald'\''s socket.]:path:'
         '--json[Print one JSON document on standard output.]'
         '-d[Include the secrets.]'
+        '--version[Show the version.]'
+        '(-h --help)'{-h,--help}'[Show help information.]'
+    )
+    _arguments -w -s -S : "${arg_specs[@]}" && ret=0
+
+    return "${ret}"
+}
+
+_keyseal_export() {
+    local -i ret=1
+    local -ar arg_specs=(
+        '--socket[keyseald'\''s socket.]:path:'
+        '--json[Print one JSON document on standard output.]'
+        '--output[The backup file to write.]:file:'
+        '--passphrase-stdin[Read the backup passphrase from standard input (one line).]'
+        '--available-only[Leave out the items of locked classes instead of failing.]'
+        '--version[Show the version.]'
+        '(-h --help)'{-h,--help}'[Show help information.]'
+    )
+    _arguments -w -s -S : "${arg_specs[@]}" && ret=0
+
+    return "${ret}"
+}
+
+_keyseal_import() {
+    local -i ret=1
+    local -ar arg_specs=(
+        '--socket[keyseald'\''s socket.]:path:'
+        '--json[Print one JSON document on standard output.]'
+        ':file:'
+        '--passphrase-stdin[Read the backup passphrase from standard input (one line).]'
+        '--replace[Replace items that already exist instead of skipping them.]'
         '--version[Show the version.]'
         '(-h --help)'{-h,--help}'[Show help information.]'
     )

@@ -204,6 +204,50 @@ struct CLIScenarioTests {
         #expect(try cli("find-generic-password", "-a", "dk", "-w").stdoutText == "always\n")
     }
 
+    @Test("export and import through the command line: per-class rules, refusals, the store unchanged", arguments: backends)
+    func backupRoundTrip(backend: DaemonFixture.Backend) throws {
+        let source = try DaemonFixture(backend)
+        defer { source.remove() }
+        let target = try DaemonFixture(backend)
+        defer { target.remove() }
+        let from = CLI(socket: source.socketPath)
+        let to = CLI(socket: target.socketPath)
+        try from("passcode", "set", "--passcode-stdin", input: "pin\n")
+        for entry in classes {
+            try from("add-generic-password", "-a", entry.name, "-s", "backup", "-w", "v-\(entry.name)", "--accessible", entry.name)
+        }
+        let file = source.root.appending("store.ksb").path
+        let exported = try from("--json", "export", "--output", file, "--passphrase-stdin", input: "backup words\n")
+        #expect(exported.status == 0, "\(exported.stderrText)")
+        #expect(try CLI.json(exported)["exported"] as? Int == 6)
+        #expect(try CLI.json(exported)["skippedPasscodeOnly"] as? Int == 1)
+        let bytes = try Data(contentsOf: URL(fileURLWithPath: file))
+        #expect(bytes.range(of: Data("v-when-unlocked".utf8)) == nil)
+        #expect(try FileManager.default.attributesOfItem(atPath: file)[.posixPermissions] as? Int == 0o600)
+        #expect(try from("export", "--output", file, "--passphrase-stdin", input: "backup words\n").status == 206)
+
+        #expect(try to("import", file, "--passphrase-stdin", input: "not the words\n").status == 51)
+        let truncated = target.root.appending("truncated.ksb").path
+        try bytes.prefix(bytes.count - 40).write(to: URL(fileURLWithPath: truncated))
+        #expect(try to("import", truncated, "--passphrase-stdin", input: "backup words\n").status == 93)
+        #expect(try to("find-generic-password", "-a", "when-unlocked", "-s", "backup").status == 44)
+
+        // Another device: the portable classes arrive; the this-device-only ones are skipped and named.
+        let imported = try to("--json", "import", file, "--passphrase-stdin", input: "backup words\n")
+        #expect(imported.status == 0, "\(imported.stderrText)")
+        let report = try CLI.json(imported)
+        #expect(report["restored"] as? Int == 3)
+        let skipped = try #require(report["skipped"] as? [[String: Any]])
+        #expect(Set(skipped.compactMap { $0["account"] as? String }) == [
+            "when-unlocked-this-device-only", "after-first-unlock-this-device-only", "always-this-device-only",
+        ])
+        #expect(skipped.allSatisfy { $0["reason"] as? String == "other-device" })
+        for name in ["when-unlocked", "after-first-unlock", "always"] {
+            #expect(try to("find-generic-password", "-a", name, "-s", "backup", "-w").stdoutText == "v-\(name)\n")
+        }
+        #expect(try to("find-generic-password", "-a", "always-this-device-only", "-s", "backup").status == 44)
+    }
+
     @Test("lock without a passcode changes nothing, says why and exits 0; status exits 0 in every state")
     func lockWithoutPasscode() throws {
         let daemon = try DaemonFixture(.hostKey)
