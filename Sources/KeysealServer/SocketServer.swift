@@ -10,12 +10,23 @@ import ServiceLifecycle
 import Synchronization
 
 /// Splits the byte stream into frames: a 4-byte big-endian length and that many bytes. A length over the frame
-/// limit (or too short to hold a version and an opcode) is an error that closes the connection.
+/// limit (or too short to hold a version and an opcode) is an error that closes the connection. A frame left
+/// incomplete for `timeout` (a client that stalls mid-frame) is an error too, so that a half-sent frame never
+/// holds its connection and buffer forever; a connection with no partial frame may stay idle indefinitely.
 struct FrameDecoder: ByteToMessageDecoder {
     typealias InboundOut = ByteBuffer
 
+    let timeout: TimeAmount
+    /// Armed while the buffer holds part of a frame.
+    private var stall: Scheduled<Void>?
+
+    init(timeout: TimeAmount) { self.timeout = timeout }
+
     mutating func decode(context: ChannelHandlerContext, buffer: inout ByteBuffer) throws -> DecodingState {
-        guard let header = buffer.getInteger(at: buffer.readerIndex, as: UInt32.self) else { return .needMoreData }
+        guard let header = buffer.getInteger(at: buffer.readerIndex, as: UInt32.self) else {
+            if buffer.readableBytes > 0 { arm(context) } else { disarm() }
+            return .needMoreData
+        }
         let length = Int(header)
         guard length <= Wire.maxFrame else {
             throw WireError(
@@ -23,9 +34,13 @@ struct FrameDecoder: ByteToMessageDecoder {
                 message: "frame of \(length) bytes exceeds the limit of \(Wire.maxFrame)")
         }
         guard length >= 2 else { throw WireError(status: KeychainStatus.decode, message: "malformed frame: too short") }
-        guard buffer.readableBytes >= 4 + length else { return .needMoreData }
+        guard buffer.readableBytes >= 4 + length else {
+            arm(context)
+            return .needMoreData
+        }
         buffer.moveReaderIndex(forwardBy: 4)
         guard let frame = buffer.readSlice(length: length) else { return .needMoreData }
+        disarm()
         context.fireChannelRead(wrapInboundOut(frame))
         return .continue
     }
@@ -35,7 +50,26 @@ struct FrameDecoder: ByteToMessageDecoder {
     {
         // A truncated last frame is dropped with its connection.
         while try decode(context: context, buffer: &buffer) == .continue {}
+        disarm()
         return .needMoreData
+    }
+
+    mutating func decoderRemoved(context: ChannelHandlerContext) { disarm() }
+
+    private mutating func arm(_ context: ChannelHandlerContext) {
+        guard stall == nil else { return }
+        let seconds = Double(timeout.nanoseconds) / 1e9
+        stall = context.eventLoop.assumeIsolated().scheduleTask(in: timeout) {
+            context.fireErrorCaught(
+                WireError(
+                    status: KeychainStatus.io,
+                    message: "an incomplete frame waited \(seconds) s for the rest of its bytes"))
+        }
+    }
+
+    private mutating func disarm() {
+        stall?.cancel()
+        stall = nil
     }
 }
 
@@ -117,13 +151,19 @@ public final class SocketServer: Service {
     let logger: Logger
     let registry = ConnectionRegistry()
     let group: any EventLoopGroup
+    /// How long a connection may hold an incomplete frame before it is closed.
+    let frameTimeout: Duration
+    /// 10 seconds: far beyond any honest client on a local socket, short enough that stalled clients do not pile up.
+    public static let defaultFrameTimeout: Duration = .seconds(10)
     /// Set once the socket accepts connections.
     public let ready: @Sendable () -> Void
 
     public init(
         socket: SocketConfiguration, service: KeychainService, policy: AccessPolicy, logger: Logger,
-        group: any EventLoopGroup = MultiThreadedEventLoopGroup.singleton, ready: @escaping @Sendable () -> Void = {}
+        group: any EventLoopGroup = MultiThreadedEventLoopGroup.singleton,
+        frameTimeout: Duration = SocketServer.defaultFrameTimeout, ready: @escaping @Sendable () -> Void = {}
     ) {
+        self.frameTimeout = frameTimeout
         self.socket = socket
         self.service = service
         self.policy = policy
@@ -135,11 +175,13 @@ public final class SocketServer: Service {
     public func run() async throws {
         let gid = try SocketFiles.prepareDirectory(for: socket)
         try SocketFiles.removeStaleSocket(socket.path)
+        let timeout = TimeAmount.nanoseconds(
+            frameTimeout.components.seconds * 1_000_000_000 + frameTimeout.components.attoseconds / 1_000_000_000)
         let server = try await ServerBootstrap(group: group)
             .serverChannelOption(.backlog, value: 256)
             .bind(unixDomainSocketPath: socket.path) { channel in
                 channel.eventLoop.makeCompletedFuture {
-                    try channel.pipeline.syncOperations.addHandler(ByteToMessageHandler(FrameDecoder()))
+                    try channel.pipeline.syncOperations.addHandler(ByteToMessageHandler(FrameDecoder(timeout: timeout)))
                     return try NIOAsyncChannel<ByteBuffer, ByteBuffer>(wrappingChannelSynchronously: channel)
                 }
             }
