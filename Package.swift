@@ -86,7 +86,7 @@ let package = Package(
 
         .executableTarget(
             name: "keyseal-bench",
-            dependencies: ["Keyseal", "KeysealSecurity", "KeysealCore", "CSQLite"],
+            dependencies: ["Keyseal", "KeysealSecurity", "KeysealCore", "KeysealClient", "KeysealTestSupport", "CSQLite"],
             swiftSettings: swiftSettings),
 
         .executableTarget(name: "keyseal-tour", dependencies: ["Keyseal"], swiftSettings: swiftSettings),
