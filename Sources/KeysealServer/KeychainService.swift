@@ -92,7 +92,14 @@ public final class KeychainService: Sendable {
         }
         activity.touch()
         do {
-            return try await offload { [self] in try respond(request, caller: caller) }
+            // Short calls run on the connection's task; those that may take long (Argon2id, re-encrypting every
+            // item, many matches) go to the thread pool so that they never hold a cooperative thread.
+            if Self.isShort(request) {
+                return try respond(request, caller: caller)
+            }
+            let response = try await offload { [self] in try respond(request, caller: caller) }
+            if request.isPasscodeChange { Memory.returnFreedPages() }
+            return response
         } catch let error as KeychainError {
             return .failure(WireMapping.wire(error))
         } catch {
@@ -100,7 +107,16 @@ public final class KeychainService: Sendable {
         }
     }
 
-    /// The synchronous part, on the pool.
+    /// Requests that cost about one lookup: at most one item, no key derivation.
+    static func isShort(_ request: WireRequest) -> Bool {
+        switch request {
+        case .ping, .lockState, .status, .lock, .getSettings, .add: return true
+        case .copyMatching(let query): return query.limit == .one
+        default: return false
+        }
+    }
+
+    /// The synchronous part.
     private func respond(_ request: WireRequest, caller: Caller) throws -> WireResponse {
         switch request {
         case .ping: return .ok

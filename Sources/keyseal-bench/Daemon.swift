@@ -173,6 +173,14 @@ func pingPongFloor(scratch: URL, requestBytes: Int, replyBytes: Int, count: Int)
     ) { _ in roundTrip() }
 }
 
+/// The private part of VmRSS (RssAnon: heap, stacks, SQLite's cache); the rest (RssFile) is the pages of the
+/// executable and the shared libraries (Swift runtime, Foundation, libcrypto, SQLite) that it has touched.
+func anonymous(_ daemon: DaemonProcess, _ when: String) -> Measurement {
+    Measurement(
+        name: "  of which RssAnon (private), \(when)", value: daemon.memoryKiB("RssAnon") / 1024, unit: "MiB",
+        note: String(format: "RssFile %.1f MiB: executable and shared libraries", daemon.memoryKiB("RssFile") / 1024))
+}
+
 // MARK: - Lookups through keyseald
 
 /// The frame sizes of one bench lookup on the wire, from the same encoders the client and daemon use.
@@ -276,6 +284,22 @@ func daemonSection(scratch: URL, items: Int, lookupCount: Int, results: Results)
     defer { daemon.stop() }
     let startedRSS = daemon.memoryKiB("VmRSS")
 
+    // The daemon's own overhead: a ping answered without the engine, on the wire client.
+    let connection = KeysealConnection(socketPath: daemon.socket)
+    for _ in 0..<1000 { _ = try connection.send(.ping) }
+    results.add(try measure("daemon: ping (wire client, no engine)", count: lookupCount) { _ in
+        _ = try connection.send(.ping)
+    })
+    let rawQuery = WireMapping.wire(
+        ItemQuery(
+            itemClass: .genericPassword,
+            attributes: [AttributeKey.service: .string("bench.service"), AttributeKey.account: .string("account-12345")],
+            returns: .data))
+    results.add(try measure("daemon: raw copy-matching (wire client, no SecItem layer)", count: lookupCount) { _ in
+        _ = try connection.send(.copyMatching(rawQuery))
+    })
+    connection.disconnect()
+
     let client = try KeychainStore.daemon(socket: daemon.socket)
     _ = lookups(client, items: items, count: 2000)
     var one = lookups(client, items: items, count: lookupCount, name: "daemon: 1 client")
@@ -297,6 +321,7 @@ func daemonSection(scratch: URL, items: Int, lookupCount: Int, results: Results)
     let afterLookups = daemon.memoryKiB("VmRSS")
     results.add(Measurement(name: "daemon VmRSS at start (\(items) items)", value: startedRSS / 1024, unit: "MiB"))
     results.add(atMost("daemon VmRSS after the lookups (\(items) items)", afterLookups / 1024, "MiB", limit: 30))
+    results.add(anonymous(daemon, "after the lookups"))
     let admin = try KeychainStore.daemon(socket: daemon.socket)
     defer { admin.close() }
     let passcode = "bench-passcode-\(UInt32.random(in: 0...UInt32.max))"
@@ -309,6 +334,7 @@ func daemonSection(scratch: URL, items: Int, lookupCount: Int, results: Results)
             note: "Argon2id 64 MiB t=3 included"))
     try admin.lock()
     results.add(atMost("daemon VmRSS locked (\(items) items)", daemon.memoryKiB("VmRSS") / 1024, "MiB", limit: 30))
+    results.add(anonymous(daemon, "locked"))
     let unlockStart = nanoseconds()
     try admin.unlock(passcode: passcode)
     let unlockMilliseconds = Double(nanoseconds() - unlockStart) / 1e6
@@ -317,6 +343,7 @@ func daemonSection(scratch: URL, items: Int, lookupCount: Int, results: Results)
         atMost(
             "daemon VmRSS after the unlock finished (\(items) items)", daemon.memoryKiB("VmRSS") / 1024, "MiB",
             limit: 30))
+    results.add(anonymous(daemon, "after the unlock"))
     results.add(
         Measurement(
             name: "daemon VmHWM (peak, Argon2id's 64 MiB included)", value: daemon.memoryKiB("VmHWM") / 1024,
