@@ -179,10 +179,11 @@ public final class SocketServer: Service {
             frameTimeout.components.seconds * 1_000_000_000 + frameTimeout.components.attoseconds / 1_000_000_000)
         let server = try await ServerBootstrap(group: group)
             .serverChannelOption(.backlog, value: 256)
-            .bind(unixDomainSocketPath: socket.path) { channel in
+            .bind(unixDomainSocketPath: socket.path) { [self] channel in
                 channel.eventLoop.makeCompletedFuture {
                     try channel.pipeline.syncOperations.addHandler(ByteToMessageHandler(FrameDecoder(timeout: timeout)))
-                    return try NIOAsyncChannel<ByteBuffer, ByteBuffer>(wrappingChannelSynchronously: channel)
+                    try channel.pipeline.syncOperations.addHandler(ConnectionHandler(server: self))
+                    return channel
                 }
             }
         defer { SocketFiles.remove(socket.path) }
@@ -196,7 +197,9 @@ public final class SocketServer: Service {
                 do {
                     try await server.executeThenClose { inbound in
                         for try await connection in inbound {
-                            tasks.addTask { await self.serve(connection) }
+                            // The connection is served by its ConnectionHandler; the task lasts as long as the
+                            // connection, so that shutdown waits for every connection to close.
+                            tasks.addTask { try? await connection.closeFuture.get() }
                         }
                     }
                 } catch {
@@ -210,82 +213,169 @@ public final class SocketServer: Service {
         logger.info("stopped accepting; every connection closed")
     }
 
-    /// Serves one connection until the peer closes it, a malformed frame arrives, or shutdown.
-    func serve(_ connection: NIOAsyncChannel<ByteBuffer, ByteBuffer>) async {
-        guard let id = registry.register(connection.channel) else {
-            try? await connection.channel.close()
+    /// The peer's uid, gid and pid (`SO_PEERCRED`); on the channel's event loop the future is already complete.
+    static func peerCredentials(_ channel: any Channel) -> EventLoopFuture<PeerCredentials> {
+        guard let provider = channel as? any SocketOptionProvider else {
+            return channel.eventLoop.makeFailedFuture(
+                KeychainError(KeychainStatus.internalComponent, "no socket options on this channel"))
+        }
+        let credentials: EventLoopFuture<keyseal_peer_credentials> = provider.unsafeGetSocketOption(
+            level: SocketOptionLevel(SOL_SOCKET), name: SocketOptionName(keyseal_so_peercred))
+        return credentials.map { PeerCredentials(pid: $0.pid, uid: $0.uid, gid: $0.gid) }
+    }
+}
+
+/// Serves one connection on its event loop: decodes each frame, answers short requests at once (a lookup, an add,
+/// status) and long ones (unlock, passcode changes, many matches) on the thread pool, one request at a time and
+/// in order; a subscription then only receives lock-state events. A malformed, oversized or stalled frame gets
+/// one failure response and closes this connection only.
+final class ConnectionHandler: ChannelInboundHandler {
+    typealias InboundIn = ByteBuffer
+    typealias OutboundOut = ByteBuffer
+
+    private let server: SocketServer
+    private var id: Int?
+    private var peer: PeerCredentials?
+    private var caller: Caller?
+    /// Frames that arrived while a request was in flight or before the peer was identified.
+    private var pending = CircularBuffer<ByteBuffer>()
+    private var busy = true
+    private var closing = false
+    private var subscription: (id: Int, task: Task<Void, Never>)?
+
+    init(server: SocketServer) { self.server = server }
+
+    func channelActive(context: ChannelHandlerContext) {
+        guard let id = server.registry.register(context.channel) else {
+            context.close(promise: nil)
             return
         }
-        defer { registry.remove(id) }
-        do {
-            let peer = try await Self.peerCredentials(connection.channel)
-            let caller = policy.caller(for: peer)
-            try await connection.executeThenClose { inbound, outbound in
-                do {
-                    for try await frame in inbound {
-                        guard registry.begin(id) else { break }
-                        let request: WireRequest
-                        do {
-                            request = try frame.withUnsafeReadableBytes { raw in try WireRequest.decode(payload: raw) }
-                        } catch {
-                            _ = registry.end(id)
-                            throw error
-                        }
-                        if case .subscribeLockState = request {
-                            _ = registry.end(id)
-                            try await streamLockState(outbound: outbound, channel: connection.channel)
-                            return
-                        }
-                        let response = await service.handle(request, caller: caller, peer: peer)
-                        try await outbound.write(ByteBuffer(bytes: response.encodedFrame()))
-                        guard registry.end(id) else { break }
-                    }
-                } catch let error as WireError {
-                    // A malformed or oversized frame: say why, then close this connection only.
-                    logger.info("closing a connection", metadata: ["peer": "\(peer)", "error": "\(error)"])
-                    try? await outbound.write(ByteBuffer(bytes: WireResponse.failure(error).encodedFrame()))
-                }
+        self.id = id
+        let policy = server.policy
+        SocketServer.peerCredentials(context.channel).assumeIsolated().whenComplete { result in
+            switch result {
+            case .success(let peer):
+                self.peer = peer
+                self.caller = policy.caller(for: peer)
+                self.busy = false
+                self.drain(context: context)
+            case .failure(let error):
+                self.server.logger.debug("no peer credentials", metadata: ["error": "\(error)"])
+                context.close(promise: nil)
             }
+        }
+        context.fireChannelActive()
+    }
+
+    func channelInactive(context: ChannelHandlerContext) {
+        if let id { server.registry.remove(id) }
+        id = nil
+        if let subscription {
+            subscription.task.cancel()
+            server.service.broadcaster.unsubscribe(subscription.id)
+        }
+        subscription = nil
+        context.fireChannelInactive()
+    }
+
+    func channelRead(context: ChannelHandlerContext, data: NIOAny) {
+        guard subscription == nil, !closing else { return }  // a subscriber's input is left unread
+        pending.append(unwrapInboundIn(data))
+        drain(context: context)
+    }
+
+    func errorCaught(context: ChannelHandlerContext, error: any Error) {
+        if let error = error as? WireError {
+            // A malformed, oversized or stalled frame: say why, then close this connection only.
+            fail(context: context, error)
+        } else {
+            server.logger.debug("connection ended", metadata: ["error": "\(error)"])
+            context.close(promise: nil)
+        }
+    }
+
+    private func fail(context: ChannelHandlerContext, _ error: WireError) {
+        guard !closing else { return }
+        closing = true
+        server.logger.info("closing a connection", metadata: ["peer": "\(peer.map { "\($0)" } ?? "?")", "error": "\(error)"])
+        let frame = ByteBuffer(bytes: WireResponse.failure(error).encodedFrame())
+        context.writeAndFlush(wrapOutboundOut(frame)).assumeIsolated().whenComplete { _ in context.close(promise: nil) }
+    }
+
+    /// Answers pending frames in order until one goes to the pool.
+    private func drain(context: ChannelHandlerContext) {
+        while !busy, !closing, subscription == nil, let frame = pending.popFirst() {
+            answer(frame, context: context)
+        }
+    }
+
+    private func answer(_ frame: ByteBuffer, context: ChannelHandlerContext) {
+        guard let id, let caller, let peer, server.registry.begin(id) else {
+            context.close(promise: nil)
+            return
+        }
+        let request: WireRequest
+        do {
+            request = try frame.withUnsafeReadableBytes { raw in try WireRequest.decode(payload: raw) }
         } catch {
-            logger.debug("connection ended", metadata: ["error": "\(error)"])
+            _ = server.registry.end(id)
+            fail(context: context, error as? WireError ?? WireError(status: KeychainStatus.decode, message: "\(error)"))
+            return
+        }
+        if case .subscribeLockState = request {
+            _ = server.registry.end(id)
+            subscribe(context: context)
+            return
+        }
+        if KeychainService.isShort(request) {
+            reply(server.service.answerNow(request, caller: caller, peer: peer), context: context)
+            return
+        }
+        busy = true
+        server.service.answerOnPool(request, caller: caller, peer: peer, eventLoop: context.eventLoop)
+            .assumeIsolated().whenComplete { result in
+                self.busy = false
+                switch result {
+                case .success(let response): self.reply(response, context: context)
+                case .failure(let error):  // the pool is shutting down
+                    self.reply(
+                        .failure(WireError(status: KeychainStatus.notAvailable, message: "keyseald is stopping: \(error)")),
+                        context: context)
+                }
+                self.drain(context: context)
+            }
+    }
+
+    private func reply(_ response: WireResponse, context: ChannelHandlerContext) {
+        context.writeAndFlush(wrapOutboundOut(ByteBuffer(bytes: response.encodedFrame())), promise: nil)
+        guard let id else { return }
+        if !server.registry.end(id) {
+            // Shutting down: this connection closes after its reply.
+            closing = true
+            context.close(promise: nil)
         }
     }
 
     /// The subscription: the current lock state, then every change, until the peer closes or shutdown.
-    func streamLockState(
-        outbound: NIOAsyncChannelOutboundWriter<ByteBuffer>, channel: any Channel
-    ) async throws {
-        let broadcaster = service.broadcaster
-        let (id, stream) = broadcaster.subscribe()
-        defer { broadcaster.unsubscribe(id) }
-        let current = service.store.lockState
-        try await outbound.write(
-            ByteBuffer(bytes: WireResponse.lockStateChanged(WireMapping.wire(current)).encodedFrame()))
-        try await withThrowingTaskGroup(of: Void.self) { group in
-            group.addTask {
-                for await state in stream {
-                    try await outbound.write(
-                        ByteBuffer(bytes: WireResponse.lockStateChanged(WireMapping.wire(state)).encodedFrame()))
+    private func subscribe(context: ChannelHandlerContext) {
+        let broadcaster = server.service.broadcaster
+        let (subscriber, stream) = broadcaster.subscribe()
+        let current = server.service.store.lockState
+        context.writeAndFlush(
+            wrapOutboundOut(ByteBuffer(bytes: WireResponse.lockStateChanged(WireMapping.wire(current)).encodedFrame())),
+            promise: nil)
+        let channel = context.channel
+        let task = Task {
+            for await state in stream {
+                let frame = ByteBuffer(bytes: WireResponse.lockStateChanged(WireMapping.wire(state)).encodedFrame())
+                do {
+                    try await channel.writeAndFlush(frame)
+                } catch {
+                    break
                 }
             }
-            group.addTask {
-                // The inbound stream has one iterator (the caller's): the subscriber's end, or shutdown closing
-                // the channel, is seen on the close future. Anything it sends is left unread.
-                try await channel.closeFuture.get()
-            }
-            _ = try await group.next()
-            group.cancelAll()
         }
-    }
-
-    static func peerCredentials(_ channel: any Channel) async throws -> PeerCredentials {
-        guard let provider = channel as? any SocketOptionProvider else {
-            throw KeychainError(KeychainStatus.internalComponent, "no socket options on this channel")
-        }
-        let credentials: keyseal_peer_credentials = try await provider.unsafeGetSocketOption(
-            level: SocketOptionLevel(SOL_SOCKET), name: SocketOptionName(keyseal_so_peercred)
-        ).get()
-        return PeerCredentials(pid: credentials.pid, uid: credentials.uid, gid: credentials.gid)
+        subscription = (subscriber, task)
     }
 }
 

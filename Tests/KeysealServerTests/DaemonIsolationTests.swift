@@ -110,6 +110,24 @@ struct DaemonIsolationTests {
         #expect(try store.copyMatching(.password(account: "a", returns: .data)).first?.data == Data("v".utf8))
     }
 
+    @Test("pipelined requests are answered in order: a long one (on the pool) before a short one after it")
+    func pipelinedRequestsKeepTheirOrder() throws {
+        let daemon = try DaemonFixture()
+        defer { daemon.remove() }
+        let fd = try Self.raw(daemon.socketPath)
+        defer { close(fd) }
+        let long = try WireRequest.unlock(passcode: WireSecret(utf8: "no passcode is set")).encodedFrame()
+        let short = try WireRequest.status.encodedFrame()
+        try Self.send(fd, long + short)
+        let first = try KeysealConnection.readResponse(fd, path: daemon.socketPath)
+        let second = try KeysealConnection.readResponse(fd, path: daemon.socketPath)
+        if case .status = first { Issue.record("the short request was answered first") }
+        guard case .status = second else {
+            Issue.record("the second response is \(second), not the status")
+            return
+        }
+    }
+
     @Test("a client that sends a frame one byte at a time, slower than the timeout, is closed")
     func slowDripTimesOut() throws {
         let daemon = try DaemonFixture(arguments: ["--frame-timeout", "1"])
