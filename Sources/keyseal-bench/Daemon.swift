@@ -62,10 +62,25 @@ final class DaemonProcess {
         return -1
     }
 
+    /// User + system CPU seconds of the daemon so far.
+    var cpuSeconds: Double { processCPUSeconds(pid) }
+
     func stop() {
         if process.isRunning { kill(pid, SIGTERM) }
         process.waitUntilExit()
     }
+}
+
+/// User + system CPU seconds of process `pid` (0: this process), from /proc/PID/stat.
+func processCPUSeconds(_ pid: Int32) -> Double {
+    let path = pid == 0 ? "/proc/self/stat" : "/proc/\(pid)/stat"
+    guard let text = try? String(contentsOfFile: path, encoding: .utf8),
+        let close = text.lastIndex(of: ")")
+    else { return 0 }
+    // Fields after the command name: state is field 3; utime and stime are fields 14 and 15.
+    let fields = text[text.index(after: close)...].split(separator: " ")
+    guard fields.count > 13, let user = Double(fields[11]), let system = Double(fields[12]) else { return 0 }
+    return (user + system) / Double(sysconf(Int32(_SC_CLK_TCK)))
 }
 
 // MARK: - The floor: a bare unix-socket request/reply between two processes
@@ -310,7 +325,19 @@ func daemonSection(scratch: URL, items: Int, lookupCount: Int, results: Results)
     results.add(one)
     client.close()
 
+    let daemonCPU = daemon.cpuSeconds
+    let clientCPU = processCPUSeconds(0)
     var eight = try concurrentLookups(socket: daemon.socket, clients: 8, items: items, perClient: lookupCount / 4)
+    let operations = Double(eight.operations)
+    results.add(
+        Measurement(
+            name: "  CPU per lookup with 8 clients: keyseald", value: (daemon.cpuSeconds - daemonCPU) / operations * 1e6,
+            unit: "µs",
+            note: String(
+                format: "clients %.0f µs; %.0f %% of 2 CPUs busy in both",
+                (processCPUSeconds(0) - clientCPU) / operations * 1e6,
+                ((daemon.cpuSeconds - daemonCPU) + (processCPUSeconds(0) - clientCPU)) / (operations / eight.opsPerSecond)
+                    / Double(ProcessInfo.processInfo.activeProcessorCount) * 100)))
     eight.floor = "the ping-pong floor"
     eight.fractionOfFloor = eight.opsPerSecond / floor.opsPerSecond
     eight.target = String(format: "≥ 1.5× one client (%.2f×)", eight.opsPerSecond / one.opsPerSecond)
