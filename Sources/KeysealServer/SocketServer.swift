@@ -331,10 +331,13 @@ final class ConnectionHandler: ChannelInboundHandler {
             reply(server.service.answerNow(request, caller: caller, peer: peer), context: context)
             return
         }
+        // While the pool works, nothing more is read from this client: what it pipelines waits in the socket.
         busy = true
+        try? context.channel.syncOptions?.setOption(ChannelOptions.autoRead, value: false)
         server.service.answerOnPool(request, caller: caller, peer: peer, eventLoop: context.eventLoop)
             .assumeIsolated().whenComplete { result in
                 self.busy = false
+                try? context.channel.syncOptions?.setOption(ChannelOptions.autoRead, value: true)
                 switch result {
                 case .success(let response): self.reply(response, context: context)
                 case .failure(let error):  // the pool is shutting down
