@@ -6,6 +6,7 @@ packages=(
   pkg-config libsqlite3-dev sqlite3 libargon2-dev
   libtss2-dev tpm2-tools swtpm swtpm-tools
   softhsm2 p11-kit libp11-kit-dev gnutls-bin
+  bsdutils util-linux
 )
 
 missing=()

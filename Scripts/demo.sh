@@ -1,32 +1,85 @@
 #!/usr/bin/env bash
-# A first look at Keyseal on a fresh Debian machine: installs what it needs, builds, starts a private swtpm,
-# and tours an embedded store sealed by it (passcode, add, lock, a refused find, unlock, find, status).
+# A first look at Keyseal on a fresh Debian machine: installs what it needs, builds, starts
+# `keyseald --backend swtpm` (a private swtpm whose state lives in the store) in a temporary directory, and walks
+# through the keyseal command line: set a passcode, add, lock, a refused find, unlock, a successful find, status,
+# then stops the daemon. Each command is printed before it runs.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
 bash Scripts/bootstrap.sh
 export PATH="/opt/swift/usr/bin:$PATH"
 
-echo "demo: building"
-swift build --product keyseal-tour >/dev/null
+echo "demo: building keyseald and keyseal"
+swift build --product keyseald >/dev/null
+swift build --product keyseal >/dev/null
+bin=$(swift build --show-bin-path)
 
 work=$(mktemp -d /tmp/keyseal-demo.XXXXXX)
 chmod 700 "$work"
-mkdir -m 700 "$work/tpm"
+export KEYSEAL_SOCKET="$work/run/keyseal.sock"
+daemon_pid=
 cleanup() {
-  [ -n "${swtpm_pid:-}" ] && kill "$swtpm_pid" 2>/dev/null || true
-  wait 2>/dev/null || true
+  if [ -n "$daemon_pid" ] && kill -0 "$daemon_pid" 2>/dev/null; then
+    kill "$daemon_pid" 2>/dev/null || true
+    wait "$daemon_pid" 2>/dev/null || true
+  fi
   rm -rf "$work"
 }
 trap cleanup EXIT
 
-echo "demo: starting swtpm in $work/tpm"
-swtpm socket --tpm2 --tpmstate dir="$work/tpm" \
-  --server type=unixio,path="$work/tpm/swtpm.sock" --ctrl type=unixio,path="$work/tpm/swtpm.sock.ctrl" \
-  --flags not-need-init,startup-clear --log file="$work/tpm/swtpm.log" &
-swtpm_pid=$!
-for _ in $(seq 1 100); do [ -S "$work/tpm/swtpm.sock" ] && break; sleep 0.05; done
+# Prints a command, then runs it; "expect N" runs one that must exit N.
+show() { printf '\n$ %s\n' "$*"; }
+run() { show "$@"; "$@"; }
+expect() {
+  local want=$1
+  shift
+  show "$@"
+  local rc=0
+  "$@" || rc=$?
+  if [ "$rc" -ne "$want" ]; then
+    echo "demo: expected exit $want, got $rc" >&2
+    exit 1
+  fi
+  echo "(exit $rc, as expected)"
+}
+keyseal() { "$bin/keyseal" "$@"; }
 
-"$(swift build --show-bin-path)/keyseal-tour" --store "$work/store" --tcti "swtpm:path=$work/tpm/swtpm.sock"
+show keyseald --backend swtpm --store "$work/store" "&"
+"$bin/keyseald" --backend swtpm --store "$work/store" --log-level warning 2>"$work/keyseald.log" &
+daemon_pid=$!
+for _ in $(seq 1 300); do
+  [ -S "$KEYSEAL_SOCKET" ] && break
+  if ! kill -0 "$daemon_pid" 2>/dev/null; then
+    cat "$work/keyseald.log" >&2
+    echo "demo: keyseald did not start" >&2
+    exit 1
+  fi
+  sleep 0.1
+done
+[ -S "$KEYSEAL_SOCKET" ] || { cat "$work/keyseald.log" >&2; echo "demo: keyseald did not listen" >&2; exit 1; }
+echo "(keyseald listens on \$KEYSEAL_SOCKET=$KEYSEAL_SOCKET)"
+
+run keyseal status
+show "printf 'demo passcode\n' | keyseal passcode set --passcode-stdin"
+printf 'demo passcode\n' | keyseal passcode set --passcode-stdin
+run keyseal add-generic-password -a alice -s mail.example.com -l "Mail" -w "s3cr3t-mail"
+run keyseal add-generic-password -a ci -s deploy-token --accessible after-first-unlock -w "t0ken"
+run keyseal lock
+expect 36 keyseal find-generic-password -a alice -s mail.example.com -w
+run keyseal find-generic-password -a ci -s deploy-token -w
+show "printf 'demo passcode\n' | keyseal unlock --passcode-stdin"
+printf 'demo passcode\n' | keyseal unlock --passcode-stdin
+run keyseal find-generic-password -a alice -s mail.example.com -w
+run keyseal find-generic-password -a alice -s mail.example.com
+run keyseal status
+
+show kill -TERM "$daemon_pid" "# keyseald finishes, zeroizes its keys, removes the socket, exits 0"
+kill -TERM "$daemon_pid"
+rc=0
+wait "$daemon_pid" || rc=$?
+daemon_pid=
+[ "$rc" -eq 0 ] || { cat "$work/keyseald.log" >&2; echo "demo: keyseald exited $rc" >&2; exit 1; }
+[ ! -e "$KEYSEAL_SOCKET" ] || { echo "demo: the socket was left behind" >&2; exit 1; }
+echo "(keyseald exited 0 and removed its socket)"
 echo
-echo "demo: done (the store and the swtpm state are removed)"
+echo "demo: done (the store and its swtpm state are removed)"

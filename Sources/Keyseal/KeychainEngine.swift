@@ -218,10 +218,15 @@ final class KeychainEngine {
         let now = configuration.clock()
         let wait = remainingDelay(now: now)
         if wait > 0 {
+            // A hardware lockout may last longer than the store's own delay: the later of the two is the answer.
+            let status = try? device.status()
+            let lockout = status?.lockoutRetrySeconds ?? 0
+            let retry = max(wait, lockout)
             throw KeychainError(
                 KeychainStatus.authFailed,
-                "too many failed attempts (\(keybag.failedAttempts)); try again in \(wait) s",
-                retryAfterSeconds: wait, triesLeft: hardwareTriesLeft())
+                "too many failed attempts (\(keybag.failedAttempts)); try again in \(retry) s"
+                    + (lockout > wait ? " (the hardware is in dictionary-attack lockout)" : ""),
+                retryAfterSeconds: retry, triesLeft: status?.hardwareTriesLeft)
         }
         keybag.failedAttempts += 1
         keybag.lastAttemptAt = now.timeIntervalSince1970

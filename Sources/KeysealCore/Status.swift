@@ -1,3 +1,5 @@
+import KeysealStatus
+
 /// Apple's status code type: 0 is success, negative values are errors.
 public typealias OSStatus = Int32
 
@@ -26,34 +28,11 @@ public enum KeychainStatus {
     public static let decode: OSStatus = -26275
     public static let missingEntitlement: OSStatus = -34018
 
-    /// Name and meaning of every status Keyseal knows.
-    public static let table: [OSStatus: (name: String, message: String)] = [
-        success: ("errSecSuccess", "No error."),
-        unimplemented: ("errSecUnimplemented", "Function or operation not implemented."),
-        io: ("errSecIO", "I/O error."),
-        param: ("errSecParam", "One or more parameters passed to a function were not valid."),
-        allocate: ("errSecAllocate", "Failed to allocate memory."),
-        userCanceled: ("errSecUserCanceled", "User canceled the operation."),
-        badReq: ("errSecBadReq", "Bad parameter or invalid state for operation."),
-        internalComponent: ("errSecInternalComponent", "An internal component failed."),
-        notAvailable: ("errSecNotAvailable", "No keychain is available."),
-        readOnly: ("errSecReadOnly", "This keychain cannot be modified."),
-        authFailed: ("errSecAuthFailed", "The user name or passphrase you entered is not correct."),
-        noSuchKeychain: ("errSecNoSuchKeychain", "The specified keychain could not be found."),
-        duplicateItem: ("errSecDuplicateItem", "The specified item already exists in the keychain."),
-        itemNotFound: ("errSecItemNotFound", "The specified item could not be found in the keychain."),
-        dataTooLarge: ("errSecDataTooLarge", "This item contains information which is too large or in a format that cannot be displayed."),
-        noSuchAttr: ("errSecNoSuchAttr", "The specified attribute does not exist."),
-        noSuchClass: ("errSecNoSuchClass", "The specified item class does not exist."),
-        interactionNotAllowed: ("errSecInteractionNotAllowed", "User interaction is not allowed."),
-        readOnlyAttr: ("errSecReadOnlyAttr", "The specified attribute could not be modified."),
-        dataNotAvailable: ("errSecDataNotAvailable", "The contents of this item cannot be retrieved."),
-        decode: ("errSecDecode", "Unable to decode the provided data."),
-        missingEntitlement: ("errSecMissingEntitlement", "A required entitlement isn't present."),
-    ]
+    /// Name and meaning of every status Keyseal knows (shared with the command line).
+    public static var table: [OSStatus: (name: String, message: String)] { OSStatusTable.entries }
 
-    public static func name(_ status: OSStatus) -> String? { table[status]?.name }
-    public static func message(_ status: OSStatus) -> String? { table[status]?.message }
+    public static func name(_ status: OSStatus) -> String? { OSStatusTable.name(status) }
+    public static func message(_ status: OSStatus) -> String? { OSStatusTable.message(status) }
 }
 
 /// A failed keychain operation: an OSStatus and a message that never contains a secret.

@@ -1,0 +1,414 @@
+#compdef keyseal
+
+__keyseal_complete() {
+    local -ar non_empty_completions=("${@:#(|:*)}")
+    local -ar empty_completions=("${(M)@:#(|:*)}")
+    _describe -V '' non_empty_completions -- empty_completions -P $'\'\''
+}
+
+__keyseal_custom_complete() {
+    local -a completions
+    completions=("${(@f)"$("${command_name}" "${@}" "${command_line[@]}")"}")
+    if [[ "${#completions[@]}" -gt 1 ]]; then
+        __keyseal_complete "${completions[@]:0:-1}"
+    fi
+}
+
+__keyseal_cursor_index_in_current_word() {
+    if [[ -z "${QIPREFIX}${IPREFIX}${PREFIX}" ]]; then
+        printf 0
+    else
+        printf %s "${#${(z)LBUFFER}[-1]}"
+    fi
+}
+
+_keyseal() {
+    emulate -RL zsh -G
+    setopt extendedglob nullglob numericglobsort
+    unsetopt aliases banghist
+
+    local -xr SAP_SHELL=zsh
+    local -x SAP_SHELL_VERSION
+    SAP_SHELL_VERSION="$(builtin emulate zsh -c 'printf %s "${ZSH_VERSION}"')"
+    local -r SAP_SHELL_VERSION
+
+    local context state state_descr line
+    local -A opt_args
+
+    local -r command_name="${words[1]}"
+    local -ar command_line=("${words[@]}")
+    local -ir current_word_index="$((CURRENT - 1))"
+
+    local -i ret=1
+    local -ar arg_specs=(
+        '--version[Show the version.]'
+        '(-h --help)'{-h,--help}'[Show help information.]'
+        '(-): :->command'
+        '(-)*:: :->arg'
+    )
+    _arguments -w -s -S : "${arg_specs[@]}" && ret=0
+    case "${state}" in
+    command)
+        local -ar subcommands=(
+            'status:Show the lock state, passcode, backend, auto-lock, failed attempts and item counts.'
+            'unlock:Unlock the store with the passcode (also checks it when already unlocked).'
+            'lock:Lock the store now.'
+            'passcode:Set, change or remove the passcode.'
+            'settings:Show or change the auto-lock timeout.'
+            'add-generic-password:Add a generic password (with -U, update it if it exists).'
+            'find-generic-password:Find a generic password.'
+            'delete-generic-password:Delete every generic password that matches the flags given.'
+            'add-internet-password:Add an internet password (with -U, update it if it exists).'
+            'find-internet-password:Find an internet password.'
+            'delete-internet-password:Delete every internet password that matches the flags given.'
+            'dump-keychain:List every visible item'\''s attributes (-d: and secrets); items of locked classes are listed as locked.'
+            'error:Print the name and meaning of each OSStatus.'
+            'help:Show subcommand help information.'
+        )
+        _describe -V subcommand subcommands && ret=0
+        ;;
+    arg)
+        case "${words[1]}" in
+        status|unlock|lock|passcode|settings|add-generic-password|find-generic-password|delete-generic-password|add-internet-password|find-internet-password|delete-internet-password|dump-keychain|error|help)
+            "_keyseal_${words[1]}" && ret=0
+            ;;
+        esac
+        ;;
+    esac
+
+    return "${ret}"
+}
+
+_keyseal_status() {
+    local -i ret=1
+    local -ar arg_specs=(
+        '--socket[keyseald'\''s socket.]:path:'
+        '--json[Print one JSON document on standard output.]'
+        '--version[Show the version.]'
+        '(-h --help)'{-h,--help}'[Show help information.]'
+    )
+    _arguments -w -s -S : "${arg_specs[@]}" && ret=0
+
+    return "${ret}"
+}
+
+_keyseal_unlock() {
+    local -i ret=1
+    local -ar arg_specs=(
+        '--socket[keyseald'\''s socket.]:path:'
+        '--json[Print one JSON document on standard output.]'
+        '--passcode-stdin[Read the passcode from standard input (one line).]'
+        '--version[Show the version.]'
+        '(-h --help)'{-h,--help}'[Show help information.]'
+    )
+    _arguments -w -s -S : "${arg_specs[@]}" && ret=0
+
+    return "${ret}"
+}
+
+_keyseal_lock() {
+    local -i ret=1
+    local -ar arg_specs=(
+        '--socket[keyseald'\''s socket.]:path:'
+        '--json[Print one JSON document on standard output.]'
+        '--version[Show the version.]'
+        '(-h --help)'{-h,--help}'[Show help information.]'
+    )
+    _arguments -w -s -S : "${arg_specs[@]}" && ret=0
+
+    return "${ret}"
+}
+
+_keyseal_passcode() {
+    local -i ret=1
+    local -ar arg_specs=(
+        '--version[Show the version.]'
+        '(-h --help)'{-h,--help}'[Show help information.]'
+        '(-): :->command'
+        '(-)*:: :->arg'
+    )
+    _arguments -w -s -S : "${arg_specs[@]}" && ret=0
+    case "${state}" in
+    command)
+        local -ar subcommands=(
+            'set:Set a passcode (errSecParam if one is set). Standard input: the new passcode.'
+            'change:Change the passcode. Standard input: the current passcode, then the new one, one per line.'
+            'remove:Remove the passcode. Standard input: the current passcode.'
+        )
+        _describe -V subcommand subcommands && ret=0
+        ;;
+    arg)
+        case "${words[1]}" in
+        set|change|remove)
+            "_keyseal_passcode_${words[1]}" && ret=0
+            ;;
+        esac
+        ;;
+    esac
+
+    return "${ret}"
+}
+
+_keyseal_passcode_set() {
+    local -i ret=1
+    local -ar arg_specs=(
+        '--socket[keyseald'\''s socket.]:path:'
+        '--json[Print one JSON document on standard output.]'
+        '--passcode-stdin[Read the passcode from standard input (one line).]'
+        '--version[Show the version.]'
+        '(-h --help)'{-h,--help}'[Show help information.]'
+    )
+    _arguments -w -s -S : "${arg_specs[@]}" && ret=0
+
+    return "${ret}"
+}
+
+_keyseal_passcode_change() {
+    local -i ret=1
+    local -ar arg_specs=(
+        '--socket[keyseald'\''s socket.]:path:'
+        '--json[Print one JSON document on standard output.]'
+        '--passcode-stdin[Read the passcodes from standard input (current, then new; one per line).]'
+        '--version[Show the version.]'
+        '(-h --help)'{-h,--help}'[Show help information.]'
+    )
+    _arguments -w -s -S : "${arg_specs[@]}" && ret=0
+
+    return "${ret}"
+}
+
+_keyseal_passcode_remove() {
+    local -i ret=1
+    local -ar arg_specs=(
+        '--socket[keyseald'\''s socket.]:path:'
+        '--json[Print one JSON document on standard output.]'
+        '--passcode-stdin[Read the passcode from standard input (one line).]'
+        '--version[Show the version.]'
+        '(-h --help)'{-h,--help}'[Show help information.]'
+    )
+    _arguments -w -s -S : "${arg_specs[@]}" && ret=0
+
+    return "${ret}"
+}
+
+_keyseal_settings() {
+    local -i ret=1
+    local -ar arg_specs=(
+        '--socket[keyseald'\''s socket.]:path:'
+        '--json[Print one JSON document on standard output.]'
+        '-t[Lock after this many idle seconds.]:seconds:'
+        '--no-auto-lock[Never lock on idle.]'
+        '--version[Show the version.]'
+        '(-h --help)'{-h,--help}'[Show help information.]'
+    )
+    _arguments -w -s -S : "${arg_specs[@]}" && ret=0
+
+    return "${ret}"
+}
+
+_keyseal_add-generic-password() {
+    local -i ret=1
+    local -ar arg_specs=(
+        '--socket[keyseald'\''s socket.]:path:'
+        '--json[Print one JSON document on standard output.]'
+        '-a[Account name.]:account:'
+        '-s[Service name.]:service:'
+        '-l[Label.]:label:'
+        '-j[Comment.]:comment:'
+        '-D[Kind (description).]:kind:'
+        '-G[Generic attribute value.]:value:'
+        '-c[Creator (a 4-character code).]:creator:'
+        '-C[Type (a 4-character code).]:type:'
+        '--access-group[Access group (default\: your first group).]:group:'
+        '-w[The password. Other local users can read command lines\: prefer --password-stdin, or put -w last to be prompted.]:password:'
+        '--password-stdin[Read the password from standard input (all of it, less one trailing newline).]'
+        '-X[The password in hexadecimal.]:hex:'
+        '--accessible[Accessibility class\: when-unlocked, after-first-unlock, always, when-unlocked-this-device-only, after-first-unlock-this-device-only, always-this-device-only, when-passcode-set-this-device-only; Apple'\''s constant names and stored codes work too.]:class:'
+        '-U[Update the item if it exists.]'
+        '--version[Show the version.]'
+        '(-h --help)'{-h,--help}'[Show help information.]'
+    )
+    _arguments -w -s -S : "${arg_specs[@]}" && ret=0
+
+    return "${ret}"
+}
+
+_keyseal_find-generic-password() {
+    local -i ret=1
+    local -ar arg_specs=(
+        '--socket[keyseald'\''s socket.]:path:'
+        '--json[Print one JSON document on standard output.]'
+        '-a[Account name.]:account:'
+        '-s[Service name.]:service:'
+        '-l[Label.]:label:'
+        '-j[Comment.]:comment:'
+        '-D[Kind (description).]:kind:'
+        '-G[Generic attribute value.]:value:'
+        '-c[Creator (a 4-character code).]:creator:'
+        '-C[Type (a 4-character code).]:type:'
+        '--access-group[Access group (default\: your first group).]:group:'
+        '--accessible[Accessibility class\: when-unlocked, after-first-unlock, always, when-unlocked-this-device-only, after-first-unlock-this-device-only, always-this-device-only, when-passcode-set-this-device-only; Apple'\''s constant names and stored codes work too.]:class:'
+        '-w[Print only the password.]'
+        '-g[Print the password (on stderr) after the attributes.]'
+        '--version[Show the version.]'
+        '(-h --help)'{-h,--help}'[Show help information.]'
+    )
+    _arguments -w -s -S : "${arg_specs[@]}" && ret=0
+
+    return "${ret}"
+}
+
+_keyseal_delete-generic-password() {
+    local -i ret=1
+    local -ar arg_specs=(
+        '--socket[keyseald'\''s socket.]:path:'
+        '--json[Print one JSON document on standard output.]'
+        '-a[Account name.]:account:'
+        '-s[Service name.]:service:'
+        '-l[Label.]:label:'
+        '-j[Comment.]:comment:'
+        '-D[Kind (description).]:kind:'
+        '-G[Generic attribute value.]:value:'
+        '-c[Creator (a 4-character code).]:creator:'
+        '-C[Type (a 4-character code).]:type:'
+        '--access-group[Access group (default\: your first group).]:group:'
+        '--accessible[Accessibility class\: when-unlocked, after-first-unlock, always, when-unlocked-this-device-only, after-first-unlock-this-device-only, always-this-device-only, when-passcode-set-this-device-only; Apple'\''s constant names and stored codes work too.]:class:'
+        '--version[Show the version.]'
+        '(-h --help)'{-h,--help}'[Show help information.]'
+    )
+    _arguments -w -s -S : "${arg_specs[@]}" && ret=0
+
+    return "${ret}"
+}
+
+_keyseal_add-internet-password() {
+    local -i ret=1
+    local -ar arg_specs=(
+        '--socket[keyseald'\''s socket.]:path:'
+        '--json[Print one JSON document on standard output.]'
+        '-a[Account name.]:account:'
+        '-s[Server name.]:server:'
+        '-r[Protocol\: a scheme name (https, http, ftp, ssh, imap, smtp, ldap, …) or a 4-character code (htps).]:protocol:'
+        '-P[Port number.]:port:'
+        '-p[Path.]:path:'
+        '-d[Security domain.]:domain:'
+        '-t[Authentication type\: default, form, http, http-digest, ntlm, msn, dpa, rpa, or a 4-character code (dflt).]:type:'
+        '-l[Label.]:label:'
+        '-j[Comment.]:comment:'
+        '-D[Kind (description).]:kind:'
+        '-c[Creator (a 4-character code).]:creator:'
+        '-C[Type (a 4-character code).]:type:'
+        '--access-group[Access group (default\: your first group).]:group:'
+        '-w[The password. Other local users can read command lines\: prefer --password-stdin, or put -w last to be prompted.]:password:'
+        '--password-stdin[Read the password from standard input (all of it, less one trailing newline).]'
+        '-X[The password in hexadecimal.]:hex:'
+        '--accessible[Accessibility class\: when-unlocked, after-first-unlock, always, when-unlocked-this-device-only, after-first-unlock-this-device-only, always-this-device-only, when-passcode-set-this-device-only; Apple'\''s constant names and stored codes work too.]:class:'
+        '-U[Update the item if it exists.]'
+        '--version[Show the version.]'
+        '(-h --help)'{-h,--help}'[Show help information.]'
+    )
+    _arguments -w -s -S : "${arg_specs[@]}" && ret=0
+
+    return "${ret}"
+}
+
+_keyseal_find-internet-password() {
+    local -i ret=1
+    local -ar arg_specs=(
+        '--socket[keyseald'\''s socket.]:path:'
+        '--json[Print one JSON document on standard output.]'
+        '-a[Account name.]:account:'
+        '-s[Server name.]:server:'
+        '-r[Protocol\: a scheme name (https, http, ftp, ssh, imap, smtp, ldap, …) or a 4-character code (htps).]:protocol:'
+        '-P[Port number.]:port:'
+        '-p[Path.]:path:'
+        '-d[Security domain.]:domain:'
+        '-t[Authentication type\: default, form, http, http-digest, ntlm, msn, dpa, rpa, or a 4-character code (dflt).]:type:'
+        '-l[Label.]:label:'
+        '-j[Comment.]:comment:'
+        '-D[Kind (description).]:kind:'
+        '-c[Creator (a 4-character code).]:creator:'
+        '-C[Type (a 4-character code).]:type:'
+        '--access-group[Access group (default\: your first group).]:group:'
+        '--accessible[Accessibility class\: when-unlocked, after-first-unlock, always, when-unlocked-this-device-only, after-first-unlock-this-device-only, always-this-device-only, when-passcode-set-this-device-only; Apple'\''s constant names and stored codes work too.]:class:'
+        '-w[Print only the password.]'
+        '-g[Print the password (on stderr) after the attributes.]'
+        '--version[Show the version.]'
+        '(-h --help)'{-h,--help}'[Show help information.]'
+    )
+    _arguments -w -s -S : "${arg_specs[@]}" && ret=0
+
+    return "${ret}"
+}
+
+_keyseal_delete-internet-password() {
+    local -i ret=1
+    local -ar arg_specs=(
+        '--socket[keyseald'\''s socket.]:path:'
+        '--json[Print one JSON document on standard output.]'
+        '-a[Account name.]:account:'
+        '-s[Server name.]:server:'
+        '-r[Protocol\: a scheme name (https, http, ftp, ssh, imap, smtp, ldap, …) or a 4-character code (htps).]:protocol:'
+        '-P[Port number.]:port:'
+        '-p[Path.]:path:'
+        '-d[Security domain.]:domain:'
+        '-t[Authentication type\: default, form, http, http-digest, ntlm, msn, dpa, rpa, or a 4-character code (dflt).]:type:'
+        '-l[Label.]:label:'
+        '-j[Comment.]:comment:'
+        '-D[Kind (description).]:kind:'
+        '-c[Creator (a 4-character code).]:creator:'
+        '-C[Type (a 4-character code).]:type:'
+        '--access-group[Access group (default\: your first group).]:group:'
+        '--accessible[Accessibility class\: when-unlocked, after-first-unlock, always, when-unlocked-this-device-only, after-first-unlock-this-device-only, always-this-device-only, when-passcode-set-this-device-only; Apple'\''s constant names and stored codes work too.]:class:'
+        '--version[Show the version.]'
+        '(-h --help)'{-h,--help}'[Show help information.]'
+    )
+    _arguments -w -s -S : "${arg_specs[@]}" && ret=0
+
+    return "${ret}"
+}
+
+_keyseal_dump-keychain() {
+    local -i ret=1
+    local -ar arg_specs=(
+        '--socket[keyseald'\''s socket.]:path:'
+        '--json[Print one JSON document on standard output.]'
+        '-d[Include the secrets.]'
+        '--version[Show the version.]'
+        '(-h --help)'{-h,--help}'[Show help information.]'
+    )
+    _arguments -w -s -S : "${arg_specs[@]}" && ret=0
+
+    return "${ret}"
+}
+
+_keyseal_error() {
+    local -i ret=1
+    local -ar arg_specs=(
+        '--socket[keyseald'\''s socket.]:path:'
+        '--json[Print one JSON document on standard output.]'
+        '*:code:'
+        '--version[Show the version.]'
+        '(-h --help)'{-h,--help}'[Show help information.]'
+    )
+    _arguments -w -s -S : "${arg_specs[@]}" && ret=0
+
+    return "${ret}"
+}
+
+_keyseal_help() {
+    local -i ret=1
+    local -ar arg_specs=(
+        '*:subcommands:'
+        '--version[Show the version.]'
+    )
+    _arguments -w -s -S : "${arg_specs[@]}" && ret=0
+
+    return "${ret}"
+}
+
+if [[ "${funcstack[1]}" = _keyseal ]]; then
+    _keyseal "${@}"
+else
+    compdef _keyseal keyseal
+fi

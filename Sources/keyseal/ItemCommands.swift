@@ -1,0 +1,546 @@
+#if canImport(FoundationEssentials)
+import FoundationEssentials
+#else
+import Foundation
+#endif
+import ArgumentParser
+import KeysealClient
+
+private let genericPassword = "genp"
+private let internetPassword = "inet"
+
+/// The attribute flags of an item command, as `security` spells them.
+protocol ItemFlags: ParsableArguments {
+    static var itemClass: String { get }
+    var accessGroup: String? { get }
+    /// The attributes given, under Apple's keys; bad values are usage errors.
+    func attributes() throws -> [String: WireValue]
+}
+
+extension ItemFlags {
+    static var isInternet: Bool { itemClass == internetPassword }
+}
+
+struct GenericPasswordFlags: ItemFlags {
+    static var itemClass: String { genericPassword }
+
+    @Option(name: .customShort("a"), help: ArgumentHelp("Account name.", valueName: "account"))
+    var account: String?
+    @Option(name: .customShort("s"), help: ArgumentHelp("Service name.", valueName: "service"))
+    var service: String?
+    @Option(name: .customShort("l"), help: ArgumentHelp("Label.", valueName: "label"))
+    var label: String?
+    @Option(name: .customShort("j"), help: ArgumentHelp("Comment.", valueName: "comment"))
+    var comment: String?
+    @Option(name: .customShort("D"), help: ArgumentHelp("Kind (description).", valueName: "kind"))
+    var kind: String?
+    @Option(name: .customShort("G"), help: ArgumentHelp("Generic attribute value.", valueName: "value"))
+    var generic: String?
+    @Option(name: .customShort("c"), help: ArgumentHelp("Creator (a 4-character code).", valueName: "creator"))
+    var creator: String?
+    @Option(name: .customShort("C"), help: ArgumentHelp("Type (a 4-character code).", valueName: "type"))
+    var type: String?
+    @Option(name: .long, help: ArgumentHelp("Access group (default: your first group).", valueName: "group"))
+    var accessGroup: String?
+
+    func attributes() throws -> [String: WireValue] {
+        var map: [String: WireValue] = [:]
+        map[AttributeName.account] = account.map(WireValue.string)
+        map[AttributeName.service] = service.map(WireValue.string)
+        map[AttributeName.label] = label.map(WireValue.string)
+        map[AttributeName.comment] = comment.map(WireValue.string)
+        map[AttributeName.description] = kind.map(WireValue.string)
+        map[AttributeName.generic] = generic.map { .data(Data($0.utf8)) }
+        map[AttributeName.creator] = creator.map(WireValue.string)
+        map[AttributeName.type] = type.map(WireValue.string)
+        return map
+    }
+}
+
+struct InternetPasswordFlags: ItemFlags {
+    static var itemClass: String { internetPassword }
+
+    @Option(name: .customShort("a"), help: ArgumentHelp("Account name.", valueName: "account"))
+    var account: String?
+    @Option(name: .customShort("s"), help: ArgumentHelp("Server name.", valueName: "server"))
+    var server: String?
+    @Option(
+        name: .customShort("r"),
+        help: ArgumentHelp("Protocol: a scheme name (https, http, ftp, ssh, imap, smtp, ldap, …) or a 4-character code (htps).", valueName: "protocol"))
+    var `protocol`: String?
+    @Option(name: .customShort("P"), help: ArgumentHelp("Port number.", valueName: "port"))
+    var port: Int?
+    @Option(name: .customShort("p"), help: ArgumentHelp("Path.", valueName: "path"))
+    var path: String?
+    @Option(name: .customShort("d"), help: ArgumentHelp("Security domain.", valueName: "domain"))
+    var domain: String?
+    @Option(
+        name: .customShort("t"),
+        help: ArgumentHelp("Authentication type: default, form, http, http-digest, ntlm, msn, dpa, rpa, or a 4-character code (dflt).", valueName: "type"))
+    var authenticationType: String?
+    @Option(name: .customShort("l"), help: ArgumentHelp("Label.", valueName: "label"))
+    var label: String?
+    @Option(name: .customShort("j"), help: ArgumentHelp("Comment.", valueName: "comment"))
+    var comment: String?
+    @Option(name: .customShort("D"), help: ArgumentHelp("Kind (description).", valueName: "kind"))
+    var kind: String?
+    @Option(name: .customShort("c"), help: ArgumentHelp("Creator (a 4-character code).", valueName: "creator"))
+    var creator: String?
+    @Option(name: .customShort("C"), help: ArgumentHelp("Type (a 4-character code).", valueName: "type"))
+    var type: String?
+    @Option(name: .long, help: ArgumentHelp("Access group (default: your first group).", valueName: "group"))
+    var accessGroup: String?
+
+    func validate() throws { _ = try attributes() }
+
+    func attributes() throws -> [String: WireValue] {
+        var map: [String: WireValue] = [:]
+        map[AttributeName.account] = account.map(WireValue.string)
+        map[AttributeName.server] = server.map(WireValue.string)
+        if let text = self.protocol {
+            guard let code = FourCharNames.protocols.code(text) else {
+                throw ValidationError("-r: unknown protocol \(text) (a scheme name like https, or a 4-character code)")
+            }
+            map[AttributeName.protocol] = .string(code)
+        }
+        if let port {
+            guard (0...65535).contains(port) else { throw ValidationError("-P: a port is 0–65535") }
+            map[AttributeName.port] = .int(Int64(port))
+        }
+        map[AttributeName.path] = path.map(WireValue.string)
+        map[AttributeName.securityDomain] = domain.map(WireValue.string)
+        if let text = authenticationType {
+            guard let code = FourCharNames.authenticationTypes.code(text) else {
+                throw ValidationError("-t: unknown authentication type \(text) (default, form, http, ntlm, … or a 4-character code)")
+            }
+            map[AttributeName.authenticationType] = .string(code)
+        }
+        map[AttributeName.label] = label.map(WireValue.string)
+        map[AttributeName.comment] = comment.map(WireValue.string)
+        map[AttributeName.description] = kind.map(WireValue.string)
+        map[AttributeName.creator] = creator.map(WireValue.string)
+        map[AttributeName.type] = type.map(WireValue.string)
+        return map
+    }
+}
+
+/// Where an add's secret comes from.
+struct SecretFlags: ParsableArguments {
+    @Option(
+        name: .customShort("w"),
+        help: ArgumentHelp(
+            "The password. Other local users can read command lines: prefer --password-stdin, or put -w last to be prompted.",
+            valueName: "password"))
+    var password: String?
+    @Flag(name: .long, help: "Read the password from standard input (all of it, less one trailing newline).")
+    var passwordStdin = false
+    @Flag(name: .long, help: .hidden)
+    var passwordPrompt = false
+    @Option(name: .customShort("X"), help: ArgumentHelp("The password in hexadecimal.", valueName: "hex"))
+    var hexPassword: String?
+
+    func validate() throws {
+        let sources = [password != nil, passwordStdin, passwordPrompt, hexPassword != nil].filter { $0 }.count
+        if sources > 1 { throw ValidationError("give the password one way: -w, --password-stdin or -X") }
+        if let hexPassword, Formatting.bytes(hex: hexPassword) == nil {
+            throw ValidationError("-X takes an even number of hexadecimal digits")
+        }
+    }
+
+    /// The secret, or nil when none was given.
+    func secret() throws -> Data? {
+        if let password { return Data(password.utf8) }
+        if let hexPassword { return Formatting.bytes(hex: hexPassword).map { Data($0) } }
+        if passwordStdin {
+            var bytes = try SecretInput.readStandardInput(limit: Wire.valueLimit + 1)
+            defer { SecretInput.wipe(&bytes) }
+            var end = bytes.count
+            if end > 0 && bytes[end - 1] == UInt8(ascii: "\n") {
+                end -= 1
+                if end > 0 && bytes[end - 1] == UInt8(ascii: "\r") { end -= 1 }
+            }
+            return Data(bytes[0..<end])
+        }
+        if passwordPrompt {
+            let typed = try SecretInput.prompt("password")
+            return typed.withUnsafeBytes { Data($0) }
+        }
+        return nil
+    }
+}
+
+/// The accessibility flag.
+struct AccessibleFlag: ParsableArguments {
+    @Option(
+        name: .long,
+        help: ArgumentHelp("Accessibility class: \(AccessibleName.help); Apple's constant names and stored codes work too.", valueName: "class"))
+    var accessible: String?
+
+    func validate() throws {
+        if let accessible, AccessibleName.code(accessible) == nil {
+            throw ValidationError("--accessible: unknown class \(accessible); one of \(AccessibleName.help)")
+        }
+    }
+
+    var code: String? { accessible.flatMap(AccessibleName.code) }
+}
+
+// MARK: - add
+
+/// `add-generic-password` and `add-internet-password`.
+protocol AddCommand: ClientCommand {
+    associatedtype Flags: ItemFlags
+    var item: Flags { get }
+    var secret: SecretFlags { get }
+    var accessible: AccessibleFlag { get }
+    var upsert: Bool { get }
+}
+
+extension AddCommand {
+    func execute(_ client: DaemonClient) throws {
+        let attributes = try item.attributes()
+        let data = try secret.secret()
+        if let count = data?.count, count > Wire.valueLimit {
+            throw CommandFailure(
+                status: -25302, message: "the password is \(count) bytes; the limit is \(Wire.valueLimit)")
+        }
+        let newItem = WireNewItem(
+            itemClass: Flags.itemClass, attributes: attributes, accessGroup: item.accessGroup,
+            accessibility: accessible.code ?? "ak", data: data ?? Data())
+        let outcome = try add(client, newItem, attributes: attributes, data: data)
+        if global.json { Console.out(JSON.object([("result", .string(outcome))]).rendered) }
+    }
+
+    /// Adds; with -U a duplicate is updated instead: only the attributes given change, and the accessibility
+    /// stays unless --accessible is given.
+    private func add(
+        _ client: DaemonClient, _ newItem: WireNewItem, attributes: [String: WireValue], data: Data?
+    ) throws(CommandFailure) -> String {
+        do {
+            _ = try client.send(.add(newItem))
+            return "added"
+        } catch {
+            guard error.status == -25299 && upsert else { throw error }
+        }
+        var key: [String: WireValue] = [:]
+        for name in AttributeName.primaryKey(internet: Flags.isInternet) {
+            key[name] = attributes[name] ?? (name == AttributeName.port ? .int(0) : .string(""))
+        }
+        let query = WireQuery(itemClass: Flags.itemClass, attributes: key, accessGroup: item.accessGroup, limit: .one)
+        var changes = WireChanges(accessibility: accessible.code, data: data)
+        changes.attributes = attributes.filter { key[$0.key] == nil }
+        _ = try client.send(.update(query, changes))
+        return "updated"
+    }
+}
+
+struct AddGenericPassword: AddCommand {
+    static let configuration = CommandConfiguration(
+        commandName: "add-generic-password",
+        abstract: "Add a generic password (with -U, update it if it exists).",
+        discussion: """
+            With -U an existing item (same account, service and access group) is updated: only the attributes \
+            given change, and the accessibility stays unless --accessible is given. Without -w, --password-stdin \
+            or -X the password is empty (as with security); put -w last to be prompted.
+            """)
+
+    @OptionGroup var global: GlobalOptions
+    @OptionGroup var item: GenericPasswordFlags
+    @OptionGroup var secret: SecretFlags
+    @OptionGroup var accessible: AccessibleFlag
+    @Flag(name: .customShort("U"), help: "Update the item if it exists.")
+    var upsert = false
+
+    func validate() throws {
+        if item.account == nil || item.service == nil {
+            throw ValidationError("add-generic-password needs -a ACCOUNT and -s SERVICE")
+        }
+    }
+}
+
+struct AddInternetPassword: AddCommand {
+    static let configuration = CommandConfiguration(
+        commandName: "add-internet-password",
+        abstract: "Add an internet password (with -U, update it if it exists).",
+        discussion: """
+            The item's identity is account, server, protocol, port, path, security domain and authentication \
+            type (each empty or 0 when not given) and the access group. With -U only the attributes given change.
+            """)
+
+    @OptionGroup var global: GlobalOptions
+    @OptionGroup var item: InternetPasswordFlags
+    @OptionGroup var secret: SecretFlags
+    @OptionGroup var accessible: AccessibleFlag
+    @Flag(name: .customShort("U"), help: "Update the item if it exists.")
+    var upsert = false
+
+    func validate() throws {
+        if item.account == nil || item.server == nil {
+            throw ValidationError("add-internet-password needs -a ACCOUNT and -s SERVER")
+        }
+    }
+}
+
+// MARK: - find
+
+protocol FindCommand: ClientCommand {
+    associatedtype Flags: ItemFlags
+    var item: Flags { get }
+    var accessible: AccessibleFlag { get }
+    var printSecretOnly: Bool { get }
+    var printSecret: Bool { get }
+}
+
+extension FindCommand {
+    func execute(_ client: DaemonClient) throws {
+        let wantsSecret = printSecretOnly || printSecret
+        let query = WireQuery(
+            itemClass: Flags.itemClass, attributes: try item.attributes(), accessGroup: item.accessGroup,
+            accessibility: accessible.code, synchronizable: 2, limit: .one, returns: wantsSecret ? 3 : 2)
+        guard case .records(let records) = try client.send(.copyMatching(query)), var record = records.first else {
+            throw CommandFailure(status: -25300, message: "The specified item could not be found in the keychain.")
+        }
+        defer { record.wipeData() }
+        if global.json {
+            Console.out(ItemPrinter.json(record, secret: wantsSecret).rendered)
+        } else if printSecretOnly {
+            Console.outBytes(record.data ?? Data())
+        } else {
+            Console.write(ItemPrinter.text(record))
+            if printSecret { Console.err(ItemPrinter.passwordLine(record.data ?? Data())) }
+        }
+    }
+}
+
+struct FindGenericPassword: FindCommand {
+    static let configuration = CommandConfiguration(
+        commandName: "find-generic-password",
+        abstract: "Find a generic password.",
+        discussion: "-w prints only the password and a newline; -g prints the attributes on stdout and the password on stderr; neither prints the attributes.")
+
+    @OptionGroup var global: GlobalOptions
+    @OptionGroup var item: GenericPasswordFlags
+    @OptionGroup var accessible: AccessibleFlag
+    @Flag(name: .customShort("w"), help: "Print only the password.")
+    var printSecretOnly = false
+    @Flag(name: .customShort("g"), help: "Print the password (on stderr) after the attributes.")
+    var printSecret = false
+
+    func validate() throws {
+        if printSecretOnly && printSecret { throw ValidationError("give -w or -g, not both") }
+    }
+}
+
+struct FindInternetPassword: FindCommand {
+    static let configuration = CommandConfiguration(
+        commandName: "find-internet-password",
+        abstract: "Find an internet password.",
+        discussion: "-w prints only the password and a newline; -g prints the attributes on stdout and the password on stderr; neither prints the attributes.")
+
+    @OptionGroup var global: GlobalOptions
+    @OptionGroup var item: InternetPasswordFlags
+    @OptionGroup var accessible: AccessibleFlag
+    @Flag(name: .customShort("w"), help: "Print only the password.")
+    var printSecretOnly = false
+    @Flag(name: .customShort("g"), help: "Print the password (on stderr) after the attributes.")
+    var printSecret = false
+
+    func validate() throws {
+        if printSecretOnly && printSecret { throw ValidationError("give -w or -g, not both") }
+    }
+}
+
+// MARK: - delete
+
+protocol DeleteCommand: ClientCommand {
+    associatedtype Flags: ItemFlags
+    var item: Flags { get }
+    var accessible: AccessibleFlag { get }
+}
+
+extension DeleteCommand {
+    func execute(_ client: DaemonClient) throws {
+        var query = WireQuery(
+            itemClass: Flags.itemClass, attributes: try item.attributes(), accessGroup: item.accessGroup,
+            accessibility: accessible.code, synchronizable: 2, limit: .all, limitGiven: true, returns: 4)
+        guard case .records(let records) = try client.send(.copyMatching(query)) else { throw unexpected }
+        query.limit = .all
+        query.limitGiven = false
+        query.returns = 0
+        _ = try client.send(.delete(query))
+        if global.json {
+            Console.out(JSON.object([("deleted", .int(Int64(records.count)))]).rendered)
+        } else {
+            Console.out("deleted \(records.count) item\(records.count == 1 ? "" : "s")")
+        }
+    }
+}
+
+struct DeleteGenericPassword: DeleteCommand {
+    static let configuration = CommandConfiguration(
+        commandName: "delete-generic-password", abstract: "Delete every generic password that matches the flags given.")
+
+    @OptionGroup var global: GlobalOptions
+    @OptionGroup var item: GenericPasswordFlags
+    @OptionGroup var accessible: AccessibleFlag
+}
+
+struct DeleteInternetPassword: DeleteCommand {
+    static let configuration = CommandConfiguration(
+        commandName: "delete-internet-password", abstract: "Delete every internet password that matches the flags given.")
+
+    @OptionGroup var global: GlobalOptions
+    @OptionGroup var item: InternetPasswordFlags
+    @OptionGroup var accessible: AccessibleFlag
+}
+
+// MARK: - dump-keychain
+
+struct DumpKeychain: ClientCommand {
+    static let configuration = CommandConfiguration(
+        commandName: "dump-keychain",
+        abstract: "List every visible item's attributes (-d: and secrets); items of locked classes are listed as locked.")
+
+    @OptionGroup var global: GlobalOptions
+    @Flag(name: .customShort("d"), help: "Include the secrets.")
+    var secrets = false
+
+    func execute(_ client: DaemonClient) throws {
+        var items: [WireRecord] = []
+        var lockedClasses: [String] = []
+        for itemClass in [genericPassword, internetPassword] {
+            if let found = try find(client, itemClass: itemClass, accessibility: nil) {
+                items += found
+                continue
+            }
+            // Some class is locked: list class by class.
+            for entry in AccessibleName.all {
+                if let found = try find(client, itemClass: itemClass, accessibility: entry.code) {
+                    items += found
+                } else if !lockedClasses.contains(entry.code) {
+                    lockedClasses.append(entry.code)
+                }
+            }
+        }
+        defer {
+            for index in items.indices { items[index].wipeData() }
+        }
+        var counts: [String: Int] = [:]
+        if !lockedClasses.isEmpty, case .status(let status)? = try? client.send(.status) { counts = status.itemCounts }
+        if global.json {
+            let locked = lockedClasses.map { code -> JSON in
+                var members: [(String, JSON)] = [("accessible", .string(AccessibleName.name(code)))]
+                if let count = counts[code] { members.append(("items", .int(Int64(count)))) }
+                return .object(members)
+            }
+            Console.out(JSON.object([
+                ("items", .array(items.map { ItemPrinter.json($0, secret: secrets) })), ("locked", .array(locked)),
+            ]).rendered)
+            return
+        }
+        for record in items {
+            Console.write(ItemPrinter.text(record))
+            if secrets { Console.out(ItemPrinter.passwordLine(record.data ?? Data())) }
+            Console.out("")
+        }
+        for code in lockedClasses {
+            let count = counts[code].map { " (\($0) item\($0 == 1 ? "" : "s"))" } ?? ""
+            Console.out("locked: \(AccessibleName.name(code))\(count); run keyseal unlock to list them")
+        }
+    }
+
+    /// The matching records; nil when a class they are in is locked.
+    private func find(_ client: DaemonClient, itemClass: String, accessibility: String?) throws(CommandFailure) -> [WireRecord]? {
+        let query = WireQuery(
+            itemClass: itemClass, accessibility: accessibility, synchronizable: 2, limit: .all, limitGiven: true,
+            returns: secrets ? 3 : 2)
+        let response: WireResponse
+        do {
+            response = try client.send(.copyMatching(query))
+        } catch {
+            if error.status == -25300 { return [] }
+            if error.status == -25308 { return nil }
+            throw error
+        }
+        guard case .records(let records) = response else { throw unexpected }
+        return records
+    }
+}
+
+// MARK: - printing items
+
+enum ItemPrinter {
+    /// `security`'s layout: the class, then one attribute per line.
+    static func text(_ record: WireRecord) -> String {
+        var out = "class: \"\(record.itemClass)\"\nattributes:\n"
+        for (key, _) in AttributeName.ordered {
+            guard let value = record.attributes[key] else { continue }
+            out += "    \"\(key)\"" + typed(value) + "\n"
+        }
+        return out
+    }
+
+    private static func typed(_ value: WireValue) -> String {
+        switch value {
+        case .string(let text): "<blob>=\(quoted(Data(text.utf8)))"
+        case .data(let data): "<blob>=\(quoted(data))"
+        case .bool(let flag): "<sint32>=\(flag ? 1 : 0)"
+        case .int(let number): "<uint32>=\(number)"
+        case .date(let seconds): "<timedate>=\"\(Formatting.iso8601(referenceSeconds: seconds))\""
+        }
+    }
+
+    /// A quoted string when the bytes are printable UTF-8, else hexadecimal.
+    private static func quoted(_ data: Data) -> String {
+        if let text = String(validating: data, as: UTF8.self), !text.unicodeScalars.contains(where: { $0.value < 0x20 }) {
+            return "\"" + text.replacing("\\", with: "\\\\").replacing("\"", with: "\\\"") + "\""
+        }
+        return "0x" + Formatting.hex(data)
+    }
+
+    static func passwordLine(_ data: Data) -> String { "password: " + quoted(data) }
+
+    /// The `--json` shape of CLI.md: long attribute names; the secret only when asked for.
+    static func json(_ record: WireRecord, secret: Bool) -> JSON {
+        var members: [(String, JSON)] = [("class", .string(ItemClassName.name(record.itemClass)))]
+        for (key, name) in AttributeName.ordered {
+            guard let value = record.attributes[key] else { continue }
+            let element: JSON
+            switch (key, value) {
+            case (AttributeName.accessible, .string(let code)): element = .string(AccessibleName.name(code))
+            case (AttributeName.protocol, .string(let code)): element = .string(FourCharNames.protocols.name(code))
+            case (AttributeName.authenticationType, .string(let code)):
+                element = .string(FourCharNames.authenticationTypes.name(code))
+            case (_, .string(let text)): element = .string(text)
+            case (_, .data(let data)):
+                if let text = String(validating: data, as: UTF8.self) {
+                    element = .string(text)
+                } else {
+                    members.append((name + "Base64", .string(data.base64EncodedString())))
+                    continue
+                }
+            case (_, .bool(let flag)): element = .bool(flag)
+            case (_, .int(let number)): element = .int(number)
+            case (_, .date(let seconds)): element = .string(Formatting.iso8601(referenceSeconds: seconds))
+            }
+            members.append((name, element))
+        }
+        if secret, let data = record.data {
+            if let text = String(validating: data, as: UTF8.self) {
+                members.append(("password", .string(text)))
+            } else {
+                members.append(("data", .string(data.base64EncodedString())))
+            }
+        }
+        return .object(members)
+    }
+}
+
+extension WireRecord {
+    /// Overwrites the secret in place before it is released.
+    mutating func wipeData() {
+        data?.withUnsafeMutableBytes { raw in
+            for index in raw.indices { raw[index] = 0 }
+        }
+    }
+}

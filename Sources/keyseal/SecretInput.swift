@@ -1,0 +1,135 @@
+#if canImport(Glibc)
+import Glibc
+#elseif canImport(Musl)
+import Musl
+#elseif canImport(Darwin)
+import Darwin
+#endif
+import ArgumentParser
+import KeysealClient
+
+#if canImport(Glibc)
+private let systemRead = Glibc.read
+private let systemWrite = Glibc.write
+#elseif canImport(Musl)
+private let systemRead = Musl.read
+private let systemWrite = Musl.write
+#else
+private let systemRead = Darwin.read
+private let systemWrite = Darwin.write
+#endif
+
+/// Reads passcodes and secrets from standard input or a terminal without echo. Every buffer that held one is
+/// wiped before it is released; what is kept is a `WireSecret` (zeroized on release, never printed).
+enum SecretInput {
+    /// Reads standard input to its end, at most `limit` bytes (one more tells the caller it was too long).
+    static func readStandardInput(limit: Int) throws(CommandFailure) -> [UInt8] {
+        var chunk = [UInt8](repeating: 0, count: 16 << 10)
+        defer { wipe(&chunk) }
+        // Reserved once so that the buffer never moves (a moved buffer would leave an unwiped copy behind).
+        var bytes = [UInt8]()
+        bytes.reserveCapacity(limit + chunk.count + 1)
+        while bytes.count <= limit {
+            let count = chunk.withUnsafeMutableBytes { systemRead(STDIN_FILENO, $0.baseAddress!, $0.count) }
+            if count < 0 {
+                if errno == EINTR { continue }
+                wipe(&bytes)
+                throw CommandFailure(status: -36, message: "cannot read standard input: \(String(cString: strerror(errno)))")
+            }
+            if count == 0 { break }
+            bytes.append(contentsOf: chunk[0..<count])
+        }
+        return bytes
+    }
+
+    /// `count` lines of standard input (a trailing carriage return is dropped), each non-empty.
+    static func lines(_ count: Int, what: [String]) throws(CommandFailure) -> [WireSecret] {
+        var input = try readStandardInput(limit: 64 << 10)
+        defer { wipe(&input) }
+        var lines: [WireSecret] = []
+        var start = 0
+        var index = 0
+        while lines.count < count && start <= input.count {
+            index = input[start...].firstIndex(of: UInt8(ascii: "\n")) ?? input.count
+            var end = index
+            if end > start && input[end - 1] == UInt8(ascii: "\r") { end -= 1 }
+            if start == input.count && index == input.count { break }
+            lines.append(WireSecret(input[start..<end]))
+            start = index + 1
+        }
+        guard lines.count == count else {
+            throw CommandFailure(
+                status: -50,
+                message: "expected \(what.joined(separator: " then ")) on standard input, one per line")
+        }
+        for (line, name) in zip(lines, what) where line.count == 0 {
+            throw CommandFailure(status: -50, message: "the \(name) is empty")
+        }
+        return lines
+    }
+
+    /// A secret typed on the terminal without echo.
+    static func prompt(_ label: String) throws -> WireSecret {
+        let tty = open("/dev/tty", O_RDWR | O_CLOEXEC)
+        guard tty >= 0 else {
+            throw ValidationError("no terminal to prompt on for the \(label); use the --…-stdin flag and write it to standard input")
+        }
+        defer { close(tty) }
+        write(tty, "\(label.prefix(1).uppercased())\(label.dropFirst()): ")
+        var saved = termios()
+        let hasTermios = tcgetattr(tty, &saved) == 0
+        if hasTermios {
+            var quiet = saved
+            quiet.c_lflag &= ~tcflag_t(ECHO)
+            _ = tcsetattr(tty, TCSANOW, &quiet)
+        }
+        defer {
+            if hasTermios { _ = tcsetattr(tty, TCSANOW, &saved) }
+            write(tty, "\n")
+        }
+        var bytes = [UInt8]()
+        bytes.reserveCapacity(256)
+        defer { wipe(&bytes) }
+        var byte: UInt8 = 0
+        while true {
+            let count = systemRead(tty, &byte, 1)
+            if count < 0 && errno == EINTR { continue }
+            if count <= 0 || byte == UInt8(ascii: "\n") || byte == UInt8(ascii: "\r") { break }
+            guard bytes.count < 64 << 10 else { break }
+            if bytes.count == bytes.capacity {
+                var grown = [UInt8]()
+                grown.reserveCapacity(bytes.capacity * 2)
+                grown.append(contentsOf: bytes)
+                wipe(&bytes)
+                bytes = grown
+            }
+            bytes.append(byte)
+        }
+        byte = 0
+        return WireSecret(bytes)
+    }
+
+    /// A non-empty passcode: one line of standard input, or typed on the terminal (twice when `confirm`).
+    static func passcode(_ label: String, fromStandardInput: Bool, confirm: Bool = false) throws -> WireSecret {
+        if fromStandardInput { return try lines(1, what: [label])[0] }
+        let first = try prompt(label)
+        guard first.count > 0 else { throw CommandFailure(status: -50, message: "the \(label) is empty") }
+        if confirm {
+            let again = try prompt("repeat the \(label)")
+            let same = first.withUnsafeBytes { a in again.withUnsafeBytes { b in a.elementsEqual(b) } }
+            guard same else { throw CommandFailure(status: -50, message: "the two entries differ") }
+        }
+        return first
+    }
+
+    static func wipe(_ bytes: inout [UInt8]) {
+        bytes.withUnsafeMutableBytes { raw in
+            for index in raw.indices { raw[index] = 0 }
+        }
+    }
+
+    private static func write(_ fd: Int32, _ text: String) {
+        var text = text
+        text.withUTF8 { _ = systemWrite(fd, $0.baseAddress, $0.count) }
+    }
+}
