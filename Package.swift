@@ -80,7 +80,18 @@ let package = Package(
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
                 .product(name: "Logging", package: "swift-log"),
             ],
-            swiftSettings: swiftSettings),
+            swiftSettings: swiftSettings,
+            // The Swift runtime and Foundation linked in: only the pages the daemon uses are resident, instead of
+            // whole shared libraries (docs/OPERATIONS.md, resident memory).
+            linkerSettings: [
+                .unsafeFlags(["-static-stdlib"], .when(platforms: [.linux])),
+                .linkedLibrary("_FoundationCollections", .when(platforms: [.linux])),
+                .linkedLibrary("_FoundationCShims", .when(platforms: [.linux])),
+                .linkedLibrary("CoreFoundation", .when(platforms: [.linux])),
+                .linkedLibrary("_FoundationICU", .when(platforms: [.linux])),
+                .linkedLibrary("BlocksRuntime", .when(platforms: [.linux])),
+                .linkedLibrary("stdc++", .when(platforms: [.linux])),
+            ]),
         // The command line: the thin client and argument parsing only (no engine, no NIO, no SQLite).
         .executableTarget(
             name: "keyseal",
@@ -104,7 +115,7 @@ let package = Package(
 
         .executableTarget(
             name: "keyseal-bench",
-            dependencies: ["Keyseal", "KeysealSecurity", "KeysealCore", "CSQLite"],
+            dependencies: ["Keyseal", "KeysealSecurity", "KeysealCore", "KeysealClient", "KeysealTestSupport", "CSQLite"],
             swiftSettings: swiftSettings),
 
         // Export and import of a large store (backup benchmark).

@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Installs what the tests need, builds with zero warnings, and runs every test: the engine's semantic,
-# lock-matrix and tamper suites on swtpm and on SoftHSM2, then the whole suite (engine on the host key, TPM and
-# PKCS#11 backends on their own swtpm and SoftHSM2 fixtures).
+# lock-matrix and tamper suites on swtpm and on SoftHSM2; the semantic and lock-matrix suites again through a
+# real keyseald process (host key, swtpm, SoftHSM2); then the whole suite (engine on the host key, TPM and
+# PKCS#11 backends on their own swtpm and SoftHSM2 fixtures). Each run prints its duration.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -24,15 +25,24 @@ fi
 # Hardware fixtures fail (never skip) when swtpm or SoftHSM2 is missing.
 export CI="${CI:-true}"
 engine_suites="KeysealSecurityTests|LockMatrix|Tamper|KeychainTests"
-for backend in tpm pkcs11; do
+# Through the daemon: the same suites except Tamper, which edits the store file under an embedded engine.
+daemon_suites="KeysealSecurityTests|LockMatrix|KeychainTests"
+for backend in tpm pkcs11 daemon-host-key daemon-tpm daemon-pkcs11; do
+  suites=$engine_suites
+  [[ $backend == daemon-* ]] && suites=$daemon_suites
   echo "test: engine suites on $backend"
-  if ! KEYSEAL_TEST_BACKEND=$backend swift test --skip-build --filter "$engine_suites" >"$log" 2>&1; then
+  started=$SECONDS
+  if ! KEYSEAL_TEST_BACKEND=$backend swift test --skip-build --filter "$suites" >"$log" 2>&1; then
     grep -E "✘|error:" "$log" | head -50
     echo "test: engine suites failed on $backend" >&2
     exit 1
   fi
   grep -E "Test run with" "$log"
+  grep -E "skipped" "$log" || true
+  echo "test: $backend took $((SECONDS - started)) s"
 done
 
 echo "test: every suite"
+started=$SECONDS
 swift test --skip-build
+echo "test: every suite took $((SECONDS - started)) s"

@@ -2,6 +2,7 @@
 #ifndef KEYSEAL_SYS_SHIM_H
 #define KEYSEAL_SYS_SHIM_H
 
+#include <malloc.h>
 #include <stdint.h>
 #include <sys/prctl.h>
 #include <sys/resource.h>
@@ -24,5 +25,8 @@ static inline int keyseal_disable_core_files(void) {
     struct rlimit none = {0, 0};
     return setrlimit(RLIMIT_CORE, &none);
 }
+
+/// Returns freed heap pages of every malloc arena to the system (glibc).
+static inline int keyseal_malloc_trim(void) { return malloc_trim(0); }
 
 #endif

@@ -6,3 +6,11 @@ package enum KeychainStoreTestHooks {
     /// The host-key provider, so that tests can wrap it.
     package static func hostKeyProvider(file: URL) throws -> any DeviceKeyProvider { HostKeyDevice(file: file) }
 }
+
+/// Hooks for the package's benchmarks (not part of the public API).
+package enum KeysealBenchHooks {
+    /// Runs Argon2id as an unlock does, so that its cost can be shown apart from the hardware's.
+    package static func deriveArgon2id(passcode: String, salt: Data, parameters: Argon2Parameters) throws {
+        _ = try Argon2id.derive(SecretBytes(utf8: passcode), salt: salt, parameters: parameters)
+    }
+}

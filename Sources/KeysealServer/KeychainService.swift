@@ -3,6 +3,7 @@ import Keyseal
 import KeysealClient
 import KeysealCore
 import Logging
+import NIOCore
 import NIOPosix
 import Synchronization
 
@@ -93,8 +94,34 @@ public final class KeychainService: Sendable {
         try await pool.runIfActive(body)
     }
 
-    /// Answers one request for `caller`. Never throws: every failure is a `.failure` response.
-    func handle(_ request: WireRequest, caller: Caller, peer: PeerCredentials) async -> WireResponse {
+    /// Answers a short request (``isShort(_:)``) on the calling thread, the connection's event loop. Never throws:
+    /// every failure is a `.failure` response.
+    func answerNow(_ request: WireRequest, caller: Caller, peer: PeerCredentials) -> WireResponse {
+        if let refusal = admit(request, caller: caller, peer: peer) { return refusal }
+        do {
+            return try respond(request, caller: caller)
+        } catch {
+            return Self.failure(error)
+        }
+    }
+
+    /// Answers a long request on the thread pool, never on an event loop; the future completes on `eventLoop`.
+    func answerOnPool(_ request: WireRequest, caller: Caller, peer: PeerCredentials, eventLoop: any EventLoop)
+        -> EventLoopFuture<WireResponse>
+    {
+        if let refusal = admit(request, caller: caller, peer: peer) { return eventLoop.makeSucceededFuture(refusal) }
+        return pool.runIfActive(eventLoop: eventLoop) { [self] () -> WireResponse in
+            defer { if request.isPasscodeChange { Memory.returnFreedPages() } }
+            do {
+                return try respond(request, caller: caller)
+            } catch {
+                return Self.failure(error)
+            }
+        }
+    }
+
+    /// Refuses a management request from a client; otherwise records the activity for auto-lock.
+    private func admit(_ request: WireRequest, caller: Caller, peer: PeerCredentials) -> WireResponse? {
         if request.isManagement && !caller.isAdministrator {
             logger.info("refused", metadata: ["request.name": "\(request.name)", "peer.uid": "\(peer.uid)"])
             return .failure(
@@ -103,16 +130,24 @@ public final class KeychainService: Sendable {
                     message: "only an administrator may use \(request.name) (uid \(peer.uid) is a client)"))
         }
         activity.touch()
-        do {
-            return try await offload { [self] in try respond(request, caller: caller) }
-        } catch let error as KeychainError {
-            return .failure(WireMapping.wire(error))
-        } catch {
-            return .failure(WireError(status: KeychainStatus.internalComponent, message: "\(error)"))
+        return nil
+    }
+
+    private static func failure(_ error: any Error) -> WireResponse {
+        if let error = error as? KeychainError { return .failure(WireMapping.wire(error)) }
+        return .failure(WireError(status: KeychainStatus.internalComponent, message: "\(error)"))
+    }
+
+    /// Requests that cost about one lookup: at most one item, no key derivation.
+    static func isShort(_ request: WireRequest) -> Bool {
+        switch request {
+        case .ping, .lockState, .status, .lock, .getSettings, .add: return true
+        case .copyMatching(let query): return query.limit == .one
+        default: return false
         }
     }
 
-    /// The synchronous part, on the pool.
+    /// The synchronous part.
     private func respond(_ request: WireRequest, caller: Caller) throws -> WireResponse {
         switch request {
         case .ping: return .ok
@@ -177,11 +212,6 @@ public final class KeychainService: Sendable {
             WireError(
                 status: KeychainStatus.missingEntitlement,
                 message: "only an administrator may use \(request.name) (uid \(peer.uid) is a client)"))
-    }
-
-    private static func failure(_ error: any Error) -> WireResponse {
-        if let error = error as? KeychainError { return .failure(WireMapping.wire(error)) }
-        return .failure(WireError(status: KeychainStatus.internalComponent, message: "\(error)"))
     }
 
     /// An export for an administrator: `.backupChunk` responses as the engine writes them (the engine runs on the

@@ -10,12 +10,23 @@ import ServiceLifecycle
 import Synchronization
 
 /// Splits the byte stream into frames: a 4-byte big-endian length and that many bytes. A length over the frame
-/// limit (or too short to hold a version and an opcode) is an error that closes the connection.
+/// limit (or too short to hold a version and an opcode) is an error that closes the connection. A frame left
+/// incomplete for `timeout` (a client that stalls mid-frame) is an error too, so that a half-sent frame never
+/// holds its connection and buffer forever; a connection with no partial frame may stay idle indefinitely.
 struct FrameDecoder: ByteToMessageDecoder {
     typealias InboundOut = ByteBuffer
 
+    let timeout: TimeAmount
+    /// Armed while the buffer holds part of a frame.
+    private var stall: Scheduled<Void>?
+
+    init(timeout: TimeAmount) { self.timeout = timeout }
+
     mutating func decode(context: ChannelHandlerContext, buffer: inout ByteBuffer) throws -> DecodingState {
-        guard let header = buffer.getInteger(at: buffer.readerIndex, as: UInt32.self) else { return .needMoreData }
+        guard let header = buffer.getInteger(at: buffer.readerIndex, as: UInt32.self) else {
+            if buffer.readableBytes > 0 { arm(context) } else { disarm() }
+            return .needMoreData
+        }
         let length = Int(header)
         guard length <= Wire.maxFrame else {
             throw WireError(
@@ -23,9 +34,13 @@ struct FrameDecoder: ByteToMessageDecoder {
                 message: "frame of \(length) bytes exceeds the limit of \(Wire.maxFrame)")
         }
         guard length >= 2 else { throw WireError(status: KeychainStatus.decode, message: "malformed frame: too short") }
-        guard buffer.readableBytes >= 4 + length else { return .needMoreData }
+        guard buffer.readableBytes >= 4 + length else {
+            arm(context)
+            return .needMoreData
+        }
         buffer.moveReaderIndex(forwardBy: 4)
         guard let frame = buffer.readSlice(length: length) else { return .needMoreData }
+        disarm()
         context.fireChannelRead(wrapInboundOut(frame))
         return .continue
     }
@@ -35,7 +50,26 @@ struct FrameDecoder: ByteToMessageDecoder {
     {
         // A truncated last frame is dropped with its connection.
         while try decode(context: context, buffer: &buffer) == .continue {}
+        disarm()
         return .needMoreData
+    }
+
+    mutating func decoderRemoved(context: ChannelHandlerContext) { disarm() }
+
+    private mutating func arm(_ context: ChannelHandlerContext) {
+        guard stall == nil else { return }
+        let seconds = Double(timeout.nanoseconds) / 1e9
+        stall = context.eventLoop.assumeIsolated().scheduleTask(in: timeout) {
+            context.fireErrorCaught(
+                WireError(
+                    status: KeychainStatus.io,
+                    message: "an incomplete frame waited \(seconds) s for the rest of its bytes"))
+        }
+    }
+
+    private mutating func disarm() {
+        stall?.cancel()
+        stall = nil
     }
 }
 
@@ -117,13 +151,19 @@ public final class SocketServer: Service {
     let logger: Logger
     let registry = ConnectionRegistry()
     let group: any EventLoopGroup
+    /// How long a connection may hold an incomplete frame before it is closed.
+    let frameTimeout: Duration
+    /// 10 seconds: far beyond any honest client on a local socket, short enough that stalled clients do not pile up.
+    public static let defaultFrameTimeout: Duration = .seconds(10)
     /// Set once the socket accepts connections.
     public let ready: @Sendable () -> Void
 
     public init(
         socket: SocketConfiguration, service: KeychainService, policy: AccessPolicy, logger: Logger,
-        group: any EventLoopGroup = MultiThreadedEventLoopGroup.singleton, ready: @escaping @Sendable () -> Void = {}
+        group: any EventLoopGroup = MultiThreadedEventLoopGroup.singleton,
+        frameTimeout: Duration = SocketServer.defaultFrameTimeout, ready: @escaping @Sendable () -> Void = {}
     ) {
+        self.frameTimeout = frameTimeout
         self.socket = socket
         self.service = service
         self.policy = policy
@@ -135,12 +175,15 @@ public final class SocketServer: Service {
     public func run() async throws {
         let gid = try SocketFiles.prepareDirectory(for: socket)
         try SocketFiles.removeStaleSocket(socket.path)
+        let timeout = TimeAmount.nanoseconds(
+            frameTimeout.components.seconds * 1_000_000_000 + frameTimeout.components.attoseconds / 1_000_000_000)
         let server = try await ServerBootstrap(group: group)
             .serverChannelOption(.backlog, value: 256)
-            .bind(unixDomainSocketPath: socket.path) { channel in
+            .bind(unixDomainSocketPath: socket.path) { [self] channel in
                 channel.eventLoop.makeCompletedFuture {
-                    try channel.pipeline.syncOperations.addHandler(ByteToMessageHandler(FrameDecoder()))
-                    return try NIOAsyncChannel<ByteBuffer, ByteBuffer>(wrappingChannelSynchronously: channel)
+                    try channel.pipeline.syncOperations.addHandler(ByteToMessageHandler(FrameDecoder(timeout: timeout)))
+                    try channel.pipeline.syncOperations.addHandler(ConnectionHandler(server: self))
+                    return channel
                 }
             }
         defer { SocketFiles.remove(socket.path) }
@@ -154,7 +197,9 @@ public final class SocketServer: Service {
                 do {
                     try await server.executeThenClose { inbound in
                         for try await connection in inbound {
-                            tasks.addTask { await self.serve(connection) }
+                            // The connection is served by its ConnectionHandler; the task lasts as long as the
+                            // connection, so that shutdown waits for every connection to close.
+                            tasks.addTask { try? await connection.closeFuture.get() }
                         }
                     }
                 } catch {
@@ -168,100 +213,217 @@ public final class SocketServer: Service {
         logger.info("stopped accepting; every connection closed")
     }
 
-    /// Serves one connection until the peer closes it, a malformed frame arrives, or shutdown.
-    func serve(_ connection: NIOAsyncChannel<ByteBuffer, ByteBuffer>) async {
-        guard let id = registry.register(connection.channel) else {
-            try? await connection.channel.close()
+    /// The peer's uid, gid and pid (`SO_PEERCRED`); on the channel's event loop the future is already complete.
+    static func peerCredentials(_ channel: any Channel) -> EventLoopFuture<PeerCredentials> {
+        guard let provider = channel as? any SocketOptionProvider else {
+            return channel.eventLoop.makeFailedFuture(
+                KeychainError(KeychainStatus.internalComponent, "no socket options on this channel"))
+        }
+        let credentials: EventLoopFuture<keyseal_peer_credentials> = provider.unsafeGetSocketOption(
+            level: SocketOptionLevel(SOL_SOCKET), name: SocketOptionName(keyseal_so_peercred))
+        return credentials.map { PeerCredentials(pid: $0.pid, uid: $0.uid, gid: $0.gid) }
+    }
+}
+
+/// Serves one connection on its event loop: decodes each frame, answers short requests at once (a lookup, an add,
+/// status) and long ones (unlock, passcode changes, many matches) on the thread pool, one request at a time and
+/// in order; a subscription then only receives lock-state events. A malformed, oversized or stalled frame gets
+/// one failure response and closes this connection only.
+final class ConnectionHandler: ChannelInboundHandler {
+    typealias InboundIn = ByteBuffer
+    typealias OutboundOut = ByteBuffer
+
+    private let server: SocketServer
+    private var id: Int?
+    private var peer: PeerCredentials?
+    private var caller: Caller?
+    /// Frames that arrived while a request was in flight or before the peer was identified.
+    private var pending = CircularBuffer<ByteBuffer>()
+    private var busy = true
+    private var closing = false
+    private var subscription: (id: Int, task: Task<Void, Never>)?
+    /// The backup import in progress on this connection, if any.
+    private let backupImport = BackupImportSession()
+
+    init(server: SocketServer) { self.server = server }
+
+    func channelActive(context: ChannelHandlerContext) {
+        guard let id = server.registry.register(context.channel) else {
+            context.close(promise: nil)
             return
         }
-        defer { registry.remove(id) }
+        self.id = id
+        let policy = server.policy
+        SocketServer.peerCredentials(context.channel).assumeIsolated().whenComplete { result in
+            switch result {
+            case .success(let peer):
+                self.peer = peer
+                self.caller = policy.caller(for: peer)
+                self.busy = false
+                self.drain(context: context)
+            case .failure(let error):
+                self.server.logger.debug("no peer credentials", metadata: ["error": "\(error)"])
+                context.close(promise: nil)
+            }
+        }
+        context.fireChannelActive()
+    }
+
+    func channelInactive(context: ChannelHandlerContext) {
+        backupImport.discard()
+        if let id { server.registry.remove(id) }
+        id = nil
+        if let subscription {
+            subscription.task.cancel()
+            server.service.broadcaster.unsubscribe(subscription.id)
+        }
+        subscription = nil
+        context.fireChannelInactive()
+    }
+
+    func channelRead(context: ChannelHandlerContext, data: NIOAny) {
+        guard subscription == nil, !closing else { return }  // a subscriber's input is left unread
+        pending.append(unwrapInboundIn(data))
+        drain(context: context)
+    }
+
+    func errorCaught(context: ChannelHandlerContext, error: any Error) {
+        if let error = error as? WireError {
+            // A malformed, oversized or stalled frame: say why, then close this connection only.
+            fail(context: context, error)
+        } else {
+            server.logger.debug("connection ended", metadata: ["error": "\(error)"])
+            context.close(promise: nil)
+        }
+    }
+
+    private func fail(context: ChannelHandlerContext, _ error: WireError) {
+        guard !closing else { return }
+        closing = true
+        server.logger.info("closing a connection", metadata: ["peer": "\(peer.map { "\($0)" } ?? "?")", "error": "\(error)"])
+        let frame = ByteBuffer(bytes: WireResponse.failure(error).encodedFrame())
+        context.writeAndFlush(wrapOutboundOut(frame)).assumeIsolated().whenComplete { _ in context.close(promise: nil) }
+    }
+
+    /// Answers pending frames in order until one goes to the pool.
+    private func drain(context: ChannelHandlerContext) {
+        while !busy, !closing, subscription == nil, let frame = pending.popFirst() {
+            answer(frame, context: context)
+        }
+    }
+
+    private func answer(_ frame: ByteBuffer, context: ChannelHandlerContext) {
+        guard let id, let caller, let peer, server.registry.begin(id) else {
+            context.close(promise: nil)
+            return
+        }
+        let request: WireRequest
         do {
-            let peer = try await Self.peerCredentials(connection.channel)
-            let caller = policy.caller(for: peer)
-            let backupImport = BackupImportSession()
-            defer { backupImport.discard() }
-            try await connection.executeThenClose { inbound, outbound in
-                do {
-                    for try await frame in inbound {
-                        guard registry.begin(id) else { break }
-                        let request: WireRequest
-                        do {
-                            request = try frame.withUnsafeReadableBytes { raw in try WireRequest.decode(payload: raw) }
-                        } catch {
-                            _ = registry.end(id)
-                            throw error
-                        }
-                        if case .subscribeLockState = request {
-                            _ = registry.end(id)
-                            try await streamLockState(outbound: outbound, channel: connection.channel)
-                            return
-                        }
-                        switch request {
-                        case .exportBackup(let passphrase, let availableOnly):
-                            // Chunks, then the report: written as the export produces them.
-                            let responses = service.exportBackup(
-                                passphrase: passphrase, availableOnly: availableOnly, caller: caller, peer: peer)
-                            for await response in responses {
-                                try await outbound.write(ByteBuffer(bytes: response.encodedFrame()))
-                            }
-                        case .importBegin, .importChunk, .importEnd:
-                            for response in await service.handleImport(
-                                request, session: backupImport, caller: caller, peer: peer)
-                            {
-                                try await outbound.write(ByteBuffer(bytes: response.encodedFrame()))
-                            }
-                        default:
-                            let response = await service.handle(request, caller: caller, peer: peer)
-                            try await outbound.write(ByteBuffer(bytes: response.encodedFrame()))
-                        }
-                        guard registry.end(id) else { break }
-                    }
-                } catch let error as WireError {
-                    // A malformed or oversized frame: say why, then close this connection only.
-                    logger.info("closing a connection", metadata: ["peer": "\(peer)", "error": "\(error)"])
-                    try? await outbound.write(ByteBuffer(bytes: WireResponse.failure(error).encodedFrame()))
+            request = try frame.withUnsafeReadableBytes { raw in try WireRequest.decode(payload: raw) }
+        } catch {
+            _ = server.registry.end(id)
+            fail(context: context, error as? WireError ?? WireError(status: KeychainStatus.decode, message: "\(error)"))
+            return
+        }
+        if case .subscribeLockState = request {
+            _ = server.registry.end(id)
+            subscribe(context: context)
+            return
+        }
+        switch request {
+        case .exportBackup, .importBegin, .importChunk, .importEnd:
+            transfer(request, caller: caller, peer: peer, context: context)
+            return
+        default: break
+        }
+        if KeychainService.isShort(request) {
+            reply(server.service.answerNow(request, caller: caller, peer: peer), context: context)
+            return
+        }
+        // While the pool works, nothing more is read from this client: what it pipelines waits in the socket.
+        busy = true
+        try? context.channel.syncOptions?.setOption(ChannelOptions.autoRead, value: false)
+        server.service.answerOnPool(request, caller: caller, peer: peer, eventLoop: context.eventLoop)
+            .assumeIsolated().whenComplete { result in
+                self.busy = false
+                try? context.channel.syncOptions?.setOption(ChannelOptions.autoRead, value: true)
+                switch result {
+                case .success(let response): self.reply(response, context: context)
+                case .failure(let error):  // the pool is shutting down
+                    self.reply(
+                        .failure(WireError(status: KeychainStatus.notAvailable, message: "keyseald is stopping: \(error)")),
+                        context: context)
+                }
+                self.drain(context: context)
+            }
+    }
+
+    /// A backup transfer step, off the event loop: an export streams its chunks and then its report as the engine
+    /// produces them; an import step answers with progress, or with the skipped items and the report. Nothing more
+    /// is read from this client meanwhile, and no other reply can come between the frames of one step.
+    private func transfer(_ request: WireRequest, caller: Caller, peer: PeerCredentials, context: ChannelHandlerContext) {
+        busy = true
+        try? context.channel.syncOptions?.setOption(ChannelOptions.autoRead, value: false)
+        let service = server.service
+        let channel = context.channel
+        let session = backupImport
+        let done = context.eventLoop.makePromise(of: Void.self)
+        Task {
+            if case .exportBackup(let passphrase, let availableOnly) = request {
+                for await response in service.exportBackup(
+                    passphrase: passphrase, availableOnly: availableOnly, caller: caller, peer: peer)
+                {
+                    try? await channel.writeAndFlush(ByteBuffer(bytes: response.encodedFrame()))
+                }
+            } else {
+                for response in await service.handleImport(request, session: session, caller: caller, peer: peer) {
+                    try? await channel.writeAndFlush(ByteBuffer(bytes: response.encodedFrame()))
                 }
             }
-        } catch {
-            logger.debug("connection ended", metadata: ["error": "\(error)"])
+            done.succeed()
+        }
+        done.futureResult.assumeIsolated().whenComplete { _ in
+            self.busy = false
+            try? context.channel.syncOptions?.setOption(ChannelOptions.autoRead, value: true)
+            if let id = self.id, !self.server.registry.end(id) {
+                self.closing = true
+                context.close(promise: nil)
+                return
+            }
+            self.drain(context: context)
+        }
+    }
+
+    private func reply(_ response: WireResponse, context: ChannelHandlerContext) {
+        context.writeAndFlush(wrapOutboundOut(ByteBuffer(bytes: response.encodedFrame())), promise: nil)
+        guard let id else { return }
+        if !server.registry.end(id) {
+            // Shutting down: this connection closes after its reply.
+            closing = true
+            context.close(promise: nil)
         }
     }
 
     /// The subscription: the current lock state, then every change, until the peer closes or shutdown.
-    func streamLockState(
-        outbound: NIOAsyncChannelOutboundWriter<ByteBuffer>, channel: any Channel
-    ) async throws {
-        let broadcaster = service.broadcaster
-        let (id, stream) = broadcaster.subscribe()
-        defer { broadcaster.unsubscribe(id) }
-        let current = service.store.lockState
-        try await outbound.write(
-            ByteBuffer(bytes: WireResponse.lockStateChanged(WireMapping.wire(current)).encodedFrame()))
-        try await withThrowingTaskGroup(of: Void.self) { group in
-            group.addTask {
-                for await state in stream {
-                    try await outbound.write(
-                        ByteBuffer(bytes: WireResponse.lockStateChanged(WireMapping.wire(state)).encodedFrame()))
+    private func subscribe(context: ChannelHandlerContext) {
+        let broadcaster = server.service.broadcaster
+        let (subscriber, stream) = broadcaster.subscribe()
+        let current = server.service.store.lockState
+        context.writeAndFlush(
+            wrapOutboundOut(ByteBuffer(bytes: WireResponse.lockStateChanged(WireMapping.wire(current)).encodedFrame())),
+            promise: nil)
+        let channel = context.channel
+        let task = Task {
+            for await state in stream {
+                let frame = ByteBuffer(bytes: WireResponse.lockStateChanged(WireMapping.wire(state)).encodedFrame())
+                do {
+                    try await channel.writeAndFlush(frame)
+                } catch {
+                    break
                 }
             }
-            group.addTask {
-                // The inbound stream has one iterator (the caller's): the subscriber's end, or shutdown closing
-                // the channel, is seen on the close future. Anything it sends is left unread.
-                try await channel.closeFuture.get()
-            }
-            _ = try await group.next()
-            group.cancelAll()
         }
-    }
-
-    static func peerCredentials(_ channel: any Channel) async throws -> PeerCredentials {
-        guard let provider = channel as? any SocketOptionProvider else {
-            throw KeychainError(KeychainStatus.internalComponent, "no socket options on this channel")
-        }
-        let credentials: keyseal_peer_credentials = try await provider.unsafeGetSocketOption(
-            level: SocketOptionLevel(SOL_SOCKET), name: SocketOptionName(keyseal_so_peercred)
-        ).get()
-        return PeerCredentials(pid: credentials.pid, uid: credentials.uid, gid: credentials.gid)
+        subscription = (subscriber, task)
     }
 }
 

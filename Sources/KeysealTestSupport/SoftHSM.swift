@@ -9,8 +9,9 @@ import KeysealCore
 /// SoftHSM2 configuration (its own temporary directory, `SOFTHSM2_CONF` set with `setenv` before any module is
 /// loaded) holding a pool of tokens with unique labels, all created up front by `softhsm2-util`; each fixture
 /// takes a fresh token from the pool. Create the first fixture before loading the module in any other way.
-/// The pool size is `KEYSEAL_SOFTHSM_TOKENS` (default 32; 400 when `KEYSEAL_TEST_BACKEND=pkcs11`). Child processes (the daemon) get the same
-/// configuration through ``environment``.
+/// The pool size is `KEYSEAL_SOFTHSM_TOKENS`: by default 44 (enough for the whole suite, and below the 48 slots
+/// GnuTLS's p11tool handles), 400 when `KEYSEAL_TEST_BACKEND` is `pkcs11` or `daemon-pkcs11`. Child processes (the
+/// daemon) get the same configuration through ``environment``.
 public final class SoftHSMFixture: @unchecked Sendable {
     /// The SoftHSM2 module of the Debian package.
     public static let defaultModule = "/usr/lib/softhsm/libsofthsm2.so"
@@ -117,7 +118,7 @@ final class SoftHSMPool: @unchecked Sendable {
 
         // When the engine's whole suites run on PKCS#11 every store needs its own token.
         let environment = ProcessInfo.processInfo.environment
-        let fallback = environment["KEYSEAL_TEST_BACKEND"] == "pkcs11" ? 400 : 32
+        let fallback = environment["KEYSEAL_TEST_BACKEND"]?.hasSuffix("pkcs11") == true ? 400 : 44
         size = Int(environment["KEYSEAL_SOFTHSM_TOKENS"] ?? "") ?? fallback
         var created: [Token] = []
         let pid = getpid()

@@ -19,16 +19,28 @@ public enum TestBackend: String, CaseIterable, Sendable, CustomStringConvertible
 
     public var description: String { rawValue }
 
-    /// The backend the engine's suites run against: `KEYSEAL_TEST_BACKEND` (`host-key`, `tpm`, `pkcs11`), else
-    /// the host key. Scripts/test.sh runs the suites once per backend.
-    public static var current: TestBackend {
-        guard let name = ProcessInfo.processInfo.environment["KEYSEAL_TEST_BACKEND"], !name.isEmpty else {
-            return .hostKey
+    /// The backend the engine's suites run against: `KEYSEAL_TEST_BACKEND` (`host-key`, `tpm`, `pkcs11`, or one of
+    /// these prefixed with `daemon-` to run through a keyseald process), else the host key. Scripts/test.sh runs
+    /// the suites once per backend.
+    public static var current: TestBackend { selection.backend }
+
+    /// Whether `KEYSEAL_TEST_BACKEND` asks for the suites to run through a real keyseald (`daemon-host-key`,
+    /// `daemon-tpm`, `daemon-pkcs11`): ``StoreFixture`` then starts a keyseald process and hands tests a
+    /// `KeychainStore.daemon(socket:)`.
+    public static var throughDaemon: Bool { selection.throughDaemon }
+
+    private static var selection: (backend: TestBackend, throughDaemon: Bool) {
+        guard var name = ProcessInfo.processInfo.environment["KEYSEAL_TEST_BACKEND"], !name.isEmpty else {
+            return (.hostKey, false)
         }
+        let throughDaemon = name.hasPrefix("daemon-")
+        if throughDaemon { name.removeFirst("daemon-".count) }
         guard let backend = TestBackend(rawValue: name) else {
-            fatalError("KEYSEAL_TEST_BACKEND=\(name) is not one of host-key, tpm, pkcs11")
+            fatalError(
+                "KEYSEAL_TEST_BACKEND=\(name) is not one of host-key, tpm, pkcs11, daemon-host-key, daemon-tpm, "
+                    + "daemon-pkcs11")
         }
-        return backend
+        return (backend, throughDaemon)
     }
 }
 
@@ -36,6 +48,11 @@ public enum TestBackend: String, CaseIterable, Sendable, CustomStringConvertible
 public let testArgon2 = Argon2Parameters(memoryKiB: 64, iterations: 1, parallelism: 1)
 
 /// A temporary store on one backend, with a hand-moved clock. Remove with ``remove()``.
+///
+/// Through the daemon (``TestBackend/throughDaemon``) the store is a `KeychainStore.daemon(socket:)` on a keyseald
+/// process of the fixture's own, on the same backend; ``reopen()`` restarts that process (a reboot). The clock
+/// and ``sql(_:)`` reach only an embedded engine: tests that use them say so with
+/// `.disabled(if: TestBackend.throughDaemon, "reason")`, which the test run reports as skipped with the reason.
 public final class StoreFixture: @unchecked Sendable {
     public let backend: TestBackend
     public let root: TemporaryDirectory
@@ -46,14 +63,43 @@ public final class StoreFixture: @unchecked Sendable {
     public let swtpm: SwtpmFixture?
     /// The SoftHSM2 token behind a PKCS#11 fixture.
     public let softhsm: SoftHSMFixture?
+    /// The keyseald process the store talks to, through the daemon.
+    public let daemon: DaemonFixture?
     private let lock = NSLock()
     private var _store: KeychainStore?
 
-    public var storeDirectory: URL { root.appending("store") }
+    public var storeDirectory: URL { daemon?.storeDirectory ?? root.appending("store") }
     public var databasePath: String { storeDirectory.appendingPathComponent("keyseal.db").path }
+    public var throughDaemon: Bool { daemon != nil }
 
-    public init(_ backend: TestBackend = .current, valueLimit: Int = 1 << 20) throws {
+    /// A store on the backend `KEYSEAL_TEST_BACKEND` names, embedded or through a daemon as it says.
+    public convenience init(valueLimit: Int = 1 << 20) throws {
+        try self.init(TestBackend.current, valueLimit: valueLimit, throughDaemon: TestBackend.throughDaemon)
+    }
+
+    /// A store on `backend`: embedded unless `throughDaemon` (then the value limit is the wire's, 1 MiB).
+    public init(_ backend: TestBackend, valueLimit: Int = 1 << 20, throughDaemon: Bool = false) throws {
         self.backend = backend
+        let clock = self.clock
+        configuration = KeychainStore.Configuration(
+            valueLimit: valueLimit, argon2: testArgon2, clock: { clock.now })
+        if throughDaemon {
+            let daemonBackend: DaemonFixture.Backend =
+                switch backend {
+                case .hostKey: .hostKey
+                case .tpm: .tpm
+                case .pkcs11: .pkcs11
+                }
+            let daemon = try DaemonFixture(daemonBackend)
+            self.daemon = daemon
+            root = daemon.root
+            device = daemon.device
+            swtpm = daemon.swtpm
+            softhsm = daemon.softhsm
+            _store = try daemon.client()
+            return
+        }
+        daemon = nil
         root = try TemporaryDirectory(prefix: "keyseal-store")
         switch backend {
         case .hostKey:
@@ -71,24 +117,33 @@ public final class StoreFixture: @unchecked Sendable {
             swtpm = nil
             softhsm = token
         }
-        let clock = self.clock
-        configuration = KeychainStore.Configuration(
-            valueLimit: valueLimit, argon2: testArgon2, clock: { clock.now })
         _store = try KeychainStore.embedded(directory: storeDirectory, device: device, configuration: configuration)
     }
 
     public var store: KeychainStore { lock.withLock { _store! } }
 
-    /// Closes and opens the store again: a reboot.
+    /// Closes and opens the store again: a reboot (through the daemon, a restart of keyseald).
     public func reopen() throws {
         try lock.withLock {
             _store?.close()
             _store = nil
-            _store = try KeychainStore.embedded(directory: storeDirectory, device: device, configuration: configuration)
+            if let daemon {
+                try daemon.restart()
+                _store = try daemon.client()
+            } else {
+                _store = try KeychainStore.embedded(
+                    directory: storeDirectory, device: device, configuration: configuration)
+            }
         }
     }
 
-    public func close() { lock.withLock { _store?.close() } }
+    /// Closes the store (through the daemon, also stops keyseald, which closes its store).
+    public func close() {
+        lock.withLock {
+            _store?.close()
+            daemon?.stop()
+        }
+    }
 
     /// Opens another store on the same directory (expected to fail while this one is open).
     public func openSecond() throws -> KeychainStore {
@@ -97,6 +152,10 @@ public final class StoreFixture: @unchecked Sendable {
 
     public func remove() {
         close()
+        if let daemon {
+            daemon.remove()
+            return
+        }
         swtpm?.stop()
         softhsm?.remove()
         root.remove()

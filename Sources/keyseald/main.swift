@@ -17,13 +17,13 @@ struct Keyseald: AsyncParsableCommand {
     }
 
     @Option(name: .customLong("store"), help: "The store directory (created and provisioned if missing).")
-    var store: String
+    var store: String?
 
     @Option(help: "The socket (default: $KEYSEAL_SOCKET, else $XDG_RUNTIME_DIR/keyseal/keyseal.sock, else /run/keyseal/keyseal.sock).")
     var socket: String?
 
-    @Option(help: "Where the device key lives: tpm, swtpm (development), pkcs11 or host-key.")
-    var backend: BackendName = .tpm
+    @Option(help: "Where the device key lives: tpm (default), swtpm (development), pkcs11 or host-key.")
+    var backend: BackendName?
 
     @Option(help: "The TPM's TCTI (default: $KEYSEAL_TCTI, else device:/dev/tpmrm0).")
     var tcti: String?
@@ -55,31 +55,87 @@ struct Keyseald: AsyncParsableCommand {
     @Option(name: .customLong("socket-group"), help: "Make the socket 0660 and its directory 0750 with this group.")
     var socketGroup: String?
 
-    @Option(help: "A configuration file (reserved; not read yet).")
+    @Option(
+        name: .customLong("frame-timeout"),
+        help: "Seconds a connection may hold an incomplete request frame before it is closed (default 10).")
+    var frameTimeout: Int?
+
+    @Option(help: "A configuration file: `key = value` lines with the long option names as keys (docs/OPERATIONS.md); options given here win.")
     var config: String?
 
-    @Option(name: .customLong("log-level"), help: "trace, debug, info, notice, warning, error or critical.")
-    var logLevel: String = "notice"
+    @Option(name: .customLong("log-level"), help: "trace, debug, info, notice (default), warning, error or critical.")
+    var logLevel: String?
 
-    func validate() throws {
-        if autoLock != nil && noAutoLock { throw ValidationError("--auto-lock and --no-auto-lock exclude each other") }
-        if let autoLock, autoLock <= 0 { throw ValidationError("--auto-lock takes a positive number of seconds") }
-        if Logger.Level(rawValue: logLevel) == nil { throw ValidationError("unknown --log-level \(logLevel)") }
-        if backend == .pkcs11 && (pkcs11Module == nil || pkcs11Token == nil) {
-            throw ValidationError("--backend pkcs11 needs --pkcs11-module and --pkcs11-token")
+    /// The options after the configuration file filled in what the command line left out.
+    struct Settings {
+        var store: String
+        var socket: String?
+        var backend: BackendName
+        var tcti: String?
+        var pkcs11Module: String?
+        var pkcs11Token: String?
+        var pkcs11PinFile: String?
+        var hostKey: String?
+        var autoLock: Int?
+        var noAutoLock: Bool
+        var policy: String?
+        var socketGroup: String?
+        var frameTimeout: Int
+        var logLevel: Logger.Level
+    }
+
+    /// Merges the command line over `file`, then checks the combination.
+    func settings(over file: DaemonConfigFile) throws -> Settings {
+        func integer(_ key: String, _ flag: Int?) throws -> Int? {
+            if let flag { return flag }
+            guard let text = file[key] else { return nil }
+            guard let value = Int(text) else { throw ValidationError("\(key) in \(config ?? "") is not a whole number: \(text)") }
+            return value
         }
-        if backend != .pkcs11 && (pkcs11Module != nil || pkcs11Token != nil || pkcs11PinFile != nil) {
-            throw ValidationError("--pkcs11-… options need --backend pkcs11")
+        guard let store = store ?? file["store"] else {
+            throw ValidationError("--store is required (on the command line or as `store` in the configuration file)")
         }
-        if backend != .tpm && tcti != nil { throw ValidationError("--tcti needs --backend tpm") }
-        if tpmProtectLockout && backend != .tpm && backend != .swtpm {
-            throw ValidationError("--tpm-protect-lockout needs --backend tpm")
+        var backend = self.backend ?? .tpm
+        if self.backend == nil, let name = file["backend"] {
+            guard let parsed = BackendName(rawValue: name) else {
+                throw ValidationError("unknown backend \(name) in \(config ?? ""): use tpm, swtpm, pkcs11 or host-key")
+            }
+            backend = parsed
         }
-        if backend != .hostKey && hostKey != nil { throw ValidationError("--host-key needs --backend host-key") }
+        let levelName = logLevel ?? file["log-level"] ?? "notice"
+        guard let level = Logger.Level(rawValue: levelName) else { throw ValidationError("unknown log level \(levelName)") }
+        // The command line's --auto-lock or --no-auto-lock replaces both keys of the file.
+        if self.autoLock != nil && self.noAutoLock {
+            throw ValidationError("--auto-lock and --no-auto-lock exclude each other")
+        }
+        var autoLock = self.autoLock
+        var noAutoLock = self.noAutoLock
+        if autoLock == nil && !noAutoLock {
+            autoLock = try integer("auto-lock", nil)
+            noAutoLock = file.flags["no-auto-lock"] ?? false
+        }
+        let settings = Settings(
+            store: store, socket: socket ?? file["socket"], backend: backend, tcti: tcti ?? file["tcti"],
+            pkcs11Module: pkcs11Module ?? file["pkcs11-module"], pkcs11Token: pkcs11Token ?? file["pkcs11-token"],
+            pkcs11PinFile: pkcs11PinFile ?? file["pkcs11-pin-file"], hostKey: hostKey ?? file["host-key"],
+            autoLock: autoLock, noAutoLock: noAutoLock,
+            policy: policy ?? file["policy"], socketGroup: socketGroup ?? file["socket-group"],
+            frameTimeout: try integer("frame-timeout", frameTimeout) ?? 10, logLevel: level)
+        try settings.validate(tpmProtectLockout: tpmProtectLockout)
+        return settings
     }
 
     func run() async throws {
-        let level = Logger.Level(rawValue: logLevel) ?? .notice
+        var file = DaemonConfigFile()
+        if let config {
+            do {
+                file = try DaemonConfigFile.load(file: Self.url(config))
+            } catch let error as KeychainError {
+                Self.fail(error.message)
+            }
+        }
+        let settings = try self.settings(over: file)
+        let level = settings.logLevel
         LoggingSystem.bootstrap { label in
             var handler = StreamLogHandler.standardError(label: label)
             handler.logLevel = level
@@ -91,21 +147,31 @@ struct Keyseald: AsyncParsableCommand {
 
         let environment = ProcessInfo.processInfo.environment
         let deviceBackend: DaemonOptions.Backend
-        switch backend {
-        case .tpm: deviceBackend = .tpm(tcti: tcti ?? environment["KEYSEAL_TCTI"] ?? "device:/dev/tpmrm0")
+        switch settings.backend {
+        case .tpm: deviceBackend = .tpm(tcti: settings.tcti ?? environment["KEYSEAL_TCTI"] ?? "device:/dev/tpmrm0")
         case .swtpm: deviceBackend = .swtpm
         case .pkcs11:
             deviceBackend = .pkcs11(
-                module: pkcs11Module ?? "", token: pkcs11Token ?? "", pinFile: pkcs11PinFile.map(Self.url))
-        case .hostKey: deviceBackend = .hostKey(file: hostKey.map(Self.url))
+                module: settings.pkcs11Module ?? "", token: settings.pkcs11Token ?? "",
+                pinFile: settings.pkcs11PinFile.map(Self.url))
+        case .hostKey: deviceBackend = .hostKey(file: settings.hostKey.map(Self.url))
         }
-        let options = DaemonOptions(
-            storeDirectory: Self.url(store),
+        var options = DaemonOptions(
+            storeDirectory: Self.url(settings.store),
             socket: SocketConfiguration(
-                path: socket ?? KeychainStore.defaultSocketPath, group: socketGroup),
+                path: settings.socket ?? KeychainStore.defaultSocketPath, group: settings.socketGroup),
             backend: deviceBackend,
-            autoLock: noAutoLock ? .never : autoLock.map { .seconds($0) } ?? .stored,
-            policyFile: policy.map(Self.url))
+            autoLock: settings.noAutoLock ? .never : settings.autoLock.map { .seconds($0) } ?? .stored,
+            policyFile: settings.policy.map(Self.url),
+            frameTimeout: .seconds(settings.frameTimeout))
+        #if DEBUG
+        // Test daemons: the smallest Argon2id cost, so that passcode calls cost what they cost in the engine's
+        // tests. Release builds never read this variable.
+        if environment["KEYSEAL_TESTING_ARGON2"] == "minimal" {
+            options.argon2 = Argon2Parameters(memoryKiB: 64, iterations: 1, parallelism: 1)
+            logger.warning("debug build: KEYSEAL_TESTING_ARGON2=minimal lowers the Argon2id cost of new passcodes")
+        }
+        #endif
         do {
             let daemon = try KeysealDaemon(options: options, logger: logger)
             if tpmProtectLockout {
@@ -130,5 +196,24 @@ struct Keyseald: AsyncParsableCommand {
     static func fail(_ message: String) -> Never {
         FileHandle.standardError.write(Data("keyseald: \(message)\n".utf8))
         Foundation.exit(1)
+    }
+}
+
+extension Keyseald.Settings {
+    func validate(tpmProtectLockout: Bool) throws {
+        if autoLock != nil && noAutoLock { throw ValidationError("--auto-lock and --no-auto-lock exclude each other") }
+        if let autoLock, autoLock <= 0 { throw ValidationError("--auto-lock takes a positive number of seconds") }
+        if frameTimeout <= 0 { throw ValidationError("--frame-timeout takes a positive number of seconds") }
+        if backend == .pkcs11 && (pkcs11Module == nil || pkcs11Token == nil) {
+            throw ValidationError("--backend pkcs11 needs --pkcs11-module and --pkcs11-token")
+        }
+        if backend != .pkcs11 && (pkcs11Module != nil || pkcs11Token != nil || pkcs11PinFile != nil) {
+            throw ValidationError("--pkcs11-… options need --backend pkcs11")
+        }
+        if backend != .tpm && tcti != nil { throw ValidationError("--tcti needs --backend tpm") }
+        if tpmProtectLockout && backend != .tpm && backend != .swtpm {
+            throw ValidationError("--tpm-protect-lockout needs --backend tpm")
+        }
+        if backend != .hostKey && hostKey != nil { throw ValidationError("--host-key needs --backend host-key") }
     }
 }

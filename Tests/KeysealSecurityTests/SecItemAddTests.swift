@@ -247,7 +247,21 @@ struct SecItemAddTests {
         }
     }
 
-    @Test func addReportsCreationAndModificationDates() throws {
+    @Test(.enabled(if: TestBackend.throughDaemon, "the daemon's clock; embedded runs check the test clock"))
+    func addThroughTheDaemonReportsTheDaemonsClockTime() throws {
+        try withStore { _ in
+            let before = Date()
+            #expect(add(genericPassword()) == errSecSuccess)
+            let after = Date()
+            let attributes = findAttributes(genericQuery())
+            let created = try #require(attributes?[kSecAttrCreationDate] as? Date)
+            #expect(created >= before && created <= after)
+            #expect(attributes?[kSecAttrModificationDate] as? Date == created)
+        }
+    }
+
+    @Test(.disabled(if: TestBackend.throughDaemon, "sets the test clock, which only an embedded engine reads"))
+    func addReportsCreationAndModificationDates() throws {
         try withStore { fixture in
             #expect(add(genericPassword()) == errSecSuccess)
             let attributes = findAttributes(genericQuery())

@@ -87,6 +87,71 @@ struct DaemonIsolationTests {
         #expect(daemon.stop() == 0)
     }
 
+    @Test("a client that stalls mid-frame is closed with errSecIO after the frame timeout; a silent one stays open")
+    func stalledMidFrameTimesOut() throws {
+        let daemon = try DaemonFixture(arguments: ["--frame-timeout", "1"])
+        defer { daemon.remove() }
+        let store = try daemon.client()
+        _ = try store.add(.password(account: "a", secret: "v"))
+        let silent = try Self.raw(daemon.socketPath)
+        defer { close(silent) }
+        let stalled = try Self.raw(daemon.socketPath)
+        defer { close(stalled) }
+        let start = Date()
+        try Self.send(stalled, [0, 0, 0, 100, 1, 17, 4])
+        // The normal client is served while the stalled frame waits.
+        #expect(try store.copyMatching(.password(account: "a", returns: .data)).first?.data == Data("v".utf8))
+        #expect(Self.errorStatus(Self.drain(stalled)) == KeychainStatus.io)
+        let waited = Date().timeIntervalSince(start)
+        #expect(waited >= 0.9 && waited < 4.5, "closed after \(waited) s")
+        // The silent connection held no partial frame: still open.
+        var entry = pollfd(fd: silent, events: Int16(POLLIN), revents: 0)
+        #expect(poll(&entry, 1, 0) == 0)
+        #expect(try store.copyMatching(.password(account: "a", returns: .data)).first?.data == Data("v".utf8))
+    }
+
+    @Test("pipelined requests are answered in order: a long one (on the pool) before a short one after it")
+    func pipelinedRequestsKeepTheirOrder() throws {
+        let daemon = try DaemonFixture()
+        defer { daemon.remove() }
+        let fd = try Self.raw(daemon.socketPath)
+        defer { close(fd) }
+        let long = try WireRequest.unlock(passcode: WireSecret(utf8: "no passcode is set")).encodedFrame()
+        let short = try WireRequest.status.encodedFrame()
+        try Self.send(fd, long + short)
+        let first = try KeysealConnection.readResponse(fd, path: daemon.socketPath)
+        let second = try KeysealConnection.readResponse(fd, path: daemon.socketPath)
+        if case .status = first { Issue.record("the short request was answered first") }
+        guard case .status = second else {
+            Issue.record("the second response is \(second), not the status")
+            return
+        }
+    }
+
+    @Test("a client that sends a frame one byte at a time, slower than the timeout, is closed")
+    func slowDripTimesOut() throws {
+        let daemon = try DaemonFixture(arguments: ["--frame-timeout", "1"])
+        defer { daemon.remove() }
+        let drip = try Self.raw(daemon.socketPath)
+        defer { close(drip) }
+        let frame = try WireRequest.status.encodedFrame()
+        var closed = false
+        for byte in frame.dropLast() {
+            guard (try? Self.send(drip, [byte])) != nil else {
+                closed = true
+                break
+            }
+            usleep(300_000)
+            var entry = pollfd(fd: drip, events: Int16(POLLIN), revents: 0)
+            if poll(&entry, 1, 0) > 0 {
+                closed = true
+                break
+            }
+        }
+        #expect(closed)
+        #expect(Self.errorStatus(Self.drain(drip)) == KeychainStatus.io)
+    }
+
     @Test("another user sees nothing of the first user's groups and is refused management operations")
     func otherUser() throws {
         guard getuid() == 0 else {

@@ -1,10 +1,9 @@
 import Foundation
 import Keyseal
 import KeysealCore
-import KeysealTestSupport
 
 /// The directory holding the built executables (next to the test bundle), or `KEYSEAL_BIN_DIR`.
-func builtProductsDirectory() throws -> URL {
+public func builtProductsDirectory() throws -> URL {
     if let dir = ProcessInfo.processInfo.environment["KEYSEAL_BIN_DIR"], !dir.isEmpty {
         return URL(fileURLWithPath: dir)
     }
@@ -24,59 +23,92 @@ func builtProductsDirectory() throws -> URL {
 }
 
 /// A keyseald process on a temporary store, with its own socket. Stop with ``stop()``, remove with ``remove()``.
-final class DaemonFixture: @unchecked Sendable {
-    enum Backend: String, CustomStringConvertible, CaseIterable {
+///
+/// Test daemons run with the smallest Argon2id cost (`KEYSEAL_TESTING_ARGON2=minimal`, honoured only by debug
+/// builds of keyseald) unless `productArgon2` is set, so that passcode calls take microseconds as they do in the
+/// engine's suites.
+public final class DaemonFixture: @unchecked Sendable {
+    public enum Backend: String, CustomStringConvertible, CaseIterable, Sendable {
         case hostKey = "host-key"
+        /// `--backend swtpm`: keyseald starts and supervises its own swtpm.
         case swtpm
+        /// `--backend tpm --tcti swtpm:…`: a swtpm fixture of the tests' own (dictionary-attack limits set).
+        case tpm
         case pkcs11
 
-        var description: String { rawValue }
+        public var description: String { rawValue }
     }
 
-    let backend: Backend
-    let root: TemporaryDirectory
-    let softhsm: SoftHSMFixture?
-    var extraArguments: [String]
-    private(set) var process: Process?
+    public let backend: Backend
+    public let root: TemporaryDirectory
+    public let softhsm: SoftHSMFixture?
+    public let swtpm: SwtpmFixture?
+    public var extraArguments: [String]
+    public var productArgon2: Bool
+    public private(set) var process: Process?
     private var logHandle: FileHandle?
 
-    var storeDirectory: URL { root.appending("store") }
-    var socketPath: String { root.appending("run/keyseal.sock").path }
-    var logPath: String { root.appending("keyseald.log").path }
-    var hostKeyPath: String { root.appending("host.key").path }
+    public var storeDirectory: URL { root.appending("store") }
+    public var socketPath: String { root.appending("run/keyseal.sock").path }
+    public var logPath: String { root.appending("keyseald.log").path }
+    public var hostKeyPath: String { root.appending("host.key").path }
 
-    init(_ backend: Backend = .hostKey, arguments: [String] = [], start: Bool = true) throws {
+    public init(
+        _ backend: Backend = .hostKey, arguments: [String] = [], start: Bool = true, productArgon2: Bool = false
+    ) throws {
         self.backend = backend
         root = try TemporaryDirectory(prefix: "keyseald")
         if backend == .swtpm { _ = try requireTool("swtpm", package: "swtpm") }
         softhsm = backend == .pkcs11 ? try SoftHSMFixture() : nil
+        swtpm = backend == .tpm ? try SwtpmFixture() : nil
         extraArguments = arguments
+        self.productArgon2 = productArgon2
         if start { try self.start() }
     }
 
-    var arguments: [String] {
-        var arguments = ["--store", storeDirectory.path, "--socket", socketPath, "--backend", backend.rawValue]
+    /// The device key the daemon uses, for an embedded store on the same directory.
+    public var device: DeviceKey {
         switch backend {
-        case .hostKey: arguments += ["--host-key", hostKeyPath]
-        case .swtpm: break
+        case .hostKey: return .hostKey(file: URL(fileURLWithPath: hostKeyPath))
+        case .swtpm: return .tpm(tcti: "swtpm:path=\(storeDirectory.appendingPathComponent("swtpm/swtpm.sock").path)")
+        case .tpm: return .tpm(tcti: swtpm?.tcti ?? "")
+        case .pkcs11:
+            return .pkcs11(module: softhsm?.module ?? "", token: softhsm?.tokenLabel ?? "", pinFile: softhsm?.pinFile)
+        }
+    }
+
+    public var arguments: [String] {
+        var arguments = ["--store", storeDirectory.path, "--socket", socketPath]
+        switch backend {
+        case .hostKey: arguments += ["--backend", "host-key", "--host-key", hostKeyPath]
+        case .swtpm: arguments += ["--backend", "swtpm"]
+        case .tpm: arguments += ["--backend", "tpm", "--tcti", swtpm?.tcti ?? ""]
         case .pkcs11:
             guard let softhsm else { break }
             arguments += [
-                "--pkcs11-module", softhsm.module, "--pkcs11-token", softhsm.tokenLabel,
+                "--backend", "pkcs11", "--pkcs11-module", softhsm.module, "--pkcs11-token", softhsm.tokenLabel,
                 "--pkcs11-pin-file", softhsm.pinFile.path,
             ]
         }
         return arguments + ["--log-level", "info"] + extraArguments
     }
 
+    /// The environment keyseald runs with: SoftHSM2's configuration and the testing Argon2id cost.
+    public var environment: [String: String] {
+        var environment = ProcessInfo.processInfo.environment.merging(softhsm?.environment ?? [:]) { _, new in new }
+        environment["KEYSEAL_TESTING_ARGON2"] = productArgon2 ? nil : "minimal"
+        return environment
+    }
+
     /// Starts keyseald and waits until its socket accepts connections.
-    func start() throws {
+    public func start() throws {
         let process = Process()
         process.executableURL = try builtProductsDirectory().appendingPathComponent("keyseald")
         process.arguments = arguments
-        process.environment = ProcessInfo.processInfo.environment.merging(softhsm?.environment ?? [:]) { _, new in new }
+        process.environment = environment
         if !FileManager.default.fileExists(atPath: logPath) {
-            _ = FileManager.default.createFile(atPath: logPath, contents: nil)
+            _ = FileManager.default.createFile(
+                atPath: logPath, contents: nil, attributes: [.posixPermissions: 0o600])
         }
         let log = try FileHandle(forWritingTo: URL(fileURLWithPath: logPath))
         log.seekToEndOfFile()
@@ -92,12 +124,12 @@ final class DaemonFixture: @unchecked Sendable {
                 throw FixtureError("keyseald exited with \(process.terminationStatus): \(log_())")
             }
             if (try? probeConnect()) == true { return }
-            usleep(20_000)
+            usleep(5_000)
         }
         throw FixtureError("keyseald did not listen on \(socketPath) within 30 s: \(log_())")
     }
 
-    func log_() -> String { (try? String(contentsOfFile: logPath, encoding: .utf8)) ?? "" }
+    public func log_() -> String { (try? String(contentsOfFile: logPath, encoding: .utf8)) ?? "" }
 
     private func probeConnect() throws -> Bool {
         let store = try KeychainStore.daemon(socket: socketPath)
@@ -107,15 +139,15 @@ final class DaemonFixture: @unchecked Sendable {
     }
 
     /// A daemon-mode store on this daemon's socket.
-    func client() throws -> KeychainStore { try KeychainStore.daemon(socket: socketPath) }
+    public func client() throws -> KeychainStore { try KeychainStore.daemon(socket: socketPath) }
 
     /// Sends `signal` and waits for the exit; returns the exit status.
     @discardableResult
-    func stop(signal: Int32 = SIGTERM) -> Int32 {
+    public func stop(signal: Int32 = SIGTERM) -> Int32 {
         guard let process else { return 0 }
         if process.isRunning { kill(process.processIdentifier, signal) }
         let deadline = Date().addingTimeInterval(30)
-        while process.isRunning && Date() < deadline { usleep(10_000) }
+        while process.isRunning && Date() < deadline { usleep(2_000) }
         if process.isRunning {
             kill(process.processIdentifier, SIGKILL)
             process.waitUntilExit()
@@ -126,19 +158,23 @@ final class DaemonFixture: @unchecked Sendable {
         return process.terminationReason == .exit ? process.terminationStatus : 128 + process.terminationStatus
     }
 
-    func restart() throws {
+    public func restart() throws {
         stop()
         try start()
     }
 
-    func remove() {
+    public func remove() {
         stop()
+        swtpm?.stop()
         softhsm?.remove()
         root.remove()
     }
 
     /// Runs keyseald with `arguments` to completion (for start-up errors).
-    static func runToCompletion(_ arguments: [String], environment: [String: String]? = nil) throws -> ProcessResult {
-        try runProcess(try builtProductsDirectory().appendingPathComponent("keyseald").path, arguments, environment: environment)
+    public static func runToCompletion(_ arguments: [String], environment: [String: String]? = nil) throws
+        -> ProcessResult
+    {
+        try runProcess(
+            try builtProductsDirectory().appendingPathComponent("keyseald").path, arguments, environment: environment)
     }
 }

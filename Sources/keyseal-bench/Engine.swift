@@ -1,0 +1,145 @@
+import CSQLite
+import Foundation
+import Keyseal
+import KeysealCore
+import KeysealSecurity
+
+func check(_ rc: Int32, _ db: OpaquePointer?, _ what: String) {
+    guard rc == SQLITE_OK || rc == SQLITE_DONE || rc == SQLITE_ROW else {
+        fatalError("\(what): \(String(cString: sqlite3_errmsg(db)))")
+    }
+}
+
+/// The floor for lookups: a prepared primary-key SELECT on a table of `rows` rows shaped like the item table.
+func sqliteLookupFloor(directory: URL, rows: Int, lookups: Int) -> Figure {
+    var db: OpaquePointer?
+    check(sqlite3_open(directory.appendingPathComponent("floor-lookup.db").path, &db), db, "open")
+    check(sqlite3_exec(db, "PRAGMA journal_mode=WAL; CREATE TABLE t(k BLOB PRIMARY KEY, v BLOB) WITHOUT ROWID", nil, nil, nil), db, "create")
+    check(sqlite3_exec(db, "BEGIN", nil, nil, nil), db, "begin")
+    var insert: OpaquePointer?
+    check(sqlite3_prepare_v2(db, "INSERT INTO t VALUES (?, ?)", -1, &insert, nil), db, "prepare")
+    let value = [UInt8](repeating: 7, count: 200)
+    func key(_ index: Int) -> [UInt8] {
+        var k = [UInt8](repeating: 0, count: 32)
+        withUnsafeBytes(of: UInt64(index).bigEndian) { for i in 0..<8 { k[i] = $0[i] } }
+        return k
+    }
+    for index in 0..<rows {
+        let k = key(index)
+        sqlite3_bind_blob(insert, 1, k, 32, csqlite_transient())
+        sqlite3_bind_blob(insert, 2, value, Int32(value.count), csqlite_transient())
+        check(sqlite3_step(insert), db, "insert")
+        sqlite3_reset(insert)
+    }
+    sqlite3_finalize(insert)
+    check(sqlite3_exec(db, "COMMIT", nil, nil, nil), db, "commit")
+    var select: OpaquePointer?
+    check(sqlite3_prepare_v2(db, "SELECT v FROM t WHERE k = ?", -1, &select, nil), db, "prepare")
+    var generator = SystemRandomNumberGenerator()
+    let figure = measure("floor: SQLite prepared PK lookup (\(rows) rows)", count: lookups) { _ in
+        let k = key(Int.random(in: 0..<rows, using: &generator))
+        sqlite3_bind_blob(select, 1, k, 32, csqlite_static())
+        guard sqlite3_step(select) == SQLITE_ROW else { fatalError("missing row") }
+        _ = sqlite3_column_blob(select, 0)
+        sqlite3_reset(select)
+    }
+    sqlite3_finalize(select)
+    sqlite3_close(db)
+    return figure
+}
+
+/// The floor for durable adds: one INSERT + COMMIT with WAL and synchronous=FULL.
+func sqliteCommitFloor(directory: URL, commits: Int) -> Figure {
+    var db: OpaquePointer?
+    check(sqlite3_open(directory.appendingPathComponent("floor-commit.db").path, &db), db, "open")
+    check(sqlite3_exec(db, "PRAGMA journal_mode=WAL; PRAGMA synchronous=FULL; CREATE TABLE t(k BLOB PRIMARY KEY, v BLOB)", nil, nil, nil), db, "create")
+    var insert: OpaquePointer?
+    check(sqlite3_prepare_v2(db, "INSERT INTO t VALUES (?, ?)", -1, &insert, nil), db, "prepare")
+    let value = [UInt8](repeating: 7, count: 200)
+    let figure = measure("floor: SQLite insert + commit (synchronous=FULL)", count: commits) { index in
+        check(sqlite3_exec(db, "BEGIN", nil, nil, nil), db, "begin")
+        var k = [UInt8](repeating: 0, count: 32)
+        withUnsafeBytes(of: UInt64(index).bigEndian) { for i in 0..<8 { k[i] = $0[i] } }
+        sqlite3_bind_blob(insert, 1, k, 32, csqlite_transient())
+        sqlite3_bind_blob(insert, 2, value, Int32(value.count), csqlite_transient())
+        check(sqlite3_step(insert), db, "insert")
+        sqlite3_reset(insert)
+        check(sqlite3_exec(db, "COMMIT", nil, nil, nil), db, "commit")
+    }
+    sqlite3_finalize(insert)
+    sqlite3_close(db)
+    return figure
+}
+
+func populate(_ store: KeychainStore, count: Int) throws {
+    var index = 0
+    while index < count {
+        let batch = (index..<min(count, index + 5000)).map { i in
+            NewItem(
+                itemClass: .genericPassword,
+                attributes: [AttributeKey.service: .string("bench.service"), AttributeKey.account: .string("account-\(i)")],
+                data: Data("secret-value-\(i)".utf8))
+        }
+        try store.addBatch(batch)
+        index += batch.count
+    }
+}
+
+/// The lookup every figure times: SecItemCopyMatching by service and account, returning the data.
+func lookupQuery(account: String) -> [String: Any] {
+    [
+        kSecClass: kSecClassGenericPassword, kSecAttrService: "bench.service", kSecAttrAccount: account,
+        kSecReturnData: true,
+    ]
+}
+
+func lookups(_ store: KeychainStore, items: Int, count: Int, name: String = "warm-up") -> Figure {
+    var generator = SystemRandomNumberGenerator()
+    return KeychainStore.withDefault(store) {
+        measure("\(name): SecItemCopyMatching return data (\(items) items)", count: count) { _ in
+            let account = "account-\(Int.random(in: 0..<items, using: &generator))"
+            var result: CFTypeRef?
+            let status = SecItemCopyMatching(lookupQuery(account: account) as CFDictionary, &result)
+            guard status == errSecSuccess, result is Data else { fatalError("lookup failed: \(status)") }
+        }
+    }
+}
+
+/// Embedded lookups at 1,000 and `large` items next to the SQLite floor, and durable adds next to the commit floor.
+func engineSection(scratch: URL, large: Int, lookupCount: Int, addCount: Int, results: Results) throws {
+    let lookupFloor = sqliteLookupFloor(directory: scratch, rows: large, lookups: lookupCount * 2)
+    let commitFloor = sqliteCommitFloor(directory: scratch, commits: addCount)
+    results.add(lookupFloor)
+    results.add(commitFloor)
+
+    for items in [1_000, large] {
+        let directory = scratch.appendingPathComponent("store-\(items)")
+        let store = try KeychainStore.embedded(
+            directory: directory, device: .hostKey(file: scratch.appendingPathComponent("host-\(items).key")))
+        try populate(store, count: items)
+        _ = lookups(store, items: items, count: 1000)  // warm caches and statements
+        var figure = lookups(store, items: items, count: lookupCount, name: "embedded")
+        figure.floor = "the SQLite lookup floor"
+        figure.fractionOfFloor = figure.opsPerSecond / lookupFloor.opsPerSecond
+        results.add(figure)
+        store.close()
+    }
+
+    let directory = scratch.appendingPathComponent("store-adds")
+    let store = try KeychainStore.embedded(
+        directory: directory, device: .hostKey(file: scratch.appendingPathComponent("host-adds.key")))
+    var figure = KeychainStore.withDefault(store) {
+        measure("embedded: SecItemAdd, durable (one transaction each)", count: addCount) { index in
+            let query: [String: Any] = [
+                kSecClass: kSecClassGenericPassword, kSecAttrService: "bench.adds", kSecAttrAccount: "account-\(index)",
+                kSecValueData: Data("secret-\(index)".utf8),
+            ]
+            let status = SecItemAdd(query as CFDictionary, nil)
+            guard status == errSecSuccess else { fatalError("add failed: \(status)") }
+        }
+    }
+    figure.floor = "the commit floor"
+    figure.fractionOfFloor = figure.opsPerSecond / commitFloor.opsPerSecond
+    results.add(figure)
+    store.close()
+}
