@@ -1,13 +1,47 @@
 #!/usr/bin/env bash
-# Benchmarks (release build), each figure next to its floor or target, measured in the same run: engine lookups
-# and durable adds next to their SQLite floors; lookups through a keyseald process (1 and 8 clients) next to a
-# two-process unix-socket ping-pong, and the daemon's resident memory; unlock and store open per backend (host key,
-# swtpm, SoftHSM2). Figures are printed and written as JSON into bench-results/.
-# Options: --quick (shorter), --only engine,daemon,unlock (some sections), --output DIR.
+# Benchmarks (release build), each figure next to its floor or target, measured in the same run:
+#   engine  engine lookups and durable adds next to their SQLite floors
+#   daemon  lookups through a keyseald process (1 and 8 clients) next to a two-process unix-socket ping-pong, and
+#           the daemon's resident memory
+#   unlock  unlock and store open per backend (host key, swtpm, SoftHSM2), Argon2id shown apart
+#   cli     whole-process `keyseal find-generic-password -w` next to a minimal Swift program (keyseal-cli-bench)
+#   backup  export and import of 100,000 items, Argon2id shown apart (keyseal-backup-bench)
+# Figures are printed and written as JSON into bench-results/.
+# Options: --quick (shorter), --only engine,daemon,unlock,cli,backup (some sections), --output DIR.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 bash Scripts/bootstrap.sh
 export PATH="/opt/swift/usr/bin:$PATH"
-swift build -c release --product keyseald >/dev/null
-swift build -c release --product keyseal-bench >/dev/null
-"$(swift build -c release --show-bin-path)/keyseal-bench" --output bench-results "$@"
+
+only="engine,daemon,unlock,cli,backup"
+output="bench-results"
+quick=()
+while [ $# -gt 0 ]; do
+  case "$1" in
+    --only) only="$2"; shift 2 ;;
+    --output) output="$2"; shift 2 ;;
+    --quick) quick=(--quick); shift ;;
+    *) echo "bench: unknown option $1" >&2; exit 64 ;;
+  esac
+done
+has() { [[ ",$only," == *",$1,"* ]]; }
+
+for product in keyseald keyseal keyseal-bench keyseal-cli-bench keyseal-bench-minimal keyseal-backup-bench; do
+  swift build -c release --product "$product" >/dev/null
+done
+bin=$(swift build -c release --show-bin-path)
+
+engine_sections=()
+for section in engine daemon unlock; do has "$section" && engine_sections+=("$section"); done
+if [ ${#engine_sections[@]} -gt 0 ]; then
+  sections=$(IFS=,; echo "${engine_sections[*]}")
+  "$bin/keyseal-bench" --output "$output" --only "$sections" "${quick[@]}"
+fi
+if has cli; then
+  "$bin/keyseal-cli-bench" --output "$output" --runs 200
+fi
+if has backup; then
+  items=100000
+  [ ${#quick[@]} -gt 0 ] && items=20000
+  "$bin/keyseal-backup-bench" --output "$output" --items "$items"
+fi
