@@ -283,16 +283,29 @@ struct AddInternetPassword: AddCommand {
 
 // MARK: - find
 
+/// `-w` and `-g` of the find commands.
+struct FindOutputFlags: ParsableArguments {
+    @Flag(name: .customShort("w"), help: "Print only the password.")
+    var printSecretOnly = false
+    @Flag(name: .customShort("g"), help: "Print the password (on stderr) after the attributes.")
+    var printSecret = false
+
+    func validate() throws {
+        if printSecretOnly && printSecret { throw ValidationError("give -w or -g, not both") }
+    }
+}
+
 protocol FindCommand: ClientCommand {
     associatedtype Flags: ItemFlags
     var item: Flags { get }
     var accessible: AccessibleFlag { get }
-    var printSecretOnly: Bool { get }
-    var printSecret: Bool { get }
+    var output: FindOutputFlags { get }
 }
 
 extension FindCommand {
     func execute(_ client: DaemonClient) throws {
+        let printSecretOnly = output.printSecretOnly
+        let printSecret = output.printSecret
         let wantsSecret = printSecretOnly || printSecret
         let query = WireQuery(
             itemClass: Flags.itemClass, attributes: try item.attributes(), accessGroup: item.accessGroup,
@@ -321,14 +334,7 @@ struct FindGenericPassword: FindCommand {
     @OptionGroup var global: GlobalOptions
     @OptionGroup var item: GenericPasswordFlags
     @OptionGroup var accessible: AccessibleFlag
-    @Flag(name: .customShort("w"), help: "Print only the password.")
-    var printSecretOnly = false
-    @Flag(name: .customShort("g"), help: "Print the password (on stderr) after the attributes.")
-    var printSecret = false
-
-    func validate() throws {
-        if printSecretOnly && printSecret { throw ValidationError("give -w or -g, not both") }
-    }
+    @OptionGroup var output: FindOutputFlags
 }
 
 struct FindInternetPassword: FindCommand {
@@ -340,14 +346,7 @@ struct FindInternetPassword: FindCommand {
     @OptionGroup var global: GlobalOptions
     @OptionGroup var item: InternetPasswordFlags
     @OptionGroup var accessible: AccessibleFlag
-    @Flag(name: .customShort("w"), help: "Print only the password.")
-    var printSecretOnly = false
-    @Flag(name: .customShort("g"), help: "Print the password (on stderr) after the attributes.")
-    var printSecret = false
-
-    func validate() throws {
-        if printSecretOnly && printSecret { throw ValidationError("give -w or -g, not both") }
-    }
+    @OptionGroup var output: FindOutputFlags
 }
 
 // MARK: - delete

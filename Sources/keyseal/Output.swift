@@ -83,17 +83,7 @@ indirect enum JSON {
 enum Console {
     static func write(_ text: String, to fd: Int32 = STDOUT_FILENO) {
         var text = text
-        text.withUTF8 { buffer in
-            var offset = 0
-            while offset < buffer.count {
-                let written = systemWrite(fd, buffer.baseAddress! + offset, buffer.count - offset)
-                if written < 0 {
-                    if errno == EINTR { continue }
-                    return
-                }
-                offset += written
-            }
-        }
+        text.withUTF8 { writeAll(fd, UnsafeRawBufferPointer($0)) }
     }
 
     static func out(_ line: String) { write(line + "\n") }
@@ -101,18 +91,20 @@ enum Console {
 
     /// Writes raw bytes (a secret) to standard output, then a newline.
     static func outBytes(_ bytes: Data) {
-        bytes.withUnsafeBytes { raw in
-            var offset = 0
-            while offset < raw.count {
-                let written = systemWrite(STDOUT_FILENO, raw.baseAddress! + offset, raw.count - offset)
-                if written < 0 {
-                    if errno == EINTR { continue }
-                    return
-                }
-                offset += written
-            }
-        }
+        bytes.withUnsafeBytes { writeAll(STDOUT_FILENO, $0) }
         write("\n")
+    }
+
+    private static func writeAll(_ fd: Int32, _ bytes: UnsafeRawBufferPointer) {
+        var offset = 0
+        while offset < bytes.count {
+            let written = systemWrite(fd, bytes.baseAddress! + offset, bytes.count - offset)
+            if written < 0 {
+                if errno == EINTR { continue }
+                return
+            }
+            offset += written
+        }
     }
 
     static var stdinIsTerminal: Bool { isatty(STDIN_FILENO) == 1 }
