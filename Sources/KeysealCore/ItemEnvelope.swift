@@ -13,6 +13,12 @@ func appendField(_ buffer: inout [UInt8], tag: UInt8, _ bytes: some Collection<U
     buffer.append(contentsOf: bytes)
 }
 
+/// `Data` copied through its contiguous storage (its generic iterator costs a call per byte).
+@inlinable
+func appendField(_ buffer: inout [UInt8], tag: UInt8, _ bytes: Data) {
+    bytes.withUnsafeBytes { raw in appendField(&buffer, tag: tag, raw) }
+}
+
 /// The search digests of DESIGN.md §4: HMAC-SHA256(IX, group ‖ class ‖ attribute ‖ value) per primary-key
 /// attribute, and one digest of the whole primary-key tuple.
 public struct IndexKey: @unchecked Sendable {
