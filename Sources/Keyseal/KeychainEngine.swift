@@ -463,12 +463,11 @@ final class KeychainEngine {
     func copyMatching(_ query: ItemQuery, caller: Caller) throws -> [ItemRecord] {
         let matches = try match(query, caller: caller, bound: query.limit.bound)
         guard !matches.isEmpty else { throw KeychainError.itemNotFound }
-        return try matches.map { row, attributes throws in
+        return try matches.map { row, attributes, aad throws in
             let data: Data? =
                 query.returns.contains(.data)
                 ? try ItemEnvelope.openValue(
-                    row.sealed, aad: row.header(storeID: storeID).encoded(),
-                    classKey: try requireClassKey(Self.accessibility(of: row))) : nil
+                    row.sealed, aad: aad, classKey: try requireClassKey(Self.accessibility(of: row))) : nil
             return record(row, attributes: attributes, data: data, returns: query.returns)
         }
     }
@@ -489,7 +488,7 @@ final class KeychainEngine {
         }
         let now = configuration.clock()
         var updatedRows: [ItemRow] = []
-        for (row, attributes) in matches {
+        for (row, attributes, aad) in matches {
             let oldAccessibility = try Self.accessibility(of: row)
             let oldKey = try requireClassKey(oldAccessibility)
             let newAccessibility = changes.accessibility ?? oldAccessibility
@@ -505,7 +504,7 @@ final class KeychainEngine {
             newAttributes[AttributeKey.modificationDate] = .date(now)
             let secret =
                 try changes.data
-                ?? ItemEnvelope.openValue(row.sealed, aad: row.header(storeID: storeID).encoded(), classKey: oldKey)
+                ?? ItemEnvelope.openValue(row.sealed, aad: aad, classKey: oldKey)
             guard let itemClass = ItemClass(rawValue: row.itemClass) else { throw KeychainError.decode }
             var updated = try seal(
                 itemID: row.itemID, itemClass: itemClass, group: changes.accessGroup ?? row.accessGroup,
@@ -517,7 +516,7 @@ final class KeychainEngine {
         try store.transaction { () throws(KeychainError) in
             for row in updatedRows { try store.update(row) }
         }
-        if let group = changes.accessGroup, let itemClass = matches.first.flatMap({ ItemClass(rawValue: $0.0.itemClass) }) {
+        if let group = changes.accessGroup, let itemClass = matches.first.flatMap({ ItemClass(rawValue: $0.row.itemClass) }) {
             groupCache[itemClass, default: []].insert(group)
         }
     }
@@ -529,7 +528,7 @@ final class KeychainEngine {
         let matches = try match(query, caller: caller, bound: nil)
         guard !matches.isEmpty else { throw KeychainError.itemNotFound }
         try store.transaction { () throws(KeychainError) in
-            for (row, _) in matches { try store.delete(row) }
+            for (row, _, _) in matches { try store.delete(row) }
         }
     }
 
@@ -538,29 +537,34 @@ final class KeychainEngine {
     /// The rows that match `query`, with their decrypted attributes, in insertion order, up to `bound`.
     /// A candidate whose class key is unavailable fails the whole call with `errSecInteractionNotAllowed`: a
     /// digest never decides on its own, and nothing is returned or changed.
-    private func match(_ query: ItemQuery, caller: Caller, bound: Int?) throws -> [(ItemRow, [String: AttributeValue])] {
+    /// Each match carries its encoded header (the envelope's associated data), computed once.
+    private func match(
+        _ query: ItemQuery, caller: Caller, bound: Int?
+    ) throws -> [(row: ItemRow, attributes: [String: AttributeValue], aad: [UInt8])] {
         let filter = try rowFilter(query, caller: caller)
-        var matches: [(ItemRow, [String: AttributeValue])] = []
+        var matches: [(row: ItemRow, attributes: [String: AttributeValue], aad: [UInt8])] = []
         try store.forEachRow(filter) { (row) throws(KeychainError) -> Bool in
             let accessibility = try Self.accessibility(of: row)
             let key = try requireClassKey(accessibility)
-            let attributes = try decryptAttributes(row, classKey: key)
+            let aad = row.header(storeID: storeID).encoded()
+            let attributes = try decryptAttributes(row, aad: aad, classKey: key)
             // The authenticated columns must agree with what the digests promised.
             guard row.itemClass == query.itemClass.rawValue, caller.holds(row.accessGroup),
                 query.accessGroup == nil || query.accessGroup == row.accessGroup,
                 Self.attributes(attributes, match: query)
             else { return true }
-            matches.append((row, attributes))
+            matches.append((row, attributes, aad))
             if let bound { return matches.count < bound }
             return true
         }
         return matches
     }
 
-    private func decryptAttributes(_ row: ItemRow, classKey: ClassKey) throws(KeychainError) -> [String: AttributeValue] {
+    private func decryptAttributes(
+        _ row: ItemRow, aad: [UInt8], classKey: ClassKey
+    ) throws(KeychainError) -> [String: AttributeValue] {
         try checkLedger(row)
-        let plain = try ItemEnvelope.openAttributes(
-            row.sealed, aad: row.header(storeID: storeID).encoded(), itemID: row.itemID, classKey: classKey)
+        let plain = try ItemEnvelope.openAttributes(row.sealed, aad: aad, itemID: row.itemID, classKey: classKey)
         return try AttributeCodec.decode(plain)
     }
 
