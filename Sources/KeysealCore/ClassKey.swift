@@ -10,14 +10,14 @@ public final class ClassKey: @unchecked Sendable {
     public let accessibility: Accessibility
     let secret: SecretBytes
     let symmetricKey: SymmetricKey
-    private let metadataHMAC: HMAC<SHA256>
+    private let metadataHMAC: PreparedHMAC
 
     public init(accessibility: Accessibility, secret: SecretBytes) {
         precondition(secret.count == 32, "class keys are 256-bit")
         self.accessibility = accessibility
         self.secret = secret
         self.symmetricKey = SymmetricKey(data: secret)
-        self.metadataHMAC = HMAC<SHA256>(key: SymmetricKey(data: KeyDerivation.extract(secret)))
+        self.metadataHMAC = PreparedHMAC(key: KeyDerivation.extract(secret))
     }
 
     public static func generate(_ accessibility: Accessibility) -> ClassKey {
@@ -25,14 +25,13 @@ public final class ClassKey: @unchecked Sendable {
     }
 
     static let metadataLabel = Array("metadata".utf8)
+    static let counterOne: [UInt8] = [1]
 
     /// MK(c, i) = HKDF-Expand(PRK, "metadata" ‖ item id, 32) = HMAC(PRK, "metadata" ‖ item id ‖ 0x01).
     public func metadataKey(itemID: [UInt8]) -> SymmetricKey {
-        var mac = metadataHMAC
-        mac.update(data: Self.metadataLabel)
-        mac.update(data: itemID)
-        mac.update(data: [1])
-        return SymmetricKey(data: mac.finalize())
+        var mac = metadataHMAC.authenticate(Self.metadataLabel, itemID, Self.counterOne)
+        defer { for index in mac.indices { mac[index] = 0 } }
+        return SymmetricKey(data: mac)
     }
 
     static func wrapAAD(_ accessibility: Accessibility, storeID: [UInt8]) -> [UInt8] {

@@ -23,14 +23,12 @@ func appendField(_ buffer: inout [UInt8], tag: UInt8, _ bytes: Data) {
 /// attribute, and one digest of the whole primary-key tuple.
 public struct IndexKey: @unchecked Sendable {
     // The keyed HMAC state, prepared once; copied per digest. Immutable.
-    private let keyed: HMAC<SHA256>
+    private let keyed: PreparedHMAC
 
-    public init(_ secret: SecretBytes) { keyed = HMAC<SHA256>(key: SymmetricKey(data: secret)) }
+    public init(_ secret: SecretBytes) { keyed = PreparedHMAC(key: secret) }
 
     private func mac(_ message: [UInt8]) -> Data {
-        var mac = keyed
-        mac.update(data: message)
-        return Data(mac.finalize())
+        Data(message.withUnsafeBytes { keyed.authenticate($0) })
     }
 
     private static func valueTag(_ value: AttributeValue) -> UInt8 {
