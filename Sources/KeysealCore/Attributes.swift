@@ -96,12 +96,15 @@ public enum AttributeKey {
         label, isInvisible, isNegative, synchronizable,
     ]
 
+    private static let genericPasswordAttributes = common.union([account, service, generic])
+    private static let internetPasswordAttributes =
+        common.union([account, securityDomain, server, `protocol`, authenticationType, port, path])
+
     /// Attributes an item of `itemClass` has.
     public static func allowed(for itemClass: ItemClass) -> Set<String> {
         switch itemClass {
-        case .genericPassword: common.union([account, service, generic])
-        case .internetPassword:
-            common.union([account, securityDomain, server, `protocol`, authenticationType, port, path])
+        case .genericPassword: genericPasswordAttributes
+        case .internetPassword: internetPasswordAttributes
         default: common
         }
     }

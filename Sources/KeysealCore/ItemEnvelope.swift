@@ -203,7 +203,8 @@ public enum AttributeCodec {
     }
 
     public static func decode(_ data: Data) throws(KeychainError) -> [String: AttributeValue] {
-        var result: [String: AttributeValue] = [:]
+        // Sized for an item's usual attributes at once, so that decoding never rehashes.
+        var result = [String: AttributeValue](minimumCapacity: 16)
         let bytes = [UInt8](data)
         var index = 0
         func field() throws(KeychainError) -> (UInt8, ArraySlice<UInt8>) {
