@@ -714,9 +714,13 @@ final class KeychainEngine {
     private func record(_ row: ItemRow, attributes: [String: AttributeValue], data: Data?, returns: ReturnOptions)
         -> ItemRecord
     {
-        var all = attributes
-        all[AttributeKey.accessGroup] = .string(row.accessGroup)
-        all[AttributeKey.accessible] = .string(row.accessibility)
+        // Attributes only when they were asked for: a lookup for the value alone copies no dictionary.
+        var all: [String: AttributeValue] = [:]
+        if returns.contains(.attributes) {
+            all = attributes
+            all[AttributeKey.accessGroup] = .string(row.accessGroup)
+            all[AttributeKey.accessible] = .string(row.accessibility)
+        }
         return ItemRecord(
             itemClass: ItemClass(rawValue: row.itemClass) ?? .genericPassword, attributes: all, data: data,
             persistentRef: returns.contains(.persistentRef) ? Data(Self.persistentRefPrefix + row.itemID) : nil)
