@@ -188,25 +188,31 @@ struct AccessibleFlag: ParsableArguments {
 // MARK: - add
 
 /// `add-generic-password` and `add-internet-password`.
+/// What both add commands take besides the item's attributes: the secret, the class and -U.
+struct AddFlags: ParsableArguments {
+    @OptionGroup var secret: SecretFlags
+    @OptionGroup var accessible: AccessibleFlag
+    @Flag(name: .customShort("U"), help: "Update the item if it exists.")
+    var upsert = false
+}
+
 protocol AddCommand: ClientCommand {
     associatedtype Flags: ItemFlags
     var item: Flags { get }
-    var secret: SecretFlags { get }
-    var accessible: AccessibleFlag { get }
-    var upsert: Bool { get }
+    var options: AddFlags { get }
 }
 
 extension AddCommand {
     func execute(_ client: DaemonClient) throws {
         let attributes = try item.attributes()
-        let data = try secret.secret()
+        let data = try options.secret.secret()
         if let count = data?.count, count > Wire.valueLimit {
             throw CommandFailure(
                 status: -25302, message: "the password is \(count) bytes; the limit is \(Wire.valueLimit)")
         }
         let newItem = WireNewItem(
             itemClass: Flags.itemClass, attributes: attributes, accessGroup: item.accessGroup,
-            accessibility: accessible.code ?? "ak", data: data ?? Data())
+            accessibility: options.accessible.code ?? "ak", data: data ?? Data())
         let outcome = try add(client, newItem, attributes: attributes, data: data)
         if global.json { Console.out(JSON.object([("result", .string(outcome))]).rendered) }
     }
@@ -220,14 +226,14 @@ extension AddCommand {
             _ = try client.send(.add(newItem))
             return "added"
         } catch {
-            guard error.status == -25299 && upsert else { throw error }
+            guard error.status == -25299 && options.upsert else { throw error }
         }
         var key: [String: WireValue] = [:]
         for name in AttributeName.primaryKey(internet: Flags.isInternet) {
             key[name] = attributes[name] ?? (name == AttributeName.port ? .int(0) : .string(""))
         }
         let query = WireQuery(itemClass: Flags.itemClass, attributes: key, accessGroup: item.accessGroup, limit: .one)
-        var changes = WireChanges(accessibility: accessible.code, data: data)
+        var changes = WireChanges(accessibility: options.accessible.code, data: data)
         changes.attributes = attributes.filter { key[$0.key] == nil }
         _ = try client.send(.update(query, changes))
         return "updated"
@@ -246,10 +252,7 @@ struct AddGenericPassword: AddCommand {
 
     @OptionGroup var global: GlobalOptions
     @OptionGroup var item: GenericPasswordFlags
-    @OptionGroup var secret: SecretFlags
-    @OptionGroup var accessible: AccessibleFlag
-    @Flag(name: .customShort("U"), help: "Update the item if it exists.")
-    var upsert = false
+    @OptionGroup var options: AddFlags
 
     func validate() throws {
         if item.account == nil || item.service == nil {
@@ -269,10 +272,7 @@ struct AddInternetPassword: AddCommand {
 
     @OptionGroup var global: GlobalOptions
     @OptionGroup var item: InternetPasswordFlags
-    @OptionGroup var secret: SecretFlags
-    @OptionGroup var accessible: AccessibleFlag
-    @Flag(name: .customShort("U"), help: "Update the item if it exists.")
-    var upsert = false
+    @OptionGroup var options: AddFlags
 
     func validate() throws {
         if item.account == nil || item.server == nil {
