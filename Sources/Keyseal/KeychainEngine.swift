@@ -461,7 +461,10 @@ final class KeychainEngine {
     }
 
     func copyMatching(_ query: ItemQuery, caller: Caller) throws -> [ItemRecord] {
-        let matches = try match(query, caller: caller, bound: query.limit.bound)
+        // A request for the value alone, found by digests only, needs no attribute decryption: opening the value
+        // authenticates the header, and the header carries the digests the rows were found by (DESIGN.md §2, §4).
+        let valueProvesMatch = query.returns.contains(.data) && !query.returns.contains(.attributes)
+        let matches = try match(query, caller: caller, bound: query.limit.bound, valueProvesMatch: valueProvesMatch)
         guard !matches.isEmpty else { throw KeychainError.itemNotFound }
         return try matches.map { row, attributes, aad throws in
             let data: Data? =
@@ -538,20 +541,33 @@ final class KeychainEngine {
     /// A candidate whose class key is unavailable fails the whole call with `errSecInteractionNotAllowed`: a
     /// digest never decides on its own, and nothing is returned or changed.
     /// Each match carries its encoded header (the envelope's associated data), computed once.
+    /// The rows that match `query`, each with its decrypted attributes and encoded header.
+    ///
+    /// `valueProvesMatch`: the caller opens every matched row's value before answering. When the row filter then
+    /// decides every queried attribute by digest (`decidesQuery` of ``rowFilter(_:caller:)``), the attribute ciphertext is not
+    /// opened and `attributes` is empty: the value's authentication covers the header, whose digests are the ones
+    /// the row was found by, and the attribute ciphertext through its SHA-256. The class key is still required.
     private func match(
-        _ query: ItemQuery, caller: Caller, bound: Int?
+        _ query: ItemQuery, caller: Caller, bound: Int?, valueProvesMatch: Bool = false
     ) throws -> [(row: ItemRow, attributes: [String: AttributeValue], aad: [UInt8])] {
-        let filter = try rowFilter(query, caller: caller)
+        let (filter, decidesQuery) = try rowFilter(query, caller: caller)
+        let skipAttributes = valueProvesMatch && decidesQuery
         var matches: [(row: ItemRow, attributes: [String: AttributeValue], aad: [UInt8])] = []
         try store.forEachRow(filter) { (row) throws(KeychainError) -> Bool in
             let accessibility = try Self.accessibility(of: row)
             let key = try requireClassKey(accessibility)
             let aad = row.header(storeID: storeID).encoded()
-            let attributes = try decryptAttributes(row, aad: aad, classKey: key)
+            let attributes: [String: AttributeValue]
+            if skipAttributes {
+                try checkLedger(row)
+                attributes = [:]
+            } else {
+                attributes = try decryptAttributes(row, aad: aad, classKey: key)
+            }
             // The authenticated columns must agree with what the digests promised.
             guard row.itemClass == query.itemClass.rawValue, caller.holds(row.accessGroup),
                 query.accessGroup == nil || query.accessGroup == row.accessGroup,
-                Self.attributes(attributes, match: query)
+                skipAttributes || Self.attributes(attributes, match: query)
             else { return true }
             matches.append((row, attributes, aad))
             if let bound { return matches.count < bound }
@@ -590,7 +606,9 @@ final class KeychainEngine {
         }
     }
 
-    private func rowFilter(_ query: ItemQuery, caller: Caller) throws -> RowFilter {
+    /// The row filter for `query`, and whether its digests decide every queried attribute and the synchronizable
+    /// condition (so that an authenticated header alone proves a row matches).
+    private func rowFilter(_ query: ItemQuery, caller: Caller) throws -> (RowFilter, decidesQuery: Bool) {
         var itemID: [UInt8]?
         if let reference = query.persistentRef {
             let bytes = [UInt8](reference)
@@ -610,9 +628,10 @@ final class KeychainEngine {
         let digestKeys = primaryKey.filter { query.attributes[$0] != nil }
         let useDigests = !digestKeys.isEmpty || query.synchronizable != .any
         guard useDigests else {
-            return RowFilter(
+            let filter = RowFilter(
                 itemClass: query.itemClass.rawValue, groups: groups.map { $0.map { RowFilter.GroupTerm(group: $0) } },
                 accessibility: query.accessibility?.rawValue, itemID: itemID)
+            return (filter, false)
         }
         let candidates = try groups ?? knownGroups(query.itemClass)
         let wholeKey = digestKeys.count == primaryKey.count && query.synchronizable != .any
@@ -636,9 +655,12 @@ final class KeychainEngine {
             }
             return RowFilter.GroupTerm(group: group, digests: digests)
         }
-        return RowFilter(
+        let filter = RowFilter(
             itemClass: query.itemClass.rawValue, groups: terms, accessibility: query.accessibility?.rawValue,
             itemID: itemID)
+        // Every queried attribute is a primary-key attribute with a digest term; synchronizable is either a term
+        // or `.any`.
+        return (filter, digestKeys.count == query.attributes.count)
     }
 
     private func knownGroups(_ itemClass: ItemClass) throws -> [String] {

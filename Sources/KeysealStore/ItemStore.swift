@@ -87,7 +87,8 @@ public final class ItemStore {
         "i.id, i.item_id, i.class, i.agrp, i.pdmn, i.generation, i.pk, "
         + digestColumns.map { "i." + $0 }.joined(separator: ", ") + ", i.attrs, i.wkey, i.value, l.generation"
 
-    /// Opens or creates the store file in `directory` (WAL, synchronous=FULL, secure_delete=ON) and migrates it.
+    /// Opens or creates the store file in `directory` (exclusive locking, WAL, synchronous=FULL, secure_delete=ON)
+    /// and migrates it.
     public init(directory: URL) throws(KeychainError) {
         path = directory.appendingPathComponent(Self.databaseName).path
         do {
@@ -96,6 +97,10 @@ public final class ItemStore {
             throw error.keychainError
         }
         do {
+            // One process owns a store (the engine holds `.lock`), so the connection keeps its file locks for its
+            // lifetime: no fcntl lock round trips per statement, the WAL index lives in heap memory (no -shm file),
+            // and the page cache survives from one transaction to the next. Set before WAL is first used.
+            try database.execute("PRAGMA locking_mode=EXCLUSIVE")
             try database.execute("PRAGMA journal_mode=WAL")
             try database.execute("PRAGMA synchronous=FULL")
             try database.execute("PRAGMA secure_delete=ON")
@@ -236,11 +241,14 @@ public final class ItemStore {
                 let terms = groups.map { term -> String in
                     var parts: [String] = byDigest ? [] : ["i.agrp = ?"]
                     if term.primaryKeyDigest != nil { parts.append("i.pk = ?") }
-                    parts += term.digests.map { "i.d_\($0.0) = ?" }
+                    parts += Self.digestTerms(term.digests.map(\.0))
                     return "(" + parts.joined(separator: " AND ") + ")"
                 }
                 sql += " AND (" + terms.joined(separator: " OR ") + ")"
             }
+            // One primary-key digest finds at most one row (it binds group and class): no sort is needed, and
+            // ordering by id would make SQLite copy the row into a temporary B-tree.
+            if let groups = filter.groups, groups.count == 1, groups[0].primaryKeyDigest != nil { return sql }
             return sql + " ORDER BY i.id"
         }
         do {
@@ -263,6 +271,16 @@ public final class ItemStore {
             throw KeychainError(KeychainStatus.io, "\(error)")
         }
     }
+
+    /// Equality terms for digest columns. Only the most selective column present may drive an index (accounts
+    /// before servers before services: many items share one service); the others are checked on the row (`+`
+    /// keeps SQLite from choosing their index, which it otherwise does arbitrarily, without statistics).
+    static func digestTerms(_ keys: [String]) -> [String] {
+        let driver = Self.indexPreference.first { keys.contains($0) }
+        return keys.map { key in key == driver || driver == nil ? "i.d_\(key) = ?" : "+i.d_\(key) = ?" }
+    }
+
+    static let indexPreference = [AttributeKey.account, AttributeKey.server, AttributeKey.service]
 
     /// Calls `body` for every row of every class, in insertion order, until it returns false (export).
     public func forEachItem(_ body: (ItemRow) throws(KeychainError) -> Bool) throws(KeychainError) {

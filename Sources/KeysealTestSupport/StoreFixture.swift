@@ -161,6 +161,29 @@ public final class StoreFixture: @unchecked Sendable {
         root.remove()
     }
 
+    /// Runs a read-only query with the sqlite3 tool against a copy of what is on disk now (the database and its
+    /// WAL), while the store stays open: the engine holds its file locks exclusively, and a copy shows exactly
+    /// what a crash at this instant would leave.
+    public func sqlOnDisk(_ statement: String) throws -> String {
+        try Self.sqlOnDisk(databasePath: databasePath, statement)
+    }
+
+    /// ``sqlOnDisk(_:)`` for any store file.
+    public static func sqlOnDisk(databasePath: String, _ statement: String) throws -> String {
+        let copy = try TemporaryDirectory()
+        defer { copy.remove() }
+        let copied = copy.appending("copy.db").path
+        let manager = FileManager.default
+        try manager.copyItem(atPath: databasePath, toPath: copied)
+        if manager.fileExists(atPath: databasePath + "-wal") {
+            try manager.copyItem(atPath: databasePath + "-wal", toPath: copied + "-wal")
+        }
+        let sqlite = try requireTool("sqlite3", package: "sqlite3")
+        let result = try runProcess(sqlite, [copied, statement])
+        guard result.status == 0 else { throw FixtureError("sqlite3 failed: \(result.stderrText)") }
+        return result.stdoutText.trimmingCharacters(in: .whitespacesAndNewlines)
+    }
+
     /// Runs SQL against the closed store file with the sqlite3 tool (for tamper tests).
     @discardableResult
     public func sql(_ statement: String) throws -> String {

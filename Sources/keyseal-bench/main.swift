@@ -49,8 +49,12 @@ if arguments.contains("--profile") {
     let store = try KeychainStore.embedded(
         directory: scratch.appendingPathComponent("store-profile"),
         device: .hostKey(file: scratch.appendingPathComponent("host-profile.key")))
-    try populate(store, count: 2_000)
-    report(lookups(store, items: 2_000, count: 5_000))
+    // KEYSEAL_PROFILE_ITEMS and KEYSEAL_PROFILE_LOOKUPS set the store's size and the loop (2,000 and 5,000).
+    let environment = ProcessInfo.processInfo.environment
+    let items = environment["KEYSEAL_PROFILE_ITEMS"].flatMap { Int($0) } ?? 2_000
+    try populate(store, count: items)
+    FileHandle.standardError.write(Data("profile: \(items) items stored; lookups start (pid \(getpid()))\n".utf8))
+    report(lookups(store, items: items, count: environment["KEYSEAL_PROFILE_LOOKUPS"].flatMap { Int($0) } ?? 5_000))
     store.close()
     exit(0)
 }

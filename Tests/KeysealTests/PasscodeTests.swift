@@ -197,7 +197,7 @@ final class ObservedCounts: @unchecked Sendable {
 }
 
 /// Wraps the host-key device and, before each passcode unseal, reads `failedAttempts` from the keybag on disk
-/// through a separate sqlite3 process.
+/// through a separate sqlite3 process, from a copy of the files on disk.
 final class ObservingDevice: DeviceKeyProvider {
     let inner: any DeviceKeyProvider
     let databasePath: String
@@ -218,9 +218,9 @@ final class ObservingDevice: DeviceKeyProvider {
         try inner.sealWithPasscode(secret, authorization: authorization)
     }
     func unsealWithPasscode(_ blob: Data, authorization: SecretBytes) throws -> SecretBytes {
-        let sqlite = try requireTool("sqlite3", package: "sqlite3")
-        let result = try runProcess(sqlite, [databasePath, "SELECT json_extract(CAST(body AS TEXT), '$.failedAttempts') FROM keybag"])
-        observed.append(Int(result.stdoutText.trimmingCharacters(in: .whitespacesAndNewlines)) ?? -1)
+        let count = try StoreFixture.sqlOnDisk(
+            databasePath: databasePath, "SELECT json_extract(CAST(body AS TEXT), '$.failedAttempts') FROM keybag")
+        observed.append(Int(count) ?? -1)
         return try inner.unsealWithPasscode(blob, authorization: authorization)
     }
     func status() throws -> DeviceKeyStatus { try inner.status() }

@@ -111,12 +111,13 @@ struct TamperTests {
         let fixture = try makeFixture()
         defer { fixture.remove() }
         let a = try id(fixture, rank: 0)
-        // Flip the last byte (inside the GCM tag).
+        // Change the last byte (inside the GCM tag): 0x00 becomes 0x01, anything else 0x00.
         try fixture.sql(
             """
-            UPDATE items SET \(column) = substr(\(column), 1, length(\(column)) - 1)
-              || CAST(char((unicode(CAST(substr(\(column), -1) AS TEXT)) + 1) % 128) AS BLOB) WHERE id = \(a);
+            UPDATE items SET \(column) = CAST(substr(\(column), 1, length(\(column)) - 1)
+              || CASE WHEN substr(\(column), -1) = x'00' THEN x'01' ELSE x'00' END AS BLOB) WHERE id = \(a);
             """)
+        #expect(try fixture.sql("SELECT hex(substr(\(column), -1)) IN ('00', '01') FROM items WHERE id = \(a)") == "1")
         try fixture.reopen()
         #expect(find(fixture, "a", returns: [.data, .attributes]) == KeychainStatus.decode)
         try expectOthersIntact(fixture)
