@@ -81,16 +81,14 @@ let package = Package(
                 .product(name: "Logging", package: "swift-log"),
             ],
             swiftSettings: swiftSettings,
-            // The Swift runtime and Foundation linked in: only the pages the daemon uses are resident, instead of
-            // whole shared libraries (docs/OPERATIONS.md, resident memory).
+            // The Swift runtime and FoundationEssentials linked in (the daemon's modules import nothing of full
+            // Foundation, so neither it nor ICU's data is in the image): only the pages the daemon uses are
+            // resident, instead of whole shared libraries (docs/OPERATIONS.md, resident memory).
             linkerSettings: [
                 .unsafeFlags(["-static-stdlib"], .when(platforms: [.linux])),
                 .linkedLibrary("_FoundationCollections", .when(platforms: [.linux])),
                 .linkedLibrary("_FoundationCShims", .when(platforms: [.linux])),
-                .linkedLibrary("CoreFoundation", .when(platforms: [.linux])),
-                .linkedLibrary("_FoundationICU", .when(platforms: [.linux])),
-                .linkedLibrary("BlocksRuntime", .when(platforms: [.linux])),
-                .linkedLibrary("stdc++", .when(platforms: [.linux])),
+                .linkedLibrary("swiftSynchronization", .when(platforms: [.linux])),
             ]),
         // The command line: the thin client and argument parsing only (no engine, no NIO, no SQLite).
         .executableTarget(

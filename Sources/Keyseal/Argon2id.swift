@@ -1,5 +1,6 @@
 internal import CArgon2
-import Foundation
+import FoundationEssentials
+import Glibc
 import KeysealCore
 
 /// Argon2id through libargon2: P = Argon2id(passcode, salt).

@@ -1,5 +1,6 @@
 import Crypto
-import Foundation
+import FoundationEssentials
+import Glibc
 import KeysealCore
 
 // The backup file (docs/BACKUP-FORMAT.md, DESIGN §7):

@@ -1,4 +1,5 @@
-import Foundation
+import FoundationEssentials
+import Glibc
 import KeysealCore
 
 /// What an export wrote (DESIGN §7).

@@ -1,4 +1,5 @@
-import Foundation
+import FoundationEssentials
+import Glibc
 import KeysealCore
 import KeysealPKCS11
 import KeysealTPM
@@ -54,7 +55,7 @@ public struct DeviceKey: Sendable, CustomStringConvertible {
         if let config = environment["XDG_CONFIG_HOME"], !config.isEmpty {
             return URL(fileURLWithPath: config).appendingPathComponent("keyseal/host.key")
         }
-        let home = environment["HOME"] ?? NSHomeDirectory()
+        let home = environment["HOME"] ?? getpwuid(getuid()).map { String(cString: $0.pointee.pw_dir) } ?? "/"
         return URL(fileURLWithPath: home).appendingPathComponent(".config/keyseal/host.key")
     }
 }

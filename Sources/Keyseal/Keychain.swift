@@ -1,4 +1,5 @@
-import Foundation
+import FoundationEssentials
+import Glibc
 import KeysealCore
 
 /// Generic passwords of one service, in the spirit of KeychainAccess:

@@ -1,4 +1,5 @@
-import Foundation
+import FoundationEssentials
+import Glibc
 import KeysealCore
 import KeysealStore
 
@@ -218,7 +219,7 @@ final class SealPipeline: @unchecked Sendable {
     private let indexKey: IndexKey
     private let storeID: [UInt8]
     // Guarded by `condition`.
-    private let condition = NSCondition()
+    private let condition = ConditionLock()
     private var queue: [Work] = []
     private var queueStart = 0
     private var sealed: [Int: Result<[ItemRow], KeychainError>] = [:]
@@ -246,10 +247,8 @@ final class SealPipeline: @unchecked Sendable {
         }
         guard startWorkers else { return }
         let workers = max(1, min(4, ProcessInfo.processInfo.activeProcessorCount))
-        for worker in 0..<workers {
-            let thread = Thread { [self] in run() }
-            thread.name = "keyseal-import-seal-\(worker)"
-            thread.start()
+        for _ in 0..<workers {
+            startThread { [self] in run() }
         }
     }
 

@@ -1,5 +1,5 @@
 import Crypto
-import Foundation
+import FoundationEssentials
 import KeysealCore
 import KeysealStore
 import KeysealTPM
@@ -108,9 +108,9 @@ final class KeychainEngine {
 
     private static func prepareDirectory(_ directory: URL) throws {
         let manager = FileManager.default
-        var isDirectory: ObjCBool = false
+        var isDirectory = false
         if manager.fileExists(atPath: directory.path, isDirectory: &isDirectory) {
-            guard isDirectory.boolValue else {
+            guard isDirectory else {
                 throw KeychainError(KeychainStatus.param, "\(directory.path) is not a directory")
             }
         } else {

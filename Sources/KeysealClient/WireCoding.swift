@@ -1,7 +1,8 @@
 #if canImport(FoundationEssentials)
 import FoundationEssentials
+import Glibc
 #else
-import Foundation
+import FoundationEssentials
 #endif
 
 // The payload encoding: fixed-width big-endian integers, byte strings as a u32 length and the bytes, strings

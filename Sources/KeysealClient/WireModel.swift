@@ -1,7 +1,8 @@
 #if canImport(FoundationEssentials)
 import FoundationEssentials
+import Glibc
 #else
-import Foundation
+import FoundationEssentials
 #endif
 
 /// Constants of the keyseald wire protocol (version 1).

@@ -1,4 +1,5 @@
-import Foundation
+import FoundationEssentials
+import Glibc
 
 /// The value of one item attribute.
 public enum AttributeValue: Sendable, Hashable, CustomStringConvertible {

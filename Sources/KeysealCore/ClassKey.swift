@@ -1,5 +1,6 @@
 import Crypto
-import Foundation
+import FoundationEssentials
+import Glibc
 
 /// An unwrapped class key CK(c) and the HKDF pseudo-random key that derives each item's metadata key
 /// MK(c, i) = HKDF(CK(c), "metadata" ‖ item id) with a single HMAC.

@@ -1,4 +1,4 @@
-import struct Foundation.Data
+import struct FoundationEssentials.Data
 
 /// What a device key says about itself for `status`.
 public struct DeviceKeyStatus: Sendable, Equatable {

@@ -1,5 +1,6 @@
 import Crypto
-import Foundation
+import FoundationEssentials
+import Glibc
 
 /// Length-prefixed encoding: tag, 32-bit big-endian length, bytes. No two field lists collide.
 @inlinable

@@ -1,5 +1,6 @@
 import Crypto
-import Foundation
+import FoundationEssentials
+import Glibc
 
 /// Argon2id cost of the passcode key P.
 public struct Argon2Parameters: Codable, Sendable, Equatable {

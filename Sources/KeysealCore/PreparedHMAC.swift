@@ -1,5 +1,6 @@
 import Crypto
-import Foundation
+import FoundationEssentials
+import Glibc
 
 /// HMAC-SHA256 (RFC 2104) with the key's inner and outer hash states prepared once. A MAC then costs the message's
 /// compression rounds and one outer block, fed through raw buffers rather than swift-crypto's generic

@@ -1,4 +1,5 @@
-import Foundation
+import FoundationEssentials
+import Glibc
 
 /// Which synchronizable items a query matches.
 public enum SyncMatch: Sendable, Hashable {

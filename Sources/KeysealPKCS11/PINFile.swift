@@ -3,7 +3,7 @@ import Glibc
 #elseif canImport(Darwin)
 import Darwin
 #endif
-import Foundation
+import FoundationEssentials
 import KeysealCore
 
 /// Reads a token PIN from a file that only the daemon's user can read.

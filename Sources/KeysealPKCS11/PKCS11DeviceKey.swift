@@ -1,6 +1,7 @@
 internal import CP11Kit
 internal import Crypto
-import Foundation
+import FoundationEssentials
+import Glibc
 import KeysealCore
 import Synchronization
 
@@ -240,7 +241,7 @@ private final class Connection {
             throw KeychainError(
                 KeychainStatus.notAvailable, "PKCS#11 module \(module.path) cannot list its slots: \(error)")
         }
-        let wantedLabel = wanted.trimmingCharacters(in: .whitespaces)
+        let wantedLabel = wanted.trimmed()
         var labels: [String] = []
         var matches: [(slot: CK_SLOT_ID, serial: String)] = []
         for slot in slots {
@@ -685,6 +686,6 @@ private func withGCM<Result>(
 /// A fixed-width, space-padded PKCS#11 text field (label, serial number) without its padding.
 private func paddedString<Field>(_ field: Field) -> String {
     withUnsafeBytes(of: field) { bytes in
-        String(decoding: bytes, as: UTF8.self).trimmingCharacters(in: CharacterSet(charactersIn: " \0"))
+        String(decoding: bytes, as: UTF8.self).trimmed { $0 == " " || $0 == "\0" }
     }
 }

@@ -1,5 +1,6 @@
 internal import CP11Kit
-import Foundation
+import FoundationEssentials
+import Glibc
 import KeysealCore
 
 /// Where a `module` argument points: a library path, or the name of a module registered with p11-kit.
@@ -8,7 +9,7 @@ enum ModuleLocator {
     /// configs, then the user's own.
     static var configFolders: [String] {
         var folders = ["/usr/share/p11-kit/modules", "/etc/pkcs11/modules"]
-        let home = ProcessInfo.processInfo.environment["HOME"] ?? NSHomeDirectory()
+        let home = ProcessInfo.processInfo.environment["HOME"] ?? getpwuid(getuid()).map { String(cString: $0.pointee.pw_dir) } ?? "/"
         folders.append(home + "/.config/pkcs11/modules")
         return folders
     }
@@ -69,10 +70,10 @@ enum ModuleLocator {
     /// The value of the `module:` line of a p11-kit module config.
     static func moduleLine(_ text: String) -> String? {
         for line in text.split(whereSeparator: \.isNewline) {
-            let trimmed = line.trimmingCharacters(in: .whitespaces)
+            let trimmed = line.trimmed()
             guard !trimmed.hasPrefix("#"), let colon = trimmed.firstIndex(of: ":") else { continue }
-            guard trimmed[..<colon].trimmingCharacters(in: .whitespaces) == "module" else { continue }
-            let value = trimmed[trimmed.index(after: colon)...].trimmingCharacters(in: .whitespaces)
+            guard trimmed[..<colon].trimmed() == "module" else { continue }
+            let value = trimmed[trimmed.index(after: colon)...].trimmed()
             return value.isEmpty ? nil : value
         }
         return nil

@@ -1,4 +1,5 @@
-import Foundation
+import FoundationEssentials
+import Glibc
 import KeysealCore
 
 /// Who a connection's peer is, from `SO_PEERCRED`.
@@ -66,7 +67,7 @@ public struct AccessPolicy: Sendable {
         var rules: [Rule] = []
         for (index, rawLine) in text.split(separator: "\n", omittingEmptySubsequences: false).enumerated() {
             let line = rawLine.split(separator: "#", maxSplits: 1, omittingEmptySubsequences: false).first ?? ""
-            let trimmed = line.trimmingCharacters(in: .whitespaces)
+            let trimmed = line.trimmed()
             if trimmed.isEmpty { continue }
             func fail(_ why: String) -> KeychainError {
                 KeychainError(KeychainStatus.param, "\(source):\(index + 1): \(why)")

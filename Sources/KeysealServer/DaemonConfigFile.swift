@@ -1,4 +1,5 @@
-import Foundation
+import FoundationEssentials
+import Glibc
 import KeysealCore
 
 /// keyseald's configuration file (`--config FILE`, docs/OPERATIONS.md): one `key = value` a line, the keys being
@@ -55,14 +56,14 @@ public struct DaemonConfigFile: Sendable, Equatable {
         var config = DaemonConfigFile()
         for (index, rawLine) in text.split(separator: "\n", omittingEmptySubsequences: false).enumerated() {
             let line = (rawLine.split(separator: "#", maxSplits: 1, omittingEmptySubsequences: false).first ?? "")
-                .trimmingCharacters(in: .whitespaces)
+                .trimmed()
             if line.isEmpty { continue }
             func fail(_ why: String) -> KeychainError {
                 KeychainError(KeychainStatus.param, "\(source):\(index + 1): \(why)")
             }
             guard let equals = line.firstIndex(of: "=") else { throw fail("expected `key = value`") }
-            let key = line[..<equals].trimmingCharacters(in: .whitespaces)
-            let value = line[line.index(after: equals)...].trimmingCharacters(in: .whitespaces)
+            let key = line[..<equals].trimmed()
+            let value = line[line.index(after: equals)...].trimmed()
             guard !key.isEmpty else { throw fail("expected `key = value`") }
             guard config.values[key] == nil && config.flags[key] == nil else { throw fail("\(key) is given twice") }
             guard !value.isEmpty else { throw fail("\(key) has no value") }

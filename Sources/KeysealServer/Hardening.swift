@@ -1,5 +1,6 @@
 import CKeysealSys
-import Foundation
+import FoundationEssentials
+import Glibc
 
 /// Process hardening for the daemon: no core files, not dumpable (no ptrace by the same user), private file
 /// modes by default. Key pages are locked and excluded from dumps by `SecretBytes` itself.

@@ -1,5 +1,6 @@
 import CKeysealSys
-import Foundation
+import FoundationEssentials
+import Glibc
 import Keyseal
 import KeysealClient
 import KeysealCore
@@ -438,7 +439,8 @@ enum SocketFiles {
             }
             gid = found
         }
-        let directory = (socket.path as NSString).deletingLastPathComponent
+        // The path's directory part ("/" for a socket at the root, "" for a bare name).
+        let directory = socket.path.lastIndex(of: "/").map { $0 == socket.path.startIndex ? "/" : String(socket.path[..<$0]) } ?? ""
         guard !directory.isEmpty else { return gid }
         var info = stat()
         if stat(directory, &info) != 0 {

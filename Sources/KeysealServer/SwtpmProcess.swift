@@ -1,4 +1,5 @@
-import Foundation
+import FoundationEssentials
+import Glibc
 import Keyseal
 import KeysealCore
 import Logging
@@ -9,7 +10,7 @@ import Synchronization
 /// started before the store opens, restarted if it dies, stopped after the store is closed.
 public final class SwtpmProcess: Sendable {
     public let stateDirectory: URL
-    private let process = Mutex<Process?>(nil)
+    private let process = Mutex<ChildProcess?>(nil)
     private let stopping = Atomic<Bool>(false)
     let logger: Logger
 
@@ -44,19 +45,16 @@ public final class SwtpmProcess: Sendable {
             throw KeychainError(KeychainStatus.io, "cannot create \(stateDirectory.path)")
         }
         for leftover in [socketPath, socketPath + ".ctrl"] { unlink(leftover) }
-        let child = Process()
-        child.executableURL = URL(fileURLWithPath: swtpm)
         let directory = stateDirectory.path
-        child.arguments = [
-            "socket", "--tpm2", "--tpmstate", "dir=\(directory)",
-            "--server", "type=unixio,path=\(socketPath)", "--ctrl", "type=unixio,path=\(socketPath).ctrl",
-            "--flags", "not-need-init,startup-clear", "--log", "file=\(directory)/swtpm.log",
-        ]
-        child.standardInput = FileHandle.nullDevice
-        child.standardOutput = FileHandle.nullDevice
-        child.standardError = FileHandle.nullDevice
+        let child: ChildProcess
         do {
-            try child.run()
+            child = try ChildProcess(
+                executable: swtpm,
+                arguments: [
+                    "socket", "--tpm2", "--tpmstate", "dir=\(directory)",
+                    "--server", "type=unixio,path=\(socketPath)", "--ctrl", "type=unixio,path=\(socketPath).ctrl",
+                    "--flags", "not-need-init,startup-clear", "--log", "file=\(directory)/swtpm.log",
+                ])
         } catch {
             throw KeychainError(KeychainStatus.notAvailable, "cannot start swtpm: \(error)")
         }
@@ -75,13 +73,13 @@ public final class SwtpmProcess: Sendable {
     /// Stops swtpm (SIGTERM, then SIGKILL after two seconds).
     public func stop() {
         stopping.store(true, ordering: .relaxed)
-        guard let child = process.withLock({ current -> Process? in defer { current = nil }; return current }) else {
+        guard let child = process.withLock({ current -> ChildProcess? in defer { current = nil }; return current }) else {
             return
         }
         if child.isRunning {
             child.terminate()
             for _ in 0..<200 where child.isRunning { usleep(10_000) }
-            if child.isRunning { kill(child.processIdentifier, SIGKILL) }
+            if child.isRunning { child.kill() }
             child.waitUntilExit()
         }
     }
@@ -104,6 +102,63 @@ public final class SwtpmProcess: Sendable {
                     do { try swtpm.start() } catch { swtpm.logger.error("swtpm restart failed", metadata: ["error": "\(error)"]) }
                 }
             }
+        }
+    }
+}
+
+/// A child process started with `posix_spawn`: standard input and output on /dev/null, no other descriptor
+/// inherited.
+final class ChildProcess: Sendable {
+    let processIdentifier: pid_t
+    /// Set once the child has been reaped.
+    private let exited = Mutex(false)
+
+    init(executable: String, arguments: [String]) throws {
+        var actions = posix_spawn_file_actions_t()
+        posix_spawn_file_actions_init(&actions)
+        defer { posix_spawn_file_actions_destroy(&actions) }
+        for descriptor: Int32 in 0...2 {
+            posix_spawn_file_actions_addopen(&actions, descriptor, "/dev/null", descriptor == 0 ? O_RDONLY : O_WRONLY, 0)
+        }
+        Self.closeOnExec()
+        let argv = ([executable] + arguments).map { strdup($0) } + [nil]
+        defer { for argument in argv { free(argument) } }
+        var pid = pid_t()
+        let result = posix_spawn(&pid, executable, &actions, nil, argv, environ)
+        guard result == 0 else { throw KeychainError(KeychainStatus.io, String(cString: strerror(result))) }
+        processIdentifier = pid
+    }
+
+    /// Marks every descriptor above 2 close-on-exec, so that the child inherits none (keyseald never runs any
+    /// other program, so nothing else loses a descriptor it needed).
+    private static func closeOnExec() {
+        guard let entries = try? FileManager.default.contentsOfDirectory(atPath: "/proc/self/fd") else { return }
+        for entry in entries {
+            guard let descriptor = Int32(entry), descriptor > 2 else { continue }
+            let flags = fcntl(descriptor, F_GETFD)
+            if flags >= 0 { _ = fcntl(descriptor, F_SETFD, flags | FD_CLOEXEC) }
+        }
+    }
+
+    /// Whether the child still runs (reaps it once it has exited).
+    var isRunning: Bool {
+        exited.withLock { exited in
+            guard !exited else { return false }
+            var status: Int32 = 0
+            if waitpid(processIdentifier, &status, WNOHANG) == processIdentifier { exited = true }
+            return !exited
+        }
+    }
+
+    func terminate() { _ = Glibc.kill(processIdentifier, SIGTERM) }
+    func kill() { _ = Glibc.kill(processIdentifier, SIGKILL) }
+
+    func waitUntilExit() {
+        exited.withLock { exited in
+            guard !exited else { return }
+            var status: Int32 = 0
+            while waitpid(processIdentifier, &status, 0) == -1 && errno == EINTR {}
+            exited = true
         }
     }
 }

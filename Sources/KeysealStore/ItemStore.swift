@@ -1,4 +1,5 @@
-import Foundation
+import FoundationEssentials
+import Glibc
 import KeysealCore
 
 /// One stored item: the plaintext columns, the digests and the three ciphertexts.

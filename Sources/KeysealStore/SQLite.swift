@@ -2,7 +2,7 @@ internal import CSQLite
 #if canImport(Glibc)
 import Glibc
 #endif
-import Foundation
+import FoundationEssentials
 import KeysealCore
 
 /// A SQLite result code: an open set of values, matched by the primary code.

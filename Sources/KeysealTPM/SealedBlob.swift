@@ -1,7 +1,7 @@
 internal import CTSS2
 import KeysealCore
 
-import struct Foundation.Data
+import struct FoundationEssentials.Data
 
 /// What ``TPMDeviceKey`` returns from a seal and takes back to unseal: the sealed data object as the TPM gave it,
 /// and the Name of the primary it was created under.

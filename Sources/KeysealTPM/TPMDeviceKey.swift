@@ -1,8 +1,7 @@
 internal import CTSS2
 import KeysealCore
 
-import struct Foundation.Data
-import class Foundation.NSLock
+import struct FoundationEssentials.Data
 
 #if canImport(Glibc)
 import Glibc
@@ -29,7 +28,7 @@ public final class TPMDeviceKey: DeviceKeyProvider, @unchecked Sendable {
     public let tcti: String
     public var backendName: String { "tpm" }
 
-    private let lock = NSLock()
+    private let lock = ConditionLock()
     /// The ESAPI context; nil after a lost connection until the next call reconnects.
     private var connection: ESYSConnection?
     private var opened = false

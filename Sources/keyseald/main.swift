@@ -1,5 +1,6 @@
 import ArgumentParser
-import Foundation
+import FoundationEssentials
+import Glibc
 import Keyseal
 import KeysealServer
 import Logging
@@ -177,7 +178,10 @@ struct Keyseald: AsyncParsableCommand {
             if tpmProtectLockout {
                 do {
                     let secret = try daemon.protectHardwareLockout()
-                    let hex = secret.withUnsafeBytes { $0.map { String(format: "%02x", $0) }.joined() }
+                    let digits = Array("0123456789abcdef")
+                    let hex = secret.withUnsafeBytes { bytes in
+                        String(bytes.flatMap { [digits[Int($0 >> 4)], digits[Int($0 & 0x0f)]] })
+                    }
                     print("TPM lockout authorization (shown once; keep it offline): \(hex)")
                 } catch let error as KeychainError where error.status == KeychainStatus.param {
                     logger.notice("lockout authorization not changed: \(error.message)")
@@ -194,8 +198,9 @@ struct Keyseald: AsyncParsableCommand {
     static func url(_ path: String) -> URL { URL(fileURLWithPath: path) }
 
     static func fail(_ message: String) -> Never {
-        FileHandle.standardError.write(Data("keyseald: \(message)\n".utf8))
-        Foundation.exit(1)
+        let line = Array("keyseald: \(message)\n".utf8)
+        _ = line.withUnsafeBytes { write(STDERR_FILENO, $0.baseAddress, $0.count) }
+        Glibc.exit(1)
     }
 }
 

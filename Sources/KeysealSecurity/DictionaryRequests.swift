@@ -1,4 +1,5 @@
 import Foundation
+import KeysealCore
 
 /// Turns Apple-style query dictionaries into typed requests, with Apple's statuses for bad input, and typed
 /// results back into Apple's result shapes.
