@@ -13,20 +13,15 @@ extension KeychainStore {
         public var passcodePolicy: PasscodePolicy
         /// The clock for delays and timestamps.
         public var clock: @Sendable () -> Date
-        /// How much of the store file SQLite reads through a memory map (default 256 MiB; 0: none, every page is
-        /// read into SQLite's own 2 MiB cache). A map makes lookups in a large store about twice as fast, but
-        /// the mapped pages count in the process's resident memory; keyseald turns it off.
-        public var memoryMapBytes: Int
 
         public init(
             valueLimit: Int = 1 << 20, argon2: Argon2Parameters = .standard, passcodePolicy: PasscodePolicy = .standard,
-            clock: @escaping @Sendable () -> Date = { Date() }, memoryMapBytes: Int = 256 << 20
+            clock: @escaping @Sendable () -> Date = { Date() }
         ) {
             self.valueLimit = valueLimit
             self.argon2 = argon2
             self.passcodePolicy = passcodePolicy
             self.clock = clock
-            self.memoryMapBytes = memoryMapBytes
         }
     }
 }

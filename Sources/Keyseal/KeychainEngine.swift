@@ -38,7 +38,7 @@ final class KeychainEngine {
         lockDescriptor = try Self.lockDirectory(directory)
         var cleanup: [() -> Void] = [{ [lockDescriptor] in Glibc.close(lockDescriptor) }]
         do {
-            store = try ItemStore(directory: directory, memoryMapBytes: configuration.memoryMapBytes)
+            store = try ItemStore(directory: directory)
             cleanup.append { [store] in store.close() }
             device = try deviceKey.makeProvider()
             cleanup.append { [device] in device.close() }

@@ -80,8 +80,7 @@ public final class KeysealDaemon: Sendable {
         case .hostKey(let file): device = .hostKey(file: file ?? DeviceKey.defaultHostKeyFile)
         }
         do {
-            // No memory map: mapped pages of a large store would count in the daemon's resident memory.
-            var configuration = KeychainStore.Configuration(memoryMapBytes: 0)
+            var configuration = KeychainStore.Configuration()
             if let argon2 = options.argon2 { configuration.argon2 = argon2 }
             store = try KeychainStore.embedded(
                 directory: options.storeDirectory, device: device, configuration: configuration)

@@ -90,10 +90,7 @@ public final class ItemStore {
 
     /// Opens or creates the store file in `directory` (exclusive locking, WAL, synchronous=FULL, secure_delete=ON)
     /// and migrates it.
-    ///
-    /// `memoryMapBytes`: how much of the file SQLite reads through a memory map (0: none). Pages are then read
-    /// without a system call or a copy; writes still go through the WAL.
-    public init(directory: URL, memoryMapBytes: Int = 0) throws(KeychainError) {
+    public init(directory: URL) throws(KeychainError) {
         path = directory.appendingPathComponent(Self.databaseName).path
         do {
             database = try Database(path: path)
@@ -109,7 +106,6 @@ public final class ItemStore {
             try database.execute("PRAGMA synchronous=FULL")
             try database.execute("PRAGMA secure_delete=ON")
             try database.execute("PRAGMA busy_timeout=0")
-            try database.execute("PRAGMA mmap_size=\(max(0, memoryMapBytes))")
             try migrate()
         } catch let error as KeychainError {
             database.close()
