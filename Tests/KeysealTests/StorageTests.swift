@@ -75,6 +75,35 @@ struct StorageTests {
         #expect(keyMode == 0o600)
     }
 
+    @Test func aSchemaOneStoreMigratesAndKeepsDetectingAPutBackRow() throws {
+        let fixture = try StoreFixture()
+        defer { fixture.remove() }
+        _ = try fixture.store.add(.password(account: "a", secret: "secret-a"))
+        _ = try fixture.store.add(.password(account: "b", secret: "secret-b"))
+        fixture.close()
+        try fixture.sql("CREATE TABLE saved AS SELECT * FROM items WHERE id = (SELECT min(id) FROM items)")
+        // The store as schema version 1 wrote it: the ledger keyed by item id.
+        try fixture.sql(
+            """
+            CREATE TABLE ledger_v1(item_id BLOB PRIMARY KEY, generation INTEGER NOT NULL) WITHOUT ROWID;
+            INSERT INTO ledger_v1 SELECT i.item_id, l.generation FROM items i JOIN ledger l ON l.id = i.id;
+            DROP TABLE ledger;
+            ALTER TABLE ledger_v1 RENAME TO ledger;
+            DELETE FROM schema_version WHERE version > 1;
+            """)
+        try fixture.reopen()
+        let found = try fixture.store.copyMatching(.password(service: "svc", account: "b", returns: .data))
+        #expect(found.first?.data == Data("secret-b".utf8))
+        try fixture.store.update(.password(service: "svc", account: "a"), with: ItemChanges(data: Data("new-a".utf8)))
+        fixture.close()
+        #expect(try fixture.sql("SELECT max(version) FROM schema_version") == "2")
+        #expect(try fixture.sql("SELECT group_concat(generation) FROM (SELECT generation FROM ledger ORDER BY id)") == "2,1")
+        // The row of generation 1 put back in place of generation 2 is still refused.
+        try fixture.sql("DELETE FROM items WHERE id = (SELECT id FROM saved); INSERT INTO items SELECT * FROM saved")
+        try fixture.reopen()
+        #expect(status { _ = try fixture.store.copyMatching(.password(service: "svc", account: "a", returns: .data)) } == KeychainStatus.decode)
+    }
+
     @Test func storeUsesWriteAheadLogging() throws {
         let fixture = try StoreFixture()
         defer { fixture.remove() }
