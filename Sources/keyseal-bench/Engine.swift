@@ -11,41 +11,51 @@ func check(_ rc: Int32, _ db: OpaquePointer?, _ what: String) {
 }
 
 /// The floor for lookups: a prepared primary-key SELECT on a table of `rows` rows shaped like the item table.
-func sqliteLookupFloor(directory: URL, rows: Int, lookups: Int) -> Figure {
-    var db: OpaquePointer?
-    check(sqlite3_open(directory.appendingPathComponent("floor-lookup.db").path, &db), db, "open")
-    check(sqlite3_exec(db, "PRAGMA journal_mode=WAL; CREATE TABLE t(k BLOB PRIMARY KEY, v BLOB) WITHOUT ROWID", nil, nil, nil), db, "create")
-    check(sqlite3_exec(db, "BEGIN", nil, nil, nil), db, "begin")
-    var insert: OpaquePointer?
-    check(sqlite3_prepare_v2(db, "INSERT INTO t VALUES (?, ?)", -1, &insert, nil), db, "prepare")
-    let value = [UInt8](repeating: 7, count: 200)
-    func key(_ index: Int) -> [UInt8] {
+/// `lookup` runs one lookup of a random key; `close` finalizes and closes.
+final class LookupFloor {
+    private var db: OpaquePointer?
+    private var select: OpaquePointer?
+    private let rows: Int
+    private var generator = SystemRandomNumberGenerator()
+
+    init(directory: URL, rows: Int) {
+        self.rows = rows
+        check(sqlite3_open(directory.appendingPathComponent("floor-lookup.db").path, &db), db, "open")
+        check(sqlite3_exec(db, "PRAGMA journal_mode=WAL; CREATE TABLE t(k BLOB PRIMARY KEY, v BLOB) WITHOUT ROWID", nil, nil, nil), db, "create")
+        check(sqlite3_exec(db, "BEGIN", nil, nil, nil), db, "begin")
+        var insert: OpaquePointer?
+        check(sqlite3_prepare_v2(db, "INSERT INTO t VALUES (?, ?)", -1, &insert, nil), db, "prepare")
+        let value = [UInt8](repeating: 7, count: 200)
+        for index in 0..<rows {
+            let k = Self.key(index)
+            sqlite3_bind_blob(insert, 1, k, 32, csqlite_transient())
+            sqlite3_bind_blob(insert, 2, value, Int32(value.count), csqlite_transient())
+            check(sqlite3_step(insert), db, "insert")
+            sqlite3_reset(insert)
+        }
+        sqlite3_finalize(insert)
+        check(sqlite3_exec(db, "COMMIT", nil, nil, nil), db, "commit")
+        check(sqlite3_prepare_v2(db, "SELECT v FROM t WHERE k = ?", -1, &select, nil), db, "prepare")
+    }
+
+    static func key(_ index: Int) -> [UInt8] {
         var k = [UInt8](repeating: 0, count: 32)
         withUnsafeBytes(of: UInt64(index).bigEndian) { for i in 0..<8 { k[i] = $0[i] } }
         return k
     }
-    for index in 0..<rows {
-        let k = key(index)
-        sqlite3_bind_blob(insert, 1, k, 32, csqlite_transient())
-        sqlite3_bind_blob(insert, 2, value, Int32(value.count), csqlite_transient())
-        check(sqlite3_step(insert), db, "insert")
-        sqlite3_reset(insert)
-    }
-    sqlite3_finalize(insert)
-    check(sqlite3_exec(db, "COMMIT", nil, nil, nil), db, "commit")
-    var select: OpaquePointer?
-    check(sqlite3_prepare_v2(db, "SELECT v FROM t WHERE k = ?", -1, &select, nil), db, "prepare")
-    var generator = SystemRandomNumberGenerator()
-    let figure = measure("floor: SQLite prepared PK lookup (\(rows) rows)", count: lookups) { _ in
-        let k = key(Int.random(in: 0..<rows, using: &generator))
+
+    func lookup() {
+        let k = Self.key(Int.random(in: 0..<rows, using: &generator))
         sqlite3_bind_blob(select, 1, k, 32, csqlite_static())
         guard sqlite3_step(select) == SQLITE_ROW else { fatalError("missing row") }
         _ = sqlite3_column_blob(select, 0)
         sqlite3_reset(select)
     }
-    sqlite3_finalize(select)
-    sqlite3_close(db)
-    return figure
+
+    func close() {
+        sqlite3_finalize(select)
+        sqlite3_close(db)
+    }
 }
 
 /// The floor for durable adds: one INSERT + COMMIT with WAL and synchronous=FULL.
@@ -105,26 +115,55 @@ func lookups(_ store: KeychainStore, items: Int, count: Int, name: String = "war
     }
 }
 
-/// Embedded lookups at 1,000 and `large` items next to the SQLite floor, and durable adds next to the commit floor.
-func engineSection(scratch: URL, large: Int, lookupCount: Int, addCount: Int, results: Results) throws {
-    let lookupFloor = sqliteLookupFloor(directory: scratch, rows: large, lookups: lookupCount * 2)
-    let commitFloor = sqliteCommitFloor(directory: scratch, commits: addCount)
-    results.add(lookupFloor)
-    results.add(commitFloor)
+/// One SecItemCopyMatching by service and a random account of `items`, returning the data, on the default store.
+func lookupOnce(items: Int, using generator: inout SystemRandomNumberGenerator) {
+    let account = "account-\(Int.random(in: 0..<items, using: &generator))"
+    var result: CFTypeRef?
+    let status = SecItemCopyMatching(lookupQuery(account: account) as CFDictionary, &result)
+    guard status == errSecSuccess, result is Data else { fatalError("lookup failed: \(status)") }
+}
 
+/// Embedded lookups at 1,000 and `large` items next to the SQLite floor, measured in alternation (10 rounds) so that
+/// the machine's drift falls on all three alike; durable adds next to the commit floor.
+func engineSection(scratch: URL, large: Int, lookupCount: Int, addCount: Int, results: Results) throws {
+    let floor = LookupFloor(directory: scratch, rows: large)
+    defer { floor.close() }
+    var stores: [(items: Int, store: KeychainStore)] = []
+    defer { for entry in stores { entry.store.close() } }
     for items in [1_000, large] {
-        let directory = scratch.appendingPathComponent("store-\(items)")
         let store = try KeychainStore.embedded(
-            directory: directory, device: .hostKey(file: scratch.appendingPathComponent("host-\(items).key")))
+            directory: scratch.appendingPathComponent("store-\(items)"),
+            device: .hostKey(file: scratch.appendingPathComponent("host-\(items).key")))
+        stores.append((items, store))
         try populate(store, count: items)
-        _ = lookups(store, items: items, count: 1000)  // warm caches and statements
-        var figure = lookups(store, items: items, count: lookupCount, name: "embedded")
+    }
+    let previousDefault = KeychainStore.default
+    defer { KeychainStore.default = previousDefault }
+    var generator = SystemRandomNumberGenerator()
+    var bodies: [(name: String, body: (Int) throws -> Void)] = [
+        ("floor: SQLite prepared PK lookup (\(large) rows)", { _ in floor.lookup() })
+    ]
+    for (items, store) in stores {
+        bodies.append(
+            ("embedded: SecItemCopyMatching return data (\(items) items)",
+                { call in
+                    if call % 500 == 0 { KeychainStore.default = store }  // once per round (rounds are multiples of 500)
+                    lookupOnce(items: items, using: &generator)
+                }))
+    }
+    // Warm caches and statements, then measure.
+    _ = try interleaved(rounds: 1, perRound: 1_000, bodies)
+    let figures = try interleaved(rounds: 10, perRound: max(500, lookupCount / 10 / 500 * 500), bodies)
+    let lookupFloor = figures[0]
+    results.add(lookupFloor)
+    for var figure in figures.dropFirst() {
         figure.floor = "the SQLite lookup floor"
         figure.fractionOfFloor = figure.opsPerSecond / lookupFloor.opsPerSecond
         results.add(figure)
-        store.close()
     }
 
+    let commitFloor = sqliteCommitFloor(directory: scratch, commits: addCount)
+    results.add(commitFloor)
     let directory = scratch.appendingPathComponent("store-adds")
     let store = try KeychainStore.embedded(
         directory: directory, device: .hostKey(file: scratch.appendingPathComponent("host-adds.key")))

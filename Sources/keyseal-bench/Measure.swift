@@ -59,6 +59,28 @@ func measure(_ name: String, count: Int, _ body: (Int) throws -> Void) rethrows 
     return figure(name, samples: samples, seconds: total)
 }
 
+/// Times several operations in alternation: `rounds` rounds, each running every body `perRound` times in turn.
+/// A drift of the machine's speed during the run (other tenants, frequency) then falls on every figure alike, so
+/// that their ratios hold even when the absolute figures move. Each figure gets all its samples and the time its
+/// own calls took.
+func interleaved(rounds: Int, perRound: Int, _ bodies: [(name: String, body: (Int) throws -> Void)]) throws -> [Figure] {
+    var samples = Array(repeating: Samples(), count: bodies.count)
+    var seconds = Array(repeating: 0.0, count: bodies.count)
+    for index in samples.indices { samples[index].values.reserveCapacity(rounds * perRound) }
+    for round in 0..<rounds {
+        for (slot, entry) in bodies.enumerated() {
+            let start = nanoseconds()
+            for call in 0..<perRound {
+                let t0 = nanoseconds()
+                try entry.body(round * perRound + call)
+                samples[slot].values.append(nanoseconds() - t0)
+            }
+            seconds[slot] += Double(nanoseconds() - start) / 1e9
+        }
+    }
+    return bodies.indices.map { figure(bodies[$0].name, samples: samples[$0], seconds: seconds[$0]) }
+}
+
 func figure(_ name: String, samples: Samples, seconds: Double) -> Figure {
     var sorted = samples
     sorted.sort()
