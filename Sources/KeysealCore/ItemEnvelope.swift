@@ -32,6 +32,16 @@ public struct IndexKey: @unchecked Sendable {
         Data(message.withUnsafeBytes { keyed.authenticate($0) })
     }
 
+    /// F(tag, value bytes) without building an intermediate array for strings and data (the same bytes as
+    /// ``AttributeValue/matchBytes``).
+    private static func appendValue(_ buffer: inout [UInt8], _ value: AttributeValue) {
+        switch value {
+        case .string(let text): appendField(&buffer, tag: valueTag(value), text.utf8)
+        case .data(let data): appendField(&buffer, tag: valueTag(value), data)
+        default: appendField(&buffer, tag: valueTag(value), value.matchBytes)
+        }
+    }
+
     private static func valueTag(_ value: AttributeValue) -> UInt8 {
         switch value {
         case .string, .data: 4
@@ -53,7 +63,7 @@ public struct IndexKey: @unchecked Sendable {
     public func attributeDigest(group: String, itemClass: ItemClass, key: String, value: AttributeValue) -> Data {
         var buffer = Self.prefix(group: group, itemClass: itemClass)
         appendField(&buffer, tag: 3, key.utf8)
-        appendField(&buffer, tag: Self.valueTag(value), value.matchBytes)
+        Self.appendValue(&buffer, value)
         return mac(buffer)
     }
 
@@ -65,7 +75,7 @@ public struct IndexKey: @unchecked Sendable {
         for key in AttributeKey.primaryKey(for: itemClass) {
             let value = attributes[key] ?? AttributeKey.defaultValue(key)
             appendField(&buffer, tag: 3, key.utf8)
-            appendField(&buffer, tag: Self.valueTag(value), value.matchBytes)
+            Self.appendValue(&buffer, value)
         }
         appendField(&buffer, tag: 3, AttributeKey.synchronizable.utf8)
         appendField(&buffer, tag: 5, [synchronizable ? 1 : 0])
@@ -171,10 +181,18 @@ public enum ItemEnvelope {
 
     /// The decrypted secret; `errSecDecode` if anything was altered.
     public static func openValue(_ sealed: SealedItem, aad: [UInt8], classKey: ClassKey) throws(KeychainError) -> Data {
-        var keyBytes = try AEAD.open(sealed.wrappedKey, key: classKey.symmetricKey, aad: wrapLabel + aad)
+        // One buffer, "keyseal/ik" ‖ header ‖ SHA-256(attributes ciphertext): the key's and the value's associated
+        // data are slices of it.
+        var buffer: [UInt8] = []
+        buffer.reserveCapacity(wrapLabel.count + aad.count + SHA256.byteCount)
+        buffer.append(contentsOf: wrapLabel)
+        buffer.append(contentsOf: aad)
+        SHA256.hash(data: sealed.attributes).withUnsafeBytes { buffer.append(contentsOf: $0) }
+        let headerEnd = wrapLabel.count + aad.count
+        var keyBytes = try AEAD.open(sealed.wrappedKey, key: classKey.symmetricKey, aad: buffer[..<headerEnd])
         let itemKey = SymmetricKey(data: keyBytes)
         keyBytes.resetBytes(in: 0..<keyBytes.count)
-        return try AEAD.open(sealed.value, key: itemKey, aad: valueAAD(aad, sealed.attributes))
+        return try AEAD.open(sealed.value, key: itemKey, aad: buffer[wrapLabel.count...])
     }
 
     static func valueAAD(_ header: [UInt8], _ attributesBox: Data) -> [UInt8] {

@@ -66,6 +66,11 @@ public enum AEAD {
 
     /// Opens a combined box; any failure is `errSecDecode`.
     public static func open(_ combined: Data, key: SymmetricKey, aad: [UInt8]) throws(KeychainError) -> Data {
+        try open(combined, key: key, aad: aad[...])
+    }
+
+    /// ``open(_:key:aad:)`` with the associated data a slice of a larger buffer.
+    public static func open(_ combined: Data, key: SymmetricKey, aad: ArraySlice<UInt8>) throws(KeychainError) -> Data {
         do {
             return try AES.GCM.open(AES.GCM.SealedBox(combined: combined), using: key, authenticating: aad)
         } catch {

@@ -31,6 +31,33 @@ struct CoreTests {
         #expect(one != otherGroup)
     }
 
+    /// Stored digests must not change between versions: both digests are HMAC-SHA256(IX, …) over the encoding of
+    /// docs/STORE-FORMAT.md, F(tag, bytes) = tag ‖ 32-bit big-endian length ‖ bytes.
+    @Test func digestsAreTheDocumentedEncoding() {
+        let key = randomBytes(32)
+        let index = IndexKey(SecretBytes(copying: Data(key)))
+        func field(_ tag: UInt8, _ bytes: [UInt8]) -> [UInt8] {
+            [tag] + withUnsafeBytes(of: UInt32(bytes.count).bigEndian) { Array($0) } + bytes
+        }
+        func hmac(_ message: [UInt8]) -> Data {
+            Data(HMAC<SHA256>.authenticationCode(for: message, using: SymmetricKey(data: key)))
+        }
+        let prefix = field(1, Array("team".utf8)) + field(2, Array("genp".utf8))
+        #expect(
+            index.attributeDigest(group: "team", itemClass: .genericPassword, key: "acct", value: .string("ann"))
+                == hmac(prefix + field(3, Array("acct".utf8)) + field(4, Array("ann".utf8))))
+        #expect(
+            index.attributeDigest(group: "team", itemClass: .genericPassword, key: "svce", value: .data(Data([0, 255])))
+                == hmac(prefix + field(3, Array("svce".utf8)) + field(4, [0, 255])))
+        let whole =
+            prefix + field(3, Array("acct".utf8)) + field(4, Array("ann".utf8)) + field(3, Array("svce".utf8))
+            + field(4, []) + field(3, Array("sync".utf8)) + field(5, [1])
+        #expect(
+            index.primaryKeyDigest(
+                group: "team", itemClass: .genericPassword, attributes: [AttributeKey.account: .string("ann")],
+                synchronizable: true) == hmac(whole))
+    }
+
     @Test func stringAndDataOfTheSameBytesHaveTheSameDigest() {
         let index = IndexKey(SecretBytes.random(count: 32))
         let text = index.attributeDigest(group: "g", itemClass: .genericPassword, key: "acct", value: .string("x"))
