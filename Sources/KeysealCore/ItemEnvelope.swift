@@ -158,17 +158,18 @@ public enum ItemEnvelope {
         let attributesBox = try AEAD.seal(
             attributes, key: classKey.metadataKey(itemID: itemID), aad: aad, nonce: random?.nonce())
         let itemKey = random?.symmetricKey() ?? SymmetricKey(size: .bits256)
+        let associated = AssociatedData(header: aad, attributesBox: attributesBox)
         let wrappedKey: Data
         do {
             let nonce = random?.nonce()
             wrappedKey = try itemKey.withUnsafeBytes { bytes in
-                try AES.GCM.seal(bytes, using: classKey.symmetricKey, nonce: nonce, authenticating: wrapLabel + aad)
+                try AES.GCM.seal(bytes, using: classKey.symmetricKey, nonce: nonce, authenticating: associated.wrappedKey)
                     .combined!
             }
         } catch {
             throw KeychainError(KeychainStatus.internalComponent, "encryption failed")
         }
-        let valueBox = try AEAD.seal(secret, key: itemKey, aad: valueAAD(aad, attributesBox), nonce: random?.nonce())
+        let valueBox = try AEAD.seal(secret, key: itemKey, aad: associated.value, nonce: random?.nonce())
         return SealedItem(attributes: attributesBox, wrappedKey: wrappedKey, value: valueBox)
     }
 
@@ -181,22 +182,33 @@ public enum ItemEnvelope {
 
     /// The decrypted secret; `errSecDecode` if anything was altered.
     public static func openValue(_ sealed: SealedItem, aad: [UInt8], classKey: ClassKey) throws(KeychainError) -> Data {
-        // One buffer, "keyseal/ik" ‖ header ‖ SHA-256(attributes ciphertext): the key's and the value's associated
-        // data are slices of it.
-        var buffer: [UInt8] = []
-        buffer.reserveCapacity(wrapLabel.count + aad.count + SHA256.byteCount)
-        buffer.append(contentsOf: wrapLabel)
-        buffer.append(contentsOf: aad)
-        SHA256.hash(data: sealed.attributes).withUnsafeBytes { buffer.append(contentsOf: $0) }
-        let headerEnd = wrapLabel.count + aad.count
-        var keyBytes = try AEAD.open(sealed.wrappedKey, key: classKey.symmetricKey, aad: buffer[..<headerEnd])
+        let associated = AssociatedData(header: aad, attributesBox: sealed.attributes)
+        var keyBytes = try AEAD.open(sealed.wrappedKey, key: classKey.symmetricKey, aad: associated.wrappedKey)
         let itemKey = SymmetricKey(data: keyBytes)
         keyBytes.resetBytes(in: 0..<keyBytes.count)
-        return try AEAD.open(sealed.value, key: itemKey, aad: buffer[wrapLabel.count...])
+        return try AEAD.open(sealed.value, key: itemKey, aad: associated.value)
     }
 
-    static func valueAAD(_ header: [UInt8], _ attributesBox: Data) -> [UInt8] {
-        header + Array(SHA256.hash(data: attributesBox))
+    /// The associated data of an item's wrapped key and of its value, built in one buffer,
+    /// "keyseal/ik" ‖ header ‖ SHA-256(attributes ciphertext), of which each is a slice.
+    struct AssociatedData {
+        private let buffer: [UInt8]
+        private let headerEnd: Int
+
+        init(header: [UInt8], attributesBox: Data) {
+            var buffer: [UInt8] = []
+            buffer.reserveCapacity(wrapLabel.count + header.count + SHA256.byteCount)
+            buffer.append(contentsOf: wrapLabel)
+            buffer.append(contentsOf: header)
+            SHA256.hash(data: attributesBox).withUnsafeBytes { buffer.append(contentsOf: $0) }
+            self.buffer = buffer
+            headerEnd = wrapLabel.count + header.count
+        }
+
+        /// "keyseal/ik" ‖ header.
+        var wrappedKey: ArraySlice<UInt8> { buffer[..<headerEnd] }
+        /// header ‖ SHA-256(attributes ciphertext).
+        var value: ArraySlice<UInt8> { buffer[wrapLabel.count...] }
     }
 }
 

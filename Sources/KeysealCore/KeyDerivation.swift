@@ -55,7 +55,7 @@ public enum KeyDerivation {
 /// AES-256-GCM in the combined form nonce ‖ ciphertext ‖ tag.
 public enum AEAD {
     public static func seal(
-        _ plaintext: some DataProtocol, key: SymmetricKey, aad: [UInt8], nonce: AES.GCM.Nonce? = nil
+        _ plaintext: some DataProtocol, key: SymmetricKey, aad: some DataProtocol, nonce: AES.GCM.Nonce? = nil
     ) throws(KeychainError) -> Data {
         do {
             return try AES.GCM.seal(plaintext, using: key, nonce: nonce, authenticating: aad).combined!

@@ -68,8 +68,7 @@ func sqliteCommitFloor(directory: URL, commits: Int) -> Figure {
     let value = [UInt8](repeating: 7, count: 200)
     let figure = measure("floor: SQLite insert + commit (synchronous=FULL)", count: commits) { index in
         check(sqlite3_exec(db, "BEGIN", nil, nil, nil), db, "begin")
-        var k = [UInt8](repeating: 0, count: 32)
-        withUnsafeBytes(of: UInt64(index).bigEndian) { for i in 0..<8 { k[i] = $0[i] } }
+        let k = LookupFloor.key(index)
         sqlite3_bind_blob(insert, 1, k, 32, csqlite_transient())
         sqlite3_bind_blob(insert, 2, value, Int32(value.count), csqlite_transient())
         check(sqlite3_step(insert), db, "insert")
@@ -107,10 +106,7 @@ func lookups(_ store: KeychainStore, items: Int, count: Int, name: String = "war
     var generator = SystemRandomNumberGenerator()
     return KeychainStore.withDefault(store) {
         measure("\(name): SecItemCopyMatching return data (\(items) items)", count: count) { _ in
-            let account = "account-\(Int.random(in: 0..<items, using: &generator))"
-            var result: CFTypeRef?
-            let status = SecItemCopyMatching(lookupQuery(account: account) as CFDictionary, &result)
-            guard status == errSecSuccess, result is Data else { fatalError("lookup failed: \(status)") }
+            lookupOnce(items: items, using: &generator)
         }
     }
 }
