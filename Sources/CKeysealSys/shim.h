@@ -4,6 +4,8 @@
 
 #include <malloc.h>
 #include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
 #include <sys/prctl.h>
 #include <sys/resource.h>
 #include <sys/socket.h>
@@ -28,5 +30,29 @@ static inline int keyseal_disable_core_files(void) {
 
 /// Returns freed heap pages of every malloc arena to the system (glibc).
 static inline int keyseal_malloc_trim(void) { return malloc_trim(0); }
+
+/// Allocation functions for the daemon's network buffers, which carry passcodes and secrets: a block is zeroed in
+/// full (its usable size) before it is freed, and growing a block moves it to a new one and zeroes the old,
+/// so no freed heap memory keeps those bytes. They abort on exhaustion, as the default allocator does.
+static inline void *keyseal_wiping_malloc(size_t size) {
+    void *block = malloc(size == 0 ? 1 : size);
+    if (block == NULL) abort();
+    return block;
+}
+
+static inline void keyseal_wiping_free(void *block) {
+    if (block == NULL) return;
+    explicit_bzero(block, malloc_usable_size(block));
+    free(block);
+}
+
+static inline void *keyseal_wiping_realloc(void *block, size_t old_size, size_t new_size) {
+    void *grown = keyseal_wiping_malloc(new_size);
+    if (block != NULL) {
+        memcpy(grown, block, old_size < new_size ? old_size : new_size);
+        keyseal_wiping_free(block);
+    }
+    return grown;
+}
 
 #endif

@@ -190,7 +190,7 @@ final class KeychainEngine {
         return nil
     }
 
-    func unlock(passcode: String) throws {
+    func unlock(passcode: SecretBytes) throws {
         guard passcodeSet else { throw KeychainError(KeychainStatus.param, "no passcode is set") }
         let keys = try verifyPasscode(passcode)
         classKeys.merge(keys) { _, new in new }
@@ -213,7 +213,7 @@ final class KeychainEngine {
 
     /// Checks a passcode through the hardware and returns the passcode classes' keys. The attempt is recorded
     /// durably before the check and cleared on success; delays are enforced before anything else.
-    private func verifyPasscode(_ passcode: String) throws -> [Accessibility: ClassKey] {
+    private func verifyPasscode(_ secret: SecretBytes) throws -> [Accessibility: ClassKey] {
         guard let record = keybag.passcode else { throw KeychainError(KeychainStatus.param, "no passcode is set") }
         let now = configuration.clock()
         let wait = remainingDelay(now: now)
@@ -232,7 +232,6 @@ final class KeychainEngine {
         keybag.lastAttemptAt = now.timeIntervalSince1970
         try store.transaction { () throws(KeychainError) in try saveKeybag() }
 
-        let secret = SecretBytes(utf8: passcode)
         let passcodeKey = try Argon2id.derive(secret, salt: record.salt, parameters: record.argon2)
         let passcodeSecret: SecretBytes
         do {
@@ -274,14 +273,14 @@ final class KeychainEngine {
 
     // MARK: - Passcode changes
 
-    func setPasscode(_ passcode: String) throws {
+    func setPasscode(_ passcode: SecretBytes) throws {
         guard !passcodeSet else {
             throw KeychainError(KeychainStatus.param, "a passcode is already set; change or remove it instead")
         }
         try rekey(newPasscode: passcode)
     }
 
-    func changePasscode(from old: String, to new: String) throws {
+    func changePasscode(from old: SecretBytes, to new: SecretBytes) throws {
         guard passcodeSet else { throw KeychainError(KeychainStatus.param, "no passcode is set") }
         let keys = try verifyPasscode(old)
         classKeys.merge(keys) { _, new in new }
@@ -289,7 +288,7 @@ final class KeychainEngine {
         try rekey(newPasscode: new)
     }
 
-    func removePasscode(_ passcode: String) throws {
+    func removePasscode(_ passcode: SecretBytes) throws {
         guard passcodeSet else { throw KeychainError(KeychainStatus.param, "no passcode is set") }
         let keys = try verifyPasscode(passcode)
         classKeys.merge(keys) { _, new in new }
@@ -299,7 +298,7 @@ final class KeychainEngine {
 
     /// Fresh class keys for the passcode classes, every item of those classes re-encrypted under new item keys,
     /// the keybag rewritten — one transaction — then the old material wiped from the file.
-    private func rekey(newPasscode: String?) throws {
+    private func rekey(newPasscode: SecretBytes?) throws {
         if let newPasscode, newPasscode.isEmpty {
             throw KeychainError(KeychainStatus.param, "the passcode must not be empty")
         }
@@ -312,7 +311,7 @@ final class KeychainEngine {
         var kek: (Accessibility) -> SecretBytes
         if let newPasscode {
             let salt = Data(randomBytes(16))
-            let passcodeKey = try Argon2id.derive(SecretBytes(utf8: newPasscode), salt: salt, parameters: configuration.argon2)
+            let passcodeKey = try Argon2id.derive(newPasscode, salt: salt, parameters: configuration.argon2)
             let passcodeSecret = SecretBytes.random(count: 32)
             newKeybag.passcode = PasscodeRecord(
                 salt: salt, argon2: configuration.argon2,

@@ -202,28 +202,41 @@ public final class KeychainStore: Sendable {
         return state ?? .locked
     }
 
-    public func setPasscode(_ passcode: String) throws {
-        try route({ try $0.setPasscode(passcode) }) { connection throws(KeychainError) in
-            try Self.expectOK(try Self.request(connection, .setPasscode(WireSecret(utf8: passcode))))
-        }
-    }
+    public func setPasscode(_ passcode: String) throws { try setPasscode(SecretBytes(utf8: passcode)) }
 
     public func changePasscode(from old: String, to new: String) throws {
+        try changePasscode(from: SecretBytes(utf8: old), to: SecretBytes(utf8: new))
+    }
+
+    public func removePasscode(_ passcode: String) throws { try removePasscode(SecretBytes(utf8: passcode)) }
+
+    public func unlock(passcode: String) throws { try unlock(passcode: SecretBytes(utf8: passcode)) }
+
+    // The same calls with the passcode already in the zeroizing type (UTF-8 bytes), as keyseald holds it: no
+    // String copy of it is made on the way.
+
+    public func setPasscode(_ passcode: SecretBytes) throws {
+        try route({ try $0.setPasscode(passcode) }) { connection throws(KeychainError) in
+            try Self.expectOK(try Self.request(connection, .setPasscode(WireSecret.copying(passcode))))
+        }
+    }
+
+    public func changePasscode(from old: SecretBytes, to new: SecretBytes) throws {
         try route({ try $0.changePasscode(from: old, to: new) }) { connection throws(KeychainError) in
             try Self.expectOK(
-                try Self.request(connection, .changePasscode(old: WireSecret(utf8: old), new: WireSecret(utf8: new))))
+                try Self.request(connection, .changePasscode(old: WireSecret.copying(old), new: WireSecret.copying(new))))
         }
     }
 
-    public func removePasscode(_ passcode: String) throws {
+    public func removePasscode(_ passcode: SecretBytes) throws {
         try route({ try $0.removePasscode(passcode) }) { connection throws(KeychainError) in
-            try Self.expectOK(try Self.request(connection, .removePasscode(WireSecret(utf8: passcode))))
+            try Self.expectOK(try Self.request(connection, .removePasscode(WireSecret.copying(passcode))))
         }
     }
 
-    public func unlock(passcode: String) throws {
+    public func unlock(passcode: SecretBytes) throws {
         try route({ try $0.unlock(passcode: passcode) }) { connection throws(KeychainError) in
-            try Self.expectOK(try Self.request(connection, .unlock(passcode: WireSecret(utf8: passcode))))
+            try Self.expectOK(try Self.request(connection, .unlock(passcode: WireSecret.copying(passcode))))
         }
     }
 
@@ -333,4 +346,9 @@ public final class KeychainStore: Sendable {
             try Self.expectOK(try Self.request(connection, .delete(WireMapping.wire(query))))
         }
     }
+}
+
+extension WireSecret {
+    /// A wire passcode holding a copy of `secret`'s bytes.
+    static func copying(_ secret: SecretBytes) -> WireSecret { secret.withUnsafeBytes { WireSecret($0) } }
 }

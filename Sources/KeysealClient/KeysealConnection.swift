@@ -202,11 +202,13 @@ public final class KeysealConnection: Sendable {
     }
 
     static func readResponse(_ fd: Int32, path: String) throws(WireError) -> WireResponse {
-        var header = [UInt8](repeating: 0, count: 4)
-        try readExactly(fd, into: &header, path: path)
-        let length = try wireFrameLength(header)
-        var payload = [UInt8](repeating: 0, count: length)
-        try readExactly(fd, into: &payload, path: path)
-        return try WireResponse.decode(payload: payload)
+        try WireResponse.readResponse { () throws(WireError) -> [UInt8] in
+            var header = [UInt8](repeating: 0, count: 4)
+            try readExactly(fd, into: &header, path: path)
+            let length = try wireFrameLength(header)
+            var payload = [UInt8](repeating: 0, count: length)
+            try readExactly(fd, into: &payload, path: path)
+            return payload
+        }
     }
 }

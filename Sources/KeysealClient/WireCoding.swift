@@ -48,6 +48,10 @@ enum ResponseKind: UInt8 {
     case importProgress = 10
     case importSkipped = 11
     case importReport = 12
+    /// A piece of a response payload too large for one frame; more pieces follow.
+    case part = 13
+    /// The last piece: the joined pieces are the response payload.
+    case lastPart = 14
 }
 
 enum ValueTag: UInt8 {
@@ -161,7 +165,7 @@ struct WireWriter {
 
     /// Zeroes the buffer (after a frame carrying a passcode was sent).
     mutating func wipe() {
-        for index in bytes.indices { bytes[index] = 0 }
+        wireWipe(&bytes)
     }
 }
 
@@ -610,6 +614,63 @@ extension WireResponse {
         return writer.finish()
     }
 
+    /// The frames that carry this response: one frame, or, when the payload is over the frame limit (many or large
+    /// records), its bytes cut into `part` frames and a closing `lastPart` frame, each within the limit. The client
+    /// joins the pieces and decodes the whole (``readResponsePayload(_:)``).
+    public func encodedFrames() -> [[UInt8]] {
+        var frame = encodedFrame()
+        guard frame.count - 4 > Wire.maxFrame else { return [frame] }
+        defer { wireWipe(&frame) }
+        let pieceSize = Wire.maxFrame - 2
+        var frames: [[UInt8]] = []
+        var offset = 4
+        while offset < frame.count {
+            let end = min(offset + pieceSize, frame.count)
+            var writer = WireWriter(capacity: end - offset + 6)
+            writer.u8(end == frame.count ? ResponseKind.lastPart.rawValue : ResponseKind.part.rawValue)
+            writer.bytes.append(contentsOf: frame[offset..<end])
+            frames.append(writer.finish())
+            offset = end
+        }
+        return frames
+    }
+
+    /// Reads one response payload with `readPayload` (which reads one frame's payload), joining the pieces of a
+    /// response sent in parts. Every buffer that held response bytes is zeroed before it is released.
+    public static func readResponse(_ readPayload: () throws(WireError) -> [UInt8]) throws(WireError) -> WireResponse {
+        var payload = try readPayload()
+        defer { wireWipe(&payload) }
+        guard payload.count >= 2, payload[0] == Wire.version,
+            payload[1] == ResponseKind.part.rawValue || payload[1] == ResponseKind.lastPart.rawValue
+        else { return try decode(payload: payload) }
+        var joined: [UInt8] = []
+        defer { wireWipe(&joined) }
+        while true {
+            guard payload.count >= 2, payload[0] == Wire.version,
+                payload[1] == ResponseKind.part.rawValue || payload[1] == ResponseKind.lastPart.rawValue
+            else { throw WireReader.malformed("a response sent in parts was interrupted by another response") }
+            guard joined.count + payload.count - 2 <= Wire.maxResponse else {
+                throw WireError(
+                    status: WireStatusCode.dataTooLarge,
+                    message: "the response is over \(Wire.maxResponse) bytes")
+            }
+            if joined.capacity < joined.count + payload.count {
+                // Grow by hand so that no reallocation leaves a copy of response bytes behind unzeroed.
+                var larger: [UInt8] = []
+                larger.reserveCapacity(max(2 * joined.capacity, joined.count + payload.count))
+                larger.append(contentsOf: joined)
+                wireWipe(&joined)
+                joined = larger
+            }
+            joined.append(contentsOf: payload[2...])
+            let last = payload[1] == ResponseKind.lastPart.rawValue
+            wireWipe(&payload)
+            if last { break }
+            payload = try readPayload()
+        }
+        return try decode(payload: joined)
+    }
+
     func encode(into writer: inout WireWriter) {
         switch self {
         case .ok: writer.u8(ResponseKind.ok.rawValue)
@@ -692,6 +753,7 @@ extension WireResponse {
         let response: WireResponse
         switch kind {
         case .ok: response = .ok
+        case .part, .lastPart: throw WireReader.malformed("a piece of a response where a whole one was expected")
         case .failure:
             let status = Int32(bitPattern: try reader.u32())
             let message = try reader.string()

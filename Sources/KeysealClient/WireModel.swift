@@ -16,6 +16,9 @@ public enum Wire {
     public static let valueLimit = 1 << 20
     /// The largest payload either side accepts: 2 MiB plus headroom for attributes.
     public static let maxFrame = (2 << 20) + (64 << 10)
+    /// The largest response the client joins from parts (a copy-matching over many or large items); beyond it the
+    /// request fails with errSecDataTooLarge instead of exhausting memory.
+    public static let maxResponse = 1 << 30
     /// The largest piece of a backup file one frame carries.
     public static let backupChunk = 1 << 20
     /// The default socket path: `$KEYSEAL_SOCKET`, else `$XDG_RUNTIME_DIR/keyseal/keyseal.sock`, else
@@ -25,6 +28,22 @@ public enum Wire {
         if let runtime = environment["XDG_RUNTIME_DIR"], !runtime.isEmpty { return runtime + "/keyseal/keyseal.sock" }
         return "/run/keyseal/keyseal.sock"
     }
+}
+
+/// Overwrites `buffer` with zeros in a way the optimizer does not remove (a plain loop before a release may be
+/// dropped as a dead store).
+public func wireWipe(_ buffer: UnsafeMutableRawBufferPointer) {
+    guard let base = buffer.baseAddress, buffer.count > 0 else { return }
+    #if canImport(Glibc) || canImport(Musl)
+    explicit_bzero(base, buffer.count)
+    #else
+    memset_s(base, buffer.count, 0, buffer.count)
+    #endif
+}
+
+/// Zeroes a byte array in place (its whole allocation's used part) before it is released.
+public func wireWipe(_ bytes: inout [UInt8]) {
+    bytes.withUnsafeMutableBytes { wireWipe($0) }
 }
 
 /// OSStatus values the client produces itself (the same numbers as `KeychainStatus`).
@@ -66,13 +85,13 @@ public final class WireSecret: @unchecked Sendable, CustomStringConvertible, Cus
         count = bytes.count
     }
 
-    public convenience init(utf8 text: String) { self.init(Array(text.utf8)) }
+    public convenience init(utf8 text: String) { self.init(text.utf8) }
 
     public let count: Int
 
     deinit {
         // Wiped before release; the buffer is immutable after init, hence @unchecked Sendable.
-        for index in 0..<storage.count { storage[index] = 0 }
+        wireWipe(storage)
         storage.deallocate()
     }
 

@@ -167,19 +167,19 @@ public final class KeychainService: Sendable {
             return .message(message)
         case .unlock(let passcode):
             defer { broadcaster.publish(store.lockState) }
-            try store.unlock(passcode: try Self.text(passcode))
+            try store.unlock(passcode: try Self.passcode(passcode))
             return .ok
         case .setPasscode(let passcode):
             defer { broadcaster.publish(store.lockState) }
-            try store.setPasscode(try Self.text(passcode))
+            try store.setPasscode(try Self.passcode(passcode))
             return .ok
         case .changePasscode(let old, let new):
             defer { broadcaster.publish(store.lockState) }
-            try store.changePasscode(from: try Self.text(old), to: try Self.text(new))
+            try store.changePasscode(from: try Self.passcode(old), to: try Self.passcode(new))
             return .ok
         case .removePasscode(let passcode):
             defer { broadcaster.publish(store.lockState) }
-            try store.removePasscode(try Self.text(passcode))
+            try store.removePasscode(try Self.passcode(passcode))
             return .ok
         case .getSettings: return .settings(WireSettings(autoLockSeconds: autoLock.withLock { $0 }))
         case .setSettings(let settings):
@@ -325,11 +325,21 @@ public final class KeychainService: Sendable {
         return frames
     }
 
-    private static func text(_ secret: WireSecret) throws -> String {
-        guard let text = secret.utf8String else {
-            throw KeychainError(KeychainStatus.param, "the passcode is not valid UTF-8")
+    /// The passcode's bytes in the zeroizing type, checked to be UTF-8 without making a String of them.
+    private static func passcode(_ secret: WireSecret) throws -> SecretBytes {
+        let valid = secret.withUnsafeBytes { raw in
+            var bytes = raw.makeIterator()
+            var decoder = UTF8()
+            while true {
+                switch decoder.decode(&bytes) {
+                case .scalarValue: continue
+                case .emptyInput: return true
+                case .error: return false
+                }
+            }
         }
-        return text
+        guard valid else { throw KeychainError(KeychainStatus.param, "the passcode is not valid UTF-8") }
+        return secret.withUnsafeBytes { SecretBytes(copying: $0) }
     }
 
     /// Locks if the store has been idle for the auto-lock timeout. Returns whether it locked.

@@ -180,8 +180,10 @@ public final class SocketServer: Service {
             frameTimeout.components.seconds * 1_000_000_000 + frameTimeout.components.attoseconds / 1_000_000_000)
         let server = try await ServerBootstrap(group: group)
             .serverChannelOption(.backlog, value: 256)
+            .childChannelOption(.allocator, value: WipingAllocator.allocator)
             .bind(unixDomainSocketPath: socket.path) { [self] channel in
                 channel.eventLoop.makeCompletedFuture {
+                    try channel.pipeline.syncOperations.addHandler(ReceiveScrubber())
                     try channel.pipeline.syncOperations.addHandler(ByteToMessageHandler(FrameDecoder(timeout: timeout)))
                     try channel.pipeline.syncOperations.addHandler(ConnectionHandler(server: self))
                     return channel
@@ -302,7 +304,8 @@ final class ConnectionHandler: ChannelInboundHandler {
         guard !closing else { return }
         closing = true
         server.logger.info("closing a connection", metadata: ["peer": "\(peer.map { "\($0)" } ?? "?")", "error": "\(error)"])
-        let frame = ByteBuffer(bytes: WireResponse.failure(error).encodedFrame())
+        var bytes = WireResponse.failure(error).encodedFrame()
+        let frame = WipingAllocator.buffer(consuming: &bytes)
         context.writeAndFlush(wrapOutboundOut(frame)).assumeIsolated().whenComplete { _ in context.close(promise: nil) }
     }
 
@@ -374,11 +377,13 @@ final class ConnectionHandler: ChannelInboundHandler {
                 for await response in service.exportBackup(
                     passphrase: passphrase, availableOnly: availableOnly, caller: caller, peer: peer)
                 {
-                    try? await channel.writeAndFlush(ByteBuffer(bytes: response.encodedFrame()))
+                    var bytes = response.encodedFrame()
+                    try? await channel.writeAndFlush(WipingAllocator.buffer(consuming: &bytes))
                 }
             } else {
                 for response in await service.handleImport(request, session: session, caller: caller, peer: peer) {
-                    try? await channel.writeAndFlush(ByteBuffer(bytes: response.encodedFrame()))
+                    var bytes = response.encodedFrame()
+                    try? await channel.writeAndFlush(WipingAllocator.buffer(consuming: &bytes))
                 }
             }
             done.succeed()
@@ -395,8 +400,12 @@ final class ConnectionHandler: ChannelInboundHandler {
         }
     }
 
+    /// Writes the response: one frame, or several for a response over the frame limit (many or large records).
     private func reply(_ response: WireResponse, context: ChannelHandlerContext) {
-        context.writeAndFlush(wrapOutboundOut(ByteBuffer(bytes: response.encodedFrame())), promise: nil)
+        for var frame in response.encodedFrames() {
+            context.write(wrapOutboundOut(WipingAllocator.buffer(consuming: &frame)), promise: nil)
+        }
+        context.flush()
         guard let id else { return }
         if !server.registry.end(id) {
             // Shutting down: this connection closes after its reply.

@@ -108,6 +108,52 @@ struct WireCodingTests {
         }
     }
 
+    /// Reads the frames one after another as the client reads them from its socket.
+    static func join(_ frames: [[UInt8]]) throws(WireError) -> WireResponse {
+        var remaining = frames[...]
+        return try WireResponse.readResponse { () throws(WireError) -> [UInt8] in
+            guard let frame = remaining.popFirst() else {
+                throw WireError(status: WireStatusCode.io, message: "no more frames")
+            }
+            #expect(try wireFrameLength(frame.prefix(4)) == frame.count - 4)
+            return Self.payload(frame)
+        }
+    }
+
+    @Test("a response over the frame limit goes in parts within the limit and joins to the same response")
+    func responseInParts() throws {
+        // Three values at the limit, with attributes: about 3 MiB, over the 2 MiB frame limit.
+        let records = (0..<3).map { index in
+            WireRecord(
+                itemClass: "genp", attributes: Self.attributes.merging(["acct": .string("item-\(index)")]) { $1 },
+                data: Data((0..<Wire.valueLimit).map { UInt8(truncatingIfNeeded: $0 &* 7 &+ index) }))
+        }
+        let response = WireResponse.records(records)
+        let frames = response.encodedFrames()
+        #expect(frames.count == 2)
+        for frame in frames { #expect(frame.count - 4 <= Wire.maxFrame) }
+        #expect(try Self.join(frames) == response)
+        // A response within the limit is one ordinary frame.
+        #expect(WireResponse.records(Array(records.prefix(1))).encodedFrames() == [WireResponse.records(Array(records.prefix(1))).encodedFrame()])
+    }
+
+    @Test("parts cut short, or interrupted by another response, are a decode error")
+    func brokenParts() throws {
+        let big = WireResponse.records(
+            (0..<3).map { WireRecord(itemClass: "genp", attributes: [:], data: Data(count: Wire.valueLimit - $0)) })
+        let frames = big.encodedFrames()
+        #expect(frames.count > 1)
+        #expect(throws: WireError.self) { try Self.join(Array(frames.dropLast())) }
+        do {
+            _ = try Self.join(Array(frames.dropLast()) + [WireResponse.ok.encodedFrame()])
+            Issue.record("an interrupted response decoded")
+        } catch {
+            #expect(error.status == WireStatusCode.decode)
+        }
+        // A piece where a whole response is expected (the decoder alone) is refused too.
+        #expect(throws: WireError.self) { try WireResponse.decode(payload: Self.payload(frames[0])) }
+    }
+
     @Test("a value over the limit is refused with errSecDataTooLarge before encoding")
     func valueLimit() throws {
         let big = WireNewItem(itemClass: "genp", data: Data(count: Wire.valueLimit + 1))

@@ -67,6 +67,39 @@ struct DaemonSemanticsTests {
         #expect(status.autoLockSeconds == 300)
     }
 
+    @Test("results over the frame limit arrive whole through the daemon, as embedded")
+    func resultsOverTheFrameLimit() throws {
+        let daemon = try DaemonFixture()
+        defer { daemon.remove() }
+        let store = try daemon.client()
+        // Three values at the limit: about 3 MiB of results, over the 2 MiB frame.
+        let values = (0..<3).map { index in Data((0..<(1 << 20)).map { UInt8(truncatingIfNeeded: $0 &* 13 &+ index) }) }
+        for (index, value) in values.enumerated() {
+            _ = try store.add(NewItem(
+                itemClass: .genericPassword,
+                attributes: [AttributeKey.service: .string("big"), AttributeKey.account: .string("item-\(index)")],
+                data: value))
+        }
+        var query = ItemQuery(
+            itemClass: .genericPassword, attributes: [AttributeKey.service: .string("big")], returns: [.data, .attributes])
+        query.limit = .all
+        let found = try store.copyMatching(query)
+        #expect(found.count == 3)
+        for (index, value) in values.enumerated() {
+            #expect(found.first { $0.string(AttributeKey.account) == "item-\(index)" }?.data == value)
+        }
+        // One item larger than a frame: a value at the limit and a label of 1.5 MiB set by a second update.
+        let label = String(repeating: "l", count: 3 << 19)
+        try store.update(
+            .password(service: "big", account: "item-0"),
+            with: ItemChanges(attributes: [AttributeKey.label: .string(label)]))
+        let one = try store.copyMatching(.password(service: "big", account: "item-0", returns: [.data, .attributes]))
+        #expect(one.first?.data == values[0])
+        #expect(one.first?.string(AttributeKey.label) == label)
+        // The connection is still in step: the next request gets its own answer.
+        #expect(try store.copyMatching(.password(service: "big", account: "item-2", returns: .data)).first?.data == values[2])
+    }
+
     @Test("a value over the limit is refused by the client before sending")
     func refusedBeforeSending() throws {
         let store = try KeychainStore.daemon(socket: "/nonexistent-keyseal/keyseal.sock")
