@@ -73,6 +73,7 @@ public struct RowFilter: Sendable {
 enum BindValue {
     case text(String)
     case blob(Data)
+    case integer(Int64)
 }
 
 /// The SQLite store of a keychain: schema, migrations, keybag and item rows. Not thread-safe.
@@ -82,6 +83,10 @@ public final class ItemStore {
 
     public let database: Database
     public let path: String
+    /// Row ids by primary-key digest (see ``RowIDHints``), loaded at open and kept up to date by this store's writes.
+    var hints = RowIDHints()
+    /// Rows read through a hint (for tests: the hinted path is taken).
+    public private(set) var hintedReads = 0
 
     static let digestColumns = AttributeKey.digested.map { "d_" + $0 }
     static let rowColumns =
@@ -107,6 +112,7 @@ public final class ItemStore {
             try database.execute("PRAGMA secure_delete=ON")
             try database.execute("PRAGMA busy_timeout=0")
             try migrate()
+            try loadHints()
         } catch let error as KeychainError {
             database.close()
             throw error
@@ -242,8 +248,9 @@ public final class ItemStore {
                 }
             }
         }
-        let sql = { () -> String in
+        let sql = { (hinted: Bool) -> String in
             var sql = "SELECT \(Self.rowColumns) FROM items i LEFT JOIN ledger l ON l.id = i.id WHERE "
+            if hinted { sql += "i.id = ? AND " }
             sql += byDigest ? "1" : "i.class = ?"
             if filter.accessibility != nil { sql += " AND i.pdmn = ?" }
             if filter.itemID != nil { sql += " AND i.item_id = ?" }
@@ -261,13 +268,44 @@ public final class ItemStore {
             if let groups = filter.groups, groups.count == 1, groups[0].primaryKeyDigest != nil { return sql }
             return sql + " ORDER BY i.id"
         }
+        // One primary-key digest: read the hinted row by id first; without a hint, or when the hinted row does not
+        // match (the hint is stale), through the index, and remember where the row was.
+        guard let groups = filter.groups, groups.count == 1, let digest = groups[0].primaryKeyDigest else {
+            try runRows(key: "rows:" + shape, sql: { sql(false) }, values: values, body)
+            return
+        }
+        if let hinted = hints.rowID(for: digest) {
+            var found = false
+            try runRows(key: "rows:h" + shape, sql: { sql(true) }, values: [.integer(hinted)] + values) { row throws(KeychainError) in
+                found = true
+                return try body(row)
+            }
+            if found {
+                hintedReads += 1
+                return
+            }
+        }
+        var foundID: Int64?
+        try runRows(key: "rows:" + shape, sql: { sql(false) }, values: values) { row throws(KeychainError) in
+            foundID = row.id
+            return try body(row)
+        }
+        if let foundID { hints.set(digest, rowID: foundID) }
+    }
+
+    /// Runs the cached statement `key` (built by `sql` the first time) with `values` and calls `body` per row until
+    /// it returns false.
+    private func runRows(
+        key: String, sql: () -> String, values: [BindValue], _ body: (ItemRow) throws(KeychainError) -> Bool
+    ) throws(KeychainError) {
         do {
-            let statement = try database.statement(key: "rows:" + shape, sql: sql)
+            let statement = try database.statement(key: key, sql: sql)
             defer { statement.reset() }
             for (index, value) in values.enumerated() {
                 switch value {
                 case .text(let text): try statement.bind(Int32(index + 1), text)
                 case .blob(let blob): try statement.bind(Int32(index + 1), blob)
+                case .integer(let integer): try statement.bind(Int32(index + 1), integer)
                 }
             }
             while try statement.step() {
@@ -279,6 +317,19 @@ public final class ItemStore {
             throw error
         } catch {
             throw KeychainError(KeychainStatus.io, "\(error)")
+        }
+    }
+
+    /// Reads every row's primary-key digest and id into the hints (a scan of the primary-key index alone).
+    func loadHints() throws {
+        let statement = try database.statement("SELECT count(*) FROM items")
+        let rows = try statement.step() ? Int(statement.int64(0)) : 0
+        statement.reset()
+        hints = RowIDHints(expected: rows)
+        let scan = try database.statement("SELECT id, pk FROM items")
+        defer { scan.reset() }
+        while try scan.step() {
+            if let digest = scan.blob(1) { hints.set(digest, rowID: scan.int64(0)) }
         }
     }
 
@@ -343,6 +394,7 @@ public final class ItemStore {
             try statement.run()
             let id = sqlite3LastInsertRowID()
             try writeLedger(id: id, generation: row.generation)
+            hints.set(row.primaryKeyDigest, rowID: id)
             return id
         } catch {
             throw error.keychainError
@@ -362,6 +414,7 @@ public final class ItemStore {
             try statement.bind(Int32(columns.count + 1), row.id)
             try statement.run()
             try writeLedger(id: row.id, generation: row.generation)
+            hints.set(row.primaryKeyDigest, rowID: row.id)
         } catch {
             throw error.keychainError
         }
@@ -375,6 +428,7 @@ public final class ItemStore {
             let ledger = try database.statement("DELETE FROM ledger WHERE id = ?1")
             try ledger.bind(1, row.id)
             try ledger.run()
+            hints.remove(row.primaryKeyDigest, rowID: row.id)
         } catch {
             throw error.keychainError
         }
