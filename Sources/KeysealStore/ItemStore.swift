@@ -270,10 +270,28 @@ public final class ItemStore {
         }
         // One primary-key digest: read the hinted row by id first; without a hint, or when the hinted row does not
         // match (the hint is stale), through the index, and remember where the row was.
-        guard let groups = filter.groups, groups.count == 1, let digest = groups[0].primaryKeyDigest else {
+        guard let groups = filter.groups, groups.allSatisfy({ $0.primaryKeyDigest != nil }) else {
             try runRows(key: "rows:" + shape, sql: { sql(false) }, values: values, body)
             return
         }
+        if groups.count > 1 {
+            // A primary key in each of several groups: each finds at most one row, so the union of the one-group
+            // lookups, in id order, is what the OR of the terms returns.
+            var found: [ItemRow] = []
+            for term in groups {
+                var single = filter
+                single.groups = [term]
+                try forEachRow(single) { found.append($0); return true }
+            }
+            found.sort { $0.id < $1.id }
+            var previous: Int64?
+            for row in found where row.id != previous {
+                previous = row.id
+                if try !body(row) { break }
+            }
+            return
+        }
+        let digest = groups[0].primaryKeyDigest!
         if let hinted = hints.rowID(for: digest) {
             var found = false
             try runRows(key: "rows:h" + shape, sql: { sql(true) }, values: [.integer(hinted)] + values) { row throws(KeychainError) in

@@ -90,6 +90,27 @@ struct RowHintTests {
         try store.rows(RowFilter(itemClass: "genp", groups: [.init(group: "default", primaryKeyDigest: pk)])).map(\.id)
     }
 
+    @Test func primaryKeysInSeveralGroupsFindEachGroupsRowInIDOrder() throws {
+        let directory = try TemporaryDirectory()
+        defer { directory.remove() }
+        let store = try ItemStore(directory: directory.url)
+        defer { store.close() }
+        var ids: [String: Int64] = [:]
+        for (seed, group) in ["b", "a", "c"].enumerated() {
+            var row = Self.row(seed, pk: Self.digest(200 + seed))
+            row.accessGroup = group
+            ids[group] = try store.insert(row)
+        }
+        let terms = ["c", "a", "missing"].map { group in
+            RowFilter.GroupTerm(group: group, primaryKeyDigest: Self.digest(group == "c" ? 202 : group == "a" ? 201 : 299))
+        }
+        let filter = RowFilter(itemClass: "genp", groups: terms)
+        #expect(try store.rows(filter).map(\.id) == [ids["a"]!, ids["c"]!].sorted())
+        var first: [Int64] = []
+        try store.forEachRow(filter) { first.append($0.id); return false }
+        #expect(first == [min(ids["a"]!, ids["c"]!)])
+    }
+
     @Test func lookupsByPrimaryKeyUseTheHintAndFindTheSameRowsWhenItIsStale() throws {
         let directory = try TemporaryDirectory()
         defer { directory.remove() }
