@@ -212,29 +212,30 @@ public final class KeychainStore: Sendable {
 
     public func unlock(passcode: String) throws { try unlock(passcode: SecretBytes(utf8: passcode)) }
 
-    // The same calls with the passcode already in the zeroizing type (UTF-8 bytes), as keyseald holds it: no
-    // String copy of it is made on the way.
+    // The same calls with the passcode already in the zeroizing type, as keyseald holds it (checked as UTF-8
+    // there): no String copy of it is made on the way. Package-internal, so that the public API takes passcodes
+    // as text only, as it always has.
 
-    public func setPasscode(_ passcode: SecretBytes) throws {
+    package func setPasscode(_ passcode: SecretBytes) throws {
         try route({ try $0.setPasscode(passcode) }) { connection throws(KeychainError) in
             try Self.expectOK(try Self.request(connection, .setPasscode(WireSecret.copying(passcode))))
         }
     }
 
-    public func changePasscode(from old: SecretBytes, to new: SecretBytes) throws {
+    package func changePasscode(from old: SecretBytes, to new: SecretBytes) throws {
         try route({ try $0.changePasscode(from: old, to: new) }) { connection throws(KeychainError) in
             try Self.expectOK(
                 try Self.request(connection, .changePasscode(old: WireSecret.copying(old), new: WireSecret.copying(new))))
         }
     }
 
-    public func removePasscode(_ passcode: SecretBytes) throws {
+    package func removePasscode(_ passcode: SecretBytes) throws {
         try route({ try $0.removePasscode(passcode) }) { connection throws(KeychainError) in
             try Self.expectOK(try Self.request(connection, .removePasscode(WireSecret.copying(passcode))))
         }
     }
 
-    public func unlock(passcode: SecretBytes) throws {
+    package func unlock(passcode: SecretBytes) throws {
         try route({ try $0.unlock(passcode: passcode) }) { connection throws(KeychainError) in
             try Self.expectOK(try Self.request(connection, .unlock(passcode: WireSecret.copying(passcode))))
         }

@@ -607,16 +607,35 @@ extension WireReader {
 // MARK: - Responses
 
 extension WireResponse {
-    /// The whole frame, length prefix included.
+    /// The whole frame, length prefix included. Records are written into a buffer sized for them up front, so
+    /// that no outgrown copy of their values is left behind in freed memory.
     public func encodedFrame() -> [UInt8] {
-        var writer = WireWriter()
+        var writer = WireWriter(capacity: sizeBound)
         encode(into: &writer)
         return writer.finish()
     }
 
+    /// At least the frame's size for records (their values can be large); a small default otherwise.
+    var sizeBound: Int {
+        guard case .records(let records) = self else { return 256 }
+        var bound = 16
+        for record in records {
+            bound += 16 + record.itemClass.utf8.count + (record.data?.count ?? 0) + (record.persistentRef?.count ?? 0)
+            for (key, value) in record.attributes {
+                bound += 16 + key.utf8.count
+                switch value {
+                case .string(let text): bound += text.utf8.count
+                case .data(let data): bound += data.count
+                case .bool, .int, .date: break
+                }
+            }
+        }
+        return bound
+    }
+
     /// The frames that carry this response: one frame, or, when the payload is over the frame limit (many or large
     /// records), its bytes cut into `part` frames and a closing `lastPart` frame, each within the limit. The client
-    /// joins the pieces and decodes the whole (``readResponsePayload(_:)``).
+    /// joins the pieces and decodes the whole (``readResponse(limit:_:)``).
     public func encodedFrames() -> [[UInt8]] {
         var frame = encodedFrame()
         guard frame.count - 4 > Wire.maxFrame else { return [frame] }
@@ -637,7 +656,9 @@ extension WireResponse {
 
     /// Reads one response payload with `readPayload` (which reads one frame's payload), joining the pieces of a
     /// response sent in parts. Every buffer that held response bytes is zeroed before it is released.
-    public static func readResponse(_ readPayload: () throws(WireError) -> [UInt8]) throws(WireError) -> WireResponse {
+    public static func readResponse(
+        limit: Int = Wire.maxResponse, _ readPayload: () throws(WireError) -> [UInt8]
+    ) throws(WireError) -> WireResponse {
         var payload = try readPayload()
         defer { wireWipe(&payload) }
         guard payload.count >= 2, payload[0] == Wire.version,
@@ -649,10 +670,8 @@ extension WireResponse {
             guard payload.count >= 2, payload[0] == Wire.version,
                 payload[1] == ResponseKind.part.rawValue || payload[1] == ResponseKind.lastPart.rawValue
             else { throw WireReader.malformed("a response sent in parts was interrupted by another response") }
-            guard joined.count + payload.count - 2 <= Wire.maxResponse else {
-                throw WireError(
-                    status: WireStatusCode.dataTooLarge,
-                    message: "the response is over \(Wire.maxResponse) bytes")
+            guard joined.count + payload.count - 2 <= limit else {
+                throw WireError(status: WireStatusCode.dataTooLarge, message: "the response is over \(limit) bytes")
             }
             if joined.capacity < joined.count + payload.count {
                 // Grow by hand so that no reallocation leaves a copy of response bytes behind unzeroed.

@@ -402,8 +402,20 @@ final class ConnectionHandler: ChannelInboundHandler {
 
     /// Writes the response: one frame, or several for a response over the frame limit (many or large records).
     private func reply(_ response: WireResponse, context: ChannelHandlerContext) {
-        for var frame in response.encodedFrames() {
-            context.write(wrapOutboundOut(WipingAllocator.buffer(consuming: &frame)), promise: nil)
+        var frames = response.encodedFrames()
+        // A response in parts is joined from each part's payload after its version and kind bytes.
+        if frames.count > 1 && frames.reduce(0, { $0 + $1.count - 6 }) > Wire.maxResponse {
+            // More than a client joins: say so instead of sending what it would refuse.
+            for index in frames.indices { wireWipe(&frames[index]) }
+            frames = WireResponse.failure(
+                WireError(
+                    status: KeychainStatus.dataTooLarge,
+                    message: "the result is over \(Wire.maxResponse) bytes; ask for fewer items or no data")
+            ).encodedFrames()
+        }
+        // Each frame is consumed in place (its array is referenced once), so wiping it reaches its bytes.
+        for index in frames.indices {
+            context.write(wrapOutboundOut(WipingAllocator.buffer(consuming: &frames[index])), promise: nil)
         }
         context.flush()
         guard let id else { return }

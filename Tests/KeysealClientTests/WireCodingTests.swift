@@ -137,6 +137,35 @@ struct WireCodingTests {
         #expect(WireResponse.records(Array(records.prefix(1))).encodedFrames() == [WireResponse.records(Array(records.prefix(1))).encodedFrame()])
     }
 
+    @Test("a payload of exactly the frame limit is one frame; one byte more goes in parts")
+    func partsBoundary() throws {
+        let overhead = WireResponse.records([WireRecord(itemClass: "genp", attributes: [:], data: Data())]).encodedFrame().count - 4
+        let exact = WireResponse.records([WireRecord(itemClass: "genp", attributes: [:], data: Data(count: Wire.maxFrame - overhead))])
+        #expect(exact.encodedFrame().count - 4 == Wire.maxFrame)
+        #expect(exact.encodedFrames().count == 1)
+        let over = WireResponse.records([WireRecord(itemClass: "genp", attributes: [:], data: Data(count: Wire.maxFrame - overhead + 1))])
+        let frames = over.encodedFrames()
+        #expect(frames.count == 2)
+        #expect(frames.map { $0.count - 4 } == [Wire.maxFrame, 5])  // version and kind, then 3 bytes left
+        #expect(try Self.join(frames) == over)
+    }
+
+    @Test("a response in parts over the client's limit is errSecDataTooLarge")
+    func partsLimit() throws {
+        let frames = WireResponse.records(
+            (0..<3).map { WireRecord(itemClass: "genp", attributes: [:], data: Data(count: Wire.valueLimit + $0)) }
+        ).encodedFrames()
+        var remaining = frames[...]
+        do {
+            _ = try WireResponse.readResponse(limit: Wire.maxFrame) { () throws(WireError) -> [UInt8] in
+                Self.payload(remaining.popFirst() ?? [])
+            }
+            Issue.record("a response over the limit was joined")
+        } catch {
+            #expect(error.status == WireStatusCode.dataTooLarge)
+        }
+    }
+
     @Test("parts cut short, or interrupted by another response, are a decode error")
     func brokenParts() throws {
         let big = WireResponse.records(

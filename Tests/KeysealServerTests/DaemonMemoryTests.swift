@@ -65,9 +65,10 @@ struct DaemonMemoryTests {
         #expect(status { try store.unlock(passcode: first + "-wrong") } == KeychainStatus.authFailed)
         try store.unlock(passcode: first)
         try store.changePasscode(from: first, to: second)
-        try store.lock()
-        try store.unlock(passcode: second)
         #expect(try store.copyMatching(.password(account: "probe", returns: .data)).first?.data == Data("secret".utf8))
+        try store.lock()
+        // Last on the connection, so that no later request overwrites what it left in the receive buffer.
+        try store.unlock(passcode: second)
 
         let pid = try #require(daemon.process?.processIdentifier)
         for passcode in [first, first + "-wrong", second] {

@@ -106,9 +106,34 @@ struct RowHintTests {
         }
         let filter = RowFilter(itemClass: "genp", groups: terms)
         #expect(try store.rows(filter).map(\.id) == [ids["a"]!, ids["c"]!].sorted())
+        #expect(store.hintedReads == 2)  // both present groups read through their hints
         var first: [Int64] = []
         try store.forEachRow(filter) { first.append($0.id); return false }
         #expect(first == [min(ids["a"]!, ids["c"]!)])
+    }
+
+    @Test func aHintedReadStillAppliesTheAccessibilityItemIDAndDigestConditions() throws {
+        let directory = try TemporaryDirectory()
+        defer { directory.remove() }
+        let store = try ItemStore(directory: directory.url)
+        defer { store.close() }
+        var row = Self.row(1, pk: Self.digest(300))
+        let account = Data(repeating: 0xA1, count: 32)
+        row.digests[AttributeKey.digested.firstIndex(of: AttributeKey.account)!] = account
+        let id = try store.insert(row)
+        func find(accessibility: String? = nil, itemID: [UInt8]? = nil, accountDigest: Data? = nil) throws -> [Int64] {
+            let term = RowFilter.GroupTerm(
+                group: "default", primaryKeyDigest: Self.digest(300),
+                digests: accountDigest.map { [(AttributeKey.account, $0)] } ?? [])
+            return try store.rows(
+                RowFilter(itemClass: "genp", groups: [term], accessibility: accessibility, itemID: itemID)).map(\.id)
+        }
+        #expect(try find(accessibility: "ak", itemID: row.itemID, accountDigest: account) == [id])
+        #expect(store.hintedReads == 1)
+        #expect(try find(accessibility: "ck") == [])
+        #expect(try find(itemID: Array(repeating: 0, count: 16)) == [])
+        #expect(try find(accountDigest: Data(repeating: 0xA2, count: 32)) == [])
+        #expect(try find() == [id])
     }
 
     @Test func lookupsByPrimaryKeyUseTheHintAndFindTheSameRowsWhenItIsStale() throws {
@@ -148,6 +173,11 @@ struct RowHintTests {
             }
         }
         #expect(try Self.find(store, ghost) == [])
+        // The rolled-back id is given again to the next row: the ghost's hint now names another item's row.
+        let reused = try store.insert(Self.row(4, pk: Self.digest(103)))
+        #expect(store.hints.rowID(for: ghost) == reused)
+        #expect(try Self.find(store, ghost) == [])
+        #expect(try Self.find(store, Self.digest(103)) == [reused])
 
         // Reopened, the hints come from the file.
         store.close()
