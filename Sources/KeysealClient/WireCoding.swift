@@ -661,15 +661,13 @@ extension WireResponse {
     ) throws(WireError) -> WireResponse {
         var payload = try readPayload()
         defer { wireWipe(&payload) }
-        guard payload.count >= 2, payload[0] == Wire.version,
-            payload[1] == ResponseKind.part.rawValue || payload[1] == ResponseKind.lastPart.rawValue
-        else { return try decode(payload: payload) }
+        guard isPiece(payload) else { return try decode(payload: payload) }
         var joined: [UInt8] = []
         defer { wireWipe(&joined) }
         while true {
-            guard payload.count >= 2, payload[0] == Wire.version,
-                payload[1] == ResponseKind.part.rawValue || payload[1] == ResponseKind.lastPart.rawValue
-            else { throw WireReader.malformed("a response sent in parts was interrupted by another response") }
+            guard isPiece(payload) else {
+                throw WireReader.malformed("a response sent in parts was interrupted by another response")
+            }
             guard joined.count + payload.count - 2 <= limit else {
                 throw WireError(status: WireStatusCode.dataTooLarge, message: "the response is over \(limit) bytes")
             }
@@ -688,6 +686,12 @@ extension WireResponse {
             payload = try readPayload()
         }
         return try decode(payload: joined)
+    }
+
+    /// Whether a payload is a piece of a response sent in parts.
+    static func isPiece(_ payload: [UInt8]) -> Bool {
+        payload.count >= 2 && payload[0] == Wire.version
+            && (payload[1] == ResponseKind.part.rawValue || payload[1] == ResponseKind.lastPart.rawValue)
     }
 
     func encode(into writer: inout WireWriter) {

@@ -99,6 +99,21 @@ public final class WireSecret: @unchecked Sendable, CustomStringConvertible, Cus
         try body(UnsafeRawBufferPointer(rebasing: storage[0..<count]))
     }
 
+    /// Whether the bytes are valid UTF-8, checked without making a String of them.
+    public var isValidUTF8: Bool {
+        withUnsafeBytes { raw in
+            var bytes = raw.makeIterator()
+            var decoder = UTF8()
+            while true {
+                switch decoder.decode(&bytes) {
+                case .scalarValue: continue
+                case .emptyInput: return true
+                case .error: return false
+                }
+            }
+        }
+    }
+
     /// The passcode as a String (the engine's API); nil when it is not valid UTF-8.
     public var utf8String: String? {
         withUnsafeBytes { String(validating: $0.bindMemory(to: UInt8.self), as: UTF8.self) }

@@ -327,18 +327,7 @@ public final class KeychainService: Sendable {
 
     /// The passcode's bytes in the zeroizing type, checked to be UTF-8 without making a String of them.
     private static func passcode(_ secret: WireSecret) throws -> SecretBytes {
-        let valid = secret.withUnsafeBytes { raw in
-            var bytes = raw.makeIterator()
-            var decoder = UTF8()
-            while true {
-                switch decoder.decode(&bytes) {
-                case .scalarValue: continue
-                case .emptyInput: return true
-                case .error: return false
-                }
-            }
-        }
-        guard valid else { throw KeychainError(KeychainStatus.param, "the passcode is not valid UTF-8") }
+        guard secret.isValidUTF8 else { throw KeychainError(KeychainStatus.param, "the passcode is not valid UTF-8") }
         return secret.withUnsafeBytes { SecretBytes(copying: $0) }
     }
 

@@ -69,6 +69,9 @@ struct WireCodingTests {
             return
         }
         #expect(old.utf8String == "old pass")
+        #expect(old.isValidUTF8 && new.isValidUTF8)
+        #expect(!WireSecret([0x61, 0xC3]).isValidUTF8)  // a truncated two-byte sequence
+        #expect(!WireSecret([0xFF]).isValidUTF8)
         #expect(new.utf8String == "nouveau ✓")
         #expect("\(new)" == "<redacted>")
     }
