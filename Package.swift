@@ -31,6 +31,7 @@ let package = Package(
             name: "CTSS2", pkgConfig: "tss2-esys",
             providers: [.apt(["libtss2-dev"])]),
         .systemLibrary(name: "CKeysealSys"),
+        .systemLibrary(name: "CLibCrypto", pkgConfig: "libcrypto", providers: [.apt(["libssl-dev"])]),
         .systemLibrary(name: "CP11Kit", pkgConfig: "p11-kit-1", providers: [.apt(["libp11-kit-dev"])]),
 
         // OSStatus names and messages: a leaf shared by the engine and the command line.
@@ -38,7 +39,7 @@ let package = Package(
         // Pure Swift: item model, query validation, OSStatus, lock state, keybag and envelope crypto.
         .target(
             name: "KeysealCore",
-            dependencies: ["KeysealStatus", .product(name: "Crypto", package: "swift-crypto")],
+            dependencies: ["KeysealStatus", "CLibCrypto", .product(name: "Crypto", package: "swift-crypto")],
             swiftSettings: swiftSettings),
         // SQLite persistence: schema, migrations, rows of ciphertext.
         .target(name: "KeysealStore", dependencies: ["KeysealCore", "CSQLite"], swiftSettings: swiftSettings),

@@ -3,7 +3,7 @@
 set -euo pipefail
 
 packages=(
-  pkg-config libsqlite3-dev sqlite3 libargon2-dev
+  pkg-config libsqlite3-dev sqlite3 libargon2-dev libssl-dev
   libtss2-dev tpm2-tools swtpm swtpm-tools
   softhsm2 p11-kit libp11-kit-dev gnutls-bin
   bsdutils util-linux

@@ -12,6 +12,8 @@ public final class ClassKey: @unchecked Sendable {
     let secret: SecretBytes
     let symmetricKey: SymmetricKey
     private let metadataHMAC: PreparedHMAC
+    /// CK(c) keyed into libcrypto once per unlock, for unwrapping item keys; cleared when this key is released.
+    private let unwrapContext: GCMContext
 
     public init(accessibility: Accessibility, secret: SecretBytes) {
         precondition(secret.count == 32, "class keys are 256-bit")
@@ -19,6 +21,23 @@ public final class ClassKey: @unchecked Sendable {
         self.secret = secret
         self.symmetricKey = SymmetricKey(data: secret)
         self.metadataHMAC = PreparedHMAC(key: KeyDerivation.extract(secret))
+        self.unwrapContext = secret.withUnsafeBytes { GCMContext(key: $0) }
+    }
+
+    /// Opens a wrapped item key into `itemKey` (32 bytes); `errSecDecode`, with `itemKey` zeroed, if it fails.
+    func unwrapItemKey(_ wrapped: Data, aad: UnsafeRawBufferPointer, into itemKey: UnsafeMutableRawBufferPointer)
+        throws(KeychainError)
+    {
+        try unwrapContext.open(wrapped, aad: aad, exactlyInto: itemKey)
+    }
+
+    /// Calls `body` with MK(c, i) (see ``metadataKey(itemID:)``), zeroed afterwards.
+    func withMetadataKey<R>(itemID: [UInt8], _ body: (UnsafeRawBufferPointer) throws(KeychainError) -> R)
+        throws(KeychainError) -> R
+    {
+        var mac = metadataHMAC.authenticate(Self.metadataLabel, itemID, Self.counterOne)
+        defer { mac.withUnsafeMutableBytes { zeroize($0.baseAddress!, $0.count) } }
+        return try mac.withBytes(body)
     }
 
     public static func generate(_ accessibility: Accessibility) -> ClassKey {

@@ -177,16 +177,42 @@ public enum ItemEnvelope {
     public static func openAttributes(_ sealed: SealedItem, aad: [UInt8], itemID: [UInt8], classKey: ClassKey)
         throws(KeychainError) -> Data
     {
-        try AEAD.open(sealed.attributes, key: classKey.metadataKey(itemID: itemID), aad: aad)
+        try classKey.withMetadataKey(itemID: itemID) { key throws(KeychainError) in
+            try aad.withBytes({ aadBytes throws(KeychainError) in
+                try GCMContext.open(sealed.attributes, key: key, aad: aadBytes)
+            })
+        }
     }
 
     /// The decrypted secret; `errSecDecode` if anything was altered.
     public static func openValue(_ sealed: SealedItem, aad: [UInt8], classKey: ClassKey) throws(KeychainError) -> Data {
         let associated = AssociatedData(header: aad, attributesBox: sealed.attributes)
-        var keyBytes = try AEAD.open(sealed.wrappedKey, key: classKey.symmetricKey, aad: associated.wrappedKey)
-        let itemKey = SymmetricKey(data: keyBytes)
-        keyBytes.resetBytes(in: 0..<keyBytes.count)
-        return try AEAD.open(sealed.value, key: itemKey, aad: associated.value)
+        // The item key lives in a stack buffer, zeroed on the way out; it never becomes a heap object.
+        var itemKey = ItemKeyBuffer()
+        defer { itemKey.clear() }
+        return try itemKey.withUnsafeMutableBytes { key throws(KeychainError) in
+            try associated.withWrappedKey { aad throws(KeychainError) in
+                try classKey.unwrapItemKey(sealed.wrappedKey, aad: aad, into: key)
+            }
+            return try associated.withValue { aad throws(KeychainError) in
+                try GCMContext.open(sealed.value, key: UnsafeRawBufferPointer(key), aad: aad)
+            }
+        }
+    }
+
+    /// 32 bytes for an unwrapped item key, inline (no allocation).
+    struct ItemKeyBuffer {
+        private var bytes: (UInt64, UInt64, UInt64, UInt64) = (0, 0, 0, 0)
+
+        mutating func withUnsafeMutableBytes<R>(_ body: (UnsafeMutableRawBufferPointer) throws(KeychainError) -> R)
+            throws(KeychainError) -> R
+        {
+            try Swift.withUnsafeMutableBytes(of: &bytes) { raw throws(KeychainError) in try body(raw) }
+        }
+
+        mutating func clear() {
+            Swift.withUnsafeMutableBytes(of: &bytes) { zeroize($0.baseAddress!, $0.count) }
+        }
     }
 
     /// The associated data of an item's wrapped key and of its value, built in one buffer,
@@ -209,6 +235,18 @@ public enum ItemEnvelope {
         var wrappedKey: ArraySlice<UInt8> { buffer[..<headerEnd] }
         /// header ‖ SHA-256(attributes ciphertext).
         var value: ArraySlice<UInt8> { buffer[wrapLabel.count...] }
+
+        func withWrappedKey<R>(_ body: (UnsafeRawBufferPointer) throws(KeychainError) -> R) throws(KeychainError) -> R {
+            try buffer.withBytes({ all throws(KeychainError) in
+                try body(UnsafeRawBufferPointer(rebasing: all[..<headerEnd]))
+            })
+        }
+
+        func withValue<R>(_ body: (UnsafeRawBufferPointer) throws(KeychainError) -> R) throws(KeychainError) -> R {
+            try buffer.withBytes({ all throws(KeychainError) in
+                try body(UnsafeRawBufferPointer(rebasing: all[wrapLabel.count...]))
+            })
+        }
     }
 }
 

@@ -69,13 +69,17 @@ public enum AEAD {
         try open(combined, key: key, aad: aad[...])
     }
 
-    /// ``open(_:key:aad:)`` with the associated data a slice of a larger buffer.
+    /// ``open(_:key:aad:)`` with the associated data a slice of a larger buffer. Opens go through libcrypto
+    /// (``GCMContext``); seals stay with swift-crypto.
     public static func open(_ combined: Data, key: SymmetricKey, aad: ArraySlice<UInt8>) throws(KeychainError) -> Data {
-        do {
-            return try AES.GCM.open(AES.GCM.SealedBox(combined: combined), using: key, authenticating: aad)
-        } catch {
-            throw KeychainError(KeychainStatus.decode, "stored data failed authentication")
-        }
+        guard key.bitCount == 256 else { throw KeychainError(KeychainStatus.decode, "not an AES-256 key") }
+        return try key.withUnsafeBytes { keyBytes in
+            Result { () throws(KeychainError) in
+                try aad.withBytes { aadBytes throws(KeychainError) in
+                    try GCMContext.open(combined, key: keyBytes, aad: aadBytes)
+                }
+            }
+        }.get()
     }
 
     /// Opens into secret storage (for wrapped keys).
