@@ -36,7 +36,8 @@ let package = Package(
 
         // OSStatus names and messages: a leaf shared by the engine and the command line.
         .target(name: "KeysealStatus", swiftSettings: swiftSettings),
-        // Pure Swift: item model, query validation, OSStatus, lock state, keybag and envelope crypto.
+        // Item model, query validation, OSStatus, lock state, keybag and envelope crypto (swift-crypto; opens through
+        // libcrypto, docs/ARCHITECTURE.md).
         .target(
             name: "KeysealCore",
             dependencies: ["KeysealStatus", "CLibCrypto", .product(name: "Crypto", package: "swift-crypto")],
