@@ -115,7 +115,10 @@ let package = Package(
 
         .executableTarget(
             name: "keyseal-bench",
-            dependencies: ["Keyseal", "KeysealSecurity", "KeysealCore", "KeysealClient", "KeysealTestSupport", "CSQLite"],
+            dependencies: [
+                "Keyseal", "KeysealSecurity", "KeysealCore", "KeysealClient", "KeysealTestSupport", "CSQLite",
+                .product(name: "Crypto", package: "swift-crypto"),
+            ],
             swiftSettings: swiftSettings),
 
         // Export and import of a large store (backup benchmark).

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Benchmarks (release build), each figure next to its floor or target, measured in the same run:
-#   engine  engine lookups and durable adds next to their SQLite floors
+#   engine  engine lookups and durable adds next to their SQLite floors; AES-256-GCM opens, swift-crypto next to libcrypto
 #   daemon  lookups through a keyseald process (1 and 8 clients) next to a two-process unix-socket ping-pong, and
 #           the daemon's resident memory
 #   unlock  unlock and store open per backend (host key, swtpm, SoftHSM2), Argon2id shown apart

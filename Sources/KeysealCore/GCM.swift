@@ -13,7 +13,7 @@ import Glibc
 ///
 /// A keyed context holds the key's schedule: it lives exactly as long as its owner (a ``ClassKey``, dropped when
 /// its class locks), and libcrypto clears it when it is freed.
-final class GCMContext: @unchecked Sendable {
+package final class GCMContext: @unchecked Sendable {
     // The context is used under `lock` only; the pointer itself never changes.
     private let context: OpaquePointer
     private let lock = ConditionLock()
@@ -30,7 +30,7 @@ final class GCMContext: @unchecked Sendable {
     }()
 
     /// A context keyed with the 32 bytes of `key`.
-    init(key: UnsafeRawBufferPointer) {
+    package init(key: UnsafeRawBufferPointer) {
         precondition(key.count == 32, "AES-256 keys are 32 bytes")
         guard let context = keyseal_gcm_context(Self.cipher, key.baseAddress!.assumingMemoryBound(to: UInt8.self)) else {
             fatalError("libcrypto could not key an AES-256-GCM context (out of memory)")
@@ -41,7 +41,7 @@ final class GCMContext: @unchecked Sendable {
     deinit { EVP_CIPHER_CTX_free(context) }
 
     /// The plaintext of `combined` into a new `Data`; `errSecDecode` unless it is authentic under `aad`.
-    func open(_ combined: Data, aad: UnsafeRawBufferPointer) throws(KeychainError) -> Data {
+    package func open(_ combined: Data, aad: UnsafeRawBufferPointer) throws(KeychainError) -> Data {
         let length = try Self.plaintextLength(combined)
         var plain = Data(count: length)
         let authentic = plain.withUnsafeMutableBytes { out in open(combined, aad: aad, into: out) }
@@ -61,7 +61,8 @@ final class GCMContext: @unchecked Sendable {
     }
 
     /// One open with a context keyed for it alone (a per-item key), freed before returning.
-    static func open(_ combined: Data, key: UnsafeRawBufferPointer, aad: UnsafeRawBufferPointer) throws(KeychainError)
+    package static func open(_ combined: Data, key: UnsafeRawBufferPointer, aad: UnsafeRawBufferPointer)
+        throws(KeychainError)
         -> Data
     {
         precondition(key.count == 32, "AES-256 keys are 32 bytes")
@@ -121,14 +122,14 @@ final class GCMContext: @unchecked Sendable {
 
 extension Array where Element == UInt8 {
     /// `withUnsafeBytes` for a body that throws only ``KeychainError`` (the standard one rethrows `any Error`).
-    func withBytes<R>(_ body: (UnsafeRawBufferPointer) throws(KeychainError) -> R) throws(KeychainError) -> R {
+    package func withBytes<R>(_ body: (UnsafeRawBufferPointer) throws(KeychainError) -> R) throws(KeychainError) -> R {
         try withUnsafeBytes { raw in Result { () throws(KeychainError) in try body(raw) } }.get()
     }
 }
 
 extension ArraySlice where Element == UInt8 {
     /// `withUnsafeBytes` for a body that throws only ``KeychainError`` (the standard one rethrows `any Error`).
-    func withBytes<R>(_ body: (UnsafeRawBufferPointer) throws(KeychainError) -> R) throws(KeychainError) -> R {
+    package func withBytes<R>(_ body: (UnsafeRawBufferPointer) throws(KeychainError) -> R) throws(KeychainError) -> R {
         try withUnsafeBytes { raw in Result { () throws(KeychainError) in try body(raw) } }.get()
     }
 }

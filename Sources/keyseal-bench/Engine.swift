@@ -1,4 +1,5 @@
 import CSQLite
+import Crypto
 import Foundation
 import Keyseal
 import KeysealCore
@@ -177,4 +178,41 @@ func engineSection(scratch: URL, large: Int, lookupCount: Int, addCount: Int, re
     figure.fractionOfFloor = figure.opsPerSecond / commitFloor.opsPerSecond
     results.add(figure)
     store.close()
+
+    try gcmOpenFigures(results: results)
+}
+
+/// The item envelope's AES-256-GCM open of a lookup-sized box (a 40-byte value, 300 bytes of associated data)
+/// through swift-crypto and through libcrypto as the engine calls it (a context keyed once, as for a class key;
+/// a fresh context, as for an item key), measured in alternation: the figures behind docs/ARCHITECTURE.md's
+/// choice of libcrypto for opening.
+func gcmOpenFigures(results: Results) throws {
+    let key = SymmetricKey(size: .bits256)
+    let aad = [UInt8](repeating: 7, count: 300)
+    let box = try AES.GCM.seal([UInt8](repeating: 3, count: 40), using: key, authenticating: aad).combined!
+    let keyBytes = key.withUnsafeBytes { Array($0) }
+    let context = keyBytes.withUnsafeBytes { GCMContext(key: $0) }
+    let bodies: [(name: String, body: (Int) throws -> Void)] = [
+        ("AES-256-GCM open: swift-crypto", { _ in
+            _ = try AES.GCM.open(AES.GCM.SealedBox(combined: box), using: key, authenticating: aad)
+        }),
+        ("AES-256-GCM open: libcrypto, keyed context", { _ in
+            _ = try aad.withBytes { associated throws(KeychainError) in try context.open(box, aad: associated) }
+        }),
+        ("AES-256-GCM open: libcrypto, fresh context", { _ in
+            _ = try keyBytes.withBytes { raw throws(KeychainError) in
+                try aad.withBytes { associated throws(KeychainError) in
+                    try GCMContext.open(box, key: raw, aad: associated)
+                }
+            }
+        }),
+    ]
+    _ = try interleaved(rounds: 1, perRound: 2_000, bodies)
+    let figures = try interleaved(rounds: 10, perRound: 10_000, bodies)
+    results.add(figures[0])
+    for var figure in figures.dropFirst() {
+        figure.floor = "swift-crypto's open"
+        figure.fractionOfFloor = figure.opsPerSecond / figures[0].opsPerSecond
+        results.add(figure)
+    }
 }

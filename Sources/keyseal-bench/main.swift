@@ -4,7 +4,8 @@
 //   .build/release/keyseal-bench [--quick] [--output DIR] [--only engine,daemon,unlock]
 //
 // engine: embedded SecItemCopyMatching (return data) at 1,000 and 100,000 items and durable SecItemAdd, next to a
-//         raw SQLite lookup and a raw insert + commit (synchronous=FULL).
+//         raw SQLite lookup and a raw insert + commit (synchronous=FULL); AES-256-GCM opens through swift-crypto and
+//         through libcrypto (the engine's path).
 // daemon: lookups with return data through a release keyseald (host key) from 1 client and from 8 concurrent
 //         clients (8 threads, each with its own connection), next to a bare unix-socket request/reply between two
 //         processes with the same frame sizes; the daemon's VmRSS with 100,000 items after the lookups, locked,
