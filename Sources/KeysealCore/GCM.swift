@@ -7,9 +7,10 @@ import Glibc
 ///
 /// Every open in Keyseal goes through here; every seal stays with swift-crypto, so each read of a stored box
 /// checks one implementation against the other. The reason is the lookup's cost: swift-crypto's `AES.GCM.open` is
-/// not inlinable, so it runs its generic `DataProtocol` path unspecialized and costs about 2.4 µs for a
-/// 30-byte value, where the EVP calls cost 0.5 µs with a context keyed once (a class key, per unlock) and about
-/// 1 µs with a fresh one (an item key). docs/ARCHITECTURE.md ("Item crypto") has the measurements.
+/// not inlinable, so it runs its generic `DataProtocol` path unspecialized and takes the key only as a heap
+/// `SymmetricKey`. Here a class key's context is keyed once per unlock (0.9 µs an open against swift-crypto's
+/// 1.4 µs, `keyseal-bench --only engine`), and an item key stays in a stack buffer. docs/ARCHITECTURE.md
+/// (Decisions) has the measurements.
 ///
 /// A keyed context holds the key's schedule: it lives exactly as long as its owner (a ``ClassKey``, dropped when
 /// its class locks), and libcrypto clears it when it is freed.
