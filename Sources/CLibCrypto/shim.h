@@ -1,6 +1,11 @@
-// AES-256-GCM opening through libcrypto's EVP interface, for the item envelope's hot path (KeysealCore/GCM.swift).
+// libcrypto for the lookup's hot path: AES-256-GCM opening through the EVP interface (KeysealCore/GCM.swift), and
+// HMAC-SHA256 with prepared key states and SHA-256 through the plain SHA-256 functions (KeysealCore/PreparedHMAC.swift).
 #ifndef KEYSEAL_LIBCRYPTO_SHIM_H
 #define KEYSEAL_LIBCRYPTO_SHIM_H
+
+// SHA256_Init/Update/Final are deprecated in OpenSSL 3 in favour of EVP_MD_CTX, whose state copies allocate. They are
+// still part of the 3.x API; the plain struct is what lets a prepared HMAC state be copied on the stack.
+#define OPENSSL_SUPPRESS_DEPRECATED 1
 
 #include <limits.h>
 #include <stddef.h>
@@ -8,6 +13,7 @@
 #include <string.h>
 #include <openssl/crypto.h>
 #include <openssl/evp.h>
+#include <openssl/sha.h>
 
 /// The AES-256-GCM cipher, fetched from the default provider (NULL if libcrypto has none).
 static inline EVP_CIPHER *keyseal_gcm_fetch(void) { return EVP_CIPHER_fetch(NULL, "AES-256-GCM", NULL); }
@@ -68,5 +74,48 @@ static inline int keyseal_gcm_open_once(
     EVP_CIPHER_CTX_free(context);
     return result;
 }
+
+/// The size of the prepared HMAC-SHA256 key states: the inner and the outer SHA-256 state, one after the other.
+static inline size_t keyseal_hmac_states_size(void) { return 2 * sizeof(SHA256_CTX); }
+
+/// Prepares HMAC-SHA256 (RFC 2104) for a key of at most one block (64 bytes) into `states`
+/// (keyseal_hmac_states_size() bytes, suitably aligned): SHA-256 over key ^ ipad, and over key ^ opad.
+/// Returns 0 for a longer key.
+static inline int keyseal_hmac_prepare(const uint8_t *key, size_t key_length, void *states) {
+    if (key_length > 64) return 0;
+    uint8_t pad[64];
+    SHA256_CTX *inner = (SHA256_CTX *)states;
+    SHA256_CTX *outer = inner + 1;
+    for (size_t index = 0; index < 64; index++) pad[index] = (index < key_length ? key[index] : 0) ^ 0x36;
+    SHA256_Init(inner);
+    SHA256_Update(inner, pad, 64);
+    for (size_t index = 0; index < 64; index++) pad[index] = (index < key_length ? key[index] : 0) ^ 0x5c;
+    SHA256_Init(outer);
+    SHA256_Update(outer, pad, 64);
+    OPENSSL_cleanse(pad, sizeof pad);
+    return 1;
+}
+
+/// HMAC-SHA256 of first ‖ second ‖ third (any may be empty) under prepared `states`, into the 32 bytes at `out`.
+/// The working copies of the states are cleared before returning.
+static inline void keyseal_hmac_sha256(
+    const void *states, const uint8_t *first, size_t first_length, const uint8_t *second, size_t second_length,
+    const uint8_t *third, size_t third_length, uint8_t *out) {
+    const SHA256_CTX *prepared = (const SHA256_CTX *)states;
+    SHA256_CTX context = prepared[0];
+    uint8_t inner[SHA256_DIGEST_LENGTH];
+    if (first_length > 0) SHA256_Update(&context, first, first_length);
+    if (second_length > 0) SHA256_Update(&context, second, second_length);
+    if (third_length > 0) SHA256_Update(&context, third, third_length);
+    SHA256_Final(inner, &context);
+    context = prepared[1];
+    SHA256_Update(&context, inner, sizeof inner);
+    SHA256_Final(out, &context);
+    OPENSSL_cleanse(&context, sizeof context);
+    OPENSSL_cleanse(inner, sizeof inner);
+}
+
+/// SHA-256 of `length` bytes at `data` into the 32 bytes at `out`.
+static inline void keyseal_sha256(const uint8_t *data, size_t length, uint8_t *out) { SHA256(data, length, out); }
 
 #endif

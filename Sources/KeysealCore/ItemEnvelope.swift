@@ -29,7 +29,7 @@ public struct IndexKey: @unchecked Sendable {
     public init(_ secret: SecretBytes) { keyed = PreparedHMAC(key: secret) }
 
     private func mac(_ message: [UInt8]) -> Data {
-        Data(message.withUnsafeBytes { keyed.authenticate($0) })
+        message.withUnsafeBytes { keyed.authenticateData($0) }
     }
 
     /// F(tag, value bytes) without building an intermediate array for strings and data (the same bytes as
@@ -226,7 +226,7 @@ public enum ItemEnvelope {
             buffer.reserveCapacity(wrapLabel.count + header.count + SHA256.byteCount)
             buffer.append(contentsOf: wrapLabel)
             buffer.append(contentsOf: header)
-            SHA256.hash(data: attributesBox).withUnsafeBytes { buffer.append(contentsOf: $0) }
+            attributesBox.withUnsafeBytes { appendSHA256(of: $0, to: &buffer) }
             self.buffer = buffer
             headerEnd = wrapLabel.count + header.count
         }

@@ -1,60 +1,86 @@
-import Crypto
+internal import CLibCrypto
 import FoundationEssentials
-import Glibc
 
-/// HMAC-SHA256 (RFC 2104) with the key's inner and outer hash states prepared once. A MAC then costs the message's
-/// compression rounds and one outer block, fed through raw buffers rather than swift-crypto's generic
-/// `DataProtocol` walk. The output is byte-for-byte that of `HMAC<SHA256>` (tested), so stored digests and keys
-/// derived with it do not change.
-struct PreparedHMAC: @unchecked Sendable {
-    // Immutable after init; swift-crypto's digest contexts are never shared mutably (copy on write).
-    private let inner: SHA256
-    private let outer: SHA256
+/// HMAC-SHA256 (RFC 2104) with the key's inner and outer SHA-256 states prepared once. A MAC then costs the
+/// message's compression rounds and one outer block: the prepared states are copied onto the stack (plain
+/// libcrypto `SHA256_CTX` structs), not into a fresh heap digest object as swift-crypto's copy-on-write `SHA256`
+/// does. The output is byte-for-byte that of `HMAC<SHA256>` (tested), so stored digests and keys derived with it
+/// do not change.
+///
+/// The prepared states are equivalent to the key, so they live in ``SecretBytes``; the stack copies are cleared
+/// after each MAC.
+struct PreparedHMAC: Sendable {
+    static let byteCount = 32
+
+    private let states: SecretBytes
 
     /// `key`: at most one SHA-256 block (64 bytes); Keyseal's keys are 32.
     init(key: UnsafeRawBufferPointer) {
         precondition(key.count <= 64, "HMAC keys longer than a block are hashed first; not used here")
-        var ipad = [UInt8](repeating: 0x36, count: 64)
-        var opad = [UInt8](repeating: 0x5c, count: 64)
-        for index in 0..<key.count {
-            ipad[index] ^= key[index]
-            opad[index] ^= key[index]
+        states = SecretBytes(count: keyseal_hmac_states_size()) { states in
+            let prepared = keyseal_hmac_prepare(
+                key.baseAddress?.assumingMemoryBound(to: UInt8.self), key.count, states.baseAddress)
+            precondition(prepared == 1, "HMAC key preparation failed")
         }
-        var inner = SHA256()
-        var outer = SHA256()
-        ipad.withUnsafeBytes { inner.update(bufferPointer: $0) }
-        opad.withUnsafeBytes { outer.update(bufferPointer: $0) }
-        for index in 0..<64 {
-            ipad[index] = 0
-            opad[index] = 0
-        }
-        self.inner = inner
-        self.outer = outer
     }
 
     init(key: SecretBytes) {
         self = key.withUnsafeBytes { PreparedHMAC(key: $0) }
     }
 
+    /// HMAC(key, first ‖ second ‖ third) into `out` (32 bytes), without concatenating.
+    func authenticate(
+        _ first: UnsafeRawBufferPointer, _ second: UnsafeRawBufferPointer = .init(start: nil, count: 0),
+        _ third: UnsafeRawBufferPointer = .init(start: nil, count: 0), into out: UnsafeMutableRawBufferPointer
+    ) {
+        precondition(out.count == Self.byteCount, "an HMAC-SHA256 output is 32 bytes")
+        states.withUnsafeBytes { states in
+            keyseal_hmac_sha256(
+                states.baseAddress,
+                first.baseAddress?.assumingMemoryBound(to: UInt8.self), first.count,
+                second.baseAddress?.assumingMemoryBound(to: UInt8.self), second.count,
+                third.baseAddress?.assumingMemoryBound(to: UInt8.self), third.count,
+                out.baseAddress!.assumingMemoryBound(to: UInt8.self))
+        }
+    }
+
     /// HMAC(key, message) into a fresh 32-byte array.
     func authenticate(_ message: UnsafeRawBufferPointer) -> [UInt8] {
-        var hash = inner
-        hash.update(bufferPointer: message)
-        return finish(hash)
+        [UInt8](unsafeUninitializedCapacity: Self.byteCount) { buffer, count in
+            authenticate(message, into: UnsafeMutableRawBufferPointer(buffer))
+            count = Self.byteCount
+        }
     }
 
-    /// HMAC(key, first ‖ second ‖ third) without concatenating.
+    /// HMAC(key, first ‖ second ‖ third) into a fresh 32-byte array.
     func authenticate(_ first: [UInt8], _ second: [UInt8], _ third: [UInt8]) -> [UInt8] {
-        var hash = inner
-        first.withUnsafeBytes { hash.update(bufferPointer: $0) }
-        second.withUnsafeBytes { hash.update(bufferPointer: $0) }
-        third.withUnsafeBytes { hash.update(bufferPointer: $0) }
-        return finish(hash)
+        [UInt8](unsafeUninitializedCapacity: Self.byteCount) { buffer, count in
+            first.withUnsafeBytes { first in
+                second.withUnsafeBytes { second in
+                    third.withUnsafeBytes { third in
+                        authenticate(first, second, third, into: UnsafeMutableRawBufferPointer(buffer))
+                    }
+                }
+            }
+            count = Self.byteCount
+        }
     }
 
-    private func finish(_ hash: SHA256) -> [UInt8] {
-        var outerHash = outer
-        hash.finalize().withUnsafeBytes { outerHash.update(bufferPointer: $0) }
-        return outerHash.finalize().withUnsafeBytes { Array($0) }
+    /// HMAC(key, message) as a 32-byte `Data`, written in place.
+    func authenticateData(_ message: UnsafeRawBufferPointer) -> Data {
+        var result = Data(count: Self.byteCount)
+        result.withUnsafeMutableBytes { authenticate(message, into: $0) }
+        return result
+    }
+}
+
+/// SHA-256 of `bytes`, appended to `buffer` (32 bytes).
+func appendSHA256(of bytes: UnsafeRawBufferPointer, to buffer: inout [UInt8]) {
+    var digest: (UInt64, UInt64, UInt64, UInt64) = (0, 0, 0, 0)
+    withUnsafeMutableBytes(of: &digest) { out in
+        keyseal_sha256(
+            bytes.baseAddress?.assumingMemoryBound(to: UInt8.self), bytes.count,
+            out.baseAddress!.assumingMemoryBound(to: UInt8.self))
+        buffer.append(contentsOf: out)
     }
 }

@@ -184,13 +184,13 @@ public enum DictionaryRequests {
         let wanted = returns.effective
         guard !wanted.isEmpty else { return nil }
         func render(_ record: ItemRecord) -> Any {
-            if wanted == .data { return record.data ?? Data() }
+            if wanted == .data { return ResultData(copying: record.data ?? Data()) }
             if wanted == .persistentRef { return record.persistentRef ?? Data() }
             var dictionary: [String: Any] = [:]
             if wanted.contains(.attributes) {
                 dictionary = attributesDictionary(record, accessControl: accessControl)
             }
-            if wanted.contains(.data) { dictionary[valueData] = record.data ?? Data() }
+            if wanted.contains(.data) { dictionary[valueData] = ResultData(copying: record.data ?? Data()) }
             if wanted.contains(.persistentRef) { dictionary[valuePersistentRef] = record.persistentRef ?? Data() }
             return dictionary
         }
