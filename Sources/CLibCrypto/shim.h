@@ -115,7 +115,13 @@ static inline void keyseal_hmac_sha256(
     OPENSSL_cleanse(inner, sizeof inner);
 }
 
-/// SHA-256 of `length` bytes at `data` into the 32 bytes at `out`.
-static inline void keyseal_sha256(const uint8_t *data, size_t length, uint8_t *out) { SHA256(data, length, out); }
+/// SHA-256 of `length` bytes at `data` into the 32 bytes at `out`. (OpenSSL 3's one-shot SHA256() fetches the
+/// digest by name through EVP on every call, which costs more than hashing a few blocks.)
+static inline void keyseal_sha256(const uint8_t *data, size_t length, uint8_t *out) {
+    SHA256_CTX context;
+    SHA256_Init(&context);
+    if (length > 0) SHA256_Update(&context, data, length);
+    SHA256_Final(out, &context);
+}
 
 #endif

@@ -175,14 +175,18 @@ public enum DictionaryRequests {
 
     // MARK: - Results
 
-    /// Apple's result shape for `records` under `returns` and `limit`: nil when nothing is to be returned.
-    /// `accessControl` makes the `accc` value for an item recorded with one.
+    /// Apple's result shape for `records` under `returns` and `limit`, as the `CFTypeRef` a SecItem call hands
+    /// back: nil when nothing is to be returned. `accessControl` makes the `accc` value for an item recorded with one.
     public static func result(
         _ records: [ItemRecord], returns: ReturnOptions, limit: MatchLimit,
         accessControl: (Accessibility, UInt) -> Any
-    ) -> Any? {
+    ) -> AnyObject? {
         let wanted = returns.effective
         guard !wanted.isEmpty else { return nil }
+        // The common lookup, one value alone, is already an object: no trip through the bridging machinery.
+        if wanted == .data && !limit.returnsArray {
+            return records.first.map { ResultData(copying: $0.data ?? Data()) }
+        }
         func render(_ record: ItemRecord) -> Any {
             if wanted == .data { return ResultData(copying: record.data ?? Data()) }
             if wanted == .persistentRef { return record.persistentRef ?? Data() }
@@ -194,8 +198,8 @@ public enum DictionaryRequests {
             if wanted.contains(.persistentRef) { dictionary[valuePersistentRef] = record.persistentRef ?? Data() }
             return dictionary
         }
-        if limit.returnsArray { return records.map(render) }
-        return records.first.map(render)
+        if limit.returnsArray { return records.map(render) as AnyObject }
+        return records.first.map(render) as AnyObject?
     }
 
     /// An item's attributes as Apple returns them, with `class`.

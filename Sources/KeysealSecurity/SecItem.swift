@@ -13,7 +13,7 @@ public func SecItemAdd(_ attributes: CFDictionary, _ result: UnsafeMutablePointe
         let record = try store.add(item)
         if let result, let record {
             result.pointee = DictionaryRequests.result(
-                [record], returns: item.returns, limit: .one, accessControl: makeAccessControl) as AnyObject?
+                [record], returns: item.returns, limit: .one, accessControl: makeAccessControl)
         }
     }
 }
@@ -30,7 +30,7 @@ public func SecItemCopyMatching(_ query: CFDictionary, _ result: UnsafeMutablePo
         let records = try KeychainStore.default.copyMatching(parsed)
         if let result {
             result.pointee = DictionaryRequests.result(
-                records, returns: parsed.returns, limit: parsed.limit, accessControl: makeAccessControl) as AnyObject?
+                records, returns: parsed.returns, limit: parsed.limit, accessControl: makeAccessControl)
         }
     }
 }
