@@ -110,11 +110,17 @@ public enum AttributeKey {
         }
     }
 
-    /// The primary-key attributes besides the access group and `sync`, in digest order.
+    private static let genericPasswordPrimaryKey = [account, service]
+    private static let internetPasswordPrimaryKey = [
+        account, securityDomain, server, `protocol`, authenticationType, port, path,
+    ]
+
+    /// The primary-key attributes besides the access group and `sync`, in digest order. (Stored arrays: every
+    /// lookup asks, and a literal here would allocate each time.)
     public static func primaryKey(for itemClass: ItemClass) -> [String] {
         switch itemClass {
-        case .genericPassword: [account, service]
-        case .internetPassword: [account, securityDomain, server, `protocol`, authenticationType, port, path]
+        case .genericPassword: genericPasswordPrimaryKey
+        case .internetPassword: internetPasswordPrimaryKey
         default: []
         }
     }

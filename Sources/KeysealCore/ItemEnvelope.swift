@@ -20,6 +20,15 @@ func appendField(_ buffer: inout [UInt8], tag: UInt8, _ bytes: Data) {
     bytes.withUnsafeBytes { raw in appendField(&buffer, tag: tag, raw) }
 }
 
+/// A string's UTF-8 copied through its contiguous storage where it has one (native strings do), not byte by byte.
+@inlinable
+func appendField(_ buffer: inout [UInt8], tag: UInt8, _ text: String.UTF8View) {
+    let copied: Void? = text.withContiguousStorageIfAvailable { utf8 in
+        appendField(&buffer, tag: tag, UnsafeRawBufferPointer(utf8))
+    }
+    if copied == nil { appendField(&buffer, tag: tag, Array(text)) }
+}
+
 /// The search digests of DESIGN.md §4: HMAC-SHA256(IX, group ‖ class ‖ attribute ‖ value) per primary-key
 /// attribute, and one digest of the whole primary-key tuple.
 public struct IndexKey: @unchecked Sendable {

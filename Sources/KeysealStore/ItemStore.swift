@@ -383,18 +383,20 @@ public final class ItemStore {
     }
 
     static func row(_ statement: Statement) -> ItemRow {
-        var digests: [Data?] = []
-        digests.reserveCapacity(digestColumns.count)
-        for index in 0..<digestColumns.count { digests.append(statement.blob(Int32(7 + index))) }
-        let base = Int32(7 + digestColumns.count)
+        // pk, the digest columns and the three ciphertexts are consecutive columns: one copy, sliced.
+        // The array left after taking the first and the last three is the digests, in place.
+        var digests = statement.blobs(from: 6, count: 1 + digestColumns.count + 3)
+        let value = digests.removeLast() ?? Data()
+        let wrappedKey = digests.removeLast() ?? Data()
+        let attributes = digests.removeLast() ?? Data()
+        let primaryKeyDigest = digests.removeFirst() ?? Data()
+        let ledger = Int32(7 + digestColumns.count + 3)
         return ItemRow(
             id: statement.int64(0), itemID: statement.bytes(1), itemClass: statement.text(2) ?? "",
             accessGroup: statement.text(3) ?? "", accessibility: statement.text(4) ?? "",
-            generation: statement.int64(5), primaryKeyDigest: statement.blob(6) ?? Data(), digests: digests,
-            sealed: SealedItem(
-                attributes: statement.blob(base) ?? Data(), wrappedKey: statement.blob(base + 1) ?? Data(),
-                value: statement.blob(base + 2) ?? Data()),
-            ledgerGeneration: statement.isNull(base + 3) ? nil : statement.int64(base + 3))
+            generation: statement.int64(5), primaryKeyDigest: primaryKeyDigest, digests: digests,
+            sealed: SealedItem(attributes: attributes, wrappedKey: wrappedKey, value: value),
+            ledgerGeneration: statement.isNull(ledger) ? nil : statement.int64(ledger))
     }
 
     /// Inserts a new item and its ledger entry; a primary-key collision is `errSecDuplicateItem`.

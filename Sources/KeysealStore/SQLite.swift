@@ -226,6 +226,50 @@ public final class Statement {
         return Data(bytes: bytes, count: count)
     }
 
+    /// The blob columns `first..<first + count`, copied into one allocation of which each value is a slice (nil for
+    /// NULL). A row's ciphertexts and digests then cost one buffer rather than two allocations each. The slices
+    /// keep their offsets in the shared buffer: read them through `withUnsafeBytes` or `Data` APIs, never by an
+    /// integer index from 0.
+    public func blobs(from first: Int32, count: Int) -> [Data?] {
+        withUnsafeTemporaryAllocation(of: (pointer: UnsafeRawPointer?, count: Int).self, capacity: count) { columns in
+            var total = 0
+            for index in 0..<count {
+                let column = first + Int32(index)
+                // Pointer first, then length: the order SQLite documents for a value that is already a blob. A null
+                // pointer is either NULL or an empty blob; only then is the type asked.
+                guard let bytes = sqlite3_column_blob(pointer, column) else {
+                    let isNull = sqlite3_column_type(pointer, column) == SQLITE_NULL
+                    columns.initializeElement(at: index, to: (nil, isNull ? -1 : 0))
+                    continue
+                }
+                let length = Int(sqlite3_column_bytes(pointer, column))
+                columns.initializeElement(at: index, to: (bytes, length))
+                total += length
+            }
+            var whole = Data(count: total)
+            whole.withUnsafeMutableBytes { out in
+                var offset = 0
+                for (bytes, length) in columns where length > 0 {
+                    if let bytes { out.baseAddress!.advanced(by: offset).copyMemory(from: bytes, byteCount: length) }
+                    offset += length
+                }
+            }
+            var values: [Data?] = []
+            values.reserveCapacity(count)
+            var offset = whole.startIndex
+            for (_, length) in columns {
+                if length < 0 {
+                    values.append(nil)
+                } else {
+                    values.append(whole[offset..<offset + length])
+                    offset += length
+                }
+            }
+            columns.deinitialize()
+            return values
+        }
+    }
+
     public func bytes(_ column: Int32) -> [UInt8] {
         let count = Int(sqlite3_column_bytes(pointer, column))
         guard count > 0, let bytes = sqlite3_column_blob(pointer, column) else { return [] }
