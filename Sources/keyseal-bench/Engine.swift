@@ -21,7 +21,7 @@ final class LookupFloor {
 
     init(directory: URL, rows: Int) {
         self.rows = rows
-        check(sqlite3_open(directory.appendingPathComponent("floor-lookup.db").path, &db), db, "open")
+        check(sqlite3_open(directory.appendingPathComponent("floor-lookup-\(rows).db").path, &db), db, "open")
         check(sqlite3_exec(db, "PRAGMA journal_mode=WAL; CREATE TABLE t(k BLOB PRIMARY KEY, v BLOB) WITHOUT ROWID", nil, nil, nil), db, "create")
         check(sqlite3_exec(db, "BEGIN", nil, nil, nil), db, "begin")
         var insert: OpaquePointer?
@@ -120,11 +120,16 @@ func lookupOnce(items: Int, using generator: inout SystemRandomNumberGenerator) 
     guard status == errSecSuccess, result is Data else { fatalError("lookup failed: \(status)") }
 }
 
-/// Embedded lookups at 1,000 and `large` items next to the SQLite floor, measured in alternation (10 rounds) so that
-/// the machine's drift falls on all three alike; durable adds next to the commit floor.
+/// Embedded lookups at 1,000 and `large` items next to the SQLite floor (`large` rows), measured in alternation
+/// (10 rounds) so that the machine's drift falls on all alike; durable adds next to the commit floor.
+///
+/// The floor is also measured on 1,000 rows, as a reference for flatness: how much of the fall from 1,000 to `large`
+/// items is SQLite's own (a table that no longer fits the page cache reads a leaf from the OS per lookup).
 func engineSection(scratch: URL, large: Int, lookupCount: Int, addCount: Int, results: Results) throws {
     let floor = LookupFloor(directory: scratch, rows: large)
     defer { floor.close() }
+    let smallFloor = LookupFloor(directory: scratch, rows: 1_000)
+    defer { smallFloor.close() }
     var stores: [(items: Int, store: KeychainStore)] = []
     defer { for entry in stores { entry.store.close() } }
     for items in [1_000, large] {
@@ -138,7 +143,8 @@ func engineSection(scratch: URL, large: Int, lookupCount: Int, addCount: Int, re
     defer { KeychainStore.default = previousDefault }
     var generator = SystemRandomNumberGenerator()
     var bodies: [(name: String, body: (Int) throws -> Void)] = [
-        ("floor: SQLite prepared PK lookup (\(large) rows)", { _ in floor.lookup() })
+        ("floor: SQLite prepared PK lookup (\(large) rows)", { _ in floor.lookup() }),
+        ("floor: SQLite prepared PK lookup (1000 rows)", { _ in smallFloor.lookup() }),
     ]
     for (items, store) in stores {
         bodies.append(
@@ -153,11 +159,22 @@ func engineSection(scratch: URL, large: Int, lookupCount: Int, addCount: Int, re
     let figures = try interleaved(rounds: 10, perRound: max(500, lookupCount / 10 / 500 * 500), bodies)
     let lookupFloor = figures[0]
     results.add(lookupFloor)
-    for var figure in figures.dropFirst() {
+    results.add(figures[1])
+    for var figure in figures.dropFirst(2) {
         figure.floor = "the SQLite lookup floor"
         figure.fractionOfFloor = figure.opsPerSecond / lookupFloor.opsPerSecond
         results.add(figure)
     }
+    // Flatness: each store size's lookups against each other, and the floor's own fall over the same sizes.
+    results.add(Measurement(
+        name: "flatness: embedded lookups, \(large) ÷ 1000 items", value: figures[3].opsPerSecond / figures[2].opsPerSecond,
+        unit: "×"))
+    results.add(Measurement(
+        name: "flatness: SQLite floor, \(large) ÷ 1000 rows", value: figures[0].opsPerSecond / figures[1].opsPerSecond,
+        unit: "×"))
+    results.add(Measurement(
+        name: "embedded lookups, 1000 items, against the floor on 1000 rows",
+        value: figures[2].opsPerSecond / figures[1].opsPerSecond * 100, unit: "%"))
 
     let commitFloor = sqliteCommitFloor(directory: scratch, commits: addCount)
     results.add(commitFloor)
