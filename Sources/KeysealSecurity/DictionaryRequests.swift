@@ -46,8 +46,8 @@ public enum DictionaryRequests {
                 }
                 continue
             }
-            switch key.utf8.first {
-            case UInt8(ascii: "m"):
+            switch key.first {
+            case "m":
                 switch key {
                 case matchLimit:
                     query.limit = try limit(value)
@@ -58,9 +58,9 @@ public enum DictionaryRequests {
                     }
                 default: throw KeychainError(KeychainStatus.param, "unknown match key \(key)")
                 }
-            case UInt8(ascii: "r"): query.returns.insert(try returnKey(key, value))
-            case UInt8(ascii: "u"): continue
-            case UInt8(ascii: "v"):
+            case "r": query.returns.insert(try returnKey(key, value))
+            case "u": continue
+            case "v":
                 switch key {
                 case valuePersistentRef: query.persistentRef = try data(value, key)
                 case valueData: throw KeychainError(KeychainStatus.param, "v_Data is not a query key")
@@ -79,17 +79,17 @@ public enum DictionaryRequests {
         var settable = SettableAttributes(itemClass: itemClass)
         for (key, value) in dictionary where key != classKey {
             if try settable.take(key, value) { continue }
-            switch key.utf8.first {
-            case UInt8(ascii: "r"): item.returns.insert(try returnKey(key, value))
-            case UInt8(ascii: "u"): continue
-            case UInt8(ascii: "v"):
+            switch key.first {
+            case "r": item.returns.insert(try returnKey(key, value))
+            case "u": continue
+            case "v":
                 switch key {
                 case valueData: item.data = try data(value, key)
                 case valuePersistentRef, valueRef:
                     throw KeychainError(KeychainStatus.param, "\(key) cannot be given to an add")
                 default: throw KeychainError(KeychainStatus.param, "unknown key \(key)")
                 }
-            case UInt8(ascii: "m"): throw KeychainError(KeychainStatus.param, "\(key) has no meaning in an add")
+            case "m": throw KeychainError(KeychainStatus.param, "\(key) has no meaning in an add")
             default: throw KeychainError(KeychainStatus.param, "unknown key \(key)")
             }
         }
@@ -113,14 +113,14 @@ public enum DictionaryRequests {
                 throw KeychainError(KeychainStatus.noSuchAttr, "the class of an item cannot be changed")
             }
             if try settable.take(key, value) { continue }
-            switch key.utf8.first {
-            case UInt8(ascii: "u"): continue
-            case UInt8(ascii: "v"):
+            switch key.first {
+            case "u": continue
+            case "v":
                 guard key == valueData else {
                     throw KeychainError(KeychainStatus.param, "\(key) cannot be changed by an update")
                 }
                 changes.data = try data(value, key)
-            case UInt8(ascii: "r"), UInt8(ascii: "m"): throw KeychainError(KeychainStatus.param, "\(key) is not allowed in the attributes to update")
+            case "r", "m": throw KeychainError(KeychainStatus.param, "\(key) is not allowed in the attributes to update")
             default: throw KeychainError(KeychainStatus.param, "unknown key \(key)")
             }
         }

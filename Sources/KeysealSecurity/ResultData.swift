@@ -5,8 +5,9 @@ import KeysealCore
 /// result dictionary).
 ///
 /// Two reasons for a class of its own rather than `Data`'s bridge:
-/// - **It is wiped.** The bytes live in a buffer of this object's own, zeroed when the result is released, so the
-///   copy the CF result holds does not outlive it in freed memory. (What the caller copies out is the caller's.)
+/// - **Its copy is wiped.** The bytes live in a buffer of this object's own, zeroed when the result is released.
+///   That is this copy only: the engine's decrypted value it was copied from, and whatever the caller copies out,
+///   are released as any `Data` is.
 /// - **`as? Data` takes the contiguous path.** swift-corelibs-foundation bridges a plain `NSData` back to `Data`
 ///   through `Data.init<S: Sequence>`, which walks an `NSData` byte by byte through its indexing iterator; a
 ///   `ContiguousBytes` conformance makes that one copy. Measured in isolation, `Data` → result → `as? Data`
@@ -35,8 +36,11 @@ final class ResultData: NSData, ContiguousBytes {
         super.init()
     }
 
-    /// Results are never archived; decoding one is not supported.
+    /// Archived as a plain `NSData` (``classForCoder``), so an archived result decodes as one; this class is never
+    /// decoded itself.
     required init?(coder: NSCoder) { return nil }
+
+    override var classForCoder: AnyClass { NSData.self }
 
     deinit {
         zeroize(storage.baseAddress!, storage.count)

@@ -45,6 +45,19 @@ struct ResultDataTests {
         }
     }
 
+    @Test("a result archives and unarchives as plain NSData")
+    func archiving() throws {
+        try withStore { _ in
+            let value = Data([0x00, 0xC3, 0x28, 0xFF])
+            #expect(add(genericPassword(account: "a", data: value)) == errSecSuccess)
+            let (_, result) = copyMatching(genericQuery(account: "a", [kSecReturnData: true]))
+            let object = try #require(result)
+            let archive = try NSKeyedArchiver.archivedData(withRootObject: object, requiringSecureCoding: true)
+            let decoded = try NSKeyedUnarchiver.unarchivedObject(ofClass: NSData.self, from: archive)
+            #expect(decoded.map { Data(referencing: $0) } == value)
+        }
+    }
+
     @Test("v_Data in a result dictionary, and data in a result array, bridge to Data")
     func inContainers() throws {
         try withStore { _ in
