@@ -35,9 +35,19 @@ public final class ClassKey: @unchecked Sendable {
     func withMetadataKey<R>(itemID: [UInt8], _ body: (UnsafeRawBufferPointer) throws(KeychainError) -> R)
         throws(KeychainError) -> R
     {
-        var mac = metadataHMAC.authenticate(Self.metadataLabel, itemID, Self.counterOne)
-        defer { mac.withUnsafeMutableBytes { zeroize($0.baseAddress!, $0.count) } }
-        return try mac.withBytes(body)
+        // Derived into a stack buffer, cleared on return: the key never reaches the heap.
+        var key = KeyBuffer()
+        defer { key.clear() }
+        return try key.withUnsafeMutableBytes { out throws(KeychainError) in
+            Self.metadataLabel.withUnsafeBytes { label in
+                itemID.withUnsafeBytes { id in
+                    Self.counterOne.withUnsafeBytes { counter in
+                        metadataHMAC.authenticate(label, id, counter, into: out)
+                    }
+                }
+            }
+            return try body(UnsafeRawBufferPointer(out))
+        }
     }
 
     public static func generate(_ accessibility: Accessibility) -> ClassKey {

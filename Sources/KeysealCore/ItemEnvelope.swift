@@ -197,7 +197,7 @@ public enum ItemEnvelope {
     public static func openValue(_ sealed: SealedItem, aad: [UInt8], classKey: ClassKey) throws(KeychainError) -> Data {
         let associated = AssociatedData(header: aad, attributesBox: sealed.attributes)
         // The item key lives in a stack buffer, zeroed on the way out; it never becomes a heap object.
-        var itemKey = ItemKeyBuffer()
+        var itemKey = KeyBuffer()
         defer { itemKey.clear() }
         return try itemKey.withUnsafeMutableBytes { key throws(KeychainError) in
             try associated.withWrappedKey { aad throws(KeychainError) in
@@ -206,21 +206,6 @@ public enum ItemEnvelope {
             return try associated.withValue { aad throws(KeychainError) in
                 try GCMContext.open(sealed.value, key: UnsafeRawBufferPointer(key), aad: aad)
             }
-        }
-    }
-
-    /// 32 bytes for an unwrapped item key, inline (no allocation).
-    struct ItemKeyBuffer {
-        private var bytes: (UInt64, UInt64, UInt64, UInt64) = (0, 0, 0, 0)
-
-        mutating func withUnsafeMutableBytes<R>(_ body: (UnsafeMutableRawBufferPointer) throws(KeychainError) -> R)
-            throws(KeychainError) -> R
-        {
-            try Swift.withUnsafeMutableBytes(of: &bytes) { raw throws(KeychainError) in try body(raw) }
-        }
-
-        mutating func clear() {
-            Swift.withUnsafeMutableBytes(of: &bytes) { zeroize($0.baseAddress!, $0.count) }
         }
     }
 
@@ -256,6 +241,22 @@ public enum ItemEnvelope {
                 try body(UnsafeRawBufferPointer(rebasing: all[wrapLabel.count...]))
             })
         }
+    }
+}
+
+/// 32 bytes for a per-item key (an unwrapped item key, a derived metadata key), inline on the stack: no allocation,
+/// and cleared by its user on the way out.
+struct KeyBuffer {
+    private var bytes: (UInt64, UInt64, UInt64, UInt64) = (0, 0, 0, 0)
+
+    mutating func withUnsafeMutableBytes<R>(_ body: (UnsafeMutableRawBufferPointer) throws(KeychainError) -> R)
+        throws(KeychainError) -> R
+    {
+        try Swift.withUnsafeMutableBytes(of: &bytes) { raw throws(KeychainError) in try body(raw) }
+    }
+
+    mutating func clear() {
+        Swift.withUnsafeMutableBytes(of: &bytes) { zeroize($0.baseAddress!, $0.count) }
     }
 }
 
