@@ -198,7 +198,7 @@ extension KeychainEngine {
                 }
             }
         }
-        for (itemClass, names) in groups { groupCache[itemClass, default: []].formUnion(names) }
+        for (itemClass, names) in groups { groupCache.insert(contentsOf: names, for: itemClass) }
         return report
     }
 }

@@ -24,7 +24,7 @@ final class KeychainEngine {
     /// The lock-state manager's keys: present exactly when the class is usable.
     var classKeys: [Accessibility: ClassKey] = [:]
     private(set) var lockState: LockState
-    var groupCache: [ItemClass: Set<String>] = [:]
+    var groupCache = GroupCache()
     private var closed = false
 
     static let persistentRefPrefix = Array("ksr1".utf8)
@@ -417,7 +417,7 @@ final class KeychainEngine {
         let (row, attributes, group) = try prepare(item, caller: caller, now: configuration.clock())
         var stored = row
         stored.id = try store.transaction { () throws(KeychainError) in try store.insert(row) }
-        groupCache[item.itemClass, default: []].insert(group)
+        groupCache.insert(group, for: item.itemClass)
         guard !item.returns.effective.isEmpty else { return nil }
         return record(stored, attributes: attributes, data: item.returns.contains(.data) ? item.data : nil,
             returns: item.returns)
@@ -456,7 +456,7 @@ final class KeychainEngine {
         try store.transaction { () throws(KeychainError) in
             for ((row, _, _), _) in rows { try store.insert(row) }
         }
-        for ((_, _, group), itemClass) in rows { groupCache[itemClass, default: []].insert(group) }
+        for ((_, _, group), itemClass) in rows { groupCache.insert(group, for: itemClass) }
     }
 
     func copyMatching(_ query: ItemQuery, caller: Caller) throws -> [ItemRecord] {
@@ -519,7 +519,7 @@ final class KeychainEngine {
             for row in updatedRows { try store.update(row) }
         }
         if let group = changes.accessGroup, let itemClass = matches.first.flatMap({ ItemClass(rawValue: $0.row.itemClass) }) {
-            groupCache[itemClass, default: []].insert(group)
+            groupCache.insert(group, for: itemClass)
         }
     }
 
@@ -663,10 +663,10 @@ final class KeychainEngine {
     }
 
     private func knownGroups(_ itemClass: ItemClass) throws -> [String] {
-        if let cached = groupCache[itemClass] { return cached.sorted() }
+        if let cached = groupCache.groups(itemClass) { return cached }
         let groups = try store.accessGroups(itemClass: itemClass.rawValue)
-        groupCache[itemClass] = Set(groups)
-        return groups
+        groupCache.set(groups, for: itemClass)
+        return groupCache.groups(itemClass) ?? []
     }
 
     /// For an update that matched nothing: would the query's item, changed as asked, collide with an existing

@@ -99,6 +99,16 @@ struct KeychainTests {
         #expect(try Keychain(service: "s", store: fixture.store).allKeys() == ["k", "k"])
     }
 
+    @Test func aLookupWithoutAGroupFindsGroupsStoredBeforeAnAddInAnotherGroup() throws {
+        let fixture = try StoreFixture()
+        defer { fixture.remove() }
+        try Keychain(service: "s", accessGroup: "team.a", store: fixture.store).set("a", key: "k")
+        try fixture.reopen()
+        // The first call after opening adds into another group; the lookup that follows names no group.
+        try Keychain(service: "s", accessGroup: "team.b", store: fixture.store).set("b", key: "other")
+        #expect(try Keychain(service: "s", store: fixture.store).get("k") == "a")
+    }
+
     @Test func closedStoreIsNotAvailable() throws {
         let fixture = try StoreFixture()
         defer { fixture.remove() }
