@@ -465,12 +465,13 @@ final class KeychainEngine {
         let valueProvesMatch = query.returns.contains(.data) && !query.returns.contains(.attributes)
         let matches = try match(query, caller: caller, bound: query.limit.bound, valueProvesMatch: valueProvesMatch)
         guard !matches.isEmpty else { throw KeychainError.itemNotFound }
-        return try matches.map { row, attributes, aad throws in
+        return try matches.map { match throws in
             let data: Data? =
                 query.returns.contains(.data)
                 ? try ItemEnvelope.openValue(
-                    row.sealed, aad: aad, classKey: try requireClassKey(Self.accessibility(of: row))) : nil
-            return record(row, attributes: attributes, data: data, returns: query.returns)
+                    match.row.sealed, aad: match.aad, classKey: try requireClassKey(Self.accessibility(of: match.row)))
+                : nil
+            return record(match.row, attributes: match.attributes, data: data, returns: query.returns)
         }
     }
 
@@ -490,7 +491,8 @@ final class KeychainEngine {
         }
         let now = configuration.clock()
         var updatedRows: [ItemRow] = []
-        for (row, attributes, aad) in matches {
+        for match in matches {
+            let (row, attributes, aad) = (match.row, match.attributes, match.aad)
             let oldAccessibility = try Self.accessibility(of: row)
             let oldKey = try requireClassKey(oldAccessibility)
             let newAccessibility = changes.accessibility ?? oldAccessibility
@@ -530,7 +532,7 @@ final class KeychainEngine {
         let matches = try match(query, caller: caller, bound: nil)
         guard !matches.isEmpty else { throw KeychainError.itemNotFound }
         try store.transaction { () throws(KeychainError) in
-            for (row, _, _) in matches { try store.delete(row) }
+            for match in matches { try store.delete(match.row) }
         }
     }
 
@@ -548,10 +550,10 @@ final class KeychainEngine {
     /// the row was found by, and the attribute ciphertext through its SHA-256. The class key is still required.
     private func match(
         _ query: ItemQuery, caller: Caller, bound: Int?, valueProvesMatch: Bool = false
-    ) throws -> [(row: ItemRow, attributes: [String: AttributeValue], aad: [UInt8])] {
+    ) throws -> [Match] {
         let (filter, decidesQuery) = try rowFilter(query, caller: caller)
         let skipAttributes = valueProvesMatch && decidesQuery
-        var matches: [(row: ItemRow, attributes: [String: AttributeValue], aad: [UInt8])] = []
+        var matches: [Match] = []
         try store.forEachRow(filter) { (row) throws(KeychainError) -> Bool in
             let accessibility = try Self.accessibility(of: row)
             let key = try requireClassKey(accessibility)
@@ -568,11 +570,19 @@ final class KeychainEngine {
                 query.accessGroup == nil || query.accessGroup == row.accessGroup,
                 skipAttributes || Self.attributes(attributes, match: query)
             else { return true }
-            matches.append((row, attributes, aad))
+            matches.append(Match(row: row, attributes: attributes, aad: aad))
             if let bound { return matches.count < bound }
             return true
         }
         return matches
+    }
+
+    /// A row that matched, its decrypted attributes (empty when the value alone proves the match) and its encoded
+    /// header, the envelope's associated data.
+    struct Match {
+        var row: ItemRow
+        var attributes: [String: AttributeValue]
+        var aad: [UInt8]
     }
 
     private func decryptAttributes(

@@ -121,20 +121,69 @@ public struct ItemHeader: Sendable, Equatable {
     }
 
     /// version ‖ store id ‖ item id ‖ class ‖ group ‖ accessibility ‖ pk digest ‖ digests ‖ generation.
+    /// Written once into an array of the exact size (every lookup encodes the header of the row it opens).
     public func encoded() -> [UInt8] {
-        var buffer: [UInt8] = [Self.formatVersion]
-        buffer.reserveCapacity(512)
-        appendField(&buffer, tag: 1, storeID)
-        appendField(&buffer, tag: 2, itemID)
-        appendField(&buffer, tag: 3, itemClass.utf8)
-        appendField(&buffer, tag: 4, accessGroup.utf8)
-        appendField(&buffer, tag: 5, accessibility.utf8)
-        appendField(&buffer, tag: 6, primaryKeyDigest)
-        for digest in digests {
-            if let digest { appendField(&buffer, tag: 7, digest) } else { appendField(&buffer, tag: 8, []) }
+        var count = 1 + FieldWriter.overhead * (7 + digests.count) + storeID.count + itemID.count
+        count += itemClass.utf8.count + accessGroup.utf8.count + accessibility.utf8.count + primaryKeyDigest.count + 8
+        for digest in digests { count += digest?.count ?? 0 }
+        return [UInt8](unsafeUninitializedCapacity: count) { buffer, initialized in
+            var writer = FieldWriter(UnsafeMutableRawBufferPointer(buffer))
+            writer.byte(Self.formatVersion)
+            storeID.withUnsafeBytes { writer.field(1, $0) }
+            itemID.withUnsafeBytes { writer.field(2, $0) }
+            writer.field(3, itemClass)
+            writer.field(4, accessGroup)
+            writer.field(5, accessibility)
+            primaryKeyDigest.withUnsafeBytes { writer.field(6, $0) }
+            for digest in digests {
+                if let digest {
+                    digest.withUnsafeBytes { writer.field(7, $0) }
+                } else {
+                    writer.field(8, UnsafeRawBufferPointer(start: nil, count: 0))
+                }
+            }
+            withUnsafeBytes(of: generation.bigEndian) { writer.field(9, $0) }
+            initialized = writer.offset
         }
-        appendField(&buffer, tag: 9, withUnsafeBytes(of: generation.bigEndian) { Array($0) })
-        return buffer
+    }
+}
+
+/// Writes the length-prefixed fields of ``appendField(_:tag:_:)`` into memory sized for them in advance.
+/// Writing past the end is a precondition failure, never a write out of bounds.
+struct FieldWriter {
+    /// Tag and 32-bit length.
+    static let overhead = 5
+
+    private let base: UnsafeMutableRawBufferPointer
+    private(set) var offset = 0
+
+    init(_ base: UnsafeMutableRawBufferPointer) { self.base = base }
+
+    mutating func byte(_ value: UInt8) {
+        precondition(offset < base.count, "field buffer too small")
+        base[offset] = value
+        offset += 1
+    }
+
+    mutating func field(_ tag: UInt8, _ bytes: UnsafeRawBufferPointer) {
+        precondition(bytes.count <= Int(UInt32.max) && base.count - offset >= Self.overhead + bytes.count,
+            "field buffer too small")
+        let length = UInt32(bytes.count)
+        base[offset] = tag
+        base[offset + 1] = UInt8(truncatingIfNeeded: length >> 24)
+        base[offset + 2] = UInt8(truncatingIfNeeded: length >> 16)
+        base[offset + 3] = UInt8(truncatingIfNeeded: length >> 8)
+        base[offset + 4] = UInt8(truncatingIfNeeded: length)
+        offset += Self.overhead
+        if let source = bytes.baseAddress, !bytes.isEmpty {
+            (base.baseAddress! + offset).copyMemory(from: source, byteCount: bytes.count)
+            offset += bytes.count
+        }
+    }
+
+    mutating func field(_ tag: UInt8, _ text: String) {
+        var text = text
+        text.withUTF8 { field(tag, UnsafeRawBufferPointer($0)) }
     }
 }
 
@@ -216,13 +265,17 @@ public enum ItemEnvelope {
         private let headerEnd: Int
 
         init(header: [UInt8], attributesBox: Data) {
-            var buffer: [UInt8] = []
-            buffer.reserveCapacity(wrapLabel.count + header.count + SHA256.byteCount)
-            buffer.append(contentsOf: wrapLabel)
-            buffer.append(contentsOf: header)
-            attributesBox.withUnsafeBytes { appendSHA256(of: $0, to: &buffer) }
-            self.buffer = buffer
-            headerEnd = wrapLabel.count + header.count
+            let headerEnd = wrapLabel.count + header.count
+            buffer = [UInt8](unsafeUninitializedCapacity: headerEnd + SHA256.byteCount) { buffer, initialized in
+                let raw = UnsafeMutableRawBufferPointer(buffer)
+                wrapLabel.withUnsafeBytes { raw.copyMemory(from: $0) }
+                header.withUnsafeBytes { UnsafeMutableRawBufferPointer(rebasing: raw[wrapLabel.count...]).copyMemory(from: $0) }
+                attributesBox.withUnsafeBytes {
+                    sha256($0, into: UnsafeMutableRawBufferPointer(rebasing: raw[headerEnd...]))
+                }
+                initialized = raw.count
+            }
+            self.headerEnd = headerEnd
         }
 
         /// "keyseal/ik" ‖ header.

@@ -74,13 +74,10 @@ struct PreparedHMAC: Sendable {
     }
 }
 
-/// SHA-256 of `bytes`, appended to `buffer` (32 bytes).
-func appendSHA256(of bytes: UnsafeRawBufferPointer, to buffer: inout [UInt8]) {
-    var digest: (UInt64, UInt64, UInt64, UInt64) = (0, 0, 0, 0)
-    withUnsafeMutableBytes(of: &digest) { out in
-        keyseal_sha256(
-            bytes.baseAddress?.assumingMemoryBound(to: UInt8.self), bytes.count,
-            out.baseAddress!.assumingMemoryBound(to: UInt8.self))
-        buffer.append(contentsOf: out)
-    }
+/// SHA-256 of `bytes` into the first 32 bytes of `out`.
+func sha256(_ bytes: UnsafeRawBufferPointer, into out: UnsafeMutableRawBufferPointer) {
+    precondition(out.count >= 32, "SHA-256 needs 32 bytes")
+    keyseal_sha256(
+        bytes.baseAddress?.assumingMemoryBound(to: UInt8.self), bytes.count,
+        out.baseAddress!.assumingMemoryBound(to: UInt8.self))
 }

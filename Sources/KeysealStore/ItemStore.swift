@@ -125,7 +125,10 @@ public final class ItemStore {
         }
     }
 
-    public func close() { database.close() }
+    public func close() {
+        cachedPrimaryKeyStatements = nil
+        database.close()
+    }
 
     // MARK: Schema
 
@@ -215,6 +218,12 @@ public final class ItemStore {
 
     /// Calls `body` for each row matching `filter` in insertion order until it returns false.
     public func forEachRow(_ filter: RowFilter, _ body: (ItemRow) throws(KeychainError) -> Bool) throws(KeychainError) {
+        if filter.accessibility == nil, filter.itemID == nil, let groups = filter.groups, groups.count == 1,
+            let digest = groups[0].primaryKeyDigest, groups[0].digests.isEmpty
+        {
+            try forEachRow(primaryKeyDigest: digest, body)
+            return
+        }
         let byDigest = filter.groups?.contains { $0.primaryKeyDigest != nil || !$0.digests.isEmpty } ?? false
         var values: [BindValue] = []
         // The statement's shape; the SQL text is built only the first time a shape is seen.
@@ -311,14 +320,66 @@ public final class ItemStore {
         if let foundID { hints.set(digest, rowID: foundID) }
     }
 
+    /// The lookup most calls make, one primary-key digest in one group and no other condition: what the general
+    /// path does for this filter (the hinted row by id first, else through the index, remembering where the row
+    /// was), on two statements kept at hand, without building a statement shape or a list of bound values.
+    private func forEachRow(primaryKeyDigest digest: Data, _ body: (ItemRow) throws(KeychainError) -> Bool)
+        throws(KeychainError)
+    {
+        let statements = try primaryKeyStatements()
+        if let hinted = hints.rowID(for: digest) {
+            var found = false
+            try runRows(statements.hinted, bind: { statement throws(SQLiteError) in
+                try statement.bind(1, hinted)
+                try statement.bind(2, digest)
+            }) { row throws(KeychainError) in
+                found = true
+                return try body(row)
+            }
+            if found {
+                hintedReads += 1
+                return
+            }
+        }
+        var foundID: Int64?
+        try runRows(statements.direct, bind: { statement throws(SQLiteError) in try statement.bind(1, digest) }) {
+            row throws(KeychainError) in
+            foundID = row.id
+            return try body(row)
+        }
+        if let foundID { hints.set(digest, rowID: foundID) }
+    }
+
+    /// The statements of ``forEachRow(primaryKeyDigest:_:)``: by hinted id and digest, and by digest alone.
+    /// One digest binds group and class and finds at most one row: no other condition, no order.
+    private var cachedPrimaryKeyStatements: (hinted: Statement, direct: Statement)?
+
+    private func primaryKeyStatements() throws(KeychainError) -> (hinted: Statement, direct: Statement) {
+        if let cachedPrimaryKeyStatements { return cachedPrimaryKeyStatements }
+        let select = "SELECT \(Self.rowColumns) FROM items i LEFT JOIN ledger l ON l.id = i.id WHERE "
+        do {
+            let statements = (
+                hinted: try database.statement(key: "rows:pk-hinted", sql: { select + "i.id = ?1 AND i.pk = ?2" }),
+                direct: try database.statement(key: "rows:pk", sql: { select + "i.pk = ?1" }))
+            cachedPrimaryKeyStatements = statements
+            return statements
+        } catch {
+            throw error.keychainError
+        }
+    }
+
     /// Runs the cached statement `key` (built by `sql` the first time) with `values` and calls `body` per row until
     /// it returns false.
     private func runRows(
         key: String, sql: () -> String, values: [BindValue], _ body: (ItemRow) throws(KeychainError) -> Bool
     ) throws(KeychainError) {
+        let statement: Statement
         do {
-            let statement = try database.statement(key: key, sql: sql)
-            defer { statement.reset() }
+            statement = try database.statement(key: key, sql: sql)
+        } catch {
+            throw error.keychainError
+        }
+        try runRows(statement, bind: { statement throws(SQLiteError) in
             for (index, value) in values.enumerated() {
                 switch value {
                 case .text(let text): try statement.bind(Int32(index + 1), text)
@@ -326,6 +387,18 @@ public final class ItemStore {
                 case .integer(let integer): try statement.bind(Int32(index + 1), integer)
                 }
             }
+        }, body)
+    }
+
+    /// Binds `statement` with `bind`, then calls `body` per row until it returns false; the statement is reset on
+    /// the way out.
+    private func runRows(
+        _ statement: Statement, bind: (Statement) throws(SQLiteError) -> Void,
+        _ body: (ItemRow) throws(KeychainError) -> Bool
+    ) throws(KeychainError) {
+        defer { statement.reset() }
+        do {
+            try bind(statement)
             while try statement.step() {
                 if try !body(Self.row(statement)) { break }
             }

@@ -30,12 +30,12 @@ struct PreparedHMACTests {
             == "5bdcc146bf60754e6a042426089575c75a003f089d2739839dec58b964ec3843")
     }
 
-    @Test("appendSHA256 appends swift-crypto's SHA-256 after what the buffer holds",
+    @Test("sha256(_:into:) writes swift-crypto's SHA-256 into the first 32 bytes and nothing after them",
         arguments: [0, 1, 55, 56, 64, 1000])
     func sha256(length: Int) {
         let bytes = (0..<length).map { _ in UInt8.random(in: 0...255) }
-        var buffer: [UInt8] = [9, 8, 7]
-        bytes.withUnsafeBytes { appendSHA256(of: $0, to: &buffer) }
-        #expect(buffer == [9, 8, 7] + Array(SHA256.hash(data: bytes)))
+        var out = [UInt8](repeating: 0xA5, count: 35)
+        bytes.withUnsafeBytes { input in out.withUnsafeMutableBytes { KeysealCore.sha256(input, into: $0) } }
+        #expect(out == Array(SHA256.hash(data: bytes)) + [0xA5, 0xA5, 0xA5])
     }
 }
