@@ -463,7 +463,15 @@ final class KeychainEngine {
         // A request for the value alone, found by digests only, needs no attribute decryption: opening the value
         // authenticates the header, and the header carries the digests the rows were found by (DESIGN.md §2, §4).
         let valueProvesMatch = query.returns.contains(.data) && !query.returns.contains(.attributes)
-        let matches = try match(query, caller: caller, bound: query.limit.bound, valueProvesMatch: valueProvesMatch)
+        let (filter, decidesQuery) = try rowFilter(query, caller: caller)
+        if valueProvesMatch, decidesQuery, query.returns == .data, let digest = filter.primaryKeyDigest {
+            let records = try values(query, caller: caller, primaryKeyDigest: digest)
+            guard !records.isEmpty else { throw KeychainError.itemNotFound }
+            return records
+        }
+        let matches = try match(
+            query, caller: caller, filter: (filter, decidesQuery), bound: query.limit.bound,
+            valueProvesMatch: valueProvesMatch)
         guard !matches.isEmpty else { throw KeychainError.itemNotFound }
         return try matches.map { match throws in
             let data: Data? =
@@ -549,9 +557,10 @@ final class KeychainEngine {
     /// opened and `attributes` is empty: the value's authentication covers the header, whose digests are the ones
     /// the row was found by, and the attribute ciphertext through its SHA-256. The class key is still required.
     private func match(
-        _ query: ItemQuery, caller: Caller, bound: Int?, valueProvesMatch: Bool = false
+        _ query: ItemQuery, caller: Caller, filter given: (RowFilter, decidesQuery: Bool)? = nil, bound: Int?,
+        valueProvesMatch: Bool = false
     ) throws -> [Match] {
-        let (filter, decidesQuery) = try rowFilter(query, caller: caller)
+        let (filter, decidesQuery) = try given ?? rowFilter(query, caller: caller)
         let skipAttributes = valueProvesMatch && decidesQuery
         var matches: [Match] = []
         try store.forEachRow(filter) { (row) throws(KeychainError) -> Bool in
@@ -585,6 +594,32 @@ final class KeychainEngine {
         var aad: [UInt8]
     }
 
+    /// The value-only lookup by one primary-key digest, the common `SecItemCopyMatching`: ``match(_:caller:filter:bound:valueProvesMatch:)``
+    /// with the value alone proving the match, then each value opened, with every row read in place (no row is
+    /// copied out of SQLite). The same checks in the same order: the class key, the ledger, the authenticated
+    /// columns against the query; then the value, whose authentication covers the header the row was found by.
+    private func values(_ query: ItemQuery, caller: Caller, primaryKeyDigest digest: Data) throws -> [ItemRecord] {
+        var records: [ItemRecord] = []
+        let bound = query.limit.bound
+        try store.forEachRowInPlace(primaryKeyDigest: digest) { row throws(KeychainError) -> Bool in
+            let key = try requireClassKey(Self.accessibility(code: row.accessibility))
+            try Self.checkLedger(generation: row.generation, ledgerGeneration: row.ledgerGeneration)
+            let group = row.accessGroup
+            guard row.itemClass == query.itemClass.rawValue, caller.holds(group),
+                query.accessGroup == nil || query.accessGroup == group
+            else { return true }
+            let data = try row.withHeaderColumns { header throws(KeychainError) in
+                try ItemEnvelope.openValue(
+                    storeID: storeID, header: header, attributesBox: row.attributes, wrappedKey: row.wrappedKey,
+                    value: row.value, classKey: key)
+            }
+            records.append(ItemRecord(itemClass: query.itemClass, attributes: [:], data: data, persistentRef: nil))
+            if let bound { return records.count < bound }
+            return true
+        }
+        return records
+    }
+
     private func decryptAttributes(
         _ row: ItemRow, aad: [UInt8], classKey: ClassKey
     ) throws(KeychainError) -> [String: AttributeValue] {
@@ -595,7 +630,11 @@ final class KeychainEngine {
 
     /// An older copy of a row put back in place carries an older generation than the ledger records.
     func checkLedger(_ row: ItemRow) throws(KeychainError) {
-        guard row.ledgerGeneration == row.generation else {
+        try Self.checkLedger(generation: row.generation, ledgerGeneration: row.ledgerGeneration)
+    }
+
+    static func checkLedger(generation: Int64, ledgerGeneration: Int64?) throws(KeychainError) {
+        guard ledgerGeneration == generation else {
             throw KeychainError(KeychainStatus.decode, "an item failed its generation check (rolled back or edited)")
         }
     }
@@ -758,7 +797,11 @@ final class KeychainEngine {
     }
 
     static func accessibility(of row: ItemRow) throws(KeychainError) -> Accessibility {
-        guard let accessibility = Accessibility(rawValue: row.accessibility) else {
+        try accessibility(code: row.accessibility)
+    }
+
+    static func accessibility(code: String) throws(KeychainError) -> Accessibility {
+        guard let accessibility = Accessibility(rawValue: code) else {
             throw KeychainError(KeychainStatus.decode, "an item has an unknown accessibility class")
         }
         return accessibility

@@ -25,9 +25,9 @@ public final class ClassKey: @unchecked Sendable {
     }
 
     /// Opens a wrapped item key into `itemKey` (32 bytes); `errSecDecode`, with `itemKey` zeroed, if it fails.
-    func unwrapItemKey(_ wrapped: Data, aad: UnsafeRawBufferPointer, into itemKey: UnsafeMutableRawBufferPointer)
-        throws(KeychainError)
-    {
+    func unwrapItemKey(
+        _ wrapped: UnsafeRawBufferPointer, aad: UnsafeRawBufferPointer, into itemKey: UnsafeMutableRawBufferPointer
+    ) throws(KeychainError) {
         try unwrapContext.open(wrapped, aad: aad, exactlyInto: itemKey)
     }
 

@@ -43,16 +43,18 @@ package final class GCMContext: @unchecked Sendable {
 
     /// The plaintext of `combined` into a new `Data`; `errSecDecode` unless it is authentic under `aad`.
     package func open(_ combined: Data, aad: UnsafeRawBufferPointer) throws(KeychainError) -> Data {
-        let length = try Self.plaintextLength(combined)
-        var plain = Data(count: length)
-        let authentic = plain.withUnsafeMutableBytes { out in open(combined, aad: aad, into: out) }
-        guard authentic else { throw Self.failure }
-        return plain
+        try combined.withBytes { box throws(KeychainError) in
+            let length = try Self.plaintextLength(box)
+            var plain = Data(count: length)
+            let authentic = plain.withUnsafeMutableBytes { out in open(box, aad: aad, into: out) }
+            guard authentic else { throw Self.failure }
+            return plain
+        }
     }
 
     /// The plaintext of `combined` into `out`, which must be exactly its size; `errSecDecode` (with `out` zeroed)
     /// unless it is authentic under `aad`.
-    func open(_ combined: Data, aad: UnsafeRawBufferPointer, exactlyInto out: UnsafeMutableRawBufferPointer)
+    func open(_ combined: UnsafeRawBufferPointer, aad: UnsafeRawBufferPointer, exactlyInto out: UnsafeMutableRawBufferPointer)
         throws(KeychainError)
     {
         guard try Self.plaintextLength(combined) == out.count, open(combined, aad: aad, into: out) else {
@@ -63,6 +65,14 @@ package final class GCMContext: @unchecked Sendable {
 
     /// One open with a context keyed for it alone (a per-item key), freed before returning.
     package static func open(_ combined: Data, key: UnsafeRawBufferPointer, aad: UnsafeRawBufferPointer)
+        throws(KeychainError)
+        -> Data
+    {
+        try combined.withBytes { box throws(KeychainError) in try open(box, key: key, aad: aad) }
+    }
+
+    /// ``open(_:key:aad:)`` of a box read in place.
+    package static func open(_ combined: UnsafeRawBufferPointer, key: UnsafeRawBufferPointer, aad: UnsafeRawBufferPointer)
         throws(KeychainError)
         -> Data
     {
@@ -80,7 +90,9 @@ package final class GCMContext: @unchecked Sendable {
         return plain
     }
 
-    private func open(_ combined: Data, aad: UnsafeRawBufferPointer, into out: UnsafeMutableRawBufferPointer) -> Bool {
+    private func open(_ combined: UnsafeRawBufferPointer, aad: UnsafeRawBufferPointer, into out: UnsafeMutableRawBufferPointer)
+        -> Bool
+    {
         Self.withPointers(combined, aad: aad, out: out) { nonce, associated, ciphertext, length, tag, output in
             lock.withLock {
                 keyseal_gcm_open(context, nonce, associated, aad.count, ciphertext, length, tag, output) == 1
@@ -92,32 +104,37 @@ package final class GCMContext: @unchecked Sendable {
     /// least a nonce and a tag long. libcrypto wants pointers even for empty inputs; nothing is read or written
     /// through the placeholder then.
     private static func withPointers(
-        _ combined: Data, aad: UnsafeRawBufferPointer, out: UnsafeMutableRawBufferPointer,
+        _ box: UnsafeRawBufferPointer, aad: UnsafeRawBufferPointer, out: UnsafeMutableRawBufferPointer,
         _ body: (
             _ nonce: UnsafePointer<UInt8>, _ aad: UnsafePointer<UInt8>, _ ciphertext: UnsafePointer<UInt8>, _ length: Int,
             _ tag: UnsafePointer<UInt8>, _ out: UnsafeMutablePointer<UInt8>
         ) -> Bool
     ) -> Bool {
         var empty: UInt8 = 0
-        return combined.withUnsafeBytes { box in
-            let base = box.baseAddress!.assumingMemoryBound(to: UInt8.self)
-            let length = box.count - nonceSize - tagSize
-            return withUnsafeMutablePointer(to: &empty) { placeholder in
-                body(
-                    base, aad.baseAddress?.assumingMemoryBound(to: UInt8.self) ?? UnsafePointer(placeholder),
-                    base + nonceSize, length, base + nonceSize + length,
-                    out.baseAddress?.assumingMemoryBound(to: UInt8.self) ?? placeholder)
-            }
+        let base = box.baseAddress!.assumingMemoryBound(to: UInt8.self)
+        let length = box.count - nonceSize - tagSize
+        return withUnsafeMutablePointer(to: &empty) { placeholder in
+            body(
+                base, aad.baseAddress?.assumingMemoryBound(to: UInt8.self) ?? UnsafePointer(placeholder),
+                base + nonceSize, length, base + nonceSize + length,
+                out.baseAddress?.assumingMemoryBound(to: UInt8.self) ?? placeholder)
         }
     }
 
-    private static func plaintextLength(_ combined: Data) throws(KeychainError) -> Int {
+    private static func plaintextLength(_ combined: UnsafeRawBufferPointer) throws(KeychainError) -> Int {
         guard combined.count >= nonceSize + tagSize else { throw failure }
         return combined.count - nonceSize - tagSize
     }
 
     private static var failure: KeychainError {
         KeychainError(KeychainStatus.decode, "stored data failed authentication")
+    }
+}
+
+extension Data {
+    /// `withUnsafeBytes` for a body that throws only ``KeychainError`` (the standard one rethrows `any Error`).
+    package func withBytes<R>(_ body: (UnsafeRawBufferPointer) throws(KeychainError) -> R) throws(KeychainError) -> R {
+        try withUnsafeBytes { raw in Result { () throws(KeychainError) in try body(raw) } }.get()
     }
 }
 

@@ -148,6 +148,66 @@ public struct ItemHeader: Sendable, Equatable {
     }
 }
 
+/// The columns of an ``ItemHeader`` as bytes read in place from a stored row (valid only while the row is), so that
+/// a lookup encodes the header straight into the envelope's associated data. The same encoding as
+/// ``ItemHeader/encoded()``.
+public struct HeaderColumns {
+    public var itemID: UnsafeRawBufferPointer
+    public var itemClass: UnsafeRawBufferPointer
+    public var accessGroup: UnsafeRawBufferPointer
+    public var accessibility: UnsafeRawBufferPointer
+    public var primaryKeyDigest: UnsafeRawBufferPointer
+    /// In ``AttributeKey/digested`` order; nil where the column is NULL.
+    public var digests: UnsafeBufferPointer<UnsafeRawBufferPointer?>
+    public var generation: Int64
+
+    public init(
+        itemID: UnsafeRawBufferPointer, itemClass: UnsafeRawBufferPointer, accessGroup: UnsafeRawBufferPointer,
+        accessibility: UnsafeRawBufferPointer, primaryKeyDigest: UnsafeRawBufferPointer,
+        digests: UnsafeBufferPointer<UnsafeRawBufferPointer?>, generation: Int64
+    ) {
+        self.itemID = itemID
+        self.itemClass = itemClass
+        self.accessGroup = accessGroup
+        self.accessibility = accessibility
+        self.primaryKeyDigest = primaryKeyDigest
+        self.digests = digests
+        self.generation = generation
+    }
+
+    /// The encoded header's size in bytes, with `storeID`.
+    func encodedCount(storeID: [UInt8]) -> Int {
+        var count = 1 + FieldWriter.overhead * (7 + digests.count) + storeID.count + itemID.count + itemClass.count
+        count += accessGroup.count + accessibility.count + primaryKeyDigest.count + 8
+        for digest in digests { count += digest?.count ?? 0 }
+        return count
+    }
+
+    /// Writes the encoded header (``ItemHeader/encoded()``'s bytes) with `storeID`.
+    func write(storeID: [UInt8], into writer: inout FieldWriter) {
+        writer.byte(ItemHeader.formatVersion)
+        storeID.withUnsafeBytes { writer.field(1, $0) }
+        writer.field(2, itemID)
+        writer.field(3, itemClass)
+        writer.field(4, accessGroup)
+        writer.field(5, accessibility)
+        writer.field(6, primaryKeyDigest)
+        for digest in digests {
+            if let digest { writer.field(7, digest) } else { writer.field(8, UnsafeRawBufferPointer(start: nil, count: 0)) }
+        }
+        withUnsafeBytes(of: generation.bigEndian) { writer.field(9, $0) }
+    }
+
+    /// The encoded header as an array (tests compare it with ``ItemHeader/encoded()``).
+    public func encoded(storeID: [UInt8]) -> [UInt8] {
+        [UInt8](unsafeUninitializedCapacity: encodedCount(storeID: storeID)) { buffer, initialized in
+            var writer = FieldWriter(UnsafeMutableRawBufferPointer(buffer))
+            write(storeID: storeID, into: &writer)
+            initialized = writer.offset
+        }
+    }
+}
+
 /// Writes the length-prefixed fields of ``appendField(_:tag:_:)`` into memory sized for them in advance.
 /// Writing past the end is a precondition failure, never a write out of bounds.
 struct FieldWriter {
@@ -216,7 +276,7 @@ public enum ItemEnvelope {
         let attributesBox = try AEAD.seal(
             attributes, key: classKey.metadataKey(itemID: itemID), aad: aad, nonce: random?.nonce())
         let itemKey = random?.symmetricKey() ?? SymmetricKey(size: .bits256)
-        let associated = AssociatedData(header: aad, attributesBox: attributesBox)
+        let associated = attributesBox.withUnsafeBytes { AssociatedData(header: aad, attributesBox: $0) }
         let wrappedKey: Data
         do {
             let nonce = random?.nonce()
@@ -244,16 +304,38 @@ public enum ItemEnvelope {
 
     /// The decrypted secret; `errSecDecode` if anything was altered.
     public static func openValue(_ sealed: SealedItem, aad: [UInt8], classKey: ClassKey) throws(KeychainError) -> Data {
-        let associated = AssociatedData(header: aad, attributesBox: sealed.attributes)
+        let associated = sealed.attributes.withUnsafeBytes { AssociatedData(header: aad, attributesBox: $0) }
+        return try sealed.wrappedKey.withBytes { wrappedKey throws(KeychainError) in
+            try sealed.value.withBytes { value throws(KeychainError) in
+                try openValue(associated, wrappedKey: wrappedKey, value: value, classKey: classKey)
+            }
+        }
+    }
+
+    /// ``openValue(_:aad:classKey:)`` of a row read in place: the header is encoded straight into the associated
+    /// data, and the ciphertexts are read where they are.
+    public static func openValue(
+        storeID: [UInt8], header: HeaderColumns, attributesBox: UnsafeRawBufferPointer,
+        wrappedKey: UnsafeRawBufferPointer, value: UnsafeRawBufferPointer, classKey: ClassKey
+    ) throws(KeychainError) -> Data {
+        try openValue(
+            AssociatedData(storeID: storeID, header: header, attributesBox: attributesBox), wrappedKey: wrappedKey,
+            value: value, classKey: classKey)
+    }
+
+    private static func openValue(
+        _ associated: AssociatedData, wrappedKey: UnsafeRawBufferPointer, value: UnsafeRawBufferPointer,
+        classKey: ClassKey
+    ) throws(KeychainError) -> Data {
         // The item key lives in a stack buffer, zeroed on the way out; it never becomes a heap object.
         var itemKey = KeyBuffer()
         defer { itemKey.clear() }
         return try itemKey.withUnsafeMutableBytes { key throws(KeychainError) in
             try associated.withWrappedKey { aad throws(KeychainError) in
-                try classKey.unwrapItemKey(sealed.wrappedKey, aad: aad, into: key)
+                try classKey.unwrapItemKey(wrappedKey, aad: aad, into: key)
             }
             return try associated.withValue { aad throws(KeychainError) in
-                try GCMContext.open(sealed.value, key: UnsafeRawBufferPointer(key), aad: aad)
+                try GCMContext.open(value, key: UnsafeRawBufferPointer(key), aad: aad)
             }
         }
     }
@@ -264,15 +346,31 @@ public enum ItemEnvelope {
         private let buffer: [UInt8]
         private let headerEnd: Int
 
-        init(header: [UInt8], attributesBox: Data) {
-            let headerEnd = wrapLabel.count + header.count
+        init(header: [UInt8], attributesBox: UnsafeRawBufferPointer) {
+            self.init(headerCount: header.count, attributesBox: attributesBox) { out in
+                header.withUnsafeBytes { out.copyMemory(from: $0) }
+            }
+        }
+
+        init(storeID: [UInt8], header: HeaderColumns, attributesBox: UnsafeRawBufferPointer) {
+            self.init(headerCount: header.encodedCount(storeID: storeID), attributesBox: attributesBox) { out in
+                var writer = FieldWriter(out)
+                header.write(storeID: storeID, into: &writer)
+                precondition(writer.offset == out.count, "header size mismatch")
+            }
+        }
+
+        /// One allocation: the label, the header `writeHeader` writes into exactly `headerCount` bytes, the digest.
+        private init(
+            headerCount: Int, attributesBox: UnsafeRawBufferPointer,
+            writeHeader: (UnsafeMutableRawBufferPointer) -> Void
+        ) {
+            let headerEnd = wrapLabel.count + headerCount
             buffer = [UInt8](unsafeUninitializedCapacity: headerEnd + SHA256.byteCount) { buffer, initialized in
                 let raw = UnsafeMutableRawBufferPointer(buffer)
                 wrapLabel.withUnsafeBytes { raw.copyMemory(from: $0) }
-                header.withUnsafeBytes { UnsafeMutableRawBufferPointer(rebasing: raw[wrapLabel.count...]).copyMemory(from: $0) }
-                attributesBox.withUnsafeBytes {
-                    sha256($0, into: UnsafeMutableRawBufferPointer(rebasing: raw[headerEnd...]))
-                }
+                writeHeader(UnsafeMutableRawBufferPointer(rebasing: raw[wrapLabel.count..<headerEnd]))
+                sha256(attributesBox, into: UnsafeMutableRawBufferPointer(rebasing: raw[headerEnd...]))
                 initialized = raw.count
             }
             self.headerEnd = headerEnd

@@ -68,6 +68,15 @@ public struct RowFilter: Sendable {
         self.accessibility = accessibility
         self.itemID = itemID
     }
+
+    /// The digest when this filter is one primary-key digest in one group and nothing else: the lookup most calls
+    /// make, which ``ItemStore/forEachRowInPlace(primaryKeyDigest:_:)`` serves.
+    public var primaryKeyDigest: Data? {
+        guard accessibility == nil, itemID == nil, let groups, groups.count == 1, groups[0].digests.isEmpty else {
+            return nil
+        }
+        return groups[0].primaryKeyDigest
+    }
 }
 
 enum BindValue {
@@ -218,10 +227,8 @@ public final class ItemStore {
 
     /// Calls `body` for each row matching `filter` in insertion order until it returns false.
     public func forEachRow(_ filter: RowFilter, _ body: (ItemRow) throws(KeychainError) -> Bool) throws(KeychainError) {
-        if filter.accessibility == nil, filter.itemID == nil, let groups = filter.groups, groups.count == 1,
-            let digest = groups[0].primaryKeyDigest, groups[0].digests.isEmpty
-        {
-            try forEachRow(primaryKeyDigest: digest, body)
+        if let digest = filter.primaryKeyDigest {
+            try forEachRow(primaryKeyDigest: digest) { statement throws(KeychainError) in try body(Self.row(statement)) }
             return
         }
         let byDigest = filter.groups?.contains { $0.primaryKeyDigest != nil || !$0.digests.isEmpty } ?? false
@@ -323,7 +330,7 @@ public final class ItemStore {
     /// The lookup most calls make, one primary-key digest in one group and no other condition: what the general
     /// path does for this filter (the hinted row by id first, else through the index, remembering where the row
     /// was), on two statements kept at hand, without building a statement shape or a list of bound values.
-    private func forEachRow(primaryKeyDigest digest: Data, _ body: (ItemRow) throws(KeychainError) -> Bool)
+    private func forEachRow(primaryKeyDigest digest: Data, _ body: (Statement) throws(KeychainError) -> Bool)
         throws(KeychainError)
     {
         let statements = try primaryKeyStatements()
@@ -332,9 +339,9 @@ public final class ItemStore {
             try runRows(statements.hinted, bind: { statement throws(SQLiteError) in
                 try statement.bind(1, hinted)
                 try statement.bind(2, digest)
-            }) { row throws(KeychainError) in
+            }) { statement throws(KeychainError) in
                 found = true
-                return try body(row)
+                return try body(statement)
             }
             if found {
                 hintedReads += 1
@@ -343,11 +350,22 @@ public final class ItemStore {
         }
         var foundID: Int64?
         try runRows(statements.direct, bind: { statement throws(SQLiteError) in try statement.bind(1, digest) }) {
-            row throws(KeychainError) in
-            foundID = row.id
-            return try body(row)
+            statement throws(KeychainError) in
+            foundID = statement.int64(0)
+            return try body(statement)
         }
         if let foundID { hints.set(digest, rowID: foundID) }
+    }
+
+    /// The rows a filter of one primary-key digest in one group finds (``RowFilter/primaryKeyDigest``), as
+    /// ``forEachRow(_:_:)`` finds them, each read in place: `body` sees SQLite's own column bytes, with no row
+    /// copied. Each view is valid only during the call that receives it.
+    public func forEachRowInPlace(primaryKeyDigest digest: Data, _ body: (ItemRowInPlace) throws(KeychainError) -> Bool)
+        throws(KeychainError)
+    {
+        try forEachRow(primaryKeyDigest: digest) { statement throws(KeychainError) in
+            try body(ItemRowInPlace(statement.pointer))
+        }
     }
 
     /// The statements of ``forEachRow(primaryKeyDigest:_:)``: by hinted id and digest, and by digest alone.
@@ -387,20 +405,20 @@ public final class ItemStore {
                 case .integer(let integer): try statement.bind(Int32(index + 1), integer)
                 }
             }
-        }, body)
+        }) { statement throws(KeychainError) in try body(Self.row(statement)) }
     }
 
     /// Binds `statement` with `bind`, then calls `body` per row until it returns false; the statement is reset on
     /// the way out.
     private func runRows(
         _ statement: Statement, bind: (Statement) throws(SQLiteError) -> Void,
-        _ body: (ItemRow) throws(KeychainError) -> Bool
+        _ body: (Statement) throws(KeychainError) -> Bool
     ) throws(KeychainError) {
         defer { statement.reset() }
         do {
             try bind(statement)
             while try statement.step() {
-                if try !body(Self.row(statement)) { break }
+                if try !body(statement) { break }
             }
         } catch let error as SQLiteError {
             throw error.keychainError

@@ -154,7 +154,7 @@ public final class Statement {
         raw = nil
     }
 
-    private var pointer: OpaquePointer {
+    var pointer: OpaquePointer {
         guard let raw else { preconditionFailure("statement used after its database closed") }
         return raw
     }

@@ -86,7 +86,7 @@ struct GCMTests {
             var out = [UInt8](repeating: 0xAA, count: length)
             try out.withUnsafeMutableBytes { raw in
                 try [UInt8]([1, 2, 3]).withBytes { aad throws(KeychainError) in
-                    try context.open(box, aad: aad, exactlyInto: raw)
+                    try box.withBytes { bytes throws(KeychainError) in try context.open(bytes, aad: aad, exactlyInto: raw) }
                 }
             }
             #expect(out == plaintext)
@@ -96,13 +96,21 @@ struct GCMTests {
         tampered[20] ^= 0xFF
         var out = [UInt8](repeating: 0xAA, count: 32)
         #expect(throws: KeychainError.decode) {
-            try out.withUnsafeMutableBytes { raw in try context.open(tampered, aad: UnsafeRawBufferPointer(start: nil, count: 0), exactlyInto: raw) }
+            try out.withUnsafeMutableBytes { raw in
+                try tampered.withBytes { bytes throws(KeychainError) in
+                    try context.open(bytes, aad: UnsafeRawBufferPointer(start: nil, count: 0), exactlyInto: raw)
+                }
+            }
         }
         #expect(out == [UInt8](repeating: 0, count: 32))
         // The wrong output size is refused too.
         var short = [UInt8](repeating: 0xAA, count: 31)
         #expect(throws: KeychainError.decode) {
-            try short.withUnsafeMutableBytes { raw in try context.open(box, aad: UnsafeRawBufferPointer(start: nil, count: 0), exactlyInto: raw) }
+            try short.withUnsafeMutableBytes { raw in
+                try box.withBytes { bytes throws(KeychainError) in
+                    try context.open(bytes, aad: UnsafeRawBufferPointer(start: nil, count: 0), exactlyInto: raw)
+                }
+            }
         }
     }
 

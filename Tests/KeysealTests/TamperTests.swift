@@ -23,10 +23,17 @@ struct TamperTests {
         try fixture.sql("SELECT id FROM items ORDER BY id LIMIT 1 OFFSET \(rank)")
     }
 
+    /// The status of a lookup of item `account`, found two ways that must agree: by each attribute's digest
+    /// (synchronizable any), and by the whole primary key (synchronizable as stored), the lookup most calls make,
+    /// which for the value alone reads the row in place.
     func find(_ fixture: StoreFixture, _ account: String, returns: ReturnOptions = .data) -> OSStatus {
         var query = ItemQuery.password(service: "svc-\(account)", account: account, returns: returns)
         query.synchronizable = .any
-        return status { _ = try fixture.store.copyMatching(query) }
+        let byDigests = status { _ = try fixture.store.copyMatching(query) }
+        query.synchronizable = account == "b" ? .yes : .no
+        let byPrimaryKey = status { _ = try fixture.store.copyMatching(query) }
+        #expect(byPrimaryKey == byDigests, "found by the whole primary key: \(byPrimaryKey); by digests: \(byDigests)")
+        return byDigests
     }
 
     func expectOthersIntact(_ fixture: StoreFixture) throws {
