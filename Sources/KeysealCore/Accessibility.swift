@@ -10,6 +10,23 @@ public enum Accessibility: String, CaseIterable, Sendable, Codable, Hashable {
     case alwaysThisDeviceOnly = "dku"
     case whenPasscodeSetThisDeviceOnly = "akpu"
 
+    // Compared and hashed by case: the default for a raw-value enum hashes and compares its string, and this type
+    // keys the class-key table every item read consults.
+    private var ordinal: Int {
+        switch self {
+        case .whenUnlocked: 0
+        case .afterFirstUnlock: 1
+        case .always: 2
+        case .whenUnlockedThisDeviceOnly: 3
+        case .afterFirstUnlockThisDeviceOnly: 4
+        case .alwaysThisDeviceOnly: 5
+        case .whenPasscodeSetThisDeviceOnly: 6
+        }
+    }
+
+    public static func == (lhs: Accessibility, rhs: Accessibility) -> Bool { lhs.ordinal == rhs.ordinal }
+    public func hash(into hasher: inout Hasher) { hasher.combine(ordinal) }
+
     /// The class's key is wrapped with the passcode (while one is set).
     public var isPasscodeProtected: Bool {
         switch self {
@@ -105,6 +122,20 @@ public enum ItemClass: String, CaseIterable, Sendable, Codable, Hashable {
     case certificate = "cert"
     case key = "keys"
     case identity = "idnt"
+
+    // Compared and hashed by case, not by raw string (see ``Accessibility``): it keys per-class tables on lookups.
+    private var ordinal: Int {
+        switch self {
+        case .genericPassword: 0
+        case .internetPassword: 1
+        case .certificate: 2
+        case .key: 3
+        case .identity: 4
+        }
+    }
+
+    public static func == (lhs: ItemClass, rhs: ItemClass) -> Bool { lhs.ordinal == rhs.ordinal }
+    public func hash(into hasher: inout Hasher) { hasher.combine(ordinal) }
 
     public var isImplemented: Bool { self == .genericPassword || self == .internetPassword }
 }

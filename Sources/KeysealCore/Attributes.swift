@@ -110,6 +110,24 @@ public enum AttributeKey {
         }
     }
 
+    /// The attributes of `itemClass` (``allowed(for:)``) with their kinds (``kinds``; a string where none is listed):
+    /// one lookup tells whether a query key belongs to the class and how to read its value.
+    public static func kinds(for itemClass: ItemClass) -> [String: AttributeKind] {
+        switch itemClass {
+        case .genericPassword: genericPasswordKinds
+        case .internetPassword: internetPasswordKinds
+        default: commonKinds
+        }
+    }
+
+    private static func kinds(of keys: Set<String>) -> [String: AttributeKind] {
+        Dictionary(uniqueKeysWithValues: keys.map { ($0, kinds[$0] ?? .string) })
+    }
+
+    private static let genericPasswordKinds = kinds(of: genericPasswordAttributes)
+    private static let internetPasswordKinds = kinds(of: internetPasswordAttributes)
+    private static let commonKinds = kinds(of: common)
+
     private static let genericPasswordPrimaryKey = [account, service]
     private static let internetPasswordPrimaryKey = [
         account, securityDomain, server, `protocol`, authenticationType, port, path,

@@ -25,11 +25,11 @@ public enum DictionaryRequests {
         let itemClass = try parseClass(dictionary)
         var query = ItemQuery(itemClass: itemClass)
         query.attributes.reserveCapacity(dictionary.count)
-        let allowed = AttributeKey.allowed(for: itemClass)
+        let kinds = AttributeKey.kinds(for: itemClass)
         for (key, value) in dictionary where key != classKey {
             if isAttributeKey(key) {
                 if key == AttributeKey.dataProtectionKeychain { continue }
-                guard allowed.contains(key) else { throw noSuchAttr(key, itemClass) }
+                guard let kind = kinds[key] else { throw noSuchAttr(key, itemClass) }
                 switch key {
                 case AttributeKey.accessGroup: query.accessGroup = try string(value, key)
                 case AttributeKey.accessible: query.accessibility = try accessibility(value)
@@ -42,7 +42,7 @@ public enum DictionaryRequests {
                     } else {
                         query.synchronizable = try bool(value, key) ? .yes : .no
                     }
-                default: query.attributes[key] = try attributeValue(value, key)
+                default: query.attributes[key] = try attributeValue(value, key, kind: kind)
                 }
                 continue
             }
@@ -278,7 +278,11 @@ public enum DictionaryRequests {
     }
 
     static func attributeValue(_ value: Any, _ key: String) throws(KeychainError) -> AttributeValue {
-        switch AttributeKey.kinds[key] ?? .string {
+        try attributeValue(value, key, kind: AttributeKey.kinds[key] ?? .string)
+    }
+
+    static func attributeValue(_ value: Any, _ key: String, kind: AttributeKind) throws(KeychainError) -> AttributeValue {
+        switch kind {
         case .string: return .string(try string(value, key))
         case .blob, .dataPreferred:
             if let text = value as? String { return .string(text) }

@@ -94,6 +94,27 @@ struct CoreTests {
         #expect(header.encoded() == expected)
     }
 
+    @Test(arguments: ItemClass.allCases)
+    func eachClassKindTableHoldsExactlyItsAllowedAttributes(itemClass: ItemClass) {
+        let kinds = AttributeKey.kinds(for: itemClass)
+        #expect(Set(kinds.keys) == AttributeKey.allowed(for: itemClass))
+        for (key, kind) in kinds { #expect(kind == AttributeKey.kinds[key] ?? .string) }
+    }
+
+    @Test func classesAndAccessibilitiesAreEqualAndHashedByCase() {
+        #expect(Set(Accessibility.allCases).count == Accessibility.allCases.count)
+        #expect(Set(ItemClass.allCases).count == ItemClass.allCases.count)
+        for accessibility in Accessibility.allCases {
+            #expect(Accessibility(rawValue: accessibility.rawValue) == accessibility)
+            #expect(Accessibility(rawValue: accessibility.rawValue)?.hashValue == accessibility.hashValue)
+            #expect(Accessibility.allCases.filter { $0 == accessibility }.count == 1)
+        }
+        for itemClass in ItemClass.allCases {
+            #expect(ItemClass(rawValue: itemClass.rawValue) == itemClass)
+            #expect(ItemClass.allCases.filter { $0 == itemClass }.count == 1)
+        }
+    }
+
     @Test func secretsNeverPrint() {
         let secret = SecretBytes(utf8: "hunter2")
         #expect("\(secret)" == "<redacted 7 bytes>")
