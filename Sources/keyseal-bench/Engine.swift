@@ -120,11 +120,11 @@ func lookupOnce(items: Int, using generator: inout SystemRandomNumberGenerator) 
     guard status == errSecSuccess, result is Data else { fatalError("lookup failed: \(status)") }
 }
 
-/// Embedded lookups at 1,000 and `large` items next to the SQLite floor (`large` rows), measured in alternation
-/// (10 rounds) so that the machine's drift falls on all alike; durable adds next to the commit floor.
+/// Embedded lookups at 1,000 and `large` items, each next to the SQLite floor on a table of the same size, measured
+/// in alternation (10 rounds) so that the machine's drift falls on all alike; durable adds next to the commit floor.
 ///
-/// The floor is also measured on 1,000 rows, as a reference for flatness: how much of the fall from 1,000 to `large`
-/// items is SQLite's own (a table that no longer fits the page cache reads a leaf from the OS per lookup).
+/// Flatness is printed for both, the engine's fall from 1,000 to `large` items next to SQLite's own (a table that no
+/// longer fits the page cache reads a leaf from the OS per lookup), and the large store against the small floor.
 func engineSection(scratch: URL, large: Int, lookupCount: Int, addCount: Int, results: Results) throws {
     let floor = LookupFloor(directory: scratch, rows: large)
     defer { floor.close() }
@@ -157,12 +157,15 @@ func engineSection(scratch: URL, large: Int, lookupCount: Int, addCount: Int, re
     // Warm caches and statements, then measure.
     _ = try interleaved(rounds: 1, perRound: 1_000, bodies)
     let figures = try interleaved(rounds: 10, perRound: max(500, lookupCount / 10 / 500 * 500), bodies)
-    let lookupFloor = figures[0]
-    results.add(lookupFloor)
+    // Each store size against the floor on a table of its own size, the fraction the issue names (≥ 25 %).
+    results.add(figures[0])
     results.add(figures[1])
-    for var figure in figures.dropFirst(2) {
-        figure.floor = "the SQLite lookup floor"
-        figure.fractionOfFloor = figure.opsPerSecond / lookupFloor.opsPerSecond
+    for (index, floor) in [(2, figures[1]), (3, figures[0])] {
+        var figure = figures[index]
+        figure.floor = "the floor on \(index == 2 ? 1_000 : large) rows"
+        figure.fractionOfFloor = figure.opsPerSecond / floor.opsPerSecond
+        figure.target = "≥ 25 %"
+        figure.meetsTarget = figure.fractionOfFloor! >= 0.25
         results.add(figure)
     }
     // Flatness: each store size's lookups against each other, and the floor's own fall over the same sizes.
@@ -172,9 +175,10 @@ func engineSection(scratch: URL, large: Int, lookupCount: Int, addCount: Int, re
     results.add(Measurement(
         name: "flatness: SQLite floor, \(large) ÷ 1000 rows", value: figures[0].opsPerSecond / figures[1].opsPerSecond,
         unit: "×"))
+    // The strictest reading: the large store against the floor on 1,000 rows, which fits SQLite's page cache.
     results.add(Measurement(
-        name: "embedded lookups, 1000 items, against the floor on 1000 rows",
-        value: figures[2].opsPerSecond / figures[1].opsPerSecond * 100, unit: "%"))
+        name: "embedded lookups, \(large) items, against the floor on 1000 rows",
+        value: figures[3].opsPerSecond / figures[1].opsPerSecond * 100, unit: "%"))
 
     let commitFloor = sqliteCommitFloor(directory: scratch, commits: addCount)
     results.add(commitFloor)
@@ -193,6 +197,8 @@ func engineSection(scratch: URL, large: Int, lookupCount: Int, addCount: Int, re
     }
     figure.floor = "the commit floor"
     figure.fractionOfFloor = figure.opsPerSecond / commitFloor.opsPerSecond
+    figure.target = "≥ 35 %"
+    figure.meetsTarget = figure.fractionOfFloor! >= 0.35
     results.add(figure)
     store.close()
 
