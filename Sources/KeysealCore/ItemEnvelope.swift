@@ -120,37 +120,50 @@ public struct ItemHeader: Sendable, Equatable {
         self.generation = generation
     }
 
-    /// version ‖ store id ‖ item id ‖ class ‖ group ‖ accessibility ‖ pk digest ‖ digests ‖ generation.
-    /// Written once into an array of the exact size (every lookup encodes the header of the row it opens).
+    /// version ‖ store id ‖ item id ‖ class ‖ group ‖ accessibility ‖ pk digest ‖ digests ‖ generation, written by
+    /// ``HeaderColumns`` (the one encoder of this layout; a lookup that reads its row in place uses it directly).
     public func encoded() -> [UInt8] {
-        var count = 1 + FieldWriter.overhead * (7 + digests.count) + storeID.count + itemID.count
-        count += itemClass.utf8.count + accessGroup.utf8.count + accessibility.utf8.count + primaryKeyDigest.count + 8
-        for digest in digests { count += digest?.count ?? 0 }
-        return [UInt8](unsafeUninitializedCapacity: count) { buffer, initialized in
-            var writer = FieldWriter(UnsafeMutableRawBufferPointer(buffer))
-            writer.byte(Self.formatVersion)
-            storeID.withUnsafeBytes { writer.field(1, $0) }
-            itemID.withUnsafeBytes { writer.field(2, $0) }
-            writer.field(3, itemClass)
-            writer.field(4, accessGroup)
-            writer.field(5, accessibility)
-            primaryKeyDigest.withUnsafeBytes { writer.field(6, $0) }
-            for digest in digests {
-                if let digest {
-                    digest.withUnsafeBytes { writer.field(7, $0) }
-                } else {
-                    writer.field(8, UnsafeRawBufferPointer(start: nil, count: 0))
+        // The digests side by side in one buffer, so that every column is a byte range for the encoder.
+        var joined: [UInt8] = []
+        joined.reserveCapacity(digests.count * 32)
+        var ranges: [Range<Int>?] = []
+        ranges.reserveCapacity(digests.count)
+        for digest in digests {
+            guard let digest else {
+                ranges.append(nil)
+                continue
+            }
+            ranges.append(joined.count..<joined.count + digest.count)
+            joined.append(contentsOf: digest)
+        }
+        var (itemClass, accessGroup, accessibility) = (itemClass, accessGroup, accessibility)
+        return itemID.withUnsafeBytes { itemID in
+            primaryKeyDigest.withUnsafeBytes { primaryKeyDigest in
+                itemClass.withUTF8 { itemClass in
+                    accessGroup.withUTF8 { accessGroup in
+                        accessibility.withUTF8 { accessibility in
+                            joined.withUnsafeBytes { joined in
+                                let pointers = ranges.map { range in range.map { UnsafeRawBufferPointer(rebasing: joined[$0]) } }
+                                return pointers.withUnsafeBufferPointer { digests in
+                                    HeaderColumns(
+                                        itemID: itemID, itemClass: UnsafeRawBufferPointer(itemClass),
+                                        accessGroup: UnsafeRawBufferPointer(accessGroup),
+                                        accessibility: UnsafeRawBufferPointer(accessibility),
+                                        primaryKeyDigest: primaryKeyDigest, digests: digests, generation: generation
+                                    ).encoded(storeID: storeID)
+                                }
+                            }
+                        }
+                    }
                 }
             }
-            withUnsafeBytes(of: generation.bigEndian) { writer.field(9, $0) }
-            initialized = writer.offset
         }
     }
 }
 
-/// The columns of an ``ItemHeader`` as bytes read in place from a stored row (valid only while the row is), so that
-/// a lookup encodes the header straight into the envelope's associated data. The same encoding as
-/// ``ItemHeader/encoded()``.
+/// The columns of an ``ItemHeader`` as bytes (valid only while their owner is: a row read in place, or the header
+/// itself), and the header's encoding from them, so that a lookup encodes the header of a row read in place straight
+/// into the envelope's associated data.
 public struct HeaderColumns {
     public var itemID: UnsafeRawBufferPointer
     public var itemClass: UnsafeRawBufferPointer
@@ -198,7 +211,7 @@ public struct HeaderColumns {
         withUnsafeBytes(of: generation.bigEndian) { writer.field(9, $0) }
     }
 
-    /// The encoded header as an array (tests compare it with ``ItemHeader/encoded()``).
+    /// The encoded header as an array.
     public func encoded(storeID: [UInt8]) -> [UInt8] {
         [UInt8](unsafeUninitializedCapacity: encodedCount(storeID: storeID)) { buffer, initialized in
             var writer = FieldWriter(UnsafeMutableRawBufferPointer(buffer))
