@@ -464,7 +464,9 @@ final class KeychainEngine {
         // authenticates the header, and the header carries the digests the rows were found by (DESIGN.md §2, §4).
         let valueProvesMatch = query.returns.contains(.data) && !query.returns.contains(.attributes)
         let (filter, decidesQuery) = try rowFilter(query, caller: caller)
-        if valueProvesMatch, decidesQuery, query.returns == .data, let digest = filter.primaryKeyDigest {
+        if valueProvesMatch, decidesQuery, query.returns == .data, query.limit.bound == 1,
+            let digest = filter.primaryKeyDigest
+        {
             let records = try values(query, caller: caller, primaryKeyDigest: digest)
             guard !records.isEmpty else { throw KeychainError.itemNotFound }
             return records
@@ -594,13 +596,14 @@ final class KeychainEngine {
         var aad: [UInt8]
     }
 
-    /// The value-only lookup by one primary-key digest, the common `SecItemCopyMatching`: ``match(_:caller:filter:bound:valueProvesMatch:)``
-    /// with the value alone proving the match, then each value opened, with every row read in place (no row is
-    /// copied out of SQLite). The same checks in the same order: the class key, the ledger, the authenticated
-    /// columns against the query; then the value, whose authentication covers the header the row was found by.
+    /// The value-only lookup of one item by one primary-key digest, the common `SecItemCopyMatching`:
+    /// ``match(_:caller:filter:bound:valueProvesMatch:)`` with the value alone proving the match and a bound of one,
+    /// then that value opened, with each row read in place (no row is copied out of SQLite). The same checks in the
+    /// same order: per row the class key, the ledger, the stored class and group against the query; then the first
+    /// row that passes has its value opened, whose authentication covers the header the row was found by.
     private func values(_ query: ItemQuery, caller: Caller, primaryKeyDigest digest: Data) throws -> [ItemRecord] {
+        precondition(query.limit.bound == 1, "the in-place lookup answers limit one only")
         var records: [ItemRecord] = []
-        let bound = query.limit.bound
         try store.forEachRowInPlace(primaryKeyDigest: digest) { row throws(KeychainError) -> Bool in
             let key = try requireClassKey(Self.accessibility(code: row.accessibility))
             try Self.checkLedger(generation: row.generation, ledgerGeneration: row.ledgerGeneration)
@@ -614,8 +617,7 @@ final class KeychainEngine {
                     value: row.value, classKey: key)
             }
             records.append(ItemRecord(itemClass: query.itemClass, attributes: [:], data: data, persistentRef: nil))
-            if let bound { return records.count < bound }
-            return true
+            return false
         }
         return records
     }

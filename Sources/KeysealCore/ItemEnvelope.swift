@@ -164,17 +164,17 @@ public struct ItemHeader: Sendable, Equatable {
 /// The columns of an ``ItemHeader`` as bytes (valid only while their owner is: a row read in place, or the header
 /// itself), and the header's encoding from them, so that a lookup encodes the header of a row read in place straight
 /// into the envelope's associated data.
-public struct HeaderColumns {
-    public var itemID: UnsafeRawBufferPointer
-    public var itemClass: UnsafeRawBufferPointer
-    public var accessGroup: UnsafeRawBufferPointer
-    public var accessibility: UnsafeRawBufferPointer
-    public var primaryKeyDigest: UnsafeRawBufferPointer
+package struct HeaderColumns {
+    package var itemID: UnsafeRawBufferPointer
+    package var itemClass: UnsafeRawBufferPointer
+    package var accessGroup: UnsafeRawBufferPointer
+    package var accessibility: UnsafeRawBufferPointer
+    package var primaryKeyDigest: UnsafeRawBufferPointer
     /// In ``AttributeKey/digested`` order; nil where the column is NULL.
-    public var digests: UnsafeBufferPointer<UnsafeRawBufferPointer?>
-    public var generation: Int64
+    package var digests: UnsafeBufferPointer<UnsafeRawBufferPointer?>
+    package var generation: Int64
 
-    public init(
+    package init(
         itemID: UnsafeRawBufferPointer, itemClass: UnsafeRawBufferPointer, accessGroup: UnsafeRawBufferPointer,
         accessibility: UnsafeRawBufferPointer, primaryKeyDigest: UnsafeRawBufferPointer,
         digests: UnsafeBufferPointer<UnsafeRawBufferPointer?>, generation: Int64
@@ -212,7 +212,7 @@ public struct HeaderColumns {
     }
 
     /// The encoded header as an array.
-    public func encoded(storeID: [UInt8]) -> [UInt8] {
+    package func encoded(storeID: [UInt8]) -> [UInt8] {
         [UInt8](unsafeUninitializedCapacity: encodedCount(storeID: storeID)) { buffer, initialized in
             var writer = FieldWriter(UnsafeMutableRawBufferPointer(buffer))
             write(storeID: storeID, into: &writer)
@@ -252,11 +252,6 @@ struct FieldWriter {
             (base.baseAddress! + offset).copyMemory(from: source, byteCount: bytes.count)
             offset += bytes.count
         }
-    }
-
-    mutating func field(_ tag: UInt8, _ text: String) {
-        var text = text
-        text.withUTF8 { field(tag, UnsafeRawBufferPointer($0)) }
     }
 }
 
@@ -327,7 +322,7 @@ public enum ItemEnvelope {
 
     /// ``openValue(_:aad:classKey:)`` of a row read in place: the header is encoded straight into the associated
     /// data, and the ciphertexts are read where they are.
-    public static func openValue(
+    package static func openValue(
         storeID: [UInt8], header: HeaderColumns, attributesBox: UnsafeRawBufferPointer,
         wrappedKey: UnsafeRawBufferPointer, value: UnsafeRawBufferPointer, classKey: ClassKey
     ) throws(KeychainError) -> Data {

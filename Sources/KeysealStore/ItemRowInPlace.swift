@@ -5,7 +5,7 @@ import KeysealCore
 ///
 /// Valid only during the call that receives it (``ItemStore/forEachRowInPlace(primaryKeyDigest:_:)``): the bytes
 /// belong to SQLite until the statement steps or resets. Never store it or a buffer taken from it.
-public struct ItemRowInPlace {
+package struct ItemRowInPlace {
     private let statement: OpaquePointer
 
     init(_ statement: OpaquePointer) { self.statement = statement }
@@ -14,25 +14,25 @@ public struct ItemRowInPlace {
     private static let firstDigest: Int32 = 7
     private static var attributesColumn: Int32 { firstDigest + Int32(ItemStore.digestColumns.count) }
 
-    public var id: Int64 { sqlite3_column_int64(statement, 0) }
-    public var generation: Int64 { sqlite3_column_int64(statement, 5) }
+    package var id: Int64 { sqlite3_column_int64(statement, 0) }
+    package var generation: Int64 { sqlite3_column_int64(statement, 5) }
     /// The generation the ledger records for this item (nil when it has no entry).
-    public var ledgerGeneration: Int64? {
+    package var ledgerGeneration: Int64? {
         let column = Self.attributesColumn + 3
         return sqlite3_column_type(statement, column) == SQLITE_NULL ? nil : sqlite3_column_int64(statement, column)
     }
 
-    public var itemClass: String { text(2) }
-    public var accessGroup: String { text(3) }
-    public var accessibility: String { text(4) }
+    package var itemClass: String { text(2) }
+    package var accessGroup: String { text(3) }
+    package var accessibility: String { text(4) }
 
     /// The three ciphertexts (empty for NULL, which then fails authentication).
-    public var attributes: UnsafeRawBufferPointer { bytes(Self.attributesColumn) ?? Self.empty }
-    public var wrappedKey: UnsafeRawBufferPointer { bytes(Self.attributesColumn + 1) ?? Self.empty }
-    public var value: UnsafeRawBufferPointer { bytes(Self.attributesColumn + 2) ?? Self.empty }
+    package var attributes: UnsafeRawBufferPointer { bytes(Self.attributesColumn) ?? Self.empty }
+    package var wrappedKey: UnsafeRawBufferPointer { bytes(Self.attributesColumn + 1) ?? Self.empty }
+    package var value: UnsafeRawBufferPointer { bytes(Self.attributesColumn + 2) ?? Self.empty }
 
     /// The row's header columns, in place, for the envelope's associated data.
-    public func withHeaderColumns<R>(_ body: (HeaderColumns) throws(KeychainError) -> R) throws(KeychainError) -> R {
+    package func withHeaderColumns<R>(_ body: (HeaderColumns) throws(KeychainError) -> R) throws(KeychainError) -> R {
         let count = ItemStore.digestColumns.count
         return try withUnsafeTemporaryAllocation(of: UnsafeRawBufferPointer?.self, capacity: count) {
             digests throws(KeychainError) in
@@ -50,12 +50,12 @@ public struct ItemRowInPlace {
 
     private func text(_ column: Int32) -> String { String(decoding: bytes(column) ?? Self.empty, as: UTF8.self) }
 
-    /// A column's bytes, nil for NULL. Pointer first, then length, as SQLite documents; a text column's bytes are
-    /// its UTF-8 (no conversion: the store is UTF-8). The only conversions asked for are of a value to its own type.
+    /// A column's bytes, nil for NULL: the type first (before any conversion), then the pointer, then the length, as
+    /// SQLite documents. A text column read as a blob is its bytes unchanged, the UTF-8 it was bound as (the store's
+    /// encoding is SQLite's default, UTF-8); every byte counts, an embedded NUL included.
     private func bytes(_ column: Int32) -> UnsafeRawBufferPointer? {
-        if let pointer = sqlite3_column_blob(statement, column) {
-            return UnsafeRawBufferPointer(start: pointer, count: Int(sqlite3_column_bytes(statement, column)))
-        }
-        return sqlite3_column_type(statement, column) == SQLITE_NULL ? nil : Self.empty
+        guard sqlite3_column_type(statement, column) != SQLITE_NULL else { return nil }
+        guard let pointer = sqlite3_column_blob(statement, column) else { return Self.empty }
+        return UnsafeRawBufferPointer(start: pointer, count: Int(sqlite3_column_bytes(statement, column)))
     }
 }

@@ -228,7 +228,9 @@ public final class ItemStore {
     /// Calls `body` for each row matching `filter` in insertion order until it returns false.
     public func forEachRow(_ filter: RowFilter, _ body: (ItemRow) throws(KeychainError) -> Bool) throws(KeychainError) {
         if let digest = filter.primaryKeyDigest {
-            try forEachRow(primaryKeyDigest: digest) { statement throws(KeychainError) in try body(Self.row(statement)) }
+            try forEachStatementRow(primaryKeyDigest: digest) { statement throws(KeychainError) in
+                try body(Self.row(statement))
+            }
             return
         }
         let byDigest = filter.groups?.contains { $0.primaryKeyDigest != nil || !$0.digests.isEmpty } ?? false
@@ -330,7 +332,7 @@ public final class ItemStore {
     /// The lookup most calls make, one primary-key digest in one group and no other condition: what the general
     /// path does for this filter (the hinted row by id first, else through the index, remembering where the row
     /// was), on two statements kept at hand, without building a statement shape or a list of bound values.
-    private func forEachRow(primaryKeyDigest digest: Data, _ body: (Statement) throws(KeychainError) -> Bool)
+    private func forEachStatementRow(primaryKeyDigest digest: Data, _ body: (Statement) throws(KeychainError) -> Bool)
         throws(KeychainError)
     {
         let statements = try primaryKeyStatements()
@@ -360,15 +362,15 @@ public final class ItemStore {
     /// The rows a filter of one primary-key digest in one group finds (``RowFilter/primaryKeyDigest``), as
     /// ``forEachRow(_:_:)`` finds them, each read in place: `body` sees SQLite's own column bytes, with no row
     /// copied. Each view is valid only during the call that receives it.
-    public func forEachRowInPlace(primaryKeyDigest digest: Data, _ body: (ItemRowInPlace) throws(KeychainError) -> Bool)
+    package func forEachRowInPlace(primaryKeyDigest digest: Data, _ body: (ItemRowInPlace) throws(KeychainError) -> Bool)
         throws(KeychainError)
     {
-        try forEachRow(primaryKeyDigest: digest) { statement throws(KeychainError) in
+        try forEachStatementRow(primaryKeyDigest: digest) { statement throws(KeychainError) in
             try body(ItemRowInPlace(statement.pointer))
         }
     }
 
-    /// The statements of ``forEachRow(primaryKeyDigest:_:)``: by hinted id and digest, and by digest alone.
+    /// The statements of ``forEachStatementRow(primaryKeyDigest:_:)``: by hinted id and digest, and by digest alone.
     /// One digest binds group and class and finds at most one row: no other condition, no order.
     private var cachedPrimaryKeyStatements: (hinted: Statement, direct: Statement)?
 

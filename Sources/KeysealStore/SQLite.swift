@@ -164,8 +164,19 @@ public final class Statement {
         sqlite3_clear_bindings(pointer)
     }
 
+    /// Binds the string's UTF-8, every byte of it (an embedded NUL included; a C-string bind would stop there).
     public func bind(_ index: Int32, _ value: String) throws(SQLiteError) {
-        try database.check(sqlite3_bind_text(pointer, index, value, -1, csqlite_transient()), "sqlite3_bind_text")
+        var value = value
+        let rc = value.withUTF8 { utf8 in
+            utf8.withMemoryRebound(to: CChar.self) { text in
+                guard let base = text.baseAddress, !text.isEmpty else {
+                    // An empty string still binds as text, not NULL.
+                    return sqlite3_bind_text(pointer, index, "", 0, csqlite_transient())
+                }
+                return sqlite3_bind_text(pointer, index, base, Int32(text.count), csqlite_transient())
+            }
+        }
+        try database.check(rc, "sqlite3_bind_text")
     }
 
     public func bind(_ index: Int32, _ value: Int64) throws(SQLiteError) {
@@ -214,9 +225,11 @@ public final class Statement {
 
     public func isNull(_ column: Int32) -> Bool { sqlite3_column_type(pointer, column) == SQLITE_NULL }
 
+    /// The column's text, every byte of its UTF-8 (an embedded NUL included); nil for NULL.
     public func text(_ column: Int32) -> String? {
         guard let bytes = sqlite3_column_text(pointer, column) else { return nil }
-        return String(cString: bytes)
+        let count = Int(sqlite3_column_bytes(pointer, column))
+        return String(decoding: UnsafeRawBufferPointer(start: bytes, count: count), as: UTF8.self)
     }
 
     public func blob(_ column: Int32) -> Data? {

@@ -109,6 +109,25 @@ struct KeychainTests {
         #expect(try Keychain(service: "s", store: fixture.store).get("k") == "a")
     }
 
+    @Test func groupsSpelledWithDifferentBytesAreTwoGroups() throws {
+        let fixture = try StoreFixture()
+        defer { fixture.remove() }
+        let composed = "caf\u{E9}"  // é as one scalar
+        let decomposed = "cafe\u{301}"  // e and a combining accent: equal as Swift strings, other bytes
+        try Keychain(service: "s", accessGroup: composed, store: fixture.store).set("a", key: "k")
+        try Keychain(service: "s", accessGroup: decomposed, store: fixture.store).set("b", key: "k")
+        #expect(try Keychain(service: "s", store: fixture.store).allKeys() == ["k", "k"])
+    }
+
+    @Test func aGroupWithANULByteRoundTrips() throws {
+        let fixture = try StoreFixture()
+        defer { fixture.remove() }
+        let keychain = Keychain(service: "s", accessGroup: "team\u{0}x", store: fixture.store)
+        try keychain.set("a", key: "k")
+        #expect(try keychain.get("k") == "a")
+        #expect(try Keychain(service: "s", accessGroup: "team", store: fixture.store).get("k") == nil)
+    }
+
     @Test func closedStoreIsNotAvailable() throws {
         let fixture = try StoreFixture()
         defer { fixture.remove() }

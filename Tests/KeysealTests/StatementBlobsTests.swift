@@ -38,4 +38,23 @@ struct StatementBlobsTests {
         #expect(values[4]!.withUnsafeBytes { Array($0) } == [0xFF, 0x00, 0x7F])
         #expect(values[0].map { Array($0) } == Array(0..<40))
     }
+
+    @Test func textKeepsEveryByteAndEmptyTextIsNotNull() throws {
+        let directory = try TemporaryDirectory()
+        defer { directory.remove() }
+        let database = try Database(path: directory.appending("text.db").path)
+        defer { database.close() }
+        try database.execute("CREATE TABLE t(a TEXT, b TEXT)")
+        let insert = try database.statement("INSERT INTO t VALUES (?1, ?2)")
+        try insert.bind(1, "a\u{0}b é")
+        try insert.bind(2, "")
+        try insert.run()
+        let select = try database.statement("SELECT a, b, typeof(b) FROM t")
+        defer { select.reset() }
+        #expect(try select.step())
+        #expect(select.text(0) == "a\u{0}b é")
+        #expect(select.text(0)?.utf8.count == 6)
+        #expect(select.text(1) == "")
+        #expect(select.text(2) == "text")
+    }
 }
