@@ -309,38 +309,34 @@ public final class ItemStore {
             }
             return
         }
-        let digest = groups[0].primaryKeyDigest!
-        if let hinted = hints.rowID(for: digest) {
-            var found = false
-            try runRows(key: "rows:h" + shape, sql: { sql(true) }, values: [.integer(hinted)] + values) { row throws(KeychainError) in
-                found = true
-                return try body(row)
-            }
-            if found {
-                hintedReads += 1
-                return
-            }
+        let statements: (hinted: Statement, direct: Statement)
+        do {
+            statements = (
+                try database.statement(key: "rows:h" + shape, sql: { sql(true) }),
+                try database.statement(key: "rows:" + shape, sql: { sql(false) }))
+        } catch {
+            throw error.keychainError
         }
-        var foundID: Int64?
-        try runRows(key: "rows:" + shape, sql: { sql(false) }, values: values) { row throws(KeychainError) in
-            foundID = row.id
-            return try body(row)
-        }
-        if let foundID { hints.set(digest, rowID: foundID) }
+        try forEachStatementRow(
+            primaryKeyDigest: groups[0].primaryKeyDigest!, statements,
+            bind: { statement, first throws(SQLiteError) in try Self.bind(values, to: statement, from: first) }
+        ) { statement throws(KeychainError) in try body(Self.row(statement)) }
     }
 
-    /// The lookup most calls make, one primary-key digest in one group and no other condition: what the general
-    /// path does for this filter (the hinted row by id first, else through the index, remembering where the row
-    /// was), on two statements kept at hand, without building a statement shape or a list of bound values.
-    private func forEachStatementRow(primaryKeyDigest digest: Data, _ body: (Statement) throws(KeychainError) -> Bool)
-        throws(KeychainError)
-    {
-        let statements = try primaryKeyStatements()
+    /// The rows of one primary-key digest: the hinted row by id first; without a hint, or when the hinted row does
+    /// not match (the hint is stale), through the index, remembering where the row was. `statements.hinted` takes
+    /// the hinted id as parameter 1 and the rest from 2; `statements.direct` takes the rest from 1; `bind` binds
+    /// the rest from the index it is given.
+    private func forEachStatementRow(
+        primaryKeyDigest digest: Data, _ statements: (hinted: Statement, direct: Statement),
+        bind: (Statement, _ first: Int32) throws(SQLiteError) -> Void,
+        _ body: (Statement) throws(KeychainError) -> Bool
+    ) throws(KeychainError) {
         if let hinted = hints.rowID(for: digest) {
             var found = false
             try runRows(statements.hinted, bind: { statement throws(SQLiteError) in
                 try statement.bind(1, hinted)
-                try statement.bind(2, digest)
+                try bind(statement, 2)
             }) { statement throws(KeychainError) in
                 found = true
                 return try body(statement)
@@ -351,12 +347,23 @@ public final class ItemStore {
             }
         }
         var foundID: Int64?
-        try runRows(statements.direct, bind: { statement throws(SQLiteError) in try statement.bind(1, digest) }) {
+        try runRows(statements.direct, bind: { statement throws(SQLiteError) in try bind(statement, 1) }) {
             statement throws(KeychainError) in
             foundID = statement.int64(0)
             return try body(statement)
         }
         if let foundID { hints.set(digest, rowID: foundID) }
+    }
+
+    /// The lookup most calls make, one primary-key digest in one group and no other condition: what the general
+    /// path does for this filter, on two statements kept at hand, without building a statement shape or a list of
+    /// bound values.
+    private func forEachStatementRow(primaryKeyDigest digest: Data, _ body: (Statement) throws(KeychainError) -> Bool)
+        throws(KeychainError)
+    {
+        try forEachStatementRow(
+            primaryKeyDigest: digest, try primaryKeyStatements(),
+            bind: { statement, first throws(SQLiteError) in try statement.bind(first, digest) }, body)
     }
 
     /// The rows a filter of one primary-key digest in one group finds (``RowFilter/primaryKeyDigest``), as
@@ -399,15 +406,21 @@ public final class ItemStore {
         } catch {
             throw error.keychainError
         }
-        try runRows(statement, bind: { statement throws(SQLiteError) in
-            for (index, value) in values.enumerated() {
-                switch value {
-                case .text(let text): try statement.bind(Int32(index + 1), text)
-                case .blob(let blob): try statement.bind(Int32(index + 1), blob)
-                case .integer(let integer): try statement.bind(Int32(index + 1), integer)
-                }
+        try runRows(statement, bind: { statement throws(SQLiteError) in try Self.bind(values, to: statement, from: 1) }) {
+            statement throws(KeychainError) in try body(Self.row(statement))
+        }
+    }
+
+    /// Binds `values` to consecutive parameters of `statement`, the first at index `first`.
+    private static func bind(_ values: [BindValue], to statement: Statement, from first: Int32) throws(SQLiteError) {
+        for (offset, value) in values.enumerated() {
+            let index = first + Int32(offset)
+            switch value {
+            case .text(let text): try statement.bind(index, text)
+            case .blob(let blob): try statement.bind(index, blob)
+            case .integer(let integer): try statement.bind(index, integer)
             }
-        }) { statement throws(KeychainError) in try body(Self.row(statement)) }
+        }
     }
 
     /// Binds `statement` with `bind`, then calls `body` per row until it returns false; the statement is reset on
