@@ -146,7 +146,8 @@ let package = Package(
             name: "KeysealTPMTests", dependencies: ["KeysealTPM", "KeysealCore", "KeysealTestSupport"],
             swiftSettings: swiftSettings),
         .testTarget(
-            name: "KeysealPKCS11Tests", dependencies: ["KeysealPKCS11", "KeysealCore", "KeysealTestSupport"],
+            name: "KeysealPKCS11Tests",
+            dependencies: ["KeysealPKCS11", "KeysealCore", "KeysealStore", "Keyseal", "CP11Kit", "KeysealTestSupport"],
             swiftSettings: swiftSettings),
     ]
 )

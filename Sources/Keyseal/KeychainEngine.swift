@@ -26,6 +26,8 @@ final class KeychainEngine {
     private(set) var lockState: LockState
     var groupCache = GroupCache()
     private var closed = false
+    /// Why a sealed secret in an older hardware format could not be sealed again (shown by `status`).
+    private(set) var resealProblem: String?
 
     static let persistentRefPrefix = Array("ksr1".utf8)
 
@@ -51,7 +53,7 @@ final class KeychainEngine {
                         "this store was created with the \(parsed.backend) backend, not \(device.backendName)")
                 }
                 try device.open(provisioning: false)
-                guard try device.deviceIdentity() == parsed.deviceIdentity else {
+                guard try device.acceptsIdentity(parsed.deviceIdentity) else {
                     throw KeychainError(KeychainStatus.decode, "this store was sealed by another device")
                 }
                 let ds = try device.unseal(parsed.sealedDeviceSecret)
@@ -100,10 +102,28 @@ final class KeychainEngine {
                 classKeys[accessibility] = try ClassKey.unwrap(
                     wrapped, by: kek, accessibility: accessibility, storeID: storeID)
             }
+            try resealDeviceSecretIfNeeded()
         } catch {
             cleanup.reversed().forEach { $0() }
             throw error
         }
+    }
+
+    /// A device secret sealed in an older hardware format (docs/PKCS11.md) is sealed again at open, in one
+    /// transaction, and the old blob wiped from the file. If the hardware cannot (it cannot create the newer keys),
+    /// the store opens as before and `status` says why.
+    private func resealDeviceSecretIfNeeded() throws {
+        guard device.needsReseal(keybag.sealedDeviceSecret) else { return }
+        let saved = keybag
+        do {
+            keybag.sealedDeviceSecret = try device.seal(deviceSecret)
+            try store.transaction { () throws(KeychainError) in try saveKeybag() }
+        } catch let error as KeychainError where error.status == KeychainStatus.notAvailable {
+            keybag = saved
+            resealProblem = error.message
+            return
+        }
+        try store.checkpoint()
     }
 
     private static func prepareDirectory(_ directory: URL) throws {
@@ -253,7 +273,25 @@ final class KeychainEngine {
         }
         keybag.failedAttempts = 0
         keybag.lastAttemptAt = nil
-        try store.transaction { () throws(KeychainError) in try saveKeybag() }
+        // A passcode secret sealed in an older hardware format is sealed again now, the only time the engine holds
+        // it, in the same transaction that records the success (docs/PKCS11.md).
+        var resealed = false
+        if device.needsReseal(record.sealedSecret) {
+            do {
+                keybag.passcode?.sealedSecret = try device.sealWithPasscode(passcodeSecret, authorization: passcodeKey)
+                resealed = true
+                resealProblem = nil
+            } catch let error as KeychainError where error.status == KeychainStatus.notAvailable {
+                resealProblem = error.message
+            }
+        }
+        do {
+            try store.transaction { () throws(KeychainError) in try saveKeybag() }
+        } catch {
+            if resealed { keybag.passcode = record }
+            throw error
+        }
+        if resealed { try store.checkpoint() }
         return keys
     }
 
@@ -398,7 +436,11 @@ final class KeychainEngine {
     }
 
     func status() throws -> StoreStatus {
-        let device = try self.device.status()
+        var device = try self.device.status()
+        if let resealProblem {
+            device.detail += "; the sealed secrets still use the older format, which the token's PIN holder can attack "
+                + "offline, because sealing them again failed: \(resealProblem)"
+        }
         var counts: [Accessibility: Int] = [:]
         for (code, count) in try store.countsByAccessibility() {
             if let accessibility = Accessibility(rawValue: code) { counts[accessibility] = count }

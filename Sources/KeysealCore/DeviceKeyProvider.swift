@@ -78,4 +78,17 @@ public protocol DeviceKeyProvider: AnyObject {
 
     /// Releases every handle (hardware sessions, modules). Idempotent; later calls fail.
     func close()
+
+    /// Whether `recorded` (the identity a store recorded at provisioning) names this hardware key. The default
+    /// compares it with ``deviceIdentity()``; a backend whose keys were replaced by a newer format accepts both.
+    func acceptsIdentity(_ recorded: Data) throws -> Bool
+
+    /// Whether `blob` uses an older, weaker format that the engine should seal again (with the same secret) the next
+    /// time it holds the secret. The default is false.
+    func needsReseal(_ blob: Data) -> Bool
+}
+
+extension DeviceKeyProvider {
+    public func acceptsIdentity(_ recorded: Data) throws -> Bool { try deviceIdentity() == recorded }
+    public func needsReseal(_ blob: Data) -> Bool { false }
 }

@@ -31,6 +31,11 @@ struct CKResult: RawRepresentable, Hashable, Sendable, CustomStringConvertible {
     static let cryptokiNotInitialized = CKResult(rawValue: UInt(CKR_CRYPTOKI_NOT_INITIALIZED))
     static let attributeTypeInvalid = CKResult(rawValue: UInt(CKR_ATTRIBUTE_TYPE_INVALID))
     static let attributeSensitive = CKResult(rawValue: UInt(CKR_ATTRIBUTE_SENSITIVE))
+    static let functionNotSupported = CKResult(rawValue: UInt(CKR_FUNCTION_NOT_SUPPORTED))
+    static let keyFunctionNotPermitted = CKResult(rawValue: UInt(CKR_KEY_FUNCTION_NOT_PERMITTED))
+    static let keyTypeInconsistent = CKResult(rawValue: UInt(CKR_KEY_TYPE_INCONSISTENT))
+    static let templateInconsistent = CKResult(rawValue: UInt(CKR_TEMPLATE_INCONSISTENT))
+    static let attributeValueInvalid = CKResult(rawValue: UInt(CKR_ATTRIBUTE_VALUE_INVALID))
 
     private static let names: [CKResult: String] = [
         .ok: "CKR_OK", .generalError: "CKR_GENERAL_ERROR", .argumentsBad: "CKR_ARGUMENTS_BAD",
@@ -45,6 +50,9 @@ struct CKResult: RawRepresentable, Hashable, Sendable, CustomStringConvertible {
         .userNotLoggedIn: "CKR_USER_NOT_LOGGED_IN", .userPINNotInitialized: "CKR_USER_PIN_NOT_INITIALIZED",
         .bufferTooSmall: "CKR_BUFFER_TOO_SMALL", .cryptokiNotInitialized: "CKR_CRYPTOKI_NOT_INITIALIZED",
         .attributeTypeInvalid: "CKR_ATTRIBUTE_TYPE_INVALID", .attributeSensitive: "CKR_ATTRIBUTE_SENSITIVE",
+        .functionNotSupported: "CKR_FUNCTION_NOT_SUPPORTED", .keyFunctionNotPermitted: "CKR_KEY_FUNCTION_NOT_PERMITTED",
+        .keyTypeInconsistent: "CKR_KEY_TYPE_INCONSISTENT", .templateInconsistent: "CKR_TEMPLATE_INCONSISTENT",
+        .attributeValueInvalid: "CKR_ATTRIBUTE_VALUE_INVALID",
     ]
 
     var name: String { Self.names[self] ?? "CKR_0x" + String(rawValue, radix: 16) }

@@ -5,27 +5,48 @@ import Glibc
 import KeysealCore
 import Synchronization
 
-/// The device key on a PKCS#11 token: a non-extractable, sensitive AES-256 token key, found by label, that
-/// seals the store's secrets with AES-GCM inside the token.
+/// The device key on a PKCS#11 token: two non-extractable, sensitive generic-secret keys, found by label, whose only
+/// use is HMAC-SHA256 inside the token (`CKA_SIGN` alone, `CKA_ALLOWED_MECHANISMS` = `CKM_SHA256_HMAC`).
+///
+/// Every sealed secret is wrapped in software under a key that only the token can compute:
+/// `W = HMAC-SHA256_token(K, domain ‖ salt [‖ authorization])`, a fresh 32-byte salt per blob. The device key
+/// `K_dev` (label ``deviceSecretKeyLabel``) seals DS and the backups' device secret; the passcode key `K_pass`
+/// (``passcodeSecretKeyLabel``) seals PS bound to the passcode authorization (Argon2id of the passcode), so every
+/// passcode guess needs one HMAC inside the token: the blob, the token's keys and the PIN give nothing offline.
+///
+/// Blob format 2: `0x02 ‖ salt (32) ‖ nonce (12) ‖ ciphertext ‖ tag (16)`, AES-256-GCM in software under W with
+/// AAD `0x02 ‖ domain ‖ salt`. Format 1 (an AES-256 token key sealing with CKM_AES_GCM, label ``keyLabel``) is
+/// still opened so that stores provisioned before format 2 migrate (docs/PKCS11.md); it is never written again.
 ///
 /// The module is loaded alone through p11-kit (by path, or by the name of a p11-kit module config such as
 /// `softhsm2`); the slot is found by token label; the user PIN comes from a file only this user can read.
-///
-/// Blob format (version 1): `0x01 ‖ IV (12 bytes) ‖ ciphertext ‖ tag (16 bytes)`, AES-256-GCM with the
-/// domain string ``sealDomain`` (or ``passcodeDomain`` followed by a digest of the authorization) as AAD.
 public final class PKCS11DeviceKey: DeviceKeyProvider, @unchecked Sendable {
     public let backendName = "pkcs11"
     /// The module path or p11-kit module name given at creation.
     public let module: String
     public let tokenLabel: String
     public let pinFile: URL?
+    /// The label of the format-1 AES key, and the stem of the format-2 keys' labels.
     public let keyLabel: String
 
-    static let blobVersion: UInt8 = 1
+    /// The label of the HMAC key that seals the device secret: `<keyLabel>.device`.
+    public var deviceSecretKeyLabel: String { "\(keyLabel).device" }
+    /// The label of the HMAC key that binds the passcode secret to the passcode: `<keyLabel>.passcode`.
+    public var passcodeSecretKeyLabel: String { "\(keyLabel).passcode" }
+
+    static let blobVersion: UInt8 = 2
+    static let legacyBlobVersion: UInt8 = 1
+    static let saltLength = 32
+    static let nonceLength = 12
     static let ivLength = 12
     static let tagLength = 16
-    static let sealDomain = Array("keyseal/pkcs11/seal/v1".utf8)
-    static let passcodeDomain = Array("keyseal/pkcs11/passcode/v1".utf8)
+    static let deviceDomain = Array("keyseal/pkcs11/device-secret/v2".utf8)
+    static let passcodeDomain = Array("keyseal/pkcs11/passcode-secret/v2".utf8)
+    static let legacySealDomain = Array("keyseal/pkcs11/seal/v1".utf8)
+    static let legacyPasscodeDomain = Array("keyseal/pkcs11/passcode/v1".utf8)
+
+    /// Seals in format 1 with an AES token key: only for tests that build a store as older releases did.
+    let sealsLegacyFormat: Bool
 
     private enum State {
         case notOpened
@@ -35,11 +56,16 @@ public final class PKCS11DeviceKey: DeviceKeyProvider, @unchecked Sendable {
 
     private let state = Mutex<State>(.notOpened)
 
-    public init(module: String, tokenLabel: String, pinFile: URL?, keyLabel: String = "keyseal-device-key") {
+    public convenience init(module: String, tokenLabel: String, pinFile: URL?, keyLabel: String = "keyseal-device-key") {
+        self.init(module: module, tokenLabel: tokenLabel, pinFile: pinFile, keyLabel: keyLabel, sealsLegacyFormat: false)
+    }
+
+    package init(module: String, tokenLabel: String, pinFile: URL?, keyLabel: String, sealsLegacyFormat: Bool) {
         self.module = module
         self.tokenLabel = tokenLabel
         self.pinFile = pinFile
         self.keyLabel = keyLabel
+        self.sealsLegacyFormat = sealsLegacyFormat
     }
 
     deinit {
@@ -58,51 +84,84 @@ public final class PKCS11DeviceKey: DeviceKeyProvider, @unchecked Sendable {
             case .notOpened:
                 state = .open(
                     try Connection(
-                        module: module, tokenLabel: tokenLabel, pinFile: pinFile, keyLabel: keyLabel,
-                        provisioning: provisioning))
+                        module: module, tokenLabel: tokenLabel, pinFile: pinFile,
+                        labels: KeyLabels(
+                            legacy: keyLabel, device: deviceSecretKeyLabel, passcode: passcodeSecretKeyLabel),
+                        provisioning: provisioning, legacy: sealsLegacyFormat))
             }
         }
     }
 
+    /// `serial length ‖ token serial ‖ id length ‖ CKA_ID` of the device-secret key (of the format-1 AES key while
+    /// only that one exists). Keys created to migrate a format-1 store take its AES key's `CKA_ID`, so the identity
+    /// a store and its backups recorded stays the same.
     public func deviceIdentity() throws -> Data {
-        try withConnection { connection throws(KeychainError) in connection.identity }
+        try withConnection { connection throws(KeychainError) in try connection.identity() }
+    }
+
+    /// A recorded identity is this token's when it names the token and either its format-2 keys or its format-1 key.
+    public func acceptsIdentity(_ recorded: Data) throws -> Bool {
+        try withConnection { connection throws(KeychainError) in connection.identities().contains(recorded) }
     }
 
     public func seal(_ secret: SecretBytes) throws -> Data {
-        let aad = SecretBytes(copying: Self.sealDomain)
-        return try withConnection { connection throws(KeychainError) in try connection.seal(secret, aad: aad) }
+        try withConnection { connection throws(KeychainError) in
+            if sealsLegacyFormat {
+                return try connection.legacySeal(secret, aad: SecretBytes(copying: Self.legacySealDomain))
+            }
+            return try connection.seal(secret, role: .device, authorization: nil)
+        }
     }
 
     public func unseal(_ blob: Data) throws -> SecretBytes {
-        let aad = SecretBytes(copying: Self.sealDomain)
-        return try withConnection { connection throws(KeychainError) in
-            try connection.unseal(blob, aad: aad, badTag: KeychainStatus.decode)
+        try withConnection { connection throws(KeychainError) in
+            if blob.first == Self.legacyBlobVersion {
+                return try connection.legacyUnseal(
+                    blob, aad: SecretBytes(copying: Self.legacySealDomain), badTag: KeychainStatus.decode)
+            }
+            return try connection.unseal(blob, role: .device, authorization: nil, badTag: KeychainStatus.decode)
         }
     }
 
-    /// Seals `secret` bound to `authorization`: the AAD is the passcode domain followed by
-    /// SHA-256(`keyseal/pkcs11/passcode-binding` ‖ authorization), so the token releases the secret only for the
-    /// right authorization. The token neither sees the authorization itself nor counts failures; a wrong one
-    /// fails the GCM tag check and comes back as `errSecAuthFailed`.
+    /// Seals `secret` under `W = HMAC_token(K_pass, domain ‖ salt ‖ authorization)`: only the token computes W, and
+    /// only for the right authorization, so each passcode guess costs a call into the token. The token does not
+    /// count failures.
     public func sealWithPasscode(_ secret: SecretBytes, authorization: SecretBytes) throws -> Data {
-        let aad = Self.passcodeAAD(authorization)
-        return try withConnection { connection throws(KeychainError) in try connection.seal(secret, aad: aad) }
-    }
-
-    /// Recovers a secret sealed by ``sealWithPasscode(_:authorization:)``. A wrong authorization (or a blob from
-    /// another token, which the engine rules out first by comparing ``deviceIdentity()``) gives
-    /// `errSecAuthFailed`; a malformed blob gives `errSecDecode`.
-    public func unsealWithPasscode(_ blob: Data, authorization: SecretBytes) throws -> SecretBytes {
-        let aad = Self.passcodeAAD(authorization)
-        return try withConnection { connection throws(KeychainError) in
-            try connection.unseal(blob, aad: aad, badTag: KeychainStatus.authFailed)
+        try withConnection { connection throws(KeychainError) in
+            if sealsLegacyFormat {
+                return try connection.legacySeal(secret, aad: Self.legacyPasscodeAAD(authorization))
+            }
+            return try connection.seal(secret, role: .passcode, authorization: authorization)
         }
     }
+
+    /// Recovers a secret sealed by ``sealWithPasscode(_:authorization:)``. A wrong authorization gives
+    /// `errSecAuthFailed` (the engine compares ``deviceIdentity()`` and authenticates the keybag first, so a foreign
+    /// or edited blob never reaches this call); a malformed blob gives `errSecDecode`.
+    public func unsealWithPasscode(_ blob: Data, authorization: SecretBytes) throws -> SecretBytes {
+        try withConnection { connection throws(KeychainError) in
+            if blob.first == Self.legacyBlobVersion {
+                return try connection.legacyUnseal(
+                    blob, aad: Self.legacyPasscodeAAD(authorization), badTag: KeychainStatus.authFailed)
+            }
+            return try connection.unseal(
+                blob, role: .passcode, authorization: authorization, badTag: KeychainStatus.authFailed)
+        }
+    }
+
+    /// Format-1 blobs (an AES token key in CKM_AES_GCM) are sealed again in format 2.
+    public func needsReseal(_ blob: Data) -> Bool { blob.first == Self.legacyBlobVersion }
 
     public func status() throws -> DeviceKeyStatus {
-        DeviceKeyStatus(
-            backend: backendName, hardwareBacked: true, guessingHardwareLimited: false,
-            detail: "passcode guessing is limited by Argon2id and the store's escalating delays, not by the token")
+        let legacy = (try? withConnection { connection throws(KeychainError) in connection.legacyKey != nil }) ?? false
+        var detail = "passcode guessing is limited by Argon2id and the store's escalating delays, not by the token; "
+            + "every guess needs the token"
+        if legacy {
+            detail += "; the format-1 AES key \"\(keyLabel)\" is still on the token: delete it once every store "
+                + "that used it has been unlocked with this release (docs/PKCS11.md)"
+        }
+        return DeviceKeyStatus(
+            backend: backendName, hardwareBacked: true, guessingHardwareLimited: false, detail: detail)
     }
 
     public func close() {
@@ -114,8 +173,19 @@ public final class PKCS11DeviceKey: DeviceKeyProvider, @unchecked Sendable {
 
     // MARK: Inspection (tests, diagnostics)
 
-    /// The token's view of the device key's protection attributes.
+    /// Which of the token's keys an inspection is about.
+    enum Role: Sendable {
+        /// The HMAC key that seals DS (`<keyLabel>.device`).
+        case device
+        /// The HMAC key bound to the passcode (`<keyLabel>.passcode`).
+        case passcode
+        /// The format-1 AES key (`<keyLabel>`).
+        case legacy
+    }
+
+    /// A key's protection attributes as the token reports them.
     struct KeyAttributes: Sendable, Equatable {
+        var keyType: UInt?
         var token: Bool?
         var isPrivate: Bool?
         var sensitive: Bool?
@@ -124,17 +194,34 @@ public final class PKCS11DeviceKey: DeviceKeyProvider, @unchecked Sendable {
         var neverExtractable: Bool?
         var encrypt: Bool?
         var decrypt: Bool?
+        var sign: Bool?
+        var verify: Bool?
+        var wrap: Bool?
+        var unwrap: Bool?
+        var derive: Bool?
         var valueLength: Int?
+        /// nil when the token does not support `CKA_ALLOWED_MECHANISMS`; empty when it allows every mechanism.
+        var allowedMechanisms: [UInt]?
     }
 
-    /// Reads the device key's protection attributes back from the token.
-    func keyAttributes() throws -> KeyAttributes {
-        try withConnection { connection throws(KeychainError) in try connection.keyAttributes() }
+    /// Reads a key's protection attributes back from the token.
+    func keyAttributes(_ role: Role = .device) throws -> KeyAttributes {
+        try withConnection { connection throws(KeychainError) in try connection.keyAttributes(role) }
     }
 
-    /// Destroys the device key on the token (C_DestroyObject). Every store sealed by it becomes unreadable.
-    func destroyDeviceKey() throws {
-        try withConnection { connection throws(KeychainError) in try connection.destroyKey() }
+    /// Destroys one of the token's keys (C_DestroyObject). Every blob it sealed becomes unreadable.
+    func destroyKey(_ role: Role = .device) throws {
+        try withConnection { connection throws(KeychainError) in try connection.destroyKey(role) }
+    }
+
+    /// Runs `body` with the raw session and a key's handle: for tests that attack the token as its PIN holder would.
+    func withRawSession<Result>(
+        _ role: Role, _ body: (CK_FUNCTION_LIST, CK_SESSION_HANDLE, CK_OBJECT_HANDLE) throws -> Result
+    ) throws -> Result {
+        try state.withLock { state in
+            guard case .open(let connection) = state else { throw Self.closedError }
+            return try body(connection.functions, connection.session, try connection.handle(role))
+        }
     }
 
     // MARK: Private
@@ -154,14 +241,21 @@ public final class PKCS11DeviceKey: DeviceKeyProvider, @unchecked Sendable {
         }
     }
 
-    private static func passcodeAAD(_ authorization: SecretBytes) -> SecretBytes {
+    private static func legacyPasscodeAAD(_ authorization: SecretBytes) -> SecretBytes {
         var hash = SHA256()
         hash.update(data: Array("keyseal/pkcs11/passcode-binding".utf8))
         authorization.withUnsafeBytes { hash.update(bufferPointer: $0) }
         let digest = hash.finalize()
         let bound = digest.withUnsafeBytes { SecretBytes(copying: $0) }
-        return SecretBytes.concatenating([SecretBytes(copying: passcodeDomain), bound])
+        return SecretBytes.concatenating([SecretBytes(copying: legacyPasscodeDomain), bound])
     }
+}
+
+/// The labels of a device key's token objects.
+private struct KeyLabels {
+    var legacy: String
+    var device: String
+    var passcode: String
 }
 
 /// Per-process login bookkeeping. PKCS#11 login state belongs to the application and the token, not to a
@@ -169,33 +263,36 @@ public final class PKCS11DeviceKey: DeviceKeyProvider, @unchecked Sendable {
 /// open connection counts itself here; the last one to close logs out.
 private let loginCounts = Mutex<[String: Int]>([:])
 
-/// One open token session with the device key found: the only owner of the module and session handles.
+/// One open token session with the device keys found: the only owner of the module and session handles.
 private final class Connection {
+    /// A key on the token: its handle in this session and its `CKA_ID`.
+    struct TokenKey {
+        var handle: CK_OBJECT_HANDLE
+        var id: [UInt8]
+    }
+
     let module: PKCS11Module
     let tokenLabel: String
-    let keyLabel: String
+    let labels: KeyLabels
     let slot: CK_SLOT_ID
     let tokenSerial: String
     let loginKey: String
     var session: CK_SESSION_HANDLE = CK_SESSION_HANDLE(CK_INVALID_HANDLE)
     var loggedIn = false
-    var key: CK_OBJECT_HANDLE = CK_OBJECT_HANDLE(CK_INVALID_HANDLE)
-    var keyID: [UInt8] = []
+    /// Format 2: the HMAC keys (both or neither).
+    var deviceKey: TokenKey?
+    var passcodeKey: TokenKey?
+    /// Format 1: the AES key of stores provisioned before format 2.
+    var legacyKey: TokenKey?
     var closed = false
 
     var functions: CK_FUNCTION_LIST { module.functions.pointee }
 
-    /// `serial length ‖ serial ‖ id length ‖ CKA_ID`: neither is secret.
-    var identity: Data {
-        let serial = Array(tokenSerial.utf8)
-        return Data([UInt8(serial.count)] + serial + [UInt8(keyID.count)] + keyID)
-    }
-
-    init(module path: String, tokenLabel: String, pinFile: URL?, keyLabel: String, provisioning: Bool)
-        throws(KeychainError)
-    {
+    init(
+        module path: String, tokenLabel: String, pinFile: URL?, labels: KeyLabels, provisioning: Bool, legacy: Bool
+    ) throws(KeychainError) {
         self.tokenLabel = tokenLabel
-        self.keyLabel = keyLabel
+        self.labels = labels
         let pin = try pinFile.map { url throws(KeychainError) in try PINFile.read(url) }
         let resolved = try ModuleLocator.resolve(path)
         let module = try PKCS11Module(path: resolved)
@@ -208,9 +305,8 @@ private final class Connection {
         }
         loginKey = "\(URL(fileURLWithPath: resolved).resolvingSymlinksInPath().path)\u{0}\(tokenSerial)"
         do {
-            try checkMechanism(CKM_AES_GCM, name: "CKM_AES_GCM")
             try openSession(pin: pin, pinFile: pinFile)
-            try findOrCreateKey(provisioning: provisioning)
+            try findKeys(provisioning: provisioning, legacy: legacy)
         } catch {
             close()
             throw error
@@ -218,6 +314,39 @@ private final class Connection {
     }
 
     deinit { assert(closed, "Connection released without close()") }
+
+    /// `serial length ‖ serial ‖ id length ‖ CKA_ID` of the device-secret key (or of the format-1 key while it is the
+    /// only one): neither is secret.
+    func identity() throws(KeychainError) -> Data {
+        guard let key = deviceKey ?? legacyKey else { throw keysMissing() }
+        return identity(of: key)
+    }
+
+    /// Every identity a store on this token may have recorded.
+    func identities() -> [Data] { [deviceKey, legacyKey].compactMap { $0.map(identity(of:)) } }
+
+    private func identity(of key: TokenKey) -> Data {
+        let serial = Array(tokenSerial.utf8)
+        return Data([UInt8(serial.count)] + serial + [UInt8(key.id.count)] + key.id)
+    }
+
+    func handle(_ role: PKCS11DeviceKey.Role) throws(KeychainError) -> CK_OBJECT_HANDLE {
+        let key: TokenKey?
+        switch role {
+        case .device: key = deviceKey
+        case .passcode: key = passcodeKey
+        case .legacy: key = legacyKey
+        }
+        guard let key else { throw keysMissing() }
+        return key.handle
+    }
+
+    private func keysMissing() -> KeychainError {
+        KeychainError(
+            KeychainStatus.notAvailable,
+            "device keys \"\(labels.device)\" and \"\(labels.passcode)\" not found on token \"\(tokenLabel)\" "
+                + "(removed?); nor the format-1 device key \"\(labels.legacy)\"")
+    }
 
     // MARK: Opening
 
@@ -265,7 +394,10 @@ private final class Connection {
             "no token with label \"\(wantedLabel)\" in PKCS#11 module \(module.path); tokens found: \(found)")
     }
 
-    private func checkMechanism(_ mechanism: UInt, name: String) throws(KeychainError) {
+    /// Checks that the token advertises `mechanism` with every flag in `needed` (`purpose` names them for people).
+    private func checkMechanism(_ mechanism: UInt, name: String, needed: CK_FLAGS, purpose: String)
+        throws(KeychainError)
+    {
         var info = CK_MECHANISM_INFO()
         do {
             try ck("C_GetMechanismInfo", functions.C_GetMechanismInfo!(slot, CK_MECHANISM_TYPE(mechanism), &info))
@@ -276,16 +408,10 @@ private final class Connection {
             throw KeychainError(
                 KeychainStatus.notAvailable, "cannot query mechanism \(name) on token \"\(tokenLabel)\": \(error)")
         }
-        let needed: CK_FLAGS
-        switch mechanism {
-        case CKM_AES_KEY_GEN: needed = CK_FLAGS(CKF_GENERATE)
-        default: needed = CK_FLAGS(CKF_ENCRYPT) | CK_FLAGS(CKF_DECRYPT)
-        }
         guard info.flags & needed == needed else {
             throw KeychainError(
                 KeychainStatus.notAvailable,
-                "mechanism \(name) is not supported by the token \"\(tokenLabel)\" for "
-                    + (mechanism == CKM_AES_KEY_GEN ? "key generation" : "encryption and decryption"))
+                "mechanism \(name) is not supported by the token \"\(tokenLabel)\" for \(purpose)")
         }
     }
 
@@ -350,59 +476,67 @@ private final class Connection {
         }
     }
 
-    private func findOrCreateKey(provisioning: Bool) throws(KeychainError) {
+    /// Finds the keys, creates the format-2 keys for a new store, and refuses keys whose attributes do not qualify.
+    private func findKeys(provisioning: Bool, legacy: Bool) throws(KeychainError) {
+        legacyKey = try findKey(labels.legacy)
+        deviceKey = try findKey(labels.device)
+        passcodeKey = try findKey(labels.passcode)
+        if legacy {
+            // Tests only: a store sealed as releases before format 2 sealed it.
+            if legacyKey == nil && provisioning { try generateLegacyKey() }
+            guard legacyKey != nil else { throw keysMissing() }
+        }
+        if let legacyKey { try qualifyLegacy(legacyKey) }
+        switch (deviceKey, passcodeKey) {
+        case (.some(let device), .some(let passcode)):
+            try checkMechanism(
+                CKM_SHA256_HMAC, name: "CKM_SHA256_HMAC", needed: CK_FLAGS(CKF_SIGN), purpose: "signing (HMAC)")
+            try qualifyHMAC(device, label: labels.device)
+            try qualifyHMAC(passcode, label: labels.passcode)
+        case (nil, nil):
+            if provisioning && !legacy {
+                try generateHMACKeys(id: randomBytes(16))
+            } else if legacyKey == nil {
+                throw keysMissing()
+            }
+        default:
+            let missing = deviceKey == nil ? labels.device : labels.passcode
+            throw KeychainError(
+                KeychainStatus.notAvailable,
+                "token \"\(tokenLabel)\" holds only one of the two device keys: \"\(missing)\" is missing "
+                    + "(removed?)")
+        }
+    }
+
+    /// The one secret key labelled `label`, if any; two are an error.
+    private func findKey(_ label: String) throws(KeychainError) -> TokenKey? {
         let handles: [CK_OBJECT_HANDLE]
         do {
-            handles = try findKeys()
+            handles = try findObjects([.ulong(CKA_CLASS, CKO_SECRET_KEY), .bytes(CKA_LABEL, Array(label.utf8))])
         } catch {
             throw KeychainError(
                 KeychainStatus.notAvailable, "cannot search token \"\(tokenLabel)\" for its device key: \(error)")
         }
-        switch handles.count {
-        case 0:
-            guard provisioning else {
-                throw KeychainError(
-                    KeychainStatus.notAvailable,
-                    "device key \"\(keyLabel)\" not found on token \"\(tokenLabel)\" (removed?)")
-            }
-            try checkMechanism(CKM_AES_KEY_GEN, name: "CKM_AES_KEY_GEN")
-            try generateKey()
-        case 1:
-            key = handles[0]
-        default:
+        guard handles.count <= 1 else {
             throw KeychainError(
                 KeychainStatus.notAvailable,
-                "token \"\(tokenLabel)\" holds \(handles.count) secret keys labelled \"\(keyLabel)\"; "
+                "token \"\(tokenLabel)\" holds \(handles.count) secret keys labelled \"\(label)\"; "
                     + "which one is the device key is ambiguous")
         }
-        let attributes = try keyAttributes()
-        guard attributes.sensitive == true, attributes.extractable == false, attributes.token == true else {
-            throw KeychainError(
-                KeychainStatus.notAvailable,
-                "device key \"\(keyLabel)\" on token \"\(tokenLabel)\" is not a sensitive, non-extractable token "
-                    + "key; refusing to use it")
-        }
-        if let length = attributes.valueLength, length != 32 {
-            throw KeychainError(
-                KeychainStatus.notAvailable,
-                "device key \"\(keyLabel)\" on token \"\(tokenLabel)\" is \(length * 8)-bit; AES-256 is required")
-        }
+        guard let handle = handles.first else { return nil }
+        let id: [UInt8]
         do {
-            keyID = try attribute(CK_ATTRIBUTE_TYPE(CKA_ID)) ?? []
+            id = try attribute(CK_ATTRIBUTE_TYPE(CKA_ID), of: handle) ?? []
         } catch {
-            throw KeychainError(
-                KeychainStatus.notAvailable, "cannot read the id of device key \"\(keyLabel)\": \(error)")
+            throw KeychainError(KeychainStatus.notAvailable, "cannot read the id of device key \"\(label)\": \(error)")
         }
-        guard keyID.count <= 255 else {
-            throw KeychainError(KeychainStatus.notAvailable, "device key \"\(keyLabel)\" has an over-long CKA_ID")
+        guard id.count <= 255 else {
+            throw KeychainError(KeychainStatus.notAvailable, "device key \"\(label)\" has an over-long CKA_ID")
         }
+        return TokenKey(handle: handle, id: id)
     }
 
-    private func findKeys() throws(PKCS11CallError) -> [CK_OBJECT_HANDLE] {
-        let template: [Attribute] = [
-            .ulong(CKA_CLASS, CKO_SECRET_KEY),
-            .bytes(CKA_LABEL, Array(keyLabel.utf8)),
-        ]
+    private func findObjects(_ template: [Attribute]) throws(PKCS11CallError) -> [CK_OBJECT_HANDLE] {
         let session = self.session
         let functions = self.functions
         try withTemplate(template) { (pointer, count) throws(PKCS11CallError) in
@@ -415,7 +549,121 @@ private final class Connection {
         return Array(handles.prefix(Int(found)))
     }
 
-    private func generateKey() throws(KeychainError) {
+    /// An HMAC key qualifies when it is a sensitive, non-extractable token object of at least 256 bits that can sign and
+    /// never derive, whose allowed mechanisms are HMAC-SHA256 alone (`CKA_ALLOWED_MECHANISMS`), or, on a token
+    /// without that attribute, whose only use is signing.
+    private func qualifyHMAC(_ key: TokenKey, label: String) throws(KeychainError) {
+        let attributes = try keyAttributes(key.handle)
+        func refuse(_ reason: String) -> KeychainError {
+            KeychainError(
+                KeychainStatus.notAvailable,
+                "device key \"\(label)\" on token \"\(tokenLabel)\" \(reason); refusing to use it (docs/PKCS11.md "
+                    + "lists the attributes a key created beforehand must have)")
+        }
+        let hmacTypes = [UInt(CKK_GENERIC_SECRET), UInt(CKK_SHA256_HMAC)]
+        guard let type = attributes.keyType, hmacTypes.contains(type) else {
+            throw refuse("is not a generic-secret or HMAC-SHA256 key")
+        }
+        guard attributes.sensitive == true, attributes.extractable == false, attributes.token == true else {
+            throw refuse("is not a sensitive, non-extractable token key")
+        }
+        guard attributes.sign == true else { throw refuse("cannot sign (CKA_SIGN is not true)") }
+        // Deriving could copy the key's value into a new, extractable key: never allowed.
+        if attributes.derive == true { throw refuse("allows CKA_DERIVE") }
+        if let length = attributes.valueLength, length < 32 {
+            throw refuse("is \(length * 8)-bit; at least 256 bits are required")
+        }
+        guard let allowed = attributes.allowedMechanisms else {
+            // A token without CKA_ALLOWED_MECHANISMS: the usage flags are all there is to go by.
+            let otherUses: [(String, Bool?)] = [
+                ("CKA_ENCRYPT", attributes.encrypt), ("CKA_DECRYPT", attributes.decrypt), ("CKA_WRAP", attributes.wrap),
+                ("CKA_UNWRAP", attributes.unwrap),
+            ]
+            if let use = otherUses.first(where: { $0.1 == true }) { throw refuse("allows \(use.0)") }
+            return
+        }
+        let hmac = [UInt(CKM_SHA256_HMAC), UInt(CKM_SHA256_HMAC_GENERAL)]
+        guard !allowed.isEmpty else { throw refuse("allows every mechanism (CKA_ALLOWED_MECHANISMS is empty)") }
+        guard allowed.contains(UInt(CKM_SHA256_HMAC)), allowed.allSatisfy(hmac.contains) else {
+            throw refuse("allows mechanisms other than CKM_SHA256_HMAC")
+        }
+    }
+
+    private func qualifyLegacy(_ key: TokenKey) throws(KeychainError) {
+        let attributes = try keyAttributes(key.handle)
+        guard attributes.sensitive == true, attributes.extractable == false, attributes.token == true else {
+            throw KeychainError(
+                KeychainStatus.notAvailable,
+                "device key \"\(labels.legacy)\" on token \"\(tokenLabel)\" is not a sensitive, non-extractable "
+                    + "token key; refusing to use it")
+        }
+        if let length = attributes.valueLength, length != 32 {
+            throw KeychainError(
+                KeychainStatus.notAvailable,
+                "device key \"\(labels.legacy)\" on token \"\(tokenLabel)\" is \(length * 8)-bit; AES-256 is "
+                    + "required")
+        }
+    }
+
+    /// Creates the two HMAC keys (both or neither): generic secrets of 256 bits, sensitive, never extractable, whose
+    /// only use is CKM_SHA256_HMAC signing.
+    private func generateHMACKeys(id: [UInt8]) throws(KeychainError) {
+        try checkMechanism(
+            CKM_SHA256_HMAC, name: "CKM_SHA256_HMAC", needed: CK_FLAGS(CKF_SIGN), purpose: "signing (HMAC)")
+        try checkMechanism(
+            CKM_GENERIC_SECRET_KEY_GEN, name: "CKM_GENERIC_SECRET_KEY_GEN", needed: CK_FLAGS(CKF_GENERATE),
+            purpose: "key generation")
+        let device = try generateHMACKey(label: labels.device, id: id)
+        let passcode: TokenKey
+        do {
+            passcode = try generateHMACKey(label: labels.passcode, id: id)
+        } catch {
+            _ = functions.C_DestroyObject!(session, device.handle)
+            throw error
+        }
+        for (key, label) in [(device, labels.device), (passcode, labels.passcode)] {
+            do {
+                try qualifyHMAC(key, label: label)
+            } catch {
+                _ = functions.C_DestroyObject!(session, device.handle)
+                _ = functions.C_DestroyObject!(session, passcode.handle)
+                throw error
+            }
+        }
+        deviceKey = device
+        passcodeKey = passcode
+    }
+
+    private func generateHMACKey(label: String, id: [UInt8]) throws(KeychainError) -> TokenKey {
+        let allowed = withUnsafeBytes(of: CK_MECHANISM_TYPE(CKM_SHA256_HMAC)) { Array($0) }
+        let template: [Attribute] = [
+            .ulong(CKA_CLASS, CKO_SECRET_KEY),
+            .ulong(CKA_KEY_TYPE, CKK_GENERIC_SECRET),
+            .ulong(CKA_VALUE_LEN, 32),
+            .bool(CKA_TOKEN, true),
+            .bool(CKA_PRIVATE, true),
+            .bool(CKA_SENSITIVE, true),
+            .bool(CKA_EXTRACTABLE, false),
+            .bool(CKA_SIGN, true),
+            .bool(CKA_VERIFY, false),
+            .bool(CKA_ENCRYPT, false),
+            .bool(CKA_DECRYPT, false),
+            .bool(CKA_WRAP, false),
+            .bool(CKA_UNWRAP, false),
+            .bool(CKA_DERIVE, false),
+            .bytes(CKA_ALLOWED_MECHANISMS, allowed),
+            .bytes(CKA_LABEL, Array(label.utf8)),
+            .bytes(CKA_ID, id),
+        ]
+        let handle = try generate(template, mechanism: CKM_GENERIC_SECRET_KEY_GEN, label: label)
+        return TokenKey(handle: handle, id: id)
+    }
+
+    private func generateLegacyKey() throws(KeychainError) {
+        try checkMechanism(
+            CKM_AES_GCM, name: "CKM_AES_GCM", needed: CK_FLAGS(CKF_ENCRYPT) | CK_FLAGS(CKF_DECRYPT),
+            purpose: "encryption and decryption")
+        let id = randomBytes(16)
         let template: [Attribute] = [
             .ulong(CKA_CLASS, CKO_SECRET_KEY),
             .ulong(CKA_KEY_TYPE, CKK_AES),
@@ -426,37 +674,149 @@ private final class Connection {
             .bool(CKA_EXTRACTABLE, false),
             .bool(CKA_ENCRYPT, true),
             .bool(CKA_DECRYPT, true),
-            .bytes(CKA_LABEL, Array(keyLabel.utf8)),
-            .bytes(CKA_ID, randomBytes(16)),
+            .bytes(CKA_LABEL, Array(labels.legacy.utf8)),
+            .bytes(CKA_ID, id),
         ]
+        legacyKey = TokenKey(handle: try generate(template, mechanism: CKM_AES_KEY_GEN, label: labels.legacy), id: id)
+    }
+
+    /// C_GenerateKey with a clear error for tokens that advertise key generation but refuse it.
+    private func generate(_ template: [Attribute], mechanism type: UInt, label: String) throws(KeychainError)
+        -> CK_OBJECT_HANDLE
+    {
         let session = self.session
         let functions = self.functions
         var handle = CK_OBJECT_HANDLE(CK_INVALID_HANDLE)
         do {
             try withTemplate(template) { (pointer, count) throws(PKCS11CallError) in
-                var mechanism = CK_MECHANISM(
-                    mechanism: CK_MECHANISM_TYPE(CKM_AES_KEY_GEN), pParameter: nil, ulParameterLen: 0)
+                var mechanism = CK_MECHANISM(mechanism: CK_MECHANISM_TYPE(type), pParameter: nil, ulParameterLen: 0)
                 try withUnsafeMutablePointer(to: &mechanism) { (mechanism) throws(PKCS11CallError) in
                     try ck("C_GenerateKey", functions.C_GenerateKey!(session, mechanism, pointer, count, &handle))
                 }
             }
+        } catch where error.result == .functionNotSupported || error.result == .mechanismInvalid {
+            throw KeychainError(
+                KeychainStatus.notAvailable,
+                "token \"\(tokenLabel)\" advertises key generation but refuses it (\(error)); create the keys "
+                    + "\"\(labels.device)\" and \"\(labels.passcode)\" beforehand with the token's own tool "
+                    + "(docs/PKCS11.md)")
         } catch {
             throw KeychainError(
                 KeychainStatus.notAvailable,
-                "cannot generate device key \"\(keyLabel)\" on token \"\(tokenLabel)\": \(error)")
+                "cannot generate device key \"\(label)\" on token \"\(tokenLabel)\": \(error)")
         }
-        key = handle
+        return handle
     }
 
-    // MARK: Sealing
+    // MARK: Sealing (format 2)
 
-    func seal(_ secret: SecretBytes, aad: SecretBytes) throws(KeychainError) -> Data {
+    /// The domain and the key of a role.
+    private func hmacKey(_ role: PKCS11DeviceKey.Role) throws(KeychainError) -> (TokenKey, [UInt8]) {
+        if deviceKey == nil && passcodeKey == nil {
+            // A store provisioned in format 1: its keys for format 2 take the old key's id, so its identity stays.
+            try generateHMACKeys(id: legacyKey?.id ?? randomBytes(16))
+        }
+        switch role {
+        case .device: return (deviceKey!, PKCS11DeviceKey.deviceDomain)
+        case .passcode: return (passcodeKey!, PKCS11DeviceKey.passcodeDomain)
+        case .legacy: preconditionFailure("format-1 keys do not seal in format 2")
+        }
+    }
+
+    /// W = HMAC-SHA256_token(key, domain ‖ salt ‖ authorization), computed inside the token.
+    private func wrappingKey(_ key: TokenKey, domain: [UInt8], salt: [UInt8], authorization: SecretBytes?)
+        throws(KeychainError) -> SymmetricKey
+    {
+        var parts = [SecretBytes(copying: domain), SecretBytes(copying: salt)]
+        if let authorization { parts.append(authorization) }
+        let message = SecretBytes.concatenating(parts)
+        let session = self.session
+        let functions = self.functions
+        var failure: PKCS11CallError?
+        var length = CK_ULONG(32)
+        let mac = SecretBytes(count: 32) { output in
+            do throws(PKCS11CallError) {
+                var mechanism = CK_MECHANISM(
+                    mechanism: CK_MECHANISM_TYPE(CKM_SHA256_HMAC), pParameter: nil, ulParameterLen: 0)
+                try ck("C_SignInit", functions.C_SignInit!(session, &mechanism, key.handle))
+                let rv = message.withUnsafeBytes { bytes in
+                    functions.C_Sign!(
+                        session, UnsafeMutablePointer(mutating: bytes.bindMemory(to: UInt8.self).baseAddress),
+                        CK_ULONG(bytes.count), output.baseAddress!.assumingMemoryBound(to: UInt8.self), &length)
+                }
+                try ck("C_Sign", rv)
+            } catch {
+                failure = error
+            }
+        }
+        if let failure { throw self.failure(failure, sealing: true) }
+        guard length == 32 else {
+            throw KeychainError(
+                KeychainStatus.notAvailable, "token \"\(tokenLabel)\" returned a \(length)-byte HMAC-SHA256")
+        }
+        return mac.withUnsafeBytes { SymmetricKey(data: $0) }
+    }
+
+    func seal(_ secret: SecretBytes, role: PKCS11DeviceKey.Role, authorization: SecretBytes?) throws(KeychainError)
+        -> Data
+    {
+        let (key, domain) = try hmacKey(role)
+        let salt = randomBytes(PKCS11DeviceKey.saltLength)
+        let wrapping = try wrappingKey(key, domain: domain, salt: salt, authorization: authorization)
+        let aad = [PKCS11DeviceKey.blobVersion] + domain + salt
+        do {
+            let box = try secret.withUnsafeBytes { plaintext in
+                try AES.GCM.seal(plaintext, using: wrapping, nonce: AES.GCM.Nonce(), authenticating: aad)
+            }
+            return Data([PKCS11DeviceKey.blobVersion] + salt) + box.nonce + box.ciphertext + box.tag
+        } catch {
+            throw KeychainError(KeychainStatus.internalComponent, "sealing under the token's key failed")
+        }
+    }
+
+    func unseal(_ blob: Data, role: PKCS11DeviceKey.Role, authorization: SecretBytes?, badTag: OSStatus)
+        throws(KeychainError) -> SecretBytes
+    {
+        let bytes = [UInt8](blob)
+        let header = 1 + PKCS11DeviceKey.saltLength + PKCS11DeviceKey.nonceLength
+        guard bytes.count >= header + PKCS11DeviceKey.tagLength else {
+            throw KeychainError(KeychainStatus.decode, "the sealed blob is too short to come from a PKCS#11 token")
+        }
+        guard bytes[0] == PKCS11DeviceKey.blobVersion else {
+            throw KeychainError(KeychainStatus.decode, "the sealed blob has an unknown version \(bytes[0])")
+        }
+        let (key, domain) = try hmacKey(role)
+        let salt = Array(bytes[1..<(1 + PKCS11DeviceKey.saltLength)])
+        let wrapping = try wrappingKey(key, domain: domain, salt: salt, authorization: authorization)
+        let aad = [PKCS11DeviceKey.blobVersion] + domain + salt
+        var plaintext: Data
+        do {
+            let box = try AES.GCM.SealedBox(
+                nonce: AES.GCM.Nonce(data: bytes[(1 + PKCS11DeviceKey.saltLength)..<header]),
+                ciphertext: bytes[header..<(bytes.count - PKCS11DeviceKey.tagLength)],
+                tag: bytes[(bytes.count - PKCS11DeviceKey.tagLength)...])
+            plaintext = try AES.GCM.open(box, using: wrapping, authenticating: aad)
+        } catch {
+            throw KeychainError(
+                badTag,
+                badTag == KeychainStatus.authFailed
+                    ? "the passcode authorization does not open this sealed blob"
+                    : "the sealed blob does not authenticate under device key \"\(labels.device)\" of token "
+                        + "\"\(tokenLabel)\" (edited, or sealed by another token or key)")
+        }
+        defer { plaintext.resetBytes(in: 0..<plaintext.count) }
+        return SecretBytes(copying: plaintext)
+    }
+
+    // MARK: Sealing (format 1: opened to migrate; sealed only by tests)
+
+    func legacySeal(_ secret: SecretBytes, aad: SecretBytes) throws(KeychainError) -> Data {
+        let key = try handle(.legacy)
         let iv = randomBytes(PKCS11DeviceKey.ivLength)
         var output = [UInt8](repeating: 0, count: secret.count + PKCS11DeviceKey.tagLength)
         var outputLength = CK_ULONG(output.count)
         let session = self.session
         let functions = self.functions
-        let key = self.key
         do {
             try withGCM(iv: iv, aad: aad) { (mechanism) throws(PKCS11CallError) in
                 try ck("C_EncryptInit", functions.C_EncryptInit!(session, mechanism, key))
@@ -472,24 +832,27 @@ private final class Connection {
         } catch {
             throw failure(error, sealing: true)
         }
-        return Data([PKCS11DeviceKey.blobVersion] + iv + output.prefix(Int(outputLength)))
+        return Data([PKCS11DeviceKey.legacyBlobVersion] + iv + output.prefix(Int(outputLength)))
     }
 
-    func unseal(_ blob: Data, aad: SecretBytes, badTag: OSStatus) throws(KeychainError) -> SecretBytes {
+    func legacyUnseal(_ blob: Data, aad: SecretBytes, badTag: OSStatus) throws(KeychainError) -> SecretBytes {
         let bytes = [UInt8](blob)
         let header = 1 + PKCS11DeviceKey.ivLength
         guard bytes.count >= header + PKCS11DeviceKey.tagLength else {
             throw KeychainError(KeychainStatus.decode, "the sealed blob is too short to come from a PKCS#11 token")
         }
-        guard bytes[0] == PKCS11DeviceKey.blobVersion else {
-            throw KeychainError(KeychainStatus.decode, "the sealed blob has an unknown version \(bytes[0])")
+        guard legacyKey != nil else {
+            throw KeychainError(
+                KeychainStatus.notAvailable,
+                "this store was sealed in format 1 by device key \"\(labels.legacy)\", which is not on token "
+                    + "\"\(tokenLabel)\" (removed?)")
         }
+        let key = try handle(.legacy)
         let iv = Array(bytes[1..<header])
         var ciphertext = Array(bytes[header...])
         var outputLength = CK_ULONG(ciphertext.count)
         let session = self.session
         let functions = self.functions
-        let key = self.key
         var failure: PKCS11CallError?
         let padded = SecretBytes(count: ciphertext.count) { output in
             do throws(PKCS11CallError) {
@@ -511,7 +874,7 @@ private final class Connection {
                     badTag,
                     badTag == KeychainStatus.authFailed
                         ? "the passcode authorization does not open this sealed blob"
-                        : "the sealed blob does not authenticate under device key \"\(keyLabel)\" of token "
+                        : "the sealed blob does not authenticate under device key \"\(labels.legacy)\" of token "
                             + "\"\(tokenLabel)\" (edited, or sealed by another token or key)")
             }
             throw self.failure(failure, sealing: false)
@@ -538,38 +901,58 @@ private final class Connection {
 
     // MARK: Inspection
 
-    func keyAttributes() throws(KeychainError) -> PKCS11DeviceKey.KeyAttributes {
+    func keyAttributes(_ role: PKCS11DeviceKey.Role) throws(KeychainError) -> PKCS11DeviceKey.KeyAttributes {
+        try keyAttributes(handle(role))
+    }
+
+    private func keyAttributes(_ handle: CK_OBJECT_HANDLE) throws(KeychainError) -> PKCS11DeviceKey.KeyAttributes {
         func flag(_ type: UInt) throws(PKCS11CallError) -> Bool? {
-            try attribute(CK_ATTRIBUTE_TYPE(type)).map { $0.first.map { $0 != 0 } ?? false }
+            try attribute(CK_ATTRIBUTE_TYPE(type), of: handle).map { $0.first.map { $0 != 0 } ?? false }
+        }
+        func ulong(_ bytes: [UInt8]?) -> UInt? {
+            guard let bytes, bytes.count == MemoryLayout<CK_ULONG>.size else { return nil }
+            return UInt(bytes.withUnsafeBytes { $0.loadUnaligned(as: CK_ULONG.self) })
         }
         do {
-            var length: Int?
-            if let bytes = try attribute(CK_ATTRIBUTE_TYPE(CKA_VALUE_LEN)), bytes.count == MemoryLayout<CK_ULONG>.size {
-                length = Int(bytes.withUnsafeBytes { $0.loadUnaligned(as: CK_ULONG.self) })
+            var allowed: [UInt]?
+            if let bytes = try attribute(CK_ATTRIBUTE_TYPE(CKA_ALLOWED_MECHANISMS), of: handle) {
+                let width = MemoryLayout<CK_MECHANISM_TYPE>.size
+                allowed = stride(from: 0, to: bytes.count - bytes.count % width, by: width).map { offset in
+                    UInt(bytes.withUnsafeBytes { $0.loadUnaligned(fromByteOffset: offset, as: CK_MECHANISM_TYPE.self) })
+                }
             }
             return PKCS11DeviceKey.KeyAttributes(
+                keyType: ulong(try attribute(CK_ATTRIBUTE_TYPE(CKA_KEY_TYPE), of: handle)),
                 token: try flag(CKA_TOKEN), isPrivate: try flag(CKA_PRIVATE), sensitive: try flag(CKA_SENSITIVE),
                 extractable: try flag(CKA_EXTRACTABLE), alwaysSensitive: try flag(CKA_ALWAYS_SENSITIVE),
                 neverExtractable: try flag(CKA_NEVER_EXTRACTABLE), encrypt: try flag(CKA_ENCRYPT),
-                decrypt: try flag(CKA_DECRYPT), valueLength: length)
+                decrypt: try flag(CKA_DECRYPT), sign: try flag(CKA_SIGN), verify: try flag(CKA_VERIFY),
+                wrap: try flag(CKA_WRAP), unwrap: try flag(CKA_UNWRAP), derive: try flag(CKA_DERIVE),
+                valueLength: ulong(try attribute(CK_ATTRIBUTE_TYPE(CKA_VALUE_LEN), of: handle)).map { Int($0) },
+                allowedMechanisms: allowed)
         } catch {
             throw failure(error, sealing: false)
         }
     }
 
-    func destroyKey() throws(KeychainError) {
+    func destroyKey(_ role: PKCS11DeviceKey.Role) throws(KeychainError) {
+        let handle = try handle(role)
         do {
-            try ck("C_DestroyObject", functions.C_DestroyObject!(session, key))
+            try ck("C_DestroyObject", functions.C_DestroyObject!(session, handle))
         } catch {
             throw failure(error, sealing: false)
         }
-        key = CK_OBJECT_HANDLE(CK_INVALID_HANDLE)
+        switch role {
+        case .device: deviceKey?.handle = CK_OBJECT_HANDLE(CK_INVALID_HANDLE)
+        case .passcode: passcodeKey?.handle = CK_OBJECT_HANDLE(CK_INVALID_HANDLE)
+        case .legacy: legacyKey = nil
+        }
     }
 
-    /// The value of one attribute of the key, or nil where the token has none or keeps it secret.
-    private func attribute(_ type: CK_ATTRIBUTE_TYPE) throws(PKCS11CallError) -> [UInt8]? {
+    /// The value of one attribute of an object, or nil where the token has none or keeps it secret.
+    private func attribute(_ type: CK_ATTRIBUTE_TYPE, of handle: CK_OBJECT_HANDLE) throws(PKCS11CallError) -> [UInt8]? {
         var probe = CK_ATTRIBUTE(type: type, pValue: nil, ulValueLen: 0)
-        let rv = functions.C_GetAttributeValue!(session, key, &probe, 1)
+        let rv = functions.C_GetAttributeValue!(session, handle, &probe, 1)
         let result = CKResult(rawValue: UInt(rv))
         if result == .attributeTypeInvalid || result == .attributeSensitive { return nil }
         try ck("C_GetAttributeValue", rv)
@@ -577,10 +960,9 @@ private final class Connection {
         var value = [UInt8](repeating: 0, count: Int(probe.ulValueLen))
         let session = self.session
         let functions = self.functions
-        let key = self.key
         let valueRV = value.withUnsafeMutableBytes { buffer in
             var attribute = CK_ATTRIBUTE(type: type, pValue: buffer.baseAddress, ulValueLen: CK_ULONG(buffer.count))
-            return functions.C_GetAttributeValue!(session, key, &attribute, 1)
+            return functions.C_GetAttributeValue!(session, handle, &attribute, 1)
         }
         try ck("C_GetAttributeValue", valueRV)
         return value

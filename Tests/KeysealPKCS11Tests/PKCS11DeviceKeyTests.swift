@@ -1,3 +1,4 @@
+import CP11Kit
 import Foundation
 import KeysealCore
 @testable import KeysealPKCS11
@@ -46,7 +47,8 @@ struct PKCS11DeviceKeyTests {
         defer { key.close() }
         let secret = SecretBytes.random(count: 32)
         let blob = try key.seal(secret)
-        #expect(blob.count == 1 + 12 + 32 + 16)
+        #expect(blob.count == 1 + 32 + 12 + 32 + 16)
+        #expect(blob.first == 2)
         let opened = try key.unseal(blob)
         #expect(opened.constantTimeEquals(secret))
     }
@@ -74,7 +76,7 @@ struct PKCS11DeviceKeyTests {
         let message = failureMessage(KeychainStatus.notAvailable) {
             _ = try openDeviceKey(fixture, provisioning: false)
         }
-        #expect(message.contains("\"keyseal-device-key\" not found on token \"\(fixture.tokenLabel)\""))
+        #expect(message.contains("\"keyseal-device-key.device\" and \"keyseal-device-key.passcode\" not found on token \"\(fixture.tokenLabel)\""))
     }
 
     @Test("a wrong PIN is refused with a clear message")
@@ -172,7 +174,7 @@ struct PKCS11DeviceKeyTests {
     }
 
     @Test(
-        "a tampered blob is refused with errSecDecode", arguments: ["version", "iv", "ciphertext", "tag", "truncated"])
+        "a tampered blob is refused with errSecDecode", arguments: ["version", "salt", "nonce", "ciphertext", "tag", "truncated"])
     func tamperedBlob(part: String) throws {
         let fixture = try SoftHSMFixture()
         defer { fixture.remove() }
@@ -181,8 +183,9 @@ struct PKCS11DeviceKeyTests {
         var blob = [UInt8](try key.seal(SecretBytes.random(count: 32)))
         switch part {
         case "version": blob[0] ^= 0x01
-        case "iv": blob[5] ^= 0x01
-        case "ciphertext": blob[20] ^= 0x80
+        case "salt": blob[5] ^= 0x01
+        case "nonce": blob[40] ^= 0x01
+        case "ciphertext": blob[50] ^= 0x80
         case "tag": blob[blob.count - 1] ^= 0x01
         default: blob.removeLast(20)
         }
@@ -205,13 +208,16 @@ struct PKCS11DeviceKeyTests {
         #expect(message.contains("does not authenticate"))
     }
 
-    @Test("the device key is a sensitive, non-extractable, private AES-256 token object")
-    func keyIsNonExtractable() throws {
+    @Test(
+        "each HMAC key is a sensitive, never-extractable, private token object whose only use is HMAC-SHA256 signing",
+        arguments: [PKCS11DeviceKey.Role.device, .passcode])
+    func keysAreRestricted(role: PKCS11DeviceKey.Role) throws {
         let fixture = try SoftHSMFixture()
         defer { fixture.remove() }
         let key = try openDeviceKey(fixture)
         defer { key.close() }
-        let attributes = try key.keyAttributes()
+        let attributes = try key.keyAttributes(role)
+        #expect(attributes.keyType == UInt(CKK_GENERIC_SECRET))
         #expect(attributes.sensitive == true)
         #expect(attributes.extractable == false)
         #expect(attributes.alwaysSensitive == true)
@@ -219,6 +225,14 @@ struct PKCS11DeviceKeyTests {
         #expect(attributes.token == true)
         #expect(attributes.isPrivate == true)
         #expect(attributes.valueLength == 32)
+        #expect(attributes.sign == true)
+        #expect(attributes.verify == false)
+        #expect(attributes.encrypt == false)
+        #expect(attributes.decrypt == false)
+        #expect(attributes.wrap == false)
+        #expect(attributes.unwrap == false)
+        #expect(attributes.derive == false)
+        #expect(attributes.allowedMechanisms == [UInt(CKM_SHA256_HMAC)])
     }
 
     @Test("sealing after the key was destroyed from another session fails with errSecNotAvailable")
@@ -228,7 +242,7 @@ struct PKCS11DeviceKeyTests {
         let key = try openDeviceKey(fixture)
         defer { key.close() }
         let other = try openDeviceKey(fixture, provisioning: false)
-        try other.destroyDeviceKey()
+        try other.destroyKey(.device)
         other.close()
         let message = failureMessage(KeychainStatus.notAvailable) { _ = try key.seal(SecretBytes.random(count: 32)) }
         #expect(message.contains("the device key was removed from the token"))
@@ -245,7 +259,7 @@ struct PKCS11DeviceKeyTests {
             p11tool,
             [
                 "--provider", fixture.module, "--login", "--batch", "--delete",
-                "pkcs11:token=\(fixture.tokenLabel);object=keyseal-device-key;type=secret-key",
+                "pkcs11:token=\(fixture.tokenLabel);object=keyseal-device-key.device;type=secret-key",
             ],
             environment: fixture.environment.merging(["GNUTLS_PIN": fixture.pin]) { _, new in new })
         try #require(deleted.status == 0, "p11tool --delete failed: \(deleted.stderrText)")
@@ -288,6 +302,7 @@ struct PKCS11DeviceKeyTests {
         #expect(status.hardwareBacked)
         #expect(!status.guessingHardwareLimited)
         #expect(status.detail.contains("not by the token"))
+        #expect(status.detail.contains("every guess needs the token"))
     }
 
     @Test("close is idempotent and later calls fail with errSecNotAvailable")
