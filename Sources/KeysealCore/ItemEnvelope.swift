@@ -278,11 +278,17 @@ public enum ItemEnvelope {
 
     /// Seals an item. `random` (bulk work) supplies the item key and the nonces; otherwise each comes from the
     /// system generator.
+    ///
+    /// Both plaintexts are padded to a size bucket (``Padding``) so that the ciphertexts do not give away the
+    /// exact length of the secret or of the attributes. The value box is `0x02 ‖ nonce ‖ ciphertext ‖ tag` and its
+    /// associated data is the whole "keyseal/ik" ‖ header ‖ SHA-256(attributes ciphertext), which no unpadded value
+    /// (format 1: `nonce ‖ ciphertext ‖ tag` under header ‖ SHA-256(…)) ever had.
     public static func seal(
         attributes: [UInt8], secret: Data, aad: [UInt8], itemID: [UInt8], classKey: ClassKey, random: RandomPool? = nil
     ) throws(KeychainError) -> SealedItem {
         let attributesBox = try AEAD.seal(
-            attributes, key: classKey.metadataKey(itemID: itemID), aad: aad, nonce: random?.nonce())
+            Padding.paddedAttributes(attributes), key: classKey.metadataKey(itemID: itemID), aad: aad,
+            nonce: random?.nonce())
         let itemKey = random?.symmetricKey() ?? SymmetricKey(size: .bits256)
         let associated = attributesBox.withUnsafeBytes { AssociatedData(header: aad, attributesBox: $0) }
         let wrappedKey: Data
@@ -295,7 +301,10 @@ public enum ItemEnvelope {
         } catch {
             throw KeychainError(KeychainStatus.internalComponent, "encryption failed")
         }
-        let valueBox = try AEAD.seal(secret, key: itemKey, aad: associated.value, nonce: random?.nonce())
+        var padded = Padding.paddedValue(secret)
+        defer { padded.withUnsafeMutableBytes { zeroize($0.baseAddress!, $0.count) } }
+        var valueBox = Data([Padding.paddedValueVersion])
+        valueBox.append(try AEAD.seal(padded, key: itemKey, aad: associated.padded, nonce: random?.nonce()))
         return SealedItem(attributes: attributesBox, wrappedKey: wrappedKey, value: valueBox)
     }
 
@@ -303,11 +312,12 @@ public enum ItemEnvelope {
     public static func openAttributes(_ sealed: SealedItem, aad: [UInt8], itemID: [UInt8], classKey: ClassKey)
         throws(KeychainError) -> Data
     {
-        try classKey.withMetadataKey(itemID: itemID) { key throws(KeychainError) in
+        let plain = try classKey.withMetadataKey(itemID: itemID) { key throws(KeychainError) in
             try aad.withBytes({ aadBytes throws(KeychainError) in
                 try GCMContext.open(sealed.attributes, key: key, aad: aadBytes)
             })
         }
+        return Padding.unpaddedAttributes(plain)
     }
 
     /// The decrypted secret; `errSecDecode` if anything was altered.
@@ -342,8 +352,18 @@ public enum ItemEnvelope {
             try associated.withWrappedKey { aad throws(KeychainError) in
                 try classKey.unwrapItemKey(wrappedKey, aad: aad, into: key)
             }
+            let key = UnsafeRawBufferPointer(key)
+            // Format 2 (padded) first; a format-1 box whose nonce happens to start with the same byte fails that tag
+            // check and is opened as format 1.
+            if value.first == Padding.paddedValueVersion, value.count > 1,
+                let padded = try? associated.withPadded({ aad throws(KeychainError) in
+                    try GCMContext.open(UnsafeRawBufferPointer(rebasing: value[1...]), key: key, aad: aad)
+                })
+            {
+                return try Padding.unpaddedValue(padded)
+            }
             return try associated.withValue { aad throws(KeychainError) in
-                try GCMContext.open(value, key: UnsafeRawBufferPointer(key), aad: aad)
+                try GCMContext.open(value, key: key, aad: aad)
             }
         }
     }
@@ -386,8 +406,14 @@ public enum ItemEnvelope {
 
         /// "keyseal/ik" ‖ header.
         var wrappedKey: ArraySlice<UInt8> { buffer[..<headerEnd] }
-        /// header ‖ SHA-256(attributes ciphertext).
+        /// header ‖ SHA-256(attributes ciphertext): the associated data of a format-1 (unpadded) value.
         var value: ArraySlice<UInt8> { buffer[wrapLabel.count...] }
+        /// "keyseal/ik" ‖ header ‖ SHA-256(attributes ciphertext): the associated data of a padded value.
+        var padded: [UInt8] { buffer }
+
+        func withPadded<R>(_ body: (UnsafeRawBufferPointer) throws(KeychainError) -> R) throws(KeychainError) -> R {
+            try buffer.withBytes({ all throws(KeychainError) in try body(all) })
+        }
 
         func withWrappedKey<R>(_ body: (UnsafeRawBufferPointer) throws(KeychainError) -> R) throws(KeychainError) -> R {
             try buffer.withBytes({ all throws(KeychainError) in
@@ -416,6 +442,69 @@ struct KeyBuffer {
 
     mutating func clear() {
         Swift.withUnsafeMutableBytes(of: &bytes) { zeroize($0.baseAddress!, $0.count) }
+    }
+}
+
+/// Size buckets for item plaintexts, so that a ciphertext's length says little about the secret's.
+///
+/// Padmé (Nikitin et al., PETS 2019): a length L is rounded up so that only its top ⌊log₂ ⌊log₂ L⌋⌋ + 1 bits may be
+/// non-zero — at most 12 % overhead, and about log log L bits of the length left to see — and never to finer steps
+/// than 32 bytes, so that the short secrets and names most items hold share a few sizes (0–31 bytes: 32; 32–63: 64;
+/// …; Padmé's own steps take over from 512 bytes). A value is `secret ‖ 0x80 ‖ 0x00…` (ISO/IEC 7816-4); the attributes get one more field of tag
+/// ``attributePaddingTag`` whose bytes are zeros, which decoding skips.
+public enum Padding {
+    public static let minimum = 32
+    static let paddedValueVersion: UInt8 = 2
+    static let attributePaddingTag: UInt8 = 0xFF
+
+    /// The bucket of a plaintext of `length` bytes.
+    public static func bucket(_ length: Int) -> Int {
+        guard length > minimum else { return minimum }
+        let exponent = Int.bitWidth - 1 - length.leadingZeroBitCount  // ⌊log₂ L⌋
+        let significant = Int.bitWidth - exponent.leadingZeroBitCount  // ⌊log₂ E⌋ + 1
+        let mask = max((1 << (exponent - significant)) - 1, minimum - 1)
+        return (length + mask) & ~mask
+    }
+
+    static func paddedValue(_ secret: Data) -> Data {
+        var padded = Data(capacity: bucket(secret.count + 1))
+        padded.append(secret)
+        padded.append(0x80)
+        padded.append(Data(count: bucket(secret.count + 1) - padded.count))
+        return padded
+    }
+
+    static func unpaddedValue(_ padded: Data) throws(KeychainError) -> Data {
+        // Backwards over contiguous bytes: the padding is at most an eighth of a large value.
+        let marker: Int? = padded.withUnsafeBytes { bytes in
+            var index = bytes.count - 1
+            while index >= 0 && bytes[index] == 0 { index -= 1 }
+            return index >= 0 && bytes[index] == 0x80 ? index : nil
+        }
+        guard let marker else { throw KeychainError(KeychainStatus.decode, "an item's value has malformed padding") }
+        return padded.prefix(marker)
+    }
+
+    /// The attribute encoding without its padding field (the encoding of rows sealed before padding has none).
+    static func unpaddedAttributes(_ plain: Data) -> Data {
+        var index = plain.startIndex
+        while index + 5 <= plain.endIndex {
+            if plain[index] == attributePaddingTag { return plain[plain.startIndex..<index] }
+            let length =
+                Int(plain[index + 1]) << 24 | Int(plain[index + 2]) << 16 | Int(plain[index + 3]) << 8
+                | Int(plain[index + 4])
+            index += 5 + length
+        }
+        return plain
+    }
+
+    static func paddedAttributes(_ encoded: [UInt8]) -> [UInt8] {
+        // One padding field: tag, 32-bit length, zeros; its 5-byte overhead is counted in the bucket.
+        let target = bucket(encoded.count + 5)
+        var padded = encoded
+        padded.reserveCapacity(target)
+        appendField(&padded, tag: attributePaddingTag, [UInt8](repeating: 0, count: target - encoded.count - 5))
+        return padded
     }
 }
 
@@ -460,6 +549,7 @@ public enum AttributeCodec {
         }
         while index < bytes.count {
             let (kind, keyBytes) = try field()
+            if kind == Padding.attributePaddingTag { continue }  // size padding (``Padding``), not an attribute
             let (_, valueBytes) = try field()
             let key = String(decoding: keyBytes, as: UTF8.self)
             func integer() throws(KeychainError) -> UInt64 {

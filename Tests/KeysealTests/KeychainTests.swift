@@ -134,4 +134,23 @@ struct KeychainTests {
         fixture.store.close()
         #expect(throws: KeychainError.notAvailable) { _ = try Keychain(service: "s", store: fixture.store).get("k") }
     }
+
+    /// SECURITY-MODEL.md "What the file alone reveals": lengths only to a size bucket.
+    @Test func theFileShowsSecretAndNameLengthsOnlyToASizeBucket() throws {
+        let fixture = try StoreFixture()
+        defer { fixture.remove() }
+        // Secrets of 1 to 31 bytes, accounts of 1 to 31 characters: unpadded, 31 lengths of each.
+        for length in 1...31 {
+            _ = try fixture.store.add(
+                .password(
+                    service: "s", account: String(repeating: "a", count: length),
+                    secret: String(repeating: "x", count: length)))
+        }
+        let values = try fixture.sqlOnDisk("SELECT count(DISTINCT length(value)) FROM items")
+        let attributes = try fixture.sqlOnDisk("SELECT count(DISTINCT length(attrs)) FROM items")
+        #expect(values == "1")
+        #expect(Int(attributes) ?? 99 <= 2, "\(attributes) attribute ciphertext lengths")
+        #expect(try fixture.store.copyMatching(.password(service: "s", account: "aaa", returns: .data)).first?.data
+            == Data("xxx".utf8))
+    }
 }
