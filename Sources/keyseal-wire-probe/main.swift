@@ -2,7 +2,7 @@
 // process of another user (`setpriv --reuid …`). Not installed; not a user interface.
 //
 //   keyseal-wire-probe SOCKET status|lock|unlock PASSCODE|add GROUP ACCOUNT|find GROUP? ACCOUNT|delete ACCOUNT
-//                            |export PASSPHRASE|import PASSPHRASE|poll-status SECONDS|add-size GROUP ACCOUNT BYTES
+//                            |export PASSPHRASE|import PASSPHRASE|poll-status SECONDS|add-size GROUP ACCOUNT BYTES|find-all
 #if canImport(FoundationEssentials)
 import FoundationEssentials
 #else
@@ -65,6 +65,9 @@ case ("add-size", 5):
         WireNewItem(
             itemClass: "genp", attributes: ["acct": .string(arguments[3]), "svce": .string("probe")],
             accessGroup: group(arguments[2]), data: Data(repeating: 7, count: Int(arguments[4]) ?? 0)))
+case ("find-all", 2):
+    request = .copyMatching(
+        WireQuery(itemClass: "genp", attributes: ["svce": .string("probe")], accessGroup: nil, limit: .all, returns: 3))
 case ("find", 4):
     request = .copyMatching(
         WireQuery(
