@@ -435,6 +435,8 @@ final class KeychainEngine {
         }
     }
 
+    func usage(accessGroup group: String) throws -> (items: Int, bytes: Int) { try store.usage(accessGroup: group) }
+
     func status() throws -> StoreStatus {
         var device = try self.device.status()
         if let resealProblem {
@@ -501,7 +503,7 @@ final class KeychainEngine {
         for ((_, _, group), itemClass) in rows { groupCache.insert(group, for: itemClass) }
     }
 
-    func copyMatching(_ query: ItemQuery, caller: Caller) throws -> [ItemRecord] {
+    func copyMatching(_ query: ItemQuery, caller: Caller, resultLimit: Int? = nil) throws -> [ItemRecord] {
         // A request for the value alone, found by digests only, needs no attribute decryption: opening the value
         // authenticates the header, and the header carries the digests the rows were found by (DESIGN.md §2, §4).
         let valueProvesMatch = query.returns.contains(.data) && !query.returns.contains(.attributes)
@@ -513,18 +515,24 @@ final class KeychainEngine {
             guard !records.isEmpty else { throw KeychainError.itemNotFound }
             return records
         }
-        let matches = try match(
+        var matches = try match(
             query, caller: caller, filter: (filter, decidesQuery), bound: query.limit.bound,
-            valueProvesMatch: valueProvesMatch)
+            valueProvesMatch: valueProvesMatch, byteLimit: resultLimit)
         guard !matches.isEmpty else { throw KeychainError.itemNotFound }
-        return try matches.map { match throws in
+        // Each row's ciphertext is let go once its record is made, so that a large result is not held twice.
+        var records: [ItemRecord] = []
+        records.reserveCapacity(matches.count)
+        for index in matches.indices {
+            let match = matches[index]
+            matches[index].row.sealed = SealedItem(attributes: Data(), wrappedKey: Data(), value: Data())
             let data: Data? =
                 query.returns.contains(.data)
                 ? try ItemEnvelope.openValue(
                     match.row.sealed, aad: match.aad, classKey: try requireClassKey(Self.accessibility(of: match.row)))
                 : nil
-            return record(match.row, attributes: match.attributes, data: data, returns: query.returns)
+            records.append(record(match.row, attributes: match.attributes, data: data, returns: query.returns))
         }
+        return records
     }
 
     func update(_ query: ItemQuery, changes: ItemChanges, caller: Caller) throws {
@@ -602,11 +610,13 @@ final class KeychainEngine {
     /// the row was found by, and the attribute ciphertext through its SHA-256. The class key is still required.
     private func match(
         _ query: ItemQuery, caller: Caller, filter given: (RowFilter, decidesQuery: Bool)? = nil, bound: Int?,
-        valueProvesMatch: Bool = false
+        valueProvesMatch: Bool = false, byteLimit: Int? = nil
     ) throws -> [Match] {
         let (filter, decidesQuery) = try given ?? rowFilter(query, caller: caller)
         let skipAttributes = valueProvesMatch && decidesQuery
+        let withValues = query.returns.contains(.data)
         var matches: [Match] = []
+        var bytes = 0
         try store.forEachRow(filter) { (row) throws(KeychainError) -> Bool in
             let accessibility = try Self.accessibility(of: row)
             let key = try requireClassKey(accessibility)
@@ -623,6 +633,14 @@ final class KeychainEngine {
                 query.accessGroup == nil || query.accessGroup == row.accessGroup,
                 skipAttributes || Self.attributes(attributes, match: query)
             else { return true }
+            if let byteLimit {
+                bytes += row.sealed.attributes.count + (withValues ? row.sealed.value.count : 0)
+                guard bytes <= byteLimit else {
+                    throw KeychainError(
+                        KeychainStatus.dataTooLarge,
+                        "the result is over \(byteLimit) bytes; ask for fewer items, or for attributes without data")
+                }
+            }
             matches.append(Match(row: row, attributes: attributes, aad: aad))
             if let bound { return matches.count < bound }
             return true

@@ -259,6 +259,12 @@ public final class KeychainStore: Sendable {
         }
     }
 
+    /// How many items an access group holds and their stored size (sealed attributes and values). Embedded stores
+    /// only (the daemon's quotas).
+    package func usage(accessGroup group: String) throws -> (items: Int, bytes: Int) {
+        try withEngine { try $0.usage(accessGroup: group) }
+    }
+
     /// On a TPM whose lockout authorization is empty, sets it to a random value and returns it, once, for the
     /// administrator to keep offline; from then on the TPM limits passcode guessing. Other backends: errSecParam.
     /// Through the daemon: errSecUnimplemented (keyseald does this at start with `--tpm-protect-lockout`).
@@ -324,8 +330,10 @@ public final class KeychainStore: Sendable {
         try withEngine { try $0.addBatch(items, caller: caller) }
     }
 
-    package func copyMatching(_ query: ItemQuery, caller: Caller) throws -> [ItemRecord] {
-        try route({ try $0.copyMatching(query, caller: caller) }) { connection throws(KeychainError) -> [ItemRecord] in
+    /// `resultLimit`: the most stored bytes (sealed attributes and values) a result may gather; beyond it the call
+    /// fails with errSecDataTooLarge before any value is opened (the daemon's bound on one response).
+    package func copyMatching(_ query: ItemQuery, caller: Caller, resultLimit: Int? = nil) throws -> [ItemRecord] {
+        try route({ try $0.copyMatching(query, caller: caller, resultLimit: resultLimit) }) { connection throws(KeychainError) -> [ItemRecord] in
             let response = try Self.request(connection, .copyMatching(WireMapping.wire(query)))
             guard case .records(let records) = response else { throw Self.unexpected(response) }
             var result: [ItemRecord] = []

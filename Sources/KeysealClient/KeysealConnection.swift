@@ -70,7 +70,15 @@ public final class KeysealConnection: Sendable {
             do throws(WireError) {
                 try Self.writeAll(fd, frame)
             } catch {
-                // Nothing reached the daemon: a stale connection is reopened and the request sent once more.
+                // Nothing reached the daemon: a stale connection is reopened and the request sent once more. A new
+                // connection the daemon refused (too many of this user's) carries the reason in a failure frame.
+                if !reused, Self.peerClosed(fd), let refusal = try? Self.readResponse(fd, path: socketPath),
+                    case .failure(let reason) = refusal
+                {
+                    _ = close(fd)
+                    fd = -1
+                    throw reason
+                }
                 _ = close(fd)
                 fd = -1
                 guard reused else { throw error }

@@ -616,7 +616,7 @@ extension WireResponse {
     }
 
     /// At least the frame's size for records (their values can be large); a small default otherwise.
-    var sizeBound: Int {
+    public var sizeBound: Int {
         guard case .records(let records) = self else { return 256 }
         var bound = 16
         for record in records {
@@ -653,7 +653,83 @@ extension WireResponse {
         }
         return frames
     }
+}
 
+/// Encodes a `.records` response one record at a time into the frames ``WireResponse/encodedFrames()`` would send
+/// (a single frame when the whole fits, else `part` frames and a closing `lastPart`), so that a sender never holds
+/// more than about one frame of encoded records: the daemon streams a large lookup with it.
+public struct WireRecordsEncoder {
+    /// Payload bytes not yet cut into a frame.
+    private var pending: [UInt8]
+    /// Whether a `part` frame went out (then the end is a `lastPart`, never a whole frame).
+    private var cut = false
+    private static let pieceSize = Wire.maxFrame - 2
+
+    public init(count: Int) {
+        var writer = WireWriter(capacity: 16)
+        writer.u8(ResponseKind.records.rawValue)
+        writer.u32(UInt32(clamping: count))
+        pending = Array(writer.bytes[4...])
+        wireWipe(&writer.bytes)
+    }
+
+    /// Appends one record's encoding.
+    public mutating func append(_ record: WireRecord) {
+        var writer = WireWriter(capacity: WireResponse.records([record]).sizeBound)
+        writer.record(record)
+        if pending.capacity < pending.count + writer.bytes.count - 5 {
+            // Grow by hand so that no reallocation leaves record bytes behind unzeroed.
+            var larger: [UInt8] = []
+            larger.reserveCapacity(max(2 * pending.capacity, pending.count + writer.bytes.count))
+            larger.append(contentsOf: pending)
+            wireWipe(&pending)
+            pending = larger
+        }
+        pending.append(contentsOf: writer.bytes[5...])
+        wireWipe(&writer.bytes)
+    }
+
+    /// A `part` frame when a whole piece is ready, else nil.
+    public mutating func nextPart() -> [UInt8]? {
+        guard pending.count > Self.pieceSize + 6 else { return nil }
+        cut = true
+        return take(Self.pieceSize, kind: .part)
+    }
+
+    /// The last frames: the whole response when nothing was cut yet and it fits one frame, else what is left as
+    /// `part` frames and a closing `lastPart`. Call after ``nextPart()`` returned nil.
+    public mutating func finish() -> [[UInt8]] {
+        if !cut && pending.count <= Wire.maxFrame {
+            var frame = [UInt8](repeating: 0, count: 4)
+            frame.reserveCapacity(4 + pending.count)
+            let length = UInt32(pending.count)
+            for index in 0..<4 { frame[index] = UInt8(truncatingIfNeeded: length >> (24 - 8 * index)) }
+            frame.append(contentsOf: pending)
+            wireWipe(&pending)
+            pending = []
+            return [frame]
+        }
+        var frames: [[UInt8]] = []
+        while pending.count > Self.pieceSize { frames.append(take(Self.pieceSize, kind: .part)) }
+        frames.append(take(pending.count, kind: .lastPart))
+        cut = true
+        return frames
+    }
+
+    private mutating func take(_ count: Int, kind: ResponseKind) -> [UInt8] {
+        var writer = WireWriter(capacity: count + 6)
+        writer.u8(kind.rawValue)
+        writer.bytes.append(contentsOf: pending[..<count])
+        var rest: [UInt8] = []
+        if pending.count > count { rest.reserveCapacity(max(pending.count - count, Self.pieceSize + 6)) }
+        rest.append(contentsOf: pending[count...])
+        wireWipe(&pending)
+        pending = rest
+        return writer.finish()
+    }
+}
+
+extension WireResponse {
     /// Reads one response payload with `readPayload` (which reads one frame's payload), joining the pieces of a
     /// response sent in parts. Every buffer that held response bytes is zeroed before it is released.
     public static func readResponse(

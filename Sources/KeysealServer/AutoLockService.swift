@@ -1,7 +1,8 @@
 import ServiceLifecycle
 import Synchronization
 
-/// Locks the store after the idle timeout (no request from any client for that long).
+/// Locks the store after the idle timeout (no administrator's item request or unlock for that long) and after the
+/// maximum unlocked time.
 public struct AutoLockService: Service {
     let service: KeychainService
 
@@ -11,12 +12,8 @@ public struct AutoLockService: Service {
         while !Task.isShuttingDownGracefully && !Task.isCancelled {
             _ = await service.autoLockIfIdle()
             // Wake often enough that a shorter timeout set at run time takes effect promptly.
-            let timeout = service.autoLock.withLock { $0 }
             var wait = Duration.seconds(1)
-            if let timeout {
-                let left = Duration.seconds(timeout) - service.activity.idle
-                if left > .zero && left < wait { wait = left }
-            }
+            if let left = service.untilAutoLock, left > .zero && left < wait { wait = left }
             do {
                 let pause = wait
                 try await cancelWhenGracefulShutdown { try await Task.sleep(for: pause) }

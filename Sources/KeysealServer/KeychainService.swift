@@ -12,6 +12,8 @@ import Synchronization
 final class LockStateBroadcaster: Sendable {
     private struct State {
         var last: LockState?
+        /// When the state last became unlocked (nil while not unlocked), for the maximum unlocked time.
+        var unlockedSince: ContinuousClock.Instant?
         var next = 0
         var subscribers: [Int: AsyncStream<LockState>.Continuation] = [:]
     }
@@ -38,12 +40,23 @@ final class LockStateBroadcaster: Sendable {
         let targets = state.withLock { state -> [AsyncStream<LockState>.Continuation] in
             guard state.last != lockState else { return [] }
             state.last = lockState
+            state.unlockedSince = lockState == .unlocked ? .now : nil
             return Array(state.subscribers.values)
         }
         for continuation in targets { continuation.yield(lockState) }
     }
 
     var subscriberCount: Int { state.withLock { $0.subscribers.count } }
+
+    /// How long the store has been unlocked, as published (nil when it is not unlocked).
+    var unlockedFor: Duration? { state.withLock { $0.unlockedSince.map { ContinuousClock.now - $0 } } }
+
+    /// Starts the unlocked time again (an auto-lock that could not lock: no passcode is set).
+    func restartUnlockedTime() {
+        state.withLock { state in
+            if state.unlockedSince != nil { state.unlockedSince = .now }
+        }
+    }
 }
 
 /// A connection's import in progress. Used only by its connection's task, one request at a time.
@@ -58,7 +71,8 @@ final class BackupImportSession: @unchecked Sendable {
     }
 }
 
-/// The time of the last request of any client, for auto-lock.
+/// The time of the last activity that holds off auto-lock: an administrator's item request or unlock
+/// (``WireRequest/holdsOffAutoLock``).
 final class ActivityClock: Sendable {
     private let last = Mutex(ContinuousClock.now)
     func touch() { last.withLock { $0 = .now } }
@@ -74,16 +88,25 @@ public final class KeychainService: Sendable {
     let activity = ActivityClock()
     /// Idle seconds before auto-lock in force (nil: never).
     let autoLock: Mutex<Int?>
+    /// Seconds after an unlock at which the store locks whatever the activity (nil: never).
+    let maxUnlocked: Int?
+    let limits: DaemonLimits
+    let quotas: QuotaLedger
+    /// Serializes non-administrators' writes, so that a quota check and the write it admits are one step.
+    private let quotaWrites = Mutex(())
     /// Reported as not hardware-backed whatever the device says (a development swtpm).
     let softwareTPM: Bool
     let logger: Logger
 
     public init(
-        store: KeychainStore, autoLockSeconds: Int?, softwareTPM: Bool = false, pool: NIOThreadPool = .singleton,
-        logger: Logger
+        store: KeychainStore, autoLockSeconds: Int?, maxUnlockedSeconds: Int? = nil, limits: DaemonLimits = DaemonLimits(),
+        softwareTPM: Bool = false, pool: NIOThreadPool = .singleton, logger: Logger
     ) {
         self.store = store
         self.autoLock = Mutex(autoLockSeconds)
+        self.maxUnlocked = maxUnlockedSeconds
+        self.limits = limits
+        self.quotas = QuotaLedger(limits: limits)
         self.softwareTPM = softwareTPM
         self.pool = pool
         self.logger = logger
@@ -121,7 +144,8 @@ public final class KeychainService: Sendable {
         }
     }
 
-    /// Refuses a management request from a client; otherwise records the activity for auto-lock.
+    /// Refuses a management request from a client; otherwise records an administrator's item request or unlock as
+    /// activity for auto-lock (a client's requests, status and subscriptions never count).
     private func admit(_ request: WireRequest, caller: Caller, peer: PeerCredentials) -> WireResponse? {
         if request.isManagement && !caller.isAdministrator {
             logger.info("refused", metadata: ["request.name": "\(request.name)", "peer.uid": "\(peer.uid)"])
@@ -130,7 +154,7 @@ public final class KeychainService: Sendable {
                     status: KeychainStatus.missingEntitlement,
                     message: "only an administrator may use \(request.name) (uid \(peer.uid) is a client)"))
         }
-        activity.touch()
+        if caller.isAdministrator && request.holdsOffAutoLock { activity.touch() }
         return nil
     }
 
@@ -189,20 +213,75 @@ public final class KeychainService: Sendable {
         case .subscribeLockState:
             return .lockStateChanged(WireMapping.wire(store.lockState))
         case .add(let item):
-            let record = try store.add(try WireMapping.item(item), caller: caller)
+            let new = try WireMapping.item(item)
+            let record = try quotaWrites.withLock { _ in
+                guard !caller.isAdministrator else {
+                    defer { quotas.forget() }
+                    return try store.add(new, caller: caller)
+                }
+                let group = new.accessGroup ?? caller.defaultGroup
+                let bytes = Self.storedSize(item)
+                try quotas.check(group: group, items: 1, bytes: bytes, store: store)
+                let record = try store.add(new, caller: caller)
+                quotas.added(group: group, bytes: bytes)
+                return record
+            }
             return .records(record.map { [WireMapping.wire($0)] } ?? [])
         case .copyMatching(let query):
-            return .records(try store.copyMatching(try WireMapping.query(query), caller: caller).map(WireMapping.wire))
+            var records = try store.copyMatching(
+                try WireMapping.query(query), caller: caller, resultLimit: limits.responseBytes)
+            // Each record's value is let go once its wire copy is made, so that a large result is not held twice.
+            var wire: [WireRecord] = []
+            wire.reserveCapacity(records.count)
+            for index in records.indices {
+                wire.append(WireMapping.wire(records[index]))
+                records[index].data = nil
+            }
+            return .records(wire)
         case .update(let query, let changes):
-            try store.update(try WireMapping.query(query), with: try WireMapping.changes(changes), caller: caller)
+            let parsed = (query: try WireMapping.query(query), changes: try WireMapping.changes(changes))
+            try quotaWrites.withLock { _ in
+                defer { quotas.forget() }
+                if !caller.isAdministrator { try checkQuota(update: parsed, caller: caller) }
+                try store.update(parsed.query, with: parsed.changes, caller: caller)
+            }
             return .ok
         case .delete(let query):
             try store.delete(try WireMapping.query(query), caller: caller)
+            quotas.forget()
             return .ok
         case .exportBackup, .importBegin, .importChunk, .importEnd:
             // Served by exportBackup(…) and handleImport(…), which stream.
             throw KeychainError(KeychainStatus.internalComponent, "\(request.name) is a streamed request")
         }
+    }
+
+    // MARK: - Quotas
+
+    /// About what an add stores: its value, attributes and the envelopes' overhead.
+    static func storedSize(_ item: WireNewItem) -> Int {
+        var size = item.data.count + 128
+        for (key, value) in item.attributes {
+            size += key.utf8.count + 8
+            switch value {
+            case .string(let text): size += text.utf8.count
+            case .data(let data): size += data.count
+            case .bool, .int, .date: size += 8
+            }
+        }
+        return size
+    }
+
+    /// An update by a non-administrator that sets a value or moves items: the target group (the one named, else
+    /// each of the caller's groups that the query may reach) must have room for one more item and the new value,
+    /// the old value not subtracted.
+    private func checkQuota(update: (query: ItemQuery, changes: ItemChanges), caller: Caller) throws {
+        let bytes = update.changes.data.map { $0.count + 128 } ?? 0
+        let moves = update.changes.accessGroup != nil
+        guard bytes > 0 || moves else { return }
+        let targets =
+            update.changes.accessGroup.map { [$0] } ?? update.query.accessGroup.map { [$0] } ?? caller.accessGroups ?? [caller.defaultGroup]
+        for group in targets { try quotas.check(group: group, items: moves ? 1 : 0, bytes: bytes, store: store) }
     }
 
     // MARK: - Backup
@@ -287,6 +366,7 @@ public final class KeychainService: Sendable {
                 let replace = session.replace
                 session.backupImport = nil
                 let report = try await offload { try backupImport.finish(replace: replace) }
+                quotas.forget()
                 logger.info(
                     "imported",
                     metadata: [
@@ -331,18 +411,50 @@ public final class KeychainService: Sendable {
         return secret.withUnsafeBytes { SecretBytes(copying: $0) }
     }
 
-    /// Locks if the store has been idle for the auto-lock timeout. Returns whether it locked.
+    /// Locks if the store has been idle for the auto-lock timeout, or unlocked for the maximum unlocked time.
+    /// Returns whether it locked.
     func autoLockIfIdle() async -> Bool {
-        guard let timeout = autoLock.withLock({ $0 }), activity.idle >= .seconds(timeout) else { return false }
+        let timeout = autoLock.withLock { $0 }
+        let idle = timeout.map { activity.idle >= .seconds($0) } ?? false
+        let overdue = maxUnlocked.map { limit in (broadcaster.unlockedFor ?? .zero) >= .seconds(limit) } ?? false
+        guard idle || overdue else { return false }
         let locked = (try? await offload { [store] in
             guard store.lockState == .unlocked, (try? store.status().passcodeSet) == true else { return false }
             return (try? store.lock()) == .some(nil)
         }) ?? false
         activity.touch()
         if locked {
-            logger.info("auto-locked", metadata: ["autolock.seconds": "\(timeout)"])
+            if idle {
+                logger.info("auto-locked", metadata: ["autolock.seconds": "\(timeout ?? 0)"])
+            } else {
+                logger.info("locked after the maximum unlocked time", metadata: ["autolock.max-unlocked": "\(maxUnlocked ?? 0)"])
+            }
             broadcaster.publish(.locked)
+        } else if overdue {
+            broadcaster.restartUnlockedTime()
         }
         return locked
+    }
+
+    /// How long until ``autoLockIfIdle()`` may lock (nil: no timer is set).
+    var untilAutoLock: Duration? {
+        var wait: Duration?
+        if let timeout = autoLock.withLock({ $0 }) { wait = .seconds(timeout) - activity.idle }
+        if let maxUnlocked, let unlockedFor = broadcaster.unlockedFor {
+            let left = .seconds(maxUnlocked) - unlockedFor
+            wait = min(wait ?? left, left)
+        }
+        return wait
+    }
+}
+
+extension WireRequest {
+    /// An item request or an unlock: what holds off auto-lock when an administrator sends it.
+    var holdsOffAutoLock: Bool {
+        switch self {
+        case .add, .copyMatching, .update, .delete, .unlock, .setPasscode, .changePasscode: return true
+        case .exportBackup, .importBegin, .importChunk, .importEnd: return true
+        default: return false
+        }
     }
 }

@@ -31,15 +31,21 @@ public struct DaemonOptions: Sendable {
     public var policyFile: URL?
     /// How long a connection may hold an incomplete frame before it is closed (`--frame-timeout`).
     public var frameTimeout: Duration
+    /// Seconds after an unlock at which the store locks whatever the activity (`--max-unlocked`; nil: never).
+    public var maxUnlocked: Int?
+    /// What one local account may take of the daemon (`--max-connections`, `--quota-items`, …).
+    public var limits: DaemonLimits
     /// Argon2id cost for a new passcode; nil: the product's (64 MiB, t=3). Only debug builds of keyseald let tests
     /// lower it.
     public var argon2: Argon2Parameters?
 
     public init(
         storeDirectory: URL, socket: SocketConfiguration, backend: Backend, autoLock: AutoLock = .stored,
-        policyFile: URL? = nil, frameTimeout: Duration = SocketServer.defaultFrameTimeout,
-        argon2: Argon2Parameters? = nil
+        policyFile: URL? = nil, frameTimeout: Duration = SocketServer.defaultFrameTimeout, maxUnlocked: Int? = nil,
+        limits: DaemonLimits = DaemonLimits(), argon2: Argon2Parameters? = nil
     ) {
+        self.maxUnlocked = maxUnlocked
+        self.limits = limits
         self.storeDirectory = storeDirectory
         self.socket = socket
         self.backend = backend
@@ -121,7 +127,9 @@ public final class KeysealDaemon: Sendable {
         case .never: autoLock = nil
         }
         let isSoftwareTPM = if case .swtpm = options.backend { true } else { false }
-        let service = KeychainService(store: store, autoLockSeconds: autoLock, softwareTPM: isSoftwareTPM, logger: logger)
+        let service = KeychainService(
+            store: store, autoLockSeconds: autoLock, maxUnlockedSeconds: options.maxUnlocked, limits: options.limits,
+            softwareTPM: isSoftwareTPM, logger: logger)
         let server = SocketServer(
             socket: options.socket, service: service, policy: policy, logger: logger,
             group: Self.connectionLoop, frameTimeout: options.frameTimeout, ready: ready)

@@ -13,17 +13,31 @@ import Synchronization
 /// Splits the byte stream into frames: a 4-byte big-endian length and that many bytes. A length over the frame
 /// limit (or too short to hold a version and an opcode) is an error that closes the connection. A frame left
 /// incomplete for `timeout` (a client that stalls mid-frame) is an error too, so that a half-sent frame never
-/// holds its connection and buffer forever; a connection with no partial frame may stay idle indefinitely.
+/// holds its connection and buffer forever (a connection with no partial frame is left to the idle timeout).
+/// The bytes of a partial frame are charged to the peer's uid (``ConnectionAccount``): over its limit, the
+/// connection is closed with errSecAllocate.
 struct FrameDecoder: ByteToMessageDecoder {
     typealias InboundOut = ByteBuffer
 
     let timeout: TimeAmount
+    let account: ConnectionAccount
     /// Armed while the buffer holds part of a frame.
     private var stall: Scheduled<Void>?
 
-    init(timeout: TimeAmount) { self.timeout = timeout }
+    init(timeout: TimeAmount, account: ConnectionAccount) {
+        self.timeout = timeout
+        self.account = account
+    }
 
     mutating func decode(context: ChannelHandlerContext, buffer: inout ByteBuffer) throws -> DecodingState {
+        let state = try decodeFrame(context: context, buffer: &buffer)
+        try account.setPending(state == .needMoreData ? buffer.readableBytes : 0)
+        return state
+    }
+
+    private mutating func decodeFrame(context: ChannelHandlerContext, buffer: inout ByteBuffer) throws
+        -> DecodingState
+    {
         guard let header = buffer.getInteger(at: buffer.readerIndex, as: UInt32.self) else {
             if buffer.readableBytes > 0 { arm(context) } else { disarm() }
             return .needMoreData
@@ -52,10 +66,14 @@ struct FrameDecoder: ByteToMessageDecoder {
         // A truncated last frame is dropped with its connection.
         while try decode(context: context, buffer: &buffer) == .continue {}
         disarm()
+        try? account.setPending(0)
         return .needMoreData
     }
 
-    mutating func decoderRemoved(context: ChannelHandlerContext) { disarm() }
+    mutating func decoderRemoved(context: ChannelHandlerContext) {
+        disarm()
+        try? account.setPending(0)
+    }
 
     private mutating func arm(_ context: ChannelHandlerContext) {
         guard stall == nil else { return }
@@ -156,6 +174,8 @@ public final class SocketServer: Service {
     let frameTimeout: Duration
     /// 10 seconds: far beyond any honest client on a local socket, short enough that stalled clients do not pile up.
     public static let defaultFrameTimeout: Duration = .seconds(10)
+    /// Connections and partly received bytes per uid.
+    let peers: PeerLedger
     /// Set once the socket accepts connections.
     public let ready: @Sendable () -> Void
 
@@ -165,6 +185,7 @@ public final class SocketServer: Service {
         frameTimeout: Duration = SocketServer.defaultFrameTimeout, ready: @escaping @Sendable () -> Void = {}
     ) {
         self.frameTimeout = frameTimeout
+        self.peers = PeerLedger(limits: service.limits)
         self.socket = socket
         self.service = service
         self.policy = policy
@@ -183,9 +204,11 @@ public final class SocketServer: Service {
             .childChannelOption(.allocator, value: WipingAllocator.allocator)
             .bind(unixDomainSocketPath: socket.path) { [self] channel in
                 channel.eventLoop.makeCompletedFuture {
+                    let account = ConnectionAccount(ledger: peers)
                     try channel.pipeline.syncOperations.addHandler(ReceiveScrubber())
-                    try channel.pipeline.syncOperations.addHandler(ByteToMessageHandler(FrameDecoder(timeout: timeout)))
-                    try channel.pipeline.syncOperations.addHandler(ConnectionHandler(server: self))
+                    try channel.pipeline.syncOperations.addHandler(
+                        ByteToMessageHandler(FrameDecoder(timeout: timeout, account: account)))
+                    try channel.pipeline.syncOperations.addHandler(ConnectionHandler(server: self, account: account))
                     return channel
                 }
             }
@@ -231,12 +254,16 @@ public final class SocketServer: Service {
 /// Serves one connection on its event loop: decodes each frame, answers short requests at once (a lookup, an add,
 /// status) and long ones (unlock, passcode changes, many matches) on the thread pool, one request at a time and
 /// in order; a subscription then only receives lock-state events. A malformed, oversized or stalled frame gets
-/// one failure response and closes this connection only.
+/// one failure response and closes this connection only. A connection over its uid's limit gets one errSecAllocate
+/// response and is closed; one that holds no subscription is closed after the idle timeout without a request.
 final class ConnectionHandler: ChannelInboundHandler {
     typealias InboundIn = ByteBuffer
     typealias OutboundOut = ByteBuffer
 
     private let server: SocketServer
+    private let account: ConnectionAccount
+    /// Armed while no request is in flight and no subscription is held.
+    private var idleTimer: Scheduled<Void>?
     private var id: Int?
     private var peer: PeerCredentials?
     private var caller: Caller?
@@ -248,7 +275,10 @@ final class ConnectionHandler: ChannelInboundHandler {
     /// The backup import in progress on this connection, if any.
     private let backupImport = BackupImportSession()
 
-    init(server: SocketServer) { self.server = server }
+    init(server: SocketServer, account: ConnectionAccount) {
+        self.server = server
+        self.account = account
+    }
 
     func channelActive(context: ChannelHandlerContext) {
         guard let id = server.registry.register(context.channel) else {
@@ -261,9 +291,15 @@ final class ConnectionHandler: ChannelInboundHandler {
             switch result {
             case .success(let peer):
                 self.peer = peer
+                if let refusal = self.server.peers.open(peer.uid) {
+                    self.fail(context: context, refusal)
+                    return
+                }
+                self.account.uid = peer.uid
                 self.caller = policy.caller(for: peer)
                 self.busy = false
                 self.drain(context: context)
+                self.armIdleTimer(context: context)
             case .failure(let error):
                 self.server.logger.debug("no peer credentials", metadata: ["error": "\(error)"])
                 context.close(promise: nil)
@@ -276,6 +312,11 @@ final class ConnectionHandler: ChannelInboundHandler {
         backupImport.discard()
         if let id { server.registry.remove(id) }
         id = nil
+        idleTimer?.cancel()
+        idleTimer = nil
+        try? account.setPending(0)
+        if let uid = account.uid { server.peers.close(uid) }
+        account.uid = nil
         if let subscription {
             subscription.task.cancel()
             server.service.broadcaster.unsubscribe(subscription.id)
@@ -286,8 +327,26 @@ final class ConnectionHandler: ChannelInboundHandler {
 
     func channelRead(context: ChannelHandlerContext, data: NIOAny) {
         guard subscription == nil, !closing else { return }  // a subscriber's input is left unread
+        idleTimer?.cancel()
+        idleTimer = nil
         pending.append(unwrapInboundIn(data))
         drain(context: context)
+        armIdleTimer(context: context)
+    }
+
+    /// Closes the connection after the idle timeout unless a request arrives, one is in flight or it subscribes.
+    /// No frame is sent: the client's library sees the closed connection and opens a new one for its next request.
+    private func armIdleTimer(context: ChannelHandlerContext) {
+        guard let timeout = server.service.limits.idleTimeout, !busy, !closing, subscription == nil, idleTimer == nil
+        else { return }
+        let nanoseconds = timeout.components.seconds * 1_000_000_000 + timeout.components.attoseconds / 1_000_000_000
+        idleTimer = context.eventLoop.assumeIsolated().scheduleTask(in: .nanoseconds(nanoseconds)) {
+            self.idleTimer = nil
+            guard !self.busy, !self.closing, self.subscription == nil else { return }
+            self.server.logger.debug("closing an idle connection", metadata: ["peer": "\(self.peer.map { "\($0)" } ?? "?")"])
+            self.closing = true
+            context.close(promise: nil)
+        }
     }
 
     func errorCaught(context: ChannelHandlerContext, error: any Error) {
@@ -359,6 +418,7 @@ final class ConnectionHandler: ChannelInboundHandler {
                         context: context)
                 }
                 self.drain(context: context)
+                self.armIdleTimer(context: context)
             }
     }
 
@@ -397,11 +457,16 @@ final class ConnectionHandler: ChannelInboundHandler {
                 return
             }
             self.drain(context: context)
+            self.armIdleTimer(context: context)
         }
     }
 
     /// Writes the response: one frame, or several for a response over the frame limit (many or large records).
     private func reply(_ response: WireResponse, context: ChannelHandlerContext) {
+        if case .records(let records) = response, response.sizeBound > Wire.maxFrame {
+            stream(RecordFrames(records), context: context)
+            return
+        }
         var frames = response.encodedFrames()
         // A response in parts is joined from each part's payload after its version and kind bytes.
         if frames.count > 1 && frames.reduce(0, { $0 + $1.count - 6 }) > Wire.maxResponse {
@@ -426,6 +491,40 @@ final class ConnectionHandler: ChannelInboundHandler {
         }
     }
 
+    /// A large result, frame by frame: each frame is encoded once the one before it is written, so that a client
+    /// that reads slowly holds about one frame of the daemon's memory, not the whole encoded result. Nothing more
+    /// is read from this client meanwhile.
+    private func stream(_ frames: RecordFrames, context: ChannelHandlerContext) {
+        busy = true
+        try? context.channel.syncOptions?.setOption(ChannelOptions.autoRead, value: false)
+        guard var frame = frames.next() else {
+            finishStream(context: context)
+            return
+        }
+        let buffer = WipingAllocator.buffer(consuming: &frame)
+        context.writeAndFlush(wrapOutboundOut(buffer)).assumeIsolated().whenComplete { result in
+            switch result {
+            case .success: self.stream(frames, context: context)
+            case .failure:
+                self.closing = true
+                context.close(promise: nil)
+                self.finishStream(context: context)
+            }
+        }
+    }
+
+    private func finishStream(context: ChannelHandlerContext) {
+        busy = false
+        try? context.channel.syncOptions?.setOption(ChannelOptions.autoRead, value: true)
+        if let id, !server.registry.end(id) {
+            closing = true
+            context.close(promise: nil)
+            return
+        }
+        drain(context: context)
+        armIdleTimer(context: context)
+    }
+
     /// The subscription: the current lock state, then every change, until the peer closes or shutdown.
     private func subscribe(context: ChannelHandlerContext) {
         let broadcaster = server.service.broadcaster
@@ -446,6 +545,36 @@ final class ConnectionHandler: ChannelInboundHandler {
             }
         }
         subscription = (subscriber, task)
+    }
+}
+
+/// The frames of a `.records` response, encoded one at a time; each record is let go once it is encoded.
+/// Used only on its connection's event loop.
+final class RecordFrames {
+    private var records: [WireRecord]
+    private var index = 0
+    private var encoder: WireRecordsEncoder
+    /// The last frames, in reverse order, once every record is encoded.
+    private var tail: [[UInt8]]?
+
+    init(_ records: [WireRecord]) {
+        self.records = records
+        encoder = WireRecordsEncoder(count: records.count)
+    }
+
+    /// The next frame; nil after the last.
+    func next() -> [UInt8]? {
+        while true {
+            if tail != nil { return tail?.popLast() }
+            if let part = encoder.nextPart() { return part }
+            if index < records.count {
+                encoder.append(records[index])
+                records[index] = WireRecord(itemClass: "", attributes: [:])
+                index += 1
+            } else {
+                tail = encoder.finish().reversed()
+            }
+        }
     }
 }
 

@@ -617,6 +617,20 @@ public final class ItemStore {
         }
     }
 
+    /// How many items `group` holds and their stored size (sealed attributes and values), for quotas.
+    public func usage(accessGroup group: String) throws(KeychainError) -> (items: Int, bytes: Int) {
+        do {
+            let statement = try database.statement(
+                "SELECT count(*), coalesce(sum(length(attrs) + length(value)), 0) FROM items WHERE agrp = ?1")
+            defer { statement.reset() }
+            try statement.bind(1, group)
+            guard try statement.step() else { return (0, 0) }
+            return (Int(statement.int64(0)), Int(statement.int64(1)))
+        } catch {
+            throw error.keychainError
+        }
+    }
+
     /// Item counts per accessibility code.
     public func countsByAccessibility() throws(KeychainError) -> [String: Int] {
         do {

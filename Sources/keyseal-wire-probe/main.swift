@@ -2,7 +2,7 @@
 // process of another user (`setpriv --reuid …`). Not installed; not a user interface.
 //
 //   keyseal-wire-probe SOCKET status|lock|unlock PASSCODE|add GROUP ACCOUNT|find GROUP? ACCOUNT|delete ACCOUNT
-//                            |export PASSPHRASE|import PASSPHRASE
+//                            |export PASSPHRASE|import PASSPHRASE|poll-status SECONDS|add-size GROUP ACCOUNT BYTES|find-all
 #if canImport(FoundationEssentials)
 import FoundationEssentials
 #else
@@ -37,6 +37,17 @@ if arguments.count == 3 && (arguments[1] == "export" || arguments[1] == "import"
     }
     exit(0)
 }
+// Status every 0.5 s for SECONDS on one connection: a client that polls (it must not hold off auto-lock).
+if arguments.count == 3 && arguments[1] == "poll-status", let seconds = Double(arguments[2]) {
+    let end = Date().addingTimeInterval(seconds)
+    var answered = 0
+    while Date() < end {
+        if (try? connection.send(.status)) != nil { answered += 1 }
+        usleep(500_000)
+    }
+    print("ok \(answered)")
+    exit(0)
+}
 func group(_ text: String) -> String? { text == "-" ? nil : text }
 let request: WireRequest
 switch (arguments[1], arguments.count) {
@@ -49,6 +60,14 @@ case ("add", 4):
         WireNewItem(
             itemClass: "genp", attributes: ["acct": .string(arguments[3]), "svce": .string("probe")],
             accessGroup: group(arguments[2]), data: Array("secret".utf8).withUnsafeBytes { Data($0) }))
+case ("add-size", 5):
+    request = .add(
+        WireNewItem(
+            itemClass: "genp", attributes: ["acct": .string(arguments[3]), "svce": .string("probe")],
+            accessGroup: group(arguments[2]), data: Data(repeating: 7, count: Int(arguments[4]) ?? 0)))
+case ("find-all", 2):
+    request = .copyMatching(
+        WireQuery(itemClass: "genp", attributes: ["svce": .string("probe")], accessGroup: nil, limit: .all, returns: 3))
 case ("find", 4):
     request = .copyMatching(
         WireQuery(

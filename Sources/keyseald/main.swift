@@ -61,6 +61,41 @@ struct Keyseald: AsyncParsableCommand {
         help: "Seconds a connection may hold an incomplete request frame before it is closed (default 10).")
     var frameTimeout: Int?
 
+    @Option(
+        name: .customLong("max-unlocked"),
+        help: "Lock this many seconds after an unlock whatever the activity (default: never).")
+    var maxUnlocked: Int?
+
+    @Option(
+        name: .customLong("max-connections"),
+        help: "Open connections per uid (default \(DaemonLimits.defaultConnectionsPerUID)).")
+    var maxConnections: Int?
+
+    @Option(
+        name: .customLong("max-pending-bytes"),
+        help: "Bytes of incomplete requests buffered per uid (default 16M; suffixes K, M, G).")
+    var maxPendingBytes: String?
+
+    @Option(
+        name: .customLong("quota-items"),
+        help: "Items a non-administrator may keep in one access group (default \(DaemonLimits.defaultItemsPerGroup)).")
+    var quotaItems: Int?
+
+    @Option(
+        name: .customLong("quota-bytes"),
+        help: "Stored bytes a non-administrator may keep in one access group (default 64M; suffixes K, M, G).")
+    var quotaBytes: String?
+
+    @Option(
+        name: .customLong("idle-timeout"),
+        help: "Seconds a connection without a subscription may go without a request (default 60; 0: never closed).")
+    var idleTimeout: Int?
+
+    @Option(
+        name: .customLong("max-response"),
+        help: "Stored bytes one lookup may return (default 64M; suffixes K, M, G).")
+    var maxResponse: String?
+
     @Option(help: "A configuration file: `key = value` lines with the long option names as keys (docs/OPERATIONS.md); options given here win.")
     var config: String?
 
@@ -82,7 +117,26 @@ struct Keyseald: AsyncParsableCommand {
         var policy: String?
         var socketGroup: String?
         var frameTimeout: Int
+        var maxUnlocked: Int?
+        var limits: DaemonLimits
         var logLevel: Logger.Level
+    }
+
+    /// A byte count: a whole number, optionally with K, M or G (powers of 1024).
+    static func byteCount(_ text: String, name: String) throws -> Int {
+        var digits = Substring(text)
+        var scale = 1
+        switch text.last {
+        case "K", "k": scale = 1 << 10
+        case "M", "m": scale = 1 << 20
+        case "G", "g": scale = 1 << 30
+        default: break
+        }
+        if scale != 1 { digits = digits.dropLast() }
+        guard let value = Int(digits), value > 0, value <= Int.max / scale else {
+            throw ValidationError("\(name) takes a positive number of bytes (K, M or G allowed), not \(text)")
+        }
+        return value * scale
     }
 
     /// Merges the command line over `file`, then checks the combination.
@@ -115,13 +169,34 @@ struct Keyseald: AsyncParsableCommand {
             autoLock = try integer("auto-lock", nil)
             noAutoLock = file.flags["no-auto-lock"] ?? false
         }
+        func bytes(_ key: String, _ flag: String?, _ fallback: Int) throws -> Int {
+            guard let text = flag ?? file[key] else { return fallback }
+            return try Self.byteCount(text, name: "--\(key)")
+        }
+        func positive(_ key: String, _ flag: Int?, _ fallback: Int) throws -> Int {
+            guard let value = try integer(key, flag) else { return fallback }
+            guard value > 0 else { throw ValidationError("--\(key) takes a positive number") }
+            return value
+        }
+        let idle = try integer("idle-timeout", idleTimeout) ?? Int(DaemonLimits.defaultIdleTimeout.components.seconds)
+        guard idle >= 0 else { throw ValidationError("--idle-timeout takes a number of seconds (0: never)") }
+        let limits = DaemonLimits(
+            connectionsPerUID: try positive("max-connections", maxConnections, DaemonLimits.defaultConnectionsPerUID),
+            pendingBytesPerUID: try bytes("max-pending-bytes", maxPendingBytes, DaemonLimits.defaultPendingBytesPerUID),
+            itemsPerGroup: try positive("quota-items", quotaItems, DaemonLimits.defaultItemsPerGroup),
+            bytesPerGroup: try bytes("quota-bytes", quotaBytes, DaemonLimits.defaultBytesPerGroup),
+            idleTimeout: idle == 0 ? nil : .seconds(idle),
+            responseBytes: try bytes("max-response", maxResponse, DaemonLimits.defaultResponseBytes))
+        let maxUnlocked = try integer("max-unlocked", maxUnlocked)
+        if let maxUnlocked, maxUnlocked <= 0 { throw ValidationError("--max-unlocked takes a positive number of seconds") }
         let settings = Settings(
             store: store, socket: socket ?? file["socket"], backend: backend, tcti: tcti ?? file["tcti"],
             pkcs11Module: pkcs11Module ?? file["pkcs11-module"], pkcs11Token: pkcs11Token ?? file["pkcs11-token"],
             pkcs11PinFile: pkcs11PinFile ?? file["pkcs11-pin-file"], hostKey: hostKey ?? file["host-key"],
             autoLock: autoLock, noAutoLock: noAutoLock,
             policy: policy ?? file["policy"], socketGroup: socketGroup ?? file["socket-group"],
-            frameTimeout: try integer("frame-timeout", frameTimeout) ?? 10, logLevel: level)
+            frameTimeout: try integer("frame-timeout", frameTimeout) ?? 10, maxUnlocked: maxUnlocked, limits: limits,
+            logLevel: level)
         try settings.validate(tpmProtectLockout: tpmProtectLockout)
         return settings
     }
@@ -164,7 +239,7 @@ struct Keyseald: AsyncParsableCommand {
             backend: deviceBackend,
             autoLock: settings.noAutoLock ? .never : settings.autoLock.map { .seconds($0) } ?? .stored,
             policyFile: settings.policy.map(Self.url),
-            frameTimeout: .seconds(settings.frameTimeout))
+            frameTimeout: .seconds(settings.frameTimeout), maxUnlocked: settings.maxUnlocked, limits: settings.limits)
         #if DEBUG
         // Test daemons: the smallest Argon2id cost, so that passcode calls cost what they cost in the engine's
         // tests. Release builds never read this variable.

@@ -22,6 +22,31 @@ struct WireCodingTests {
         try WireResponse.decode(payload: payload(response.encodedFrame()))
     }
 
+    @Test("records encoded one at a time join to the same response, in one frame or in parts", arguments: [3, 7])
+    func recordsEncoderMatchesWholeEncoding(count: Int) throws {
+        let records = (0..<count).map { index in
+            WireRecord(
+                itemClass: "genp", attributes: ["acct": .string("a\(index)")],
+                data: Data(repeating: UInt8(index), count: count == 3 ? 100 : 700_000))
+        }
+        var encoder = WireRecordsEncoder(count: records.count)
+        var frames: [[UInt8]] = []
+        for record in records {
+            encoder.append(record)
+            while let part = encoder.nextPart() { frames.append(part) }
+        }
+        frames += encoder.finish()
+        #expect(frames.allSatisfy { $0.count - 4 <= Wire.maxFrame })
+        #expect(frames.count == (count == 3 ? 1 : 3))
+        var remaining = frames[...]
+        let response = try WireResponse.readResponse { () throws(WireError) -> [UInt8] in
+            guard let frame = remaining.popFirst() else { throw WireError(status: -36, message: "no more frames") }
+            return Array(frame.dropFirst(4))
+        }
+        #expect(remaining.isEmpty)
+        #expect(response == .records(records))
+    }
+
     @Test("an add round-trips every attribute type and a non-UTF-8 value byte-exact")
     func addRoundTrip() throws {
         let item = WireNewItem(

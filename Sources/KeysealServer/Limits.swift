@@ -1,0 +1,157 @@
+import Keyseal
+import KeysealClient
+import KeysealCore
+import Synchronization
+
+/// What one local account may take of keyseald (docs/OPERATIONS.md, "Limits"). The defaults are far above what a
+/// normal user's programs use; they exist so that another account cannot exhaust the daemon's memory or disk.
+public struct DaemonLimits: Sendable, Equatable {
+    /// Open connections per uid (`--max-connections`); a connection over it gets one errSecAllocate frame.
+    public var connectionsPerUID: Int
+    /// Bytes of partly received request frames per uid, summed over its connections (`--max-pending-bytes`).
+    public var pendingBytesPerUID: Int
+    /// Items a non-administrator may keep in one access group (`--quota-items`).
+    public var itemsPerGroup: Int
+    /// Stored bytes (sealed attributes and values) a non-administrator may keep in one access group
+    /// (`--quota-bytes`).
+    public var bytesPerGroup: Int
+    /// Seconds a connection without a lock-state subscription may go without a request (`--idle-timeout`; nil:
+    /// never closed for idleness).
+    public var idleTimeout: Duration?
+    /// Stored bytes one lookup may return (`--max-response`); beyond it errSecDataTooLarge.
+    public var responseBytes: Int
+
+    public static let defaultConnectionsPerUID = 64
+    public static let defaultPendingBytesPerUID = 16 << 20
+    public static let defaultItemsPerGroup = 10_000
+    public static let defaultBytesPerGroup = 64 << 20
+    public static let defaultIdleTimeout: Duration = .seconds(60)
+    public static let defaultResponseBytes = 64 << 20
+
+    public init(
+        connectionsPerUID: Int = defaultConnectionsPerUID, pendingBytesPerUID: Int = defaultPendingBytesPerUID,
+        itemsPerGroup: Int = defaultItemsPerGroup, bytesPerGroup: Int = defaultBytesPerGroup,
+        idleTimeout: Duration? = defaultIdleTimeout, responseBytes: Int = defaultResponseBytes
+    ) {
+        self.connectionsPerUID = connectionsPerUID
+        self.pendingBytesPerUID = pendingBytesPerUID
+        self.itemsPerGroup = itemsPerGroup
+        self.bytesPerGroup = bytesPerGroup
+        self.idleTimeout = idleTimeout
+        self.responseBytes = responseBytes
+    }
+}
+
+/// Connections and partly received bytes per uid, across every connection.
+final class PeerLedger: Sendable {
+    private struct Usage {
+        var connections = 0
+        var pending = 0
+    }
+
+    private let usage = Mutex([UInt32: Usage]())
+    let limits: DaemonLimits
+
+    init(limits: DaemonLimits) { self.limits = limits }
+
+    /// Counts a new connection of `uid`; nil when that is over the limit (then nothing is counted).
+    func open(_ uid: UInt32) -> WireError? {
+        usage.withLock { usage in
+            let current = usage[uid, default: Usage()]
+            guard current.connections < limits.connectionsPerUID else {
+                return WireError(
+                    status: KeychainStatus.allocate,
+                    message: "uid \(uid) already has \(current.connections) connections to keyseald (the limit)")
+            }
+            usage[uid, default: Usage()].connections += 1
+            return nil
+        }
+    }
+
+    func close(_ uid: UInt32) {
+        usage.withLock { usage in
+            usage[uid, default: Usage()].connections -= 1
+            if let entry = usage[uid], entry.connections <= 0, entry.pending <= 0 { usage[uid] = nil }
+        }
+    }
+
+    /// Moves `uid`'s pending total by `delta`; an error when an increase takes it over the limit.
+    func changePending(_ uid: UInt32, by delta: Int) -> WireError? {
+        usage.withLock { usage in
+            usage[uid, default: Usage()].pending += delta
+            let pending = usage[uid]?.pending ?? 0
+            guard delta <= 0 || pending <= limits.pendingBytesPerUID else {
+                return WireError(
+                    status: KeychainStatus.allocate,
+                    message:
+                        "uid \(uid) has \(pending) bytes of incomplete requests buffered (the limit is \(limits.pendingBytesPerUID))"
+                )
+            }
+            return nil
+        }
+    }
+
+    func pending(_ uid: UInt32) -> Int { usage.withLock { $0[uid]?.pending ?? 0 } }
+}
+
+/// What a connection's frame decoder charges to its peer: set once the peer is known (before any read).
+final class ConnectionAccount: @unchecked Sendable {
+    // Used only on the connection's event loop.
+    let ledger: PeerLedger
+    var uid: UInt32?
+    private(set) var pending = 0
+
+    init(ledger: PeerLedger) { self.ledger = ledger }
+
+    /// Records that `bytes` of an incomplete frame are buffered; throws when the peer's total is over its limit.
+    func setPending(_ bytes: Int) throws {
+        guard let uid, bytes != pending else { return }
+        let delta = bytes - pending
+        pending = bytes
+        if let error = ledger.changePending(uid, by: delta) { throw error }
+    }
+}
+
+/// The per-group usage of non-administrators, counted from the store when first needed and kept up to date by their
+/// adds; any other write forgets it (it is counted again on the next add).
+final class QuotaLedger: Sendable {
+    private struct State {
+        var usage: [String: (items: Int, bytes: Int)] = [:]
+    }
+
+    private let state = Mutex(State())
+    let limits: DaemonLimits
+
+    init(limits: DaemonLimits) { self.limits = limits }
+
+    /// Refuses a write that would take `group` over a quota: `items` more items, `bytes` more bytes.
+    func check(group: String, items: Int, bytes: Int, store: KeychainStore) throws {
+        let usage = try state.withLock { state in
+            if let usage = state.usage[group] { return usage }
+            let counted = try store.usage(accessGroup: group)
+            state.usage[group] = counted
+            return counted
+        }
+        if items > 0 && usage.items + items > limits.itemsPerGroup {
+            throw KeychainError(
+                KeychainStatus.allocate,
+                "the access group \(group) holds \(usage.items) items; the quota is \(limits.itemsPerGroup)")
+        }
+        if usage.bytes + bytes > limits.bytesPerGroup {
+            throw KeychainError(
+                KeychainStatus.allocate,
+                "the access group \(group) holds \(usage.bytes) bytes; adding \(bytes) would pass the quota of \(limits.bytesPerGroup)"
+            )
+        }
+    }
+
+    /// Counts an add that succeeded.
+    func added(group: String, bytes: Int) {
+        state.withLock { state in
+            if let usage = state.usage[group] { state.usage[group] = (usage.items + 1, usage.bytes + bytes) }
+        }
+    }
+
+    /// Forgets every count (after a write whose effect on the groups is not known here).
+    func forget() { state.withLock { $0.usage = [:] } }
+}

@@ -1,0 +1,237 @@
+import Foundation
+import Keyseal
+import KeysealCore
+import KeysealTestSupport
+import Testing
+
+@testable import KeysealClient
+
+/// What another local account can do to the daemon's availability: hold off auto-lock, exhaust connections,
+/// memory or disk, or keep idle connections open.
+@Suite("Daemon limits", .serialized)
+struct DaemonLimitsTests {
+    static func raw(_ path: String) throws -> Int32 { try KeysealConnection.open(path) }
+
+    /// The status of the failure response on `fd`, reading at most 5 s; nil on EOF or any other response.
+    static func failureStatus(_ fd: Int32, path: String) -> Int32? {
+        var timeout = timeval(tv_sec: 5, tv_usec: 0)
+        setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &timeout, socklen_t(MemoryLayout<timeval>.size))
+        guard case .failure(let error)? = try? KeysealConnection.readResponse(fd, path: path) else { return nil }
+        return error.status
+    }
+
+    /// Whether the daemon closed `fd` (EOF within `seconds`).
+    static func closedByDaemon(_ fd: Int32, within seconds: Int) -> Bool {
+        var timeout = timeval(tv_sec: seconds, tv_usec: 0)
+        setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &timeout, socklen_t(MemoryLayout<timeval>.size))
+        var byte: UInt8 = 0
+        return recv(fd, &byte, 1, 0) == 0
+    }
+
+    /// Runs the wire probe as uid 65534 (needs root); nil when not root.
+    static func asNobody(_ daemon: DaemonFixture, _ arguments: [String]) throws -> String? {
+        guard getuid() == 0 else {
+            #expect(!runningInCI, "the other-user tests need root to switch users")
+            return nil
+        }
+        let setpriv = try requireTool("setpriv", package: "util-linux")
+        let probe = try builtProductsDirectory().appendingPathComponent("keyseal-wire-probe").path
+        return try runProcess(
+            setpriv, ["--reuid", "65534", "--regid", "65534", "--clear-groups", probe, daemon.socketPath] + arguments
+        ).stdoutText.trimmingCharacters(in: .whitespacesAndNewlines)
+    }
+
+    /// A daemon reachable by uid 65534 (socket group 65534, traversable root).
+    static func sharedDaemon(_ arguments: [String]) throws -> DaemonFixture {
+        let daemon = try DaemonFixture(arguments: ["--socket-group", "65534"] + arguments, start: false)
+        chmod(daemon.root.path, 0o711)
+        try daemon.start()
+        return daemon
+    }
+
+    // MARK: Auto-lock
+
+    @Test("another user polling status every 0.5 s does not hold off an auto-lock of 2 s")
+    func statusPollingDoesNotHoldOffAutoLock() throws {
+        guard getuid() == 0 else {
+            #expect(!runningInCI, "the other-user tests need root to switch users")
+            return
+        }
+        let daemon = try Self.sharedDaemon(["--auto-lock", "2"])
+        defer { daemon.remove() }
+        let store = try daemon.client()
+        try store.setPasscode("1234")
+        try store.unlock(passcode: "1234")
+        #expect(store.lockState == .unlocked)
+        let poller = Thread { _ = try? Self.asNobody(daemon, ["poll-status", "6"]) }
+        poller.start()
+        // Well after 2 s idle, with the poller still at it: locked.
+        Thread.sleep(forTimeInterval: 4)
+        #expect(store.lockState == .locked)
+        Thread.sleep(forTimeInterval: 2.5)
+    }
+
+    @Test("--max-unlocked locks despite an administrator's continuous item requests")
+    func maxUnlockedLocksDespiteActivity() throws {
+        let daemon = try DaemonFixture(arguments: ["--auto-lock", "60", "--max-unlocked", "2"])
+        defer { daemon.remove() }
+        let store = try daemon.client()
+        _ = try store.add(.password(account: "a", secret: "v", accessibility: .always))
+        try store.setPasscode("1234")
+        try store.unlock(passcode: "1234")
+        let start = Date()
+        var lockedAfter: TimeInterval?
+        while Date().timeIntervalSince(start) < 5 {
+            _ = try store.copyMatching(.password(account: "a", returns: .data))
+            if store.lockState == .locked {
+                lockedAfter = Date().timeIntervalSince(start)
+                break
+            }
+            usleep(100_000)
+        }
+        let after = try #require(lockedAfter, "still unlocked after 5 s of activity")
+        #expect(after >= 1.5 && after < 3.5, "locked after \(after) s")
+    }
+
+    // MARK: Connections
+
+    @Test("a connection over the uid's limit gets errSecAllocate; closing one lets a new one in")
+    func connectionLimit() throws {
+        let daemon = try DaemonFixture(arguments: ["--max-connections", "3"])
+        defer { daemon.remove() }
+        let statusFrame = try WireRequest.status.encodedFrame()
+        var open: [Int32] = []
+        for _ in 0..<3 {
+            let fd = try Self.raw(daemon.socketPath)
+            try KeysealConnection.writeAll(fd, statusFrame)
+            guard case .status = try KeysealConnection.readResponse(fd, path: daemon.socketPath) else {
+                Issue.record("no status on a connection within the limit")
+                return
+            }
+            open.append(fd)
+        }
+        let over = try Self.raw(daemon.socketPath)
+        defer { close(over) }
+        try? KeysealConnection.writeAll(over, statusFrame)
+        #expect(Self.failureStatus(over, path: daemon.socketPath) == KeychainStatus.allocate)
+        // The client library reports the refusal, not a lost connection.
+        let store = try daemon.client()
+        #expect(status(of: { _ = try store.status() }) == KeychainStatus.allocate)
+        close(open.removeLast())
+        usleep(200_000)
+        #expect(throws: Never.self) { _ = try store.status() }
+        for fd in open { close(fd) }
+    }
+
+    @Test("incomplete frames over the uid's pending-byte limit close the connection with errSecAllocate")
+    func pendingBytesLimit() throws {
+        let daemon = try DaemonFixture(arguments: ["--max-pending-bytes", "1M"])
+        defer { daemon.remove() }
+        let store = try daemon.client()
+        _ = try store.add(.password(account: "a", secret: "v"))
+        // Two connections each start a 2 MiB frame and send 600 KiB of it: together over 1 MiB.
+        let header: [UInt8] = [0, 0x20, 0, 0, 1, 17]
+        let half = header + [UInt8](repeating: 0, count: 600 << 10)
+        let first = try Self.raw(daemon.socketPath)
+        defer { close(first) }
+        try KeysealConnection.writeAll(first, half)
+        usleep(300_000)
+        let second = try Self.raw(daemon.socketPath)
+        defer { close(second) }
+        try? KeysealConnection.writeAll(second, half)
+        #expect(Self.failureStatus(second, path: daemon.socketPath) == KeychainStatus.allocate)
+        // The first connection keeps its partial frame; other requests are served.
+        var entry = pollfd(fd: first, events: Int16(POLLIN), revents: 0)
+        #expect(poll(&entry, 1, 0) == 0)
+        #expect(try store.copyMatching(.password(account: "a", returns: .data)).first?.data == Data("v".utf8))
+    }
+
+    @Test("a connection without a request for the idle timeout is closed; a subscriber is not; clients reconnect")
+    func idleTimeout() throws {
+        let daemon = try DaemonFixture(arguments: ["--idle-timeout", "1"])
+        defer { daemon.remove() }
+        let store = try daemon.client()
+        _ = try store.add(.password(account: "a", secret: "v"))
+        let silent = try Self.raw(daemon.socketPath)
+        defer { close(silent) }
+        let subscriber = try Self.raw(daemon.socketPath)
+        defer { close(subscriber) }
+        try KeysealConnection.writeAll(subscriber, try WireRequest.subscribeLockState.encodedFrame())
+        _ = try KeysealConnection.readResponse(subscriber, path: daemon.socketPath)
+        let start = Date()
+        #expect(Self.closedByDaemon(silent, within: 4))
+        let waited = Date().timeIntervalSince(start)
+        #expect(waited >= 0.8 && waited < 3, "closed after \(waited) s")
+        var entry = pollfd(fd: subscriber, events: Int16(POLLIN), revents: 0)
+        #expect(poll(&entry, 1, 0) == 0)
+        // The library's connection was closed too; its next request opens a new one.
+        #expect(try store.copyMatching(.password(account: "a", returns: .data)).first?.data == Data("v".utf8))
+    }
+
+    // MARK: Quotas
+
+    @Test("another user's items and bytes in an access group are limited by the quotas; an administrator's are not")
+    func groupQuotas() throws {
+        guard getuid() == 0 else {
+            #expect(!runningInCI, "the other-user tests need root to switch users")
+            return
+        }
+        let daemon = try Self.sharedDaemon(["--quota-items", "3", "--quota-bytes", "64K"])
+        defer { daemon.remove() }
+        for account in ["a", "b", "c"] { #expect(try Self.asNobody(daemon, ["add", "-", account]) == "ok 0") }
+        let refused = try #require(try Self.asNobody(daemon, ["add", "-", "d"]))
+        #expect(refused.hasPrefix("error -108"), "\(refused)")
+        #expect(refused.contains("uid.65534"))
+        // Bytes: a value over what is left of 64 KiB, after making room for one more item.
+        let store = try daemon.client()
+        try store.delete(
+            ItemQuery(
+                itemClass: .genericPassword, attributes: [AttributeKey.account: .string("c")], accessGroup: "uid.65534"))
+        #expect(try Self.asNobody(daemon, ["add-size", "-", "big", "\(70 << 10)"])?.hasPrefix("error -108") == true)
+        #expect(try Self.asNobody(daemon, ["add-size", "-", "small", "\(8 << 10)"]) == "ok 0")
+        // The administrator is not limited, in its own groups or in the user's.
+        for index in 0..<5 { _ = try store.add(.password(account: "admin\(index)", group: "uid.65534")) }
+    }
+
+    // MARK: Results
+
+    @Test("a lookup whose stored size is over --max-response fails with errSecDataTooLarge; smaller ones are served")
+    func responseLimit() throws {
+        let daemon = try DaemonFixture(arguments: ["--max-response", "4M"])
+        defer { daemon.remove() }
+        let store = try daemon.client()
+        let value = String(repeating: "x", count: 1 << 20)
+        for index in 0..<5 { _ = try store.add(.password(account: "big\(index)", secret: value)) }
+        var all = ItemQuery.password(account: nil, returns: [.data, .attributes])
+        all.limit = .all
+        #expect(status(of: { _ = try store.copyMatching(all) }) == KeychainStatus.dataTooLarge)
+        var attributes = all
+        attributes.returns = .attributes
+        #expect(try store.copyMatching(attributes).count == 5)
+        var three = all
+        three.limit = .count(3)
+        #expect(try store.copyMatching(three).count == 3)
+    }
+
+    @Test("a result of many frames is streamed and arrives whole")
+    func largeResultStreams() throws {
+        let daemon = try DaemonFixture()
+        defer { daemon.remove() }
+        let store = try daemon.client()
+        for index in 0..<6 {
+            _ = try store.add(
+                .password(account: "big\(index)", secret: String(repeating: Character("\(index)"), count: 1 << 20)))
+        }
+        var all = ItemQuery.password(account: nil, returns: [.data, .attributes])
+        all.limit = .all
+        let records = try store.copyMatching(all)
+        #expect(records.count == 6)
+        for record in records {
+            let account = record.string(AttributeKey.account) ?? ""
+            let digit = account.last.map(String.init) ?? "?"
+            #expect(record.data == Data(String(repeating: digit, count: 1 << 20).utf8))
+        }
+        // The connection serves the next request.
+        #expect(try store.copyMatching(.password(account: "big0", returns: .attributes)).count == 1)
+    }
+}
