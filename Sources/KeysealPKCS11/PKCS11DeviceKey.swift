@@ -610,9 +610,16 @@ private final class Connection {
     private func generateHMACKeys(id: [UInt8]) throws(KeychainError) {
         try checkMechanism(
             CKM_SHA256_HMAC, name: "CKM_SHA256_HMAC", needed: CK_FLAGS(CKF_SIGN), purpose: "signing (HMAC)")
-        try checkMechanism(
-            CKM_GENERIC_SECRET_KEY_GEN, name: "CKM_GENERIC_SECRET_KEY_GEN", needed: CK_FLAGS(CKF_GENERATE),
-            purpose: "key generation")
+        do {
+            try checkMechanism(
+                CKM_GENERIC_SECRET_KEY_GEN, name: "CKM_GENERIC_SECRET_KEY_GEN", needed: CK_FLAGS(CKF_GENERATE),
+                purpose: "key generation")
+        } catch {
+            throw KeychainError(
+                error.status,
+                "\(error.message); create the keys \"\(labels.device)\" and \"\(labels.passcode)\" beforehand with "
+                    + "the token's own tool (docs/PKCS11.md)")
+        }
         let device = try generateHMACKey(label: labels.device, id: id)
         let passcode: TokenKey
         do {

@@ -1,0 +1,90 @@
+import Foundation
+import KeysealTestSupport
+import Testing
+
+/// keyseald on tpm2-pkcs11, the PKCS#11 module many TPM devices use, behind tpm2-abrmd on swtpm: keys made
+/// beforehand with `tpm2_ptool` (tpm2-pkcs11 cannot generate them through PKCS#11) serve as the device key.
+@Suite("keyseald on tpm2-pkcs11", .serialized)
+struct TPM2PKCS11Tests {
+    /// Starts keyseald on the fixture's token; returns the process and its socket.
+    private func startDaemon(_ token: TPM2PKCS11Fixture, store: URL, log: URL) throws -> (Process, String) {
+        let socket = token.directory.appending("run/keyseal.sock").path
+        let process = Process()
+        process.executableURL = try builtProductsDirectory().appendingPathComponent("keyseald")
+        process.arguments = [
+            "--store", store.path, "--socket", socket, "--backend", "pkcs11", "--pkcs11-module",
+            TPM2PKCS11Fixture.module, "--pkcs11-token", token.tokenLabel, "--pkcs11-pin-file", token.pinFile.path,
+        ]
+        var environment = token.environment
+        environment["KEYSEAL_TESTING_ARGON2"] = "minimal"
+        process.environment = environment
+        if !FileManager.default.fileExists(atPath: log.path) {
+            _ = FileManager.default.createFile(atPath: log.path, contents: nil, attributes: [.posixPermissions: 0o600])
+        }
+        let handle = try FileHandle(forWritingTo: log)
+        handle.seekToEndOfFile()
+        process.standardOutput = handle
+        process.standardError = handle
+        try process.run()
+        let deadline = Date().addingTimeInterval(30)
+        while Date() < deadline, process.isRunning {
+            if (try? CLI(socket: socket)("status"))?.status == 0 { return (process, socket) }
+            usleep(50_000)
+        }
+        let text = (try? String(contentsOf: log, encoding: .utf8)) ?? ""
+        process.terminate()
+        throw FixtureError("keyseald on tpm2-pkcs11 did not start: \(text)")
+    }
+
+    private func stop(_ process: Process) {
+        process.terminate()
+        process.waitUntilExit()
+    }
+
+    @Test("the scenario: passcode, classes, lock, refusal, wrong passcode, unlock, restart as a reboot, unlock")
+    func scenario() throws {
+        let token = try TPM2PKCS11Fixture(withKeys: true)
+        defer { token.remove() }
+        let store = token.directory.appending("store")
+        let log = token.directory.appending("keyseald.log")
+        var (daemon, socket) = try startDaemon(token, store: store, log: log)
+        defer { stop(daemon) }
+        let cli = CLI(socket: socket)
+        #expect(try cli("passcode", "set", "--passcode-stdin", input: "correct horse battery\n").status == 0)
+        #expect(try cli("add-generic-password", "-a", "alice", "-s", "mail", "-w", "wu-secret").status == 0)
+        #expect(
+            try cli("add-generic-password", "-a", "bob", "-s", "mail", "-w", "afu-secret", "--accessible",
+                "after-first-unlock").status == 0)
+        #expect(try cli("lock").status == 0)
+        #expect(try cli("find-generic-password", "-a", "alice", "-s", "mail", "-w").status == 36)
+        #expect(try cli("find-generic-password", "-a", "bob", "-s", "mail", "-w").stdoutText == "afu-secret\n")
+        let wrong = try cli("unlock", "--passcode-stdin", input: "wrong passcode here\n")
+        #expect(wrong.status == 51, "\(wrong.stderrText)")
+        #expect(try cli("unlock", "--passcode-stdin", input: "correct horse battery\n").status == 0)
+        #expect(try cli("find-generic-password", "-a", "alice", "-s", "mail", "-w").stdoutText == "wu-secret\n")
+
+        stop(daemon)
+        (daemon, socket) = try startDaemon(token, store: store, log: log)
+        #expect(try cli("find-generic-password", "-a", "bob", "-s", "mail", "-w").status == 36)
+        #expect(try cli("unlock", "--passcode-stdin", input: "correct horse battery\n").status == 0)
+        #expect(try cli("find-generic-password", "-a", "alice", "-s", "mail", "-w").stdoutText == "wu-secret\n")
+        #expect(try cli("find-generic-password", "-a", "bob", "-s", "mail", "-w").stdoutText == "afu-secret\n")
+    }
+
+    @Test("a tpm2-pkcs11 token without the keys: provisioning fails and says to create them with the token's tool")
+    func provisioningWithoutKeysSaysWhatToDo() throws {
+        let token = try TPM2PKCS11Fixture(withKeys: false)
+        defer { token.remove() }
+        var environment = token.environment
+        environment["KEYSEAL_TESTING_ARGON2"] = "minimal"
+        let result = try runProcess(
+            try builtProductsDirectory().appendingPathComponent("keyseald").path,
+            [
+                "--store", token.directory.appending("store").path, "--socket",
+                token.directory.appending("run/keyseal.sock").path, "--backend", "pkcs11", "--pkcs11-module",
+                TPM2PKCS11Fixture.module, "--pkcs11-token", token.tokenLabel, "--pkcs11-pin-file", token.pinFile.path,
+            ], environment: environment)
+        #expect(result.status != 0)
+        #expect(result.stderrText.contains("create the keys \"keyseal-device-key.device\" and \"keyseal-device-key.passcode\" beforehand"), "\(result.stderrText)")
+    }
+}
