@@ -188,17 +188,34 @@ public final class KeychainService: Sendable {
             return .ok
         case .subscribeLockState:
             return .lockStateChanged(WireMapping.wire(store.lockState))
-        case .add(let item):
-            let record = try store.add(try WireMapping.item(item), caller: caller)
+        // Every item request is checked whole (class, attribute keys, types, sizes) before the engine sees it.
+        case .add(let wire):
+            let item = try WireMapping.item(wire)
+            try RequestValidation.validate(item, valueLimit: store.valueLimit)
+            let record = try store.add(item, caller: caller)
             return .records(record.map { [WireMapping.wire($0)] } ?? [])
-        case .copyMatching(let query):
-            return .records(try store.copyMatching(try WireMapping.query(query), caller: caller).map(WireMapping.wire))
-        case .update(let query, let changes):
-            try store.update(try WireMapping.query(query), with: try WireMapping.changes(changes), caller: caller)
+        case .copyMatching(let wire):
+            let query = try WireMapping.query(wire)
+            try RequestValidation.validate(query)
+            return .records(try store.copyMatching(query, caller: caller).map(WireMapping.wire))
+        case .update(let wireQuery, let wireChanges):
+            let query = try WireMapping.query(wireQuery)
+            let changes = try WireMapping.changes(wireChanges)
+            try RequestValidation.validate(query)
+            try RequestValidation.validate(changes, itemClass: query.itemClass, valueLimit: store.valueLimit)
+            try store.update(query, with: changes, caller: caller)
             return .ok
-        case .delete(let query):
-            try store.delete(try WireMapping.query(query), caller: caller)
+        case .delete(let wire):
+            let query = try WireMapping.query(wire)
+            try RequestValidation.validate(query)
+            try store.delete(query, caller: caller)
             return .ok
+        case .undecryptableItems:
+            return .undecryptable(try store.undecryptableItems().map(WireMapping.wire))
+        case .deleteUndecryptable(let ids):
+            let deleted = try store.deleteUndecryptable(ids: ids)
+            logger.info("deleted undecryptable items", metadata: ["items.deleted": "\(deleted.count)"])
+            return .undecryptable(deleted.map(WireMapping.wire))
         case .exportBackup, .importBegin, .importChunk, .importEnd:
             // Served by exportBackup(…) and handleImport(…), which stream.
             throw KeychainError(KeychainStatus.internalComponent, "\(request.name) is a streamed request")
