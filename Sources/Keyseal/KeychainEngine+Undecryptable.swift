@@ -5,14 +5,12 @@ import KeysealStore
 /// Rows no SecItem call can reach: listed for administrators, deleted by id without decrypting, left out of
 /// exports (and reported), and never silently stranded by a passcode change.
 extension KeychainEngine {
-    /// Why `row` cannot be served, or nil when it is of an implemented class and decrypts. A row whose class is
-    /// locked is `errSecInteractionNotAllowed`: whether it decrypts cannot be told until the class is unlocked.
+    /// Why `row` cannot be served, or nil when it decrypts and is of an implemented class (a row of another class
+    /// that does not decrypt either is reported as not decrypting). A row whose class is locked is
+    /// `errSecInteractionNotAllowed`: whether it decrypts cannot be told until the class is unlocked.
     /// Opening the value authenticates the whole row (the header, the attribute ciphertext through its digest, the
     /// wrapped key); the plaintext is wiped at once.
     func undecryptableReason(_ row: ItemRow) throws(KeychainError) -> (UndecryptableItem.Reason, String)? {
-        guard let itemClass = ItemClass(rawValue: row.itemClass), itemClass.isImplemented else {
-            return (.unsupportedClass, "item class \(Self.printable(row.itemClass)) is not implemented")
-        }
         guard let accessibility = Accessibility(rawValue: row.accessibility) else {
             return (.unknownAccessibility, "unknown accessibility class \(Self.printable(row.accessibility))")
         }
@@ -35,6 +33,9 @@ extension KeychainEngine {
         } catch {
             return (.authentication, "the item fails authentication under its class key (edited, or sealed under a "
                 + "key this store no longer has)")
+        }
+        guard let itemClass = ItemClass(rawValue: row.itemClass), itemClass.isImplemented else {
+            return (.unsupportedClass, "item class \(Self.printable(row.itemClass)) is not implemented")
         }
         return nil
     }

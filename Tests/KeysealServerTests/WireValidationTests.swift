@@ -55,4 +55,44 @@ struct WireValidationTests {
         try store.delete(all)
         #expect(try store.undecryptableItems().isEmpty)
     }
+
+    @Test("the embedded engine and keyseald give the same status for each bad request")
+    func embeddedAndDaemonAnswerAlike() throws {
+        let daemon = try DaemonFixture()
+        defer { daemon.remove() }
+        let embedded = try StoreFixture(.hostKey)
+        defer { embedded.remove() }
+        let client = try daemon.client()
+        for store in [client, embedded.store] { _ = try store.add(.password(account: "anyone")) }
+        for request in BadRequest.allCases {
+            let throughDaemon = request.status(on: client)
+            let inProcess = request.status(on: embedded.store)
+            #expect(throughDaemon == inProcess, "\(request): keyseald \(throughDaemon), embedded \(inProcess)")
+            #expect(throughDaemon == request.expected, "\(request)")
+        }
+        #expect(try client.undecryptableItems().isEmpty)
+    }
+
+    @Test("only administrators may list or delete undecryptable rows")
+    func doctorIsForAdministrators() throws {
+        guard getuid() == 0 else {
+            #expect(!runningInCI, "the other-user test needs root to switch users")
+            return
+        }
+        let setpriv = try requireTool("setpriv", package: "util-linux")
+        let daemon = try DaemonFixture(arguments: ["--socket-group", "65534"], start: false)
+        defer { daemon.remove() }
+        chmod(daemon.root.path, 0o711)
+        try daemon.start()
+        let probe = try builtProductsDirectory().appendingPathComponent("keyseal-wire-probe").path
+        func asNobody(_ arguments: [String]) throws -> String {
+            try runProcess(
+                setpriv, ["--reuid", "65534", "--regid", "65534", "--clear-groups", probe, daemon.socketPath] + arguments
+            ).stdoutText.trimmingCharacters(in: .whitespacesAndNewlines)
+        }
+        #expect(try asNobody(["doctor"]).hasPrefix("error -34018"))
+        #expect(try asNobody(["doctor-delete", String(repeating: "0", count: 32)]).hasPrefix("error -34018"))
+        #expect(try asNobody(["add-class", "keys"]).hasPrefix("error -4 "))
+        #expect(try daemon.client().undecryptableItems().isEmpty)
+    }
 }
