@@ -96,3 +96,55 @@ struct WireValidationTests {
         #expect(try daemon.client().undecryptableItems().isEmpty)
     }
 }
+
+/// `keyseal doctor` and `keyseal export` through a real keyseald, with a row edited in the store file.
+@Suite("keyseal doctor", .serialized)
+struct DoctorCommandTests {
+    @Test("doctor lists an undecryptable row, export reports it and exports the rest, doctor deletes it by id")
+    func doctorListsReportsAndDeletes() throws {
+        let daemon = try DaemonFixture()
+        defer { daemon.remove() }
+        let cli = CLI(socket: daemon.socketPath)
+        #expect(try cli("add-generic-password", "-a", "good", "-s", "cli", "-w", "one").status == 0)
+        #expect(try cli("add-generic-password", "-a", "bad", "-s", "cli", "-w", "two").status == 0)
+        #expect(try cli("doctor").stdoutText == "no undecryptable items\n")
+        daemon.stop()
+        let database = daemon.storeDirectory.appendingPathComponent("keyseal.db").path
+        let sqlite = try requireTool("sqlite3", package: "sqlite3")
+        let edited = try runProcess(
+            sqlite, [database, "UPDATE items SET value = zeroblob(length(value)) WHERE id = (SELECT max(id) FROM items)"])
+        #expect(edited.status == 0, "\(edited.stderrText)")
+        let id = try runProcess(sqlite, [database, "SELECT lower(hex(item_id)) FROM items ORDER BY id DESC LIMIT 1"])
+            .stdoutText.trimmingCharacters(in: .whitespacesAndNewlines)
+        try daemon.start()
+
+        let listed = try cli("--json", "doctor")
+        #expect(listed.status == 0, "\(listed.stderrText)")
+        let entries = try #require(try CLI.json(listed)["undecryptable"] as? [[String: Any]])
+        #expect(entries.map { $0["id"] as? String } == [id])
+        #expect(entries.first?["reason"] as? String == "authentication")
+        #expect(try cli("doctor").stdoutText.contains(id))
+
+        let scratch = try TemporaryDirectory(prefix: "doctor")
+        defer { scratch.remove() }
+        let file = scratch.appending("backup.ksb").path
+        let exported = try cli("--json", "export", "--output", file, "--passphrase-stdin", input: "backup words\n")
+        #expect(exported.status == 0, "\(exported.stderrText)")
+        let report = try CLI.json(exported)
+        #expect(report["exported"] as? Int == 1)
+        #expect(report["undecryptable"] as? Int == 1)
+        #expect((report["undecryptableItems"] as? [[String: Any]])?.first?["id"] as? String == id)
+        let text = try cli("export", "--output", scratch.appending("again.ksb").path, "--passphrase-stdin",
+            input: "backup words\n")
+        #expect(text.stdoutText.contains("not exported, undecryptable: 1 item"))
+
+        #expect(try cli("doctor", "--delete-undecryptable").status == 64)
+        #expect(try cli("doctor", String(repeating: "0", count: 32)).status == 64)
+        #expect(try cli("doctor", "--delete-undecryptable", String(repeating: "0", count: 32)).status == 44)
+        let deleted = try cli("doctor", "--delete-undecryptable", id)
+        #expect(deleted.status == 0, "\(deleted.stderrText)")
+        #expect(deleted.stdoutText.hasPrefix("deleted 1 undecryptable item\n"))
+        #expect(try cli("doctor").stdoutText == "no undecryptable items\n")
+        #expect(try cli("find-generic-password", "-a", "good", "-s", "cli", "-w").stdoutText == "one\n")
+    }
+}
