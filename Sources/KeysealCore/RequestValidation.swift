@@ -45,6 +45,7 @@ public enum RequestValidation {
 
     /// Checks the changes of an update to items of `itemClass`.
     public static func validate(_ changes: ItemChanges, itemClass: ItemClass, valueLimit: Int) throws(KeychainError) {
+        try requireImplemented(itemClass)
         try checkAttributes(changes.attributes, itemClass: itemClass, settable: true)
         try checkGroup(changes.accessGroup)
         try checkFlags(changes.accessControlFlags)
@@ -57,48 +58,57 @@ public enum RequestValidation {
         }
     }
 
+    /// What one attribute key of a class allows, found with one hash: every lookup runs this check.
+    struct Rule {
+        let kind: AttributeKind
+        /// `agrp`, `pdmn`, `sync`, `accc`: given in fields of their own, never in the attribute map.
+        let isField: Bool
+        let isReadOnly: Bool
+    }
+
+    private static func rules(of itemClass: ItemClass) -> [String: Rule] {
+        Dictionary(uniqueKeysWithValues: AttributeKey.kinds(for: itemClass).map { key, kind in
+            (key, Rule(kind: kind, isField: fieldKeys.contains(key), isReadOnly: AttributeKey.readOnly.contains(key)))
+        })
+    }
+
+    private static let genericPasswordRules = rules(of: .genericPassword)
+    private static let internetPasswordRules = rules(of: .internetPassword)
+
     static func checkAttributes(_ attributes: [String: AttributeValue], itemClass: ItemClass, settable: Bool)
         throws(KeychainError)
     {
         guard !attributes.isEmpty else { return }
-        let kinds = AttributeKey.kinds(for: itemClass)
+        let rules = itemClass == .internetPassword ? internetPasswordRules : genericPasswordRules
         for (key, value) in attributes {
-            guard let kind = kinds[key] else {
+            guard let rule = rules[key] else {
                 throw KeychainError(
                     KeychainStatus.noSuchAttr, "\(printable(key)) is not an attribute of class \(itemClass.rawValue)")
             }
-            if fieldKeys.contains(key) {
+            if rule.isField {
                 throw KeychainError(KeychainStatus.param, "\(key) is given in its own field, not as an attribute")
             }
-            if settable && AttributeKey.readOnly.contains(key) {
+            if settable && rule.isReadOnly {
                 throw KeychainError(KeychainStatus.readOnlyAttr, "\(key) is set by the keychain")
             }
-            guard fits(value, kind) else {
-                throw KeychainError(KeychainStatus.param, "\(key) must be \(expected(kind)), not \(value)")
-            }
             let size: Int
-            switch value {
-            case .string(let text): size = text.utf8.count
-            case .data(let data): size = data.count
-            case .date(let date):
+            switch (rule.kind, value) {
+            case (.string, .string(let text)), (.blob, .string(let text)), (.dataPreferred, .string(let text)):
+                size = text.utf8.count
+            case (.blob, .data(let data)), (.dataPreferred, .data(let data)): size = data.count
+            case (.bool, .bool), (.int, .int): continue
+            case (.date, .date(let date)):
                 guard date.timeIntervalSinceReferenceDate.isFinite else {
                     throw KeychainError(KeychainStatus.param, "\(key) must be a finite date")
                 }
-                size = 0
-            default: size = 0
+                continue
+            default:
+                throw KeychainError(KeychainStatus.param, "\(key) must be \(expected(rule.kind)), not \(value)")
             }
             guard size <= attributeLimit else {
                 throw KeychainError(
                     KeychainStatus.dataTooLarge, "\(key) is \(size) bytes; the limit is \(attributeLimit)")
             }
-        }
-    }
-
-    static func fits(_ value: AttributeValue, _ kind: AttributeKind) -> Bool {
-        switch (kind, value) {
-        case (.string, .string), (.bool, .bool), (.int, .int), (.date, .date): true
-        case (.blob, .string), (.blob, .data), (.dataPreferred, .string), (.dataPreferred, .data): true
-        default: false
         }
     }
 
