@@ -24,9 +24,9 @@ fi
 
 # Hardware fixtures fail (never skip) when swtpm or SoftHSM2 is missing.
 export CI="${CI:-true}"
-engine_suites="KeysealSecurityTests|LockMatrix|Tamper|KeychainTests"
+engine_suites="KeysealSecurityTests|LockMatrix|Tamper|KeychainTests|RequestValidationTests|UndecryptableTests"
 # Through the daemon: the same suites except Tamper, which edits the store file under an embedded engine.
-daemon_suites="KeysealSecurityTests|LockMatrix|KeychainTests"
+daemon_suites="KeysealSecurityTests|LockMatrix|KeychainTests|RequestValidationTests|UndecryptableTests"
 for backend in tpm pkcs11 daemon-host-key daemon-tpm daemon-pkcs11; do
   suites=$engine_suites
   [[ $backend == daemon-* ]] && suites=$daemon_suites

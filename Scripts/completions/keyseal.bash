@@ -173,13 +173,13 @@ _keyseal() {
     unset 'unparsed_words[0]'
     unparsed_words=("${unparsed_words[@]}")
     case "${subcommand}" in
-    status|unlock|lock|passcode|settings|add-generic-password|find-generic-password|delete-generic-password|add-internet-password|find-internet-password|delete-internet-password|dump-keychain|export|import|error|help)
+    status|unlock|lock|passcode|settings|add-generic-password|find-generic-password|delete-generic-password|add-internet-password|find-internet-password|delete-internet-password|dump-keychain|export|import|doctor|error|help)
         # Offer subcommand argument completions
         "_keyseal_${subcommand}"
         ;;
     *)
         # Offer subcommand completions
-        COMPREPLY+=($(compgen -W 'status unlock lock passcode settings add-generic-password find-generic-password delete-generic-password add-internet-password find-internet-password delete-internet-password dump-keychain export import error help' -- "${cur}"))
+        COMPREPLY+=($(compgen -W 'status unlock lock passcode settings add-generic-password find-generic-password delete-generic-password add-internet-password find-internet-password delete-internet-password dump-keychain export import doctor error help' -- "${cur}"))
         ;;
     esac
 }
@@ -672,6 +672,21 @@ _keyseal_import() {
     repeating_options=()
     non_repeating_options=(--socket)
     __keyseal_offer_flags_options 1
+
+    # Offer option value completions
+    case "${prev}" in
+    '--socket')
+        return
+        ;;
+    esac
+}
+
+_keyseal_doctor() {
+    repeating_flags=()
+    non_repeating_flags=(--json --delete-undecryptable --all --version -h --help)
+    repeating_options=()
+    non_repeating_options=(--socket)
+    __keyseal_offer_flags_options -1
 
     # Offer option value completions
     case "${prev}" in

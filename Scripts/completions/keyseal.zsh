@@ -64,6 +64,7 @@ _keyseal() {
             'dump-keychain:List every visible item'\''s attributes (-d: and secrets); items of locked classes are listed as locked.'
             'export:Write a backup of the store to a file (administrators only).'
             'import:Restore a backup file into the store (administrators only).'
+            'doctor:List, or delete, the items no keychain call can reach (administrators only).'
             'error:Print the name and meaning of each OSStatus.'
             'help:Show subcommand help information.'
         )
@@ -71,7 +72,7 @@ _keyseal() {
         ;;
     arg)
         case "${words[1]}" in
-        status|unlock|lock|passcode|settings|add-generic-password|find-generic-password|delete-generic-password|add-internet-password|find-internet-password|delete-internet-password|dump-keychain|export|import|error|help)
+        status|unlock|lock|passcode|settings|add-generic-password|find-generic-password|delete-generic-password|add-internet-password|find-internet-password|delete-internet-password|dump-keychain|export|import|doctor|error|help)
             "_keyseal_${words[1]}" && ret=0
             ;;
         esac
@@ -408,6 +409,22 @@ _keyseal_import() {
         ':file:'
         '--passphrase-stdin[Read the backup passphrase from standard input (one line).]'
         '--replace[Replace items that already exist instead of skipping them.]'
+        '--version[Show the version.]'
+        '(-h --help)'{-h,--help}'[Show help information.]'
+    )
+    _arguments -w -s -S : "${arg_specs[@]}" && ret=0
+
+    return "${ret}"
+}
+
+_keyseal_doctor() {
+    local -i ret=1
+    local -ar arg_specs=(
+        '--socket[keyseald'\''s socket.]:path:'
+        '--json[Print one JSON document on standard output.]'
+        '--delete-undecryptable[Delete the rows named by ID (or every such row with --all), without decrypting them.]'
+        '--all[With --delete-undecryptable\: every row the listing shows.]'
+        '*:id:'
         '--version[Show the version.]'
         '(-h --help)'{-h,--help}'[Show help information.]'
     )

@@ -12,15 +12,20 @@ public struct ExportReport: Sendable, Equatable {
     public var skippedUnavailable: [Accessibility: Int]
     /// Seconds spent deriving the passphrase key (Argon2id, once per file).
     public var keyDerivationSeconds: Double
+    /// Rows left out because no SecItem call can reach them (see ``KeychainStore/undecryptableItems()``); the rest
+    /// of the store is in the backup.
+    public var undecryptable: [UndecryptableItem]
 
     public init(
         exported: [Accessibility: Int] = [:], skippedPasscodeOnly: Int = 0,
-        skippedUnavailable: [Accessibility: Int] = [:], keyDerivationSeconds: Double = 0
+        skippedUnavailable: [Accessibility: Int] = [:], keyDerivationSeconds: Double = 0,
+        undecryptable: [UndecryptableItem] = []
     ) {
         self.exported = exported
         self.skippedPasscodeOnly = skippedPasscodeOnly
         self.skippedUnavailable = skippedUnavailable
         self.keyDerivationSeconds = keyDerivationSeconds
+        self.undecryptable = undecryptable
     }
 
     /// Every item written.
@@ -92,4 +97,41 @@ public struct ImportReport: Sendable, Equatable {
 
     /// Skipped items by reason.
     public func skippedCount(_ reason: SkipReason) -> Int { skipped.count { $0.reason == reason } }
+}
+
+/// A row of the store that no SecItem call can reach: it cannot be decrypted, or it is of an item class Keyseal
+/// does not implement. Administrators list such rows and delete them by id without decrypting them.
+public struct UndecryptableItem: Sendable, Equatable, Hashable {
+    public enum Reason: String, Sendable, Hashable, CaseIterable {
+        /// An item class Keyseal does not implement (`keys`, `cert`, `idnt`, or an unknown code).
+        case unsupportedClass = "unsupported-class"
+        /// An accessibility code Keyseal does not know.
+        case unknownAccessibility = "unknown-accessibility"
+        /// The store holds no key for the row's accessibility class.
+        case noClassKey = "no-class-key"
+        /// The row's generation disagrees with the ledger (rolled back or edited).
+        case generation
+        /// The row fails authentication under its class key (edited, or sealed under a key the store no longer has).
+        case authentication
+    }
+
+    /// The item id in hex (the last 16 bytes of its persistent reference).
+    public var id: String
+    /// The item class code as stored.
+    public var itemClass: String
+    /// The accessibility code as stored.
+    public var accessibility: String
+    public var accessGroup: String
+    public var reason: Reason
+    /// A sentence for people.
+    public var detail: String
+
+    public init(id: String, itemClass: String, accessibility: String, accessGroup: String, reason: Reason, detail: String) {
+        self.id = id
+        self.itemClass = itemClass
+        self.accessibility = accessibility
+        self.accessGroup = accessGroup
+        self.reason = reason
+        self.detail = detail
+    }
 }

@@ -10,8 +10,9 @@ extension KeychainEngine {
     ///
     /// Every class the store holds items of must be available unless `availableOnly` (then locked classes are
     /// left out and counted); otherwise `errSecInteractionNotAllowed` before anything is written.
-    /// When-passcode-set-this-device-only items are never exported. An item that fails its authentication in the
-    /// store fails the export (`errSecDecode`): a backup never silently leaves an item out.
+    /// When-passcode-set-this-device-only items are never exported. A row no SecItem call can reach (it fails
+    /// its authentication, or is of a class Keyseal does not implement) is left out and named in the report's
+    /// `undecryptable`: the rest of the store is exported, and a backup never silently leaves an item out.
     func exportBackup(
         key: BackupPassphraseKey, availableOnly: Bool, sink: ([UInt8]) throws(KeychainError) -> Void,
         progress: (_ done: Int, _ total: Int) -> Void
@@ -20,9 +21,8 @@ extension KeychainEngine {
         var included: Set<Accessibility> = []
         var total = 0
         for (code, count) in try store.countsByAccessibility() where count > 0 {
-            guard let accessibility = Accessibility(rawValue: code) else {
-                throw KeychainError(KeychainStatus.decode, "an item has an unknown accessibility class")
-            }
+            // Rows of an unknown class are reported by the check below.
+            guard let accessibility = Accessibility(rawValue: code) else { continue }
             if accessibility == .whenPasscodeSetThisDeviceOnly {
                 report.skippedPasscodeOnly += count
                 continue
@@ -36,6 +36,20 @@ extension KeychainEngine {
             }
             included.insert(accessibility)
             total += count
+        }
+
+        // The header announces the count: rows that cannot be served are found first (each row's value opened
+        // and wiped), left out and reported.
+        var leftOut: Set<Int64> = []
+        try store.forEachItem { (row) throws(KeychainError) -> Bool in
+            let known = Accessibility(rawValue: row.accessibility)
+            if let known, !included.contains(known) { return true }
+            if let reason = try undecryptableReason(row) {
+                report.undecryptable.append(undecryptableItem(row, reason))
+                leftOut.insert(row.id)
+                if known != nil { total -= 1 }
+            }
+            return true
         }
 
         // D: a fresh secret only this device can recover, for the this-device-only classes.
@@ -57,6 +71,7 @@ extension KeychainEngine {
         var done = 0
         progress(0, total)
         try store.forEachItem { (row) throws(KeychainError) -> Bool in
+            guard !leftOut.contains(row.id) else { return true }
             let accessibility = try Self.accessibility(of: row)
             guard included.contains(accessibility), let classKey = classKeys[accessibility] else { return true }
             try checkLedger(row)

@@ -377,7 +377,10 @@ final class KeychainEngine {
         newKeybag.failedAttempts = 0
         newKeybag.lastAttemptAt = nil
 
+        // Every row of a passcode class, of every item class. A row that cannot be decrypted would be stranded for
+        // good under the new keys: the change is refused, naming how many, and nothing is written.
         let rows = try store.rows(accessibility: passcodeClasses.map(\.rawValue))
+        var stranded = 0
         try store.transaction { () throws(KeychainError) in
             for row in rows {
                 let accessibility = try Self.accessibility(of: row)
@@ -385,17 +388,35 @@ final class KeychainEngine {
                     try store.delete(row)  // when-passcode-set items go with the passcode
                     continue
                 }
-                let oldKey = try requireClassKey(accessibility)
+                guard let oldKey = classKeys[accessibility] else {
+                    stranded += 1
+                    continue
+                }
                 let aad = row.header(storeID: storeID).encoded()
-                try checkLedger(row)
-                let attributes = try ItemEnvelope.openAttributes(row.sealed, aad: aad, itemID: row.itemID, classKey: oldKey)
-                let value = try ItemEnvelope.openValue(row.sealed, aad: aad, classKey: oldKey)
+                let attributes: Data
+                let value: Data
+                do throws(KeychainError) {
+                    try checkLedger(row)
+                    attributes = try ItemEnvelope.openAttributes(row.sealed, aad: aad, itemID: row.itemID, classKey: oldKey)
+                    value = try ItemEnvelope.openValue(row.sealed, aad: aad, classKey: oldKey)
+                } catch {
+                    stranded += 1
+                    continue
+                }
+                guard stranded == 0 else { continue }
                 var updated = row
                 updated.generation += 1
                 updated.sealed = try ItemEnvelope.seal(
                     attributes: [UInt8](attributes), secret: value, aad: updated.header(storeID: storeID).encoded(),
                     itemID: row.itemID, classKey: newKey)
                 try store.update(updated)
+            }
+            guard stranded == 0 else {
+                throw KeychainError(
+                    KeychainStatus.decode,
+                    "\(stranded) item\(stranded == 1 ? "" : "s") of the passcode classes cannot be decrypted, so the "
+                        + "passcode was not changed (re-keying would strand \(stranded == 1 ? "it" : "them") for good); "
+                        + "list them with `keyseal doctor` and delete them with `keyseal doctor --delete-undecryptable`")
             }
             let saved = keybag
             keybag = newKeybag
@@ -471,11 +492,7 @@ final class KeychainEngine {
     private func prepare(_ item: NewItem, caller: Caller, now: Date) throws
         -> (ItemRow, [String: AttributeValue], String)
     {
-        guard item.data.count <= configuration.valueLimit else {
-            throw KeychainError(
-                KeychainStatus.dataTooLarge,
-                "the secret is \(item.data.count) bytes; the limit is \(configuration.valueLimit)")
-        }
+        try RequestValidation.validate(item, valueLimit: configuration.valueLimit)
         let group = item.accessGroup ?? caller.defaultGroup
         guard caller.holds(group) else { throw Self.missingEntitlement(group) }
         let classKey = try requireClassKey(item.accessibility)
@@ -504,6 +521,7 @@ final class KeychainEngine {
     }
 
     func copyMatching(_ query: ItemQuery, caller: Caller, resultLimit: Int? = nil) throws -> [ItemRecord] {
+        try RequestValidation.validate(query)
         // A request for the value alone, found by digests only, needs no attribute decryption: opening the value
         // authenticates the header, and the header carries the digests the rows were found by (DESIGN.md §2, §4).
         let valueProvesMatch = query.returns.contains(.data) && !query.returns.contains(.attributes)
@@ -536,11 +554,9 @@ final class KeychainEngine {
     }
 
     func update(_ query: ItemQuery, changes: ItemChanges, caller: Caller) throws {
+        try RequestValidation.validate(query)
+        try RequestValidation.validate(changes, itemClass: query.itemClass, valueLimit: configuration.valueLimit)
         guard !changes.isEmpty else { throw KeychainError(KeychainStatus.param, "nothing to update") }
-        if let data = changes.data, data.count > configuration.valueLimit {
-            throw KeychainError(
-                KeychainStatus.dataTooLarge, "the secret is \(data.count) bytes; the limit is \(configuration.valueLimit)")
-        }
         if let group = changes.accessGroup, !caller.holds(group) { throw Self.missingEntitlement(group) }
         if let accessibility = changes.accessibility { _ = try requireClassKey(accessibility) }
 
@@ -586,6 +602,7 @@ final class KeychainEngine {
     }
 
     func delete(_ query: ItemQuery, caller: Caller) throws {
+        try RequestValidation.validate(query)
         if query.limitGiven && query.limit != .all {
             throw KeychainError(KeychainStatus.param, "delete removes every match: only m_LimitAll may be given")
         }

@@ -215,14 +215,30 @@ extension WireMapping {
         WireExportReport(
             exported: codeCounts(report.exported), skippedPasscodeOnly: report.skippedPasscodeOnly,
             skippedUnavailable: codeCounts(report.skippedUnavailable),
-            keyDerivationSeconds: report.keyDerivationSeconds)
+            keyDerivationSeconds: report.keyDerivationSeconds, undecryptable: report.undecryptable.map(wire))
+    }
+
+    package static func wire(_ item: UndecryptableItem) -> WireUndecryptableItem {
+        WireUndecryptableItem(
+            id: item.id, itemClass: item.itemClass, accessibility: item.accessibility, accessGroup: item.accessGroup,
+            reason: item.reason.rawValue, detail: item.detail)
+    }
+
+    package static func undecryptable(_ item: WireUndecryptableItem) throws(KeychainError) -> UndecryptableItem {
+        guard let reason = UndecryptableItem.Reason(rawValue: item.reason) else {
+            throw KeychainError(KeychainStatus.decode, "unknown reason \(item.reason) from keyseald")
+        }
+        return UndecryptableItem(
+            id: item.id, itemClass: item.itemClass, accessibility: item.accessibility, accessGroup: item.accessGroup,
+            reason: reason, detail: item.detail)
     }
 
     package static func exportReport(_ report: WireExportReport) throws(KeychainError) -> ExportReport {
         ExportReport(
             exported: try accessibilityCounts(report.exported), skippedPasscodeOnly: report.skippedPasscodeOnly,
             skippedUnavailable: try accessibilityCounts(report.skippedUnavailable),
-            keyDerivationSeconds: report.keyDerivationSeconds)
+            keyDerivationSeconds: report.keyDerivationSeconds,
+            undecryptable: try report.undecryptable.map { item throws(KeychainError) in try undecryptable(item) })
     }
 
     package static func wire(_ item: ImportReport.SkippedItem) -> WireSkippedItem {

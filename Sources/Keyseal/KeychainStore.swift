@@ -270,6 +270,34 @@ public final class KeychainStore: Sendable {
     /// Through the daemon: errSecUnimplemented (keyseald does this at start with `--tpm-protect-lockout`).
     public func protectHardwareLockout() throws -> SecretBytes { try withEngine { try $0.protectHardwareLockout() } }
 
+    /// The rows no SecItem call can reach — they cannot be decrypted (edited, rolled back, or sealed under a key
+    /// the store no longer has), or are of an item class Keyseal does not implement — in insertion order.
+    /// Administrators only (through the daemon, others get errSecMissingEntitlement, −34018). A class that holds
+    /// rows and is locked is errSecInteractionNotAllowed (−25308): unlock first.
+    public func undecryptableItems() throws -> [UndecryptableItem] {
+        try route({ try $0.undecryptableItems() }) { connection throws(KeychainError) -> [UndecryptableItem] in
+            try Self.undecryptable(try Self.request(connection, .undecryptableItems))
+        }
+    }
+
+    /// Deletes rows that ``undecryptableItems()`` lists, by id, without decrypting them (nil: every such row), in
+    /// one transaction, and returns them. An id that names no row is errSecItemNotFound (−25300); one that names a
+    /// row that can be served is errSecParam (−50) — delete that with ``delete(_:)``; either way nothing is deleted.
+    /// Administrators only.
+    @discardableResult
+    public func deleteUndecryptable(ids: [String]?) throws -> [UndecryptableItem] {
+        try route({ try $0.deleteUndecryptable(ids: ids) }) { connection throws(KeychainError) -> [UndecryptableItem] in
+            try Self.undecryptable(try Self.request(connection, .deleteUndecryptable(ids: ids)))
+        }
+    }
+
+    private static func undecryptable(_ response: WireResponse) throws(KeychainError) -> [UndecryptableItem] {
+        guard case .undecryptable(let items) = response else { throw unexpected(response) }
+        var result: [UndecryptableItem] = []
+        for item in items { result.append(try WireMapping.undecryptable(item)) }
+        return result
+    }
+
     /// Idle seconds before auto-lock (nil: never).
     public func setAutoLock(seconds: Int?) throws {
         try route({ try $0.setAutoLock(seconds: seconds) }) { connection throws(KeychainError) in

@@ -85,12 +85,13 @@ package enum WireMapping {
             guard n >= 1 else { throw KeychainError(KeychainStatus.param, "the match limit must be positive") }
             limit = .count(n)
         }
-        let sync: SyncMatch =
-            switch wire.synchronizable {
-            case 1: .yes
-            case 2: .any
-            default: .no
-            }
+        let sync: SyncMatch
+        switch wire.synchronizable {
+        case 0: sync = .no
+        case 1: sync = .yes
+        case 2: sync = .any
+        default: throw KeychainError(KeychainStatus.param, "unknown synchronizable match \(wire.synchronizable)")
+        }
         return ItemQuery(
             itemClass: try itemClass(wire.itemClass), attributes: attributes(wire.attributes),
             accessGroup: wire.accessGroup, accessibility: try wire.accessibility.map { code throws(KeychainError) in try accessibility(code) },

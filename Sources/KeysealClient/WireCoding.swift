@@ -31,6 +31,8 @@ enum Opcode: UInt8 {
     case importBegin = 25
     case importChunk = 26
     case importEnd = 27
+    case undecryptableItems = 32
+    case deleteUndecryptable = 33
 }
 
 /// Response kinds.
@@ -52,6 +54,7 @@ enum ResponseKind: UInt8 {
     case part = 13
     /// The last piece: the joined pieces are the response payload.
     case lastPart = 14
+    case undecryptable = 15
 }
 
 enum ValueTag: UInt8 {
@@ -410,6 +413,13 @@ extension WireRequest {
             writer.u8(Opcode.importChunk.rawValue)
             writer.blob(bytes)
         case .importEnd: writer.u8(Opcode.importEnd.rawValue)
+        case .undecryptableItems: writer.u8(Opcode.undecryptableItems.rawValue)
+        case .deleteUndecryptable(let ids):
+            writer.u8(Opcode.deleteUndecryptable.rawValue)
+            writer.optional(ids) { writer, ids in
+                writer.u32(UInt32(clamping: ids.count))
+                for id in ids { writer.string(id) }
+            }
         }
     }
 
@@ -474,6 +484,18 @@ extension WireRequest {
             guard raw.count <= Wire.backupChunk else { throw WireReader.malformed("backup chunk over the limit") }
             request = .importChunk(Array(raw))
         case .importEnd: request = .importEnd
+        case .undecryptableItems: request = .undecryptableItems
+        case .deleteUndecryptable:
+            let ids = try reader.optional { r throws(WireError) -> [String] in
+                let count = Int(try r.u32())
+                // An id takes at least 4 bytes: a count the frame cannot hold is rejected before allocating.
+                guard count * 4 <= r.remaining else { throw WireReader.malformed("ids exceed the frame") }
+                var ids: [String] = []
+                ids.reserveCapacity(count)
+                for _ in 0..<count { ids.append(try r.string()) }
+                return ids
+            }
+            request = .deleteUndecryptable(ids: ids)
         }
         try reader.finish()
         return request
@@ -526,6 +548,18 @@ extension WireWriter {
         }
     }
 
+    mutating func undecryptable(_ items: [WireUndecryptableItem]) {
+        u32(UInt32(clamping: items.count))
+        for item in items {
+            string(item.id)
+            string(item.itemClass)
+            string(item.accessibility)
+            string(item.accessGroup)
+            shortString(item.reason)
+            string(item.detail)
+        }
+    }
+
     mutating func skipped(_ items: [WireSkippedItem]) {
         u32(UInt32(clamping: items.count))
         for item in items {
@@ -550,6 +584,26 @@ extension WireReader {
             guard counts.updateValue(try int(), forKey: code) == nil else { throw Self.malformed("duplicate count") }
         }
         return counts
+    }
+
+    mutating func undecryptable() throws(WireError) -> [WireUndecryptableItem] {
+        let count = Int(try u32())
+        // An entry takes at least 21 bytes: a count the frame cannot hold is rejected before allocating.
+        guard count * 21 <= remaining else { throw Self.malformed("undecryptable entries exceed the frame") }
+        var items: [WireUndecryptableItem] = []
+        items.reserveCapacity(count)
+        for _ in 0..<count {
+            let id = try string()
+            let itemClass = try string()
+            let accessibility = try string()
+            let group = try string()
+            let reason = try shortString()
+            items.append(
+                WireUndecryptableItem(
+                    id: id, itemClass: itemClass, accessibility: accessibility, accessGroup: group, reason: reason,
+                    detail: try string()))
+        }
+        return items
     }
 
     mutating func skipped() throws(WireError) -> [WireSkippedItem] {
@@ -825,6 +879,7 @@ extension WireResponse {
             writer.int(report.skippedPasscodeOnly)
             writer.counts(report.skippedUnavailable)
             writer.double(report.keyDerivationSeconds)
+            writer.undecryptable(report.undecryptable)
         case .importProgress(let done, let total):
             writer.u8(ResponseKind.importProgress.rawValue)
             writer.int(done)
@@ -839,6 +894,9 @@ extension WireResponse {
             writer.int(report.replaced)
             writer.skipped(report.skipped)
             writer.double(report.keyDerivationSeconds)
+        case .undecryptable(let items):
+            writer.u8(ResponseKind.undecryptable.rawValue)
+            writer.undecryptable(items)
         }
     }
 
@@ -905,10 +963,11 @@ extension WireResponse {
             let exported = try reader.counts()
             let passcodeOnly = try reader.int()
             let unavailable = try reader.counts()
+            let seconds = try reader.double()
             response = .exportReport(
                 WireExportReport(
                     exported: exported, skippedPasscodeOnly: passcodeOnly, skippedUnavailable: unavailable,
-                    keyDerivationSeconds: try reader.double()))
+                    keyDerivationSeconds: seconds, undecryptable: try reader.undecryptable()))
         case .importProgress:
             let done = try reader.int()
             response = .importProgress(done: done, total: try reader.int())
@@ -922,6 +981,7 @@ extension WireResponse {
                 WireImportReport(
                     total: total, restored: restored, replaced: replaced, skipped: skipped,
                     keyDerivationSeconds: try reader.double()))
+        case .undecryptable: response = .undecryptable(try reader.undecryptable())
         }
         try reader.finish()
         return response

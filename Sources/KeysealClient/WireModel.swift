@@ -312,12 +312,19 @@ public enum WireRequest: Sendable {
     case importChunk([UInt8])
     /// The file is complete: answered by `.importSkipped` responses, then `.importReport` (or `.failure`).
     case importEnd
+    /// Lists the rows no SecItem call can reach (undecryptable, or of a class Keyseal does not implement):
+    /// answered by `.undecryptable`.
+    case undecryptableItems
+    /// Deletes such rows by their ids without decrypting them (nil: every one): answered by `.undecryptable` with
+    /// the rows deleted.
+    case deleteUndecryptable(ids: [String]?)
 
     /// Whether only administrators may make this request (DESIGN §6).
     public var isManagement: Bool {
         switch self {
         case .lock, .unlock, .setPasscode, .changePasscode, .removePasscode, .getSettings, .setSettings: true
         case .exportBackup, .importBegin, .importChunk, .importEnd: true
+        case .undecryptableItems, .deleteUndecryptable: true
         default: false
         }
     }
@@ -350,6 +357,8 @@ public enum WireRequest: Sendable {
         case .delete: "delete"
         case .exportBackup: "export"
         case .importBegin, .importChunk, .importEnd: "import"
+        case .undecryptableItems: "doctor"
+        case .deleteUndecryptable: "doctor --delete-undecryptable"
         }
     }
 }
@@ -376,6 +385,30 @@ public enum WireResponse: Sendable, Hashable {
     case importSkipped([WireSkippedItem])
     /// The import is complete (committed).
     case importReport(WireImportReport)
+    /// Rows no SecItem call can reach (listed, or deleted).
+    case undecryptable([WireUndecryptableItem])
+}
+
+/// A row no SecItem call can reach (`UndecryptableItem` in the library).
+public struct WireUndecryptableItem: Sendable, Hashable {
+    /// The item id in hex.
+    public var id: String
+    public var itemClass: String
+    /// Accessibility code.
+    public var accessibility: String
+    public var accessGroup: String
+    /// `unsupported-class`, `unknown-accessibility`, `no-class-key`, `generation` or `authentication`.
+    public var reason: String
+    public var detail: String
+
+    public init(id: String, itemClass: String, accessibility: String, accessGroup: String, reason: String, detail: String) {
+        self.id = id
+        self.itemClass = itemClass
+        self.accessibility = accessibility
+        self.accessGroup = accessGroup
+        self.reason = reason
+        self.detail = detail
+    }
 }
 
 /// What an export wrote (`ExportReport` in the library). Counts are keyed by accessibility code.
@@ -384,15 +417,18 @@ public struct WireExportReport: Sendable, Hashable {
     public var skippedPasscodeOnly: Int
     public var skippedUnavailable: [String: Int]
     public var keyDerivationSeconds: Double
+    /// Rows left out because no SecItem call can reach them.
+    public var undecryptable: [WireUndecryptableItem]
 
     public init(
         exported: [String: Int] = [:], skippedPasscodeOnly: Int = 0, skippedUnavailable: [String: Int] = [:],
-        keyDerivationSeconds: Double = 0
+        keyDerivationSeconds: Double = 0, undecryptable: [WireUndecryptableItem] = []
     ) {
         self.exported = exported
         self.skippedPasscodeOnly = skippedPasscodeOnly
         self.skippedUnavailable = skippedUnavailable
         self.keyDerivationSeconds = keyDerivationSeconds
+        self.undecryptable = undecryptable
     }
 
     public var exportedCount: Int { exported.values.reduce(0, +) }

@@ -212,8 +212,10 @@ public final class KeychainService: Sendable {
             return .ok
         case .subscribeLockState:
             return .lockStateChanged(WireMapping.wire(store.lockState))
+        // Every item request is checked whole (class, attribute keys, types, sizes) before the engine sees it.
         case .add(let item):
             let new = try WireMapping.item(item)
+            try RequestValidation.validate(new, valueLimit: store.valueLimit)
             let record = try quotaWrites.withLock { _ in
                 guard !caller.isAdministrator else {
                     defer { quotas.forget() }
@@ -227,9 +229,10 @@ public final class KeychainService: Sendable {
                 return record
             }
             return .records(record.map { [WireMapping.wire($0)] } ?? [])
-        case .copyMatching(let query):
-            var records = try store.copyMatching(
-                try WireMapping.query(query), caller: caller, resultLimit: limits.responseBytes)
+        case .copyMatching(let wireQuery):
+            let query = try WireMapping.query(wireQuery)
+            try RequestValidation.validate(query)
+            var records = try store.copyMatching(query, caller: caller, resultLimit: limits.responseBytes)
             // Each record's value is let go once its wire copy is made, so that a large result is not held twice.
             var wire: [WireRecord] = []
             wire.reserveCapacity(records.count)
@@ -240,16 +243,27 @@ public final class KeychainService: Sendable {
             return .records(wire)
         case .update(let query, let changes):
             let parsed = (query: try WireMapping.query(query), changes: try WireMapping.changes(changes))
+            try RequestValidation.validate(parsed.query)
+            try RequestValidation.validate(
+                parsed.changes, itemClass: parsed.query.itemClass, valueLimit: store.valueLimit)
             try quotaWrites.withLock { _ in
                 defer { quotas.forget() }
                 if !caller.isAdministrator { try checkQuota(update: parsed, caller: caller) }
                 try store.update(parsed.query, with: parsed.changes, caller: caller)
             }
             return .ok
-        case .delete(let query):
-            try store.delete(try WireMapping.query(query), caller: caller)
+        case .delete(let wire):
+            let query = try WireMapping.query(wire)
+            try RequestValidation.validate(query)
+            try store.delete(query, caller: caller)
             quotas.forget()
             return .ok
+        case .undecryptableItems:
+            return .undecryptable(try store.undecryptableItems().map(WireMapping.wire))
+        case .deleteUndecryptable(let ids):
+            let deleted = try store.deleteUndecryptable(ids: ids)
+            logger.info("deleted undecryptable items", metadata: ["items.deleted": "\(deleted.count)"])
+            return .undecryptable(deleted.map(WireMapping.wire))
         case .exportBackup, .importBegin, .importChunk, .importEnd:
             // Served by exportBackup(…) and handleImport(…), which stream.
             throw KeychainError(KeychainStatus.internalComponent, "\(request.name) is a streamed request")

@@ -644,13 +644,14 @@ public final class ItemStore {
         }
     }
 
-    /// Every row of the given accessibility codes (for re-encryption after a passcode change).
+    /// Every row of the given accessibility codes, of every item class (for re-encryption after a passcode
+    /// change: a row left out would be stranded under keys that are gone).
     public func rows(accessibility codes: [String]) throws(KeychainError) -> [ItemRow] {
+        let wanted = Set(codes)
         var result: [ItemRow] = []
-        for itemClass in ItemClass.allCases where itemClass.isImplemented {
-            for code in codes {
-                result += try rows(RowFilter(itemClass: itemClass.rawValue, groups: nil, accessibility: code))
-            }
+        try forEachItem { row in
+            if wanted.contains(row.accessibility) { result.append(row) }
+            return true
         }
         return result
     }

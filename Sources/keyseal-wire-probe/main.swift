@@ -3,6 +3,7 @@
 //
 //   keyseal-wire-probe SOCKET status|lock|unlock PASSCODE|add GROUP ACCOUNT|find GROUP? ACCOUNT|delete ACCOUNT
 //                            |export PASSPHRASE|import PASSPHRASE|poll-status SECONDS|add-size GROUP ACCOUNT BYTES|find-all
+//                            |doctor|doctor-delete ID|add-class CLASS
 #if canImport(FoundationEssentials)
 import FoundationEssentials
 #else
@@ -73,8 +74,17 @@ case ("find", 4):
         WireQuery(
             itemClass: "genp", attributes: ["acct": .string(arguments[3])], accessGroup: group(arguments[2]),
             limit: .all, returns: 3))
+case ("doctor", 2): request = .undecryptableItems
+case ("doctor-delete", 3): request = .deleteUndecryptable(ids: [arguments[2]])
+case ("add-class", 3):
+    request = .add(
+        WireNewItem(
+            itemClass: arguments[2], attributes: ["labl": .string("probe")],
+            data: Array("secret".utf8).withUnsafeBytes { Data($0) }))
 default:
-    print("usage: keyseal-wire-probe SOCKET status|lock|settings|unlock P|add GROUP ACCT|find GROUP ACCT")
+    print(
+        "usage: keyseal-wire-probe SOCKET status|lock|settings|unlock P|add GROUP ACCT|find GROUP ACCT|doctor"
+            + "|doctor-delete ID|add-class CLASS")
     exit(64)
 }
 do {
@@ -86,6 +96,7 @@ do {
         }
         print("ok \(records.count) \(groups.joined(separator: ","))")
     case .status(let status): print("ok status \(status.lockState) counts=\(status.itemCounts.count)")
+    case .undecryptable(let items): print("ok \(items.count)")
     default: print("ok")
     }
 } catch {

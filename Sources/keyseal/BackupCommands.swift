@@ -56,7 +56,8 @@ struct ExportCommand: ClientCommand {
             (Argon2id); nothing is in clear. when-unlocked, after-first-unlock and always items restore on any \
             device with the passphrase; the this-device-only classes only on this device (and only with the \
             passphrase); when-passcode-set-this-device-only items are never exported. The classes included must be \
-            available (locked: exit 36) unless --available-only. keyseal writes the file itself (0600) and never replaces an \
+            available (locked: exit 36) unless --available-only. Items no keychain call can reach (see \
+            `keyseal doctor`) are left out and named in the report. keyseal writes the file itself (0600) and never replaces an \
             existing one; a failed export leaves no file behind. The passphrase is prompted for twice on the terminal, or read as \
             one line of standard input with --passphrase-stdin.
             """)
@@ -95,6 +96,16 @@ struct ExportCommand: ClientCommand {
                 ("skippedUnavailable", json(report.skippedUnavailable)),
             ]
             members.append(("keyDerivationSeconds", .double(report.keyDerivationSeconds)))
+            members.append(("undecryptable", .int(Int64(report.undecryptable.count))))
+            members.append(
+                ("undecryptableItems",
+                    .array(report.undecryptable.map { item in
+                        .object([
+                            ("id", .string(item.id)), ("class", .string(item.itemClass)),
+                            ("accessible", .string(AccessibleName.name(item.accessibility))),
+                            ("accessGroup", .string(item.accessGroup)), ("reason", .string(item.reason)),
+                        ])
+                    })))
             Console.out(JSON.object(members).rendered)
             return
         }
@@ -106,6 +117,14 @@ struct ExportCommand: ClientCommand {
         }
         if !report.skippedUnavailable.isEmpty {
             Console.out("not exported, locked: \(describe(report.skippedUnavailable)) (--available-only)")
+        }
+        if !report.undecryptable.isEmpty {
+            let count = report.undecryptable.count
+            Console.out(
+                "not exported, undecryptable: \(count) item\(count == 1 ? "" : "s") (`keyseal doctor` lists and deletes them)")
+            for item in report.undecryptable {
+                Console.out("  \(item.id)  \(item.itemClass)  group \(item.accessGroup)  \(item.reason)")
+            }
         }
     }
 }

@@ -30,7 +30,7 @@ struct KeysealCommand: ParsableCommand {
             StatusCommand.self, UnlockCommand.self, LockCommand.self, PasscodeCommand.self, SettingsCommand.self,
             AddGenericPassword.self, FindGenericPassword.self, DeleteGenericPassword.self,
             AddInternetPassword.self, FindInternetPassword.self, DeleteInternetPassword.self,
-            DumpKeychain.self, ExportCommand.self, ImportCommand.self, ErrorCommand.self,
+            DumpKeychain.self, ExportCommand.self, ImportCommand.self, DoctorCommand.self, ErrorCommand.self,
         ])
 
     static func main() {

@@ -113,6 +113,19 @@ struct SecItemAddTests {
         }
     }
 
+    /// The same sizes as through keyseald (RequestValidation): at the limit stored, one byte over errSecDataTooLarge.
+    @Test func attributesAndGroupsOverTheirLimitsAreDataTooLarge() throws {
+        try withStore { _ in
+            let label = String(repeating: "l", count: RequestValidation.attributeLimit)
+            #expect(add(genericPassword([kSecAttrLabel: label])) == errSecSuccess)
+            #expect(add(genericPassword([kSecAttrAccount: "b", kSecAttrLabel: label + "l"])) == errSecDataTooLarge)
+            #expect(add(genericPassword([kSecAttrAccount: "c", kSecAttrGeneric: Data(count: RequestValidation.attributeLimit + 1)]))
+                == errSecDataTooLarge)
+            let group = String(repeating: "g", count: RequestValidation.groupLimit + 1)
+            #expect(add(genericPassword([kSecAttrAccount: "d", kSecAttrAccessGroup: group])) == errSecDataTooLarge)
+        }
+    }
+
     @Test(arguments: ["nonsense", "x_Thing", "v_Nothing", "r_Nothing"])
     func unknownNonAttributeKeysAreParameterErrors(key: String) throws {
         try withStore { _ in

@@ -88,14 +88,22 @@ struct DaemonSemanticsTests {
         for (index, value) in values.enumerated() {
             #expect(found.first { $0.string(AttributeKey.account) == "item-\(index)" }?.data == value)
         }
-        // One item larger than a frame: a value at the limit and a label of 1.5 MiB set by a second update.
-        let label = String(repeating: "l", count: 3 << 19)
+        // The largest item: a value at the limit and every string attribute at the attribute limit.
+        let text = String(repeating: "l", count: RequestValidation.attributeLimit)
+        let keys = [AttributeKey.label, AttributeKey.description, AttributeKey.comment, AttributeKey.creator,
+            AttributeKey.type, AttributeKey.generic]
         try store.update(
             .password(service: "big", account: "item-0"),
-            with: ItemChanges(attributes: [AttributeKey.label: .string(label)]))
+            with: ItemChanges(attributes: Dictionary(uniqueKeysWithValues: keys.map { ($0, AttributeValue.string(text)) })))
         let one = try store.copyMatching(.password(service: "big", account: "item-0", returns: [.data, .attributes]))
         #expect(one.first?.data == values[0])
-        #expect(one.first?.string(AttributeKey.label) == label)
+        #expect(keys.allSatisfy { one.first?.string($0) == text })
+        // An attribute over the limit is refused before the engine.
+        #expect(status {
+            try store.update(
+                .password(service: "big", account: "item-0"),
+                with: ItemChanges(attributes: [AttributeKey.label: .string(String(repeating: "l", count: 3 << 19))]))
+        } == KeychainStatus.dataTooLarge)
         // The connection is still in step: the next request gets its own answer.
         #expect(try store.copyMatching(.password(service: "big", account: "item-2", returns: .data)).first?.data == values[2])
     }

@@ -1,0 +1,122 @@
+import FoundationEssentials
+import KeysealCore
+import KeysealStore
+
+/// Rows no SecItem call can reach: listed for administrators, deleted by id without decrypting, left out of
+/// exports (and reported), and never silently stranded by a passcode change.
+extension KeychainEngine {
+    /// Why `row` cannot be served, or nil when it decrypts and is of an implemented class (a row of another class
+    /// that does not decrypt either is reported as not decrypting). A row whose class is locked is
+    /// `errSecInteractionNotAllowed`: whether it decrypts cannot be told until the class is unlocked.
+    /// Opening the value authenticates the whole row (the header, the attribute ciphertext through its digest, the
+    /// wrapped key); the plaintext is wiped at once.
+    func undecryptableReason(_ row: ItemRow) throws(KeychainError) -> (UndecryptableItem.Reason, String)? {
+        guard let accessibility = Accessibility(rawValue: row.accessibility) else {
+            return (.unknownAccessibility, "unknown accessibility class \(Self.printable(row.accessibility))")
+        }
+        guard keybag.classKeys[accessibility.rawValue] != nil else {
+            return (.noClassKey, "the store holds no key for \(accessibility.name) items")
+        }
+        guard let classKey = classKeys[accessibility] else {
+            throw KeychainError(
+                KeychainStatus.interactionNotAllowed,
+                "the keychain is \(lockState.rawValue): unlock it to check \(accessibility.name) items")
+        }
+        do throws(KeychainError) {
+            try checkLedger(row)
+        } catch {
+            return (.generation, error.message)
+        }
+        do throws(KeychainError) {
+            var value = try ItemEnvelope.openValue(row.sealed, aad: row.header(storeID: storeID).encoded(), classKey: classKey)
+            value.resetBytes(in: 0..<value.count)
+        } catch {
+            return (.authentication, "the item fails authentication under its class key (edited, or sealed under a "
+                + "key this store no longer has)")
+        }
+        guard let itemClass = ItemClass(rawValue: row.itemClass), itemClass.isImplemented else {
+            return (.unsupportedClass, "item class \(Self.printable(row.itemClass)) is not implemented")
+        }
+        return nil
+    }
+
+    func undecryptableItem(_ row: ItemRow, _ reason: (UndecryptableItem.Reason, String)) -> UndecryptableItem {
+        UndecryptableItem(
+            id: Self.hex(row.itemID), itemClass: row.itemClass, accessibility: row.accessibility,
+            accessGroup: row.accessGroup, reason: reason.0, detail: reason.1)
+    }
+
+    /// Every row no SecItem call can reach, in insertion order.
+    func undecryptableItems() throws -> [UndecryptableItem] {
+        var found: [UndecryptableItem] = []
+        try store.forEachItem { (row) throws(KeychainError) -> Bool in
+            if let reason = try undecryptableReason(row) { found.append(undecryptableItem(row, reason)) }
+            return true
+        }
+        return found
+    }
+
+    /// Deletes the rows with these ids (hex item ids; nil: every such row) in one transaction, without decrypting
+    /// them, and returns them. An id that names no row is `errSecItemNotFound`; one that names a row that can be
+    /// served is `errSecParam` (delete it with an ordinary delete); either way nothing is deleted.
+    func deleteUndecryptable(ids: [String]?) throws -> [UndecryptableItem] {
+        var wanted: Set<String>?
+        if let ids {
+            guard !ids.isEmpty else { throw KeychainError(KeychainStatus.param, "no item id given") }
+            var set: Set<String> = []
+            for id in ids {
+                let normalized = id.lowercased()
+                guard normalized.utf8.count == 32, normalized.utf8.allSatisfy({ Self.hexDigits.contains($0) }) else {
+                    throw KeychainError(KeychainStatus.param, "\(Self.printable(id)) is not an item id (32 hex digits)")
+                }
+                set.insert(normalized)
+            }
+            wanted = set
+        }
+        var rows: [ItemRow] = []
+        var deleted: [UndecryptableItem] = []
+        var seen: Set<String> = []
+        try store.forEachItem { (row) throws(KeychainError) -> Bool in
+            let id = Self.hex(row.itemID)
+            if let wanted, !wanted.contains(id) { return true }
+            seen.insert(id)
+            guard let reason = try undecryptableReason(row) else {
+                if wanted == nil { return true }
+                throw KeychainError(
+                    KeychainStatus.param, "item \(id) can be decrypted: delete it with an ordinary delete")
+            }
+            rows.append(row)
+            deleted.append(undecryptableItem(row, reason))
+            return true
+        }
+        if let wanted, let missing = wanted.subtracting(seen).sorted().first {
+            throw KeychainError(KeychainStatus.itemNotFound, "no item has the id \(missing)")
+        }
+        guard !rows.isEmpty else { return [] }
+        try store.transaction { () throws(KeychainError) in
+            for row in rows { try store.delete(row) }
+        }
+        try store.checkpoint()
+        groupCache = GroupCache()
+        return deleted
+    }
+
+    static let hexDigits = Set("0123456789abcdef".utf8)
+
+    static func hex(_ bytes: [UInt8]) -> String {
+        let digits = Array("0123456789abcdef".utf8)
+        var out: [UInt8] = []
+        out.reserveCapacity(bytes.count * 2)
+        for byte in bytes {
+            out.append(digits[Int(byte >> 4)])
+            out.append(digits[Int(byte & 0x0f)])
+        }
+        return String(decoding: out, as: UTF8.self)
+    }
+
+    /// A stored code for a message: at most 64 characters, control characters replaced.
+    static func printable(_ text: String) -> String {
+        let scalars = text.unicodeScalars.prefix(64).map { $0.properties.generalCategory == .control ? "?" : Character($0) }
+        return String(scalars) + (text.unicodeScalars.count > 64 ? "…" : "")
+    }
+}

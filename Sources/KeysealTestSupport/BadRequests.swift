@@ -1,0 +1,72 @@
+import Foundation
+import Keyseal
+import KeysealCore
+
+/// Requests every entry point must refuse, each with the status `KeysealSecurity` gives for the same input: the
+/// same list is sent to an embedded engine and through keyseald, which must answer alike.
+public enum BadRequest: String, CaseIterable, Sendable, CustomStringConvertible {
+    case addKey, addCertificate, addIdentity, addUnknownAttribute, addAttributeOfAnotherClass, addWrongType,
+        addOversizedLabel, addOversizedGroup, addGroupAsAttribute, addCreationDate, addEnforcedAccessControl,
+        findKey, findUnknownAttribute, findWrongType, deleteCertificate, updateUnknownAttribute, updateReadOnly,
+        updateOversizedData
+
+    public var description: String { rawValue }
+
+    static let label = String(repeating: "l", count: RequestValidation.attributeLimit + 1)
+
+    /// The status the request gets.
+    public var expected: OSStatus {
+        switch self {
+        case .addKey, .addCertificate, .addIdentity, .addEnforcedAccessControl, .findKey, .deleteCertificate:
+            KeychainStatus.unimplemented
+        case .addUnknownAttribute, .addAttributeOfAnotherClass, .findUnknownAttribute, .updateUnknownAttribute:
+            KeychainStatus.noSuchAttr
+        case .addWrongType, .addGroupAsAttribute, .findWrongType: KeychainStatus.param
+        case .addOversizedLabel, .addOversizedGroup, .updateOversizedData: KeychainStatus.dataTooLarge
+        case .addCreationDate, .updateReadOnly: KeychainStatus.readOnlyAttr
+        }
+    }
+
+    /// Sends the request to `store`; the status it got (0 when it succeeded).
+    public func status(on store: KeychainStore) -> OSStatus {
+        func add(_ itemClass: ItemClass = .genericPassword, _ attributes: [String: AttributeValue] = [:],
+            group: String? = nil, flags: UInt? = nil) -> OSStatus
+        {
+            var all: [String: AttributeValue] = [AttributeKey.account: .string("bad-\(rawValue)")]
+            if itemClass != .genericPassword { all = [:] }
+            all.merge(attributes) { _, new in new }
+            let item = NewItem(
+                itemClass: itemClass, attributes: all, accessGroup: group, accessControlFlags: flags,
+                data: Data("s".utf8))
+            return KeysealTestSupport.status { _ = try store.add(item) }
+        }
+        func find(_ itemClass: ItemClass = .genericPassword, _ attributes: [String: AttributeValue] = [:]) -> OSStatus {
+            KeysealTestSupport.status { _ = try store.copyMatching(ItemQuery(itemClass: itemClass, attributes: attributes)) }
+        }
+        func update(_ changes: ItemChanges) -> OSStatus {
+            KeysealTestSupport.status { try store.update(.password(account: "anyone"), with: changes) }
+        }
+        switch self {
+        case .addKey: return add(.key, [AttributeKey.label: .string("k")])
+        case .addCertificate: return add(.certificate)
+        case .addIdentity: return add(.identity)
+        case .addUnknownAttribute: return add(.genericPassword, ["zzzz": .string("x")])
+        case .addAttributeOfAnotherClass: return add(.genericPassword, [AttributeKey.server: .string("example.com")])
+        case .addWrongType: return add(.genericPassword, [AttributeKey.label: .bool(true)])
+        case .addOversizedLabel: return add(.genericPassword, [AttributeKey.label: .string(Self.label)])
+        case .addOversizedGroup:
+            return add(.genericPassword, group: String(repeating: "g", count: RequestValidation.groupLimit + 1))
+        case .addGroupAsAttribute: return add(.genericPassword, [AttributeKey.accessGroup: .string("other")])
+        case .addCreationDate: return add(.genericPassword, [AttributeKey.creationDate: .date(Date())])
+        case .addEnforcedAccessControl: return add(.genericPassword, flags: AccessControlFlag.userPresence)
+        case .findKey: return find(.key)
+        case .findUnknownAttribute: return find(.genericPassword, ["zzzz": .string("x")])
+        case .findWrongType: return find(.genericPassword, [AttributeKey.modificationDate: .string("yesterday")])
+        case .deleteCertificate:
+            return KeysealTestSupport.status { try store.delete(ItemQuery(itemClass: .certificate)) }
+        case .updateUnknownAttribute: return update(ItemChanges(attributes: ["zzzz": .string("x")]))
+        case .updateReadOnly: return update(ItemChanges(attributes: [AttributeKey.modificationDate: .date(Date())]))
+        case .updateOversizedData: return update(ItemChanges(data: Data(count: (1 << 20) + 1)))
+        }
+    }
+}
