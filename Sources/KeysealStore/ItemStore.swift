@@ -615,17 +615,37 @@ public final class ItemStore {
     }
 
     /// The set digest of the ledger as the file holds it: one leaf per ledger entry (row id, the item id of the row
-    /// with that id, or none, and the entry's generation). One scan of the ledger, joined on the row id.
+    /// with that id, or none, and the entry's generation). The ledger (a few bytes a row) is read in id order, then
+    /// the item ids through their covering index, so that the rows themselves are not read.
     public func computeLedgerDigest(key: LedgerKey) throws(KeychainError) -> LedgerDigest {
         var digest = LedgerDigest()
         do {
-            let statement = try database.statement(
-                "SELECT l.id, i.item_id, l.generation FROM ledger l LEFT JOIN items i ON i.id = l.id")
-            defer { statement.reset() }
-            while try statement.step() {
-                digest.add(
-                    rowID: statement.int64(0), itemID: statement.isNull(1) ? [] : statement.bytes(1),
-                    generation: statement.int64(2), key: key)
+            var ids: [Int64] = []
+            var generations: [Int64] = []
+            let ledger = try database.statement("SELECT id, generation FROM ledger ORDER BY id")
+            defer { ledger.reset() }
+            while try ledger.step() {
+                ids.append(ledger.int64(0))
+                generations.append(ledger.int64(1))
+            }
+            var matched = [Bool](repeating: false, count: ids.count)
+            let items = try database.statement("SELECT id, item_id FROM items")
+            defer { items.reset() }
+            while try items.step() {
+                // A row with no ledger entry is not in the ledger's set (it fails its own generation check).
+                let id = items.int64(0)
+                var low = 0
+                var high = ids.count
+                while low < high {
+                    let middle = (low + high) / 2
+                    if ids[middle] < id { low = middle + 1 } else { high = middle }
+                }
+                guard low < ids.count, ids[low] == id else { continue }
+                matched[low] = true
+                digest.add(rowID: id, itemID: items.bytes(1), generation: generations[low], key: key)
+            }
+            for index in ids.indices where !matched[index] {
+                digest.add(rowID: ids[index], itemID: [], generation: generations[index], key: key)
             }
         } catch {
             throw error.keychainError
