@@ -39,4 +39,42 @@ public struct StoreStatus: Sendable, Equatable {
     /// Idle seconds before auto-lock; nil when disabled.
     public var autoLockSeconds: Int?
     public var itemCounts: [Accessibility: Int]
+    /// What the open found of the generation ledger (embedded stores; through keyseald it is logged at start).
+    public var ledger = LedgerStatus()
+}
+
+/// The generation ledger as verified when the store was opened (docs/SECURITY-MODEL.md, "Tampering").
+public struct LedgerStatus: Sendable, Equatable {
+    /// The ledger buckets (row id modulo 128) whose recomputed digest differs from the authenticated record: their
+    /// items are refused with errSecDecode. Empty when the whole ledger verified.
+    public var refusedBuckets: [Int]
+    /// Entries the record counts that the file lacks (deleted items), over the refused buckets.
+    public var missingEntries: Int
+    /// Entries the file holds that the record does not count (items put back or added), over the refused buckets.
+    public var unexpectedEntries: Int
+    /// Why the record as a whole could not be used (missing or failed authentication): every bucket is refused.
+    public var recordProblem: String?
+
+    public init(
+        refusedBuckets: [Int] = [], missingEntries: Int = 0, unexpectedEntries: Int = 0, recordProblem: String? = nil
+    ) {
+        self.refusedBuckets = refusedBuckets
+        self.missingEntries = missingEntries
+        self.unexpectedEntries = unexpectedEntries
+        self.recordProblem = recordProblem
+    }
+
+    public var verified: Bool { refusedBuckets.isEmpty && recordProblem == nil }
+
+    /// One sentence for logs and status output.
+    public var summary: String {
+        if verified { return "the generation ledger verified" }
+        if let recordProblem { return "\(recordProblem): every item is refused (errSecDecode)" }
+        var parts = ["\(refusedBuckets.count) of \(LedgerDigest.bucketCount) ledger buckets failed verification"]
+        if missingEntries > 0 { parts.append("\(missingEntries) item\(missingEntries == 1 ? "" : "s") missing") }
+        if unexpectedEntries > 0 {
+            parts.append("\(unexpectedEntries) unexpected item\(unexpectedEntries == 1 ? "" : "s")")
+        }
+        return parts.joined(separator: ", ") + "; the items of those buckets are refused (errSecDecode)"
+    }
 }

@@ -28,6 +28,11 @@ final class KeychainEngine {
     private var closed = false
     /// Why a sealed secret in an older hardware format could not be sealed again (shown by `status`).
     private(set) var resealProblem: String?
+    /// What the open found of the generation ledger (``openLedger(key:)``).
+    private(set) var ledger = LedgerStatus()
+    /// Per ledger bucket, whether its items are refused (the bucket did not verify at open); empty when every
+    /// bucket verified, so that a lookup pays one test.
+    private var refusedBuckets: [Bool] = []
 
     static let persistentRefPrefix = Array("ksr1".utf8)
 
@@ -75,6 +80,7 @@ final class KeychainEngine {
                 var fresh = Keybag(
                     storeID: Data(storeID), backend: device.backendName, deviceIdentity: identity,
                     sealedDeviceSecret: try device.seal(ds))
+                fresh.ledgerVersion = 1
                 for accessibility in Accessibility.allCases where accessibility != .whenPasscodeSetThisDeviceOnly {
                     let kek = KeyDerivation.deviceKEK(deviceSecret: ds, accessibility: accessibility, storeID: storeID)
                     fresh.classKeys[accessibility.rawValue] = try ClassKey.generate(accessibility).wrapped(
@@ -87,8 +93,12 @@ final class KeychainEngine {
                 lockState = .unlocked
                 let encoded = fresh.encoded(macKey: macKey)
                 let itemStore = store
+                // The empty ledger's record goes with the keybag that says there is one.
+                itemStore.attachLedger(
+                    key: LedgerKey(KeyDerivation.ledgerKey(deviceSecret: ds, storeID: storeID)), record: LedgerDigest())
                 try itemStore.transaction { () throws(KeychainError) in
                     try itemStore.saveKeybag(body: encoded.body, mac: encoded.mac)
+                    try itemStore.writeLedgerRecord()
                 }
             }
             indexKey = IndexKey(KeyDerivation.indexKey(deviceSecret: deviceSecret, storeID: storeID))
@@ -102,6 +112,7 @@ final class KeychainEngine {
                 classKeys[accessibility] = try ClassKey.unwrap(
                     wrapped, by: kek, accessibility: accessibility, storeID: storeID)
             }
+            try openLedger(key: LedgerKey(KeyDerivation.ledgerKey(deviceSecret: deviceSecret, storeID: storeID)))
             try resealDeviceSecretIfNeeded()
         } catch {
             cleanup.reversed().forEach { $0() }
@@ -124,6 +135,55 @@ final class KeychainEngine {
             return
         }
         try store.checkpoint()
+    }
+
+    /// Verifies the generation ledger: one scan recomputes each bucket's digest, which must equal the record's
+    /// (authenticated under K_L). A bucket that differs has its items refused with errSecDecode; a record that is
+    /// missing or fails authentication (while the keybag says there is one) refuses every bucket. Nothing is
+    /// deleted or rewritten: ``ledger`` says what failed. A store from before the record (the keybag does not mark
+    /// one) gets it now, computed from the file, with the keybag marking it, in one transaction.
+    private func openLedger(key: LedgerKey) throws {
+        let actual = try store.computeLedgerDigest(key: key)
+        guard keybag.ledgerVersion != nil else {
+            let saved = keybag
+            keybag.ledgerVersion = 1
+            store.attachLedger(key: key, record: actual)
+            do {
+                try store.transaction { () throws(KeychainError) in
+                    try store.writeLedgerRecord()
+                    try saveKeybag()
+                }
+            } catch {
+                keybag = saved
+                throw error
+            }
+            return
+        }
+        let record: LedgerDigest
+        do {
+            guard let stored = try store.loadLedgerRecord() else {
+                throw KeychainError(KeychainStatus.decode, "the ledger record is missing")
+            }
+            record = try LedgerDigest.decode(body: stored.body, mac: stored.mac, key: key)
+        } catch let error as KeychainError where error.status == KeychainStatus.decode {
+            ledger = LedgerStatus(
+                refusedBuckets: Array(0..<LedgerDigest.bucketCount), recordProblem: error.message)
+            refusedBuckets = Array(repeating: true, count: LedgerDigest.bucketCount)
+            return
+        }
+        store.attachLedger(key: key, record: record)
+        let differing = record.differingBuckets(from: actual)
+        guard !differing.isEmpty else { return }
+        var status = LedgerStatus(refusedBuckets: differing)
+        refusedBuckets = Array(repeating: false, count: LedgerDigest.bucketCount)
+        for bucket in differing {
+            refusedBuckets[bucket] = true
+            let recorded = Int(record.counts[bucket])
+            let found = Int(actual.counts[bucket])
+            status.missingEntries += max(0, recorded - found)
+            status.unexpectedEntries += max(0, found - recorded)
+        }
+        ledger = status
     }
 
     private static func prepareDirectory(_ directory: URL) throws {
@@ -217,7 +277,7 @@ final class KeychainEngine {
         lockState = .unlocked
     }
 
-    private func saveKeybag() throws(KeychainError) {
+    func saveKeybag() throws(KeychainError) {
         keybag.generation += 1
         let encoded = keybag.encoded(macKey: macKey)
         try store.saveKeybag(body: encoded.body, mac: encoded.mac)
@@ -473,7 +533,7 @@ final class KeychainEngine {
             lockState: lockState, passcodeSet: passcodeSet, device: device, failedAttempts: keybag.failedAttempts,
             triesLeft: device.hardwareTriesLeft,
             nextTryAt: wait > 0 ? configuration.clock().addingTimeInterval(TimeInterval(wait)) : nil,
-            autoLockSeconds: keybag.autoLockSeconds, itemCounts: counts)
+            autoLockSeconds: keybag.autoLockSeconds, itemCounts: counts, ledger: ledger)
     }
 
     // MARK: - SecItem
@@ -683,7 +743,7 @@ final class KeychainEngine {
         var records: [ItemRecord] = []
         try store.forEachRowInPlace(primaryKeyDigest: digest) { row throws(KeychainError) -> Bool in
             let key = try requireClassKey(Self.accessibility(code: row.accessibility))
-            try Self.checkLedger(generation: row.generation, ledgerGeneration: row.ledgerGeneration)
+            try checkLedger(rowID: row.id, generation: row.generation, ledgerGeneration: row.ledgerGeneration)
             let group = row.accessGroup
             guard row.itemClass == query.itemClass.rawValue, caller.holds(group),
                 query.accessGroup == nil || query.accessGroup == group
@@ -707,14 +767,21 @@ final class KeychainEngine {
         return try AttributeCodec.decode(plain)
     }
 
-    /// An older copy of a row put back in place carries an older generation than the ledger records.
+    /// An older copy of a row put back in place carries an older generation than the ledger records; a row whose
+    /// ledger bucket did not verify at open is refused whatever it carries.
     func checkLedger(_ row: ItemRow) throws(KeychainError) {
-        try Self.checkLedger(generation: row.generation, ledgerGeneration: row.ledgerGeneration)
+        try checkLedger(rowID: row.id, generation: row.generation, ledgerGeneration: row.ledgerGeneration)
     }
 
-    static func checkLedger(generation: Int64, ledgerGeneration: Int64?) throws(KeychainError) {
+    func checkLedger(rowID: Int64, generation: Int64, ledgerGeneration: Int64?) throws(KeychainError) {
         guard ledgerGeneration == generation else {
             throw KeychainError(KeychainStatus.decode, "an item failed its generation check (rolled back or edited)")
+        }
+        if !refusedBuckets.isEmpty, refusedBuckets[LedgerDigest.bucket(rowID: rowID)] {
+            throw KeychainError(
+                KeychainStatus.decode,
+                "an item is in a part of the generation ledger that failed verification at open (an item was rolled "
+                    + "back, deleted or edited in the file)")
         }
     }
 

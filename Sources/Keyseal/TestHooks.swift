@@ -1,6 +1,7 @@
 import FoundationEssentials
 import Glibc
 import KeysealCore
+import KeysealStore
 
 /// Hooks for the package's own tests (not part of the public API).
 package enum KeychainStoreTestHooks {
@@ -13,5 +14,18 @@ package enum KeysealBenchHooks {
     /// Runs Argon2id as an unlock does, so that its cost can be shown apart from the hardware's.
     package static func deriveArgon2id(passcode: String, salt: Data, parameters: Argon2Parameters) throws {
         _ = try Argon2id.derive(SecretBytes(utf8: passcode), salt: salt, parameters: parameters)
+    }
+}
+
+extension KeychainStore {
+    /// Makes the keybag of an embedded store mark no ledger record, as the code before the record wrote it (tests of
+    /// the upgrade also drop the record's table and schema version).
+    package func unmarkLedgerForTests() throws { try withEngine { try $0.unmarkLedgerForTests() } }
+}
+
+extension KeychainEngine {
+    func unmarkLedgerForTests() throws {
+        keybag.ledgerVersion = nil
+        try store.transaction { () throws(KeychainError) in try saveKeybag() }
     }
 }

@@ -170,7 +170,13 @@ package enum WireMapping {
             detail: status.device.detail, hardwareTriesLeft: status.device.hardwareTriesLeft,
             lockoutRetrySeconds: status.device.lockoutRetrySeconds, failedAttempts: status.failedAttempts,
             triesLeft: status.triesLeft, nextTryAt: status.nextTryAt?.timeIntervalSince1970,
-            autoLockSeconds: status.autoLockSeconds, itemCounts: counts)
+            autoLockSeconds: status.autoLockSeconds, itemCounts: counts,
+            ledger: includeCounts && !status.ledger.verified
+                ? WireLedgerStatus(
+                    refusedBuckets: status.ledger.refusedBuckets, missingEntries: status.ledger.missingEntries,
+                    unexpectedEntries: status.ledger.unexpectedEntries, recordProblem: status.ledger.recordProblem,
+                    summary: status.ledger.summary)
+                : nil)
     }
 
     package static func status(_ wire: WireStoreStatus) -> StoreStatus {
@@ -186,7 +192,12 @@ package enum WireMapping {
                 hardwareTriesLeft: wire.hardwareTriesLeft, lockoutRetrySeconds: wire.lockoutRetrySeconds),
             failedAttempts: wire.failedAttempts, triesLeft: wire.triesLeft,
             nextTryAt: wire.nextTryAt.map { Date(timeIntervalSince1970: $0) }, autoLockSeconds: wire.autoLockSeconds,
-            itemCounts: counts)
+            itemCounts: counts,
+            ledger: wire.ledger.map {
+                LedgerStatus(
+                    refusedBuckets: $0.refusedBuckets, missingEntries: $0.missingEntries,
+                    unexpectedEntries: $0.unexpectedEntries, recordProblem: $0.recordProblem)
+            } ?? LedgerStatus())
     }
 
     package static func wire(_ error: KeychainError) -> WireError {

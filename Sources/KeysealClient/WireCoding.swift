@@ -856,6 +856,14 @@ extension WireResponse {
                 writer.shortString(code)
                 writer.int(count)
             }
+            writer.optional(status.ledger) { writer, ledger in
+                writer.u16(UInt16(clamping: ledger.refusedBuckets.count))
+                for bucket in ledger.refusedBuckets.prefix(Int(UInt16.max)) { writer.u16(UInt16(clamping: bucket)) }
+                writer.int(ledger.missingEntries)
+                writer.int(ledger.unexpectedEntries)
+                writer.optional(ledger.recordProblem) { $0.string($1) }
+                writer.string(ledger.summary)
+            }
         case .lockState(let state):
             writer.u8(ResponseKind.lockState.rawValue)
             writer.u8(state.rawValue)
@@ -944,12 +952,22 @@ extension WireResponse {
                 let code = try reader.shortString()
                 counts[code] = try reader.int()
             }
+            let ledger = try reader.optional { r throws(WireError) -> WireLedgerStatus in
+                var buckets: [Int] = []
+                for _ in 0..<Int(try r.u16()) { buckets.append(Int(try r.u16())) }
+                let missing = try r.int()
+                let unexpected = try r.int()
+                let problem = try r.optional { r throws(WireError) in try r.string() }
+                return WireLedgerStatus(
+                    refusedBuckets: buckets, missingEntries: missing, unexpectedEntries: unexpected,
+                    recordProblem: problem, summary: try r.string())
+            }
             response = .status(
                 WireStoreStatus(
                     lockState: state, passcodeSet: passcodeSet, backend: backend, hardwareBacked: hardwareBacked,
                     guessingHardwareLimited: limited, detail: detail, hardwareTriesLeft: hardwareTries,
                     lockoutRetrySeconds: lockoutRetry, failedAttempts: failed, triesLeft: tries, nextTryAt: next,
-                    autoLockSeconds: autoLock, itemCounts: counts))
+                    autoLockSeconds: autoLock, itemCounts: counts, ledger: ledger))
         case .lockState: response = .lockState(try reader.lockState())
         case .message: response = .message(try reader.optional { r throws(WireError) in try r.string() })
         case .settings:

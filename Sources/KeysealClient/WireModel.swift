@@ -256,12 +256,15 @@ public struct WireStoreStatus: Sendable, Hashable {
     public var autoLockSeconds: Int?
     /// Item counts by stored accessibility code; empty for clients that are not administrators.
     public var itemCounts: [String: Int]
+    /// What the daemon's open found of the generation ledger; nil when it verified, and for clients that are not
+    /// administrators.
+    public var ledger: WireLedgerStatus?
 
     public init(
         lockState: WireLockState, passcodeSet: Bool, backend: String, hardwareBacked: Bool,
         guessingHardwareLimited: Bool, detail: String, hardwareTriesLeft: Int? = nil, lockoutRetrySeconds: Int? = nil,
         failedAttempts: Int = 0, triesLeft: Int? = nil, nextTryAt: Double? = nil, autoLockSeconds: Int? = nil,
-        itemCounts: [String: Int] = [:]
+        itemCounts: [String: Int] = [:], ledger: WireLedgerStatus? = nil
     ) {
         self.lockState = lockState
         self.passcodeSet = passcodeSet
@@ -276,6 +279,29 @@ public struct WireStoreStatus: Sendable, Hashable {
         self.nextTryAt = nextTryAt
         self.autoLockSeconds = autoLockSeconds
         self.itemCounts = itemCounts
+        self.ledger = ledger
+    }
+}
+
+/// The generation ledger's failures at open (`LedgerStatus` in the library).
+public struct WireLedgerStatus: Sendable, Hashable {
+    /// The buckets whose items are refused.
+    public var refusedBuckets: [Int]
+    public var missingEntries: Int
+    public var unexpectedEntries: Int
+    /// Why the record as a whole could not be used.
+    public var recordProblem: String?
+    /// The library's one-sentence summary.
+    public var summary: String
+
+    public init(
+        refusedBuckets: [Int], missingEntries: Int, unexpectedEntries: Int, recordProblem: String?, summary: String
+    ) {
+        self.refusedBuckets = refusedBuckets
+        self.missingEntries = missingEntries
+        self.unexpectedEntries = unexpectedEntries
+        self.recordProblem = recordProblem
+        self.summary = summary
     }
 }
 

@@ -61,6 +61,9 @@ public struct Keybag: Codable, Sendable, Equatable {
     public var autoLockSeconds: Int?
     /// Incremented on every write of the keybag.
     public var generation: Int64
+    /// Set (to 1) once the store keeps an authenticated ledger record (LedgerDigest): from then on a missing or
+    /// failing record is tampering, not an older store to upgrade. Absent in keybags written before it existed.
+    public var ledgerVersion: Int?
 
     public static let currentVersion = 1
 
@@ -76,6 +79,7 @@ public struct Keybag: Codable, Sendable, Equatable {
         self.lastAttemptAt = nil
         self.autoLockSeconds = 300
         self.generation = 0
+        self.ledgerVersion = nil
     }
 
     /// The stored form: a JSON body and its MAC.

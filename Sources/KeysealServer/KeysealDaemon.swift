@@ -95,6 +95,11 @@ public final class KeysealDaemon: Sendable {
             throw error
         }
         self.swtpm = swtpm
+        if let ledger = try? store.status().ledger, !ledger.verified {
+            logger.warning(
+                "the store's generation ledger failed verification",
+                metadata: ["store.path": "\(store.location)", "ledger": "\(ledger.summary)"])
+        }
     }
 
     /// One event loop serves every connection: the engine answers one call at a time anyway, and a second loop

@@ -87,7 +87,7 @@ enum BindValue {
 
 /// The SQLite store of a keychain: schema, migrations, keybag and item rows. Not thread-safe.
 public final class ItemStore {
-    public static let schemaVersion = 1
+    public static let schemaVersion = 3
     public static let databaseName = "keyseal.db"
 
     public let database: Database
@@ -171,6 +171,10 @@ public final class ItemStore {
             SELECT i.id, l.generation FROM items i JOIN ledger l ON l.item_id = i.item_id;
         DROP TABLE ledger;
         ALTER TABLE ledger_by_row RENAME TO ledger;
+        """,
+        // 3: the ledger's authenticated record (LedgerDigest), written by the engine at the first open that has DS.
+        """
+        CREATE TABLE ledger_record(id INTEGER PRIMARY KEY CHECK (id = 1), body BLOB NOT NULL, mac BLOB NOT NULL);
         """,
     ]
 
@@ -520,6 +524,10 @@ public final class ItemStore {
             try statement.run()
             let id = sqlite3LastInsertRowID()
             try writeLedger(id: id, generation: row.generation)
+            if let ledgerKey {
+                ledgerRecord.add(rowID: id, itemID: row.itemID, generation: row.generation, key: ledgerKey)
+                ledgerDirty = true
+            }
             hints.set(row.primaryKeyDigest, rowID: id)
             return id
         } catch {
@@ -536,10 +544,15 @@ public final class ItemStore {
             let assignments = columns.enumerated().map { "\($1) = ?\($0 + 1)" }.joined(separator: ", ")
             let statement = try database.statement(
                 "UPDATE items SET \(assignments) WHERE id = ?\(columns.count + 1)")
+            try removeLedgerLeaf(id: row.id)
             try bindRow(row, to: statement)
             try statement.bind(Int32(columns.count + 1), row.id)
             try statement.run()
             try writeLedger(id: row.id, generation: row.generation)
+            if let ledgerKey {
+                ledgerRecord.add(rowID: row.id, itemID: row.itemID, generation: row.generation, key: ledgerKey)
+                ledgerDirty = true
+            }
             hints.set(row.primaryKeyDigest, rowID: row.id)
         } catch {
             throw error.keychainError
@@ -548,6 +561,7 @@ public final class ItemStore {
 
     public func delete(_ row: ItemRow) throws(KeychainError) {
         do {
+            try removeLedgerLeaf(id: row.id)
             let statement = try database.statement("DELETE FROM items WHERE id = ?1")
             try statement.bind(1, row.id)
             try statement.run()
@@ -580,6 +594,110 @@ public final class ItemStore {
         try statement.bind(1, id)
         try statement.bind(2, generation)
         try statement.run()
+    }
+
+    // MARK: Ledger record
+
+    /// K_L once the engine has attached the ledger (``attachLedger(key:record:)``); nil before, or when the stored
+    /// record could not be used (then nothing is maintained or written, so nothing is ever re-authenticated).
+    private var ledgerKey: LedgerKey?
+    /// The ledger record as this store keeps it current: every insert, update and delete XORs out the leaf the file
+    /// held and XORs in the one it writes; ``transaction(_:)`` writes it before committing.
+    public private(set) var ledgerRecord = LedgerDigest()
+    private var ledgerDirty = false
+
+    /// From now on keeps `record` current with every write, and writes it at the end of each transaction that
+    /// changed it.
+    public func attachLedger(key: LedgerKey, record: LedgerDigest) {
+        ledgerKey = key
+        ledgerRecord = record
+        ledgerDirty = false
+    }
+
+    /// The set digest of the ledger as the file holds it: one leaf per ledger entry (row id, the item id of the row
+    /// with that id, or none, and the entry's generation). The ledger (a few bytes a row) is read in id order, then
+    /// the item ids through their covering index, so that the rows themselves are not read.
+    public func computeLedgerDigest(key: LedgerKey) throws(KeychainError) -> LedgerDigest {
+        var digest = LedgerDigest()
+        do {
+            var ids: [Int64] = []
+            var generations: [Int64] = []
+            let ledger = try database.statement("SELECT id, generation FROM ledger ORDER BY id")
+            defer { ledger.reset() }
+            while try ledger.step() {
+                ids.append(ledger.int64(0))
+                generations.append(ledger.int64(1))
+            }
+            var matched = [Bool](repeating: false, count: ids.count)
+            let items = try database.statement("SELECT id, item_id FROM items")
+            defer { items.reset() }
+            while try items.step() {
+                // A row with no ledger entry is not in the ledger's set (it fails its own generation check).
+                let id = items.int64(0)
+                var low = 0
+                var high = ids.count
+                while low < high {
+                    let middle = (low + high) / 2
+                    if ids[middle] < id { low = middle + 1 } else { high = middle }
+                }
+                guard low < ids.count, ids[low] == id else { continue }
+                matched[low] = true
+                digest.add(rowID: id, itemID: items.bytes(1), generation: generations[low], key: key)
+            }
+            for index in ids.indices where !matched[index] {
+                digest.add(rowID: ids[index], itemID: [], generation: generations[index], key: key)
+            }
+        } catch {
+            throw error.keychainError
+        }
+        return digest
+    }
+
+    public func loadLedgerRecord() throws(KeychainError) -> (body: Data, mac: Data)? {
+        do {
+            let statement = try database.statement("SELECT body, mac FROM ledger_record WHERE id = 1")
+            defer { statement.reset() }
+            guard try statement.step() else { return nil }
+            return (statement.blob(0) ?? Data(), statement.blob(1) ?? Data())
+        } catch {
+            throw error.keychainError
+        }
+    }
+
+    /// Writes the ledger record now (inside a transaction); nothing when no ledger is attached.
+    public func writeLedgerRecord() throws(KeychainError) {
+        guard let ledgerKey else { return }
+        let encoded = ledgerRecord.encoded(key: ledgerKey)
+        do {
+            let statement = try database.statement(
+                key: "ledger-record",
+                sql: {
+                    "INSERT INTO ledger_record(id, body, mac) VALUES (1, ?1, ?2) "
+                        + "ON CONFLICT(id) DO UPDATE SET body = ?1, mac = ?2"
+                })
+            try statement.bind(1, encoded.body)
+            try statement.bind(2, encoded.mac)
+            try statement.run()
+        } catch {
+            throw error.keychainError
+        }
+        ledgerDirty = false
+    }
+
+    /// XORs out of the record the leaf the file holds for row `id` (its ledger entry and its row's item id), as
+    /// ``computeLedgerDigest(key:)`` counts it.
+    private func removeLedgerLeaf(id: Int64) throws(SQLiteError) {
+        guard let ledgerKey else { return }
+        let statement = try database.statement(
+            key: "ledger-leaf",
+            sql: { "SELECT l.generation, i.item_id FROM ledger l LEFT JOIN items i ON i.id = l.id WHERE l.id = ?1" })
+        defer { statement.reset() }
+        try statement.bind(1, id)
+        guard try statement.step() else { return }
+        ledgerRecord.remove(
+            rowID: id, itemID: statement.isNull(1) ? [] : statement.bytes(1), generation: statement.int64(0),
+            key: ledgerKey)
+        ledgerDirty = true
     }
 
     private func sqlite3LastInsertRowID() -> Int64 { database.lastInsertRowID }
@@ -657,14 +775,21 @@ public final class ItemStore {
     }
 
     /// Runs `body` in one transaction; SQLite failures become keychain statuses.
+    /// The ledger record, when a write changed it, is written in the same transaction; a transaction that rolls
+    /// back restores it.
     public func transaction<T>(_ body: () throws(KeychainError) -> T) throws(KeychainError) -> T {
+        let savedLedger = ledgerRecord
         do {
-            return try database.transaction { () throws -> T in try body() }
-        } catch let error as KeychainError {
-            throw error
-        } catch let error as SQLiteError {
-            throw error.keychainError
+            return try database.transaction { () throws -> T in
+                let result = try body()
+                if ledgerDirty { try writeLedgerRecord() }
+                return result
+            }
         } catch {
+            ledgerRecord = savedLedger
+            ledgerDirty = false
+            if let error = error as? KeychainError { throw error }
+            if let error = error as? SQLiteError { throw error.keychainError }
             throw KeychainError(KeychainStatus.io, "\(error)")
         }
     }

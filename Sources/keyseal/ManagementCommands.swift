@@ -45,6 +45,16 @@ struct StatusCommand: ClientCommand {
                 ("retryAfterSeconds", (wait.flatMap { $0 > 0 ? $0 : nil } ?? status.lockoutRetrySeconds).map { .int(Int64($0)) } ?? .null),
             ]
             members.append(("items", .object(counts.map { ($0.0, .int(Int64($0.1))) })))
+            if let ledger = status.ledger {
+                members.append(
+                    ("ledger",
+                        .object([
+                            ("refusedBuckets", .array(ledger.refusedBuckets.map { .int(Int64($0)) })),
+                            ("missingItems", .int(Int64(ledger.missingEntries))),
+                            ("unexpectedItems", .int(Int64(ledger.unexpectedEntries))),
+                            ("summary", .string(ledger.summary)),
+                        ])))
+            }
             Console.out(JSON.object(members).rendered)
             return
         }
@@ -70,6 +80,7 @@ struct StatusCommand: ClientCommand {
         if !counts.isEmpty {
             Console.out("items:            " + counts.map { "\($0.0) \($0.1)" }.joined(separator: ", "))
         }
+        if let ledger = status.ledger { Console.out("ledger:           \(ledger.summary)") }
     }
 }
 

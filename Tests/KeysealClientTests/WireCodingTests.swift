@@ -130,6 +130,13 @@ struct WireCodingTests {
             .message("no passcode is set"), .message(nil), .settings(WireSettings(autoLockSeconds: nil)),
             .lockStateChanged(.unlocked),
             .failure(WireError(status: -25293, message: "wrong passcode", retryAfterSeconds: 60, triesLeft: 2)),
+            .status(
+                WireStoreStatus(
+                    lockState: .unlocked, passcodeSet: false, backend: "host-key", hardwareBacked: false,
+                    guessingHardwareLimited: false, detail: "",
+                    ledger: WireLedgerStatus(
+                        refusedBuckets: [1, 127], missingEntries: 1, unexpectedEntries: 0, recordProblem: nil,
+                        summary: "2 of 128 ledger buckets failed verification"))),
         ]
         for response in responses {
             #expect(try Self.roundTrip(response) == response)

@@ -96,6 +96,29 @@ struct CLIScenarioTests {
         #expect(try cli("find-generic-password", "-a", "ck", "-w").stdoutText == "after\n")
     }
 
+    @Test("an item deleted from the file with its ledger entry is reported by status and in keyseald's log")
+    func deletedItemIsReported() throws {
+        let daemon = try DaemonFixture(.hostKey)
+        defer { daemon.remove() }
+        let cli = CLI(socket: daemon.socketPath)
+        try cli("add-generic-password", "-a", "alice", "-s", "web", "-w", "one")
+        try cli("add-generic-password", "-a", "bob", "-s", "web", "-w", "two")
+        #expect(try CLI.json(try cli("--json", "status"))["ledger"] == nil)
+        daemon.stop()
+        let database = daemon.storeDirectory.appendingPathComponent("keyseal.db").path
+        let edit = try runProcess(
+            try requireTool("sqlite3", package: "sqlite3"),
+            [database, "DELETE FROM ledger WHERE id = (SELECT max(id) FROM items); DELETE FROM items WHERE id = (SELECT max(id) FROM items);"])
+        #expect(edit.status == 0, "\(edit.stderrText)")
+        try daemon.start()
+        let status = try cli("status")
+        #expect(status.stdoutText.contains("ledger:           1 of 128 ledger buckets failed verification, 1 item missing"))
+        let ledger = try #require(try CLI.json(try cli("--json", "status"))["ledger"] as? [String: Any])
+        #expect(ledger["missingItems"] as? Int == 1)
+        #expect(daemon.log_().contains("generation ledger failed verification"))
+        #expect(try cli("find-generic-password", "-a", "alice", "-w").stdoutText == "one\n")
+    }
+
     @Test("duplicate exits 45; -U changes only what is given; delete, then delete again exits 44", arguments: backends)
     func upsertAndDelete(backend: DaemonFixture.Backend) throws {
         let daemon = try DaemonFixture(backend)

@@ -192,3 +192,148 @@ struct TamperTests {
         #expect(error?.message.contains("newer Keyseal") == true)
     }
 }
+
+/// docs/SECURITY-MODEL.md, "Tampering": the generation ledger is authenticated (a record under K_L, by bucket of row
+/// ids), so that an item's older row put back with its older ledger entry, or an item deleted with its entry, is
+/// caught at open — and only the items of the bucket concerned are refused.
+@Suite("Tamper detection: the authenticated ledger")
+struct LedgerTamperTests {
+    let tamper = TamperTests()
+
+    /// Saves row a and its ledger entry, updates a, then puts both back (closed store).
+    func replayA(_ fixture: StoreFixture) throws {
+        try fixture.sql(
+            """
+            CREATE TABLE saved_item AS SELECT * FROM items WHERE id = (SELECT min(id) FROM items);
+            CREATE TABLE saved_ledger AS SELECT * FROM ledger WHERE id = (SELECT id FROM saved_item);
+            """)
+        try fixture.reopen()
+        try fixture.store.update(.password(service: "svc-a", account: "a"), with: ItemChanges(data: Data("newer".utf8)))
+        fixture.close()
+        try fixture.sql(
+            """
+            DELETE FROM items WHERE id = (SELECT id FROM saved_item);
+            DELETE FROM ledger WHERE id = (SELECT id FROM saved_item);
+            INSERT INTO items SELECT * FROM saved_item;
+            INSERT INTO ledger SELECT * FROM saved_ledger;
+            DROP TABLE saved_item;
+            DROP TABLE saved_ledger;
+            """)
+        try fixture.reopen()
+    }
+
+    @Test func olderRowPutBackWithItsLedgerEntryIsDetected() throws {
+        let fixture = try tamper.makeFixture()
+        defer { fixture.remove() }
+        try replayA(fixture)
+        #expect(tamper.find(fixture, "a") == KeychainStatus.decode)
+        #expect(tamper.find(fixture, "a", returns: [.data, .attributes]) == KeychainStatus.decode)
+        try tamper.expectOthersIntact(fixture)
+    }
+
+    @Test func replayIsReportedInTheStatus() throws {
+        let fixture = try tamper.makeFixture()
+        defer { fixture.remove() }
+        let a = try #require(Int64(try tamper.id(fixture, rank: 0)))
+        try fixture.reopen()
+        #expect(try fixture.store.status().ledger.verified)
+        fixture.close()
+        try replayA(fixture)
+        let ledger = try fixture.store.status().ledger
+        #expect(ledger.refusedBuckets == [LedgerDigest.bucket(rowID: a)])
+        #expect(ledger.missingEntries == 0 && ledger.unexpectedEntries == 0)
+    }
+
+    @Test func deletedRowWithItsLedgerEntryIsReported() throws {
+        let fixture = try tamper.makeFixture()
+        defer { fixture.remove() }
+        let b = try tamper.id(fixture, rank: 1)
+        try fixture.sql("DELETE FROM items WHERE id = \(b); DELETE FROM ledger WHERE id = \(b);")
+        try fixture.reopen()
+        let ledger = try fixture.store.status().ledger
+        #expect(ledger.refusedBuckets == [LedgerDigest.bucket(rowID: try #require(Int64(b)))])
+        #expect(ledger.missingEntries == 1)
+        #expect(ledger.summary.contains("1 item missing"))
+        #expect(tamper.find(fixture, "b") == KeychainStatus.itemNotFound)
+        try tamper.expectOthersIntact(fixture)
+    }
+
+    @Test func editedLedgerGenerationIsDetected() throws {
+        let fixture = try tamper.makeFixture()
+        defer { fixture.remove() }
+        let a = try tamper.id(fixture, rank: 0)
+        // The row and its entry moved forward together: the row fails its authentication, the entry the record.
+        try fixture.sql("UPDATE ledger SET generation = generation + 1 WHERE id = \(a)")
+        try fixture.reopen()
+        #expect(tamper.find(fixture, "a") == KeychainStatus.decode)
+        #expect(try fixture.store.status().ledger.refusedBuckets == [LedgerDigest.bucket(rowID: try #require(Int64(a)))])
+        try tamper.expectOthersIntact(fixture)
+    }
+
+    /// Only the replayed item's bucket is refused: an item of the same bucket too, the items of other buckets not.
+    @Test func onlyTheBucketOfTheReplayedItemIsRefused() throws {
+        let fixture = try tamper.makeFixture()
+        defer { fixture.remove() }
+        try fixture.reopen()
+        // Rows 4 … 4 + bucketCount - 1: the last shares a's bucket.
+        try fixture.store.addBatch(
+            (0..<LedgerDigest.bucketCount).map { NewItem.password(service: "svc-n", account: "n\($0)", secret: "s\($0)") })
+        fixture.close()
+        let a = try #require(Int64(try tamper.id(fixture, rank: 0)))
+        let sameBucket = try fixture.sql(
+            "SELECT count(*) FROM items WHERE id != \(a) AND id % \(LedgerDigest.bucketCount) = \(a % Int64(LedgerDigest.bucketCount))")
+        #expect(sameBucket == "1")
+        try replayA(fixture)
+        #expect(tamper.find(fixture, "a") == KeychainStatus.decode)
+        let sharer = "n\(LedgerDigest.bucketCount - 3)"  // row 4 + 125 = 129 = 1 + 128
+        #expect(
+            status { _ = try fixture.store.copyMatching(.password(service: "svc-n", account: sharer, returns: .data)) }
+                == KeychainStatus.decode)
+        try tamper.expectOthersIntact(fixture)
+        let other = try fixture.store.copyMatching(.password(service: "svc-n", account: "n0", returns: .data))
+        #expect(other.first?.data == Data("s0".utf8))
+        // Writes keep the record current: after an add and a delete elsewhere, the same bucket alone is refused.
+        _ = try fixture.store.add(.password(service: "svc-n", account: "later", secret: "later"))
+        try fixture.store.delete(.password(service: "svc-n", account: "n1"))
+        try fixture.reopen()
+        #expect(try fixture.store.status().ledger.refusedBuckets == [LedgerDigest.bucket(rowID: a)])
+        let later = try fixture.store.copyMatching(.password(service: "svc-n", account: "later", returns: .data))
+        #expect(later.first?.data == Data("later".utf8))
+    }
+
+    @Test func editedOrMissingLedgerRecordRefusesEveryItem() throws {
+        for edit in [
+            "UPDATE ledger_record SET body = CAST(substr(body, 1, 10) || x'ff' || substr(body, 12) AS BLOB)",
+            "DELETE FROM ledger_record",
+        ] {
+            let fixture = try tamper.makeFixture()
+            defer { fixture.remove() }
+            try fixture.sql(edit)
+            try fixture.reopen()
+            let ledger = try fixture.store.status().ledger
+            #expect(ledger.recordProblem != nil, "\(edit)")
+            #expect(ledger.refusedBuckets.count == LedgerDigest.bucketCount)
+            #expect(tamper.find(fixture, "c") == KeychainStatus.decode)
+        }
+    }
+
+    /// A store written before the ledger record (schema 2, a keybag that marks none) gets its record at the first
+    /// open, and from then on a replay is caught.
+    @Test func storeFromBeforeTheRecordIsUpgraded() throws {
+        let fixture = try tamper.makeFixture()
+        defer { fixture.remove() }
+        try fixture.reopen()
+        try fixture.store.unmarkLedgerForTests()
+        fixture.close()
+        try fixture.sql("DROP TABLE ledger_record; DELETE FROM schema_version WHERE version = 3;")
+        try fixture.reopen()
+        #expect(try fixture.store.status().ledger.verified)
+        try tamper.expectOthersIntact(fixture)
+        fixture.close()
+        #expect(try fixture.sql("SELECT max(version) FROM schema_version") == "3")
+        #expect(try fixture.sql("SELECT count(*) FROM ledger_record") == "1")
+        #expect(try fixture.sql("SELECT instr(CAST(body AS TEXT), '\"ledgerVersion\":1') > 0 FROM keybag") == "1")
+        try replayA(fixture)
+        #expect(tamper.find(fixture, "a") == KeychainStatus.decode)
+    }
+}
