@@ -126,7 +126,9 @@ struct PasscodeCommand: ParsableCommand {
         abstract: "Set, change or remove the passcode.",
         discussion: """
             Passcodes are prompted for on the terminal without echo (new ones twice), or read from standard input \
-            with --passcode-stdin, one per line. Any non-empty string is a passcode. The store is unlocked afterwards.
+            with --passcode-stdin, one per line. A new passcode needs at least 6 characters and must not be one \
+            character repeated, a straight run (123456, abcdef) or one of the most common choices; \
+            --allow-weak-passcode takes it anyway. The store is unlocked afterwards.
             """,
         subcommands: [Set.self, Change.self, Remove.self])
 
@@ -138,9 +140,12 @@ struct PasscodeCommand: ParsableCommand {
         @OptionGroup var global: GlobalOptions
         @Flag(name: .long, help: "Read the passcode from standard input (one line).")
         var passcodeStdin = false
+        @Flag(name: .long, help: "Take a new passcode that fails the strength floor (short, repeated, a straight run, common).")
+        var allowWeakPasscode = false
 
         func execute(_ client: DaemonClient) throws {
             let passcode = try SecretInput.passcode("new passcode", fromStandardInput: passcodeStdin, confirm: true)
+            try PasscodeCommand.checkStrength(passcode, allowWeak: allowWeakPasscode)
             _ = try client.send(.setPasscode(passcode))
             PasscodeCommand.report(json: global.json, passcodeSet: true, "passcode set; the store is unlocked")
         }
@@ -155,6 +160,8 @@ struct PasscodeCommand: ParsableCommand {
         @OptionGroup var global: GlobalOptions
         @Flag(name: .long, help: "Read the passcodes from standard input (current, then new; one per line).")
         var passcodeStdin = false
+        @Flag(name: .long, help: "Take a new passcode that fails the strength floor (short, repeated, a straight run, common).")
+        var allowWeakPasscode = false
 
         func execute(_ client: DaemonClient) throws {
             let old: WireSecret
@@ -166,6 +173,7 @@ struct PasscodeCommand: ParsableCommand {
                 old = try SecretInput.passcode("current passcode", fromStandardInput: false)
                 new = try SecretInput.passcode("new passcode", fromStandardInput: false, confirm: true)
             }
+            try PasscodeCommand.checkStrength(new, allowWeak: allowWeakPasscode)
             _ = try client.send(.changePasscode(old: old, new: new))
             PasscodeCommand.report(json: global.json, passcodeSet: true, "passcode changed; the store is unlocked")
         }
@@ -187,6 +195,12 @@ struct PasscodeCommand: ParsableCommand {
             _ = try client.send(.removePasscode(passcode))
             PasscodeCommand.report(json: global.json, passcodeSet: false, "passcode removed; the store stays unlocked")
         }
+    }
+
+    static func checkStrength(_ passcode: WireSecret, allowWeak: Bool) throws(CommandFailure) {
+        try SecretStrength.check(
+            passcode, what: "new passcode", minimum: SecretStrength.passcodeMinimum,
+            overrideFlag: "--allow-weak-passcode", allowWeak: allowWeak)
     }
 
     static func report(json: Bool, passcodeSet: Bool, _ sentence: String) {
