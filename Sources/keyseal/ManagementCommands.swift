@@ -60,12 +60,12 @@ struct StatusCommand: ClientCommand {
         Console.out("failed attempts:  \(status.failedAttempts)")
         if let triesLeft = status.triesLeft { Console.out("tries left:       \(triesLeft)") }
         if status.passcodeSet, let hardware = status.hardwareTriesLeft {
-            Console.out("hardware tries:   \(hardware) before the device locks out passcode tries")
+            Console.out("hardware tries:   \(hardware) before the TPM's last try, which Keyseal keeps in reserve")
         }
         if let wait, wait > 0 {
             Console.out("next try:         in \(WaitTime.describe(seconds: wait))")
         } else if let lockout = status.lockoutRetrySeconds {
-            Console.out("next try:         in \(WaitTime.describe(seconds: lockout)) (hardware lockout)")
+            Console.out("next try:         in \(WaitTime.describe(seconds: lockout)) (the TPM: its last try kept in reserve, or its lockout)")
         }
         if !counts.isEmpty {
             Console.out("items:            " + counts.map { "\($0.0) \($0.1)" }.joined(separator: ", "))
