@@ -254,7 +254,7 @@ _keyseal_passcode() {
 
 _keyseal_passcode_set() {
     repeating_flags=()
-    non_repeating_flags=(--json --passcode-stdin --version -h --help)
+    non_repeating_flags=(--json --passcode-stdin --allow-weak-passcode --version -h --help)
     repeating_options=()
     non_repeating_options=(--socket)
     __keyseal_offer_flags_options 0
@@ -269,7 +269,7 @@ _keyseal_passcode_set() {
 
 _keyseal_passcode_change() {
     repeating_flags=()
-    non_repeating_flags=(--json --passcode-stdin --version -h --help)
+    non_repeating_flags=(--json --passcode-stdin --allow-weak-passcode --version -h --help)
     repeating_options=()
     non_repeating_options=(--socket)
     __keyseal_offer_flags_options 0
@@ -317,7 +317,7 @@ _keyseal_settings() {
 
 _keyseal_add-generic-password() {
     repeating_flags=()
-    non_repeating_flags=(--json --password-stdin -U --version -h --help)
+    non_repeating_flags=(--json --password-stdin --hex-stdin -U --version -h --help)
     repeating_options=()
     non_repeating_options=(--socket -a -s -l -j -D -G -c -C --access-group -w -X --accessible)
     __keyseal_offer_flags_options 0
@@ -458,7 +458,7 @@ _keyseal_delete-generic-password() {
 
 _keyseal_add-internet-password() {
     repeating_flags=()
-    non_repeating_flags=(--json --password-stdin -U --version -h --help)
+    non_repeating_flags=(--json --password-stdin --hex-stdin -U --version -h --help)
     repeating_options=()
     non_repeating_options=(--socket -a -s -r -P -p -d -t -l -j -D -c -C --access-group -w -X --accessible)
     __keyseal_offer_flags_options 0
@@ -650,7 +650,7 @@ _keyseal_dump-keychain() {
 
 _keyseal_export() {
     repeating_flags=()
-    non_repeating_flags=(--json --passphrase-stdin --available-only --version -h --help)
+    non_repeating_flags=(--json --passphrase-stdin --available-only --allow-weak-passphrase --version -h --help)
     repeating_options=()
     non_repeating_options=(--socket --output)
     __keyseal_offer_flags_options 0

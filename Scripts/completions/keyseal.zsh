@@ -158,6 +158,7 @@ _keyseal_passcode_set() {
         '--socket[keyseald'\''s socket.]:path:'
         '--json[Print one JSON document on standard output.]'
         '--passcode-stdin[Read the passcode from standard input (one line).]'
+        '--allow-weak-passcode[Take a new passcode that fails the strength floor (short, repeated, a straight run, common).]'
         '--version[Show the version.]'
         '(-h --help)'{-h,--help}'[Show help information.]'
     )
@@ -172,6 +173,7 @@ _keyseal_passcode_change() {
         '--socket[keyseald'\''s socket.]:path:'
         '--json[Print one JSON document on standard output.]'
         '--passcode-stdin[Read the passcodes from standard input (current, then new; one per line).]'
+        '--allow-weak-passcode[Take a new passcode that fails the strength floor (short, repeated, a straight run, common).]'
         '--version[Show the version.]'
         '(-h --help)'{-h,--help}'[Show help information.]'
     )
@@ -225,7 +227,8 @@ _keyseal_add-generic-password() {
         '--access-group[Access group (default\: your first group).]:group:'
         '-w[The password. Other local users can read command lines\: prefer --password-stdin, or put -w last to be prompted.]:password:'
         '--password-stdin[Read the password from standard input (all of it, less one trailing newline).]'
-        '-X[The password in hexadecimal.]:hex:'
+        '-X[The password in hexadecimal. Other local users can read command lines\: prefer --hex-stdin.]:hex:'
+        '--hex-stdin[Read the password in hexadecimal from standard input (whitespace between digits is ignored).]'
         '--accessible[Accessibility class\: when-unlocked, after-first-unlock, always, when-unlocked-this-device-only, after-first-unlock-this-device-only, always-this-device-only, when-passcode-set-this-device-only; Apple'\''s constant names and stored codes work too.]:class:'
         '-U[Update the item if it exists.]'
         '--version[Show the version.]'
@@ -304,7 +307,8 @@ _keyseal_add-internet-password() {
         '--access-group[Access group (default\: your first group).]:group:'
         '-w[The password. Other local users can read command lines\: prefer --password-stdin, or put -w last to be prompted.]:password:'
         '--password-stdin[Read the password from standard input (all of it, less one trailing newline).]'
-        '-X[The password in hexadecimal.]:hex:'
+        '-X[The password in hexadecimal. Other local users can read command lines\: prefer --hex-stdin.]:hex:'
+        '--hex-stdin[Read the password in hexadecimal from standard input (whitespace between digits is ignored).]'
         '--accessible[Accessibility class\: when-unlocked, after-first-unlock, always, when-unlocked-this-device-only, after-first-unlock-this-device-only, always-this-device-only, when-passcode-set-this-device-only; Apple'\''s constant names and stored codes work too.]:class:'
         '-U[Update the item if it exists.]'
         '--version[Show the version.]'
@@ -393,6 +397,7 @@ _keyseal_export() {
         '--output[The backup file to write.]:file:'
         '--passphrase-stdin[Read the backup passphrase from standard input (one line).]'
         '--available-only[Leave out the items of locked classes instead of failing.]'
+        '--allow-weak-passphrase[Take a passphrase that fails the strength floor (short, repeated, a straight run, common).]'
         '--version[Show the version.]'
         '(-h --help)'{-h,--help}'[Show help information.]'
     )

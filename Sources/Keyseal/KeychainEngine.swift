@@ -308,6 +308,7 @@ final class KeychainEngine {
                     + (lockout > wait ? " (the hardware is in dictionary-attack lockout)" : ""),
                 retryAfterSeconds: retry, triesLeft: status?.hardwareTriesLeft)
         }
+        let before = (keybag.failedAttempts, keybag.lastAttemptAt)
         keybag.failedAttempts += 1
         keybag.lastAttemptAt = now.timeIntervalSince1970
         try store.transaction { () throws(KeychainError) in try saveKeybag() }
@@ -316,6 +317,12 @@ final class KeychainEngine {
         let passcodeSecret: SecretBytes
         do {
             passcodeSecret = try device.unsealWithPasscode(record.sealedSecret, authorization: passcodeKey)
+        } catch let error as KeychainError where error.notTried {
+            // The hardware refused before trying (its lockout, or the TPM's last try kept in reserve): no try was
+            // spent, so the attempt recorded above is taken back and the refusal is passed on as it is.
+            (keybag.failedAttempts, keybag.lastAttemptAt) = before
+            try store.transaction { () throws(KeychainError) in try saveKeybag() }
+            throw error
         } catch let error as KeychainError where error.status == KeychainStatus.authFailed {
             throw failedAttemptError(error)
         }
@@ -498,6 +505,14 @@ final class KeychainEngine {
             throw KeychainError(KeychainStatus.param, "only a TPM has a lockout authorization to set")
         }
         return try tpm.protectLockout()
+    }
+
+    /// Sets a random TPM lockout authorization after `keep` has put it somewhere durable.
+    func protectHardwareLockout(keeping keep: (SecretBytes) throws -> Void) throws {
+        guard let tpm = device as? TPMDeviceKey else {
+            throw KeychainError(KeychainStatus.param, "only a TPM has a lockout authorization to set")
+        }
+        try tpm.protectLockout(keeping: keep)
     }
 
     // MARK: - Settings and status

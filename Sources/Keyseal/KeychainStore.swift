@@ -298,6 +298,12 @@ public final class KeychainStore: Sendable {
         return result
     }
 
+    /// Like ``protectHardwareLockout()``, handing the value to `keep` before the TPM is changed: `keep` puts it
+    /// somewhere durable and throws when it cannot, and then the TPM stays as it was.
+    public func protectHardwareLockout(keeping keep: (SecretBytes) throws -> Void) throws {
+        try withEngine { try $0.protectHardwareLockout(keeping: keep) }
+    }
+
     /// Idle seconds before auto-lock (nil: never).
     public func setAutoLock(seconds: Int?) throws {
         try route({ try $0.setAutoLock(seconds: seconds) }) { connection throws(KeychainError) in

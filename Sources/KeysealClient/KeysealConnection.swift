@@ -25,6 +25,11 @@ private let systemConnect = Darwin.connect
 /// The connection is opened on first use and reopened once when the daemon closed it between requests (a
 /// daemon restart); a request that may have reached the daemon is never sent twice. An unreachable socket is
 /// `errSecNoSuchKeychain` naming the path.
+///
+/// Before anything is sent, the server's peer credentials are checked: it must run as root, as this process's
+/// own uid, or as the system account `keyseal` (the system daemon's). Whoever owns a socket path is not trusted
+/// by that alone: `su` without `-` keeps the first user's `$XDG_RUNTIME_DIR`, so a passcode would go to that
+/// user's process. A server running as anyone else is `errSecNoSuchKeychain` naming its uid.
 public final class KeysealConnection: Sendable {
     public let socketPath: String
     let descriptor = Mutex<Int32>(-1)
@@ -159,7 +164,43 @@ public final class KeysealConnection: Sendable {
             _ = close(fd)
             throw unreachable(path, reason)
         }
+        do throws(WireError) {
+            try checkServer(fd, path: path)
+        } catch {
+            _ = close(fd)
+            throw error
+        }
         return fd
+    }
+
+    /// The uids a client talks to: root, its own, and the system daemon's account `keyseal` when it exists.
+    static func trustedServerUIDs() -> [uid_t] {
+        var uids: [uid_t] = [0, geteuid()]
+        if let account = getpwnam("keyseal") { uids.append(account.pointee.pw_uid) }
+        return uids
+    }
+
+    /// Refuses a server whose peer credentials are not one of ``trustedServerUIDs()``.
+    static func checkServer(_ fd: Int32, path: String) throws(WireError) {
+        #if canImport(Darwin)
+        var uid: uid_t = 0
+        var gid: gid_t = 0
+        guard getpeereid(fd, &uid, &gid) == 0 else { throw unreachable(path, "cannot read the server's credentials: \(errnoText())") }
+        #else
+        // struct ucred { pid_t pid; uid_t uid; gid_t gid; } (glibc hides the type without _GNU_SOURCE).
+        var credentials: (Int32, UInt32, UInt32) = (0, 0, 0)
+        var length = socklen_t(MemoryLayout<(Int32, UInt32, UInt32)>.size)
+        guard getsockopt(fd, SOL_SOCKET, SO_PEERCRED, &credentials, &length) == 0, length == 12 else {
+            throw unreachable(path, "cannot read the server's credentials: \(errnoText())")
+        }
+        let uid = uid_t(credentials.1)
+        #endif
+        guard trustedServerUIDs().contains(uid) else {
+            throw unreachable(
+                path,
+                "the server runs as uid \(uid), not as root, keyseal or you (uid \(geteuid())); nothing was sent to it "
+                    + "(check KEYSEAL_SOCKET and XDG_RUNTIME_DIR, e.g. after su without -)")
+        }
     }
 
     /// Whether the daemon closed an idle connection (readable with nothing expected means EOF or garbage).

@@ -45,12 +45,19 @@ public struct KeychainError: Error, Sendable, Equatable, Hashable, CustomStringC
     public var retryAfterSeconds: Int?
     /// Passcode tries left before a hardware lockout or a wipe, where a limit exists.
     public var triesLeft: Int?
+    /// True when a passcode check was refused before the passcode was tried (a hardware lockout, or the TPM's last
+    /// try kept in reserve): no try was spent, so it is not a failed attempt. Not sent on the wire.
+    public var notTried: Bool
 
-    public init(_ status: OSStatus, _ message: String? = nil, retryAfterSeconds: Int? = nil, triesLeft: Int? = nil) {
+    public init(
+        _ status: OSStatus, _ message: String? = nil, retryAfterSeconds: Int? = nil, triesLeft: Int? = nil,
+        notTried: Bool = false
+    ) {
         self.status = status
         self.message = message ?? KeychainStatus.message(status) ?? "OSStatus \(status)"
         self.retryAfterSeconds = retryAfterSeconds
         self.triesLeft = triesLeft
+        self.notTried = notTried
     }
 
     public var name: String { KeychainStatus.name(status) ?? "OSStatus \(status)" }

@@ -182,6 +182,11 @@ public final class KeychainService: Sendable {
             if softwareTPM {
                 status.hardwareBacked = false
                 status.detail = "a software TPM (swtpm) started by keyseald for development: not hardware-backed"
+            } else if !caller.isAdministrator && status.backend == "host-key" {
+                // Where the host key lives is for administrators only.
+                status.detail =
+                    "not hardware-backed: the device key is a file on this host; passcode guessing is limited by "
+                    + "Argon2id and the store's escalating delays only"
             }
             status.autoLockSeconds = autoLock.withLock { $0 }
             return .status(status)

@@ -118,6 +118,11 @@ public final class KeysealDaemon: Sendable {
     /// `--tpm-protect-lockout`: sets a random TPM lockout authorization and returns it, once.
     public func protectHardwareLockout() throws -> SecretBytes { try store.protectHardwareLockout() }
 
+    /// `--tpm-protect-lockout`: sets a random TPM lockout authorization once `keep` has put it somewhere durable.
+    public func protectHardwareLockout(keeping keep: (SecretBytes) throws -> Void) throws {
+        try store.protectHardwareLockout(keeping: keep)
+    }
+
     /// Serves until SIGTERM or SIGINT: finishes in-flight requests, closes every connection, removes the socket,
     /// closes the store (zeroizing its keys) and stops a private swtpm.
     public func run(ready: @escaping @Sendable () -> Void = {}) async throws {

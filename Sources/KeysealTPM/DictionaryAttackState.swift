@@ -35,4 +35,18 @@ struct DictionaryAttackState: Equatable {
 
     /// Whether a passcode object can ever be tried (the TPM must allow at least two tries, one kept in reserve).
     var triesPossible: Bool { !counting || maxFailures >= 2 }
+
+    /// Whether the TPM itself refuses DA-protected authorizations now (its counter reached the limit).
+    var tpmLockedOut: Bool { counting && tpmTriesLeft == 0 }
+
+    /// Whether the only try left is the TPM's last one, which Keyseal keeps in reserve: the TPM is not in lockout,
+    /// yet Keyseal makes no try.
+    var atReserve: Bool { counting && triesPossible && tpmTriesLeft == 1 }
+
+    /// The TPM's limits in words, for status and refusals: "the TPM allows 3 passcode tries and forgets one
+    /// failure every 1000 s".
+    var limitsDescription: String {
+        "the TPM allows \(maxFailures) passcode \(maxFailures == 1 ? "try" : "tries") and forgets one failure every "
+            + "\(interval) s"
+    }
 }

@@ -13,6 +13,9 @@ final class ESYSConnection {
     private(set) var live: Set<ESYS_TR> = []
     /// Set when a call failed on the wire: the context is then unusable and must be replaced.
     private(set) var broken = false
+    /// Calls that succeeded since the owner last set it to zero: at zero after a wire failure, the failed call
+    /// was the first of an operation.
+    var commandsSucceeded = 0
 
     /// Loads the TCTI named by `configuration` (never the default search: that silently tries a simulator on
     /// 127.0.0.1) and starts an ESAPI context on it.
@@ -37,6 +40,7 @@ final class ESYSConnection {
     private func tss2(_ function: StaticString, _ rc: TSS2_RC) throws(TSS2Error) {
         do {
             try KeysealTPM.tss2(function, rc)
+            commandsSucceeded += 1
         } catch {
             if error.code.isCommunicationFailure { broken = true }
             throw error

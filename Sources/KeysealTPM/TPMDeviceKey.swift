@@ -17,7 +17,12 @@ import Glibc
 ///   the object's public and private areas plus the primary's Name.
 /// - Unsealing recreates the primary, refuses a blob made under another primary before touching the TPM's
 ///   counters, loads the object and unseals it over a salted HMAC session with response encryption.
-/// - Before a passcode try the TPM's lockout counter is read; the TPM's last try is never spent.
+/// - Before a passcode try the TPM's lockout counter is read; the TPM's last try is never spent. A refusal made
+///   before trying (the reserve, or the TPM's own lockout) is marked ``KeychainError/notTried``.
+/// - Sealing recreates the primary and compares its Name with the identity read at open, so nothing is sealed
+///   under another primary (a TPM cleared or replaced while the store is open).
+/// - A call that fails on the wire on its first TPM command over a kept connection (a resource manager that
+///   restarted while Keyseal was idle) reconnects and runs once more; a later failure is never retried.
 /// - Every transient object and session is flushed on every path.
 ///
 /// The ESAPI context is guarded by a lock; calls are serialized. Call ``close()`` when done. `deinit` closes
@@ -33,6 +38,9 @@ public final class TPMDeviceKey: DeviceKeyProvider, @unchecked Sendable {
     private var connection: ESYSConnection?
     private var opened = false
     private var closed = false
+    /// The primary's Name as first read by ``deviceIdentity()`` (the engine compares it with the store's record
+    /// right after open); every seal checks the primary against it.
+    private var pinnedPrimaryName: [UInt8]?
 
     /// The largest authorization value for a passcode object: the size of a SHA-256 digest (the object's nameAlg).
     public static let maximumAuthorizationSize = 32
@@ -86,7 +94,9 @@ public final class TPMDeviceKey: DeviceKeyProvider, @unchecked Sendable {
         try withConnection { connection in
             let primary = try connection.createStoragePrimary()
             defer { connection.flush(primary) }
-            return Data(try connection.name(of: primary))
+            let name = try connection.name(of: primary)
+            if pinnedPrimaryName == nil { pinnedPrimaryName = name }
+            return Data(name)
         }
     }
 
@@ -123,15 +133,22 @@ public final class TPMDeviceKey: DeviceKeyProvider, @unchecked Sendable {
     public func status() throws -> DeviceKeyStatus {
         let state = try withConnection { try readDictionaryAttackState($0) }
         let limited = state.lockoutAuthSet && state.counting
-        let detail: String
+        var detail: String
         if limited {
-            detail =
-                "passcode guessing is limited by the TPM (\(max(0, state.maxFailures - 1)) tries, then lockout for "
-                + "\(state.interval) s)"
+            detail = "passcode guessing is limited by the TPM: \(state.limitsDescription)"
         } else if !state.lockoutAuthSet {
             detail = "passcode guessing is not hardware-limited (TPM lockout authorization is empty)"
+            if state.counting { detail += "; \(state.limitsDescription)" }
         } else {
             detail = "passcode guessing is not hardware-limited (TPM dictionary-attack protection is disabled)"
+        }
+        if state.counting {
+            detail += "; Keyseal keeps the TPM's last try in reserve"
+            if state.tpmLockedOut {
+                detail += "; the TPM is in dictionary-attack lockout"
+            } else if state.atReserve {
+                detail += ", and it is the only one left: no passcode try until the TPM forgets a failure"
+            }
         }
         return DeviceKeyStatus(
             backend: backendName, hardwareBacked: true, guessingHardwareLimited: limited, detail: detail,
@@ -149,16 +166,26 @@ public final class TPMDeviceKey: DeviceKeyProvider, @unchecked Sendable {
     // MARK: Administration
 
     /// Sets a random lockout authorization when the TPM's is empty, so that only its holder can reset the
-    /// dictionary-attack counter, and returns it once: 32 lowercase hex characters, usable as
-    /// `tpm2_dictionarylockout -c -p <value>`. Keep it offline; Keyseal does not store it.
+    /// dictionary-attack counter, and returns it: 32 lowercase hex characters, the authorization's bytes
+    /// themselves, usable as `tpm2_dictionarylockout -c -p <value>`. Keep it offline; Keyseal does not store it.
+    public func protectLockout() throws -> SecretBytes {
+        var kept: SecretBytes?
+        try protectLockout { kept = $0 }
+        return kept!
+    }
+
+    /// Sets a random lockout authorization when the TPM's is empty, handing the value to `keep` first: `keep`
+    /// must put it somewhere durable (a synced file, a terminal) and throw when it cannot, and then the TPM is
+    /// left unchanged. The value is 32 lowercase hex characters, usable as `tpm2_dictionarylockout -c -p <value>`.
     ///
     /// The new value crosses the wire encrypted (a salted session with command parameter encryption).
     /// - Throws: `errSecParam` if the lockout authorization is already set.
-    public func protectLockout() throws -> SecretBytes {
+    public func protectLockout(keeping keep: (SecretBytes) throws -> Void) throws {
         try withConnection { connection in
             let state = try readDictionaryAttackState(connection)
             guard !state.lockoutAuthSet else { throw Self.lockoutAlreadySet }
             let value = Self.randomHexAuthorization()
+            try keep(value)
             let primary = try connection.createStoragePrimary()
             defer { connection.flush(primary) }
             let session = try connection.startSaltedSession(tpmKey: primary, attributes: keyseal_TPMA_SESSION_DECRYPT)
@@ -171,7 +198,6 @@ public final class TPMDeviceKey: DeviceKeyProvider, @unchecked Sendable {
             {
                 throw Self.lockoutAlreadySet  // someone set it between our check and our change
             }
-            return value
         }
     }
 
@@ -193,6 +219,12 @@ public final class TPMDeviceKey: DeviceKeyProvider, @unchecked Sendable {
         let primary = try connection.createStoragePrimary()
         defer { connection.flush(primary) }
         let primaryName = try connection.name(of: primary)
+        if let pinned = pinnedPrimaryName, pinned != primaryName {
+            throw KeychainError(
+                KeychainStatus.decode,
+                "the TPM's storage primary is not the one this store was opened with (the TPM was cleared or "
+                    + "replaced); nothing was sealed")
+        }
         // Command parameter encryption: the secret and the authorization cross the wire encrypted.
         let session = try connection.startSaltedSession(tpmKey: primary, attributes: keyseal_TPMA_SESSION_DECRYPT)
         defer { connection.flush(session) }
@@ -248,8 +280,9 @@ public final class TPMDeviceKey: DeviceKeyProvider, @unchecked Sendable {
                 retryAfterSeconds: state.secondsUntilNextTry, triesLeft: tries)
         }
         if error.code.isTPM(TSS2ResultCode.TPM.lockout) {
+            // In lockout the TPM refuses before checking: nothing was counted.
             let state = try readDictionaryAttackState(connection)
-            return Self.lockoutError(seconds: state.secondsUntilNextTry ?? state.interval)
+            return Self.lockoutError(state)
         }
         if error.code.isTPM(TSS2ResultCode.TPM.badAuth) {
             return KeychainError(KeychainStatus.authFailed, "wrong passcode")
@@ -257,7 +290,7 @@ public final class TPMDeviceKey: DeviceKeyProvider, @unchecked Sendable {
         return error
     }
 
-    /// Why a passcode try must not be made now, or nil.
+    /// Why a passcode try must not be made now, or nil. Every refusal is made before trying: ``KeychainError/notTried``.
     private static func refusal(_ state: DictionaryAttackState) -> KeychainError? {
         guard state.counting else { return nil }
         guard state.triesPossible else {
@@ -265,18 +298,35 @@ public final class TPMDeviceKey: DeviceKeyProvider, @unchecked Sendable {
                 KeychainStatus.authFailed,
                 "the TPM allows \(state.maxFailures) passcode \(state.maxFailures == 1 ? "try" : "tries") in all and "
                     + "Keyseal keeps one in reserve; raise TPM2_PT_MAX_AUTH_FAIL (tpm2_dictionarylockout -s -n)",
-                triesLeft: 0)
+                triesLeft: 0, notTried: true)
         }
-        guard state.usableTriesLeft > 0 else {
-            return lockoutError(seconds: state.secondsUntilNextTry ?? state.interval)
+        if state.tpmLockedOut { return lockoutError(state) }
+        if state.usableTriesLeft == 0 {
+            let seconds = state.secondsUntilNextTry ?? state.interval
+            return KeychainError(
+                KeychainStatus.authFailed,
+                "no passcode try was made: Keyseal keeps the TPM's last try in reserve, and it is the only one left "
+                    + "(\(state.limitsDescription); \(state.failures) counted); try again in \(seconds) s, or reset "
+                    + "the TPM's counter now with \(resetCommand(state))",
+                retryAfterSeconds: seconds, triesLeft: 0, notTried: true)
         }
         return nil
     }
 
-    private static func lockoutError(seconds: Int) -> KeychainError {
-        KeychainError(
-            KeychainStatus.authFailed, "the TPM is in dictionary-attack lockout; try again in \(seconds) s",
-            retryAfterSeconds: seconds, triesLeft: 0)
+    /// The refusal while the TPM is in dictionary-attack lockout.
+    private static func lockoutError(_ state: DictionaryAttackState) -> KeychainError {
+        let seconds = state.secondsUntilNextTry ?? state.interval
+        return KeychainError(
+            KeychainStatus.authFailed,
+            "the TPM is in dictionary-attack lockout; try again in \(seconds) s (\(state.limitsDescription)), or "
+                + "reset its counter with \(resetCommand(state))",
+            retryAfterSeconds: seconds, triesLeft: 0, notTried: true)
+    }
+
+    /// The tpm2-tools command that resets the dictionary-attack counter.
+    private static func resetCommand(_ state: DictionaryAttackState) -> String {
+        state.lockoutAuthSet
+            ? "`tpm2_dictionarylockout -c -p <lockout authorization>`" : "`tpm2_dictionarylockout -c`"
     }
 
     private func readDictionaryAttackState(_ connection: ESYSConnection) throws -> DictionaryAttackState {
@@ -307,19 +357,42 @@ public final class TPMDeviceKey: DeviceKeyProvider, @unchecked Sendable {
     /// A connection that failed on the wire is dropped after the call, and the next call connects again: a TPM
     /// (or swtpm, or resource manager) that restarted is used again without reopening the key. Every operation
     /// starts from the primary, so nothing from the lost connection is needed.
+    ///
+    /// A kept connection that fails on the call's first TPM command (a resource manager restarted while Keyseal
+    /// was idle: the old connection's first write fails) is replaced at once and the call runs once more. Every
+    /// operation's first command only reads or creates the primary, so nothing was counted or changed; a failure
+    /// after the first command is never retried (a passcode try may have reached the TPM).
     private func withConnection<Result>(_ body: (ESYSConnection) throws -> Result) throws -> Result {
         try lock.withLock {
             guard !closed else { throw Self.closedError }
             guard opened else { throw KeychainError(KeychainStatus.notAvailable, "the TPM device key is not open") }
-            let connection = try self.connection ?? connect()
-            defer { if connection.broken { disconnect() } }
+            let kept = self.connection
             do {
-                return try body(connection)
-            } catch let error as KeychainError {
-                throw error
-            } catch {
-                throw map(error, during: .other)
+                return try run(body, on: try kept ?? connect())
+            } catch let error as TSS2Error {
+                guard kept != nil else { throw map(error, during: .other) }
+                do {
+                    return try run(body, on: try connect())
+                } catch let error as TSS2Error {
+                    throw map(error, during: .other)
+                }
             }
+        }
+    }
+
+    /// One run of `body` (lock held): KeychainErrors pass and tpm2-tss failures are mapped, except a wire failure
+    /// on the first command, which is thrown as it is for the caller to retry.
+    private func run<Result>(_ body: (ESYSConnection) throws -> Result, on connection: ESYSConnection) throws -> Result {
+        connection.commandsSucceeded = 0
+        defer { if connection.broken { disconnect() } }
+        do {
+            return try body(connection)
+        } catch let error as KeychainError {
+            throw error
+        } catch let error as TSS2Error where connection.broken && connection.commandsSucceeded == 0 {
+            throw error
+        } catch {
+            throw map(error, during: .other)
         }
     }
 

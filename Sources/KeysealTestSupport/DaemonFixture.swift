@@ -53,14 +53,20 @@ public final class DaemonFixture: @unchecked Sendable {
     public var logPath: String { root.appending("keyseald.log").path }
     public var hostKeyPath: String { root.appending("host.key").path }
 
+    /// - Parameter tpmLimits: for `.tpm`, the swtpm's dictionary-attack limits (default: the fixture's 5 tries, 60 s,
+    ///   2 s; swtpm's own defaults are 3, 1000, 1000).
     public init(
-        _ backend: Backend = .hostKey, arguments: [String] = [], start: Bool = true, productArgon2: Bool = false
+        _ backend: Backend = .hostKey, arguments: [String] = [], start: Bool = true, productArgon2: Bool = false,
+        tpmLimits: (maxTries: Int, recoveryTime: Int, lockoutRecovery: Int)? = nil
     ) throws {
         self.backend = backend
         root = try TemporaryDirectory(prefix: "keyseald")
         if backend == .swtpm { _ = try requireTool("swtpm", package: "swtpm") }
         softhsm = backend == .pkcs11 ? try SoftHSMFixture() : nil
-        swtpm = backend == .tpm ? try SwtpmFixture() : nil
+        let limits = tpmLimits ?? (5, 60, 2)
+        swtpm = backend == .tpm
+            ? try SwtpmFixture(maxTries: limits.maxTries, recoveryTime: limits.recoveryTime, lockoutRecovery: limits.lockoutRecovery)
+            : nil
         extraArguments = arguments
         self.productArgon2 = productArgon2
         if start { try self.start() }

@@ -73,12 +73,18 @@ public final class StoreFixture: @unchecked Sendable {
     public var throughDaemon: Bool { daemon != nil }
 
     /// A store on the backend `KEYSEAL_TEST_BACKEND` names, embedded or through a daemon as it says.
+    /// On the TPM backend the TPM allows 32 passcode failures, so that the engine suites see the store's escalating
+    /// delays (10 failures) with every try made by the TPM, none refused at its reserve.
     public convenience init(valueLimit: Int = 1 << 20) throws {
-        try self.init(TestBackend.current, valueLimit: valueLimit, throughDaemon: TestBackend.throughDaemon)
+        try self.init(
+            TestBackend.current, valueLimit: valueLimit, throughDaemon: TestBackend.throughDaemon, tpmMaxTries: 32)
     }
 
     /// A store on `backend`: embedded unless `throughDaemon` (then the value limit is the wire's, 1 MiB).
-    public init(_ backend: TestBackend, valueLimit: Int = 1 << 20, throughDaemon: Bool = false) throws {
+    /// - Parameter tpmMaxTries: on `.tpm`, the swtpm's TPM2_PT_MAX_AUTH_FAIL.
+    public init(
+        _ backend: TestBackend, valueLimit: Int = 1 << 20, throughDaemon: Bool = false, tpmMaxTries: Int = 5
+    ) throws {
         self.backend = backend
         let clock = self.clock
         configuration = KeychainStore.Configuration(
@@ -107,7 +113,7 @@ public final class StoreFixture: @unchecked Sendable {
             swtpm = nil
             softhsm = nil
         case .tpm:
-            let tpm = try SwtpmFixture()
+            let tpm = try SwtpmFixture(maxTries: tpmMaxTries)
             device = .tpm(tcti: tpm.tcti)
             swtpm = tpm
             softhsm = nil

@@ -59,7 +59,9 @@ struct ExportCommand: ClientCommand {
             available (locked: exit 36) unless --available-only. Items no keychain call can reach (see \
             `keyseal doctor`) are left out and named in the report. keyseal writes the file itself (0600) and never replaces an \
             existing one; a failed export leaves no file behind. The passphrase is prompted for twice on the terminal, or read as \
-            one line of standard input with --passphrase-stdin.
+            one line of standard input with --passphrase-stdin. The passphrase needs at least 10 characters and \
+            must not be one character repeated, a straight run or one of the most common choices; \
+            --allow-weak-passphrase takes it anyway.
             """)
 
     @OptionGroup var global: GlobalOptions
@@ -69,9 +71,14 @@ struct ExportCommand: ClientCommand {
     var passphraseStdin = false
     @Flag(name: .long, help: "Leave out the items of locked classes instead of failing.")
     var availableOnly = false
+    @Flag(name: .long, help: "Take a passphrase that fails the strength floor (short, repeated, a straight run, common).")
+    var allowWeakPassphrase = false
 
     func execute(_ client: DaemonClient) throws {
         let passphrase = try SecretInput.passcode("backup passphrase", fromStandardInput: passphraseStdin, confirm: true)
+        try SecretStrength.check(
+            passphrase, what: "backup passphrase", minimum: SecretStrength.passphraseMinimum,
+            overrideFlag: "--allow-weak-passphrase", allowWeak: allowWeakPassphrase)
         let writer: BackupFileWriter
         do { writer = try BackupFileWriter(path: output) } catch { throw CommandFailure(error) }
         defer { writer.discard() }

@@ -136,12 +136,18 @@ struct SecretFlags: ParsableArguments {
     var passwordStdin = false
     @Flag(name: .long, help: .hidden)
     var passwordPrompt = false
-    @Option(name: .customShort("X"), help: ArgumentHelp("The password in hexadecimal.", valueName: "hex"))
+    @Option(
+        name: .customShort("X"),
+        help: ArgumentHelp(
+            "The password in hexadecimal. Other local users can read command lines: prefer --hex-stdin.",
+            valueName: "hex"))
     var hexPassword: String?
+    @Flag(name: .long, help: "Read the password in hexadecimal from standard input (whitespace between digits is ignored).")
+    var hexStdin = false
 
     func validate() throws {
-        let sources = [password != nil, passwordStdin, passwordPrompt, hexPassword != nil].filter { $0 }.count
-        if sources > 1 { throw ValidationError("give the password one way: -w, --password-stdin or -X") }
+        let sources = [password != nil, passwordStdin, passwordPrompt, hexPassword != nil, hexStdin].filter { $0 }.count
+        if sources > 1 { throw ValidationError("give the password one way: -w, --password-stdin, -X or --hex-stdin") }
         if let hexPassword, Formatting.bytes(hex: hexPassword) == nil {
             throw ValidationError("-X takes an even number of hexadecimal digits")
         }
@@ -151,6 +157,14 @@ struct SecretFlags: ParsableArguments {
     func secret() throws -> Data? {
         if let password { return Data(password.utf8) }
         if let hexPassword { return Formatting.bytes(hex: hexPassword).map { Data($0) } }
+        if hexStdin {
+            var bytes = try SecretInput.readStandardInput(limit: 2 * Wire.valueLimit + 64 << 10)
+            defer { SecretInput.wipe(&bytes) }
+            guard let decoded = SecretInput.decodeHex(bytes) else {
+                throw CommandFailure(status: -50, message: "--hex-stdin takes an even number of hexadecimal digits")
+            }
+            return decoded
+        }
         if passwordStdin {
             var bytes = try SecretInput.readStandardInput(limit: Wire.valueLimit + 1)
             defer { SecretInput.wipe(&bytes) }

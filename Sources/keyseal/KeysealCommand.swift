@@ -22,8 +22,8 @@ struct KeysealCommand: ParsableCommand {
             not available 53, decode 93); 50 when keyseald is not reachable; 64 for usage errors. \
             `keyseal error CODE` explains a status.
 
-            Secrets given with -w on the command line are visible to other local users (ps, /proc): prefer \
-            --password-stdin, or put -w last to be prompted.
+            Secrets given with -w or -X on the command line are visible to other local users (ps, /proc): prefer \
+            --password-stdin or --hex-stdin, or put -w last to be prompted.
             """,
         version: "0.1.0",
         subcommands: [

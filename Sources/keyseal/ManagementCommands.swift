@@ -70,12 +70,12 @@ struct StatusCommand: ClientCommand {
         Console.out("failed attempts:  \(status.failedAttempts)")
         if let triesLeft = status.triesLeft { Console.out("tries left:       \(triesLeft)") }
         if status.passcodeSet, let hardware = status.hardwareTriesLeft {
-            Console.out("hardware tries:   \(hardware) before the device locks out passcode tries")
+            Console.out("hardware tries:   \(hardware) before the TPM's last try, which Keyseal keeps in reserve")
         }
         if let wait, wait > 0 {
             Console.out("next try:         in \(WaitTime.describe(seconds: wait))")
         } else if let lockout = status.lockoutRetrySeconds {
-            Console.out("next try:         in \(WaitTime.describe(seconds: lockout)) (hardware lockout)")
+            Console.out("next try:         in \(WaitTime.describe(seconds: lockout)) (the TPM: its last try kept in reserve, or its lockout)")
         }
         if !counts.isEmpty {
             Console.out("items:            " + counts.map { "\($0.0) \($0.1)" }.joined(separator: ", "))
@@ -137,7 +137,9 @@ struct PasscodeCommand: ParsableCommand {
         abstract: "Set, change or remove the passcode.",
         discussion: """
             Passcodes are prompted for on the terminal without echo (new ones twice), or read from standard input \
-            with --passcode-stdin, one per line. Any non-empty string is a passcode. The store is unlocked afterwards.
+            with --passcode-stdin, one per line. A new passcode needs at least 6 characters and must not be one \
+            character repeated, a straight run (123456, abcdef) or one of the most common choices; \
+            --allow-weak-passcode takes it anyway. The store is unlocked afterwards.
             """,
         subcommands: [Set.self, Change.self, Remove.self])
 
@@ -149,9 +151,12 @@ struct PasscodeCommand: ParsableCommand {
         @OptionGroup var global: GlobalOptions
         @Flag(name: .long, help: "Read the passcode from standard input (one line).")
         var passcodeStdin = false
+        @Flag(name: .long, help: "Take a new passcode that fails the strength floor (short, repeated, a straight run, common).")
+        var allowWeakPasscode = false
 
         func execute(_ client: DaemonClient) throws {
             let passcode = try SecretInput.passcode("new passcode", fromStandardInput: passcodeStdin, confirm: true)
+            try PasscodeCommand.checkStrength(passcode, allowWeak: allowWeakPasscode)
             _ = try client.send(.setPasscode(passcode))
             PasscodeCommand.report(json: global.json, passcodeSet: true, "passcode set; the store is unlocked")
         }
@@ -166,6 +171,8 @@ struct PasscodeCommand: ParsableCommand {
         @OptionGroup var global: GlobalOptions
         @Flag(name: .long, help: "Read the passcodes from standard input (current, then new; one per line).")
         var passcodeStdin = false
+        @Flag(name: .long, help: "Take a new passcode that fails the strength floor (short, repeated, a straight run, common).")
+        var allowWeakPasscode = false
 
         func execute(_ client: DaemonClient) throws {
             let old: WireSecret
@@ -177,6 +184,7 @@ struct PasscodeCommand: ParsableCommand {
                 old = try SecretInput.passcode("current passcode", fromStandardInput: false)
                 new = try SecretInput.passcode("new passcode", fromStandardInput: false, confirm: true)
             }
+            try PasscodeCommand.checkStrength(new, allowWeak: allowWeakPasscode)
             _ = try client.send(.changePasscode(old: old, new: new))
             PasscodeCommand.report(json: global.json, passcodeSet: true, "passcode changed; the store is unlocked")
         }
@@ -198,6 +206,12 @@ struct PasscodeCommand: ParsableCommand {
             _ = try client.send(.removePasscode(passcode))
             PasscodeCommand.report(json: global.json, passcodeSet: false, "passcode removed; the store stays unlocked")
         }
+    }
+
+    static func checkStrength(_ passcode: WireSecret, allowWeak: Bool) throws(CommandFailure) {
+        try SecretStrength.check(
+            passcode, what: "new passcode", minimum: SecretStrength.passcodeMinimum,
+            overrideFlag: "--allow-weak-passcode", allowWeak: allowWeak)
     }
 
     static func report(json: Bool, passcodeSet: Bool, _ sentence: String) {

@@ -6,6 +6,7 @@ import Musl
 import Darwin
 #endif
 import ArgumentParser
+import struct FoundationEssentials.Data
 import KeysealClient
 
 #if canImport(Glibc)
@@ -122,6 +123,36 @@ enum SecretInput {
         return first
     }
 
+    /// Hexadecimal digits (whitespace ignored, an optional `0x` prefix) decoded straight into `Data`; nil when
+    /// a character is not a digit or the count is odd. No intermediate string holds the secret.
+    static func decodeHex(_ text: [UInt8]) -> Data? {
+        func value(_ c: UInt8) -> UInt8? {
+            switch c {
+            case UInt8(ascii: "0")...UInt8(ascii: "9"): c - UInt8(ascii: "0")
+            case UInt8(ascii: "a")...UInt8(ascii: "f"): c - UInt8(ascii: "a") + 10
+            case UInt8(ascii: "A")...UInt8(ascii: "F"): c - UInt8(ascii: "A") + 10
+            default: nil
+            }
+        }
+        var start = 0
+        while start < text.count, [0x20, 0x09, 0x0A, 0x0D].contains(text[start]) { start += 1 }
+        if text.count - start >= 2, text[start] == UInt8(ascii: "0"), text[start + 1] | 0x20 == UInt8(ascii: "x") {
+            start += 2
+        }
+        var data = Data(capacity: text.count / 2)
+        var high: UInt8?
+        for c in text[start...] where ![0x20, 0x09, 0x0A, 0x0D].contains(c) {
+            guard let digit = value(c) else { return nil }
+            if let h = high {
+                data.append(h << 4 | digit)
+                high = nil
+            } else {
+                high = digit
+            }
+        }
+        return high == nil ? data : nil
+    }
+
     static func wipe(_ bytes: inout [UInt8]) {
         bytes.withUnsafeMutableBytes { raw in
             for index in raw.indices { raw[index] = 0 }
@@ -131,5 +162,44 @@ enum SecretInput {
     private static func write(_ fd: Int32, _ text: String) {
         var text = text
         text.withUTF8 { _ = systemWrite(fd, $0.baseAddress, $0.count) }
+    }
+}
+
+/// The strength floor for new passcodes and backup passphrases: refuses what is obviously weak (too short, one
+/// character repeated, a straight run such as `123456` or `abcdef`, a handful of the most common choices). It
+/// checks only what the command line sets; the override flag (`--allow-weak-passcode`,
+/// `--allow-weak-passphrase`) skips it. Works on the bytes in place: no copy of the secret is made.
+enum SecretStrength {
+    /// Characters a new passcode needs at least.
+    static let passcodeMinimum = 6
+    /// Characters a backup passphrase needs at least: a backup file can be attacked offline, without the device.
+    static let passphraseMinimum = 10
+
+    private static let common = [
+        "password", "passcode", "passphrase", "qwerty", "qwertyuiop", "azerty", "letmein", "iloveyou", "123123",
+        "123321", "abc123", "password1", "keychain", "changeme", "secret",
+    ]
+
+    /// Throws errSecParam naming the weakness and the override unless `allowWeak`.
+    static func check(_ secret: WireSecret, what: String, minimum: Int, overrideFlag: String, allowWeak: Bool)
+        throws(CommandFailure)
+    {
+        guard !allowWeak else { return }
+        let weakness: String? = secret.withUnsafeBytes { bytes in
+            let characters = bytes.reduce(0) { $0 + ($1 & 0xC0 == 0x80 ? 0 : 1) }
+            if characters < minimum { return "it has fewer than \(minimum) characters" }
+            if bytes.allSatisfy({ $0 == bytes[0] }) { return "it is one character repeated" }
+            let steps = zip(bytes.dropFirst(), bytes).map { Int($0) - Int($1) }
+            if bytes.allSatisfy({ $0 < 0x80 }), steps.allSatisfy({ $0 == 1 }) || steps.allSatisfy({ $0 == -1 }) {
+                return "it is a straight run of characters"
+            }
+            let lowered = bytes.map { $0 >= 0x41 && $0 <= 0x5A ? $0 | 0x20 : $0 }
+            if common.contains(where: { lowered.elementsEqual($0.utf8) }) { return "it is one of the most common choices" }
+            return nil
+        }
+        guard let weakness else { return }
+        throw CommandFailure(
+            status: -50,
+            message: "the \(what) is too weak: \(weakness); choose a stronger one, or give \(overrideFlag) to use it anyway")
     }
 }

@@ -29,8 +29,13 @@ struct Keyseald: AsyncParsableCommand {
     @Option(help: "The TPM's TCTI (default: $KEYSEAL_TCTI, else device:/dev/tpmrm0).")
     var tcti: String?
 
-    @Flag(help: "Set a random TPM lockout authorization and print it once (keep it offline).")
+    @Flag(help: "Set a random TPM lockout authorization and show it once: on the terminal, or in the --tpm-lockout-file file (keep it offline).")
     var tpmProtectLockout = false
+
+    @Option(
+        name: .customLong("tpm-lockout-file"),
+        help: "With --tpm-protect-lockout: write the value to this new file (0600) instead of the terminal; needed when stdout is not a terminal.")
+    var tpmLockoutFile: String?
 
     @Option(name: .customLong("pkcs11-module"), help: "The PKCS#11 module: a path or a p11-kit module name.")
     var pkcs11Module: String?
@@ -198,6 +203,9 @@ struct Keyseald: AsyncParsableCommand {
             frameTimeout: try integer("frame-timeout", frameTimeout) ?? 10, maxUnlocked: maxUnlocked, limits: limits,
             logLevel: level)
         try settings.validate(tpmProtectLockout: tpmProtectLockout)
+        if tpmLockoutFile != nil && !tpmProtectLockout {
+            throw ValidationError("--tpm-lockout-file needs --tpm-protect-lockout")
+        }
         return settings
     }
 
@@ -220,6 +228,12 @@ struct Keyseald: AsyncParsableCommand {
         if level > .debug { setenv("TSS2_LOG", "all+NONE", 1) }
         let logger = Logger(label: "keyseald")
         for failure in Hardening.apply() { logger.warning("hardening incomplete: \(failure)") }
+        if tpmProtectLockout && tpmLockoutFile == nil && isatty(STDOUT_FILENO) != 1 {
+            // A pipe or the journal would keep the value, or lose it in a buffer: refuse before anything changes.
+            Self.fail(
+                "--tpm-protect-lockout shows the value only on a terminal; stdout is not one, so give "
+                    + "--tpm-lockout-file FILE (the TPM was not changed)")
+        }
 
         let environment = ProcessInfo.processInfo.environment
         let deviceBackend: DaemonOptions.Backend
@@ -252,12 +266,12 @@ struct Keyseald: AsyncParsableCommand {
             let daemon = try KeysealDaemon(options: options, logger: logger)
             if tpmProtectLockout {
                 do {
-                    let secret = try daemon.protectHardwareLockout()
-                    let digits = Array("0123456789abcdef")
-                    let hex = secret.withUnsafeBytes { bytes in
-                        String(bytes.flatMap { [digits[Int($0 >> 4)], digits[Int($0 & 0x0f)]] })
+                    if let tpmLockoutFile {
+                        try daemon.protectHardwareLockout { try LockoutValue.write($0, toNewFile: tpmLockoutFile) }
+                        logger.notice("TPM lockout authorization set; its value is in \(tpmLockoutFile) (keep it offline)")
+                    } else {
+                        try daemon.protectHardwareLockout { try LockoutValue.show($0) }
                     }
-                    print("TPM lockout authorization (shown once; keep it offline): \(hex)")
                 } catch let error as KeychainError where error.status == KeychainStatus.param {
                     logger.notice("lockout authorization not changed: \(error.message)")
                 }
@@ -295,5 +309,59 @@ extension Keyseald.Settings {
             throw ValidationError("--tpm-protect-lockout needs --backend tpm")
         }
         if backend != .hostKey && hostKey != nil { throw ValidationError("--host-key needs --backend host-key") }
+    }
+}
+
+/// Where `--tpm-protect-lockout` puts the new value: exactly the characters `tpm2_dictionarylockout -c -p VALUE`
+/// takes (the authorization's own bytes, 32 hex digits), written with one `write(2)` and synced before the TPM is
+/// changed, never through a buffered stream or the log.
+enum LockoutValue {
+    /// On the terminal that is stdout.
+    static func show(_ value: SecretBytes) throws {
+        try writeLine(
+            prefix: "TPM lockout authorization (shown once; keep it offline; reset with tpm2_dictionarylockout -c -p VALUE): ",
+            value, to: STDOUT_FILENO, what: "the terminal")
+    }
+
+    /// Into a new file, 0600; an existing file is never overwritten.
+    static func write(_ value: SecretBytes, toNewFile path: String) throws {
+        let fd = open(path, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0o600)
+        guard fd >= 0 else {
+            let reason = String(cString: strerror(errno))
+            throw KeychainError(KeychainStatus.io, "cannot create \(path) for the lockout authorization: \(reason) (the TPM was not changed)")
+        }
+        defer { close(fd) }
+        do {
+            try writeLine(prefix: "", value, to: fd, what: path)
+            guard fsync(fd) == 0 else {
+                throw KeychainError(KeychainStatus.io, "cannot sync \(path): \(String(cString: strerror(errno)))")
+            }
+            let directory = open(URL(fileURLWithPath: path).deletingLastPathComponent().path, O_RDONLY | O_DIRECTORY | O_CLOEXEC)
+            if directory >= 0 {
+                _ = fsync(directory)
+                close(directory)
+            }
+        } catch {
+            unlink(path)
+            throw error
+        }
+    }
+
+    private static func writeLine(prefix: String, _ value: SecretBytes, to fd: Int32, what: String) throws {
+        var line = Array(prefix.utf8)
+        line.reserveCapacity(line.count + value.count + 1)
+        value.withUnsafeBytes { line.append(contentsOf: $0) }
+        line.append(UInt8(ascii: "\n"))
+        defer { for index in line.indices { line[index] = 0 } }
+        var written = 0
+        while written < line.count {
+            let result = line.withUnsafeBytes { Glibc.write(fd, $0.baseAddress! + written, $0.count - written) }
+            if result < 0 && errno == EINTR { continue }
+            guard result > 0 else {
+                throw KeychainError(
+                    KeychainStatus.io, "cannot write the lockout authorization to \(what) (the TPM was not changed)")
+            }
+            written += result
+        }
     }
 }

@@ -195,34 +195,34 @@ struct CLIScenarioTests {
         let daemon = try DaemonFixture(.hostKey)
         defer { daemon.remove() }
         let cli = CLI(socket: daemon.socketPath)
-        try cli("passcode", "set", "--passcode-stdin", input: "right\n")
+        try cli("passcode", "set", "--passcode-stdin", input: "right-pass-1\n")
         try cli("lock")
         for _ in 0..<5 { #expect(try cli("unlock", "--passcode-stdin", input: "wrong\n").status == 51) }
-        let refused = try cli("unlock", "--passcode-stdin", input: "right\n")
+        let refused = try cli("unlock", "--passcode-stdin", input: "right-pass-1\n")
         #expect(refused.status == 51)
         #expect(refused.stderrText.contains("try again in"))
-        let json = try cli("--json", "unlock", "--passcode-stdin", input: "right\n")
+        let json = try cli("--json", "unlock", "--passcode-stdin", input: "right-pass-1\n")
         let error = try #require(try CLI.json(json)["error"] as? [String: Any])
         #expect((error["retryAfterSeconds"] as? Int ?? 0) > 0)
         #expect(try CLI.json(try cli("--json", "status"))["lockState"] as? String == "locked")
     }
 
-    @Test("in TPM lockout unlock exits 51 naming the lockout; the always class stays readable")
+    @Test("at the TPM's reserve unlock exits 51 naming the reserve; the always class stays readable")
     func tpmLockout() throws {
         let daemon = try DaemonFixture(.swtpm)
         defer { daemon.remove() }
         let cli = CLI(socket: daemon.socketPath)
-        try cli("passcode", "set", "--passcode-stdin", input: "right\n")
+        try cli("passcode", "set", "--passcode-stdin", input: "right-pass-1\n")
         try cli("add-generic-password", "-a", "dk", "-s", "cli", "-w", "always", "--accessible", "always")
         try cli("lock")
         var last = try cli("unlock", "--passcode-stdin", input: "wrong\n")
-        for _ in 0..<4 where !last.stderrText.contains("dictionary-attack lockout") {
+        for _ in 0..<4 where !last.stderrText.contains("in reserve") {
             #expect(last.status == 51)
             #expect(last.stderrText.contains("more tr"))
             last = try cli("unlock", "--passcode-stdin", input: "wrong\n")
         }
         #expect(last.status == 51)
-        #expect(last.stderrText.contains("dictionary-attack lockout"))
+        #expect(last.stderrText.contains("Keyseal keeps the TPM's last try in reserve"))
         #expect(last.stderrText.contains("try again in"))
         #expect(try cli("find-generic-password", "-a", "dk", "-w").stdoutText == "always\n")
     }
@@ -235,7 +235,7 @@ struct CLIScenarioTests {
         defer { target.remove() }
         let from = CLI(socket: source.socketPath)
         let to = CLI(socket: target.socketPath)
-        try from("passcode", "set", "--passcode-stdin", input: "pin\n")
+        try from("passcode", "set", "--passcode-stdin", input: "pin-2468\n")
         for entry in classes {
             try from("add-generic-password", "-a", entry.name, "-s", "backup", "-w", "v-\(entry.name)", "--accessible", entry.name)
         }
@@ -280,7 +280,7 @@ struct CLIScenarioTests {
         #expect(lock.status == 0)
         #expect(lock.stdoutText.contains("no passcode"))
         #expect(try CLI.json(try cli("--json", "status"))["lockState"] as? String == "unlocked")
-        try cli("passcode", "set", "--passcode-stdin", input: "pin\n")
+        try cli("passcode", "set", "--passcode-stdin", input: "pin-2468\n")
         try cli("lock")
         let locked = try cli("status")
         #expect(locked.status == 0)
@@ -293,7 +293,7 @@ struct CLIScenarioTests {
         defer { daemon.remove() }
         let cli = CLI(socket: daemon.socketPath)
         try cli("passcode", "set", "--passcode-stdin", input: "old pin\n")
-        #expect(try cli("passcode", "set", "--passcode-stdin", input: "again\n").status == 206)
+        #expect(try cli("passcode", "set", "--passcode-stdin", input: "again-pass-3\n").status == 206)
         #expect(try cli("passcode", "change", "--passcode-stdin", input: "wrong\nnew pin\n").status == 51)
         #expect(try cli("passcode", "change", "--passcode-stdin", input: "old pin\nnew pin\n").status == 0)
         try cli("lock")

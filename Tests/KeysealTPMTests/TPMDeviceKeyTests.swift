@@ -119,7 +119,7 @@ struct TPMDeviceKeyTests {
         }
     }
 
-    @Test("the TPM's last try is never spent, and the refusal says when to retry")
+    @Test("the TPM's last try is never spent, and the refusal says it is the reserve, not a lockout")
     func lastTryIsNeverSpent() throws {
         try withTPM(maxTries: 3, recoveryTime: 60) { fixture, key in
             let blob = try key.sealWithPasscode(secret(7), authorization: secret(8))
@@ -138,7 +138,13 @@ struct TPMDeviceKeyTests {
             }
             #expect(refused?.triesLeft == 0)
             #expect(refused?.retryAfterSeconds == 60)
-            #expect(refused?.message == "the TPM is in dictionary-attack lockout; try again in 60 s")
+            #expect(refused?.notTried == true)
+            #expect(
+                refused?.message
+                    == "no passcode try was made: Keyseal keeps the TPM's last try in reserve, and it is the only one "
+                    + "left (the TPM allows 3 passcode tries and forgets one failure every 60 s; 2 counted); try again "
+                    + "in 60 s, or reset the TPM's counter now with `tpm2_dictionarylockout -c`")
+            #expect(second?.notTried == false)
             let status = try key.status()
             #expect(status.hardwareTriesLeft == 0)
             #expect(status.lockoutRetrySeconds == 60)
@@ -158,6 +164,8 @@ struct TPMDeviceKeyTests {
                 try key.unsealWithPasscode(blob, authorization: secret(8))
             }
             #expect(error?.triesLeft == 0)
+            #expect(error?.notTried == true)
+            #expect(error?.message.hasPrefix("the TPM is in dictionary-attack lockout; try again in 60 s") == true)
             #expect(error?.retryAfterSeconds == 60)  // two intervals: one try must stay in reserve
             let status = try key.status()
             #expect(status.lockoutRetrySeconds == 60)
@@ -218,7 +226,10 @@ struct TPMDeviceKeyTests {
             #expect(status.backend == "tpm")
             #expect(status.hardwareBacked)
             #expect(!status.guessingHardwareLimited)
-            #expect(status.detail == "passcode guessing is not hardware-limited (TPM lockout authorization is empty)")
+            #expect(
+                status.detail
+                    == "passcode guessing is not hardware-limited (TPM lockout authorization is empty); the TPM allows "
+                    + "5 passcode tries and forgets one failure every 60 s; Keyseal keeps the TPM's last try in reserve")
             #expect(status.hardwareTriesLeft == 4)
             #expect(status.lockoutRetrySeconds == nil)
         }
@@ -233,7 +244,42 @@ struct TPMDeviceKeyTests {
             #expect(throws: KeychainError.param) { try key.protectLockout() }
             let status = try key.status()
             #expect(status.guessingHardwareLimited)
-            #expect(status.detail == "passcode guessing is limited by the TPM (4 tries, then lockout for 60 s)")
+            #expect(
+                status.detail
+                    == "passcode guessing is limited by the TPM: the TPM allows 5 passcode tries and forgets one failure "
+                    + "every 60 s; Keyseal keeps the TPM's last try in reserve")
+        }
+    }
+
+    @Test("status reads the TPM's own limits and says ahead of time how many tries remain before the reserve")
+    func statusShowsLimitsAndReserve() throws {
+        // swtpm's defaults: 3 tries, one failure forgotten every 1000 s.
+        try withTPM(maxTries: 3, recoveryTime: 1000, lockoutRecovery: 1000) { _, key in
+            let blob = try key.sealWithPasscode(secret(7), authorization: secret(8))
+            #expect(try key.status().hardwareTriesLeft == 2)
+            #expect(try key.status().detail.contains("the TPM allows 3 passcode tries and forgets one failure every 1000 s"))
+            _ = try? key.unsealWithPasscode(blob, authorization: secret(9))
+            _ = try? key.unsealWithPasscode(blob, authorization: secret(9))
+            let status = try key.status()
+            #expect(status.hardwareTriesLeft == 0)
+            #expect(status.lockoutRetrySeconds == 1000)
+            #expect(status.detail.hasSuffix("and it is the only one left: no passcode try until the TPM forgets a failure"))
+        }
+    }
+
+    @Test("sealing under a primary other than the one the key was opened with is errSecDecode, nothing sealed")
+    func sealChecksThePrimary() throws {
+        try withTPM { fixture, key in
+            let identity = try key.deviceIdentity()
+            _ = try key.seal(secret(1))
+            // TPM2_Clear (lockout hierarchy, empty authorization) replaces the owner seed: another storage primary.
+            try fixture.tool("tpm2_clear", ["-c", "l"])
+            #expect(try key.deviceIdentity() != identity)
+            let error = #expect(throws: KeychainError.decode) { try key.seal(secret(1)) }
+            #expect(error?.message.contains("not the one this store was opened with") == true)
+            #expect(throws: KeychainError.decode) {
+                try key.sealWithPasscode(secret(1), authorization: secret(2))
+            }
         }
     }
 
