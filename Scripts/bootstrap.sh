@@ -7,6 +7,7 @@ packages=(
   libtss2-dev tpm2-tools swtpm swtpm-tools
   softhsm2 p11-kit libp11-kit-dev gnutls-bin
   bsdutils util-linux
+  tpm2-abrmd libtss2-tcti-tabrmd0 dbus libtpm2-pkcs11-1 libtpm2-pkcs11-tools
 )
 
 missing=()

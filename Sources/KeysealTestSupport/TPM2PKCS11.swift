@@ -124,13 +124,10 @@ public final class TPM2PKCS11Fixture: @unchecked Sendable {
 
     /// Stops tpm2-abrmd, the bus and swtpm, and removes every file.
     public func remove() {
-        if let abrmd, abrmd.isRunning {
-            abrmd.terminate()
-            abrmd.waitUntilExit()
-        }
-        if let bus, bus.isRunning {
-            bus.terminate()
-            bus.waitUntilExit()
+        // SIGKILL: tpm2-abrmd may sit in a D-Bus call and not act on SIGTERM.
+        for process in [abrmd, bus].compactMap({ $0 }) where process.isRunning {
+            kill(process.processIdentifier, SIGKILL)
+            process.waitUntilExit()
         }
         swtpm.stop()
         directory.remove()
