@@ -1,0 +1,52 @@
+import Foundation
+import KeysealTestSupport
+import Testing
+
+/// keyseald on a TPM reached through tpm2-abrmd (`tabrmd:` TCTI) on a private session bus.
+@Suite("keyseald through tpm2-abrmd", .serialized)
+struct ResourceManagerTests {
+    private func startDaemon(_ broker: ResourceManagerFixture, store: URL) throws -> (Process, CLI) {
+        let socket = broker.directory.appending("run/keyseal.sock").path
+        let log = broker.directory.appending("keyseald.log")
+        let process = Process()
+        process.executableURL = try builtProductsDirectory().appendingPathComponent("keyseald")
+        process.arguments = ["--store", store.path, "--socket", socket, "--backend", "tpm", "--tcti", broker.tcti]
+        var environment = broker.environment
+        environment["KEYSEAL_TESTING_ARGON2"] = "minimal"
+        process.environment = environment
+        _ = FileManager.default.createFile(atPath: log.path, contents: nil, attributes: [.posixPermissions: 0o600])
+        let handle = try FileHandle(forWritingTo: log)
+        process.standardOutput = handle
+        process.standardError = handle
+        try process.run()
+        let cli = CLI(socket: socket)
+        let deadline = Date().addingTimeInterval(30)
+        while Date() < deadline, process.isRunning {
+            if (try? cli("status"))?.status == 0 { return (process, cli) }
+            usleep(50_000)
+        }
+        process.terminate()
+        throw FixtureError("keyseald on tabrmd did not start: \((try? String(contentsOf: log, encoding: .utf8)) ?? "")")
+    }
+
+    @Test("tpm2-abrmd restarted under an idle keyseald: the next unlock succeeds at the first attempt")
+    func brokerRestartIsInvisible() throws {
+        let broker = try ResourceManagerFixture(maxTries: 10)
+        defer { broker.remove() }
+        let (daemon, cli) = try startDaemon(broker, store: broker.directory.appending("store"))
+        defer {
+            daemon.terminate()
+            daemon.waitUntilExit()
+        }
+        #expect(try cli("passcode", "set", "--passcode-stdin", input: "correct horse battery\n").status == 0)
+        #expect(try cli("add-generic-password", "-a", "alice", "-s", "mail", "-w", "wu-secret").status == 0)
+        #expect(try cli("lock").status == 0)
+
+        try broker.restartResourceManager()
+        let unlocked = try cli("unlock", "--passcode-stdin", input: "correct horse battery\n")
+        #expect(unlocked.status == 0, "\(unlocked.stderrText)")
+        #expect(try cli("find-generic-password", "-a", "alice", "-s", "mail", "-w").stdoutText == "wu-secret\n")
+        let status = try cli("--json", "status")
+        #expect((try CLI.json(status)["failedAttempts"] as? Int) == 0, "\(status.stdoutText)")
+    }
+}
