@@ -42,7 +42,11 @@ for backend in tpm pkcs11 daemon-host-key daemon-tpm daemon-pkcs11; do
   echo "test: $backend took $((SECONDS - started)) s"
 done
 
+# Every suite, in two processes: SoftHSM2 sees only the tokens created before its first use in a process, and one
+# pool stays under the 48 slots GnuTLS's p11tool lists (SoftHSMFixture), so the PKCS#11 device-key suites get a pool
+# of their own.
 echo "test: every suite"
 started=$SECONDS
-swift test --skip-build
+swift test --skip-build --skip KeysealPKCS11Tests
+swift test --skip-build --filter KeysealPKCS11Tests
 echo "test: every suite took $((SECONDS - started)) s"

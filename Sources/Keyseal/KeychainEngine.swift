@@ -347,9 +347,10 @@ final class KeychainEngine {
             do {
                 keybag.passcode?.sealedSecret = try device.sealWithPasscode(passcodeSecret, authorization: passcodeKey)
                 resealed = true
-                resealProblem = nil
-            } catch let error as KeychainError where error.status == KeychainStatus.notAvailable {
-                resealProblem = error.message
+                if !device.needsReseal(keybag.sealedDeviceSecret) { resealProblem = nil }
+            } catch {
+                // The unlock itself succeeded: it stands, and `status` says what is left to do.
+                resealProblem = (error as? KeychainError)?.message ?? "\(error)"
             }
         }
         do {

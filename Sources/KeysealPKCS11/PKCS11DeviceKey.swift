@@ -567,6 +567,7 @@ private final class Connection {
         guard attributes.sensitive == true, attributes.extractable == false, attributes.token == true else {
             throw refuse("is not a sensitive, non-extractable token key")
         }
+        guard attributes.isPrivate == true else { throw refuse("is not private (usable without the PIN)") }
         guard attributes.sign == true else { throw refuse("cannot sign (CKA_SIGN is not true)") }
         // Deriving could copy the key's value into a new, extractable key: never allowed.
         if attributes.derive == true { throw refuse("allows CKA_DERIVE") }
@@ -658,6 +659,8 @@ private final class Connection {
             .bool(CKA_WRAP, false),
             .bool(CKA_UNWRAP, false),
             .bool(CKA_DERIVE, false),
+            .bool(CKA_MODIFIABLE, false),
+            .bool(CKA_COPYABLE, false),
             .bytes(CKA_ALLOWED_MECHANISMS, allowed),
             .bytes(CKA_LABEL, Array(label.utf8)),
             .bytes(CKA_ID, id),
@@ -718,8 +721,9 @@ private final class Connection {
     // MARK: Sealing (format 2)
 
     /// The domain and the key of a role.
-    private func hmacKey(_ role: PKCS11DeviceKey.Role) throws(KeychainError) -> (TokenKey, [UInt8]) {
+    private func hmacKey(_ role: PKCS11DeviceKey.Role, creating: Bool) throws(KeychainError) -> (TokenKey, [UInt8]) {
         if deviceKey == nil && passcodeKey == nil {
+            guard creating, legacyKey != nil else { throw keysMissing() }
             // A store provisioned in format 1: its keys for format 2 take the old key's id, so its identity stays.
             try generateHMACKeys(id: legacyKey?.id ?? randomBytes(16))
         }
@@ -767,7 +771,7 @@ private final class Connection {
     func seal(_ secret: SecretBytes, role: PKCS11DeviceKey.Role, authorization: SecretBytes?) throws(KeychainError)
         -> Data
     {
-        let (key, domain) = try hmacKey(role)
+        let (key, domain) = try hmacKey(role, creating: true)
         let salt = randomBytes(PKCS11DeviceKey.saltLength)
         let wrapping = try wrappingKey(key, domain: domain, salt: salt, authorization: authorization)
         let aad = [PKCS11DeviceKey.blobVersion] + domain + salt
@@ -792,7 +796,7 @@ private final class Connection {
         guard bytes[0] == PKCS11DeviceKey.blobVersion else {
             throw KeychainError(KeychainStatus.decode, "the sealed blob has an unknown version \(bytes[0])")
         }
-        let (key, domain) = try hmacKey(role)
+        let (key, domain) = try hmacKey(role, creating: false)
         let salt = Array(bytes[1..<(1 + PKCS11DeviceKey.saltLength)])
         let wrapping = try wrappingKey(key, domain: domain, salt: salt, authorization: authorization)
         let aad = [PKCS11DeviceKey.blobVersion] + domain + salt

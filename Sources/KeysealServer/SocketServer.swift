@@ -270,6 +270,8 @@ final class ConnectionHandler: ChannelInboundHandler {
     /// Frames that arrived while a request was in flight or before the peer was identified.
     private var pending = CircularBuffer<ByteBuffer>()
     private var busy = true
+    /// Replies wait to be read (the channel is over its high water mark): nothing more is answered meanwhile.
+    private var waitingForReader = false
     private var closing = false
     private var subscription: (id: Int, task: Task<Void, Never>)?
     /// The backup import in progress on this connection, if any.
@@ -483,12 +485,30 @@ final class ConnectionHandler: ChannelInboundHandler {
             context.write(wrapOutboundOut(WipingAllocator.buffer(consuming: &frames[index])), promise: nil)
         }
         context.flush()
-        guard let id else { return }
-        if !server.registry.end(id) {
+        if let id, !server.registry.end(id) {
             // Shutting down: this connection closes after its reply.
             closing = true
             context.close(promise: nil)
+            return
         }
+        // A client that sends without reading its replies: once what waits to be sent is over the high water mark,
+        // nothing more is read or answered until it has read enough, so queued replies cost about one reply.
+        if !context.channel.isWritable {
+            waitingForReader = true
+            busy = true
+            try? context.channel.syncOptions?.setOption(ChannelOptions.autoRead, value: false)
+        }
+    }
+
+    func channelWritabilityChanged(context: ChannelHandlerContext) {
+        if waitingForReader && context.channel.isWritable {
+            waitingForReader = false
+            busy = false
+            try? context.channel.syncOptions?.setOption(ChannelOptions.autoRead, value: true)
+            drain(context: context)
+            armIdleTimer(context: context)
+        }
+        context.fireChannelWritabilityChanged()
     }
 
     /// A large result, frame by frame: each frame is encoded once the one before it is written, so that a client

@@ -629,7 +629,9 @@ public final class ItemStore {
                 generations.append(ledger.int64(1))
             }
             var matched = [Bool](repeating: false, count: ids.count)
-            let items = try database.statement("SELECT id, item_id FROM items")
+            // From the table itself, not the item-id index: lookups read the table, and an edited index could
+            // otherwise show this check other item ids than the rows hold.
+            let items = try database.statement("SELECT id, item_id FROM items NOT INDEXED")
             defer { items.reset() }
             while try items.step() {
                 // A row with no ledger entry is not in the ledger's set (it fails its own generation check).

@@ -234,4 +234,37 @@ struct DaemonLimitsTests {
         // The connection serves the next request.
         #expect(try store.copyMatching(.password(account: "big0", returns: .attributes)).count == 1)
     }
+
+    /// The daemon's peak resident memory in KiB (VmHWM).
+    static func peakKiB(_ daemon: DaemonFixture) throws -> Int {
+        let pid = try #require(daemon.process?.processIdentifier)
+        let status = try String(contentsOfFile: "/proc/\(pid)/status", encoding: .utf8)
+        let line = try #require(status.split(separator: "\n").first { $0.hasPrefix("VmHWM:") })
+        return Int(line.split(separator: " ", omittingEmptySubsequences: true)[1]) ?? 0
+    }
+
+    @Test("a client that sends lookups without reading the replies holds about one reply of the daemon's memory")
+    func unreadRepliesAreNotQueued() throws {
+        let daemon = try DaemonFixture()
+        defer { daemon.remove() }
+        let store = try daemon.client()
+        _ = try store.add(.password(account: "big", secret: String(repeating: "x", count: 1 << 20)))
+        let before = try Self.peakKiB(daemon)
+        let fd = try Self.raw(daemon.socketPath)
+        defer { close(fd) }
+        // 200 lookups of the 1 MiB value, about 40 KiB of requests: unread, their replies would be 200 MiB.
+        let frame = try WireRequest.copyMatching(WireMapping.wire(ItemQuery.password(account: "big", returns: .data)))
+            .encodedFrame()
+        var timeout = timeval(tv_sec: 2, tv_usec: 0)
+        setsockopt(fd, SOL_SOCKET, SO_SNDTIMEO, &timeout, socklen_t(MemoryLayout<timeval>.size))
+        for _ in 0..<200 {
+            let sent = frame.withUnsafeBytes { send(fd, $0.baseAddress, $0.count, Int32(MSG_NOSIGNAL)) }
+            if sent < 0 { break }  // the daemon stopped reading: what we send now waits in the socket
+        }
+        usleep(500_000)
+        let grown = try Self.peakKiB(daemon) - before
+        #expect(grown < 32 * 1024, "keyseald grew by \(grown) KiB")
+        // The daemon still answers others at once.
+        #expect(try store.copyMatching(.password(account: "big", returns: .attributes)).count == 1)
+    }
 }
