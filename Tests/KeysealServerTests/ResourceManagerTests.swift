@@ -5,9 +5,11 @@ import Testing
 /// keyseald on a TPM reached through tpm2-abrmd (`tabrmd:` TCTI) on a private session bus.
 @Suite("keyseald through tpm2-abrmd", .serialized)
 struct ResourceManagerTests {
-    private func startDaemon(_ broker: ResourceManagerFixture, store: URL) throws -> (Process, CLI) {
-        let socket = broker.directory.appending("run/keyseal.sock").path
-        let log = broker.directory.appending("keyseald.log")
+    private func startDaemon(_ broker: ResourceManagerFixture, store: URL, name: String = "keyseal") throws
+        -> (Process, CLI)
+    {
+        let socket = broker.directory.appending("run/\(name).sock").path
+        let log = broker.directory.appending("\(name).log")
         let process = Process()
         process.executableURL = try builtProductsDirectory().appendingPathComponent("keyseald")
         process.arguments = ["--store", store.path, "--socket", socket, "--backend", "tpm", "--tcti", broker.tcti]
@@ -48,5 +50,34 @@ struct ResourceManagerTests {
         #expect(try cli("find-generic-password", "-a", "alice", "-s", "mail", "-w").stdoutText == "wu-secret\n")
         let status = try cli("--json", "status")
         #expect((try CLI.json(status)["failedAttempts"] as? Int) == 0, "\(status.stdoutText)")
+    }
+
+    @Test("two keyseald on one TPM through tpm2-abrmd at once; every store on the TPM shares its dictionary-attack counter")
+    func twoDaemonsShareOneTPM() throws {
+        let broker = try ResourceManagerFixture(maxTries: 10)
+        defer { broker.remove() }
+        let (first, a) = try startDaemon(broker, store: broker.directory.appending("store-a"), name: "a")
+        defer {
+            first.terminate()
+            first.waitUntilExit()
+        }
+        let (second, b) = try startDaemon(broker, store: broker.directory.appending("store-b"), name: "b")
+        defer {
+            second.terminate()
+            second.waitUntilExit()
+        }
+        for cli in [a, b] {
+            #expect(try cli("passcode", "set", "--passcode-stdin", input: "correct horse battery\n").status == 0)
+            #expect(try cli("add-generic-password", "-a", "alice", "-s", "mail", "-w", "secret").status == 0)
+            #expect(try cli("lock").status == 0)
+        }
+        func hardwareTries(_ cli: CLI) throws -> Int? { try CLI.json(try cli("--json", "status"))["hardwareTriesLeft"] as? Int }
+        let before = try #require(try hardwareTries(b))
+        #expect(try a("unlock", "--passcode-stdin", input: "wrong passcode here\n").status == 51)
+        #expect(try hardwareTries(b) == before - 1)
+        for cli in [a, b] {
+            #expect(try cli("unlock", "--passcode-stdin", input: "correct horse battery\n").status == 0)
+            #expect(try cli("find-generic-password", "-a", "alice", "-s", "mail", "-w").stdoutText == "secret\n")
+        }
     }
 }
