@@ -161,3 +161,33 @@ public final class TPM2PKCS11Fixture: @unchecked Sendable {
 
     public func remove() { resourceManager.remove() }
 }
+
+/// Starts keyseald with `arguments` (its `--socket` is `socket`) and `environment` (with the testing Argon2id cost),
+/// logging to `log`, and waits until `keyseal status` answers. For daemons on stacks `DaemonFixture` does not know.
+public func startKeyseald(arguments: [String], socket: String, environment: [String: String], log: URL) throws
+    -> Process
+{
+    let process = Process()
+    process.executableURL = try builtProductsDirectory().appendingPathComponent("keyseald")
+    process.arguments = ["--socket", socket] + arguments
+    var environment = environment
+    environment["KEYSEAL_TESTING_ARGON2"] = "minimal"
+    process.environment = environment
+    if !FileManager.default.fileExists(atPath: log.path) {
+        _ = FileManager.default.createFile(atPath: log.path, contents: nil, attributes: [.posixPermissions: 0o600])
+    }
+    let handle = try FileHandle(forWritingTo: log)
+    handle.seekToEndOfFile()
+    process.standardOutput = handle
+    process.standardError = handle
+    process.standardInput = FileHandle.nullDevice
+    try process.run()
+    let keyseal = try builtProductsDirectory().appendingPathComponent("keyseal").path
+    let deadline = Date().addingTimeInterval(30)
+    while Date() < deadline, process.isRunning {
+        if (try? runProcess(keyseal, ["--socket", socket, "status"]))?.status == 0 { return process }
+        usleep(50_000)
+    }
+    if process.isRunning { process.terminate() }
+    throw FixtureError("keyseald did not start: \((try? String(contentsOf: log, encoding: .utf8)) ?? "")")
+}

@@ -9,26 +9,10 @@ struct ResourceManagerTests {
         -> (Process, CLI)
     {
         let socket = broker.directory.appending("run/\(name).sock").path
-        let log = broker.directory.appending("\(name).log")
-        let process = Process()
-        process.executableURL = try builtProductsDirectory().appendingPathComponent("keyseald")
-        process.arguments = ["--store", store.path, "--socket", socket, "--backend", "tpm", "--tcti", broker.tcti]
-        var environment = broker.environment
-        environment["KEYSEAL_TESTING_ARGON2"] = "minimal"
-        process.environment = environment
-        _ = FileManager.default.createFile(atPath: log.path, contents: nil, attributes: [.posixPermissions: 0o600])
-        let handle = try FileHandle(forWritingTo: log)
-        process.standardOutput = handle
-        process.standardError = handle
-        try process.run()
-        let cli = CLI(socket: socket)
-        let deadline = Date().addingTimeInterval(30)
-        while Date() < deadline, process.isRunning {
-            if (try? cli("status"))?.status == 0 { return (process, cli) }
-            usleep(50_000)
-        }
-        process.terminate()
-        throw FixtureError("keyseald on tabrmd did not start: \((try? String(contentsOf: log, encoding: .utf8)) ?? "")")
+        let process = try startKeyseald(
+            arguments: ["--store", store.path, "--backend", "tpm", "--tcti", broker.tcti], socket: socket,
+            environment: broker.environment, log: broker.directory.appending("\(name).log"))
+        return (process, CLI(socket: socket))
     }
 
     @Test("tpm2-abrmd restarted under an idle keyseald: the next unlock succeeds at the first attempt")

@@ -9,31 +9,12 @@ struct TPM2PKCS11Tests {
     /// Starts keyseald on the fixture's token; returns the process and its socket.
     private func startDaemon(_ token: TPM2PKCS11Fixture, store: URL, log: URL) throws -> (Process, String) {
         let socket = token.directory.appending("run/keyseal.sock").path
-        let process = Process()
-        process.executableURL = try builtProductsDirectory().appendingPathComponent("keyseald")
-        process.arguments = [
-            "--store", store.path, "--socket", socket, "--backend", "pkcs11", "--pkcs11-module",
-            TPM2PKCS11Fixture.module, "--pkcs11-token", token.tokenLabel, "--pkcs11-pin-file", token.pinFile.path,
-        ]
-        var environment = token.environment
-        environment["KEYSEAL_TESTING_ARGON2"] = "minimal"
-        process.environment = environment
-        if !FileManager.default.fileExists(atPath: log.path) {
-            _ = FileManager.default.createFile(atPath: log.path, contents: nil, attributes: [.posixPermissions: 0o600])
-        }
-        let handle = try FileHandle(forWritingTo: log)
-        handle.seekToEndOfFile()
-        process.standardOutput = handle
-        process.standardError = handle
-        try process.run()
-        let deadline = Date().addingTimeInterval(30)
-        while Date() < deadline, process.isRunning {
-            if (try? CLI(socket: socket)("status"))?.status == 0 { return (process, socket) }
-            usleep(50_000)
-        }
-        let text = (try? String(contentsOf: log, encoding: .utf8)) ?? ""
-        process.terminate()
-        throw FixtureError("keyseald on tpm2-pkcs11 did not start: \(text)")
+        let process = try startKeyseald(
+            arguments: [
+                "--store", store.path, "--backend", "pkcs11", "--pkcs11-module", TPM2PKCS11Fixture.module,
+                "--pkcs11-token", token.tokenLabel, "--pkcs11-pin-file", token.pinFile.path,
+            ], socket: socket, environment: token.environment, log: log)
+        return (process, socket)
     }
 
     private func stop(_ process: Process) {
