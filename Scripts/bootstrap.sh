@@ -8,6 +8,7 @@ packages=(
   softhsm2 p11-kit libp11-kit-dev gnutls-bin
   bsdutils util-linux
   tpm2-abrmd libtss2-tcti-tabrmd0 dbus libtpm2-pkcs11-1 libtpm2-pkcs11-tools
+  qemu-system-x86 busybox-static cpio kmod e2fsprogs
 )
 
 missing=()

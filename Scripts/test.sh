@@ -2,7 +2,8 @@
 # Installs what the tests need, builds with zero warnings, and runs every test: the engine's semantic,
 # lock-matrix and tamper suites on swtpm and on SoftHSM2; the semantic and lock-matrix suites again through a
 # real keyseald process (host key, swtpm, SoftHSM2); then the whole suite (engine on the host key, TPM and
-# PKCS#11 backends on their own swtpm and SoftHSM2 fixtures). Each run prints its duration.
+# PKCS#11 backends on their own swtpm and SoftHSM2 fixtures; tpm2-abrmd and tpm2-pkcs11), after the scenario in a qemu
+# guest on the kernel's resource manager (Scripts/test-vm.sh). Each run prints its duration.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -41,6 +42,12 @@ for backend in tpm pkcs11 daemon-host-key daemon-tpm daemon-pkcs11; do
   grep -E "skipped" "$log" || true
   echo "test: $backend took $((SECONDS - started)) s"
 done
+
+# The kernel's resource manager: the command-line scenario in a qemu guest on /dev/tpmrm0, across a power cut.
+echo "test: qemu guest on /dev/tpmrm0"
+started=$SECONDS
+bash Scripts/test-vm.sh
+echo "test: qemu guest took $((SECONDS - started)) s"
 
 # Every suite, in two processes: SoftHSM2 sees only the tokens created before its first use in a process, and one
 # pool stays under the 48 slots GnuTLS's p11tool lists (SoftHSMFixture), so the PKCS#11 device-key suites get a pool

@@ -1,0 +1,171 @@
+#!/usr/bin/env bash
+# keyseald on the kernel's TPM resource manager: a qemu guest (software emulation, Debian's kernel unpacked from its
+# package, a busybox initramfs carrying keyseald, keyseal and the libraries they load) whose TPM is swtpm. First
+# boot: the command-line scenario over device:/dev/tpmrm0 (passcode, classes, lock, refusal, wrong passcode,
+# unlock), then a check through /dev/tpm0 that no transient object or session is left on the TPM, then a power cut.
+# Second boot, on the same TPM state and disk image: after-first-unlock items refused until the first unlock,
+# then every item back. A missing package or a step that fails is a failure, never a skip.
+#
+# Needs the debug build of keyseald and keyseal (Scripts/test.sh builds it first). Budget: about a minute a boot.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+bash Scripts/bootstrap.sh
+export PATH="/opt/swift/usr/bin:$PATH"
+bin=$(swift build --show-bin-path)
+for program in keyseald keyseal; do
+  [[ -x $bin/$program ]] || { echo "test-vm: $bin/$program is missing; build first" >&2; exit 1; }
+done
+
+work=$(mktemp -d /tmp/keyseal-vm.XXXXXX)
+swtpm_pid=""
+cleanup() {
+  [[ -n $swtpm_pid ]] && kill "$swtpm_pid" 2>/dev/null || true
+  rm -rf "$work"
+}
+trap cleanup EXIT
+
+# The kernel: the package the linux-image-amd64 metapackage names, downloaded once into the build folder.
+kernel_package=$(apt-cache depends linux-image-amd64 | awk '/Depends: linux-image-[0-9]/ { print $2; exit }')
+[[ -n $kernel_package ]] || { echo "test-vm: no linux-image package found (apt-get update?)" >&2; exit 1; }
+version=${kernel_package#linux-image-}
+cache=.build/vm
+kernel_root=$cache/$kernel_package
+if [[ ! -f $kernel_root/boot/vmlinuz-$version ]]; then
+  mkdir -p "$cache"
+  (cd "$cache" && apt-get download -q "$kernel_package" 2>&1 | grep -v "^W: Download is performed unsandboxed" || true)
+  deb=$(ls "$cache"/"${kernel_package}"_*.deb | head -1)
+  rm -rf "$kernel_root"
+  dpkg-deb -x "$deb" "$kernel_root"
+  rm -f "$deb"
+fi
+depmod -b "$PWD/$kernel_root" "$version"
+modules_dir=$kernel_root/lib/modules/$version
+
+# Modules the disk needs (virtio block device, ext4), dependencies first.
+declare -A loaded=()
+order=()
+add_module() {
+  local name=$1 line path dep
+  line=$(grep -E "/$name\.ko(\.[a-z]+)?:" "$modules_dir/modules.dep" | head -1)
+  [[ -n $line ]] || { echo "test-vm: module $name not found in $kernel_package" >&2; exit 1; }
+  path=${line%%:*}
+  [[ -n ${loaded[$path]:-} ]] && return
+  for dep in ${line#*:}; do
+    add_module "$(basename "$dep" | sed -E 's/\.ko(\.[a-z]+)?$//')"
+  done
+  loaded[$path]=1
+  order+=("$path")
+}
+# crc32c_generic: ext4 asks for a crc32c driver at mount, a dependency modules.dep does not list.
+for module in virtio_pci virtio_blk crc32c_generic ext4; do add_module "$module"; done
+
+# The initramfs.
+root=$work/root
+mkdir -p "$root"/{bin,dev,proc,sys,tmp,mnt,run,modules,etc}
+cp /bin/busybox "$root/bin/busybox"
+for applet in $(busybox --list); do [[ $applet == busybox ]] || ln -sf busybox "$root/bin/$applet"; done
+cp "$bin/keyseald" "$bin/keyseal" "$root/bin/"
+tpm2=$(command -v tpm2)
+cp "$tpm2" "$root/bin/tpm2"
+device_tcti=$(ls /usr/lib/x86_64-linux-gnu/libtss2-tcti-device.so.0)
+for file in "$bin/keyseald" "$bin/keyseal" "$tpm2" "$device_tcti"; do
+  ldd "$file" | awk '$3 ~ /^\// { print $3 } $1 ~ /^\// { print $1 }'
+done | sort -u | while read -r library; do
+  mkdir -p "$root$(dirname "$library")"
+  cp -L "$library" "$root$library"
+done
+mkdir -p "$root$(dirname "$device_tcti")"
+cp -L "$device_tcti" "$root$device_tcti"
+: >"$root/modules/order"
+for path in "${order[@]}"; do
+  cp "$modules_dir/$path" "$root/modules/"
+  basename "$path" >>"$root/modules/order"
+done
+cat >"$root/init" <<'EOF'
+#!/bin/sh
+mount -t proc proc /proc
+mount -t sysfs sys /sys
+mount -t devtmpfs dev /dev
+for module in $(cat /modules/order); do
+  case $module in
+    *.xz) xz -dc /modules/$module >/tmp/m.ko ;;
+    *) cp /modules/$module /tmp/m.ko ;;
+  esac
+  insmod /tmp/m.ko 2>/tmp/insmod.err || echo "KEYSEAL-VM: insmod $module: $(cat /tmp/insmod.err)"
+done
+phase=$(sed -n 's/.*keyseal\.phase=\([0-9]*\).*/\1/p' /proc/cmdline)
+report() { echo "KEYSEAL-VM: $*"; }
+mount -t ext4 /dev/vda /mnt || report "FAIL mount"
+export TSS2_LOG=all+NONE KEYSEAL_TESTING_ARGON2=minimal HOME=/tmp
+[ -e /dev/tpmrm0 ] && report "ok /dev/tpmrm0" || report "FAIL no /dev/tpmrm0"
+keyseald --store /mnt/store --socket /run/k.sock --backend tpm --tcti device:/dev/tpmrm0 >/tmp/keyseald.log 2>&1 &
+for i in $(seq 1 200); do keyseal --socket /run/k.sock status >/dev/null 2>&1 && break; sleep 0.1; done
+k() { keyseal --socket /run/k.sock "$@"; }
+expect() {  # expect NAME EXIT [STDOUT] -- command
+  name=$1 want=$2 out=$3; shift 4
+  got_out=$("$@" 2>/tmp/err); got=$?
+  if [ "$got" = "$want" ] && { [ -z "$out" ] || [ "$got_out" = "$out" ]; }; then report "ok $name"
+  else report "FAIL $name (exit $got, wanted $want; $(cat /tmp/err))"; fi
+}
+if [ "$phase" = 1 ]; then
+  expect passcode-set 0 "" -- sh -c 'echo "correct horse battery" | keyseal --socket /run/k.sock passcode set --passcode-stdin'
+  expect add-when-unlocked 0 "" -- k add-generic-password -a alice -s mail -w wu-secret
+  expect add-after-first-unlock 0 "" -- k add-generic-password -a bob -s mail -w afu-secret --accessible after-first-unlock
+  expect lock 0 "" -- k lock
+  expect locked-refused 36 "" -- k find-generic-password -a alice -s mail -w
+  expect locked-afu-readable 0 afu-secret -- k find-generic-password -a bob -s mail -w
+  expect wrong-passcode 51 "" -- sh -c 'echo "wrong passcode here" | keyseal --socket /run/k.sock unlock --passcode-stdin'
+  expect unlock 0 "" -- sh -c 'echo "correct horse battery" | keyseal --socket /run/k.sock unlock --passcode-stdin'
+  expect unlocked-readable 0 wu-secret -- k find-generic-password -a alice -s mail -w
+else
+  expect before-first-unlock-refused 36 "" -- k find-generic-password -a bob -s mail -w
+  expect unlock-after-power-cycle 0 "" -- sh -c 'echo "correct horse battery" | keyseal --socket /run/k.sock unlock --passcode-stdin'
+  expect afu-back 0 afu-secret -- k find-generic-password -a bob -s mail -w
+  expect wu-back 0 wu-secret -- k find-generic-password -a alice -s mail -w
+fi
+# The TPM itself, through the raw device while keyseald still runs: no transient object or loaded session on it (the
+# resource manager swaps a client's objects out between its commands; the swtpm suites check keyseald's flushes).
+transient=$(tpm2 getcap -T device:/dev/tpm0 handles-transient 2>&1)
+sessions=$(tpm2 getcap -T device:/dev/tpm0 handles-loaded-session 2>&1)
+[ -z "$transient" ] && report "ok no-transient-objects" || report "FAIL transient objects: $transient"
+[ -z "$sessions" ] && report "ok no-loaded-sessions" || report "FAIL loaded sessions: $sessions"
+report "done $phase"
+sync
+echo o >/proc/sysrq-trigger  # a power cut, not a shutdown
+sleep 10
+EOF
+chmod +x "$root/init"
+(cd "$root" && find . | cpio -o -H newc --quiet) >"$work/initrd"
+
+truncate -s 64M "$work/disk.img"
+mkfs.ext4 -q -F "$work/disk.img"
+
+boot() {
+  local phase=$1 log=$work/boot-$1.log
+  mkdir -p "$work/tpm"
+  swtpm socket --tpm2 --tpmstate dir="$work/tpm" --ctrl type=unixio,path="$work/tpm/ctrl" \
+    --log file="$work/tpm/swtpm.log" --terminate &
+  swtpm_pid=$!
+  for _ in $(seq 1 100); do [[ -S $work/tpm/ctrl ]] && break; sleep 0.05; done
+  local started=$SECONDS
+  timeout 150 qemu-system-x86_64 -accel tcg -m 1024 -nographic -no-reboot \
+    -kernel "$kernel_root/boot/vmlinuz-$version" -initrd "$work/initrd" \
+    -append "console=ttyS0 panic=-1 quiet keyseal.phase=$phase" \
+    -drive file="$work/disk.img",format=raw,if=virtio,cache=directsync \
+    -chardev socket,id=chrtpm,path="$work/tpm/ctrl" -tpmdev emulator,id=tpm0,chardev=chrtpm \
+    -device tpm-tis,tpmdev=tpm0 >"$log" 2>&1 || true
+  wait "$swtpm_pid" 2>/dev/null || true
+  swtpm_pid=""
+  tr -d '\r' <"$log" | grep "KEYSEAL-VM:" || true
+  echo "test-vm: boot $phase took $((SECONDS - started)) s"
+  if grep -q "KEYSEAL-VM: FAIL" "$log" || ! grep -q "KEYSEAL-VM: done $phase" "$log"; then
+    tail -30 "$log" >&2
+    echo "test-vm: boot $phase failed" >&2
+    exit 1
+  fi
+}
+
+boot 1
+boot 2
+echo "test-vm: the scenario passed on /dev/tpmrm0 in a qemu guest, across a power cut"
