@@ -26,9 +26,10 @@ fi
 # Hardware fixtures fail (never skip) when swtpm or SoftHSM2 is missing.
 export CI="${CI:-true}"
 engine_suites="KeysealSecurityTests|LockMatrix|Tamper|KeychainTests|RequestValidationTests|UndecryptableTests"
-# Through the daemon: the same suites except Tamper, which edits the store file under an embedded engine.
+# Through the daemon (daemon-tabrmd: keyseald on a TPM behind tpm2-abrmd on a private session bus): the same suites
+# except Tamper, which edits the store file under an embedded engine.
 daemon_suites="KeysealSecurityTests|LockMatrix|KeychainTests|RequestValidationTests|UndecryptableTests"
-for backend in tpm pkcs11 daemon-host-key daemon-tpm daemon-pkcs11; do
+for backend in tpm pkcs11 daemon-host-key daemon-tpm daemon-pkcs11 daemon-tabrmd; do
   suites=$engine_suites
   [[ $backend == daemon-* ]] && suites=$daemon_suites
   echo "test: engine suites on $backend"

@@ -35,6 +35,9 @@ public final class DaemonFixture: @unchecked Sendable {
         /// `--backend tpm --tcti swtpm:…`: a swtpm fixture of the tests' own (dictionary-attack limits set).
         case tpm
         case pkcs11
+        /// `--backend tpm --tcti tabrmd:bus_type=session`: a TPM behind tpm2-abrmd on a private session bus
+        /// (``ResourceManagerFixture``), the way many devices reach theirs.
+        case tabrmd
 
         public var description: String { rawValue }
     }
@@ -43,6 +46,8 @@ public final class DaemonFixture: @unchecked Sendable {
     public let root: TemporaryDirectory
     public let softhsm: SoftHSMFixture?
     public let swtpm: SwtpmFixture?
+    /// The tpm2-abrmd (and its swtpm) behind `.tabrmd`.
+    public let broker: ResourceManagerFixture?
     public var extraArguments: [String]
     public var productArgon2: Bool
     public private(set) var process: Process?
@@ -64,9 +69,10 @@ public final class DaemonFixture: @unchecked Sendable {
         if backend == .swtpm { _ = try requireTool("swtpm", package: "swtpm") }
         softhsm = backend == .pkcs11 ? try SoftHSMFixture() : nil
         let limits = tpmLimits ?? (5, 60, 2)
+        broker = backend == .tabrmd ? try ResourceManagerFixture(maxTries: limits.maxTries) : nil
         swtpm = backend == .tpm
             ? try SwtpmFixture(maxTries: limits.maxTries, recoveryTime: limits.recoveryTime, lockoutRecovery: limits.lockoutRecovery)
-            : nil
+            : broker?.swtpm
         extraArguments = arguments
         self.productArgon2 = productArgon2
         if start { try self.start() }
@@ -78,6 +84,7 @@ public final class DaemonFixture: @unchecked Sendable {
         case .hostKey: return .hostKey(file: URL(fileURLWithPath: hostKeyPath))
         case .swtpm: return .tpm(tcti: "swtpm:path=\(storeDirectory.appendingPathComponent("swtpm/swtpm.sock").path)")
         case .tpm: return .tpm(tcti: swtpm?.tcti ?? "")
+        case .tabrmd: return .tpm(tcti: broker?.tcti ?? "")
         case .pkcs11:
             return .pkcs11(module: softhsm?.module ?? "", token: softhsm?.tokenLabel ?? "", pinFile: softhsm?.pinFile)
         }
@@ -89,6 +96,7 @@ public final class DaemonFixture: @unchecked Sendable {
         case .hostKey: arguments += ["--backend", "host-key", "--host-key", hostKeyPath]
         case .swtpm: arguments += ["--backend", "swtpm"]
         case .tpm: arguments += ["--backend", "tpm", "--tcti", swtpm?.tcti ?? ""]
+        case .tabrmd: arguments += ["--backend", "tpm", "--tcti", broker?.tcti ?? ""]
         case .pkcs11:
             guard let softhsm else { break }
             arguments += [
@@ -102,6 +110,7 @@ public final class DaemonFixture: @unchecked Sendable {
     /// The environment keyseald runs with: SoftHSM2's configuration and the testing Argon2id cost.
     public var environment: [String: String] {
         var environment = ProcessInfo.processInfo.environment.merging(softhsm?.environment ?? [:]) { _, new in new }
+        environment.merge(broker?.environment ?? [:]) { _, new in new }
         environment["KEYSEAL_TESTING_ARGON2"] = productArgon2 ? nil : "minimal"
         return environment
     }
@@ -172,6 +181,7 @@ public final class DaemonFixture: @unchecked Sendable {
     public func remove() {
         stop()
         swtpm?.stop()
+        broker?.remove()
         softhsm?.remove()
         root.remove()
     }

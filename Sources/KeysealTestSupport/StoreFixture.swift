@@ -29,16 +29,23 @@ public enum TestBackend: String, CaseIterable, Sendable, CustomStringConvertible
     /// `KeychainStore.daemon(socket:)`.
     public static var throughDaemon: Bool { selection.throughDaemon }
 
+    /// `KEYSEAL_TEST_BACKEND=daemon-tabrmd`: the TPM suites through keyseald on a TPM behind tpm2-abrmd
+    /// (`DaemonFixture.Backend.tabrmd`); the backend is then `.tpm`.
+    public static var throughResourceManager: Bool {
+        ProcessInfo.processInfo.environment["KEYSEAL_TEST_BACKEND"] == "daemon-tabrmd"
+    }
+
     private static var selection: (backend: TestBackend, throughDaemon: Bool) {
         guard var name = ProcessInfo.processInfo.environment["KEYSEAL_TEST_BACKEND"], !name.isEmpty else {
             return (.hostKey, false)
         }
         let throughDaemon = name.hasPrefix("daemon-")
         if throughDaemon { name.removeFirst("daemon-".count) }
+        if throughDaemon && name == "tabrmd" { return (.tpm, true) }
         guard let backend = TestBackend(rawValue: name) else {
             fatalError(
                 "KEYSEAL_TEST_BACKEND=\(name) is not one of host-key, tpm, pkcs11, daemon-host-key, daemon-tpm, "
-                    + "daemon-pkcs11")
+                    + "daemon-pkcs11, daemon-tabrmd")
         }
         return (backend, throughDaemon)
     }
@@ -93,7 +100,7 @@ public final class StoreFixture: @unchecked Sendable {
             let daemonBackend: DaemonFixture.Backend =
                 switch backend {
                 case .hostKey: .hostKey
-                case .tpm: .tpm
+                case .tpm: TestBackend.throughResourceManager ? .tabrmd : .tpm
                 case .pkcs11: .pkcs11
                 }
             let daemon = try DaemonFixture(daemonBackend)
