@@ -32,6 +32,8 @@ daemon_suites="KeysealSecurityTests|LockMatrix|KeychainTests|RequestValidationTe
 for backend in tpm pkcs11 daemon-host-key daemon-tpm daemon-pkcs11 daemon-tabrmd; do
   suites=$engine_suites
   [[ $backend == daemon-* ]] && suites=$daemon_suites
+  # UndecryptableTests plant rows through an embedded engine in the test process, which has no session bus for tabrmd.
+  [[ $backend == daemon-tabrmd ]] && suites=${daemon_suites//|UndecryptableTests/}
   echo "test: engine suites on $backend"
   started=$SECONDS
   if ! KEYSEAL_TEST_BACKEND=$backend swift test --skip-build --filter "$suites" >"$log" 2>&1; then
