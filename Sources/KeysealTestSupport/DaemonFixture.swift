@@ -194,3 +194,22 @@ public final class DaemonFixture: @unchecked Sendable {
             try builtProductsDirectory().appendingPathComponent("keyseald").path, arguments, environment: environment)
     }
 }
+
+extension DaemonFixture {
+    /// A started daemon that uid 65534 can reach: socket group 65534 and a traversable root.
+    public static func sharedWithNobody(_ arguments: [String] = []) throws -> DaemonFixture {
+        let daemon = try DaemonFixture(arguments: ["--socket-group", "65534"] + arguments, start: false)
+        chmod(daemon.root.path, 0o711)
+        try daemon.start()
+        return daemon
+    }
+
+    /// Runs `keyseal-wire-probe` on this daemon's socket as uid 65534 (needs root) and returns its one line.
+    public func probeAsNobody(_ arguments: [String]) throws -> String {
+        let setpriv = try requireTool("setpriv", package: "util-linux")
+        let probe = try builtProductsDirectory().appendingPathComponent("keyseal-wire-probe").path
+        return try runProcess(
+            setpriv, ["--reuid", "65534", "--regid", "65534", "--clear-groups", probe, socketPath] + arguments
+        ).stdoutText.trimmingCharacters(in: .whitespacesAndNewlines)
+    }
+}

@@ -34,19 +34,11 @@ struct DaemonLimitsTests {
             #expect(!runningInCI, "the other-user tests need root to switch users")
             return nil
         }
-        let setpriv = try requireTool("setpriv", package: "util-linux")
-        let probe = try builtProductsDirectory().appendingPathComponent("keyseal-wire-probe").path
-        return try runProcess(
-            setpriv, ["--reuid", "65534", "--regid", "65534", "--clear-groups", probe, daemon.socketPath] + arguments
-        ).stdoutText.trimmingCharacters(in: .whitespacesAndNewlines)
+        return try daemon.probeAsNobody(arguments)
     }
 
-    /// A daemon reachable by uid 65534 (socket group 65534, traversable root).
     static func sharedDaemon(_ arguments: [String]) throws -> DaemonFixture {
-        let daemon = try DaemonFixture(arguments: ["--socket-group", "65534"] + arguments, start: false)
-        chmod(daemon.root.path, 0o711)
-        try daemon.start()
-        return daemon
+        try DaemonFixture.sharedWithNobody(arguments)
     }
 
     // MARK: Auto-lock

@@ -79,17 +79,9 @@ struct WireValidationTests {
             #expect(!runningInCI, "the other-user test needs root to switch users")
             return
         }
-        let setpriv = try requireTool("setpriv", package: "util-linux")
-        let daemon = try DaemonFixture(arguments: ["--socket-group", "65534"], start: false)
+        let daemon = try DaemonFixture.sharedWithNobody()
         defer { daemon.remove() }
-        chmod(daemon.root.path, 0o711)
-        try daemon.start()
-        let probe = try builtProductsDirectory().appendingPathComponent("keyseal-wire-probe").path
-        func asNobody(_ arguments: [String]) throws -> String {
-            try runProcess(
-                setpriv, ["--reuid", "65534", "--regid", "65534", "--clear-groups", probe, daemon.socketPath] + arguments
-            ).stdoutText.trimmingCharacters(in: .whitespacesAndNewlines)
-        }
+        let asNobody = daemon.probeAsNobody
         #expect(try asNobody(["doctor"]).hasPrefix("error -34018"))
         #expect(try asNobody(["doctor-delete", String(repeating: "0", count: 32)]).hasPrefix("error -34018"))
         #expect(try asNobody(["add-class", "keys"]).hasPrefix("error -4 "))
