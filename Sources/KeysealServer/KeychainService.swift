@@ -217,7 +217,9 @@ public final class KeychainService: Sendable {
             return .ok
         case .subscribeLockState:
             return .lockStateChanged(WireMapping.wire(store.lockState))
-        // Every item request is checked whole (class, attribute keys, types, sizes) before the engine sees it.
+        // Every item request is checked whole (class, attribute keys, types, sizes) before it reads or writes anything:
+        // adds and updates here, before their quota checks; lookups and deletes by the engine's own first statement
+        // (the same RequestValidation), so that the hot path checks once.
         case .add(let item):
             let new = try WireMapping.item(item)
             try RequestValidation.validate(new, valueLimit: store.valueLimit)
@@ -236,7 +238,6 @@ public final class KeychainService: Sendable {
             return .records(record.map { [WireMapping.wire($0)] } ?? [])
         case .copyMatching(let wireQuery):
             let query = try WireMapping.query(wireQuery)
-            try RequestValidation.validate(query)
             var records = try store.copyMatching(query, caller: caller, resultLimit: limits.responseBytes)
             // Each record's value is let go once its wire copy is made, so that a large result is not held twice.
             var wire: [WireRecord] = []
@@ -259,7 +260,6 @@ public final class KeychainService: Sendable {
             return .ok
         case .delete(let wire):
             let query = try WireMapping.query(wire)
-            try RequestValidation.validate(query)
             try store.delete(query, caller: caller)
             quotas.forget()
             return .ok
