@@ -215,6 +215,19 @@ struct TPMHardwareKeyTests {
         }
     }
 
+    @Test("an authorization ending in zero bytes signs (the TPM keeps authValues without trailing zeros)")
+    func authorizationWithTrailingZeros() throws {
+        try withTPM { _, key in
+            let authorization = SecretBytes(copying: [UInt8](repeating: 5, count: 30) + [0, 0])
+            let made = try key.generateP256Key(authorization: authorization)
+            let message = Data("zeros".utf8)
+            let der = try key.sign(
+                digest: Array(SHA256.hash(data: message)), keyBlob: made.blob, authorization: authorization)
+            let publicKey = try P256.Signing.PublicKey(x963Representation: made.publicKey)
+            #expect(publicKey.isValidSignature(try P256.Signing.ECDSASignature(derRepresentation: der), for: message))
+        }
+    }
+
     @Test("a kept key's authorization is checked on every use")
     func keptKeyChecksAuthorizationEachTime() throws {
         try withTPM { _, key in
