@@ -56,7 +56,8 @@ echo "test: qemu guest took $((SECONDS - started)) s"
 
 # Every suite, in two processes: SoftHSM2 sees only the tokens created before its first use in a process, and one
 # pool stays under the 48 slots GnuTLS's p11tool lists (SoftHSMFixture), so the PKCS#11 device-key suites get a pool
-# of their own.
+# of their own. They run on SoftHSM2 and on tpm2-pkcs11 behind tpm2-abrmd (TPM2PKCS11Pool: one store of tokens made
+# with tpm2_ptool per process).
 echo "test: every suite"
 started=$SECONDS
 swift test --skip-build --skip KeysealPKCS11Tests
