@@ -97,13 +97,19 @@ public struct PublicKeyMaterial: Sendable, Hashable {
         try self.init(keyType: .ec(bits: bits), bytes: bytes)
     }
 
+    /// The public key of a key's external representation (`kcls` "0": the public key itself; "1": derived from
+    /// the private key), for Apple's `type` code; errSecParam for anything else.
+    public static func of(keyClass: String, typeCode: String, data: Data) throws(KeychainError) -> PublicKeyMaterial {
+        try KeychainEngine.publicKeyOf(keyClass: keyClass, typeCode: typeCode, data: data)
+    }
+
     /// Apple's `kSecAttrApplicationLabel` of the key pair: SHA-1 of these octets.
     public var applicationLabel: Data { Data(Insecure.SHA1.hash(data: bytes)) }
 }
 
 /// A private key whose material the engine holds: Apple's external representation (EC `04 ‖ X ‖ Y ‖ K`, RSA
 /// PKCS#1 `RSAPrivateKey`), parsed on use.
-struct SoftwarePrivateKey {
+struct SoftwarePrivateKey: Sendable {
     let keyType: KeyType
     let material: SecretBytes
 
@@ -208,4 +214,40 @@ struct PrehashedDigest: Digest {
         try bytes.withUnsafeBytes(body)
     }
     var description: String { "prehashed digest" }
+}
+
+/// A software private key held by its caller, never stored (Apple's non-permanent keys and
+/// `SecKeyCreateWithData`): the same algorithms as a stored key.
+public struct SoftwareKey: Sendable {
+    let key: SoftwarePrivateKey
+
+    public static func generate(_ keyType: KeyType) throws(KeychainError) -> SoftwareKey {
+        SoftwareKey(key: try SoftwarePrivateKey.generate(keyType))
+    }
+
+    /// A key from Apple's external representation (EC `04 ‖ X ‖ Y ‖ K`, RSA PKCS#1); errSecParam otherwise.
+    public init(keyType: KeyType, externalRepresentation: Data) throws(KeychainError) {
+        key = try SoftwarePrivateKey(keyType: keyType, material: SecretBytes(copying: externalRepresentation))
+    }
+
+    init(key: SoftwarePrivateKey) { self.key = key }
+
+    public var keyType: KeyType { key.keyType }
+    public var externalRepresentation: SecretBytes { key.material }
+    public func publicKey() throws(KeychainError) -> PublicKeyMaterial { try key.publicKey() }
+
+    public func sign(algorithm: String, data: Data) throws(KeychainError) -> Data {
+        try KeyAlgorithms.sign(.software(key), algorithm: algorithm, data: data)
+    }
+
+    public func decrypt(algorithm: String, data: Data) throws(KeychainError) -> Data {
+        try KeyAlgorithms.decrypt(.software(key), algorithm: algorithm, data: data)
+    }
+
+    public func keyExchange(algorithm: String, peer: Data, requestedSize: Int?, sharedInfo: Data?) throws(KeychainError)
+        -> Data
+    {
+        try KeyAlgorithms.keyExchange(
+            .software(key), algorithm: algorithm, peer: peer, requestedSize: requestedSize, sharedInfo: sharedInfo)
+    }
 }

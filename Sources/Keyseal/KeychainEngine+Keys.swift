@@ -375,6 +375,32 @@ extension KeychainEngine {
         return record.data ?? Data()
     }
 
+    /// Stores a transient hardware key as a private key item (`SecItemAdd` with the key as `kSecValueRef`); the
+    /// transient reference is then spent. Its seed moves into the item, sealed under the item's class.
+    func persistTransientKey(
+        _ id: Data, attributes given: [String: AttributeValue], accessGroup: String?, accessibility: Accessibility?,
+        synchronizable: Bool, caller: Caller
+    ) throws -> KeyDescription {
+        guard let key = transientKeys[id] else { throw KeychainError(KeychainStatus.param, "the key was released") }
+        let request = KeyGenerationRequest(
+            keyType: .p256, inHardware: true, isPermanent: true, attributes: given, accessGroup: accessGroup,
+            accessibility: accessibility ?? key.accessibility, synchronizable: synchronizable)
+        var attributes = Self.keyAttributes(request, publicKey: key.publicKey, inHardware: true, base: given)
+        let trusted = [AttributeKey.tokenID: attributes.removeValue(forKey: AttributeKey.tokenID)!]
+        let item = NewItem(
+            itemClass: .key, attributes: attributes, accessGroup: accessGroup, accessibility: request.accessibility,
+            synchronizable: synchronizable,
+            data: HardwareKeyValue(seed: key.seed, publicKey: key.publicKey.bytes, blob: key.blob).encoded(),
+            returns: [.attributes, .persistentRef])
+        guard let record = try add(item, caller: caller, trusted: trusted), let reference = record.persistentRef else {
+            throw KeychainError(KeychainStatus.internalComponent, "the new key item has no reference")
+        }
+        transientKeys[id] = nil
+        return KeyDescription(
+            reference: .item(reference), publicKey: key.publicKey, isPrivate: true, inHardware: true,
+            isExtractable: false, attributes: record.attributes)
+    }
+
     /// Forgets a transient hardware key and removes what the hardware holds for it.
     func releaseTransientKey(_ id: Data) {
         guard let key = transientKeys.removeValue(forKey: id) else { return }

@@ -53,6 +53,19 @@ extension KeychainStore {
         try withEngine { SecretBytes(copying: try $0.exportPrivateKey(key, caller: .owner)) }
     }
 
+    /// Stores a transient hardware key as an item; returns the stored key's description.
+    public func storeTransientKey(
+        _ key: KeyReference, attributes: [String: AttributeValue], accessGroup: String? = nil,
+        accessibility: Accessibility? = nil, synchronizable: Bool = false
+    ) throws -> KeyDescription {
+        guard case .transient(let id) = key else { throw KeychainError.duplicateItem }
+        return try withEngine {
+            try $0.persistTransientKey(
+                id, attributes: attributes, accessGroup: accessGroup, accessibility: accessibility,
+                synchronizable: synchronizable, caller: .owner)
+        }
+    }
+
     /// Forgets a transient hardware key (one generated with `isPermanent` false).
     public func releaseKey(_ key: KeyReference) {
         guard case .transient(let id) = key else { return }
