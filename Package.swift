@@ -116,10 +116,13 @@ let package = Package(
         // Test fixtures: swtpm and SoftHSM2 processes, temporary stores. Never linked by a product.
         .target(name: "KeysealTestSupport", dependencies: ["Keyseal", "KeysealCore"], swiftSettings: swiftSettings),
 
+        // The benchmarks' floors in C straight on tpm2-tss and PKCS#11 (keyseal-bench only; in no product).
+        .target(name: "CKeysealBenchFloors", dependencies: ["CTSS2", "CP11Kit"]),
         .executableTarget(
             name: "keyseal-bench",
             dependencies: [
                 "Keyseal", "KeysealSecurity", "KeysealCore", "KeysealClient", "KeysealTestSupport", "CSQLite",
+                "KeysealTPM", "KeysealPKCS11", "CKeysealBenchFloors",
                 .product(name: "Crypto", package: "swift-crypto"),
             ],
             swiftSettings: swiftSettings),
