@@ -122,6 +122,7 @@ int keyseal_floor_pkcs11_sign(const char *module_path, const char *token_label, 
     CK_RV rv = CKR_OK;
     CK_FUNCTION_LIST *functions = p11_kit_module_load(module_path, 0);
     CK_SESSION_HANDLE session = CK_INVALID_HANDLE;
+    CK_OBJECT_HANDLE public_key = CK_INVALID_HANDLE, private_key = CK_INVALID_HANDLE;
     int initialized = 0;
     if (functions == NULL) {
         fprintf(stderr, "floor: cannot load %s\n", module_path);
@@ -155,16 +156,17 @@ int keyseal_floor_pkcs11_sign(const char *module_path, const char *token_label, 
 
     CK_BBOOL yes = CK_TRUE, no = CK_FALSE;
     CK_BYTE parameters[] = {0x06, 0x08, 0x2A, 0x86, 0x48, 0xCE, 0x3D, 0x03, 0x01, 0x07};
+    // Token objects, as Keyseal's hardware keys are (SoftHSM2 keeps them apart from session objects); destroyed at
+    // the end.
     CK_ATTRIBUTE public_template[] = {
-        {CKA_TOKEN, &no, sizeof no},
+        {CKA_TOKEN, &yes, sizeof yes},
         {CKA_EC_PARAMS, parameters, sizeof parameters},
     };
     CK_ATTRIBUTE private_template[] = {
-        {CKA_TOKEN, &no, sizeof no},       {CKA_PRIVATE, &yes, sizeof yes}, {CKA_SENSITIVE, &yes, sizeof yes},
+        {CKA_TOKEN, &yes, sizeof yes},     {CKA_PRIVATE, &yes, sizeof yes}, {CKA_SENSITIVE, &yes, sizeof yes},
         {CKA_EXTRACTABLE, &no, sizeof no}, {CKA_SIGN, &yes, sizeof yes},
     };
     CK_MECHANISM generate = {CKM_EC_KEY_PAIR_GEN, NULL, 0};
-    CK_OBJECT_HANDLE public_key, private_key;
     CK_CHECK(functions->C_GenerateKeyPair(session, &generate, public_template, 2, private_template, 5, &public_key,
                                           &private_key));
     CK_BYTE digest[32];
@@ -179,6 +181,8 @@ int keyseal_floor_pkcs11_sign(const char *module_path, const char *token_label, 
         samples[i] = now_ns() - start;
     }
 out:
+    if (private_key != CK_INVALID_HANDLE) functions->C_DestroyObject(session, private_key);
+    if (public_key != CK_INVALID_HANDLE) functions->C_DestroyObject(session, public_key);
     if (session != CK_INVALID_HANDLE) functions->C_CloseSession(session);
     if (initialized) p11_kit_module_finalize(functions);
     p11_kit_module_release(functions);

@@ -22,9 +22,17 @@ final class ESYSConnection {
     /// The salted HMAC session kept on this connection between operations.
     var session: ESYS_TR?
     /// Hardware keys kept loaded between operations, least recently used first, by their blob.
-    var keys: [(blob: [UInt8], handle: ESYS_TR)] = []
-    /// The unsalted, unbound HMAC session whose HMACs Keyseal computes itself (``sign(_:keyName:authorization:session:digest:)``).
+    var keys: [KeptKey] = []
+    /// The unsalted, unbound HMAC session whose HMACs Keyseal computes itself (``sign(_:authorization:session:digest:)``).
     var hmacSession: HMACSession?
+
+    /// A hardware key kept loaded: its blob, its handles and its Name (for the HMAC of each command).
+    struct KeptKey {
+        var blob: [UInt8]
+        var handle: ESYS_TR
+        var tpmHandle: UInt32
+        var name: [UInt8]
+    }
 
     /// A session Keyseal authorizes commands with through SAPI: its TPM handle and the TPM's last nonce.
     struct HMACSession {
@@ -241,8 +249,15 @@ final class ESYSConnection {
         }
     }
 
+    /// The TPM handle behind an ESAPI object.
+    func tpmHandle(of handle: ESYS_TR) throws(TSS2Error) -> UInt32 {
+        var tpmHandle: TPM2_HANDLE = 0
+        try tss2("Esys_TR_GetTpmHandle", Esys_TR_GetTpmHandle(context, handle, &tpmHandle))
+        return tpmHandle
+    }
+
     /// Starts an unsalted, unbound HMAC session (SHA-256, no parameter encryption) for
-    /// ``sign(_:keyName:authorization:session:digest:)``. Its session key is empty (TPM 2.0 Part 1, §19.6.8), so
+    /// ``sign(_:authorization:session:digest:)``. Its session key is empty (TPM 2.0 Part 1, §19.6.8), so
     /// each HMAC is keyed by the object's authValue alone, which never crosses the bus: with a 256-bit random
     /// authValue an observer of the bus learns nothing usable.
     func startHMACSession() throws(TSS2Error) -> HMACSession {
@@ -271,12 +286,12 @@ final class ESYSConnection {
     /// spends 2–5 ms of CPU on each HMAC-session command, ten times the command itself. The response HMAC is
     /// verified. `session.nonceTPM` is advanced on success; after a failure the caller drops the session.
     /// Returns r ‖ s.
-    func sign(
-        _ key: ESYS_TR, keyName: [UInt8], authorization: SecretBytes, session: inout HMACSession, digest: [UInt8]
-    ) throws(TSS2Error) -> [UInt8] {
+    func sign(_ key: KeptKey, authorization: SecretBytes, session: inout HMACSession, digest: [UInt8])
+        throws(TSS2Error) -> [UInt8]
+    {
         precondition(digest.count == 32, "the caller sizes the digest")
-        var keyHandle: TPM2_HANDLE = 0
-        try tss2("Esys_TR_GetTpmHandle", Esys_TR_GetTpmHandle(context, key, &keyHandle))
+        let keyHandle = key.tpmHandle
+        let keyName = key.name
         var sys: OpaquePointer?
         try tss2("Esys_GetSysContext", Esys_GetSysContext(context, &sys))
         var inDigest = digest.withUnsafeBufferPointer { keyseal_digest32($0.baseAddress) }

@@ -93,8 +93,8 @@ public final class TPMDeviceKey: DeviceKeyProvider, @unchecked Sendable {
 
     public func deviceIdentity() throws -> Data {
         try withConnection { connection in
-            // Created afresh: the TPM may have been cleared since the kept one was made.
-            if let kept = connection.primary { connection.flush(kept.handle) }
+            // Created afresh: the TPM may have been cleared since the kept one was made (and with it the keys).
+            dropKept(connection)
             let name = try storagePrimary(connection).name
             if pinnedPrimaryName == nil { pinnedPrimaryName = name }
             return Data(name)
@@ -601,15 +601,12 @@ extension TPMDeviceKey: HardwareKeyProvider {
     public func sign(digest: [UInt8], keyBlob: Data, authorization: SecretBytes) throws -> Data {
         let digest = try Self.p256Digest(digest)
         try checkKeyAuthorization(authorization)
-        let blob = try SealedBlob(decoding: keyBlob, expecting: .key)
         let rs = try withConnection { connection in
-            let key = try loadedKey(connection, blob: blob, bytes: Array(keyBlob))
+            let key = try loadedKey(connection, keyBlob: keyBlob)
             var session = try connection.hmacSession ?? connection.startHMACSession()
             connection.hmacSession = session
             do {
-                let rs = try connection.sign(
-                    key, keyName: connection.name(of: key), authorization: authorization, session: &session,
-                    digest: digest)
+                let rs = try connection.sign(key, authorization: authorization, session: &session, digest: digest)
                 connection.hmacSession = session
                 return rs
             } catch {
@@ -628,9 +625,8 @@ extension TPMDeviceKey: HardwareKeyProvider {
                 KeychainStatus.param, "the peer's public key is not an uncompressed P-256 point (04 ‖ X ‖ Y, 65 bytes)")
         }
         try checkKeyAuthorization(authorization)
-        let blob = try SealedBlob(decoding: keyBlob, expecting: .key)
         return try withConnection { connection in
-            let key = try loadedKey(connection, blob: blob, bytes: Array(keyBlob))
+            let key = try loadedKey(connection, keyBlob: keyBlob).handle
             let session = try keptSession(connection, attributes: keyseal_TPMA_SESSION_ENCRYPT)
             try connection.setAuthorization(authorization, for: key)
             defer { connection.clearAuthorization(for: key) }
@@ -658,22 +654,32 @@ extension TPMDeviceKey: HardwareKeyProvider {
 
     // MARK: Helpers (lock held where a connection is passed)
 
-    /// The key of `blob`, loaded under the kept primary or found among the kept keys (then marked most recently
-    /// used). A blob made under another primary is `errSecDecode` before anything is loaded.
-    private func loadedKey(_ connection: ESYSConnection, blob: SealedBlob, bytes: [UInt8]) throws -> ESYS_TR {
+    /// The key of `keyBlob`: found among the kept keys (then marked most recently used), or checked, loaded under
+    /// the kept primary and kept. A blob made under another primary is `errSecDecode` before anything is loaded.
+    private func loadedKey(_ connection: ESYSConnection, keyBlob: Data) throws -> ESYSConnection.KeptKey {
+        let bytes = Array(keyBlob)
+        if let index = connection.keys.firstIndex(where: { $0.blob == bytes }) {
+            let kept = connection.keys.remove(at: index)
+            connection.keys.append(kept)
+            return kept
+        }
+        let blob = try SealedBlob(decoding: keyBlob, expecting: .key)
         let (primary, primaryName) = try storagePrimary(connection)
         guard primaryName == blob.primaryName else {
             throw KeychainError(KeychainStatus.decode, "this key was created by another device")
         }
-        if let index = connection.keys.firstIndex(where: { $0.blob == bytes }) {
-            let kept = connection.keys.remove(at: index)
-            connection.keys.append(kept)
-            return kept.handle
-        }
         makeRoom(connection)
         let handle = try load(connection, parent: primary, blob: blob)
-        connection.keys.append((blob: bytes, handle: handle))
-        return handle
+        do {
+            let kept = ESYSConnection.KeptKey(
+                blob: bytes, handle: handle, tpmHandle: try connection.tpmHandle(of: handle),
+                name: try connection.name(of: handle))
+            connection.keys.append(kept)
+            return kept
+        } catch {
+            connection.flush(handle)
+            throw error
+        }
     }
 
     private func checkKeyAuthorization(_ authorization: SecretBytes) throws {
