@@ -81,7 +81,7 @@ if sections.contains("unlock") {
 }
 if sections.contains("keys") {
     print("— hardware key signing next to raw loops in C (swtpm, SoftHSM2)")
-    try keysSection(quick: quick, results: results)
+    try keysSection(quick: quick, results: results, scratch: scratch)
 }
 let path = try results.write(directory: outputDirectory, quick: quick, sections: sections)
 print("wrote \(path)")
