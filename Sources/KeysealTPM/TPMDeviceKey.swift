@@ -33,7 +33,7 @@ public final class TPMDeviceKey: DeviceKeyProvider, @unchecked Sendable {
     public let tcti: String
     public var backendName: String { "tpm" }
 
-    private let lock = ConditionLock()
+    let lock = ConditionLock()
     /// The ESAPI context; nil after a lost connection until the next call reconnects.
     private var connection: ESYSConnection?
     private var opened = false
@@ -41,6 +41,8 @@ public final class TPMDeviceKey: DeviceKeyProvider, @unchecked Sendable {
     /// The primary's Name as first read by ``deviceIdentity()`` (the engine compares it with the store's record
     /// right after open); every seal checks the primary against it.
     private var pinnedPrimaryName: [UInt8]?
+    /// The SHA-256 PCRs new device and passcode objects are bound to (0: unbound); see TPMBinding.swift.
+    var pcrMask: UInt32 = 0
 
     /// The largest authorization value for a passcode object: the size of a SHA-256 digest (the object's nameAlg).
     public static let maximumAuthorizationSize = 32
@@ -53,8 +55,10 @@ public final class TPMDeviceKey: DeviceKeyProvider, @unchecked Sendable {
     ///   - logging: when false and `TSS2_LOG` is not set, tpm2-tss's own stderr logging is silenced
     ///     (`TSS2_LOG=all+NONE`) before the first TSS call. The setting is process-wide and read once by
     ///     tpm2-tss, so the first key created in a process decides it.
-    public init(tcti: String, logging: Bool = false) {
+    ///   - pcrs: the PCRs (SHA-256 bank, 0–23) that new device and passcode objects are bound to; empty: unbound.
+    public init(tcti: String, logging: Bool = false, pcrs: [Int] = []) {
         self.tcti = tcti
+        self.pcrMask = SealedBlob.mask(pcrs.filter { (0..<24).contains($0) })
         if !logging { _ = Self.silenceTSSLogging }
     }
 
@@ -213,9 +217,10 @@ public final class TPMDeviceKey: DeviceKeyProvider, @unchecked Sendable {
 
     // MARK: Operations (lock held)
 
-    private func sealObject(_ connection: ESYSConnection, secret: SecretBytes, authorization: SecretBytes?) throws
-        -> Data
-    {
+    func sealObject(
+        _ connection: ESYSConnection, secret: SecretBytes, authorization: SecretBytes?, bound: Bool = true
+    ) throws -> Data {
+        let mask = bound ? pcrMask : 0
         let primary = try connection.createStoragePrimary()
         defer { connection.flush(primary) }
         let primaryName = try connection.name(of: primary)
@@ -228,15 +233,16 @@ public final class TPMDeviceKey: DeviceKeyProvider, @unchecked Sendable {
         // Command parameter encryption: the secret and the authorization cross the wire encrypted.
         let session = try connection.startSaltedSession(tpmKey: primary, attributes: keyseal_TPMA_SESSION_DECRYPT)
         defer { connection.flush(session) }
+        let policy = mask == 0 ? nil : try connection.pcrPolicyDigest(mask: mask, authValue: authorization != nil)
         let created = try connection.createSealedObject(
             parent: primary, session: session, secret: secret, authorization: authorization,
-            dictionaryAttackProtected: authorization != nil)
+            dictionaryAttackProtected: authorization != nil, policy: policy)
         return SealedBlob.encode(
             kind: authorization == nil ? .device : .passcode, primaryName: primaryName,
-            marshalledPublic: created.public, marshalledPrivate: created.private)
+            marshalledPublic: created.public, marshalledPrivate: created.private, pcrMask: mask)
     }
 
-    private func unsealObject(_ connection: ESYSConnection, blob: SealedBlob, authorization: SecretBytes?) throws
+    func unsealObject(_ connection: ESYSConnection, blob: SealedBlob, authorization: SecretBytes?) throws
         -> SecretBytes
     {
         let primary = try connection.createStoragePrimary()
@@ -244,6 +250,7 @@ public final class TPMDeviceKey: DeviceKeyProvider, @unchecked Sendable {
         guard try connection.name(of: primary) == blob.primaryName else {
             throw KeychainError(KeychainStatus.decode, "this store was sealed by another device")
         }
+        try checkPCRs(connection, blob: blob, passcode: authorization != nil)
         if authorization != nil {
             let state = try readDictionaryAttackState(connection)
             if let refusal = Self.refusal(state) { throw refusal }
@@ -256,7 +263,11 @@ public final class TPMDeviceKey: DeviceKeyProvider, @unchecked Sendable {
         }
         defer { connection.flush(object) }
         // Response parameter encryption: the secret comes back encrypted under the salted session's key.
-        let session = try connection.startSaltedSession(tpmKey: primary, attributes: keyseal_TPMA_SESSION_ENCRYPT)
+        let session =
+            blob.pcrMask == 0
+            ? try connection.startSaltedSession(tpmKey: primary, attributes: keyseal_TPMA_SESSION_ENCRYPT)
+            : try connection.startPCRPolicySession(
+                tpmKey: primary, mask: blob.pcrMask, authValue: authorization != nil)
         defer { connection.flush(session) }
         guard let authorization else { return try connection.unseal(object, session: session) }
 
@@ -286,6 +297,9 @@ public final class TPMDeviceKey: DeviceKeyProvider, @unchecked Sendable {
         }
         if error.code.isTPM(TSS2ResultCode.TPM.badAuth) {
             return KeychainError(KeychainStatus.authFailed, "wrong passcode")
+        }
+        if error.code.isTPM(TSS2ResultCode.TPM.policyFail) || error.code.isTPM(TSS2ResultCode.TPM.pcrChanged) {
+            return Self.pcrMismatch(detail: "\(error)")
         }
         return error
     }
@@ -362,7 +376,7 @@ public final class TPMDeviceKey: DeviceKeyProvider, @unchecked Sendable {
     /// was idle: the old connection's first write fails) is replaced at once and the call runs once more. Every
     /// operation's first command only reads or creates the primary, so nothing was counted or changed; a failure
     /// after the first command is never retried (a passcode try may have reached the TPM).
-    private func withConnection<Result>(_ body: (ESYSConnection) throws -> Result) throws -> Result {
+    func withConnection<Result>(_ body: (ESYSConnection) throws -> Result) throws -> Result {
         try lock.withLock {
             guard !closed else { throw Self.closedError }
             guard opened else { throw KeychainError(KeychainStatus.notAvailable, "the TPM device key is not open") }
@@ -433,6 +447,9 @@ public final class TPMDeviceKey: DeviceKeyProvider, @unchecked Sendable {
         }
         if code.isTPM(TPM.lockout) {
             return KeychainError(KeychainStatus.authFailed, "the TPM is in dictionary-attack lockout (\(error))")
+        }
+        if code.isTPM(TPM.policyFail) || code.isTPM(TPM.pcrChanged) {
+            return Self.pcrMismatch(detail: "\(error)")
         }
         if [TPM.yielded, TPM.testing, TPM.nvRate, TPM.retry, TPM.nvUnavailable].contains(where: code.isTPM) {
             return KeychainError(KeychainStatus.notAvailable, "the TPM is busy; try again shortly (\(error))")
