@@ -28,18 +28,11 @@ struct RollbackFinding {
 extension KeychainEngine {
     // MARK: Boot binding
 
-    /// An existing TPM store keeps the PCRs its device object is bound to; keyseald asking for others is refused.
+    /// An existing TPM store keeps the PCRs its device object is bound to, whatever keyseald was started with
+    /// (`--tpm-pcrs` applies when a store is created; `keyseal tpm reseal --pcrs` changes the binding).
     static func adoptBinding(_ device: any DeviceKeyProvider, keybag: Keybag) throws {
         guard let tpm = device as? TPMDeviceKey else { return }
-        let bound = try TPMDeviceKey.boundPCRs(ofBlob: keybag.sealedDeviceSecret)
-        let asked = tpm.boundPCRs
-        if !asked.isEmpty && asked != bound {
-            throw KeychainError(
-                KeychainStatus.param,
-                "this store is bound to PCRs \(describe(bound)), not \(describe(asked)); --tpm-pcrs applies when a "
-                    + "store is created (change the binding with `keyseal tpm reseal --pcrs LIST`)")
-        }
-        try tpm.bind(to: bound)
+        try tpm.bind(to: TPMDeviceKey.boundPCRs(ofBlob: keybag.sealedDeviceSecret))
     }
 
     static func describe(_ pcrs: [Int]) -> String { pcrs.isEmpty ? "none" : pcrs.map(String.init).joined(separator: ",") }

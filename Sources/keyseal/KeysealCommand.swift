@@ -139,7 +139,7 @@ enum ArgumentRewriter {
         if addCommands.contains(command), rest.last == "-w" {
             rest[rest.count - 1] = "--password-prompt"
         }
-        if command == "passcode", let sub = rest.first, !sub.hasPrefix("-") {
+        if ["passcode", "recovery-key", "tpm"].contains(command), let sub = rest.first, !sub.hasPrefix("-") {
             return [command, sub] + globals + rest.dropFirst()
         }
         return [command] + globals + rest
