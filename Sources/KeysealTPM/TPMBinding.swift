@@ -74,12 +74,10 @@ extension TPMDeviceKey {
     /// `authorization` increments), increments it once so that it can be read, and returns its index and value.
     public func defineCounter(authorization: SecretBytes) throws -> (index: UInt32, value: UInt64) {
         try withConnection { connection in
-            let primary = try connection.createStoragePrimary()
-            defer { connection.flush(primary) }
-            let session = try connection.startSaltedSession(tpmKey: primary, attributes: keyseal_TPMA_SESSION_DECRYPT)
-            defer { connection.flush(session) }
+            let session = try keptSession(connection, attributes: keyseal_TPMA_SESSION_DECRYPT)
             let index = try connection.defineCounter(authorization: authorization, session: session)
             let value = try connection.withNVIndex(index) { (handle) throws(TSS2Error) -> UInt64 in
+                try connection.setAttributes(0, of: session)
                 try connection.incrementCounter(handle, authorization: authorization, session: session)
                 return try connection.readCounter(handle)
             }
@@ -104,10 +102,7 @@ extension TPMDeviceKey {
     /// Increments the counter and returns its new value.
     public func incrementCounter(index: UInt32, authorization: SecretBytes) throws -> UInt64 {
         try withConnection { connection in
-            let primary = try connection.createStoragePrimary()
-            defer { connection.flush(primary) }
-            let session = try connection.startSaltedSession(tpmKey: primary, attributes: 0)
-            defer { connection.flush(session) }
+            let session = try keptSession(connection, attributes: 0)
             do {
                 return try connection.withNVIndex(index) { (handle) throws(TSS2Error) -> UInt64 in
                     try connection.incrementCounter(handle, authorization: authorization, session: session)
