@@ -154,4 +154,78 @@ struct BootBindingTests {
         #expect(attack.status != 0)
         #expect(attack.stdout.isEmpty)
     }
+
+    // MARK: Anti-rollback
+
+    /// A daemon on swtpm with a passcode set, an always item and the store locked.
+    static func lockedDaemon() throws -> (DaemonFixture, CLI) {
+        let daemon = try DaemonFixture(.tpm, tpmLimits: (32, 600, 2))
+        let cli = CLI(socket: daemon.socketPath)
+        try expectOK(cli("add-generic-password", "-a", "acct", "-s", "svc", "-w", "always-secret", "--accessible", "always"))
+        try expectOK(cli("passcode", "set", "--passcode-stdin", "--allow-weak-passcode", input: Self.passcode))
+        try expectOK(cli("add-generic-password", "-a", "acct", "-s", "locked-svc", "-w", "ak-secret"))
+        try expectOK(cli("lock"))
+        return (daemon, cli)
+    }
+
+    static func counterValue(_ cli: CLI) throws -> Int? {
+        let status = try CLI.json(try cli("--json", "status"))
+        return (status["antiRollbackCounter"] as? [String: Any])?["value"] as? Int
+    }
+
+    @Test("rollback: a copy put back after three failed tries is detected; the count is not reset; an administrator decides")
+    func rollbackDetected() throws {
+        let (daemon, cli) = try Self.lockedDaemon()
+        defer { daemon.remove() }
+        daemon.stop()
+        let copy = daemon.root.appending("store-copy").path
+        try FileManager.default.copyItem(atPath: daemon.storeDirectory.path, toPath: copy)
+        try daemon.start()
+        for _ in 0..<3 { #expect(try cli("unlock", "--passcode-stdin", input: "wrong-guess-42\n").status == 51) }
+        daemon.stop()
+        try FileManager.default.removeItem(at: daemon.storeDirectory)
+        try FileManager.default.moveItem(atPath: copy, toPath: daemon.storeDirectory.path)
+        try daemon.start()
+
+        let status = try CLI.json(try cli("--json", "status"))
+        #expect(status["rolledBack"] as? Bool == true)
+        #expect(status["failedAttempts"] as? Int == 3)
+        let unlock = try cli("unlock", "--passcode-stdin", input: Self.passcode)
+        #expect(unlock.status == Self.rolledBackExit)
+        #expect(unlock.stderrText.contains("rolled back"))
+        #expect(try cli("find-generic-password", "-a", "acct", "-s", "locked-svc", "-w").status == Self.rolledBackExit)
+        #expect(try cli("find-generic-password", "-a", "acct", "-s", "svc", "-w").stdoutText == "always-secret\n")
+
+        try Self.expectOK(cli("tpm", "accept-rollback"))
+        let accepted = try CLI.json(try cli("--json", "status"))
+        #expect(accepted["rolledBack"] as? Bool == false)
+        #expect(accepted["failedAttempts"] as? Int == 3)
+        try daemon.restart()
+        #expect(try CLI.json(try cli("--json", "status"))["rolledBack"] as? Bool == false)
+        try Self.expectOK(cli("unlock", "--passcode-stdin", input: Self.passcode))
+        #expect(try cli("find-generic-password", "-a", "acct", "-s", "locked-svc", "-w").stdoutText == "ak-secret\n")
+    }
+
+    @Test(
+        "a kill -9 between the keybag's commit and the counter's increment, or just after the increment, never bricks the store",
+        arguments: ["after-commit", "after-increment"])
+    func crashDuringIncrement(point: String) throws {
+        let (daemon, cli) = try Self.lockedDaemon()
+        defer { daemon.remove() }
+        let before = try #require(try Self.counterValue(cli))
+        daemon.stop()
+        daemon.extraEnvironment["KEYSEAL_TEST_CRASH_AT"] = point
+        try daemon.start()
+        let killed = try cli("unlock", "--passcode-stdin", input: "wrong-guess-42\n")
+        #expect(killed.status != 0)
+        #expect(daemon.stop() == 128 + SIGKILL)
+        daemon.extraEnvironment = [:]
+        try daemon.start()
+        let status = try CLI.json(try cli("--json", "status"))
+        #expect(status["rolledBack"] as? Bool == false)
+        #expect(status["failedAttempts"] as? Int == 1)
+        #expect(try Self.counterValue(cli) == before + 1)
+        try Self.expectOK(cli("unlock", "--passcode-stdin", input: Self.passcode))
+        #expect(try Self.counterValue(cli) == before + 2)
+    }
 }
