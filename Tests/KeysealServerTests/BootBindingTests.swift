@@ -39,9 +39,11 @@ struct BootBindingTests {
         try swtpm.tool("tpm2_pcrextend", ["7:sha256=" + String(repeating: "ab", count: 32)])
     }
 
-    @Test("bound to PCR 7: an extend means recovery required (always item exit 156); recover brings it all back")
-    func recoveryAfterExtend() throws {
-        let (daemon, cli, key) = try Self.boundDaemon()
+    @Test(
+        "bound to PCR 7: an extend means recovery required (always item exit 156); recover brings it all back",
+        arguments: [DaemonFixture.Backend.tpm, .tabrmd])
+    func recoveryAfterExtend(backend: DaemonFixture.Backend) throws {
+        let (daemon, cli, key) = try Self.boundDaemon(backend: backend)
         defer { daemon.remove() }
         let before = try CLI.json(try cli("--json", "status"))
         #expect((before["pcrs"] as? [String: Any])?["bound"] as? [Int] == [7])
