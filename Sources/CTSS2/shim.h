@@ -130,7 +130,7 @@ static inline TPMS_TAGGED_PROPERTY keyseal_capability_property(const TPMS_CAPABI
 static const TPM2_SE keyseal_TPM2_SE_POLICY = TPM2_SE_POLICY;
 static const TPM2_SE keyseal_TPM2_SE_TRIAL = TPM2_SE_TRIAL;
 static const TPM2_HANDLE keyseal_nv_index_first = 0x01004B00;
-static const UINT32 keyseal_nv_index_count = 256;
+static const UINT32 keyseal_nv_index_count = 4096;
 
 /// A selection of the SHA-256 bank with the PCRs whose bits are set in `mask` (PCRs 0–23).
 static inline TPML_PCR_SELECTION keyseal_pcr_selection_sha256(UINT32 mask) {

@@ -65,7 +65,7 @@ extension ESYSConnection {
 
     // MARK: NV counter
 
-    /// Defines Keyseal's anti-rollback counter at the first free index of Keyseal's range (0x01004B00…0x01004BFF,
+    /// Defines Keyseal's anti-rollback counter at the first free index of Keyseal's range (0x01004B00…0x01005AFF,
     /// owner hierarchy, empty owner authorization), with `authorization` as its authValue sent encrypted by
     /// `session` (a salted session with the decrypt attribute). Returns the index's TPM handle.
     func defineCounter(authorization: SecretBytes, session: ESYS_TR) throws(TSS2Error) -> UInt32 {
@@ -79,7 +79,10 @@ extension ESYSConnection {
         }
         precondition(filled == 0, "authorization too long")
         var lastError: TSS2Error?
-        for offset in 0..<keyseal_nv_index_count {
+        // The first index of the range that no NV index holds yet (one capability read), then the next ones if
+        // another program defines it first.
+        let taken = Set(try handles(type: 0x01))
+        for offset in 0..<keyseal_nv_index_count where !taken.contains(keyseal_nv_index_first + offset) {
             let index = keyseal_nv_index_first + offset
             var info = keyseal_nv_counter_public(index)
             var handle = ESYS_TR(ESYS_TR_NONE)

@@ -70,7 +70,7 @@ extension TPMDeviceKey {
 
     // MARK: Anti-rollback counter
 
-    /// Defines a new anti-rollback counter (an NV counter index in 0x01004B00…0x01004BFF that only the holder of
+    /// Defines a new anti-rollback counter (an NV counter index in 0x01004B00…0x01005AFF that only the holder of
     /// `authorization` increments), increments it once so that it can be read, and returns its index and value.
     public func defineCounter(authorization: SecretBytes) throws -> (index: UInt32, value: UInt64) {
         try withConnection { connection in
