@@ -222,7 +222,20 @@ extension KeychainEngine {
     /// Behind: an older copy was put back — ``rolledBack`` is set, the failure count raised by the events the
     /// copy does not know of (each could have been a failed try) and the passcode classes refused.
     func openCounter() throws {
-        guard let record = keybag.counter, let tpm = device as? TPMDeviceKey else { return }
+        guard let tpm = device as? TPMDeviceKey else { return }
+        guard let record = keybag.counter else {
+            // A store from before the counter gets one now (trusted once, as the ledger's upgrade is). A TPM that
+            // cannot define it leaves the store as it was; `status` says so.
+            let saved = keybag
+            do {
+                keybag.counter = try Self.defineCounter(tpm, deviceSecret: deviceSecret, storeID: storeID)
+                try store.transaction { () throws(KeychainError) in try saveKeybag() }
+            } catch let error as KeychainError {
+                keybag = saved
+                counterProblem = error.message
+            }
+            return
+        }
         let now = try tpm.readCounter(index: record.index)
         if record.value == now { return }
         if record.value > now && record.value - now <= 2 {
@@ -313,6 +326,7 @@ extension KeychainEngine {
         let match = try tpm.pcrsMatch(deviceBlob: keybag.sealedDeviceSecret)
         let value = try keybag.counter.map { try tpm.readCounter(index: $0.index) }
         var detail = pcrs.isEmpty ? "not bound to PCRs" : "bound to PCR \(Self.describe(pcrs))"
+        if let counterProblem { detail += "; no anti-rollback counter (\(counterProblem))" }
         if !pcrs.isEmpty { detail += match ? " (they match)" : " (they no longer match)" }
         detail += keybag.recovery == nil ? "; no recovery key" : "; a recovery key exists"
         if let rolledBack { detail += "; " + rolledBack.message }

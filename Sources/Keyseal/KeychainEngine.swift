@@ -37,6 +37,8 @@ final class KeychainEngine {
     var rolledBack: RollbackFinding?
     /// The escrow key while `keyseal recover` completes in the open; nil otherwise.
     var recoveryEscrowKey: SecretBytes?
+    /// Why a TPM store has no anti-rollback counter (it could not be defined), for `status`.
+    var counterProblem: String?
 
     static let persistentRefPrefix = Array("ksr1".utf8)
 

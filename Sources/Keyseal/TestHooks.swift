@@ -40,3 +40,15 @@ extension KeychainStoreTestHooks {
         return try Keybag.parseUnverified(stored.body).sealedDeviceSecret
     }
 }
+
+extension KeychainStore {
+    /// Makes the keybag of an embedded TPM store record no anti-rollback counter, as stores created before it.
+    package func unsetCounterForTests() throws { try withEngine { try $0.unsetCounterForTests() } }
+}
+
+extension KeychainEngine {
+    func unsetCounterForTests() throws {
+        keybag.counter = nil
+        try store.transaction { () throws(KeychainError) in try saveKeybag() }
+    }
+}
