@@ -27,6 +27,7 @@ public enum KeychainStatus {
     public static let dataNotAvailable: OSStatus = -25316
     public static let decode: OSStatus = -26275
     public static let missingEntitlement: OSStatus = -34018
+    public static let verifyFailed: OSStatus = -67808
     /// Keyseal's own (no Apple status means it): the device secret is bound to PCR values the TPM no longer has;
     /// nothing that needs it is served until `keyseal recover` (docs/TPM.md "Boot binding"). Exit status 156.
     public static let recoveryRequired: OSStatus = -25700
