@@ -70,7 +70,9 @@ struct SealedBlob {
                 switch expected {
                 case .key: "this TPM blob is not a hardware key"
                 case .passcode: "this TPM blob is not a passcode object"
-                case .device: kind == .passcode ? "this TPM blob needs a passcode authorization" : "this TPM blob is not a sealed object"
+                case .device:
+                    kind == .passcode
+                        ? "this TPM blob needs a passcode authorization" : "this TPM blob is not a sealed object"
                 }
             throw KeychainError(KeychainStatus.decode, why)
         }
@@ -98,7 +100,7 @@ struct SealedBlob {
             guard keyseal_public_type(&publicArea) == keyseal_TPM2_ALG_ECC,
                 keyseal_public_name_alg(&publicArea) == keyseal_TPM2_ALG_SHA256,
                 keyseal_public_curve(&publicArea) == keyseal_TPM2_ECC_NIST_P256,
-                attributes == keyseal_hardware_key_attributes
+                attributes == keyseal_hardware_key_attributes, mask == 0
             else { throw corrupt("the object is not a Keyseal hardware key") }
         } else {
             let expectedAttributes =
