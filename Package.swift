@@ -116,7 +116,7 @@ let package = Package(
         .executableTarget(
             name: "keyseal-bench",
             dependencies: [
-                "Keyseal", "KeysealSecurity", "KeysealCore", "KeysealClient", "KeysealTestSupport", "CSQLite",
+                "Keyseal", "KeysealSecurity", "KeysealCore", "KeysealClient", "KeysealTestSupport", "CSQLite", "CTSS2",
                 .product(name: "Crypto", package: "swift-crypto"),
             ],
             swiftSettings: swiftSettings),
