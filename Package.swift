@@ -143,11 +143,17 @@ let package = Package(
             dependencies: ["KeysealSecurity", "Keyseal", "KeysealTestSupport"],
             swiftSettings: swiftSettings),
         .testTarget(
-            name: "KeysealTPMTests", dependencies: ["KeysealTPM", "KeysealCore", "KeysealTestSupport"],
+            name: "KeysealTPMTests",
+            dependencies: [
+                "KeysealTPM", "KeysealCore", "KeysealTestSupport", .product(name: "Crypto", package: "swift-crypto"),
+            ],
             swiftSettings: swiftSettings),
         .testTarget(
             name: "KeysealPKCS11Tests",
-            dependencies: ["KeysealPKCS11", "KeysealCore", "KeysealStore", "Keyseal", "CP11Kit", "KeysealTestSupport"],
+            dependencies: [
+                "KeysealPKCS11", "KeysealCore", "KeysealStore", "Keyseal", "CP11Kit", "KeysealTestSupport",
+                .product(name: "Crypto", package: "swift-crypto"),
+            ],
             swiftSettings: swiftSettings),
     ]
 )

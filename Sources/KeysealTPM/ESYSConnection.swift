@@ -16,6 +16,12 @@ final class ESYSConnection {
     /// Calls that succeeded since the owner last set it to zero: at zero after a wire failure, the failed call
     /// was the first of an operation.
     var commandsSucceeded = 0
+    /// The storage primary and its Name, kept loaded on this connection between operations (``TPMDeviceKey``).
+    var primary: (handle: ESYS_TR, name: [UInt8])?
+    /// The salted HMAC session kept on this connection between operations.
+    var session: ESYS_TR?
+    /// Hardware keys kept loaded between operations, least recently used first, by their blob.
+    var keys: [(blob: [UInt8], handle: ESYS_TR)] = []
 
     /// Loads the TCTI named by `configuration` (never the default search: that silently tries a simulator on
     /// 127.0.0.1) and starts an ESAPI context on it.
@@ -54,6 +60,9 @@ final class ESYSConnection {
             for handle in live { _ = Esys_FlushContext(context, handle) }
         }
         live.removeAll()
+        primary = nil
+        session = nil
+        keys.removeAll()
         Esys_Finalize(&context)
         Tss2_TctiLdr_Finalize(&tcti)
         context = nil
@@ -112,7 +121,29 @@ final class ESYSConnection {
         parent: ESYS_TR, session: ESYS_TR, secret: SecretBytes, authorization: SecretBytes?,
         dictionaryAttackProtected: Bool
     ) throws(TSS2Error) -> (public: [UInt8], private: [UInt8]) {
-        var template = keyseal_sealed_object_template(dictionaryAttackProtected ? 1 : 0)
+        let created = try create(
+            parent: parent, session: session,
+            template: keyseal_sealed_object_template(dictionaryAttackProtected ? 1 : 0), secret: secret,
+            authorization: authorization)
+        return (created.public, created.private)
+    }
+
+    /// Creates a hardware key pair (``keyseal_hardware_key_template``: ECC P-256, noDA) under `parent` with
+    /// `authorization` as its authValue, which crosses the wire encrypted by `session` (decrypt attribute).
+    /// Returns the new object's TPM2B_PUBLIC and TPM2B_PRIVATE, marshalled, and its public point X ‖ Y.
+    func createHardwareKey(parent: ESYS_TR, session: ESYS_TR, authorization: SecretBytes) throws(TSS2Error)
+        -> (public: [UInt8], private: [UInt8], point: [UInt8])
+    {
+        try create(
+            parent: parent, session: session, template: keyseal_hardware_key_template(),
+            secret: SecretBytes(count: 0) { _ in }, authorization: authorization)
+    }
+
+    /// TPM2_Create under `parent` from `template`, with `secret` as its data and `authorization` as its authValue.
+    private func create(
+        parent: ESYS_TR, session: ESYS_TR, template: TPM2B_PUBLIC, secret: SecretBytes, authorization: SecretBytes?
+    ) throws(TSS2Error) -> (public: [UInt8], private: [UInt8], point: [UInt8]) {
+        var template = template
         // The sensitive part holds the secret and the authorization: keep it out of Swift's copies and wipe it.
         let sensitive = UnsafeMutablePointer<TPM2B_SENSITIVE_CREATE>.allocate(capacity: 1)
         defer {
@@ -140,10 +171,18 @@ final class ESYSConnection {
             Esys_Free(outPrivate)
             Esys_Free(outPublic)
         }
-        guard let outPrivate, let outPublic else {
-            throw TSS2Error(function: "Esys_Create", code: TSS2ResultCode(rawValue: 0x7_0000 | 17))
-        }
-        return (try marshal(outPublic, Tss2_MU_TPM2B_PUBLIC_Marshal), try marshal(outPrivate, Tss2_MU_TPM2B_PRIVATE_Marshal))
+        guard let outPrivate, let outPublic else { throw Self.malformed("Esys_Create") }
+        var point = [UInt8](repeating: 0, count: 64)
+        if keyseal_public_point(outPublic, &point) != 0 { point = [] }
+        return (
+            try marshal(outPublic, Tss2_MU_TPM2B_PUBLIC_Marshal), try marshal(outPrivate, Tss2_MU_TPM2B_PRIVATE_Marshal),
+            point
+        )
+    }
+
+    /// A response ESAPI accepted but that lacks what it must hold: ESAPI's "malformed response".
+    private static func malformed(_ function: String) -> TSS2Error {
+        TSS2Error(function: function, code: TSS2ResultCode(rawValue: 0x7_0000 | TSS2ResultCode.TSS.malformedResponse))
     }
 
     /// Loads a sealed object under `parent` (password authorization of the primary, whose authValue is empty).
@@ -191,6 +230,53 @@ final class ESYSConnection {
         }
     }
 
+    /// Clears the authValue ESAPI keeps for `handle` (best effort), so it is not held longer than one operation.
+    func clearAuthorization(for handle: ESYS_TR) {
+        var empty = TPM2B_AUTH()
+        _ = Esys_TR_SetAuth(context, handle, &empty)
+    }
+
+    /// TPM2_Sign with ECDSA/SHA-256 over a 32-byte `digest` and the NULL hashcheck ticket, authorized by
+    /// `session`. Returns r ‖ s (32 bytes each).
+    func sign(_ key: ESYS_TR, session: ESYS_TR, digest: [UInt8]) throws(TSS2Error) -> [UInt8] {
+        precondition(digest.count == 32, "the caller sizes the digest")
+        var inDigest = digest.withUnsafeBufferPointer { keyseal_digest32($0.baseAddress) }
+        var scheme = keyseal_ecdsa_sha256_scheme()
+        var ticket = keyseal_null_hashcheck()
+        var signature: UnsafeMutablePointer<TPMT_SIGNATURE>?
+        try tss2(
+            "Esys_Sign",
+            Esys_Sign(
+                context, key, session, ESYS_TR(ESYS_TR_NONE), ESYS_TR(ESYS_TR_NONE), &inDigest, &scheme, &ticket,
+                &signature))
+        defer { Esys_Free(signature) }
+        var rs = [UInt8](repeating: 0, count: 64)
+        guard let signature, keyseal_ecdsa_signature(signature, &rs) == 0 else { throw Self.malformed("Esys_Sign") }
+        return rs
+    }
+
+    /// TPM2_ECDH_ZGen with the peer's point X ‖ Y (64 bytes), authorized by `session` (whose encrypt attribute
+    /// protects the answer on the wire). Returns Z's x-coordinate.
+    func ecdhZGen(_ key: ESYS_TR, session: ESYS_TR, peerPoint: [UInt8]) throws(TSS2Error) -> SecretBytes {
+        precondition(peerPoint.count == 64, "the caller checks the point's size")
+        var inPoint = peerPoint.withUnsafeBufferPointer { keyseal_ecc_point($0.baseAddress) }
+        var outPoint: UnsafeMutablePointer<TPM2B_ECC_POINT>?
+        try tss2(
+            "Esys_ECDH_ZGen",
+            Esys_ECDH_ZGen(context, key, session, ESYS_TR(ESYS_TR_NONE), ESYS_TR(ESYS_TR_NONE), &inPoint, &outPoint))
+        defer {
+            if let outPoint { zeroize(outPoint, MemoryLayout<TPM2B_ECC_POINT>.size) }
+            Esys_Free(outPoint)
+        }
+        guard let outPoint else { throw Self.malformed("Esys_ECDH_ZGen") }
+        var failed = false
+        let z = SecretBytes(count: 32) { buffer in
+            failed = keyseal_ecc_point_x(outPoint, buffer.baseAddress!.assumingMemoryBound(to: UInt8.self)) != 0
+        }
+        if failed { throw Self.malformed("Esys_ECDH_ZGen") }
+        return z
+    }
+
     /// Sets the lockout hierarchy's authorization (current value empty), with `newAuth` encrypted on the wire
     /// by `session` (decrypt attribute).
     func changeLockoutAuthorization(to newAuth: SecretBytes, session: ESYS_TR) throws(TSS2Error) {
@@ -209,12 +295,21 @@ final class ESYSConnection {
                 context, ESYS_TR(ESYS_TR_RH_LOCKOUT), session, ESYS_TR(ESYS_TR_NONE), ESYS_TR(ESYS_TR_NONE), value))
     }
 
+    /// Sets the attributes of a session for its next command (continueSession is always added).
+    func setAttributes(_ attributes: TPMA_SESSION, of session: ESYS_TR) throws(TSS2Error) {
+        let flags = attributes | keyseal_TPMA_SESSION_CONTINUESESSION
+        try tss2("Esys_TRSess_SetAttributes", Esys_TRSess_SetAttributes(context, session, flags, 0xFF))
+    }
+
     /// Flushes a transient object or session. Best effort: returns the failure instead of throwing, because
     /// it runs in `defer` blocks after the real outcome is decided.
     @discardableResult
     func flush(_ handle: ESYS_TR) -> TSS2Error? {
         guard context != nil, !broken, live.contains(handle) else { return nil }
         live.remove(handle)
+        if primary?.handle == handle { primary = nil }
+        if session == handle { session = nil }
+        keys.removeAll { $0.handle == handle }
         do {
             try tss2("Esys_FlushContext", Esys_FlushContext(context, handle))
             return nil
