@@ -380,10 +380,11 @@ final class TPM2PKCS11Lease: PKCS11TokenFixture, @unchecked Sendable {
 
 /// The process-wide tpm2-pkcs11 store, on the TPM behind ``ResourceManagerFixture/shared()``, with its tokens.
 ///
-/// Tests take turns on tpm2-pkcs11: with several sessions of one process at work on it at once, tpm2-pkcs11 1.9
-/// answered CKR_OPERATION_ACTIVE to a new session's C_FindObjectsInit and CKR_SESSION_HANDLE_INVALID to a live
-/// session's C_SignInit. A lease from ``token(_:)`` (`.shared`, `.own`, `.withoutKeys`) waits for the turn and its
-/// `remove()` hands it on; `.second` is taken within the turn of a `.shared` lease of the same test.
+/// Tests take turns on a token shared between tests: with several sessions of one process at work on one token at
+/// once, tpm2-pkcs11 1.9 answered CKR_OPERATION_ACTIVE to a new session's C_FindObjectsInit and
+/// CKR_SESSION_HANDLE_INVALID to a live session's C_SignInit. A lease from ``token(_:)`` on `.shared` or `.second`
+/// waits for that token's turn and its `remove()` hands the turn on (a test holding both takes `.shared` first);
+/// `.own` and `.withoutKeys` tokens belong to one test.
 ///
 /// tpm2-pkcs11 reads its store (`TPM2_PKCS11_STORE`) and TCTI (`TPM2_PKCS11_TCTI`) from the environment when a
 /// process first initializes it, and lists the tokens it found then; its TCTI is tabrmd's, whose bus is the
@@ -489,14 +490,20 @@ public final class TPM2PKCS11Pool: @unchecked Sendable {
 
     private static let pendingRemoval = Mutex<String?>(nil)
 
-    private let turn = DispatchSemaphore(value: 1)
+    private let sharedTurn = DispatchSemaphore(value: 1)
+    private let secondTurn = DispatchSemaphore(value: 1)
 
-    /// A lease on a token for `use`, once it is this test's turn; `.own` and `.withoutKeys` tokens are handed out
-    /// once. `.second` only within a `.shared` lease's turn.
+    /// A lease on a token for `use`, once it is this test's turn on it; `.own` and `.withoutKeys` tokens are handed
+    /// out once. End it with `remove()`.
     public func token(_ use: Use) throws -> PKCS11TokenFixture {
         let token = try take(use)
-        guard use != .second else { return TPM2PKCS11Lease(token, turn: nil) }
-        turn.wait()
+        let turn: DispatchSemaphore? =
+            switch use {
+            case .shared: sharedTurn
+            case .second: secondTurn
+            case .own, .withoutKeys: nil
+            }
+        turn?.wait()
         return TPM2PKCS11Lease(token, turn: turn)
     }
 

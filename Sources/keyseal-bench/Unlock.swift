@@ -31,7 +31,6 @@ struct BenchBackend {
             let broker = try ResourceManagerFixture.shared()
             return BenchBackend(name: name, device: .tpm(tcti: broker.tcti), tcti: broker.tcti, cleanup: {})
         case "tpm2-pkcs11":
-            // The second token within the first one's turn (both stores are measured before the first is removed).
             let token = try TPM2PKCS11Pool.shared().token(second ? .second : .shared)
             return BenchBackend(
                 name: name, device: .pkcs11(module: token.module, token: token.tokenLabel, pinFile: token.pinFile),
