@@ -8,10 +8,10 @@ import KeysealCore
 /// right where it is received; every transient object and session it creates is remembered until flushed, so
 /// that ``close()`` can flush what an interrupted operation left behind.
 final class ESYSConnection {
-    private var context: OpaquePointer?
+    private(set) var context: OpaquePointer?
     private var tcti: OpaquePointer?
     /// Transient objects and sessions loaded by us and not flushed yet.
-    private(set) var live: Set<ESYS_TR> = []
+    var live: Set<ESYS_TR> = []
     /// Set when a call failed on the wire: the context is then unusable and must be replaced.
     private(set) var broken = false
     /// Calls that succeeded since the owner last set it to zero: at zero after a wire failure, the failed call
@@ -53,7 +53,7 @@ final class ESYSConnection {
 
     /// The checking function for this context's calls: ``tss2(_:_:)``, which also marks the context broken when
     /// the wire to the TPM failed.
-    private func tss2(_ function: StaticString, _ rc: TSS2_RC) throws(TSS2Error) {
+    func tss2(_ function: StaticString, _ rc: TSS2_RC) throws(TSS2Error) {
         do {
             try KeysealTPM.tss2(function, rc)
             commandsSucceeded += 1
@@ -126,16 +126,17 @@ final class ESYSConnection {
         return session
     }
 
-    /// Creates a sealed data object holding `secret` under `parent`, with `authorization` as its authValue.
+    /// Creates a sealed data object holding `secret` under `parent`, with `authorization` as its authValue and,
+    /// when `policy` is given, that authPolicy (and no userWithAuth: only the policy authorizes it).
     /// Returns the TPM2B_PUBLIC and TPM2B_PRIVATE of the new object, marshalled.
     func createSealedObject(
         parent: ESYS_TR, session: ESYS_TR, secret: SecretBytes, authorization: SecretBytes?,
-        dictionaryAttackProtected: Bool
+        dictionaryAttackProtected: Bool, policy: [UInt8]? = nil
     ) throws(TSS2Error) -> (public: [UInt8], private: [UInt8]) {
         let created = try create(
             parent: parent, session: session,
             template: keyseal_sealed_object_template(dictionaryAttackProtected ? 1 : 0), secret: secret,
-            authorization: authorization)
+            authorization: authorization, policy: policy)
         return (created.public, created.private)
     }
 
@@ -152,9 +153,14 @@ final class ESYSConnection {
 
     /// TPM2_Create under `parent` from `template`, with `secret` as its data and `authorization` as its authValue.
     private func create(
-        parent: ESYS_TR, session: ESYS_TR, template: TPM2B_PUBLIC, secret: SecretBytes, authorization: SecretBytes?
+        parent: ESYS_TR, session: ESYS_TR, template: TPM2B_PUBLIC, secret: SecretBytes, authorization: SecretBytes?,
+        policy: [UInt8]? = nil
     ) throws(TSS2Error) -> (public: [UInt8], private: [UInt8], point: [UInt8]) {
         var template = template
+        if let policy {
+            let set = policy.withUnsafeBufferPointer { keyseal_template_set_policy(&template, $0.baseAddress, $0.count) }
+            precondition(set == 0, "a policy digest is at most 64 bytes")
+        }
         // The sensitive part holds the secret and the authorization: keep it out of Swift's copies and wipe it.
         let sensitive = UnsafeMutablePointer<TPM2B_SENSITIVE_CREATE>.allocate(capacity: 1)
         defer {
