@@ -143,7 +143,7 @@ let package = Package(
         .executableTarget(
             name: "keyseal-bench",
             dependencies: [
-                "Keyseal", "KeysealSecurity", "KeysealCore", "KeysealClient", "KeysealTestSupport", "CSQLite",
+                "Keyseal", "KeysealSecurity", "KeysealCore", "KeysealClient", "KeysealTestSupport", "CSQLite", "CTSS2",
                 "KeysealTPM", "KeysealPKCS11", "CKeysealBenchFloors",
                 .product(name: "Crypto", package: "swift-crypto"),
             ],

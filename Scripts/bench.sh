@@ -3,7 +3,8 @@
 #   engine  engine lookups and durable adds next to their SQLite floors; AES-256-GCM opens, swift-crypto next to libcrypto
 #   daemon  lookups through a keyseald process (1 and 8 clients) next to a two-process unix-socket ping-pong, and
 #           the daemon's resident memory
-#   unlock  unlock and store open per backend (host key, swtpm, SoftHSM2), Argon2id shown apart
+#   unlock  unlock and store open per stack (host key, swtpm socket, tpm2-abrmd, tpm2-pkcs11, SoftHSM2), Argon2id
+#           shown apart, next to a raw ESAPI Esys_Unseal floor on each TPM stack
 #   keys    hardware key signing (swtpm, SoftHSM2) next to raw TPM2_Sign and C_Sign loops written in C
 #   cli     whole-process `keyseal find-generic-password -w` next to a minimal Swift program (keyseal-cli-bench)
 #   backup  export and import of 100,000 items, Argon2id shown apart (keyseal-backup-bench)
