@@ -3,17 +3,19 @@
 #   engine  engine lookups and durable adds next to their SQLite floors; AES-256-GCM opens, swift-crypto next to libcrypto
 #   daemon  lookups through a keyseald process (1 and 8 clients) next to a two-process unix-socket ping-pong, and
 #           the daemon's resident memory
-#   unlock  unlock and store open per backend (host key, swtpm, SoftHSM2), Argon2id shown apart
+#   unlock  unlock and store open per stack (host key, swtpm socket, tpm2-abrmd, tpm2-pkcs11, SoftHSM2), Argon2id
+#           shown apart, next to a raw ESAPI Esys_Unseal floor on each TPM stack
+#   keys    hardware key signing (swtpm, SoftHSM2) next to raw TPM2_Sign and C_Sign loops written in C
 #   cli     whole-process `keyseal find-generic-password -w` next to a minimal Swift program (keyseal-cli-bench)
 #   backup  export and import of 100,000 items, Argon2id shown apart (keyseal-backup-bench)
 # Figures are printed and written as JSON into bench-results/.
-# Options: --quick (shorter), --only engine,daemon,unlock,cli,backup (some sections), --output DIR.
+# Options: --quick (shorter), --only engine,daemon,unlock,keys,cli,backup (some sections), --output DIR.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 bash Scripts/bootstrap.sh
 export PATH="/opt/swift/usr/bin:$PATH"
 
-only="engine,daemon,unlock,cli,backup"
+only="engine,daemon,unlock,keys,cli,backup"
 output="bench-results"
 quick=()
 while [ $# -gt 0 ]; do
@@ -32,7 +34,7 @@ done
 bin=$(swift build -c release --show-bin-path)
 
 engine_sections=()
-for section in engine daemon unlock; do has "$section" && engine_sections+=("$section"); done
+for section in engine daemon unlock keys; do has "$section" && engine_sections+=("$section"); done
 if [ ${#engine_sections[@]} -gt 0 ]; then
   sections=$(IFS=,; echo "${engine_sections[*]}")
   "$bin/keyseal-bench" --output "$output" --only "$sections" "${quick[@]}"

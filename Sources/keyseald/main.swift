@@ -38,6 +38,11 @@ struct Keyseald: AsyncParsableCommand {
         help: "With --tpm-protect-lockout: write the value to this new file (0600) instead of the terminal; needed when stdout is not a terminal.")
     var tpmLockoutFile: String?
 
+    @Option(
+        name: .customLong("tpm-pcrs"),
+        help: "When the store is created: bind its device and passcode objects to these PCRs' current values (SHA-256 bank), e.g. 7 or 7,14; default none.")
+    var tpmPCRs: String?
+
     @Option(name: .customLong("pkcs11-module"), help: "The PKCS#11 module: a path or a p11-kit module name.")
     var pkcs11Module: String?
 
@@ -255,6 +260,12 @@ struct Keyseald: AsyncParsableCommand {
             autoLock: settings.noAutoLock ? .never : settings.autoLock.map { .seconds($0) } ?? .stored,
             policyFile: settings.policy.map(Self.url),
             frameTimeout: .seconds(settings.frameTimeout), maxUnlocked: settings.maxUnlocked, limits: settings.limits)
+        if let list = tpmPCRs ?? file["tpm-pcrs"] {
+            guard settings.backend == .tpm || settings.backend == .swtpm else {
+                throw ValidationError("--tpm-pcrs needs --backend tpm")
+            }
+            options.tpmPCRs = try Self.pcrList(list)
+        }
         #if DEBUG
         // Test daemons: the smallest Argon2id cost, so that passcode calls cost what they cost in the engine's
         // tests. Release builds never read this variable.
@@ -263,10 +274,15 @@ struct Keyseald: AsyncParsableCommand {
             logger.warning("debug build: KEYSEAL_TESTING_ARGON2=minimal lowers the Argon2id cost of new passcodes")
         }
         #endif
-        // tpm2-abrmd's TCTI reports D-Bus failures through GLib, on stderr unless GLib's messages are routed here.
-        var throughBroker = false
-        if case .tpm(let tcti) = deviceBackend, tcti.hasPrefix("tabrmd") {
-            throughBroker = GLibMessages.capture(into: logger)
+        // tpm2-abrmd's TCTI (also under tpm2-pkcs11) reports D-Bus failures through GLib, on stderr unless GLib's
+        // messages are routed here; tpm2-pkcs11 logs on stderr unless told otherwise.
+        var glibCaptured = false
+        switch deviceBackend {
+        case .tpm(let tcti) where tcti.hasPrefix("tabrmd"): glibCaptured = GLibMessages.capture(into: logger)
+        case .pkcs11(let module, _, _) where module.contains("tpm2_pkcs11") || module.contains("tpm2-pkcs11"):
+            if level > .debug { setenv("TPM2_PKCS11_LOG_LEVEL", "0", 0) }
+            glibCaptured = GLibMessages.capture(into: logger)
+        default: break
         }
         do {
             let daemon = try KeysealDaemon(options: options, logger: logger)
@@ -284,14 +300,26 @@ struct Keyseald: AsyncParsableCommand {
             }
             try await daemon.run()
         } catch let error as KeychainError {
-            let refusal = throughBroker && error.status == KeychainStatus.notAvailable ? GLibMessages.busRefusal : nil
-            Self.fail(error.description + (refusal.map { "; \($0)" } ?? ""))
+            let hint =
+                error.status == KeychainStatus.notAvailable
+                ? StackHint.forFailure(of: deviceBackend, glibCaptured: glibCaptured) : nil
+            Self.fail(error.description + (hint.map { "; \($0)" } ?? ""))
         } catch {
             Self.fail("\(error)")
         }
     }
 
     static func url(_ path: String) -> URL { URL(fileURLWithPath: path) }
+
+    /// `--tpm-pcrs`: PCR numbers 0–23, comma-separated, or `none`.
+    static func pcrList(_ text: String) throws -> [Int] {
+        if text == "none" { return [] }
+        let numbers = text.split(separator: ",", omittingEmptySubsequences: false).map { Int($0) }
+        guard !numbers.isEmpty, numbers.allSatisfy({ $0 != nil && (0..<24).contains($0!) }) else {
+            throw ValidationError("--tpm-pcrs takes PCR numbers 0 to 23, comma-separated (e.g. 7 or 7,14), or none")
+        }
+        return Array(Set(numbers.map { $0! })).sorted()
+    }
 
     static func fail(_ message: String) -> Never {
         let line = Array("keyseald: \(message)\n".utf8)
@@ -451,6 +479,39 @@ enum GLibMessages {
             return "tpm2-abrmd is not running on that bus (org.freedesktop.DBus.Error.ServiceUnknown): start it "
                 + "(systemctl start tpm2-abrmd)"
         }
+        if warning.contains("Could not connect") {
+            return "no D-Bus bus answers (\(warning)): the system bus is /run/dbus/system_bus_socket (dbus running?); "
+                + "a session bus is found through DBUS_SESSION_BUS_ADDRESS"
+        }
         return "tpm2-abrmd's D-Bus call failed: \(warning)"
+    }
+}
+
+/// What keyseald adds to a start-up failure with errSecNotAvailable, per stack: the cause the TPM or PKCS#11 error
+/// alone does not name (a device node missing or not accessible to this user, a bus that refused the call).
+enum StackHint {
+    static func forFailure(of backend: DaemonOptions.Backend, glibCaptured: Bool) -> String? {
+        switch backend {
+        case .tpm(let tcti) where tcti.hasPrefix("device"):
+            let configured = tcti.split(separator: ":", maxSplits: 1).dropFirst().first.map(String.init) ?? ""
+            let path = configured.isEmpty ? "/dev/tpm0" : configured
+            if access(path, F_OK) != 0 {
+                return "\(path) does not exist: the kernel has no TPM driver for this machine (no TPM, or it is "
+                    + "disabled in the firmware); /dev/tpmrm0 is the kernel's resource manager (Linux 4.12 and later)"
+            }
+            if access(path, R_OK | W_OK) != 0 {
+                return "\(path) is not readable and writable by this user (it is tss:tss 0660): add the user to "
+                    + "group tss"
+            }
+            return nil
+        case .tpm(let tcti) where tcti.hasPrefix("tabrmd"):
+            return glibCaptured ? GLibMessages.busRefusal : nil
+        case .pkcs11 where glibCaptured:
+            guard let warning = GLibMessages.lastWarning else { return nil }
+            return "tpm2-pkcs11 could not reach the TPM (\(warning)): set TPM2_PKCS11_TCTI (device:/dev/tpmrm0, or "
+                + "tabrmd:bus_type=system with tpm2-abrmd running) for a user allowed to use it"
+        default:
+            return nil
+        }
     }
 }
