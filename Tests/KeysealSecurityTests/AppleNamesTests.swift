@@ -97,3 +97,33 @@ struct BooleanConstantTests {
         }
     }
 }
+
+/// `v_Data` in a query is accepted and does not take part in matching, as in Apple's securityd.
+@Suite("Queries carrying v_Data")
+struct ValueDataInQueryTests {
+    /// Locksmith's `updateData` passes its whole add dictionary, `v_Data` included, as the update query.
+    @Test func updateWithTheAddDictionaryAsQueryChangesTheItem() throws {
+        try withStore { _ in
+            #expect(add(genericPassword(data: Data("old".utf8))) == errSecSuccess)
+            let query = genericPassword(data: Data("new".utf8))
+            var changes = query
+            changes[kSecClass] = nil
+            #expect(SecItemUpdate(query as CFDictionary, changes as CFDictionary) == errSecSuccess)
+            #expect(findData(genericQuery()) == Data("new".utf8))
+        }
+    }
+
+    @Test func findIgnoresTheValueDataOfTheQuery() throws {
+        try withStore { _ in
+            #expect(add(genericPassword(data: Data("stored".utf8))) == errSecSuccess)
+            #expect(findData(genericQuery([kSecValueData: Data("other".utf8)])) == Data("stored".utf8))
+        }
+    }
+
+    @Test func valueDataThatIsNotDataIsAParameterError() throws {
+        try withStore { _ in
+            #expect(add(genericPassword()) == errSecSuccess)
+            #expect(SecItemDelete(genericQuery([kSecValueData: 42]) as CFDictionary) == errSecParam)
+        }
+    }
+}
