@@ -146,15 +146,26 @@ struct SoftwarePrivateKey: Sendable {
 
     func publicKey() throws(KeychainError) -> PublicKeyMaterial {
         switch keyType {
-        case .ec(256): PublicKeyMaterial(trusted: keyType, bytes: try parse { try P256.Signing.PrivateKey(x963Representation: $0).publicKey.x963Representation })
-        case .ec(384): PublicKeyMaterial(trusted: keyType, bytes: try parse { try P384.Signing.PrivateKey(x963Representation: $0).publicKey.x963Representation })
-        case .ec(521): PublicKeyMaterial(trusted: keyType, bytes: try parse { try P521.Signing.PrivateKey(x963Representation: $0).publicKey.x963Representation })
+        case .ec(256):
+            PublicKeyMaterial(
+                trusted: keyType,
+                bytes: try parse { try P256.Signing.PrivateKey(x963Representation: $0).publicKey.x963Representation })
+        case .ec(384):
+            PublicKeyMaterial(
+                trusted: keyType,
+                bytes: try parse { try P384.Signing.PrivateKey(x963Representation: $0).publicKey.x963Representation })
+        case .ec(521):
+            PublicKeyMaterial(
+                trusted: keyType,
+                bytes: try parse { try P521.Signing.PrivateKey(x963Representation: $0).publicKey.x963Representation })
         case .rsa:
-            PublicKeyMaterial(trusted: keyType, bytes: try parse { data in
-                let key = try _RSA.Signing.PrivateKey(derRepresentation: data)
-                guard key.keySizeInBits == keyType.bits else { throw KeychainError.param }
-                return key.publicKey.pkcs1DERRepresentation
-            })
+            PublicKeyMaterial(
+                trusted: keyType,
+                bytes: try parse { data in
+                    let key = try _RSA.Signing.PrivateKey(derRepresentation: data)
+                    guard key.keySizeInBits == keyType.bits else { throw KeychainError.param }
+                    return key.publicKey.pkcs1DERRepresentation
+                })
         default: throw KeychainError(KeychainStatus.param, "unsupported key type \(keyType)")
         }
     }
@@ -163,9 +174,18 @@ struct SoftwarePrivateKey: Sendable {
     func ecdsaSign(digest: [UInt8]) throws(KeychainError) -> Data {
         let prehashed = PrehashedDigest(bytes: digest)
         switch keyType {
-        case .ec(256): return try parse { try P256.Signing.PrivateKey(x963Representation: $0).signature(for: prehashed).derRepresentation }
-        case .ec(384): return try parse { try P384.Signing.PrivateKey(x963Representation: $0).signature(for: prehashed).derRepresentation }
-        case .ec(521): return try parse { try P521.Signing.PrivateKey(x963Representation: $0).signature(for: prehashed).derRepresentation }
+        case .ec(256):
+            return try parse {
+                try P256.Signing.PrivateKey(x963Representation: $0).signature(for: prehashed).derRepresentation
+            }
+        case .ec(384):
+            return try parse {
+                try P384.Signing.PrivateKey(x963Representation: $0).signature(for: prehashed).derRepresentation
+            }
+        case .ec(521):
+            return try parse {
+                try P521.Signing.PrivateKey(x963Representation: $0).signature(for: prehashed).derRepresentation
+            }
         default: throw KeyAlgorithms.unsupported
         }
     }

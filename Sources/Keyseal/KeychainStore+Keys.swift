@@ -19,14 +19,18 @@ extension KeychainStore {
     /// A signature with `algorithm` (Apple's `SecKeyAlgorithm` name) over `data`.
     public func sign(_ key: KeyReference, algorithm: String, data: Data) throws -> Data {
         try withEngine { engine in
-            try engine.withPrivateKey(key, caller: .owner) { try KeyAlgorithms.sign($0, algorithm: algorithm, data: data) }
+            try engine.withPrivateKey(key, caller: .owner) {
+                try KeyAlgorithms.sign($0, algorithm: algorithm, data: data)
+            }
         }
     }
 
     /// Decrypts `data` (ECIES, RSA OAEP) with the private key.
     public func decrypt(_ key: KeyReference, algorithm: String, data: Data) throws -> Data {
         try withEngine { engine in
-            try engine.withPrivateKey(key, caller: .owner) { try KeyAlgorithms.decrypt($0, algorithm: algorithm, data: data) }
+            try engine.withPrivateKey(key, caller: .owner) {
+                try KeyAlgorithms.decrypt($0, algorithm: algorithm, data: data)
+            }
         }
     }
 

@@ -43,8 +43,9 @@ struct KeyItemTests {
         #expect(record.attributes[AttributeKey.keyClass] == .string("1"))
         #expect(record.attributes[AttributeKey.type] == .string("73"))
         #expect(record.attributes[AttributeKey.keySizeInBits] == .int(256))
-        #expect(record.attributes[AttributeKey.applicationLabel]
-            == .data(Data(Insecure.SHA1.hash(data: key.publicKey.bytes))))
+        #expect(
+            record.attributes[AttributeKey.applicationLabel]
+                == .data(Data(Insecure.SHA1.hash(data: key.publicKey.bytes))))
         #expect(key.publicKey.bytes.count == 65 && key.publicKey.bytes.first == 4)
     }
 
@@ -55,8 +56,9 @@ struct KeyItemTests {
         let second = try Self.generate(fixture.store, tag: "shared")
         let records = try fixture.store.copyMatching(Self.keyQuery(tag: "shared"))
         #expect(records.count == 2)
-        #expect(Set(records.compactMap { $0.attributes[AttributeKey.applicationLabel] })
-            == [.data(first.publicKey.applicationLabel), .data(second.publicKey.applicationLabel)])
+        #expect(
+            Set(records.compactMap { $0.attributes[AttributeKey.applicationLabel] })
+                == [.data(first.publicKey.applicationLabel), .data(second.publicKey.applicationLabel)])
     }
 
     @Test func keyFoundByItsApplicationLabelDigest() throws {
@@ -146,8 +148,9 @@ struct KeyItemTests {
         #expect(record.attributes[AttributeKey.certificateEncoding] == .int(3))
         #expect(record.attributes[AttributeKey.serialNumber] == .data(Data([0x12, 0x34])))
         #expect(record.attributes[AttributeKey.subjectKeyID] == .data(KeyTestMaterial.subjectKeyID))
-        #expect(record.attributes[AttributeKey.publicKeyHash]
-            == .data(Data(Insecure.SHA1.hash(data: KeyTestMaterial.publicKey))))
+        #expect(
+            record.attributes[AttributeKey.publicKeyHash]
+                == .data(Data(Insecure.SHA1.hash(data: KeyTestMaterial.publicKey))))
         #expect(record.attributes[AttributeKey.label] == .string("Keyseal Test"))
         #expect(record.attributes[AttributeKey.issuer] == .data(fields.issuer))
         #expect(fields.commonNames == ["Keyseal Test"])
@@ -194,7 +197,8 @@ struct KeyItemTests {
         defer { fixture.remove() }
         #expect(throws: KeychainError.param) {
             _ = try fixture.store.add(
-                NewItem(itemClass: .key, attributes: [AttributeKey.type: .string("73")], data: KeyTestMaterial.privateKey))
+                NewItem(
+                    itemClass: .key, attributes: [AttributeKey.type: .string("73")], data: KeyTestMaterial.privateKey))
         }
         #expect(throws: KeychainError.param) {
             _ = try fixture.store.add(
@@ -231,7 +235,8 @@ struct KeyItemTests {
         let fixture = try StoreFixture()
         defer { fixture.remove() }
         try Self.addKeyAndCertificates(fixture.store, certificates: [])
-        _ = try fixture.store.add(NewItem(itemClass: .certificate, accessGroup: "other", data: KeyTestMaterial.certificate))
+        _ = try fixture.store.add(
+            NewItem(itemClass: .certificate, accessGroup: "other", data: KeyTestMaterial.certificate))
         #expect(throws: KeychainError.itemNotFound) {
             _ = try fixture.store.copyMatching(ItemQuery(itemClass: .identity, returns: [.persistentRef]))
         }
