@@ -124,4 +124,21 @@ struct HardwareKeyTests {
             #expect(contents.range(of: authorization) == nil, "\(file) holds a hardware key's authorization")
         }
     }
+
+    @Test func anExportLeavesHardwareKeysOutAndNamesThem() throws {
+        let fixture = try HardwareKeyStoreFixture()
+        defer { fixture.remove() }
+        _ = try fixture.store.generateKey(
+            KeyGenerationRequest(
+                keyType: .p256, inHardware: true,
+                attributes: [AttributeKey.applicationTag: .data(Data("tag".utf8)), AttributeKey.label: .string("id key")]))
+        _ = try fixture.store.add(.password(account: "a"))
+        let scratch = try TemporaryDirectory(prefix: "export")
+        defer { scratch.remove() }
+        let report = try fixture.store.exportBackup(to: scratch.appending("backup.ksb"), passphrase: "pp")
+        #expect(report.exportedCount == 1)
+        #expect(
+            report.skippedHardwareKeys
+                == [ExportReport.HardwareKeyName(accessGroup: "default", label: "id key", tag: Data("tag".utf8))])
+    }
 }

@@ -282,4 +282,20 @@ struct KeyItemTests {
         }
         #expect(throws: KeychainError.itemNotFound) { _ = try fixture.store.copyMatching(ItemQuery(itemClass: .key)) }
     }
+
+    @Test func softwareKeysAndCertificatesTravelInBackups() throws {
+        let fixture = try StoreFixture()
+        defer { fixture.remove() }
+        try Self.addKeyAndCertificates(fixture.store, certificates: [KeyTestMaterial.certificate])
+        let scratch = try TemporaryDirectory(prefix: "export")
+        defer { scratch.remove() }
+        let file = scratch.appending("backup.ksb")
+        #expect(try fixture.store.exportBackup(to: file, passphrase: "pp").exportedCount == 2)
+        try fixture.store.delete(ItemQuery(itemClass: .identity))
+        #expect(try fixture.store.importBackup(from: file, passphrase: "pp").restoredCount == 2)
+        let identity = try #require(
+            try fixture.store.copyMatching(ItemQuery(itemClass: .identity, returns: [.persistentRef])).first)
+        let key = try fixture.store.describeKey(.item(try #require(identity.keyPersistentRef)))
+        #expect(key.publicKey.bytes == KeyTestMaterial.publicKey)
+    }
 }
