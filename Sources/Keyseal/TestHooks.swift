@@ -29,3 +29,24 @@ extension KeychainEngine {
         try store.transaction { () throws(KeychainError) in try saveKeybag() }
     }
 }
+
+extension KeysealBenchHooks {
+    /// The floor of a hardware signature through the library: the key resolved once (blob and derived
+    /// authorization), then the device key's `HardwareKeyProvider.sign` called directly for each digest.
+    package static func hardwareSigner(_ store: KeychainStore, _ reference: KeyReference) throws -> ([UInt8]) throws
+        -> Data
+    {
+        // Resolved under the store's lock; the provider is then called as the engine calls it (one thread).
+        nonisolated(unsafe) var resolved: HardwareKeyHandle?
+        try store.withEngine { engine in
+            try engine.withPrivateKey(reference, caller: .owner) { handle in
+                guard case .hardware(let key) = handle else { throw KeychainError.param }
+                resolved = key
+            }
+        }
+        guard let handle = resolved else { throw KeychainError.param }
+        return { digest in
+            try handle.provider.sign(digest: digest, keyBlob: handle.blob, authorization: handle.authorization)
+        }
+    }
+}

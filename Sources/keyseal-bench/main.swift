@@ -12,6 +12,8 @@
 //         and after an unlock.
 // unlock: per backend (host key, swtpm, SoftHSM2): store open, the hardware part of unlock apart from Argon2id,
 //         Argon2id at the product cost, and lookups per backend.
+// keys:   P-256 signatures through the library, a stored software key against swift-crypto's own signing and a key
+//         in swtpm against its provider's sign on the resolved key.
 // Figures are printed and written as JSON into bench-results/ (or --output DIR).
 
 import Foundation
@@ -27,11 +29,11 @@ if arguments.count == 4 && arguments[1] == "--echo-server" {
 }
 let quick = arguments.contains("--quick")
 let outputDirectory = arguments.firstIndex(of: "--output").map { arguments[$0 + 1] } ?? "bench-results"
-let allSections = ["engine", "daemon", "unlock"]
+let allSections = ["engine", "daemon", "unlock", "keys"]
 let sections = arguments.firstIndex(of: "--only").map { arguments[$0 + 1].split(separator: ",").map(String.init) }
     ?? allSections
 for section in sections where !allSections.contains(section) {
-    FileHandle.standardError.write(Data("keyseal-bench: unknown section \(section) (engine, daemon, unlock)\n".utf8))
+    FileHandle.standardError.write(Data("keyseal-bench: unknown section \(section) (engine, daemon, unlock, keys)\n".utf8))
     exit(64)
 }
 let large = quick ? 20_000 : 100_000
@@ -76,6 +78,10 @@ if sections.contains("daemon") {
 if sections.contains("unlock") {
     print("— unlock and store open per backend (embedded)")
     try unlockSection(scratch: scratch, quick: quick, results: results)
+}
+if sections.contains("keys") {
+    print("— keys: signatures through the library against their floors")
+    try keysSection(scratch: scratch, quick: quick, results: results)
 }
 let path = try results.write(directory: outputDirectory, quick: quick, sections: sections)
 print("wrote \(path)")
