@@ -153,7 +153,10 @@ let package = Package(
         .testTarget(name: "KeysealClientTests", dependencies: ["KeysealClient"], swiftSettings: swiftSettings),
         .testTarget(
             name: "KeysealServerTests",
-            dependencies: ["KeysealServer", "Keyseal", "KeysealClient", "KeysealCore", "KeysealTestSupport"],
+            dependencies: [
+                "KeysealServer", "Keyseal", "KeysealClient", "KeysealCore", "KeysealTestSupport",
+                .product(name: "Crypto", package: "swift-crypto"),
+            ],
             swiftSettings: swiftSettings),
         .testTarget(name: "KeysealCoreTests", dependencies: ["KeysealCore"], swiftSettings: swiftSettings),
         .testTarget(

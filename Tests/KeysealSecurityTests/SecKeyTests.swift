@@ -19,7 +19,7 @@ func takeError(_ error: Unmanaged<CFError>?) -> (domain: String, code: Int)? {
     return (CFErrorGetDomain(error), CFErrorGetCode(error))
 }
 
-@Suite("SecKey", .disabled(if: TestBackend.throughDaemon, "keys are not carried by keyseald yet"))
+@Suite("SecKey", .disabled(if: TestBackend.throughDaemon, "embedded only; DaemonKeyTests covers keyseald"))
 struct SecKeyTests {
     static func secureEnclaveParameters(tag: String, permanent: Bool = true) -> [String: Any] {
         let access = SecAccessControlCreateWithFlags(
@@ -329,7 +329,8 @@ struct SecKeyTests {
 }
 
 @Suite(
-    "SecCertificate and SecIdentity", .disabled(if: TestBackend.throughDaemon, "keys are not carried by keyseald yet"))
+    "SecCertificate and SecIdentity",
+    .disabled(if: TestBackend.throughDaemon, "embedded only; DaemonKeyTests covers keyseald"))
 struct SecCertificateTests {
     @Test func certificateFromDER() throws {
         let certificate = try #require(SecCertificateCreateWithData(nil, KeyTestMaterial.certificate as CFData))

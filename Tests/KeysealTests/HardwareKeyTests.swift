@@ -8,7 +8,7 @@ import Testing
 /// Keys generated inside the device key's hardware (`kSecAttrTokenIDSecureEnclave`). On the host-key backend the
 /// hardware is a software double (HardwareKeyStoreFixture); on the TPM and PKCS#11 backends swtpm and SoftHSM2.
 @Suite(
-    "Hardware keys", .disabled(if: TestBackend.throughDaemon, "keys are not carried by keyseald yet"),
+    "Hardware keys", .disabled(if: TestBackend.throughDaemon, "embedded only; DaemonKeyTests covers keyseald"),
     .disabled(if: hardwareKeysPending, "the PKCS#11 backend does not generate keys in the token yet"))
 struct HardwareKeyTests {
     static let sha256Message = "algid:sign:ECDSA:message-X962:SHA256"
@@ -131,7 +131,9 @@ struct HardwareKeyTests {
         _ = try fixture.store.generateKey(
             KeyGenerationRequest(
                 keyType: .p256, inHardware: true,
-                attributes: [AttributeKey.applicationTag: .data(Data("tag".utf8)), AttributeKey.label: .string("id key")]))
+                attributes: [
+                    AttributeKey.applicationTag: .data(Data("tag".utf8)), AttributeKey.label: .string("id key"),
+                ]))
         _ = try fixture.store.add(.password(account: "a"))
         let scratch = try TemporaryDirectory(prefix: "export")
         defer { scratch.remove() }

@@ -6,7 +6,9 @@ import KeysealTestSupport
 import Testing
 
 /// Key and certificate items and identities in the engine (software keys; hardware keys are in HardwareKeyTests).
-@Suite("Key and certificate items", .disabled(if: TestBackend.throughDaemon, "keys are not carried by keyseald yet"))
+@Suite(
+    "Key and certificate items",
+    .disabled(if: TestBackend.throughDaemon, "embedded only; DaemonKeyTests covers keyseald"))
 struct KeyItemTests {
     static func keyQuery(tag: String, returns: ReturnOptions = [.attributes], limit: MatchLimit = .all) -> ItemQuery {
         ItemQuery(
