@@ -103,6 +103,16 @@ public struct PublicKeyMaterial: Sendable, Hashable {
         try KeychainEngine.publicKeyOf(keyClass: keyClass, typeCode: typeCode, data: data)
     }
 
+    /// The key as a DER `SubjectPublicKeyInfo` (swift-crypto's encoding), for PEM.
+    public var subjectPublicKeyInfo: Data {
+        switch keyType {
+        case .ec(256): (try? P256.Signing.PublicKey(x963Representation: bytes))?.derRepresentation ?? Data()
+        case .ec(384): (try? P384.Signing.PublicKey(x963Representation: bytes))?.derRepresentation ?? Data()
+        case .ec: (try? P521.Signing.PublicKey(x963Representation: bytes))?.derRepresentation ?? Data()
+        case .rsa: (try? _RSA.Signing.PublicKey(derRepresentation: bytes))?.derRepresentation ?? Data()
+        }
+    }
+
     /// Apple's `kSecAttrApplicationLabel` of the key pair: SHA-1 of these octets.
     public var applicationLabel: Data { Data(Insecure.SHA1.hash(data: bytes)) }
 }

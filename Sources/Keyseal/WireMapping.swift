@@ -235,7 +235,8 @@ extension WireMapping {
         return WireKey(
             reference: reference, keyType: key.publicKey.keyType.typeCode, bits: key.publicKey.keyType.bits,
             publicKey: key.publicKey.bytes, isPrivate: key.isPrivate, inHardware: key.inHardware,
-            extractable: key.isExtractable, attributes: attributes(key.attributes))
+            extractable: key.isExtractable, attributes: attributes(key.attributes),
+            subjectPublicKeyInfo: key.publicKey.subjectPublicKeyInfo)
     }
 
     package static func key(_ wire: WireKey) throws(KeychainError) -> KeyDescription {

@@ -964,6 +964,7 @@ extension WireResponse {
             writer.bool(key.inHardware)
             writer.bool(key.extractable)
             writer.attributes(key.attributes)
+            writer.blob(key.subjectPublicKeyInfo)
         case .keyResult(let data):
             writer.u8(ResponseKind.keyResult.rawValue)
             writer.blob(data)
@@ -1073,7 +1074,8 @@ extension WireResponse {
             response = .key(
                 WireKey(
                     reference: reference, keyType: keyType, bits: bits, publicKey: publicKey, isPrivate: isPrivate,
-                    inHardware: inHardware, extractable: extractable, attributes: try reader.attributes()))
+                    inHardware: inHardware, extractable: extractable, attributes: try reader.attributes(),
+                    subjectPublicKeyInfo: try reader.data()))
         case .keyResult: response = .keyResult(try reader.data())
         }
         try reader.finish()

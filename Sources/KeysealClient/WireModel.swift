@@ -311,11 +311,14 @@ public struct WireKey: Sendable, Hashable {
     public var inHardware: Bool
     public var extractable: Bool
     public var attributes: [String: WireValue]
+    /// The public key as a DER `SubjectPublicKeyInfo` (for PEM output).
+    public var subjectPublicKeyInfo: Data
 
     public init(
         reference: Data, keyType: String, bits: Int, publicKey: Data, isPrivate: Bool, inHardware: Bool,
-        extractable: Bool, attributes: [String: WireValue]
+        extractable: Bool, attributes: [String: WireValue], subjectPublicKeyInfo: Data = Data()
     ) {
+        self.subjectPublicKeyInfo = subjectPublicKeyInfo
         self.reference = reference
         self.keyType = keyType
         self.bits = bits
