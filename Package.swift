@@ -48,7 +48,10 @@ let package = Package(
         // SQLite persistence: schema, migrations, rows of ciphertext.
         .target(name: "KeysealStore", dependencies: ["KeysealCore", "CSQLite"], swiftSettings: swiftSettings),
         // Device keys in hardware.
-        .target(name: "KeysealTPM", dependencies: ["KeysealCore", "CTSS2"], swiftSettings: swiftSettings),
+        .target(
+            name: "KeysealTPM",
+            dependencies: ["KeysealCore", "CTSS2", .product(name: "Crypto", package: "swift-crypto")],
+            swiftSettings: swiftSettings),
         .target(
             name: "KeysealPKCS11",
             dependencies: ["KeysealCore", "CP11Kit", .product(name: "Crypto", package: "swift-crypto")],

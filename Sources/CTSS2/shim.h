@@ -221,3 +221,51 @@ static inline TPM2B_ECC_POINT keyseal_ecc_point(const uint8_t xy[64]) {
 static inline int keyseal_ecc_point_x(const TPM2B_ECC_POINT *point, uint8_t out[32]) {
     return keyseal_copy_padded(point->point.x.buffer, point->point.x.size, out, 32);
 }
+
+// Commands whose HMAC authorization Keyseal computes itself (SAPI under the ESAPI context).
+
+static const TPM2_CC keyseal_TPM2_CC_Sign = TPM2_CC_Sign;
+
+/// A nonce's bytes into `out` (64 bytes). Returns the size, or -1 if longer.
+static inline int keyseal_nonce_bytes(const TPM2B_NONCE *nonce, uint8_t out[64]) {
+    if (nonce->size > 64) return -1;
+    memcpy(out, nonce->buffer, nonce->size);
+    return nonce->size;
+}
+
+/// One session's command authorization: `nonce` and `hmac` at most 64 bytes each (checked: returns -1).
+static inline int keyseal_fill_command_auth(
+    TSS2L_SYS_AUTH_COMMAND *area, TPMI_SH_AUTH_SESSION session, const uint8_t *nonce, size_t nonce_size,
+    TPMA_SESSION attributes, const uint8_t *hmac, size_t hmac_size) {
+    memset(area, 0, sizeof *area);
+    if (nonce_size > sizeof area->auths[0].nonce.buffer || hmac_size > sizeof area->auths[0].hmac.buffer) return -1;
+    area->count = 1;
+    area->auths[0].sessionHandle = session;
+    area->auths[0].nonce.size = (UINT16)nonce_size;
+    memcpy(area->auths[0].nonce.buffer, nonce, nonce_size);
+    area->auths[0].sessionAttributes = attributes;
+    area->auths[0].hmac.size = (UINT16)hmac_size;
+    memcpy(area->auths[0].hmac.buffer, hmac, hmac_size);
+    return 0;
+}
+
+/// The first response authorization's nonce and HMAC (64-byte buffers) and attributes. Returns 0, or -1.
+static inline int keyseal_response_auth(
+    const TSS2L_SYS_AUTH_RESPONSE *area, uint8_t nonce[64], size_t *nonce_size, uint8_t hmac[64], size_t *hmac_size,
+    TPMA_SESSION *attributes) {
+    if (area->count < 1 || area->auths[0].nonce.size > 64 || area->auths[0].hmac.size > 64) return -1;
+    memcpy(nonce, area->auths[0].nonce.buffer, area->auths[0].nonce.size);
+    *nonce_size = area->auths[0].nonce.size;
+    memcpy(hmac, area->auths[0].hmac.buffer, area->auths[0].hmac.size);
+    *hmac_size = area->auths[0].hmac.size;
+    *attributes = area->auths[0].sessionAttributes;
+    return 0;
+}
+
+/// No parameter encryption (a session used only for HMAC authorization).
+static inline TPMT_SYM_DEF keyseal_no_symmetric(void) {
+    TPMT_SYM_DEF symmetric;
+    memset(&symmetric, 0, sizeof symmetric);
+    symmetric.algorithm = TPM2_ALG_NULL;
+    return symmetric;
+}

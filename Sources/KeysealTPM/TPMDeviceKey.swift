@@ -374,6 +374,7 @@ public final class TPMDeviceKey: DeviceKeyProvider, @unchecked Sendable {
     /// Flushes what `connection` keeps loaded (best effort) and forgets it, so the next use loads it afresh.
     private func dropKept(_ connection: ESYSConnection) {
         for key in connection.keys { connection.flush(key.handle) }
+        if let session = connection.hmacSession { connection.flush(session.handle) }
         if let session = connection.session { connection.flush(session) }
         if let primary = connection.primary { connection.flush(primary.handle) }
     }
@@ -593,8 +594,8 @@ extension TPMDeviceKey: HardwareKeyProvider {
         }
     }
 
-    /// TPM2_Sign, ECDSA with the NULL hashcheck ticket, over an HMAC session (the authorization never crosses the
-    /// bus). The digest is brought to 32 bytes as ECDSA on P-256 uses it (X9.62: its leftmost 256 bits as an
+    /// TPM2_Sign, ECDSA with the NULL hashcheck ticket, over the kept unsalted HMAC session whose HMAC Keyseal
+    /// computes itself (the authorization never crosses the bus; ``ESYSConnection/sign(_:keyName:authorization:session:digest:)``). The digest is brought to 32 bytes as ECDSA on P-256 uses it (X9.62: its leftmost 256 bits as an
     /// integer, so a shorter digest is left-padded with zeros and a longer one cut) and signed under the SHA-256
     /// scheme, so every digest size from 20 to 64 bytes signs on every TPM.
     public func sign(digest: [UInt8], keyBlob: Data, authorization: SecretBytes) throws -> Data {
@@ -603,13 +604,18 @@ extension TPMDeviceKey: HardwareKeyProvider {
         let blob = try SealedBlob(decoding: keyBlob, expecting: .key)
         let rs = try withConnection { connection in
             let key = try loadedKey(connection, blob: blob, bytes: Array(keyBlob))
-            let session = try keptSession(connection, attributes: 0)
-            try connection.setAuthorization(authorization, for: key)
-            defer { connection.clearAuthorization(for: key) }
+            var session = try connection.hmacSession ?? connection.startHMACSession()
+            connection.hmacSession = session
             do {
-                return try connection.sign(key, session: session, digest: digest)
-            } catch let error as TSS2Error where Self.isWrongAuthorization(error) {
-                throw Self.wrongKeyAuthorization
+                let rs = try connection.sign(
+                    key, keyName: connection.name(of: key), authorization: authorization, session: &session,
+                    digest: digest)
+                connection.hmacSession = session
+                return rs
+            } catch {
+                connection.flush(session.handle)  // its nonces are not trusted after a failure
+                if let error = error as? TSS2Error, Self.isWrongAuthorization(error) { throw Self.wrongKeyAuthorization }
+                throw error
             }
         }
         return Self.derSignature(rs)

@@ -215,6 +215,48 @@ struct TPMHardwareKeyTests {
         }
     }
 
+    @Test("an authorization ending in zero bytes signs (the TPM keeps authValues without trailing zeros)")
+    func authorizationWithTrailingZeros() throws {
+        try withTPM { _, key in
+            let authorization = SecretBytes(copying: [UInt8](repeating: 5, count: 30) + [0, 0])
+            let made = try key.generateP256Key(authorization: authorization)
+            let message = Data("zeros".utf8)
+            let der = try key.sign(
+                digest: Array(SHA256.hash(data: message)), keyBlob: made.blob, authorization: authorization)
+            let publicKey = try P256.Signing.PublicKey(x963Representation: made.publicKey)
+            #expect(publicKey.isValidSignature(try P256.Signing.ECDSASignature(derRepresentation: der), for: message))
+        }
+    }
+
+    @Test("over tpm2-abrmd: keys are made, kept within three slots, sign and do ECDH as on the bare TPM")
+    func throughResourceManager() throws {
+        let broker = try ResourceManagerFixture.shared()
+        let key = TPMDeviceKey(tcti: broker.tcti)
+        defer { key.close() }
+        try key.open(provisioning: true)
+        let made = try (0..<3).map { _ in try key.generateP256Key(authorization: secret(12)) }
+        let message = Data("through the broker".utf8)
+        for _ in 0..<2 {
+            for blob in made {
+                let der = try key.sign(
+                    digest: Array(SHA256.hash(data: message)), keyBlob: blob.blob, authorization: secret(12))
+                let publicKey = try P256.Signing.PublicKey(x963Representation: blob.publicKey)
+                #expect(publicKey.isValidSignature(try P256.Signing.ECDSASignature(derRepresentation: der), for: message))
+            }
+        }
+        let peer = P256.KeyAgreement.PrivateKey()
+        let z = try key.keyExchange(
+            peerPublicKey: peer.publicKey.x963Representation, keyBlob: made[0].blob, authorization: secret(12))
+        let expected = try peer.sharedSecretFromKeyAgreement(
+            with: P256.KeyAgreement.PublicKey(x963Representation: made[0].publicKey))
+        #expect(bytes(z) == expected.withUnsafeBytes { Array($0) })
+        #expect(throws: KeychainError.authFailed) {
+            try key.sign(digest: Array(SHA256.hash(data: message)), keyBlob: made[1].blob, authorization: secret(13))
+        }
+        // The broker shows each connection its own handles: the primary and the two most recently used keys.
+        #expect(try key.handlesInUse().filter { $0 >> 24 == 0x80 }.count == 3)
+    }
+
     @Test("a kept key's authorization is checked on every use")
     func keptKeyChecksAuthorizationEachTime() throws {
         try withTPM { _, key in
