@@ -153,7 +153,3 @@ public final class HardwareKeyStoreFixture: @unchecked Sendable {
         }
     }
 }
-
-/// Whether the backend under test has no key hardware in this build yet (its HardwareKeyProvider is still to come):
-/// the hardware-key tests are then disabled with that reason, visibly, instead of failing.
-public var hardwareKeysPending: Bool { TestBackend.current == .pkcs11 }

@@ -33,7 +33,7 @@ struct SecKeyTests {
         ]
     }
 
-    @Test(.disabled(if: hardwareKeysPending, "the PKCS#11 backend does not generate keys in the token yet"))
+    @Test
     func secureEnclaveKeySignsAndVerifiesAsOnApple() throws {
         try withHardwareStore { _ in
             var error: Unmanaged<CFError>?
@@ -56,7 +56,7 @@ struct SecKeyTests {
         }
     }
 
-    @Test(.disabled(if: hardwareKeysPending, "the PKCS#11 backend does not generate keys in the token yet"))
+    @Test
     func secureEnclavePrivateKeyHasNoExternalRepresentation() throws {
         try withHardwareStore { _ in
             var error: Unmanaged<CFError>?
@@ -72,7 +72,7 @@ struct SecKeyTests {
         }
     }
 
-    @Test(.disabled(if: hardwareKeysPending, "the PKCS#11 backend does not generate keys in the token yet"))
+    @Test
     func secureEnclaveKeyIsFoundByTagAsASecKey() throws {
         try withHardwareStore { _ in
             var error: Unmanaged<CFError>?
@@ -104,7 +104,7 @@ struct SecKeyTests {
         }
     }
 
-    @Test(.disabled(if: hardwareKeysPending, "the PKCS#11 backend does not generate keys in the token yet"))
+    @Test
     func secureEnclaveKeySignsOnlyWhileItsClassIsUnlocked() throws {
         try withHardwareStore { fixture in
             var error: Unmanaged<CFError>?
@@ -117,7 +117,7 @@ struct SecKeyTests {
         }
     }
 
-    @Test(.disabled(if: hardwareKeysPending, "the PKCS#11 backend does not generate keys in the token yet"))
+    @Test
     func secureEnclaveKeyStoredWithSecItemAddAndDeletedWithIt() throws {
         try withHardwareStore { fixture in
             var error: Unmanaged<CFError>?
@@ -202,7 +202,6 @@ struct SecKeyTests {
     }
 
     @Test(
-        .disabled(if: hardwareKeysPending, "the PKCS#11 backend does not generate keys in the token yet"),
         arguments: [
             (
                 SecKeyAlgorithm.eciesEncryptionStandardX963SHA256AESGCM,
@@ -250,7 +249,7 @@ struct SecKeyTests {
         }
     }
 
-    @Test(.disabled(if: hardwareKeysPending, "the PKCS#11 backend does not generate keys in the token yet"))
+    @Test
     func ecdhStandardAndCofactorAgreeWithThePeer() throws {
         try withHardwareStore { _ in
             var error: Unmanaged<CFError>?

@@ -8,8 +8,7 @@ import Testing
 /// Keys generated inside the device key's hardware (`kSecAttrTokenIDSecureEnclave`). On the host-key backend the
 /// hardware is a software double (HardwareKeyStoreFixture); on the TPM and PKCS#11 backends swtpm and SoftHSM2.
 @Suite(
-    "Hardware keys", .disabled(if: TestBackend.throughDaemon, "embedded only; DaemonKeyTests covers keyseald"),
-    .disabled(if: hardwareKeysPending, "the PKCS#11 backend does not generate keys in the token yet"))
+    "Hardware keys", .disabled(if: TestBackend.throughDaemon, "embedded only; DaemonKeyTests covers keyseald"))
 struct HardwareKeyTests {
     static let sha256Message = "algid:sign:ECDSA:message-X962:SHA256"
 

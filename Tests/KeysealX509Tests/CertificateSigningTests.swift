@@ -11,8 +11,7 @@ import X509
 /// swift-certificates signing with a key that stays in the store's hardware (the software double on the host-key
 /// backend, swtpm and SoftHSM2 on theirs): a CSR, a certificate from a test CA, stored, found back as an identity.
 @Suite(
-    "KeysealX509", .disabled(if: TestBackend.throughDaemon, "embedded only; DaemonKeyTests covers keyseald"),
-    .disabled(if: hardwareKeysPending, "the PKCS#11 backend does not generate keys in the token yet"))
+    "KeysealX509", .disabled(if: TestBackend.throughDaemon, "embedded only; DaemonKeyTests covers keyseald"))
 struct CertificateSigningTests {
     static func issue(for csr: CertificateSigningRequest, caKey: P256.Signing.PrivateKey) throws -> Certificate {
         let caName = try DistinguishedName { CommonName("Keyseal Test CA") }
