@@ -4,8 +4,7 @@
 #   daemon  lookups through a keyseald process (1 and 8 clients) next to a two-process unix-socket ping-pong, and
 #           the daemon's resident memory
 #   unlock  unlock and store open per backend (host key, swtpm, SoftHSM2), Argon2id shown apart
-#   keys    P-256 signatures through the library: a stored software key next to swift-crypto, a key in swtpm next to
-#           its provider's sign on the resolved key
+#   keys    hardware key signing (swtpm, SoftHSM2) next to raw TPM2_Sign and C_Sign loops written in C
 #   cli     whole-process `keyseal find-generic-password -w` next to a minimal Swift program (keyseal-cli-bench)
 #   backup  export and import of 100,000 items, Argon2id shown apart (keyseal-backup-bench)
 # Figures are printed and written as JSON into bench-results/.

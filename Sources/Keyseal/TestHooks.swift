@@ -30,23 +30,25 @@ extension KeychainEngine {
     }
 }
 
-extension KeysealBenchHooks {
-    /// The floor of a hardware signature through the library: the key resolved once (blob and derived
-    /// authorization), then the device key's `HardwareKeyProvider.sign` called directly for each digest.
-    package static func hardwareSigner(_ store: KeychainStore, _ reference: KeyReference) throws -> ([UInt8]) throws
-        -> Data
-    {
-        // Resolved under the store's lock; the provider is then called as the engine calls it (one thread).
-        nonisolated(unsafe) var resolved: HardwareKeyHandle?
-        try store.withEngine { engine in
-            try engine.withPrivateKey(reference, caller: .owner) { handle in
-                guard case .hardware(let key) = handle else { throw KeychainError.param }
-                resolved = key
-            }
-        }
-        guard let handle = resolved else { throw KeychainError.param }
-        return { digest in
-            try handle.provider.sign(digest: digest, keyBlob: handle.blob, authorization: handle.authorization)
-        }
+extension KeychainStoreTestHooks {
+    /// The sealed device object of the store in `directory`, read from a closed store's keybag without
+    /// authenticating it: what a copy of the file gives an attacker.
+    package static func sealedDeviceSecret(directory: URL) throws -> Data {
+        let store = try ItemStore(directory: directory)
+        defer { store.close() }
+        guard let stored = try store.loadKeybag() else { throw KeychainError(KeychainStatus.decode, "no keybag") }
+        return try Keybag.parseUnverified(stored.body).sealedDeviceSecret
+    }
+}
+
+extension KeychainStore {
+    /// Makes the keybag of an embedded TPM store record no anti-rollback counter, as stores created before it.
+    package func unsetCounterForTests() throws { try withEngine { try $0.unsetCounterForTests() } }
+}
+
+extension KeychainEngine {
+    func unsetCounterForTests() throws {
+        keybag.counter = nil
+        try store.transaction { () throws(KeychainError) in try saveKeybag() }
     }
 }

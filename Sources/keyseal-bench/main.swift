@@ -1,7 +1,7 @@
 // keyseal-bench: Keyseal's benchmarks, each figure next to its floor or target, measured in the same run.
 //
 //   swift build -c release --product keyseal-bench --product keyseald
-//   .build/release/keyseal-bench [--quick] [--output DIR] [--only engine,daemon,unlock]
+//   .build/release/keyseal-bench [--quick] [--output DIR] [--only engine,daemon,unlock,keys]
 //
 // engine: embedded SecItemCopyMatching (return data) at 1,000 and 100,000 items and durable SecItemAdd, next to a
 //         raw SQLite lookup and a raw insert + commit (synchronous=FULL); AES-256-GCM opens through swift-crypto and
@@ -12,8 +12,8 @@
 //         and after an unlock.
 // unlock: per backend (host key, swtpm, SoftHSM2): store open, the hardware part of unlock apart from Argon2id,
 //         Argon2id at the product cost, and lookups per backend.
-// keys:   P-256 signatures through the library, a stored software key against swift-crypto's own signing and a key
-//         in swtpm against its provider's sign on the resolved key.
+// keys:   hardware key signing through KeysealTPM (swtpm) and KeysealPKCS11 (SoftHSM2), each next to a raw loop
+//         in C on the same library (ESAPI TPM2_Sign on a loaded key; C_SignInit + C_Sign).
 // Figures are printed and written as JSON into bench-results/ (or --output DIR).
 
 import Foundation
@@ -80,8 +80,8 @@ if sections.contains("unlock") {
     try unlockSection(scratch: scratch, quick: quick, results: results)
 }
 if sections.contains("keys") {
-    print("— keys: signatures through the library against their floors")
-    try keysSection(scratch: scratch, quick: quick, results: results)
+    print("— hardware key signing next to raw loops in C (swtpm, SoftHSM2)")
+    try keysSection(quick: quick, results: results, scratch: scratch)
 }
 let path = try results.write(directory: outputDirectory, quick: quick, sections: sections)
 print("wrote \(path)")

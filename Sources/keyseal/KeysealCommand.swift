@@ -32,6 +32,7 @@ struct KeysealCommand: ParsableCommand {
             AddInternetPassword.self, FindInternetPassword.self, DeleteInternetPassword.self,
             DumpKeychain.self, ExportCommand.self, ImportCommand.self, DoctorCommand.self, ErrorCommand.self,
             CreateKey.self, FindKey.self, DeleteKey.self, SignCommand.self,
+            RecoveryKeyCommand.self, RecoverCommand.self, TPMCommand.self,
         ])
 
     static func main() {
@@ -139,7 +140,7 @@ enum ArgumentRewriter {
         if addCommands.contains(command), rest.last == "-w" {
             rest[rest.count - 1] = "--password-prompt"
         }
-        if command == "passcode", let sub = rest.first, !sub.hasPrefix("-") {
+        if ["passcode", "recovery-key", "tpm"].contains(command), let sub = rest.first, !sub.hasPrefix("-") {
             return [command, sub] + globals + rest.dropFirst()
         }
         return [command] + globals + rest
