@@ -25,10 +25,10 @@ fi
 
 # Hardware fixtures fail (never skip) when swtpm or SoftHSM2 is missing.
 export CI="${CI:-true}"
-engine_suites="KeysealSecurityTests|LockMatrix|Tamper|KeychainTests|RequestValidationTests|UndecryptableTests"
+engine_suites="KeysealSecurityTests|LockMatrix|Tamper|KeychainTests|RequestValidationTests|UndecryptableTests|StringAttributeTests"
 # Through the daemon (daemon-tabrmd: keyseald on a TPM behind tpm2-abrmd on a private session bus): the same suites
 # except Tamper, which edits the store file under an embedded engine.
-daemon_suites="KeysealSecurityTests|LockMatrix|KeychainTests|RequestValidationTests|UndecryptableTests"
+daemon_suites="KeysealSecurityTests|LockMatrix|KeychainTests|RequestValidationTests|UndecryptableTests|StringAttributeTests"
 for backend in tpm pkcs11 daemon-host-key daemon-tpm daemon-pkcs11 daemon-tabrmd; do
   suites=$engine_suites
   [[ $backend == daemon-* ]] && suites=$daemon_suites
