@@ -55,6 +55,8 @@ echo "test: qemu guest took $((SECONDS - started)) s"
 # Every suite, in two processes: SoftHSM2 sees only the tokens created before its first use in a process, and one
 # pool stays under the 48 slots GnuTLS's p11tool lists (SoftHSMFixture), so the PKCS#11 device-key suites get a pool
 # of their own.
+# Every suite includes the Secret Service bridge's (KeysealSecretServiceTests): secret-tool, libsecret through PyGObject,
+# SecretStorage and python-keyring's backend tests, run as processes on private session buses.
 echo "test: every suite"
 started=$SECONDS
 swift test --skip-build --skip KeysealPKCS11Tests
