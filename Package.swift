@@ -12,6 +12,7 @@ let package = Package(
     products: [
         .library(name: "Keyseal", targets: ["Keyseal"]),
         .library(name: "KeysealSecurity", targets: ["KeysealSecurity"]),
+        .library(name: "KeysealX509", targets: ["KeysealX509"]),
         .library(name: "KeysealClient", targets: ["KeysealClient"]),
         .executable(name: "keyseald", targets: ["keyseald"]),
         .executable(name: "keyseal", targets: ["keyseal"]),
@@ -23,6 +24,8 @@ let package = Package(
         .package(url: "https://github.com/swift-server/swift-service-lifecycle.git", from: "2.13.0"),
         .package(url: "https://github.com/apple/swift-argument-parser.git", from: "1.8.2"),
         .package(url: "https://github.com/apple/swift-log.git", from: "1.16.2"),
+        .package(url: "https://github.com/apple/swift-asn1.git", from: "1.7.4"),
+        .package(url: "https://github.com/apple/swift-certificates.git", from: "1.21.1"),
     ],
     targets: [
         // System libraries: a module map and a shim, nothing else.
@@ -47,7 +50,10 @@ let package = Package(
         // SQLite persistence: schema, migrations, rows of ciphertext.
         .target(name: "KeysealStore", dependencies: ["KeysealCore", "CSQLite"], swiftSettings: swiftSettings),
         // Device keys in hardware.
-        .target(name: "KeysealTPM", dependencies: ["KeysealCore", "CTSS2"], swiftSettings: swiftSettings),
+        .target(
+            name: "KeysealTPM",
+            dependencies: ["KeysealCore", "CTSS2", .product(name: "Crypto", package: "swift-crypto")],
+            swiftSettings: swiftSettings),
         .target(
             name: "KeysealPKCS11",
             dependencies: ["KeysealCore", "CP11Kit", .product(name: "Crypto", package: "swift-crypto")],
@@ -60,10 +66,26 @@ let package = Package(
             dependencies: [
                 "KeysealCore", "KeysealStore", "KeysealTPM", "KeysealPKCS11", "KeysealClient", "CArgon2",
                 .product(name: "Crypto", package: "swift-crypto"),
+                .product(name: "_CryptoExtras", package: "swift-crypto"),
+                .product(name: "SwiftASN1", package: "swift-asn1"),
+            ],
+            swiftSettings: swiftSettings),
+        // swift-certificates' types over the native library: `Certificate`s, identities, and a `CustomPrivateKey`
+        // so that swift-certificates signs with a key that stays in the hardware (docs/ARCHITECTURE.md).
+        .target(
+            name: "KeysealX509",
+            dependencies: [
+                "Keyseal", "KeysealCore", .product(name: "Crypto", package: "swift-crypto"),
+                .product(name: "_CryptoExtras", package: "swift-crypto"),
+                .product(name: "X509", package: "swift-certificates"),
+                .product(name: "SwiftASN1", package: "swift-asn1"),
             ],
             swiftSettings: swiftSettings),
         // Apple's Security names over Keyseal.
-        .target(name: "KeysealSecurity", dependencies: ["Keyseal", "KeysealCore"], swiftSettings: swiftSettings),
+        .target(
+            name: "KeysealSecurity",
+            dependencies: ["Keyseal", "KeysealCore", .product(name: "Crypto", package: "swift-crypto")],
+            swiftSettings: swiftSettings),
 
         // The daemon as a library: socket server, peer credentials, roles, auto-lock, service lifecycle.
         .target(
@@ -124,7 +146,10 @@ let package = Package(
         .executableTarget(name: "keyseal-wire-probe", dependencies: ["KeysealClient"], swiftSettings: swiftSettings),
 
         // Test fixtures: swtpm and SoftHSM2 processes, temporary stores. Never linked by a product.
-        .target(name: "KeysealTestSupport", dependencies: ["Keyseal", "KeysealCore"], swiftSettings: swiftSettings),
+        .target(
+            name: "KeysealTestSupport",
+            dependencies: ["Keyseal", "KeysealCore", .product(name: "Crypto", package: "swift-crypto")],
+            swiftSettings: swiftSettings),
 
         .executableTarget(
             name: "keyseal-bench",
@@ -152,18 +177,36 @@ let package = Package(
         .testTarget(name: "KeysealCoreTests", dependencies: ["KeysealCore"], swiftSettings: swiftSettings),
         .testTarget(
             name: "KeysealTests",
-            dependencies: ["Keyseal", "KeysealCore", "KeysealStore", "KeysealTestSupport"],
+            dependencies: [
+                "Keyseal", "KeysealCore", "KeysealStore", "KeysealTestSupport",
+                .product(name: "Crypto", package: "swift-crypto"),
+            ],
             swiftSettings: swiftSettings),
         .testTarget(
             name: "KeysealSecurityTests",
-            dependencies: ["KeysealSecurity", "Keyseal", "KeysealTestSupport"],
+            dependencies: [
+                "KeysealSecurity", "Keyseal", "KeysealTestSupport", .product(name: "Crypto", package: "swift-crypto"),
+            ],
             swiftSettings: swiftSettings),
         .testTarget(
-            name: "KeysealTPMTests", dependencies: ["KeysealTPM", "KeysealCore", "KeysealTestSupport"],
+            name: "KeysealX509Tests",
+            dependencies: [
+                "KeysealX509", "Keyseal", "KeysealCore", "KeysealTestSupport",
+                .product(name: "Crypto", package: "swift-crypto"), .product(name: "X509", package: "swift-certificates"),
+            ],
+            swiftSettings: swiftSettings),
+        .testTarget(
+            name: "KeysealTPMTests",
+            dependencies: [
+                "KeysealTPM", "KeysealCore", "KeysealTestSupport", .product(name: "Crypto", package: "swift-crypto"),
+            ],
             swiftSettings: swiftSettings),
         .testTarget(
             name: "KeysealPKCS11Tests",
-            dependencies: ["KeysealPKCS11", "KeysealCore", "KeysealStore", "Keyseal", "CP11Kit", "KeysealTestSupport"],
+            dependencies: [
+                "KeysealPKCS11", "KeysealCore", "KeysealStore", "Keyseal", "CP11Kit", "KeysealTestSupport",
+                .product(name: "Crypto", package: "swift-crypto"),
+            ],
             swiftSettings: swiftSettings),
     ]
 )

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Installs what the tests need, builds with zero warnings, and runs every test: the engine's semantic,
-# lock-matrix and tamper suites on swtpm and on SoftHSM2; the semantic and lock-matrix suites again through a
+# lock-matrix and tamper suites on swtpm, on SoftHSM2 and on a TPM behind tpm2-abrmd; the semantic and lock-matrix suites again through a
 # real keyseald process (host key, swtpm, SoftHSM2); then the whole suite (engine on the host key, TPM and
 # PKCS#11 backends on their own swtpm and SoftHSM2 fixtures; tpm2-abrmd and tpm2-pkcs11), after the scenario in a qemu
 # guest on the kernel's resource manager (Scripts/test-vm.sh). Each run prints its duration.
@@ -29,7 +29,9 @@ engine_suites="KeysealSecurityTests|LockMatrix|Tamper|KeychainTests|RequestValid
 # Through the daemon (daemon-tabrmd: keyseald on a TPM behind tpm2-abrmd on a private session bus): the same suites
 # except Tamper, which edits the store file under an embedded engine.
 daemon_suites="KeysealSecurityTests|LockMatrix|KeychainTests|RequestValidationTests|UndecryptableTests|StringAttributeTests"
-for backend in tpm pkcs11 daemon-host-key daemon-tpm daemon-pkcs11 daemon-tabrmd; do
+# tabrmd: the engine embedded, every store of the test process on one TPM behind one tpm2-abrmd on a private session
+# bus (ResourceManagerFixture.shared: tpm2-tss finds the bus only through the process's environment).
+for backend in tpm pkcs11 tabrmd daemon-host-key daemon-tpm daemon-pkcs11 daemon-tabrmd; do
   suites=$engine_suites
   [[ $backend == daemon-* ]] && suites=$daemon_suites
   # UndecryptableTests plant rows through an embedded engine in the test process, which has no session bus for tabrmd.
@@ -54,7 +56,8 @@ echo "test: qemu guest took $((SECONDS - started)) s"
 
 # Every suite, in two processes: SoftHSM2 sees only the tokens created before its first use in a process, and one
 # pool stays under the 48 slots GnuTLS's p11tool lists (SoftHSMFixture), so the PKCS#11 device-key suites get a pool
-# of their own.
+# of their own. They run on SoftHSM2 and on tpm2-pkcs11 behind tpm2-abrmd (TPM2PKCS11Pool: one store of tokens made
+# with tpm2_ptool per process).
 # Every suite includes the Secret Service bridge's (KeysealSecretServiceTests): secret-tool, libsecret through PyGObject,
 # SecretStorage and python-keyring's backend tests, run as processes on private session buses.
 echo "test: every suite"

@@ -124,3 +124,148 @@ static inline UINT32 keyseal_capability_property_count(const TPMS_CAPABILITY_DAT
 static inline TPMS_TAGGED_PROPERTY keyseal_capability_property(const TPMS_CAPABILITY_DATA *data, UINT32 index) {
     return data->data.tpmProperties.tpmProperty[index];
 }
+
+// Key pairs generated in the TPM (HardwareKeyProvider).
+
+/// The attributes of a hardware key: fixedTPM, fixedParent, sensitiveDataOrigin, userWithAuth, sign, decrypt
+/// (ECDH) and noDA (a wrong authorization never counts against the dictionary-attack limit).
+static const TPMA_OBJECT keyseal_hardware_key_attributes = TPMA_OBJECT_FIXEDTPM | TPMA_OBJECT_FIXEDPARENT |
+    TPMA_OBJECT_SENSITIVEDATAORIGIN | TPMA_OBJECT_USERWITHAUTH | TPMA_OBJECT_SIGN_ENCRYPT | TPMA_OBJECT_DECRYPT |
+    TPMA_OBJECT_NODA;
+static const TPM2_ALG_ID keyseal_TPM2_ALG_ECC = TPM2_ALG_ECC;
+static const TPM2_ECC_CURVE keyseal_TPM2_ECC_NIST_P256 = TPM2_ECC_NIST_P256;
+
+/// An unrestricted ECC NIST P-256 key, nameAlg SHA-256, no scheme (so that it both signs and does ECDH; the
+/// scheme is given with each TPM2_Sign), with ``keyseal_hardware_key_attributes``.
+static inline TPM2B_PUBLIC keyseal_hardware_key_template(void) {
+    TPM2B_PUBLIC result;
+    memset(&result, 0, sizeof result);
+    result.publicArea.type = TPM2_ALG_ECC;
+    result.publicArea.nameAlg = TPM2_ALG_SHA256;
+    result.publicArea.objectAttributes = keyseal_hardware_key_attributes;
+    result.publicArea.parameters.eccDetail.symmetric.algorithm = TPM2_ALG_NULL;
+    result.publicArea.parameters.eccDetail.scheme.scheme = TPM2_ALG_NULL;
+    result.publicArea.parameters.eccDetail.curveID = TPM2_ECC_NIST_P256;
+    result.publicArea.parameters.eccDetail.kdf.scheme = TPM2_ALG_NULL;
+    return result;
+}
+
+static inline TPM2_ECC_CURVE keyseal_public_curve(const TPM2B_PUBLIC *object) {
+    return object->publicArea.parameters.eccDetail.curveID;
+}
+
+/// Copies a coordinate (at most `size` bytes, left-padded with zeros) into `out`. Returns 0, or -1 if too long.
+static inline int keyseal_copy_padded(const uint8_t *bytes, UINT16 length, uint8_t *out, size_t size) {
+    if (length > size) return -1;
+    memset(out, 0, size);
+    memcpy(out + (size - length), bytes, length);
+    return 0;
+}
+
+/// The public point of an ECC P-256 public area as X ‖ Y (64 bytes). Returns 0, or -1 if it is not one.
+static inline int keyseal_public_point(const TPM2B_PUBLIC *object, uint8_t out[64]) {
+    const TPMS_ECC_POINT *point = &object->publicArea.unique.ecc;
+    if (object->publicArea.type != TPM2_ALG_ECC) return -1;
+    if (keyseal_copy_padded(point->x.buffer, point->x.size, out, 32) != 0) return -1;
+    return keyseal_copy_padded(point->y.buffer, point->y.size, out + 32, 32);
+}
+
+/// ECDSA with SHA-256 as the scheme of a TPM2_Sign.
+static inline TPMT_SIG_SCHEME keyseal_ecdsa_sha256_scheme(void) {
+    TPMT_SIG_SCHEME scheme;
+    memset(&scheme, 0, sizeof scheme);
+    scheme.scheme = TPM2_ALG_ECDSA;
+    scheme.details.ecdsa.hashAlg = TPM2_ALG_SHA256;
+    return scheme;
+}
+
+/// The NULL hashcheck ticket: the digest was not made by the TPM (allowed for an unrestricted key).
+static inline TPMT_TK_HASHCHECK keyseal_null_hashcheck(void) {
+    TPMT_TK_HASHCHECK ticket;
+    memset(&ticket, 0, sizeof ticket);
+    ticket.tag = TPM2_ST_HASHCHECK;
+    ticket.hierarchy = TPM2_RH_NULL;
+    return ticket;
+}
+
+/// A 32-byte digest for TPM2_Sign.
+static inline TPM2B_DIGEST keyseal_digest32(const uint8_t digest[32]) {
+    TPM2B_DIGEST result;
+    memset(&result, 0, sizeof result);
+    memcpy(result.buffer, digest, 32);
+    result.size = 32;
+    return result;
+}
+
+/// r ‖ s of an ECDSA signature (32 bytes each, left-padded). Returns 0, or -1 if it is not a P-256 ECDSA one.
+static inline int keyseal_ecdsa_signature(const TPMT_SIGNATURE *signature, uint8_t out[64]) {
+    if (signature->sigAlg != TPM2_ALG_ECDSA) return -1;
+    const TPMS_SIGNATURE_ECDSA *ecdsa = &signature->signature.ecdsa;
+    if (keyseal_copy_padded(ecdsa->signatureR.buffer, ecdsa->signatureR.size, out, 32) != 0) return -1;
+    return keyseal_copy_padded(ecdsa->signatureS.buffer, ecdsa->signatureS.size, out + 32, 32);
+}
+
+/// A P-256 point from X ‖ Y (64 bytes).
+static inline TPM2B_ECC_POINT keyseal_ecc_point(const uint8_t xy[64]) {
+    TPM2B_ECC_POINT point;
+    memset(&point, 0, sizeof point);
+    memcpy(point.point.x.buffer, xy, 32);
+    point.point.x.size = 32;
+    memcpy(point.point.y.buffer, xy + 32, 32);
+    point.point.y.size = 32;
+    point.size = sizeof(UINT16) + 32 + sizeof(UINT16) + 32;
+    return point;
+}
+
+/// The x-coordinate of a point (32 bytes, left-padded). Returns 0, or -1 if longer.
+static inline int keyseal_ecc_point_x(const TPM2B_ECC_POINT *point, uint8_t out[32]) {
+    return keyseal_copy_padded(point->point.x.buffer, point->point.x.size, out, 32);
+}
+
+// Commands whose HMAC authorization Keyseal computes itself (SAPI under the ESAPI context).
+
+static const TPM2_CC keyseal_TPM2_CC_Sign = TPM2_CC_Sign;
+
+/// A nonce's bytes into `out` (64 bytes). Returns the size, or -1 if longer.
+static inline int keyseal_nonce_bytes(const TPM2B_NONCE *nonce, uint8_t out[64]) {
+    if (nonce->size > 64) return -1;
+    memcpy(out, nonce->buffer, nonce->size);
+    return nonce->size;
+}
+
+/// One session's command authorization: `nonce` and `hmac` at most 64 bytes each (checked: returns -1).
+static inline int keyseal_fill_command_auth(
+    TSS2L_SYS_AUTH_COMMAND *area, TPMI_SH_AUTH_SESSION session, const uint8_t *nonce, size_t nonce_size,
+    TPMA_SESSION attributes, const uint8_t *hmac, size_t hmac_size) {
+    memset(area, 0, sizeof *area);
+    if (nonce_size > sizeof area->auths[0].nonce.buffer || hmac_size > sizeof area->auths[0].hmac.buffer) return -1;
+    area->count = 1;
+    area->auths[0].sessionHandle = session;
+    area->auths[0].nonce.size = (UINT16)nonce_size;
+    memcpy(area->auths[0].nonce.buffer, nonce, nonce_size);
+    area->auths[0].sessionAttributes = attributes;
+    area->auths[0].hmac.size = (UINT16)hmac_size;
+    memcpy(area->auths[0].hmac.buffer, hmac, hmac_size);
+    return 0;
+}
+
+/// The first response authorization's nonce and HMAC (64-byte buffers) and attributes. Returns 0, or -1.
+static inline int keyseal_response_auth(
+    const TSS2L_SYS_AUTH_RESPONSE *area, uint8_t nonce[64], size_t *nonce_size, uint8_t hmac[64], size_t *hmac_size,
+    TPMA_SESSION *attributes) {
+    if (area->count < 1 || area->auths[0].nonce.size > 64 || area->auths[0].hmac.size > 64) return -1;
+    memcpy(nonce, area->auths[0].nonce.buffer, area->auths[0].nonce.size);
+    *nonce_size = area->auths[0].nonce.size;
+    memcpy(hmac, area->auths[0].hmac.buffer, area->auths[0].hmac.size);
+    *hmac_size = area->auths[0].hmac.size;
+    *attributes = area->auths[0].sessionAttributes;
+    return 0;
+}
+
+/// No parameter encryption (a session used only for HMAC authorization).
+static inline TPMT_SYM_DEF keyseal_no_symmetric(void) {
+    TPMT_SYM_DEF symmetric;
+    memset(&symmetric, 0, sizeof symmetric);
+    symmetric.algorithm = TPM2_ALG_NULL;
+    return symmetric;
+}

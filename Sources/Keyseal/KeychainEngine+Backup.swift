@@ -128,7 +128,7 @@ extension KeychainEngine {
             let end = min(items.count, submitted + SealPipeline.chunkSize)
             var classKeys: [Accessibility: ClassKey] = [:]
             for item in items[submitted..<end] {
-                guard let itemClass = ItemClass(rawValue: item.itemClass), itemClass.isImplemented else {
+                guard let itemClass = ItemClass(rawValue: item.itemClass), itemClass.isStored else {
                     throw KeychainError(KeychainStatus.noSuchClass, "the backup holds an item of class \(item.itemClass)")
                 }
                 guard item.secret.count <= configuration.valueLimit else {

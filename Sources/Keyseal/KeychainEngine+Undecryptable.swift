@@ -34,7 +34,7 @@ extension KeychainEngine {
             return (.authentication, "the item fails authentication under its class key (edited, or sealed under a "
                 + "key this store no longer has)")
         }
-        guard let itemClass = ItemClass(rawValue: row.itemClass), itemClass.isImplemented else {
+        guard let itemClass = ItemClass(rawValue: row.itemClass), itemClass.isStored else {
             return (.unsupportedClass, "item class \(Self.printable(row.itemClass)) is not implemented")
         }
         return nil

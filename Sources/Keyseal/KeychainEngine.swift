@@ -33,6 +33,8 @@ final class KeychainEngine {
     /// Per ledger bucket, whether its items are refused (the bucket did not verify at open); empty when every
     /// bucket verified, so that a lookup pays one test.
     private var refusedBuckets: [Bool] = []
+    /// Hardware keys generated without being stored (`kSecAttrIsPermanent` false), by reference id.
+    var transientKeys: [Data: TransientHardwareKey] = [:]
 
     static let persistentRefPrefix = Array("ksr1".utf8)
 
@@ -234,6 +236,7 @@ final class KeychainEngine {
     func close() {
         guard !closed else { return }
         closed = true
+        for id in Array(transientKeys.keys) { releaseTransientKey(id) }
         classKeys.removeAll()
         store.close()
         device.close()
@@ -554,8 +557,9 @@ final class KeychainEngine {
 
     // MARK: - SecItem
 
-    func add(_ item: NewItem, caller: Caller) throws -> ItemRecord? {
-        let (row, attributes, group) = try prepare(item, caller: caller, now: configuration.clock())
+    /// `trusted`: attributes the engine itself sets (a generated key's token), past the caller's checks.
+    func add(_ item: NewItem, caller: Caller, trusted: [String: AttributeValue] = [:]) throws -> ItemRecord? {
+        let (row, attributes, group) = try prepare(item, caller: caller, now: configuration.clock(), trusted: trusted)
         var stored = row
         stored.id = try store.transaction { () throws(KeychainError) in try store.insert(row) }
         groupCache.insert(group, for: item.itemClass)
@@ -565,7 +569,7 @@ final class KeychainEngine {
     }
 
     /// Checks an add against the limits, the caller's groups and the lock state, and seals its row.
-    private func prepare(_ item: NewItem, caller: Caller, now: Date) throws
+    private func prepare(_ item: NewItem, caller: Caller, now: Date, trusted: [String: AttributeValue] = [:]) throws
         -> (ItemRow, [String: AttributeValue], String)
     {
         try RequestValidation.validate(item, valueLimit: configuration.valueLimit)
@@ -573,6 +577,8 @@ final class KeychainEngine {
         guard caller.holds(group) else { throw Self.missingEntitlement(group) }
         let classKey = try requireClassKey(item.accessibility)
         var attributes = item.attributes
+        attributes.merge(trusted) { _, engine in engine }
+        try Self.completeAttributes(&attributes, itemClass: item.itemClass, data: item.data)
         for key in AttributeKey.primaryKey(for: item.itemClass) where attributes[key] == nil {
             attributes[key] = AttributeKey.defaultValue(key)
         }
@@ -597,6 +603,27 @@ final class KeychainEngine {
     }
 
     func copyMatching(_ query: ItemQuery, caller: Caller, resultLimit: Int? = nil) throws -> [ItemRecord] {
+        switch query.itemClass {
+        case .identity:
+            try RequestValidation.validate(query)
+            return try identities(query, caller: caller)
+        case .key where query.returns.contains(.data):
+            // The attributes tell whether a key's material may leave: they are read even when not asked for.
+            var withAttributes = query
+            withAttributes.returns.insert(.attributes)
+            var records = try findItems(withAttributes, caller: caller, resultLimit: resultLimit)
+            try checkKeyData(records)
+            if !query.returns.contains(.attributes) {
+                for index in records.indices { records[index].attributes = [:] }
+            }
+            return records
+        default:
+            return try findItems(query, caller: caller, resultLimit: resultLimit)
+        }
+    }
+
+    /// The lookup of stored items, as `SecItemCopyMatching` does it for the password classes.
+    func findItems(_ query: ItemQuery, caller: Caller, resultLimit: Int? = nil) throws -> [ItemRecord] {
         try RequestValidation.validate(query)
         // A request for the value alone, found by digests only, needs no attribute decryption: opening the value
         // authenticates the header, and the header carries the digests the rows were found by (DESIGN.md §2, §4).
@@ -682,10 +709,17 @@ final class KeychainEngine {
         if query.limitGiven && query.limit != .all {
             throw KeychainError(KeychainStatus.param, "delete removes every match: only m_LimitAll may be given")
         }
+        if query.itemClass == .identity { return try deleteIdentities(query, caller: caller) }
         let matches = try match(query, caller: caller, bound: nil)
         guard !matches.isEmpty else { throw KeychainError.itemNotFound }
+        let blobs = try hardwareBlobs(matches)
         try store.transaction { () throws(KeychainError) in
             for match in matches { try store.delete(match.row) }
+        }
+        // What the hardware holds for a deleted key goes after its row (a failure leaves an object no item names,
+        // never an item whose key is gone).
+        if !blobs.isEmpty, let provider = device.hardwareKeys {
+            for blob in blobs { try? provider.deleteKey(keyBlob: blob) }
         }
     }
 
@@ -841,7 +875,10 @@ final class KeychainEngine {
             groups = caller.accessGroups
         }
         let primaryKey = AttributeKey.primaryKey(for: query.itemClass)
-        let digestKeys = primaryKey.filter { query.attributes[$0] != nil }
+        // Primary-key attributes with a digest column of their class (a key's dates have none).
+        let digestKeys = primaryKey.filter {
+            query.attributes[$0] != nil && AttributeKey.digestColumn(for: $0, itemClass: query.itemClass) != nil
+        }
         // String attribute pairs: each a term of the pair index (the sealed attributes decide; validated above).
         let pairs = try StringAttributes.pairs(query.attributes[AttributeKey.stringAttributes])
         let useDigests = !digestKeys.isEmpty || query.synchronizable != .any || !pairs.isEmpty
@@ -852,7 +889,8 @@ final class KeychainEngine {
             return (filter, false)
         }
         let candidates = try groups ?? knownGroups(query.itemClass)
-        let wholeKey = digestKeys.count == primaryKey.count && query.synchronizable != .any && pairs.isEmpty
+        let wholeKey =
+            primaryKey.allSatisfy { query.attributes[$0] != nil } && query.synchronizable != .any && pairs.isEmpty
         let terms = candidates.map { group -> RowFilter.GroupTerm in
             if wholeKey {
                 return RowFilter.GroupTerm(
@@ -862,7 +900,8 @@ final class KeychainEngine {
                         synchronizable: query.synchronizable == .yes))
             }
             var digests = digestKeys.map { key in
-                (key, indexKey.attributeDigest(group: group, itemClass: query.itemClass, key: key, value: query.attributes[key]!))
+                (AttributeKey.digestColumn(for: key, itemClass: query.itemClass)!,
+                    indexKey.attributeDigest(group: group, itemClass: query.itemClass, key: key, value: query.attributes[key]!))
             }
             if query.synchronizable != .any {
                 digests.append(
@@ -879,9 +918,9 @@ final class KeychainEngine {
         let filter = RowFilter(
             itemClass: query.itemClass.rawValue, groups: terms, accessibility: query.accessibility?.rawValue,
             itemID: itemID)
-        // Every queried attribute is a primary-key attribute with a digest term; synchronizable is either a term
-        // or `.any`.
-        return (filter, digestKeys.count == query.attributes.count)
+        // Every queried attribute is a primary-key attribute with a digest term (or all of them are, in the whole
+        // key's digest); synchronizable is either a term or `.any`.
+        return (filter, digestKeys.count == query.attributes.count || (wholeKey && primaryKey.count == query.attributes.count))
     }
 
     private func knownGroups(_ itemClass: ItemClass) throws -> [String] {
@@ -929,12 +968,11 @@ final class KeychainEngine {
     ) throws(KeychainError) -> ItemRow {
         let sync: Bool
         if case .bool(let flag)? = attributes[AttributeKey.synchronizable] { sync = flag } else { sync = false }
-        let primaryKey = AttributeKey.primaryKey(for: itemClass)
-        let digests: [Data?] = AttributeKey.digested.map { key in
+        let digests: [Data?] = AttributeKey.digestSlots(for: itemClass).map { key in
+            guard let key else { return nil }
             if key == AttributeKey.synchronizable {
                 return indexKey.attributeDigest(group: group, itemClass: itemClass, key: key, value: .bool(sync))
             }
-            guard primaryKey.contains(key) else { return nil }
             return indexKey.attributeDigest(
                 group: group, itemClass: itemClass, key: key,
                 value: attributes[key] ?? AttributeKey.defaultValue(key))

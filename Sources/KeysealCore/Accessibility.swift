@@ -137,5 +137,9 @@ public enum ItemClass: String, CaseIterable, Sendable, Codable, Hashable {
     public static func == (lhs: ItemClass, rhs: ItemClass) -> Bool { lhs.ordinal == rhs.ordinal }
     public func hash(into hasher: inout Hasher) { hasher.combine(ordinal) }
 
-    public var isImplemented: Bool { self == .genericPassword || self == .internetPassword }
+    /// Every class is implemented; an identity is a join of a certificate and a private key, never a row.
+    public var isImplemented: Bool { true }
+
+    /// Whether items of this class are rows of their own (an identity is not).
+    public var isStored: Bool { self != .identity }
 }

@@ -88,6 +88,35 @@ public enum AttributeKey {
     /// Arbitrary string attributes of a generic password (``StringAttributes``), a Keyseal extension.
     public static let stringAttributes = "ksat"
 
+    // Keys (FACTS.md §Keys).
+    public static let keyClass = "kcls"
+    public static let applicationLabel = "klbl"
+    public static let applicationTag = "atag"
+    public static let keySizeInBits = "bsiz"
+    public static let effectiveKeySize = "esiz"
+    public static let startDate = "sdat"
+    public static let endDate = "edat"
+    public static let isPermanent = "perm"
+    public static let isSensitive = "sens"
+    public static let isExtractable = "extr"
+    public static let canEncrypt = "encr"
+    public static let canDecrypt = "decr"
+    public static let canDerive = "drve"
+    public static let canSign = "sign"
+    public static let canVerify = "vrfy"
+    public static let canWrap = "wrap"
+    public static let canUnwrap = "unwp"
+    public static let tokenID = "tkid"
+
+    // Certificates: read from the DER, never set by a caller.
+    public static let certificateType = "ctyp"
+    public static let certificateEncoding = "cenc"
+    public static let subject = "subj"
+    public static let issuer = "issr"
+    public static let serialNumber = "slnr"
+    public static let subjectKeyID = "skid"
+    public static let publicKeyHash = "pkhh"
+
     public static let kinds: [String: AttributeKind] = [
         accessible: .string, accessControl: .accessControl, accessGroup: .string, creationDate: .date,
         modificationDate: .date, description: .string, comment: .string, creator: .string, type: .string,
@@ -95,6 +124,11 @@ public enum AttributeKey {
         generic: .dataPreferred, securityDomain: .string, server: .string, `protocol`: .string,
         authenticationType: .string, port: .int, path: .string, synchronizable: .bool,
         stringAttributes: .stringMap,
+        keyClass: .string, applicationLabel: .blob, applicationTag: .blob, keySizeInBits: .int, effectiveKeySize: .int,
+        startDate: .date, endDate: .date, isPermanent: .bool, isSensitive: .bool, isExtractable: .bool,
+        canEncrypt: .bool, canDecrypt: .bool, canDerive: .bool, canSign: .bool, canVerify: .bool, canWrap: .bool,
+        canUnwrap: .bool, tokenID: .string, certificateType: .int, certificateEncoding: .int, subject: .blob,
+        issuer: .blob, serialNumber: .blob, subjectKeyID: .blob, publicKeyHash: .blob,
     ]
 
     static let common: Set<String> = [
@@ -105,15 +139,32 @@ public enum AttributeKey {
     private static let genericPasswordAttributes = common.union([account, service, generic, stringAttributes])
     private static let internetPasswordAttributes =
         common.union([account, securityDomain, server, `protocol`, authenticationType, port, path])
+    private static let keyAttributes = common.union([
+        keyClass, applicationLabel, applicationTag, keySizeInBits, effectiveKeySize, startDate, endDate, isPermanent,
+        isSensitive, isExtractable, canEncrypt, canDecrypt, canDerive, canSign, canVerify, canWrap, canUnwrap, tokenID,
+    ])
+    /// The attributes read from a certificate's DER.
+    public static let certificateDerived: Set<String> = [
+        certificateType, certificateEncoding, subject, issuer, serialNumber, subjectKeyID, publicKeyHash,
+    ]
+    private static let certificateAttributes = common.union(certificateDerived)
+    /// An identity is matched by its certificate's attributes and its private key's.
+    private static let identityAttributes = certificateAttributes.union(keyAttributes)
 
     /// Attributes an item of `itemClass` has.
     public static func allowed(for itemClass: ItemClass) -> Set<String> {
         switch itemClass {
         case .genericPassword: genericPasswordAttributes
         case .internetPassword: internetPasswordAttributes
-        default: common
+        case .key: keyAttributes
+        case .certificate: certificateAttributes
+        case .identity: identityAttributes
         }
     }
+
+    /// Whether `key` is an attribute of keys (on an identity query: matched against the private key, not the
+    /// certificate).
+    public static func isKeyOnly(_ key: String) -> Bool { keyAttributes.contains(key) && !common.contains(key) }
 
     /// The attributes of `itemClass` (``allowed(for:)``) with their kinds (``kinds``; a string where none is listed):
     /// one lookup tells whether a query key belongs to the class and how to read its value.
@@ -121,7 +172,9 @@ public enum AttributeKey {
         switch itemClass {
         case .genericPassword: genericPasswordKinds
         case .internetPassword: internetPasswordKinds
-        default: commonKinds
+        case .key: keyKinds
+        case .certificate: certificateKinds
+        case .identity: identityKinds
         }
     }
 
@@ -131,26 +184,37 @@ public enum AttributeKey {
 
     private static let genericPasswordKinds = kinds(of: genericPasswordAttributes)
     private static let internetPasswordKinds = kinds(of: internetPasswordAttributes)
-    private static let commonKinds = kinds(of: common)
+    private static let keyKinds = kinds(of: keyAttributes)
+    private static let certificateKinds = kinds(of: certificateAttributes)
+    private static let identityKinds = kinds(of: identityAttributes)
 
     private static let genericPasswordPrimaryKey = [account, service]
     private static let internetPasswordPrimaryKey = [
         account, securityDomain, server, `protocol`, authenticationType, port, path,
     ]
 
+    private static let keyPrimaryKey = [
+        keyClass, applicationLabel, applicationTag, type, creator, keySizeInBits, effectiveKeySize, startDate, endDate,
+    ]
+    private static let certificatePrimaryKey = [certificateType, issuer, serialNumber]
+
     /// The primary-key attributes besides the access group and `sync`, in digest order. (Stored arrays: every
-    /// lookup asks, and a literal here would allocate each time.)
+    /// lookup asks, and a literal here would allocate each time.) An identity is keyed as its certificate.
     public static func primaryKey(for itemClass: ItemClass) -> [String] {
         switch itemClass {
         case .genericPassword: genericPasswordPrimaryKey
         case .internetPassword: internetPasswordPrimaryKey
-        default: []
+        case .key: keyPrimaryKey
+        case .certificate, .identity: certificatePrimaryKey
         }
     }
 
     /// The value a primary-key attribute has when an add leaves it out.
     public static func defaultValue(_ key: String) -> AttributeValue {
-        key == port ? .int(0) : .string("")
+        switch key {
+        case port, keySizeInBits, effectiveKeySize, certificateType: .int(0)
+        default: .string("")
+        }
     }
 
     /// Attributes the engine maintains; callers cannot set them.
@@ -159,4 +223,38 @@ public enum AttributeKey {
     /// Every attribute that has a search digest column in the store.
     public static let digested: [String] = [account, service, server, securityDomain, `protocol`, authenticationType,
         port, path, synchronizable]
+
+    /// For each digest column (``digested`` order), the attribute of `itemClass` whose digest it holds, or nil.
+    /// Keys and certificates reuse the password classes' columns (the digest binds the attribute's own name, so a
+    /// column holds whatever its class puts there): no schema change, and the indexed columns (`acct`, `svce`)
+    /// get the most selective attributes (docs/STORE-FORMAT.md).
+    public static func digestSlots(for itemClass: ItemClass) -> [String?] {
+        switch itemClass {
+        case .genericPassword: genericPasswordSlots
+        case .internetPassword: internetPasswordSlots
+        case .key: keySlots
+        case .certificate, .identity: certificateSlots
+        }
+    }
+
+    /// The digest column (an entry of ``digested``) that holds `key`'s digest for `itemClass`, or nil.
+    public static func digestColumn(for key: String, itemClass: ItemClass) -> String? {
+        guard let index = digestSlots(for: itemClass).firstIndex(of: key) else { return nil }
+        return digested[index]
+    }
+
+    private static func passwordSlots(_ itemClass: ItemClass) -> [String?] {
+        let primaryKey = primaryKey(for: itemClass)
+        return digested.map { $0 == synchronizable || primaryKey.contains($0) ? $0 : nil }
+    }
+
+    private static let genericPasswordSlots = passwordSlots(.genericPassword)
+    private static let internetPasswordSlots = passwordSlots(.internetPassword)
+    // acct, svce, srvr, sdmn, ptcl, atyp, port, path, sync
+    private static let keySlots: [String?] = [
+        applicationLabel, applicationTag, keyClass, type, creator, effectiveKeySize, keySizeInBits, nil, synchronizable,
+    ]
+    private static let certificateSlots: [String?] = [
+        serialNumber, issuer, nil, nil, nil, nil, certificateType, nil, synchronizable,
+    ]
 }

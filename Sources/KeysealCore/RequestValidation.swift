@@ -4,7 +4,8 @@ import FoundationEssentials
 /// server (which runs it on every wire request before the engine), so that both answer a bad request with the
 /// same status as `KeysealSecurity`'s dictionary parser gives for the same input:
 ///
-/// - an item class Keyseal does not implement (`keys`, `cert`, `idnt`): errSecUnimplemented (−4);
+/// - an add of an identity (it is added as its certificate and its private key) or of a key that claims a token
+///   (`tkid`: hardware keys are generated, never imported): errSecParam (−50);
 /// - an attribute key that is not an attribute of the class: errSecNoSuchAttr (−25303); `cdat`/`mdat` set by a
 ///   caller: errSecReadOnlyAttr (−25309); `agrp`, `pdmn`, `sync` or `accc` inside the attribute map (they have
 ///   fields of their own) or a value of the wrong type: errSecParam (−50);
@@ -25,6 +26,13 @@ public enum RequestValidation {
     /// Checks an add.
     public static func validate(_ item: NewItem, valueLimit: Int) throws(KeychainError) {
         try requireImplemented(item.itemClass)
+        guard item.itemClass.isStored else {
+            throw KeychainError(KeychainStatus.param, "an identity is added as its certificate and its private key")
+        }
+        if item.itemClass == .key, item.attributes[AttributeKey.tokenID] != nil {
+            throw KeychainError(
+                KeychainStatus.param, "a key in a token is generated there (SecKeyCreateRandomKey), never imported")
+        }
         try checkAttributes(item.attributes, itemClass: item.itemClass, settable: true)
         try checkGroup(item.accessGroup)
         try checkFlags(item.accessControlFlags)
@@ -46,6 +54,24 @@ public enum RequestValidation {
     /// Checks the changes of an update to items of `itemClass`.
     public static func validate(_ changes: ItemChanges, itemClass: ItemClass, valueLimit: Int) throws(KeychainError) {
         try requireImplemented(itemClass)
+        switch itemClass {
+        case .identity:
+            throw KeychainError(KeychainStatus.param, "an identity is updated as its certificate and its private key")
+        case .key, .certificate:
+            // A key's material and a certificate's DER are what their attributes are read from.
+            if changes.data != nil {
+                throw KeychainError(KeychainStatus.param, "the data of a key or a certificate cannot be changed")
+            }
+            if changes.attributes[AttributeKey.tokenID] != nil {
+                throw KeychainError(KeychainStatus.readOnlyAttr, "tkid is set when a key is generated")
+            }
+            if let derived = changes.attributes.keys.first(where: AttributeKey.certificateDerived.contains),
+                itemClass == .certificate
+            {
+                throw KeychainError(KeychainStatus.readOnlyAttr, "\(derived) is read from the certificate")
+            }
+        default: break
+        }
         try checkAttributes(changes.attributes, itemClass: itemClass, settable: true)
         try checkGroup(changes.accessGroup)
         try checkFlags(changes.accessControlFlags)
@@ -74,12 +100,22 @@ public enum RequestValidation {
 
     private static let genericPasswordRules = rules(of: .genericPassword)
     private static let internetPasswordRules = rules(of: .internetPassword)
+    private static let keyRules = rules(of: .key)
+    private static let certificateRules = rules(of: .certificate)
+    private static let identityRules = rules(of: .identity)
 
     static func checkAttributes(_ attributes: [String: AttributeValue], itemClass: ItemClass, settable: Bool)
         throws(KeychainError)
     {
         guard !attributes.isEmpty else { return }
-        let rules = itemClass == .internetPassword ? internetPasswordRules : genericPasswordRules
+        let rules: [String: Rule]
+        switch itemClass {
+        case .genericPassword: rules = genericPasswordRules
+        case .internetPassword: rules = internetPasswordRules
+        case .key: rules = keyRules
+        case .certificate: rules = certificateRules
+        case .identity: rules = identityRules
+        }
         for (key, value) in attributes {
             guard let rule = rules[key] else {
                 throw KeychainError(

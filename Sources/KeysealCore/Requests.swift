@@ -149,12 +149,18 @@ public struct ItemRecord: Sendable {
     public var data: Data?
     /// Present when a persistent reference was asked for.
     public var persistentRef: Data?
+    /// An identity's private key: that key item's persistent reference (the record's own is its certificate's).
+    public var keyPersistentRef: Data?
 
-    public init(itemClass: ItemClass, attributes: [String: AttributeValue], data: Data? = nil, persistentRef: Data? = nil) {
+    public init(
+        itemClass: ItemClass, attributes: [String: AttributeValue], data: Data? = nil, persistentRef: Data? = nil,
+        keyPersistentRef: Data? = nil
+    ) {
         self.itemClass = itemClass
         self.attributes = attributes
         self.data = data
         self.persistentRef = persistentRef
+        self.keyPersistentRef = keyPersistentRef
     }
 
     public var accessibility: Accessibility? {
@@ -210,6 +216,7 @@ public enum AccessControlFlag {
     public static let privateKeyUsage: UInt = 1 << 30
     public static let applicationPassword: UInt = 1 << 31
 
-    /// Conjunctions that constrain nothing by themselves.
-    public static let combinators: UInt = or | and
+    /// Conjunctions that constrain nothing by themselves, and `privateKeyUsage` (the private key may be used, which
+    /// is what a key item is for: Apple requires it for Secure Enclave keys).
+    public static let combinators: UInt = or | and | privateKeyUsage
 }

@@ -27,6 +27,7 @@ public enum KeychainStatus {
     public static let dataNotAvailable: OSStatus = -25316
     public static let decode: OSStatus = -26275
     public static let missingEntitlement: OSStatus = -34018
+    public static let verifyFailed: OSStatus = -67808
 
     /// Name and meaning of every status Keyseal knows (shared with the command line).
     public static var table: [OSStatus: (name: String, message: String)] { OSStatusTable.entries }

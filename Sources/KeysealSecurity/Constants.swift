@@ -129,5 +129,44 @@ public let errSecNoSuchClass: OSStatus = -25306
 public let errSecInteractionNotAllowed: OSStatus = -25308
 public let errSecReadOnlyAttr: OSStatus = -25309
 public let errSecDataNotAvailable: OSStatus = -25316
+public let errSecVerifyFailed: OSStatus = -67808
 public let errSecDecode: OSStatus = -26275
 public let errSecMissingEntitlement: OSStatus = -34018
+
+// MARK: Keys (FACTS.md §Keys)
+public let kSecAttrKeyClass: CFString = "kcls"
+public let kSecAttrKeyClassPublic: CFString = "0"
+public let kSecAttrKeyClassPrivate: CFString = "1"
+public let kSecAttrKeyClassSymmetric: CFString = "2"
+public let kSecAttrApplicationLabel: CFString = "klbl"
+public let kSecAttrApplicationTag: CFString = "atag"
+public let kSecAttrKeyType: CFString = "type"
+public let kSecAttrKeyTypeRSA: CFString = "42"
+public let kSecAttrKeyTypeEC: CFString = "73"
+public let kSecAttrKeyTypeECSECPrimeRandom: CFString = "73"
+public let kSecAttrKeySizeInBits: CFString = "bsiz"
+public let kSecAttrEffectiveKeySize: CFString = "esiz"
+public let kSecAttrIsPermanent: CFString = "perm"
+public let kSecAttrIsSensitive: CFString = "sens"
+public let kSecAttrIsExtractable: CFString = "extr"
+public let kSecAttrCanEncrypt: CFString = "encr"
+public let kSecAttrCanDecrypt: CFString = "decr"
+public let kSecAttrCanDerive: CFString = "drve"
+public let kSecAttrCanSign: CFString = "sign"
+public let kSecAttrCanVerify: CFString = "vrfy"
+public let kSecAttrCanWrap: CFString = "wrap"
+public let kSecAttrCanUnwrap: CFString = "unwp"
+public let kSecAttrTokenID: CFString = "tkid"
+/// This device's hardware: the store's TPM or PKCS#11 token.
+public let kSecAttrTokenIDSecureEnclave: CFString = "com.apple.setoken"
+public let kSecPrivateKeyAttrs: CFString = "private"
+public let kSecPublicKeyAttrs: CFString = "public"
+
+// MARK: Certificates
+public let kSecAttrCertificateType: CFString = "ctyp"
+public let kSecAttrCertificateEncoding: CFString = "cenc"
+public let kSecAttrSubject: CFString = "subj"
+public let kSecAttrIssuer: CFString = "issr"
+public let kSecAttrSerialNumber: CFString = "slnr"
+public let kSecAttrSubjectKeyID: CFString = "skid"
+public let kSecAttrPublicKeyHash: CFString = "pkhh"

@@ -24,8 +24,44 @@ public final class CFAllocator: @unchecked Sendable {
 }
 
 public let kCFAllocatorDefault: CFAllocator? = nil
-public let kCFBooleanTrue: Bool = true
-public let kCFBooleanFalse: Bool = false
+/// Apple declares both `CFBoolean!`, so that Apple code writes `kCFBooleanTrue!` (and that compiles here too).
+public let kCFBooleanTrue: CFBoolean! = true
+public let kCFBooleanFalse: CFBoolean! = false
+
+/// MacTypes' name for success, which Apple code often compares statuses with.
+public let noErr: OSStatus = 0
+
+/// Core Foundation's type identifiers: distinct constants here (Apple's are assigned at run time), so that Apple
+/// code's `CFGetTypeID(ref) == SecKeyGetTypeID()` checks work.
+public typealias CFTypeID = UInt
+
+public func CFStringGetTypeID() -> CFTypeID { 7 }
+public func CFDataGetTypeID() -> CFTypeID { 20 }
+public func CFArrayGetTypeID() -> CFTypeID { 19 }
+public func CFDictionaryGetTypeID() -> CFTypeID { 18 }
+public func CFBooleanGetTypeID() -> CFTypeID { 21 }
+public func CFNumberGetTypeID() -> CFTypeID { 22 }
+public func CFDateGetTypeID() -> CFTypeID { 42 }
+public func CFErrorGetTypeID() -> CFTypeID { 46 }
+
+/// The type of a Core Foundation object: a Security object, or the Foundation object a CF type bridges to.
+public func CFGetTypeID(_ cf: CFTypeRef!) -> CFTypeID {
+    switch cf {
+    case is SecKey: SecKeyGetTypeID()
+    case is SecCertificate: SecCertificateGetTypeID()
+    case is SecIdentity: SecIdentityGetTypeID()
+    case is SecAccessControl: SecAccessControlGetTypeID()
+    case is NSError: CFErrorGetTypeID()
+    case is NSData: CFDataGetTypeID()
+    case is NSString: CFStringGetTypeID()
+    case is NSDictionary: CFDictionaryGetTypeID()
+    case is NSArray: CFArrayGetTypeID()
+    case is NSDate: CFDateGetTypeID()
+    case let number as NSNumber:
+        String(cString: number.objCType) == "c" ? CFBooleanGetTypeID() : CFNumberGetTypeID()
+    default: 0
+    }
+}
 
 public func CFErrorGetDomain(_ error: CFError) -> CFErrorDomain { error.domain }
 public func CFErrorGetCode(_ error: CFError) -> CFIndex { error.code }

@@ -36,6 +36,8 @@ public final class SecAccessControl: AccessControlConvertible, @unchecked Sendab
     public var flagsRawValue: UInt { flags.rawValue }
 }
 
+public func SecAccessControlGetTypeID() -> CFTypeID { 0x5eca }
+
 /// Creates an access control. An unknown protection fails with an `NSOSStatusErrorDomain` error.
 public func SecAccessControlCreateWithFlags(
     _ allocator: CFAllocator?, _ protection: CFTypeRef, _ flags: SecAccessControlCreateFlags,

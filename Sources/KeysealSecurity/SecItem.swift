@@ -7,8 +7,9 @@ import KeysealCore
 /// Adds an item. Returns the item per the return keys when `result` is given.
 public func SecItemAdd(_ attributes: CFDictionary, _ result: UnsafeMutablePointer<CFTypeRef?>?) -> OSStatus {
     secItemCall {
-        let item = try DictionaryRequests.add(attributes)
         let store = KeychainStore.default
+        guard let attributes = try ValueRefs.add(attributes, store: store) else { return }
+        let item = try DictionaryRequests.add(attributes)
         try checkSize(item.data, store)
         let record = try store.add(item)
         if let result, let record {
@@ -23,12 +24,19 @@ public func SecItemAdd(_ attributes: CFDictionary, _ result: UnsafeMutablePointe
 public func SecItemCopyMatching(_ query: CFDictionary, _ result: UnsafeMutablePointer<CFTypeRef?>?) -> OSStatus {
     result?.pointee = nil
     return secItemCall {
-        let parsed = try DictionaryRequests.query(query)
-        if !parsed.returns.effective.isEmpty && result == nil {
+        var parsed = try DictionaryRequests.query(ValueRefs.query(query))
+        let refs = parsed.returns.contains(.ref) && ![.genericPassword, .internetPassword].contains(parsed.itemClass)
+        if (!parsed.returns.effective.isEmpty || refs) && result == nil {
             throw KeychainError(KeychainStatus.param, "a return key was given without a result pointer")
         }
-        let records = try KeychainStore.default.copyMatching(parsed)
-        if let result {
+        let returns = parsed.returns
+        parsed.returns = ValueRefs.engineReturns(parsed)
+        let store = KeychainStore.default
+        let records = try store.copyMatching(parsed)
+        if refs, let result {
+            result.pointee = try ValueRefs.result(
+                records, returns: returns, limit: parsed.limit, store: store, accessControl: makeAccessControl)
+        } else if let result {
             result.pointee = DictionaryRequests.result(
                 records, returns: parsed.returns, limit: parsed.limit, accessControl: makeAccessControl)
         }
@@ -38,7 +46,7 @@ public func SecItemCopyMatching(_ query: CFDictionary, _ result: UnsafeMutablePo
 /// Changes every item that matches `query`.
 public func SecItemUpdate(_ query: CFDictionary, _ attributesToUpdate: CFDictionary) -> OSStatus {
     secItemCall {
-        var parsed = try DictionaryRequests.query(query)
+        var parsed = try DictionaryRequests.query(ValueRefs.query(query))
         if !parsed.returns.isEmpty {
             throw KeychainError(KeychainStatus.param, "return keys have no meaning in an update query")
         }
@@ -53,7 +61,7 @@ public func SecItemUpdate(_ query: CFDictionary, _ attributesToUpdate: CFDiction
 /// Deletes every item that matches `query`.
 public func SecItemDelete(_ query: CFDictionary) -> OSStatus {
     secItemCall {
-        let parsed = try DictionaryRequests.query(query)
+        let parsed = try DictionaryRequests.query(ValueRefs.query(query))
         try KeychainStore.default.delete(parsed)
     }
 }

@@ -34,6 +34,7 @@ public enum OSStatusTable {
         -25316: ("errSecDataNotAvailable", "The contents of this item cannot be retrieved."),
         -26275: ("errSecDecode", "Unable to decode the provided data."),
         -34018: ("errSecMissingEntitlement", "A required entitlement isn't present."),
+        -67808: ("errSecVerifyFailed", "A cryptographic verification failure has occurred."),
     ]
 
     public static func name(_ status: Int32) -> String? { entries[status]?.name }

@@ -3,14 +3,15 @@ import KeysealCore
 
 import struct FoundationEssentials.Data
 
-/// What ``TPMDeviceKey`` returns from a seal and takes back to unseal: the sealed data object as the TPM gave it,
-/// and the Name of the primary it was created under.
+/// What ``TPMDeviceKey`` returns from a seal and takes back to unseal — the sealed data object as the TPM gave it,
+/// and the Name of the primary it was created under — and, of kind 3, the blob of a hardware key pair.
 ///
 /// Layout (version 1), all integers big-endian as the TPM marshals them:
 ///
 ///     "KSTP"  magic (4 bytes)
 ///     0x01    format version
 ///     kind    0x01 device object (empty auth, noDA) | 0x02 passcode object (auth, dictionary-attack protected)
+///             | 0x03 hardware key (ECC P-256, sign and decrypt, auth, noDA)
 ///     TPM2B_NAME    the storage primary's Name when sealed
 ///     TPM2B_PUBLIC  the sealed object's public area
 ///     TPM2B_PRIVATE the sealed object's private area (encrypted and integrity-protected by the TPM)
@@ -20,6 +21,7 @@ struct SealedBlob {
     enum Kind: UInt8 {
         case device = 1
         case passcode = 2
+        case key = 3
     }
 
     static let magic: [UInt8] = Array("KSTP".utf8)
@@ -53,10 +55,13 @@ struct SealedBlob {
         guard bytes[4] == Self.version else { throw corrupt("unknown format version \(bytes[4])") }
         guard let kind = Kind(rawValue: bytes[5]) else { throw corrupt("unknown object kind \(bytes[5])") }
         guard kind == expected else {
-            throw KeychainError(
-                KeychainStatus.decode,
-                kind == .passcode
-                    ? "this TPM blob needs a passcode authorization" : "this TPM blob is not a passcode object")
+            let why =
+                switch expected {
+                case .key: "this TPM blob is not a hardware key"
+                case .passcode: "this TPM blob is not a passcode object"
+                case .device: kind == .passcode ? "this TPM blob needs a passcode authorization" : "this TPM blob is not a sealed object"
+                }
+            throw KeychainError(KeychainStatus.decode, why)
         }
         var name = TPM2B_NAME()
         var publicArea = TPM2B_PUBLIC()
@@ -71,13 +76,21 @@ struct SealedBlob {
         guard offset == bytes.count else { throw corrupt("\(bytes.count - offset) bytes after the object") }
 
         let attributes = keyseal_public_attributes(&publicArea)
-        let expectedAttributes =
-            keyseal_TPMA_OBJECT_FIXEDTPM | keyseal_TPMA_OBJECT_FIXEDPARENT | keyseal_TPMA_OBJECT_USERWITHAUTH
-            | (kind == .device ? keyseal_TPMA_OBJECT_NODA : 0)
-        guard keyseal_public_type(&publicArea) == keyseal_TPM2_ALG_KEYEDHASH,
-            keyseal_public_name_alg(&publicArea) == keyseal_TPM2_ALG_SHA256,
-            attributes == expectedAttributes
-        else { throw corrupt("the object is not a Keyseal sealed object") }
+        if kind == .key {
+            guard keyseal_public_type(&publicArea) == keyseal_TPM2_ALG_ECC,
+                keyseal_public_name_alg(&publicArea) == keyseal_TPM2_ALG_SHA256,
+                keyseal_public_curve(&publicArea) == keyseal_TPM2_ECC_NIST_P256,
+                attributes == keyseal_hardware_key_attributes
+            else { throw corrupt("the object is not a Keyseal hardware key") }
+        } else {
+            let expectedAttributes =
+                keyseal_TPMA_OBJECT_FIXEDTPM | keyseal_TPMA_OBJECT_FIXEDPARENT | keyseal_TPMA_OBJECT_USERWITHAUTH
+                | (kind == .device ? keyseal_TPMA_OBJECT_NODA : 0)
+            guard keyseal_public_type(&publicArea) == keyseal_TPM2_ALG_KEYEDHASH,
+                keyseal_public_name_alg(&publicArea) == keyseal_TPM2_ALG_SHA256,
+                attributes == expectedAttributes
+            else { throw corrupt("the object is not a Keyseal sealed object") }
+        }
 
         self.kind = kind
         self.primaryName = withUnsafePointer(to: &name) {

@@ -10,20 +10,22 @@ import Glibc
 /// The device key in a TPM 2.0: secrets sealed into TPM data objects under the TCG storage primary key of the
 /// owner hierarchy.
 ///
-/// - The primary (ECC NIST P-256, `noDA`) is re-created from its template for every operation and flushed at once;
-///   its Name is the ``deviceIdentity()``.
+/// - The primary (ECC NIST P-256, `noDA`) is created from its template once per connection and kept loaded, with
+///   one salted HMAC session, until ``close()`` or a lost connection; its Name is the ``deviceIdentity()``, which
+///   re-creates it (docs/TPM.md, "Objects kept loaded").
 /// - ``seal(_:)`` makes a `noDA` data object with an empty authorization; ``sealWithPasscode(_:authorization:)``
 ///   one protected by the TPM's dictionary-attack logic with the authorization as its authValue. The blob is
 ///   the object's public and private areas plus the primary's Name.
-/// - Unsealing recreates the primary, refuses a blob made under another primary before touching the TPM's
+/// - Unsealing refuses a blob made under another primary before touching the TPM's
 ///   counters, loads the object and unseals it over a salted HMAC session with response encryption.
 /// - Before a passcode try the TPM's lockout counter is read; the TPM's last try is never spent. A refusal made
 ///   before trying (the reserve, or the TPM's own lockout) is marked ``KeychainError/notTried``.
-/// - Sealing recreates the primary and compares its Name with the identity read at open, so nothing is sealed
+/// - Sealing compares the kept primary's Name with the identity read at open, so nothing is sealed
 ///   under another primary (a TPM cleared or replaced while the store is open).
 /// - A call that fails on the wire on its first TPM command over a kept connection (a resource manager that
 ///   restarted while Keyseal was idle) reconnects and runs once more; a later failure is never retried.
-/// - Every transient object and session is flushed on every path.
+/// - Every other transient object and session is flushed on every path. When the TPM no longer holds what was
+///   kept (a TPM2_Clear, a reset under a resource manager), the call loads it afresh and runs once more.
 ///
 /// The ESAPI context is guarded by a lock; calls are serialized. Call ``close()`` when done. `deinit` closes
 /// quietly too (flushing what is left and finalizing), so an error thrown between `open` and `close` in a caller
@@ -76,8 +78,7 @@ public final class TPMDeviceKey: DeviceKeyProvider, @unchecked Sendable {
                 _ = try readDictionaryAttackState(connection)
                 if provisioning {
                     // Fails early on a TPM without ECC P-256 or with an owner authorization set.
-                    let primary = try connection.createStoragePrimary()
-                    connection.flush(primary)
+                    _ = try storagePrimary(connection)
                 }
             } catch {
                 disconnect()
@@ -92,9 +93,9 @@ public final class TPMDeviceKey: DeviceKeyProvider, @unchecked Sendable {
 
     public func deviceIdentity() throws -> Data {
         try withConnection { connection in
-            let primary = try connection.createStoragePrimary()
-            defer { connection.flush(primary) }
-            let name = try connection.name(of: primary)
+            // Created afresh: the TPM may have been cleared since the kept one was made.
+            if let kept = connection.primary { connection.flush(kept.handle) }
+            let name = try storagePrimary(connection).name
             if pinnedPrimaryName == nil { pinnedPrimaryName = name }
             return Data(name)
         }
@@ -186,10 +187,7 @@ public final class TPMDeviceKey: DeviceKeyProvider, @unchecked Sendable {
             guard !state.lockoutAuthSet else { throw Self.lockoutAlreadySet }
             let value = Self.randomHexAuthorization()
             try keep(value)
-            let primary = try connection.createStoragePrimary()
-            defer { connection.flush(primary) }
-            let session = try connection.startSaltedSession(tpmKey: primary, attributes: keyseal_TPMA_SESSION_DECRYPT)
-            defer { connection.flush(session) }
+            let session = try keptSession(connection, attributes: keyseal_TPMA_SESSION_DECRYPT)
             do {
                 try connection.changeLockoutAuthorization(to: value, session: session)
             } catch let error as TSS2Error
@@ -201,8 +199,9 @@ public final class TPMDeviceKey: DeviceKeyProvider, @unchecked Sendable {
         }
     }
 
-    /// The handles this connection holds in the TPM: transient objects, loaded and saved sessions. Empty between
-    /// operations; for diagnostics and tests. (Without a resource manager, every client's handles.)
+    /// The handles this connection holds in the TPM: transient objects, loaded and saved sessions. Between
+    /// operations only what is kept loaded (the storage primary and one session); for diagnostics and tests.
+    /// (Without a resource manager, every client's handles.)
     public func handlesInUse() throws -> [UInt32] {
         try withConnection { connection in
             try connection.handles(type: keyseal_TPM2_HT_TRANSIENT)
@@ -216,9 +215,7 @@ public final class TPMDeviceKey: DeviceKeyProvider, @unchecked Sendable {
     private func sealObject(_ connection: ESYSConnection, secret: SecretBytes, authorization: SecretBytes?) throws
         -> Data
     {
-        let primary = try connection.createStoragePrimary()
-        defer { connection.flush(primary) }
-        let primaryName = try connection.name(of: primary)
+        let (primary, primaryName) = try storagePrimary(connection)
         if let pinned = pinnedPrimaryName, pinned != primaryName {
             throw KeychainError(
                 KeychainStatus.decode,
@@ -226,8 +223,8 @@ public final class TPMDeviceKey: DeviceKeyProvider, @unchecked Sendable {
                     + "replaced); nothing was sealed")
         }
         // Command parameter encryption: the secret and the authorization cross the wire encrypted.
-        let session = try connection.startSaltedSession(tpmKey: primary, attributes: keyseal_TPMA_SESSION_DECRYPT)
-        defer { connection.flush(session) }
+        let session = try keptSession(connection, attributes: keyseal_TPMA_SESSION_DECRYPT)
+        makeRoom(connection)  // TPM2_Create holds the new object in a slot while it works
         let created = try connection.createSealedObject(
             parent: primary, session: session, secret: secret, authorization: authorization,
             dictionaryAttackProtected: authorization != nil)
@@ -239,25 +236,19 @@ public final class TPMDeviceKey: DeviceKeyProvider, @unchecked Sendable {
     private func unsealObject(_ connection: ESYSConnection, blob: SealedBlob, authorization: SecretBytes?) throws
         -> SecretBytes
     {
-        let primary = try connection.createStoragePrimary()
-        defer { connection.flush(primary) }
-        guard try connection.name(of: primary) == blob.primaryName else {
+        let (primary, primaryName) = try storagePrimary(connection)
+        guard primaryName == blob.primaryName else {
             throw KeychainError(KeychainStatus.decode, "this store was sealed by another device")
         }
         if authorization != nil {
             let state = try readDictionaryAttackState(connection)
             if let refusal = Self.refusal(state) { throw refusal }
         }
-        let object: ESYS_TR
-        do {
-            object = try connection.load(parent: primary, public: blob.publicArea, private: blob.privateArea)
-        } catch {
-            throw map(error, during: .load)
-        }
+        makeRoom(connection)
+        let object = try load(connection, parent: primary, blob: blob)
         defer { connection.flush(object) }
         // Response parameter encryption: the secret comes back encrypted under the salted session's key.
-        let session = try connection.startSaltedSession(tpmKey: primary, attributes: keyseal_TPMA_SESSION_ENCRYPT)
-        defer { connection.flush(session) }
+        let session = try keptSession(connection, attributes: keyseal_TPMA_SESSION_ENCRYPT)
         guard let authorization else { return try connection.unseal(object, session: session) }
 
         try connection.setAuthorization(authorization, for: object)
@@ -350,6 +341,69 @@ public final class TPMDeviceKey: DeviceKeyProvider, @unchecked Sendable {
             recovery: Int(values[keyseal_TPM2_PT_LOCKOUT_RECOVERY]!))
     }
 
+    // MARK: Objects kept loaded (lock held)
+
+    /// The storage primary kept loaded on `connection`, created on its first use, and its Name.
+    private func storagePrimary(_ connection: ESYSConnection) throws -> (handle: ESYS_TR, name: [UInt8]) {
+        if let kept = connection.primary { return kept }
+        let handle = try connection.createStoragePrimary()
+        do {
+            let primary = (handle: handle, name: try connection.name(of: handle))
+            connection.primary = primary
+            return primary
+        } catch {
+            connection.flush(handle)
+            throw error
+        }
+    }
+
+    /// The salted HMAC session kept on `connection` (salted with the storage primary; AES-128-CFB), set to
+    /// `attributes` (encrypt, decrypt) for the next command. Started on first use; dropped after any failure.
+    private func keptSession(_ connection: ESYSConnection, attributes: TPMA_SESSION) throws -> ESYS_TR {
+        let session: ESYS_TR
+        if let kept = connection.session {
+            session = kept
+        } else {
+            session = try connection.startSaltedSession(tpmKey: storagePrimary(connection).handle, attributes: 0)
+            connection.session = session
+        }
+        try connection.setAttributes(attributes, of: session)
+        return session
+    }
+
+    /// Flushes what `connection` keeps loaded (best effort) and forgets it, so the next use loads it afresh.
+    private func dropKept(_ connection: ESYSConnection) {
+        for key in connection.keys { connection.flush(key.handle) }
+        if let session = connection.hmacSession { connection.flush(session.handle) }
+        if let session = connection.session { connection.flush(session) }
+        if let primary = connection.primary { connection.flush(primary.handle) }
+    }
+
+    /// Transient object slots used on one connection: 3, the minimum a TPM provides (TPM2_PT_HR_TRANSIENT_MIN of
+    /// the PC-client profile), what swtpm has, and what the kernel's resource manager gives each connection. The
+    /// kept primary takes one; up to two hardware keys stay loaded.
+    static let transientSlots = 3
+
+    /// Evicts the least recently used kept keys until one more object fits next to the primary (a load, or the
+    /// slot TPM2_Create uses while it works).
+    private func makeRoom(_ connection: ESYSConnection) {
+        while 1 + connection.keys.count >= Self.transientSlots, let oldest = connection.keys.first {
+            connection.flush(oldest.handle)
+        }
+    }
+
+    /// TPM2_Load of a blob's object under the primary. A refusal of the object itself is `errSecDecode`; a lost
+    /// wire or a primary the TPM no longer holds is thrown as it is (``run(_:on:)`` reconnects or reloads).
+    private func load(_ connection: ESYSConnection, parent: ESYS_TR, blob: SealedBlob) throws -> ESYS_TR {
+        do {
+            return try connection.load(parent: parent, public: blob.publicArea, private: blob.privateArea)
+        } catch where error.code.isStaleReference || error.code.isCommunicationFailure {
+            throw error
+        } catch {
+            throw map(error, during: .load)
+        }
+    }
+
     // MARK: Plumbing
 
     /// Runs `body` with the connection under the lock; turns tpm2-tss failures into KeychainErrors.
@@ -382,16 +436,25 @@ public final class TPMDeviceKey: DeviceKeyProvider, @unchecked Sendable {
 
     /// One run of `body` (lock held): KeychainErrors pass and tpm2-tss failures are mapped, except a wire failure
     /// on the first command, which is thrown as it is for the caller to retry.
+    ///
+    /// A command refused because the TPM no longer holds what the connection kept loaded (TPM_RC_REFERENCE_*: a
+    /// TPM2_Clear, a TPM reset under a resource manager) did nothing: the kept objects are dropped and `body` runs
+    /// once more, loading them afresh. After any other failure the kept session is dropped (its nonces are not
+    /// trusted after a refused command); the primary stays.
     private func run<Result>(_ body: (ESYSConnection) throws -> Result, on connection: ESYSConnection) throws -> Result {
         connection.commandsSucceeded = 0
         defer { if connection.broken { disconnect() } }
         do {
-            return try body(connection)
-        } catch let error as KeychainError {
-            throw error
-        } catch let error as TSS2Error where connection.broken && connection.commandsSucceeded == 0 {
-            throw error
+            do {
+                return try body(connection)
+            } catch let error as TSS2Error where error.code.isStaleReference {
+                dropKept(connection)
+                return try body(connection)
+            }
         } catch {
+            if let session = connection.session { connection.flush(session) }
+            if error is KeychainError { throw error }
+            if let error = error as? TSS2Error, connection.broken, connection.commandsSucceeded == 0 { throw error }
             throw map(error, during: .other)
         }
     }
@@ -498,4 +561,153 @@ public final class TPMDeviceKey: DeviceKeyProvider, @unchecked Sendable {
     private static let closedError = KeychainError(KeychainStatus.notAvailable, "the TPM device key is closed")
     private static let lockoutAlreadySet = KeychainError(
         KeychainStatus.param, "the TPM lockout authorization is already set")
+}
+
+// MARK: - Key pairs inside the TPM
+
+extension TPMDeviceKey: HardwareKeyProvider {
+    /// Creates an ECC P-256 key under the storage primary (`fixedTPM | fixedParent | sensitiveDataOrigin |
+    /// userWithAuth | sign | decrypt | noDA`, authValue = `authorization`, sent encrypted by the salted session).
+    /// The blob is the storage primary's Name, the key's TPM2B_PUBLIC and TPM2B_PRIVATE (``SealedBlob``, kind 3);
+    /// the private area is encrypted by the primary, so it is usable only in this TPM.
+    public func generateP256Key(authorization: SecretBytes) throws -> HardwareKeyBlob {
+        try checkKeyAuthorization(authorization)
+        return try withConnection { connection in
+            let (primary, primaryName) = try storagePrimary(connection)
+            if let pinned = pinnedPrimaryName, pinned != primaryName {
+                throw KeychainError(
+                    KeychainStatus.decode,
+                    "the TPM's storage primary is not the one this store was opened with (the TPM was cleared or "
+                        + "replaced); no key was created")
+            }
+            let session = try keptSession(connection, attributes: keyseal_TPMA_SESSION_DECRYPT)
+            makeRoom(connection)  // TPM2_Create holds the new object in a slot while it works
+            let created = try connection.createHardwareKey(
+                parent: primary, session: session, authorization: authorization)
+            guard created.point.count == 64 else {
+                throw KeychainError(KeychainStatus.internalComponent, "the TPM returned no P-256 public key")
+            }
+            let blob = SealedBlob.encode(
+                kind: .key, primaryName: primaryName, marshalledPublic: created.public,
+                marshalledPrivate: created.private)
+            return HardwareKeyBlob(blob: blob, publicKey: Data([0x04] + created.point))
+        }
+    }
+
+    /// TPM2_Sign, ECDSA with the NULL hashcheck ticket, over the kept unsalted HMAC session whose HMAC Keyseal
+    /// computes itself (the authorization never crosses the bus; ``ESYSConnection/sign(_:keyName:authorization:session:digest:)``). The digest is brought to 32 bytes as ECDSA on P-256 uses it (X9.62: its leftmost 256 bits as an
+    /// integer, so a shorter digest is left-padded with zeros and a longer one cut) and signed under the SHA-256
+    /// scheme, so every digest size from 20 to 64 bytes signs on every TPM.
+    public func sign(digest: [UInt8], keyBlob: Data, authorization: SecretBytes) throws -> Data {
+        let digest = try Self.p256Digest(digest)
+        try checkKeyAuthorization(authorization)
+        let blob = try SealedBlob(decoding: keyBlob, expecting: .key)
+        let rs = try withConnection { connection in
+            let key = try loadedKey(connection, blob: blob, bytes: Array(keyBlob))
+            var session = try connection.hmacSession ?? connection.startHMACSession()
+            connection.hmacSession = session
+            do {
+                let rs = try connection.sign(
+                    key, keyName: connection.name(of: key), authorization: authorization, session: &session,
+                    digest: digest)
+                connection.hmacSession = session
+                return rs
+            } catch {
+                connection.flush(session.handle)  // its nonces are not trusted after a failure
+                if let error = error as? TSS2Error, Self.isWrongAuthorization(error) { throw Self.wrongKeyAuthorization }
+                throw error
+            }
+        }
+        return Self.derSignature(rs)
+    }
+
+    /// TPM2_ECDH_ZGen over the salted session with response encryption: Z crosses the bus encrypted.
+    public func keyExchange(peerPublicKey: Data, keyBlob: Data, authorization: SecretBytes) throws -> SecretBytes {
+        guard peerPublicKey.count == 65, peerPublicKey.first == 0x04 else {
+            throw KeychainError(
+                KeychainStatus.param, "the peer's public key is not an uncompressed P-256 point (04 ‖ X ‖ Y, 65 bytes)")
+        }
+        try checkKeyAuthorization(authorization)
+        let blob = try SealedBlob(decoding: keyBlob, expecting: .key)
+        return try withConnection { connection in
+            let key = try loadedKey(connection, blob: blob, bytes: Array(keyBlob))
+            let session = try keptSession(connection, attributes: keyseal_TPMA_SESSION_ENCRYPT)
+            try connection.setAuthorization(authorization, for: key)
+            defer { connection.clearAuthorization(for: key) }
+            do {
+                return try connection.ecdhZGen(key, session: session, peerPoint: Array(peerPublicKey.dropFirst()))
+            } catch let error as TSS2Error where Self.isWrongAuthorization(error) {
+                throw Self.wrongKeyAuthorization
+            } catch let error as TSS2Error
+                where error.code.isTPM(TSS2ResultCode.TPM.eccPoint) || error.code.isTPM(TSS2ResultCode.TPM.noResult)
+            {
+                throw KeychainError(KeychainStatus.param, "the peer's public key is not a point on P-256")
+            }
+        }
+    }
+
+    /// A TPM key lives only in its blob: nothing to remove, except the key from the loaded ones if it is there.
+    public func deleteKey(keyBlob: Data) throws {
+        let bytes = Array(keyBlob)
+        lock.withLock {
+            guard let connection else { return }
+            for kept in connection.keys where kept.blob == bytes { connection.flush(kept.handle) }
+            if connection.broken { disconnect() }
+        }
+    }
+
+    // MARK: Helpers (lock held where a connection is passed)
+
+    /// The key of `blob`, loaded under the kept primary or found among the kept keys (then marked most recently
+    /// used). A blob made under another primary is `errSecDecode` before anything is loaded.
+    private func loadedKey(_ connection: ESYSConnection, blob: SealedBlob, bytes: [UInt8]) throws -> ESYS_TR {
+        let (primary, primaryName) = try storagePrimary(connection)
+        guard primaryName == blob.primaryName else {
+            throw KeychainError(KeychainStatus.decode, "this key was created by another device")
+        }
+        if let index = connection.keys.firstIndex(where: { $0.blob == bytes }) {
+            let kept = connection.keys.remove(at: index)
+            connection.keys.append(kept)
+            return kept.handle
+        }
+        makeRoom(connection)
+        let handle = try load(connection, parent: primary, blob: blob)
+        connection.keys.append((blob: bytes, handle: handle))
+        return handle
+    }
+
+    private func checkKeyAuthorization(_ authorization: SecretBytes) throws {
+        guard (1...Self.maximumAuthorizationSize).contains(authorization.count) else {
+            throw KeychainError(
+                KeychainStatus.param, "a hardware key's authorization is 1 to \(Self.maximumAuthorizationSize) bytes")
+        }
+    }
+
+    /// The digest as ECDSA on P-256 uses it: 32 bytes (see ``sign(digest:keyBlob:authorization:)``).
+    static func p256Digest(_ digest: [UInt8]) throws -> [UInt8] {
+        guard (20...64).contains(digest.count) else {
+            throw KeychainError(KeychainStatus.param, "a digest to sign is 20 to 64 bytes, not \(digest.count)")
+        }
+        if digest.count >= 32 { return Array(digest.prefix(32)) }
+        return [UInt8](repeating: 0, count: 32 - digest.count) + digest
+    }
+
+    /// X9.62 `SEQUENCE { INTEGER r, INTEGER s }` from r ‖ s (32 bytes each).
+    static func derSignature(_ rs: [UInt8]) -> Data {
+        func integer(_ bytes: ArraySlice<UInt8>) -> [UInt8] {
+            var value = Array(bytes.drop { $0 == 0 })
+            if value.isEmpty { value = [0] }
+            if value[0] & 0x80 != 0 { value.insert(0, at: 0) }
+            return [0x02, UInt8(value.count)] + value
+        }
+        let body = integer(rs[0..<32]) + integer(rs[32..<64])
+        return Data([0x30, UInt8(body.count)] + body)
+    }
+
+    private static func isWrongAuthorization(_ error: TSS2Error) -> Bool {
+        error.code.isTPM(TSS2ResultCode.TPM.badAuth) || error.code.isTPM(TSS2ResultCode.TPM.authFail)
+    }
+
+    private static let wrongKeyAuthorization = KeychainError(
+        KeychainStatus.authFailed, "wrong authorization for the hardware key")
 }

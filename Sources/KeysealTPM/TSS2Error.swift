@@ -41,6 +41,8 @@ struct TSS2ResultCode: RawRepresentable, Hashable, Sendable, CustomStringConvert
         static let authFail: UInt32 = 0x08E  // wrong authorization, counted by dictionary-attack protection
         static let badAuth: UInt32 = 0x0A2  // wrong authorization of a noDA object, not counted
         static let integrity: UInt32 = 0x09F
+        static let eccPoint: UInt32 = 0x0A7  // a point not on the key's curve
+        static let noResult: UInt32 = 0x154  // e.g. ECDH giving the point at infinity
         static let lockout: UInt32 = 0x921  // in dictionary-attack lockout
         static let objectMemory: UInt32 = 0x902
         static let sessionMemory: UInt32 = 0x903
@@ -71,6 +73,14 @@ struct TSS2ResultCode: RawRepresentable, Hashable, Sendable, CustomStringConvert
 
     /// A TPM-layer code (directly, or relayed by a resource manager) whose base is `code`.
     func isTPM(_ code: UInt32) -> Bool { (isTPM || layer == Layer.resourceManagerTPM) && base == code }
+
+    /// A handle of the command names a transient object or session the TPM does not hold (TPM_RC_REFERENCE_H0–H6,
+    /// _S0–S6): what a connection kept loaded is gone (TPM2_Clear, a TPM reset under a resource manager). The
+    /// TPM refused the command before doing anything.
+    var isStaleReference: Bool {
+        guard isTPM || layer == Layer.resourceManagerTPM else { return false }
+        return (0x910...0x916).contains(base) || (0x918...0x91E).contains(base)
+    }
 
     /// The wire to the TPM failed: nothing to reach, connection lost, or an answer that was cut off. (An ESAPI
     /// context in which this happened mid-command answers every later call with "bad sequence".)

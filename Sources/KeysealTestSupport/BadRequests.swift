@@ -7,8 +7,8 @@ import KeysealCore
 public enum BadRequest: String, CaseIterable, Sendable, CustomStringConvertible {
     case addKey, addCertificate, addIdentity, addUnknownAttribute, addAttributeOfAnotherClass, addWrongType,
         addOversizedLabel, addOversizedGroup, addGroupAsAttribute, addCreationDate, addEnforcedAccessControl,
-        findKey, findUnknownAttribute, findWrongType, deleteCertificate, updateUnknownAttribute, updateReadOnly,
-        updateOversizedData
+        findKeyWrongType, findUnknownAttribute, findWrongType, addKeyWithToken, updateCertificateData,
+        updateUnknownAttribute, updateReadOnly, updateOversizedData
 
     public var description: String { rawValue }
 
@@ -17,8 +17,11 @@ public enum BadRequest: String, CaseIterable, Sendable, CustomStringConvertible 
     /// The status the request gets.
     public var expected: OSStatus {
         switch self {
-        case .addKey, .addCertificate, .addIdentity, .addEnforcedAccessControl, .findKey, .deleteCertificate:
-            KeychainStatus.unimplemented
+        case .addEnforcedAccessControl: KeychainStatus.unimplemented
+        // A key without its class and type, a certificate that is not DER, an identity (added as its parts), a key
+        // that claims a token (hardware keys are generated, never imported), a certificate's DER changed.
+        case .addKey, .addCertificate, .addIdentity, .findKeyWrongType, .addKeyWithToken, .updateCertificateData:
+            KeychainStatus.param
         case .addUnknownAttribute, .addAttributeOfAnotherClass, .findUnknownAttribute, .updateUnknownAttribute:
             KeychainStatus.noSuchAttr
         case .addWrongType, .addGroupAsAttribute, .findWrongType: KeychainStatus.param
@@ -59,11 +62,20 @@ public enum BadRequest: String, CaseIterable, Sendable, CustomStringConvertible 
         case .addGroupAsAttribute: return add(.genericPassword, [AttributeKey.accessGroup: .string("other")])
         case .addCreationDate: return add(.genericPassword, [AttributeKey.creationDate: .date(Date())])
         case .addEnforcedAccessControl: return add(.genericPassword, flags: AccessControlFlag.userPresence)
-        case .findKey: return find(.key)
+        case .findKeyWrongType: return find(.key, [AttributeKey.keySizeInBits: .string("256")])
         case .findUnknownAttribute: return find(.genericPassword, ["zzzz": .string("x")])
         case .findWrongType: return find(.genericPassword, [AttributeKey.modificationDate: .string("yesterday")])
-        case .deleteCertificate:
-            return KeysealTestSupport.status { try store.delete(ItemQuery(itemClass: .certificate)) }
+        case .addKeyWithToken:
+            return add(
+                .key,
+                [
+                    AttributeKey.keyClass: .string("1"), AttributeKey.type: .string("73"),
+                    AttributeKey.tokenID: .string("com.apple.setoken"),
+                ])
+        case .updateCertificateData:
+            return KeysealTestSupport.status {
+                try store.update(ItemQuery(itemClass: .certificate), with: ItemChanges(data: Data([1])))
+            }
         case .updateUnknownAttribute: return update(ItemChanges(attributes: ["zzzz": .string("x")]))
         case .updateReadOnly: return update(ItemChanges(attributes: [AttributeKey.modificationDate: .date(Date())]))
         case .updateOversizedData: return update(ItemChanges(data: Data(count: (1 << 20) + 1)))

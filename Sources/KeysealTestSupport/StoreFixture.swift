@@ -19,8 +19,8 @@ public enum TestBackend: String, CaseIterable, Sendable, CustomStringConvertible
 
     public var description: String { rawValue }
 
-    /// The backend the engine's suites run against: `KEYSEAL_TEST_BACKEND` (`host-key`, `tpm`, `pkcs11`, or one of
-    /// these prefixed with `daemon-` to run through a keyseald process), else the host key. Scripts/test.sh runs
+    /// The backend the engine's suites run against: `KEYSEAL_TEST_BACKEND` (`host-key`, `tpm`, `pkcs11`, `tabrmd`, or
+    /// one of these prefixed with `daemon-` to run through a keyseald process), else the host key. Scripts/test.sh runs
     /// the suites once per backend.
     public static var current: TestBackend { selection.backend }
 
@@ -35,17 +35,23 @@ public enum TestBackend: String, CaseIterable, Sendable, CustomStringConvertible
         ProcessInfo.processInfo.environment["KEYSEAL_TEST_BACKEND"] == "daemon-tabrmd"
     }
 
+    /// `KEYSEAL_TEST_BACKEND=tabrmd`: the engine's suites embedded, each store on the TPM behind the one tpm2-abrmd
+    /// of the test process (``ResourceManagerFixture/shared()``); the backend is then `.tpm`.
+    public static var onSharedResourceManager: Bool {
+        ProcessInfo.processInfo.environment["KEYSEAL_TEST_BACKEND"] == "tabrmd"
+    }
+
     private static var selection: (backend: TestBackend, throughDaemon: Bool) {
         guard var name = ProcessInfo.processInfo.environment["KEYSEAL_TEST_BACKEND"], !name.isEmpty else {
             return (.hostKey, false)
         }
         let throughDaemon = name.hasPrefix("daemon-")
         if throughDaemon { name.removeFirst("daemon-".count) }
-        if throughDaemon && name == "tabrmd" { return (.tpm, true) }
+        if name == "tabrmd" { return (.tpm, throughDaemon) }
         guard let backend = TestBackend(rawValue: name) else {
             fatalError(
-                "KEYSEAL_TEST_BACKEND=\(name) is not one of host-key, tpm, pkcs11, daemon-host-key, daemon-tpm, "
-                    + "daemon-pkcs11, daemon-tabrmd")
+                "KEYSEAL_TEST_BACKEND=\(name) is not one of host-key, tpm, pkcs11, tabrmd, daemon-host-key, "
+                    + "daemon-tpm, daemon-pkcs11, daemon-tabrmd")
         }
         return (backend, throughDaemon)
     }
@@ -66,8 +72,10 @@ public final class StoreFixture: @unchecked Sendable {
     public let clock = TestClock()
     public let device: DeviceKey
     public let configuration: KeychainStore.Configuration
-    /// The swtpm behind a TPM fixture.
+    /// The swtpm behind a TPM fixture (nil on the shared tpm2-abrmd: that TPM is not this store's own).
     public let swtpm: SwtpmFixture?
+    /// The tpm2-abrmd a store on the shared resource manager reaches its TPM through.
+    public let resourceManager: ResourceManagerFixture?
     /// The SoftHSM2 token behind a PKCS#11 fixture.
     public let softhsm: SoftHSMFixture?
     /// The keyseald process the store talks to, through the daemon.
@@ -84,13 +92,18 @@ public final class StoreFixture: @unchecked Sendable {
     /// delays (10 failures) with every try made by the TPM, none refused at its reserve.
     public convenience init(valueLimit: Int = 1 << 20) throws {
         try self.init(
-            TestBackend.current, valueLimit: valueLimit, throughDaemon: TestBackend.throughDaemon, tpmMaxTries: 32)
+            TestBackend.current, valueLimit: valueLimit, throughDaemon: TestBackend.throughDaemon, tpmMaxTries: 32,
+            sharedResourceManager: TestBackend.onSharedResourceManager)
     }
 
     /// A store on `backend`: embedded unless `throughDaemon` (then the value limit is the wire's, 1 MiB).
-    /// - Parameter tpmMaxTries: on `.tpm`, the swtpm's TPM2_PT_MAX_AUTH_FAIL.
+    /// - Parameters:
+    ///   - tpmMaxTries: on `.tpm`, the swtpm's TPM2_PT_MAX_AUTH_FAIL.
+    ///   - sharedResourceManager: on `.tpm` and embedded, the TPM behind the process's one tpm2-abrmd
+    ///     (`tabrmd:bus_type=session`) instead of a swtpm of the store's own.
     public init(
-        _ backend: TestBackend, valueLimit: Int = 1 << 20, throughDaemon: Bool = false, tpmMaxTries: Int = 5
+        _ backend: TestBackend, valueLimit: Int = 1 << 20, throughDaemon: Bool = false, tpmMaxTries: Int = 5,
+        sharedResourceManager: Bool = false
     ) throws {
         self.backend = backend
         let clock = self.clock
@@ -109,6 +122,7 @@ public final class StoreFixture: @unchecked Sendable {
             device = daemon.device
             swtpm = daemon.swtpm
             softhsm = daemon.softhsm
+            resourceManager = daemon.broker
             _store = try daemon.client()
             return
         }
@@ -119,16 +133,25 @@ public final class StoreFixture: @unchecked Sendable {
             device = .hostKey(file: root.appending("host.key"))
             swtpm = nil
             softhsm = nil
+            resourceManager = nil
+        case .tpm where sharedResourceManager:
+            let broker = try ResourceManagerFixture.shared()
+            device = .tpm(tcti: broker.tcti)
+            swtpm = nil
+            softhsm = nil
+            resourceManager = broker
         case .tpm:
             let tpm = try SwtpmFixture(maxTries: tpmMaxTries)
             device = .tpm(tcti: tpm.tcti)
             swtpm = tpm
             softhsm = nil
+            resourceManager = nil
         case .pkcs11:
             let token = try SoftHSMFixture()
             device = .pkcs11(module: token.module, token: token.tokenLabel, pinFile: token.pinFile)
             swtpm = nil
             softhsm = token
+            resourceManager = nil
         }
         _store = try KeychainStore.embedded(directory: storeDirectory, device: device, configuration: configuration)
     }

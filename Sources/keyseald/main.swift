@@ -4,6 +4,7 @@ import Glibc
 import Keyseal
 import KeysealServer
 import Logging
+import Synchronization
 
 /// keyseald: wiring and argument parsing only (CLI.md); the daemon is KeysealServer.
 @main
@@ -262,6 +263,11 @@ struct Keyseald: AsyncParsableCommand {
             logger.warning("debug build: KEYSEAL_TESTING_ARGON2=minimal lowers the Argon2id cost of new passcodes")
         }
         #endif
+        // tpm2-abrmd's TCTI reports D-Bus failures through GLib, on stderr unless GLib's messages are routed here.
+        var throughBroker = false
+        if case .tpm(let tcti) = deviceBackend, tcti.hasPrefix("tabrmd") {
+            throughBroker = GLibMessages.capture(into: logger)
+        }
         do {
             let daemon = try KeysealDaemon(options: options, logger: logger)
             if tpmProtectLockout {
@@ -278,7 +284,8 @@ struct Keyseald: AsyncParsableCommand {
             }
             try await daemon.run()
         } catch let error as KeychainError {
-            Self.fail(error.description)
+            let refusal = throughBroker && error.status == KeychainStatus.notAvailable ? GLibMessages.busRefusal : nil
+            Self.fail(error.description + (refusal.map { "; \($0)" } ?? ""))
         } catch {
             Self.fail("\(error)")
         }
@@ -363,5 +370,87 @@ enum LockoutValue {
             }
             written += result
         }
+    }
+}
+
+
+/// GLib's log messages in keyseald.
+///
+/// tpm2-tss's tabrmd TCTI runs on GLib and reports D-Bus failures with `g_warning`/`g_critical`, which `TSS2_LOG`
+/// does not silence: a user whose bus policy refuses the call would see a multi-line GLib warning before keyseald's
+/// own error. keyseald therefore installs a GLib log writer (GLib is loaded anyway when the TCTI is tabrmd) that
+/// hands each message to keyseald's logger at debug level, and keeps the last warning so that a start-up failure
+/// can say in one line what the bus answered.
+///
+/// GLib is reached through `dlopen` (no build-time dependency on its headers): `g_log_set_writer_func` and the
+/// `GLogField` layout (`key`, `value`, `length`: two pointers and an `ssize_t`) are part of GLib 2.50+'s stable ABI.
+enum GLibMessages {
+    private static let state = Mutex<(logger: Logger?, lastWarning: String?)>((nil, nil))
+
+    /// Routes every GLib message of this process to `logger`; call before the first TCTI is loaded. Returns false
+    /// (and changes nothing) when GLib cannot be loaded, in which case the tabrmd TCTI cannot be loaded either.
+    @discardableResult
+    static func capture(into logger: Logger) -> Bool {
+        guard let glib = dlopen("libglib-2.0.so.0", RTLD_NOW | RTLD_GLOBAL),
+            let symbol = dlsym(glib, "g_log_set_writer_func")
+        else { return false }
+        state.withLock { $0.logger = logger }
+        typealias Writer = @convention(c) (Int32, UnsafeRawPointer?, Int, UnsafeMutableRawPointer?) -> Int32
+        typealias SetWriter = @convention(c) (Writer?, UnsafeMutableRawPointer?, UnsafeMutableRawPointer?) -> Void
+        let setWriter = unsafeBitCast(symbol, to: SetWriter.self)
+        setWriter({ level, fields, count, _ in
+            GLibMessages.receive(level: level, fields: fields, count: count)
+            return 1  // G_LOG_WRITER_HANDLED
+        }, nil, nil)
+        return true
+    }
+
+    /// The last GLib warning or critical message, on one line.
+    static var lastWarning: String? { state.withLock { $0.lastWarning } }
+
+    private static func receive(level: Int32, fields: UnsafeRawPointer?, count: Int) {
+        guard let fields else { return }
+        var message = ""
+        var domain = "glib"
+        let stride = 2 * MemoryLayout<UnsafeRawPointer>.stride + MemoryLayout<Int>.stride
+        for index in 0..<count {
+            let field = fields + index * stride
+            guard let key = field.load(as: UnsafePointer<CChar>?.self),
+                let value = field.load(fromByteOffset: MemoryLayout<UnsafeRawPointer>.stride, as: UnsafeRawPointer?.self)
+            else { continue }
+            let length = field.load(fromByteOffset: 2 * MemoryLayout<UnsafeRawPointer>.stride, as: Int.self)
+            let text =
+                length < 0
+                ? String(cString: value.assumingMemoryBound(to: CChar.self))
+                : String(decoding: UnsafeRawBufferPointer(start: value, count: length), as: UTF8.self)
+            switch String(cString: key) {
+            case "MESSAGE": message = text
+            case "GLIB_DOMAIN": domain = text
+            default: break
+            }
+        }
+        let line = message.split(whereSeparator: \.isNewline).joined(separator: " ")
+        // G_LOG_LEVEL_ERROR 1 << 2, CRITICAL 1 << 3, WARNING 1 << 4.
+        let isWarning = level & (1 << 2 | 1 << 3 | 1 << 4) != 0
+        let logger = state.withLock { state in
+            if isWarning { state.lastWarning = line }
+            return state.logger
+        }
+        logger?.debug("GLib: \(line)", metadata: ["glib.domain": "\(domain)"])
+    }
+
+    /// What a start-up failure adds when the bus refused the call: one sentence, or nil.
+    static var busRefusal: String? {
+        guard let warning = lastWarning else { return nil }
+        if warning.contains("AccessDenied") {
+            return "the D-Bus policy refused this user's call to tpm2-abrmd (org.freedesktop.DBus.Error.AccessDenied): "
+                + "run keyseald as a user tpm2-abrmd's policy allows (Debian's allows root and group tss; add the user "
+                + "to group tss)"
+        }
+        if warning.contains("ServiceUnknown") || warning.contains("NameHasNoOwner") {
+            return "tpm2-abrmd is not running on that bus (org.freedesktop.DBus.Error.ServiceUnknown): start it "
+                + "(systemctl start tpm2-abrmd)"
+        }
+        return "tpm2-abrmd's D-Bus call failed: \(warning)"
     }
 }

@@ -98,11 +98,12 @@ struct SecItemAddTests {
         }
     }
 
+    /// A certificate that is not DER, a key without its class and type, an identity given as data: errSecParam.
     @Test(arguments: [kSecClassCertificate, kSecClassKey, kSecClassIdentity])
-    func unimplementedClassesAreUnimplemented(itemClass: String) throws {
+    func keyClassesWithBadDataAreParameterErrors(itemClass: String) throws {
         try withStore { _ in
             let query: [String: Any] = [kSecClass: itemClass, kSecAttrLabel: "x", kSecValueData: Data([1])]
-            #expect(add(query) == errSecUnimplemented)
+            #expect(add(query) == errSecParam)
         }
     }
 

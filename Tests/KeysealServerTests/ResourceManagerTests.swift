@@ -1,4 +1,5 @@
 import Foundation
+import Glibc
 import KeysealTestSupport
 import Testing
 
@@ -34,6 +35,34 @@ struct ResourceManagerTests {
         #expect(try cli("find-generic-password", "-a", "alice", "-s", "mail", "-w").stdoutText == "wu-secret\n")
         let status = try cli("--json", "status")
         #expect((try CLI.json(status)["failedAttempts"] as? Int) == 0, "\(status.stdoutText)")
+    }
+
+    @Test("a user tpm2-abrmd's bus policy refuses: keyseald fails with one line naming the refusal and group tss, no GLib warning")
+    func refusedByTheBusPolicy() throws {
+        let broker = try ResourceManagerFixture(busPolicy: .tss)
+        defer { broker.remove() }
+        // uid 65534 is in neither user nor group root or tss, the only ones Debian's tpm2-abrmd policy lets call it.
+        let home = broker.directory.appending("nobody")
+        try FileManager.default.createDirectory(
+            at: home, withIntermediateDirectories: false, attributes: [.posixPermissions: 0o700])
+        #expect(chown(home.path, 65534, 65534) == 0)
+        let setpriv = try requireTool("setpriv", package: "util-linux")
+        let keyseald = try builtProductsDirectory().appendingPathComponent("keyseald").path
+        let result = try runProcess(
+            setpriv,
+            [
+                "--reuid", "65534", "--regid", "65534", "--clear-groups", keyseald, "--store",
+                home.appendingPathComponent("store").path, "--socket", home.appendingPathComponent("keyseal.sock").path,
+                "--backend", "tpm", "--tcti", broker.tcti,
+            ], environment: broker.environment)
+        #expect(result.status == 1)
+        let lines = result.stderrText.split(separator: "\n", omittingEmptySubsequences: true)
+        #expect(lines.count == 1, "\(result.stderrText)")
+        #expect(lines.first?.hasPrefix("keyseald: no TPM reachable at TCTI tabrmd:bus_type=session") == true)
+        #expect(result.stderrText.contains("the D-Bus policy refused this user's call to tpm2-abrmd"))
+        #expect(result.stderrText.contains("org.freedesktop.DBus.Error.AccessDenied"))
+        #expect(result.stderrText.contains("add the user to group tss"))
+        #expect(!result.stderrText.contains("WARNING"))
     }
 
     @Test("two keyseald on one TPM through tpm2-abrmd at once; every store on the TPM shares its dictionary-attack counter")

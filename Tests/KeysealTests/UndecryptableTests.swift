@@ -55,9 +55,10 @@ struct UndecryptableTests {
         try fixture.sqlOnDisk("SELECT id FROM items ORDER BY id LIMIT 1 OFFSET \(rank)")
     }
 
+    /// A row of a class that is never stored (an identity is a join of a certificate and a key).
     static let keyItem = NewItem(
-        itemClass: .key, attributes: [AttributeKey.label: .string("legacy key")], accessibility: .whenUnlocked,
-        data: Data("key bytes".utf8))
+        itemClass: .identity, attributes: [AttributeKey.label: .string("legacy identity")],
+        accessibility: .whenUnlocked, data: Data("identity bytes".utf8))
 
     @Test func aRowOfAnUnimplementedClassIsReKeyedWithEveryPasscodeChange() throws {
         let fixture = try StoreFixture()
@@ -70,7 +71,7 @@ struct UndecryptableTests {
         // Still decryptable under the new keys: listed for its class only, not as failing authentication.
         let listed = try fixture.store.undecryptableItems()
         #expect(listed.map(\.reason) == [.unsupportedClass])
-        #expect(listed.first?.itemClass == "keys")
+        #expect(listed.first?.itemClass == "idnt")
         try fixture.store.removePasscode("two")
         #expect(try fixture.store.undecryptableItems().map(\.reason) == [.unsupportedClass])
         #expect(try fixture.store.copyMatching(.password(account: "good", returns: .data)).first?.data == Data("secret".utf8))

@@ -1,0 +1,406 @@
+import Crypto
+import FoundationEssentials
+import KeysealCore
+import _CryptoExtras
+
+/// A private key for one operation: material the engine holds, or a key inside the device key's hardware with the
+/// authorization the engine derived for this use.
+enum PrivateKeyHandle {
+    case software(SoftwarePrivateKey)
+    case hardware(HardwareKeyHandle)
+
+    var keyType: KeyType {
+        switch self {
+        case .software(let key): key.keyType
+        case .hardware: .p256
+        }
+    }
+
+    func publicKey() throws(KeychainError) -> PublicKeyMaterial {
+        switch self {
+        case .software(let key): try key.publicKey()
+        case .hardware(let key): key.publicKey
+        }
+    }
+
+    func ecdsaSign(digest: [UInt8]) throws(KeychainError) -> Data {
+        switch self {
+        case .software(let key): return try key.ecdsaSign(digest: digest)
+        case .hardware(let key):
+            return try KeyAlgorithms.hardware { try key.provider.sign(digest: digest, keyBlob: key.blob, authorization: key.authorization) }
+        }
+    }
+
+    func ecdh(peer: Data) throws(KeychainError) -> SecretBytes {
+        switch self {
+        case .software(let key): return try key.ecdh(peer: peer)
+        case .hardware(let key):
+            // The peer's key is checked here, so that the hardware is never asked with a point off the curve.
+            guard (try? P256.KeyAgreement.PublicKey(x963Representation: peer)) != nil else {
+                throw KeychainError(KeychainStatus.param, "the other party's key is not a P-256 public key")
+            }
+            return try KeyAlgorithms.hardware {
+                try key.provider.keyExchange(peerPublicKey: peer, keyBlob: key.blob, authorization: key.authorization)
+            }
+        }
+    }
+}
+
+/// A key in the device key's hardware, resolved for one use.
+struct HardwareKeyHandle {
+    let provider: any HardwareKeyProvider
+    let blob: Data
+    let authorization: SecretBytes
+    let publicKey: PublicKeyMaterial
+}
+
+/// Apple's `SecKeyAlgorithm` names (SecKeyAdaptors), implemented over swift-crypto for software keys and over
+/// ``HardwareKeyProvider`` for hardware keys. The one implementation: KeysealSecurity's `SecKey…` functions and the
+/// native API call these.
+public enum KeyAlgorithms {
+    /// Apple's wording for an algorithm the key does not support.
+    static let unsupported = KeychainError(KeychainStatus.param, "algorithm not supported by the key")
+
+    enum Hash: String {
+        case sha1 = "SHA1", sha256 = "SHA256", sha384 = "SHA384", sha512 = "SHA512"
+
+        func hash(_ data: Data) -> [UInt8] {
+            switch self {
+            case .sha1: Array(Insecure.SHA1.hash(data: data))
+            case .sha256: Array(SHA256.hash(data: data))
+            case .sha384: Array(SHA384.hash(data: data))
+            case .sha512: Array(SHA512.hash(data: data))
+            }
+        }
+
+        var size: Int {
+            switch self {
+            case .sha1: 20
+            case .sha256: 32
+            case .sha384: 48
+            case .sha512: 64
+            }
+        }
+    }
+
+    /// A parsed algorithm name.
+    enum Algorithm {
+        /// ECDSA; `hash` nil for a digest of any size; `raw` for RFC 4754's r ‖ s instead of X9.62 DER.
+        case ecdsa(message: Bool, hash: Hash?, raw: Bool)
+        case rsaSignature(hash: Hash, pss: Bool)
+        case rsaOAEP(hash: Hash)
+        /// ECIES with an X9.63 KDF and AES-GCM; `variableIV`: the KDF also gives the IV.
+        case ecies(hash: Hash, variableIV: Bool)
+        /// ECDH, raw or through an X9.63 KDF.
+        case ecdh(kdf: Hash?)
+
+        init(_ name: String) throws(KeychainError) {
+            let parts = name.split(separator: ":", omittingEmptySubsequences: false).map(String.init)
+            guard parts.count >= 3, parts[0] == "algid" else {
+                throw KeychainError(KeychainStatus.param, "\(name) is not a SecKeyAlgorithm")
+            }
+            let hash = parts.count > 4 ? Hash(rawValue: parts[4]) : nil
+            switch (parts[1], parts[2]) {
+            case ("sign", "ECDSA"):
+                if parts.count == 4, parts[3] == "RFC4754" { self = .ecdsa(message: false, hash: nil, raw: true); return }
+                if parts.count == 4, parts[3] == "digest-X962" { self = .ecdsa(message: false, hash: nil, raw: false); return }
+                guard parts.count == 5, let hash else { break }
+                switch parts[3] {
+                case "digest-X962": self = .ecdsa(message: false, hash: hash, raw: false)
+                case "message-X962": self = .ecdsa(message: true, hash: hash, raw: false)
+                case "digest-RFC4754": self = .ecdsa(message: false, hash: hash, raw: true)
+                case "message-RFC4754": self = .ecdsa(message: true, hash: hash, raw: true)
+                default: throw Self.unknown(name)
+                }
+                return
+            case ("sign", "RSA"):
+                guard parts.count == 5, let hash, hash != .sha1 else { break }
+                switch parts[3] {
+                case "message-PKCS1v15": self = .rsaSignature(hash: hash, pss: false)
+                case "message-PSS": self = .rsaSignature(hash: hash, pss: true)
+                default: throw Self.unknown(name)
+                }
+                return
+            case ("encrypt", "RSA"):
+                guard parts.count == 5, parts[3] == "OAEP", let oaep = Hash(rawValue: parts[4]),
+                    oaep == .sha1 || oaep == .sha256
+                else { break }
+                self = .rsaOAEP(hash: oaep)
+                return
+            case ("encrypt", "ECIES"):
+                // algid:encrypt:ECIES:ECDH|ECDHC:KDFX963:SHAnnn:AESGCM|AESGCM-KDFIV
+                guard parts.count == 7, parts[3] == "ECDH" || parts[3] == "ECDHC", parts[4] == "KDFX963",
+                    let kdf = Hash(rawValue: parts[5]), parts[6] == "AESGCM" || parts[6] == "AESGCM-KDFIV"
+                else { break }
+                self = .ecies(hash: kdf, variableIV: parts[6] == "AESGCM-KDFIV")
+                return
+            case ("keyexchange", "ECDH"), ("keyexchange", "ECDHC"):
+                // For prime curves the cofactor is 1: the cofactor variants give the same secret.
+                if parts.count == 3 { self = .ecdh(kdf: nil); return }
+                guard parts.count == 5, parts[3] == "KDFX963", let kdf = Hash(rawValue: parts[4]) else { break }
+                self = .ecdh(kdf: kdf)
+                return
+            default: break
+            }
+            throw Self.unknown(name)
+        }
+
+        static func unknown(_ name: String) -> KeychainError {
+            KeychainError(KeychainStatus.param, "algorithm \(name) is not supported")
+        }
+    }
+
+    /// The operations of Apple's `SecKeyOperationType`.
+    public enum Operation: Int, Sendable {
+        case sign = 0, verify = 1, encrypt = 2, decrypt = 3, keyExchange = 4
+    }
+
+    /// Whether a key of `keyType` (private or public, in hardware or not) can do `operation` with `algorithm`.
+    public static func isSupported(
+        _ algorithm: String, operation: Operation, keyType: KeyType, isPrivate: Bool, inHardware: Bool
+    ) -> Bool {
+        guard let parsed = try? Algorithm(algorithm) else { return false }
+        switch (parsed, operation) {
+        case (.ecdsa, .sign): return isPrivate && keyType.isEC
+        case (.ecdsa, .verify): return !isPrivate && keyType.isEC
+        case (.rsaSignature, .sign): return isPrivate && !keyType.isEC
+        case (.rsaSignature, .verify): return !isPrivate && !keyType.isEC
+        case (.rsaOAEP, .encrypt): return !isPrivate && !keyType.isEC
+        case (.rsaOAEP, .decrypt): return isPrivate && !keyType.isEC
+        case (.ecies, .encrypt): return !isPrivate && keyType.isEC
+        case (.ecies, .decrypt): return isPrivate && keyType.isEC
+        case (.ecdh, .keyExchange): return isPrivate && keyType.isEC
+        default: return false
+        }
+    }
+
+    // MARK: Private-key operations
+
+    static func sign(_ key: PrivateKeyHandle, algorithm name: String, data: Data) throws(KeychainError) -> Data {
+        switch try Algorithm(name) {
+        case .ecdsa(let message, let hash, let raw):
+            guard key.keyType.isEC else { throw unsupported }
+            let digest = try digest(data, message: message, hash: hash)
+            let der = try key.ecdsaSign(digest: digest)
+            return raw ? try rawSignature(der: der, keyType: key.keyType) : der
+        case .rsaSignature(let hash, let pss):
+            guard case .software(let software) = key, !key.keyType.isEC else { throw unsupported }
+            let rsa = try software.rsa()
+            do {
+                let padding: _RSA.Signing.Padding = pss ? .PSS : .insecurePKCS1v1_5
+                switch hash {
+                case .sha256: return try rsa.signature(for: SHA256.hash(data: data), padding: padding).rawRepresentation
+                case .sha384: return try rsa.signature(for: SHA384.hash(data: data), padding: padding).rawRepresentation
+                case .sha512: return try rsa.signature(for: SHA512.hash(data: data), padding: padding).rawRepresentation
+                case .sha1: throw unsupported
+                }
+            } catch {
+                throw KeychainError(KeychainStatus.param, "RSA signing failed")
+            }
+        default:
+            throw unsupported
+        }
+    }
+
+    static func decrypt(_ key: PrivateKeyHandle, algorithm name: String, data: Data) throws(KeychainError) -> Data {
+        switch try Algorithm(name) {
+        case .rsaOAEP(let hash):
+            guard case .software(let software) = key, !key.keyType.isEC else { throw unsupported }
+            do {
+                return try software.rsaDecryption().decrypt(data, padding: hash == .sha1 ? .PKCS1_OAEP : .PKCS1_OAEP_SHA256)
+            } catch {
+                throw KeychainError(KeychainStatus.param, "RSA decryption failed")
+            }
+        case .ecies(let hash, let variableIV):
+            guard key.keyType.isEC else { throw unsupported }
+            let pointSize = 1 + 2 * key.keyType.coordinateSize
+            guard data.count >= pointSize + 16 else {
+                throw KeychainError(KeychainStatus.param, "ECIES ciphertext is too short")
+            }
+            let ephemeral = Data(data.prefix(pointSize))
+            let shared = try key.ecdh(peer: ephemeral)
+            let (aesKey, iv) = eciesKeys(shared: shared, ephemeral: ephemeral, keyType: key.keyType, hash: hash, variableIV: variableIV)
+            let body = data.dropFirst(pointSize)
+            do {
+                let box = try AES.GCM.SealedBox(
+                    nonce: AES.GCM.Nonce(data: iv), ciphertext: body.dropLast(16), tag: body.suffix(16))
+                return try AES.GCM.open(box, using: aesKey)
+            } catch {
+                throw KeychainError(KeychainStatus.param, "ECIES decryption failed (wrong key or altered data)")
+            }
+        default:
+            throw unsupported
+        }
+    }
+
+    static func keyExchange(
+        _ key: PrivateKeyHandle, algorithm name: String, peer: Data, requestedSize: Int?, sharedInfo: Data?
+    ) throws(KeychainError) -> Data {
+        guard case .ecdh(let kdf) = try Algorithm(name), key.keyType.isEC else { throw unsupported }
+        guard peer.count == 1 + 2 * key.keyType.coordinateSize else {
+            throw KeychainError(KeychainStatus.param, "the other party's key is not on the key's curve")
+        }
+        let shared = try key.ecdh(peer: peer)
+        guard let kdf else { return shared.withUnsafeBytes { Data($0) } }
+        guard let requestedSize, requestedSize > 0, requestedSize <= 64 << 10 else {
+            throw KeychainError(KeychainStatus.param, "a KDF key exchange needs kSecKeyKeyExchangeParameterRequestedSize")
+        }
+        return x963KDF(shared: shared, sharedInfo: sharedInfo ?? Data(), size: requestedSize, hash: kdf).withUnsafeBytes { Data($0) }
+    }
+
+    // MARK: Public-key operations
+
+    /// Verifies `signature`; a signature that does not verify is errSecVerifyFailed, as Apple reports it.
+    public static func verify(
+        _ key: PublicKeyMaterial, algorithm name: String, data: Data, signature: Data
+    ) throws(KeychainError) {
+        let valid: Bool
+        switch try Algorithm(name) {
+        case .ecdsa(let message, let hash, let raw):
+            guard key.keyType.isEC else { throw unsupported }
+            let digest = PrehashedDigest(bytes: try digest(data, message: message, hash: hash))
+            valid = ecdsaVerify(key, digest: digest, signature: signature, raw: raw)
+        case .rsaSignature(let hash, let pss):
+            guard !key.keyType.isEC, let rsa = try? _RSA.Signing.PublicKey(derRepresentation: key.bytes) else {
+                throw unsupported
+            }
+            let padding: _RSA.Signing.Padding = pss ? .PSS : .insecurePKCS1v1_5
+            let sig = _RSA.Signing.RSASignature(rawRepresentation: signature)
+            switch hash {
+            case .sha256: valid = rsa.isValidSignature(sig, for: SHA256.hash(data: data), padding: padding)
+            case .sha384: valid = rsa.isValidSignature(sig, for: SHA384.hash(data: data), padding: padding)
+            case .sha512: valid = rsa.isValidSignature(sig, for: SHA512.hash(data: data), padding: padding)
+            case .sha1: throw unsupported
+            }
+        default:
+            throw unsupported
+        }
+        guard valid else { throw KeychainError(KeychainStatus.verifyFailed, "the signature does not verify") }
+    }
+
+    public static func encrypt(_ key: PublicKeyMaterial, algorithm name: String, data: Data) throws(KeychainError) -> Data {
+        switch try Algorithm(name) {
+        case .rsaOAEP(let hash):
+            guard !key.keyType.isEC, let rsa = try? _RSA.Encryption.PublicKey(derRepresentation: key.bytes) else {
+                throw unsupported
+            }
+            do {
+                return try rsa.encrypt(data, padding: hash == .sha1 ? .PKCS1_OAEP : .PKCS1_OAEP_SHA256)
+            } catch {
+                throw KeychainError(KeychainStatus.param, "the data is too long for this RSA key")
+            }
+        case .ecies(let hash, let variableIV):
+            guard key.keyType.isEC else { throw unsupported }
+            let ephemeral = try SoftwarePrivateKey.generate(key.keyType)
+            let ephemeralPublic = try ephemeral.publicKey().bytes
+            let shared = try ephemeral.ecdh(peer: key.bytes)
+            let (aesKey, iv) = eciesKeys(
+                shared: shared, ephemeral: ephemeralPublic, keyType: key.keyType, hash: hash, variableIV: variableIV)
+            do {
+                let box = try AES.GCM.seal(data, using: aesKey, nonce: AES.GCM.Nonce(data: iv))
+                return ephemeralPublic + box.ciphertext + box.tag
+            } catch {
+                throw KeychainError(KeychainStatus.param, "ECIES encryption failed")
+            }
+        default:
+            throw unsupported
+        }
+    }
+
+    // MARK: Helpers
+
+    /// Runs a hardware operation; an error that is not a KeychainError becomes errSecInternalComponent.
+    static func hardware<T>(_ body: () throws -> T) throws(KeychainError) -> T {
+        do {
+            return try body()
+        } catch let error as KeychainError {
+            throw error
+        } catch {
+            throw KeychainError(KeychainStatus.internalComponent, "the hardware failed: \(error)")
+        }
+    }
+
+    static func digest(_ data: Data, message: Bool, hash: Hash?) throws(KeychainError) -> [UInt8] {
+        if message, let hash { return hash.hash(data) }
+        if let hash, data.count != hash.size {
+            throw KeychainError(KeychainStatus.param, "a \(hash.rawValue) digest is \(hash.size) bytes, not \(data.count)")
+        }
+        guard (20...64).contains(data.count) else {
+            throw KeychainError(KeychainStatus.param, "a digest is 20 to 64 bytes, not \(data.count)")
+        }
+        return Array(data)
+    }
+
+    /// An X9.62 DER signature as RFC 4754's r ‖ s.
+    static func rawSignature(der: Data, keyType: KeyType) throws(KeychainError) -> Data {
+        do {
+            switch keyType {
+            case .ec(256): return try P256.Signing.ECDSASignature(derRepresentation: der).rawRepresentation
+            case .ec(384): return try P384.Signing.ECDSASignature(derRepresentation: der).rawRepresentation
+            case .ec(521): return try P521.Signing.ECDSASignature(derRepresentation: der).rawRepresentation
+            default: throw unsupported
+            }
+        } catch {
+            throw KeychainError(KeychainStatus.internalComponent, "the signature is not X9.62 DER")
+        }
+    }
+
+    static func ecdsaVerify(_ key: PublicKeyMaterial, digest: PrehashedDigest, signature: Data, raw: Bool) -> Bool {
+        switch key.keyType {
+        case .ec(256):
+            guard let publicKey = try? P256.Signing.PublicKey(x963Representation: key.bytes),
+                let sig = try? (raw ? P256.Signing.ECDSASignature(rawRepresentation: signature)
+                    : P256.Signing.ECDSASignature(derRepresentation: signature))
+            else { return false }
+            return publicKey.isValidSignature(sig, for: digest)
+        case .ec(384):
+            guard let publicKey = try? P384.Signing.PublicKey(x963Representation: key.bytes),
+                let sig = try? (raw ? P384.Signing.ECDSASignature(rawRepresentation: signature)
+                    : P384.Signing.ECDSASignature(derRepresentation: signature))
+            else { return false }
+            return publicKey.isValidSignature(sig, for: digest)
+        case .ec(521):
+            guard let publicKey = try? P521.Signing.PublicKey(x963Representation: key.bytes),
+                let sig = try? (raw ? P521.Signing.ECDSASignature(rawRepresentation: signature)
+                    : P521.Signing.ECDSASignature(derRepresentation: signature))
+            else { return false }
+            return publicKey.isValidSignature(sig, for: digest)
+        default:
+            return false
+        }
+    }
+
+    /// Apple's ECIES keys: an X9.63 KDF over the shared secret with the ephemeral public key as shared info; AES-128
+    /// for curves up to 256 bits, AES-256 above; the IV sixteen zero bytes, or (variable IV) sixteen more KDF bytes.
+    static func eciesKeys(
+        shared: SecretBytes, ephemeral: Data, keyType: KeyType, hash: Hash, variableIV: Bool
+    ) -> (SymmetricKey, Data) {
+        let keySize = keyType.bits > 256 ? 32 : 16
+        let derived = x963KDF(shared: shared, sharedInfo: ephemeral, size: keySize + (variableIV ? 16 : 0), hash: hash)
+        return derived.withUnsafeBytes { bytes in
+            let key = SymmetricKey(data: bytes.prefix(keySize))
+            let iv = variableIV ? Data(bytes.suffix(16)) : Data(repeating: 0, count: 16)
+            return (key, iv)
+        }
+    }
+
+    /// ANSI X9.63 KDF: Hash(Z ‖ counter ‖ sharedInfo) for counter = 1, 2, …, concatenated and cut to `size`.
+    static func x963KDF(shared: SecretBytes, sharedInfo: Data, size: Int, hash: Hash) -> SecretBytes {
+        SecretBytes(count: size) { out in
+            var filled = 0
+            var counter: UInt32 = 1
+            while filled < size {
+                var input = Data()
+                shared.withUnsafeBytes { input.append(contentsOf: $0) }
+                withUnsafeBytes(of: counter.bigEndian) { input.append(contentsOf: $0) }
+                input.append(sharedInfo)
+                let block = hash.hash(input)
+                input.resetBytes(in: 0..<input.count)
+                let take = min(block.count, size - filled)
+                out.baseAddress!.advanced(by: filled).copyMemory(from: block, byteCount: take)
+                filled += take
+                counter += 1
+            }
+        }
+    }
+}

@@ -1,0 +1,253 @@
+import Crypto
+import FoundationEssentials
+import KeysealCore
+import _CryptoExtras
+
+/// The asymmetric key types Keyseal generates, stores and uses.
+public enum KeyType: Sendable, Hashable, CustomStringConvertible {
+    /// NIST P-256, P-384 or P-521 (Apple's `kSecAttrKeyTypeECSECPrimeRandom`, `type` = "73").
+    case ec(bits: Int)
+    /// RSA of 2048 to 4096 bits (`kSecAttrKeyTypeRSA`, `type` = "42").
+    case rsa(bits: Int)
+
+    public static let p256 = KeyType.ec(bits: 256)
+    public static let p384 = KeyType.ec(bits: 384)
+    public static let p521 = KeyType.ec(bits: 521)
+
+    /// Apple's `type` attribute of keys.
+    public static let ecTypeCode = "73"
+    public static let rsaTypeCode = "42"
+
+    /// A key type from Apple's `type` code and size; errSecParam for anything Keyseal does not offer.
+    public init(typeCode: String, bits: Int) throws(KeychainError) {
+        switch typeCode {
+        case Self.ecTypeCode where [256, 384, 521].contains(bits): self = .ec(bits: bits)
+        case Self.rsaTypeCode where (2048...4096).contains(bits) && bits % 8 == 0: self = .rsa(bits: bits)
+        case Self.ecTypeCode, Self.rsaTypeCode:
+            throw KeychainError(KeychainStatus.param, "a key of type \(typeCode) cannot have \(bits) bits")
+        default:
+            throw KeychainError(KeychainStatus.param, "key type \(typeCode) is not supported (EC \"73\" or RSA \"42\")")
+        }
+    }
+
+    public var typeCode: String {
+        switch self {
+        case .ec: Self.ecTypeCode
+        case .rsa: Self.rsaTypeCode
+        }
+    }
+
+    public var bits: Int {
+        switch self {
+        case .ec(let bits), .rsa(let bits): bits
+        }
+    }
+
+    public var isEC: Bool { if case .ec = self { true } else { false } }
+
+    /// The bytes of an EC coordinate or scalar.
+    var coordinateSize: Int { (bits + 7) / 8 }
+
+    public var description: String {
+        switch self {
+        case .ec(let bits): "ec\(bits)"
+        case .rsa(let bits): "rsa\(bits)"
+        }
+    }
+}
+
+/// A public key as Apple exports it: EC as X9.63 `04 ‖ X ‖ Y`, RSA as PKCS#1 `RSAPublicKey`.
+public struct PublicKeyMaterial: Sendable, Hashable {
+    public let keyType: KeyType
+    public let bytes: Data
+
+    /// Checks that `bytes` is a key of `keyType`; errSecParam otherwise.
+    public init(keyType: KeyType, bytes: Data) throws(KeychainError) {
+        do {
+            switch keyType {
+            case .ec(256): _ = try P256.Signing.PublicKey(x963Representation: bytes)
+            case .ec(384): _ = try P384.Signing.PublicKey(x963Representation: bytes)
+            case .ec(521): _ = try P521.Signing.PublicKey(x963Representation: bytes)
+            case .rsa:
+                let key = try _RSA.Signing.PublicKey(derRepresentation: bytes)
+                guard key.keySizeInBits == keyType.bits else { throw KeychainError.param }
+            default: throw KeychainError.param
+            }
+        } catch {
+            throw KeychainError(KeychainStatus.param, "the data is not a \(keyType) public key")
+        }
+        self.keyType = keyType
+        self.bytes = bytes
+    }
+
+    init(trusted keyType: KeyType, bytes: Data) {
+        self.keyType = keyType
+        self.bytes = bytes
+    }
+
+    /// An EC public key of any supported curve, told by its length.
+    public init(x963 bytes: Data) throws(KeychainError) {
+        let bits: Int
+        switch bytes.count {
+        case 65: bits = 256
+        case 97: bits = 384
+        case 133: bits = 521
+        default: throw KeychainError(KeychainStatus.param, "\(bytes.count) bytes is not an X9.63 EC public key")
+        }
+        try self.init(keyType: .ec(bits: bits), bytes: bytes)
+    }
+
+    /// The public key of a key's external representation (`kcls` "0": the public key itself; "1": derived from
+    /// the private key), for Apple's `type` code; errSecParam for anything else.
+    public static func of(keyClass: String, typeCode: String, data: Data) throws(KeychainError) -> PublicKeyMaterial {
+        try KeychainEngine.publicKeyOf(keyClass: keyClass, typeCode: typeCode, data: data)
+    }
+
+    /// Apple's `kSecAttrApplicationLabel` of the key pair: SHA-1 of these octets.
+    public var applicationLabel: Data { Data(Insecure.SHA1.hash(data: bytes)) }
+}
+
+/// A private key whose material the engine holds: Apple's external representation (EC `04 ‖ X ‖ Y ‖ K`, RSA
+/// PKCS#1 `RSAPrivateKey`), parsed on use.
+struct SoftwarePrivateKey: Sendable {
+    let keyType: KeyType
+    let material: SecretBytes
+
+    init(keyType: KeyType, material: SecretBytes) throws(KeychainError) {
+        self.keyType = keyType
+        self.material = material
+        _ = try publicKey()
+    }
+
+    static func generate(_ keyType: KeyType) throws(KeychainError) -> SoftwarePrivateKey {
+        let material: Data
+        switch keyType {
+        case .ec(256): material = P256.Signing.PrivateKey().x963Representation
+        case .ec(384): material = P384.Signing.PrivateKey().x963Representation
+        case .ec(521): material = P521.Signing.PrivateKey().x963Representation
+        case .rsa(let bits):
+            do {
+                material = try _RSA.Signing.PrivateKey(keySize: .init(bitCount: bits)).derRepresentation
+            } catch {
+                throw KeychainError(KeychainStatus.param, "cannot generate an RSA key of \(bits) bits")
+            }
+        default: throw KeychainError(KeychainStatus.param, "cannot generate a \(keyType) key")
+        }
+        return try SoftwarePrivateKey(keyType: keyType, material: SecretBytes(copying: material))
+    }
+
+    private func parse<T>(_ body: (Data) throws -> T) throws(KeychainError) -> T {
+        do {
+            return try material.withUnsafeBytes { try body(Data($0)) }
+        } catch {
+            throw KeychainError(KeychainStatus.param, "the data is not a \(keyType) private key")
+        }
+    }
+
+    func publicKey() throws(KeychainError) -> PublicKeyMaterial {
+        switch keyType {
+        case .ec(256): PublicKeyMaterial(trusted: keyType, bytes: try parse { try P256.Signing.PrivateKey(x963Representation: $0).publicKey.x963Representation })
+        case .ec(384): PublicKeyMaterial(trusted: keyType, bytes: try parse { try P384.Signing.PrivateKey(x963Representation: $0).publicKey.x963Representation })
+        case .ec(521): PublicKeyMaterial(trusted: keyType, bytes: try parse { try P521.Signing.PrivateKey(x963Representation: $0).publicKey.x963Representation })
+        case .rsa:
+            PublicKeyMaterial(trusted: keyType, bytes: try parse { data in
+                let key = try _RSA.Signing.PrivateKey(derRepresentation: data)
+                guard key.keySizeInBits == keyType.bits else { throw KeychainError.param }
+                return key.publicKey.pkcs1DERRepresentation
+            })
+        default: throw KeychainError(KeychainStatus.param, "unsupported key type \(keyType)")
+        }
+    }
+
+    /// ECDSA over a digest, as X9.62 DER.
+    func ecdsaSign(digest: [UInt8]) throws(KeychainError) -> Data {
+        let prehashed = PrehashedDigest(bytes: digest)
+        switch keyType {
+        case .ec(256): return try parse { try P256.Signing.PrivateKey(x963Representation: $0).signature(for: prehashed).derRepresentation }
+        case .ec(384): return try parse { try P384.Signing.PrivateKey(x963Representation: $0).signature(for: prehashed).derRepresentation }
+        case .ec(521): return try parse { try P521.Signing.PrivateKey(x963Representation: $0).signature(for: prehashed).derRepresentation }
+        default: throw KeyAlgorithms.unsupported
+        }
+    }
+
+    /// ECDH with an X9.63 peer key: the shared point's x-coordinate.
+    func ecdh(peer: Data) throws(KeychainError) -> SecretBytes {
+        do {
+            let shared: SharedSecret
+            switch keyType {
+            case .ec(256):
+                shared = try parse { try P256.KeyAgreement.PrivateKey(x963Representation: $0) }
+                    .sharedSecretFromKeyAgreement(with: P256.KeyAgreement.PublicKey(x963Representation: peer))
+            case .ec(384):
+                shared = try parse { try P384.KeyAgreement.PrivateKey(x963Representation: $0) }
+                    .sharedSecretFromKeyAgreement(with: P384.KeyAgreement.PublicKey(x963Representation: peer))
+            case .ec(521):
+                shared = try parse { try P521.KeyAgreement.PrivateKey(x963Representation: $0) }
+                    .sharedSecretFromKeyAgreement(with: P521.KeyAgreement.PublicKey(x963Representation: peer))
+            default: throw KeyAlgorithms.unsupported
+            }
+            return shared.withUnsafeBytes { SecretBytes(copying: $0) }
+        } catch let error as KeychainError {
+            throw error
+        } catch {
+            throw KeychainError(KeychainStatus.param, "the other party's key is not a \(keyType) public key")
+        }
+    }
+
+    func rsa() throws(KeychainError) -> _RSA.Signing.PrivateKey {
+        try parse { try _RSA.Signing.PrivateKey(derRepresentation: $0) }
+    }
+
+    func rsaDecryption() throws(KeychainError) -> _RSA.Encryption.PrivateKey {
+        try parse { try _RSA.Encryption.PrivateKey(derRepresentation: $0) }
+    }
+}
+
+/// A digest the caller computed, for swift-crypto's `signature(for:)` of a digest (ECDSA signs the bytes as given,
+/// truncated to the curve's order as X9.62 says).
+struct PrehashedDigest: Digest {
+    static var byteCount: Int { 32 }
+    let bytes: [UInt8]
+
+    func makeIterator() -> IndexingIterator<[UInt8]> { bytes.makeIterator() }
+    func withUnsafeBytes<R>(_ body: (UnsafeRawBufferPointer) throws -> R) rethrows -> R {
+        try bytes.withUnsafeBytes(body)
+    }
+    var description: String { "prehashed digest" }
+}
+
+/// A software private key held by its caller, never stored (Apple's non-permanent keys and
+/// `SecKeyCreateWithData`): the same algorithms as a stored key.
+public struct SoftwareKey: Sendable {
+    let key: SoftwarePrivateKey
+
+    public static func generate(_ keyType: KeyType) throws(KeychainError) -> SoftwareKey {
+        SoftwareKey(key: try SoftwarePrivateKey.generate(keyType))
+    }
+
+    /// A key from Apple's external representation (EC `04 ‖ X ‖ Y ‖ K`, RSA PKCS#1); errSecParam otherwise.
+    public init(keyType: KeyType, externalRepresentation: Data) throws(KeychainError) {
+        key = try SoftwarePrivateKey(keyType: keyType, material: SecretBytes(copying: externalRepresentation))
+    }
+
+    init(key: SoftwarePrivateKey) { self.key = key }
+
+    public var keyType: KeyType { key.keyType }
+    public var externalRepresentation: SecretBytes { key.material }
+    public func publicKey() throws(KeychainError) -> PublicKeyMaterial { try key.publicKey() }
+
+    public func sign(algorithm: String, data: Data) throws(KeychainError) -> Data {
+        try KeyAlgorithms.sign(.software(key), algorithm: algorithm, data: data)
+    }
+
+    public func decrypt(algorithm: String, data: Data) throws(KeychainError) -> Data {
+        try KeyAlgorithms.decrypt(.software(key), algorithm: algorithm, data: data)
+    }
+
+    public func keyExchange(algorithm: String, peer: Data, requestedSize: Int?, sharedInfo: Data?) throws(KeychainError)
+        -> Data
+    {
+        try KeyAlgorithms.keyExchange(
+            .software(key), algorithm: algorithm, peer: peer, requestedSize: requestedSize, sharedInfo: sharedInfo)
+    }
+}

@@ -1,0 +1,504 @@
+import Crypto
+import FoundationEssentials
+import KeysealCore
+import KeysealStore
+import _CryptoExtras
+
+/// How to generate a key pair (Apple's `SecKeyCreateRandomKey` parameters).
+public struct KeyGenerationRequest: Sendable {
+    public var keyType: KeyType
+    /// `kSecAttrTokenIDSecureEnclave`: generated inside the device key's hardware, P-256 only.
+    public var inHardware: Bool
+    /// Stored as an item (`kSecAttrIsPermanent`). A software key that is not stored never reaches the engine.
+    public var isPermanent: Bool
+    /// Further attributes of the private key item (`labl`, `atag`, `crtr`, `desc`, `icmt`, …).
+    public var attributes: [String: AttributeValue]
+    public var accessGroup: String?
+    public var accessibility: Accessibility
+    public var accessControlFlags: UInt?
+    public var synchronizable: Bool
+    /// `kSecAttrIsExtractable` of a software key (a hardware key never is).
+    public var isExtractable: Bool
+
+    public init(
+        keyType: KeyType, inHardware: Bool = false, isPermanent: Bool = true,
+        attributes: [String: AttributeValue] = [:], accessGroup: String? = nil,
+        accessibility: Accessibility = .whenUnlocked, accessControlFlags: UInt? = nil, synchronizable: Bool = false,
+        isExtractable: Bool = true
+    ) {
+        self.keyType = keyType
+        self.inHardware = inHardware
+        self.isPermanent = isPermanent
+        self.attributes = attributes
+        self.accessGroup = accessGroup
+        self.accessibility = accessibility
+        self.accessControlFlags = accessControlFlags
+        self.synchronizable = synchronizable
+        self.isExtractable = isExtractable
+    }
+}
+
+/// Where a private key the engine uses lives.
+public enum KeyReference: Sendable, Hashable {
+    /// A stored key: its item's persistent reference.
+    case item(Data)
+    /// A hardware key that is not stored (`kSecAttrIsPermanent` false), held by the engine until released.
+    case transient(Data)
+}
+
+/// A key as the engine describes it: never its private material.
+public struct KeyDescription: Sendable {
+    public var reference: KeyReference
+    public var publicKey: PublicKeyMaterial
+    /// `kcls`: "1" for a private key, "0" for a public key stored on its own.
+    public var isPrivate: Bool
+    public var inHardware: Bool
+    public var isExtractable: Bool
+    /// The item's attributes (`SecKeyCopyAttributes`).
+    public var attributes: [String: AttributeValue]
+}
+
+/// A transient hardware key: its blob, the seed its authorization is derived from, and the class that gates it.
+struct TransientHardwareKey {
+    var blob: Data
+    var seed: SecretBytes
+    var publicKey: PublicKeyMaterial
+    var accessibility: Accessibility
+}
+
+/// The value of a hardware key's item: what the engine needs to use the key, sealed under the item's class key
+/// like any item value. `version ‖ seed (32) ‖ public key (65) ‖ hardware blob`.
+struct HardwareKeyValue {
+    static let version: UInt8 = 1
+    var seed: SecretBytes
+    var publicKey: Data
+    var blob: Data
+
+    func encoded() -> Data {
+        var data = Data([Self.version])
+        seed.withUnsafeBytes { data.append(contentsOf: $0) }
+        data.append(publicKey)
+        data.append(blob)
+        return data
+    }
+
+    init(seed: SecretBytes, publicKey: Data, blob: Data) {
+        self.seed = seed
+        self.publicKey = publicKey
+        self.blob = blob
+    }
+
+    init(decoding data: Data) throws(KeychainError) {
+        let bytes = [UInt8](data)
+        guard bytes.count > 1 + 32 + 65, bytes[0] == Self.version else {
+            throw KeychainError(KeychainStatus.decode, "a hardware key's item is not in a known format")
+        }
+        seed = SecretBytes(copying: bytes[1..<33])
+        publicKey = Data(bytes[33..<98])
+        blob = Data(bytes[98...])
+    }
+}
+
+extension KeychainEngine {
+    /// Apple's `kSecAttrTokenIDSecureEnclave`, Keyseal's name for the device key's hardware.
+    static let hardwareTokenID = "com.apple.setoken"
+
+    static let keyClassPrivate = "1"
+    static let keyClassPublic = "0"
+    static let keyClassSymmetric = "2"
+
+    /// A hardware key's authorization: HKDF of its per-key seed, bound to this store, derived at each use and never
+    /// stored (the seed is sealed under the item's class key, so a locked class cannot produce it).
+    func hardwareAuthorization(_ seed: SecretBytes) -> SecretBytes {
+        let key = seed.withUnsafeBytes { SymmetricKey(data: $0) }
+        let derived = HKDF<SHA256>.deriveKey(
+            inputKeyMaterial: key, info: Array("keyseal/hardware-key/authorization".utf8) + storeID,
+            outputByteCount: 32)
+        return derived.withUnsafeBytes { SecretBytes(copying: $0) }
+    }
+
+    func hardwareProvider() throws(KeychainError) -> any HardwareKeyProvider {
+        guard let provider = device.hardwareKeys else {
+            throw KeychainError(
+                KeychainStatus.unimplemented,
+                "the \(device.backendName) backend has no hardware to hold keys (kSecAttrTokenIDSecureEnclave needs "
+                    + "a TPM or a PKCS#11 token); no software key was made in its place")
+        }
+        return provider
+    }
+
+    // MARK: Generation
+
+    func generateKey(_ request: KeyGenerationRequest, caller: Caller) throws -> KeyDescription {
+        var attributes = request.attributes
+        for key in [AttributeKey.keyClass, AttributeKey.applicationLabel, AttributeKey.tokenID, AttributeKey.isExtractable]
+        where attributes[key] != nil {
+            throw KeychainError(KeychainStatus.param, "\(key) is set by the keychain when it generates a key")
+        }
+        let value: Data
+        let publicKey: PublicKeyMaterial
+        var hardwareBlob: Data?
+        if request.inHardware {
+            guard request.keyType == .p256 else {
+                throw KeychainError(KeychainStatus.param, "a key in the hardware token is a 256-bit EC key")
+            }
+            let provider = try hardwareProvider()
+            _ = try requireClassKey(request.accessibility)
+            if let group = request.accessGroup, !caller.holds(group) { throw Self.missingEntitlement(group) }
+            let seed = SecretBytes.random(count: 32)
+            let generated = try KeyAlgorithms.hardware {
+                try provider.generateP256Key(authorization: hardwareAuthorization(seed))
+            }
+            publicKey = try PublicKeyMaterial(keyType: .p256, bytes: generated.publicKey)
+            if !request.isPermanent {
+                let id = Data(randomBytes(16))
+                transientKeys[id] = TransientHardwareKey(
+                    blob: generated.blob, seed: seed, publicKey: publicKey, accessibility: request.accessibility)
+                return KeyDescription(
+                    reference: .transient(id), publicKey: publicKey, isPrivate: true, inHardware: true,
+                    isExtractable: false,
+                    attributes: Self.keyAttributes(request, publicKey: publicKey, inHardware: true, base: attributes))
+            }
+            hardwareBlob = generated.blob
+            value = HardwareKeyValue(seed: seed, publicKey: publicKey.bytes, blob: generated.blob).encoded()
+        } else {
+            guard request.isPermanent else {
+                throw KeychainError(KeychainStatus.param, "a software key that is not stored stays with its caller")
+            }
+            let key = try SoftwarePrivateKey.generate(request.keyType)
+            publicKey = try key.publicKey()
+            value = key.material.withUnsafeBytes { Data($0) }
+        }
+        attributes = Self.keyAttributes(request, publicKey: publicKey, inHardware: request.inHardware, base: attributes)
+        var trusted: [String: AttributeValue] = [:]
+        if request.inHardware { trusted[AttributeKey.tokenID] = attributes.removeValue(forKey: AttributeKey.tokenID) }
+        let item = NewItem(
+            itemClass: .key, attributes: attributes, accessGroup: request.accessGroup,
+            accessibility: request.accessibility, accessControlFlags: request.accessControlFlags,
+            synchronizable: request.synchronizable, data: value, returns: [.attributes, .persistentRef])
+        let record: ItemRecord?
+        do {
+            record = try add(item, caller: caller, trusted: trusted)
+        } catch {
+            if let hardwareBlob, let provider = device.hardwareKeys { try? provider.deleteKey(keyBlob: hardwareBlob) }
+            throw error
+        }
+        guard let record, let reference = record.persistentRef else {
+            throw KeychainError(KeychainStatus.internalComponent, "the new key item has no reference")
+        }
+        return KeyDescription(
+            reference: .item(reference), publicKey: publicKey, isPrivate: true, inHardware: request.inHardware,
+            isExtractable: !request.inHardware && request.isExtractable, attributes: record.attributes)
+    }
+
+    static func keyAttributes(
+        _ request: KeyGenerationRequest, publicKey: PublicKeyMaterial, inHardware: Bool,
+        base: [String: AttributeValue]
+    ) -> [String: AttributeValue] {
+        var attributes = base
+        attributes[AttributeKey.keyClass] = .string(keyClassPrivate)
+        attributes[AttributeKey.applicationLabel] = .data(publicKey.applicationLabel)
+        attributes[AttributeKey.type] = .string(request.keyType.typeCode)
+        attributes[AttributeKey.keySizeInBits] = .int(Int64(request.keyType.bits))
+        attributes[AttributeKey.effectiveKeySize] = .int(Int64(request.keyType.bits))
+        attributes[AttributeKey.isPermanent] = .bool(request.isPermanent)
+        attributes[AttributeKey.isExtractable] = .bool(!inHardware && request.isExtractable)
+        attributes[AttributeKey.isSensitive] = .bool(inHardware || !request.isExtractable)
+        attributes[AttributeKey.canSign] = .bool(true)
+        attributes[AttributeKey.canDecrypt] = .bool(true)
+        attributes[AttributeKey.canDerive] = .bool(true)
+        if inHardware { attributes[AttributeKey.tokenID] = .string(hardwareTokenID) }
+        return attributes
+    }
+
+    // MARK: Attributes read from the data
+
+    /// Fills the attributes a key's material or a certificate's DER determines (an add).
+    static func completeAttributes(_ attributes: inout [String: AttributeValue], itemClass: ItemClass, data: Data)
+        throws(KeychainError)
+    {
+        switch itemClass {
+        case .certificate:
+            let fields = try CertificateFields(der: data)
+            attributes[AttributeKey.certificateType] = .int(Int64(fields.certificateType))
+            attributes[AttributeKey.certificateEncoding] = .int(3)
+            attributes[AttributeKey.subject] = .data(fields.subject)
+            attributes[AttributeKey.issuer] = .data(fields.issuer)
+            attributes[AttributeKey.serialNumber] = .data(fields.serialNumber)
+            attributes[AttributeKey.publicKeyHash] = .data(fields.publicKeyHash)
+            attributes[AttributeKey.subjectKeyID] = fields.subjectKeyID.map { .data($0) }
+            if attributes[AttributeKey.label] == nil, let summary = fields.subjectSummary {
+                attributes[AttributeKey.label] = .string(summary)
+            }
+        case .key:
+            guard attributes[AttributeKey.tokenID] == nil else { return }  // generated: complete already
+            guard case .string(let keyClass)? = attributes[AttributeKey.keyClass] else {
+                throw KeychainError(KeychainStatus.param, "a key item needs its key class (kSecAttrKeyClass)")
+            }
+            guard case .string(let typeCode)? = attributes[AttributeKey.type] else {
+                throw KeychainError(KeychainStatus.param, "a key item needs its key type (kSecAttrKeyType)")
+            }
+            let bits: Int
+            switch keyClass {
+            case keyClassSymmetric:
+                bits = data.count * 8
+            case keyClassPrivate, keyClassPublic:
+                let publicKey = try publicKeyOf(keyClass: keyClass, typeCode: typeCode, data: data)
+                bits = publicKey.keyType.bits
+                if attributes[AttributeKey.applicationLabel] == nil {
+                    attributes[AttributeKey.applicationLabel] = .data(publicKey.applicationLabel)
+                }
+            default:
+                throw KeychainError(KeychainStatus.param, "key class \(keyClass) is not 0, 1 or 2")
+            }
+            if case .int(let given)? = attributes[AttributeKey.keySizeInBits], given != Int64(bits) {
+                throw KeychainError(KeychainStatus.param, "the key has \(bits) bits, not \(given)")
+            }
+            attributes[AttributeKey.keySizeInBits] = .int(Int64(bits))
+            if attributes[AttributeKey.effectiveKeySize] == nil { attributes[AttributeKey.effectiveKeySize] = .int(Int64(bits)) }
+            if attributes[AttributeKey.isExtractable] == nil { attributes[AttributeKey.isExtractable] = .bool(true) }
+            if attributes[AttributeKey.isPermanent] == nil { attributes[AttributeKey.isPermanent] = .bool(true) }
+        default:
+            break
+        }
+    }
+
+    /// The public key of a key item's data: a public key as it is, a private key's derived.
+    static func publicKeyOf(keyClass: String, typeCode: String, data: Data) throws(KeychainError) -> PublicKeyMaterial {
+        let keyType: KeyType
+        switch typeCode {
+        case KeyType.ecTypeCode:
+            let curveBits: [Int: Int] = keyClass == keyClassPublic ? [65: 256, 97: 384, 133: 521] : [97: 256, 145: 384, 199: 521]
+            guard let bits = curveBits[data.count] else {
+                throw KeychainError(KeychainStatus.param, "\(data.count) bytes is not an EC key's external representation")
+            }
+            keyType = .ec(bits: bits)
+        case KeyType.rsaTypeCode:
+            guard let bits = rsaBits(keyClass: keyClass, data) else {
+                throw KeychainError(KeychainStatus.param, "the data is not a PKCS#1 RSA key")
+            }
+            keyType = try KeyType(typeCode: typeCode, bits: bits)
+        default:
+            throw KeychainError(KeychainStatus.param, "key type \(typeCode) is not supported (EC \"73\" or RSA \"42\")")
+        }
+        if keyClass == keyClassPublic { return try PublicKeyMaterial(keyType: keyType, bytes: data) }
+        return try SoftwarePrivateKey(keyType: keyType, material: SecretBytes(copying: data)).publicKey()
+    }
+
+    private static func rsaBits(keyClass: String, _ data: Data) -> Int? {
+        if keyClass == keyClassPublic { return (try? _RSA.Signing.PublicKey(derRepresentation: data))?.keySizeInBits }
+        return (try? _RSA.Signing.PrivateKey(derRepresentation: data))?.keySizeInBits
+    }
+
+    // MARK: Using keys
+
+    /// Resolves a private key for one operation: the item is found as a lookup finds it (the caller's groups, the
+    /// lock state: a locked class is errSecInteractionNotAllowed), and a hardware key's authorization derived.
+    func withPrivateKey<T>(_ reference: KeyReference, caller: Caller, _ body: (PrivateKeyHandle) throws -> T) throws -> T {
+        switch reference {
+        case .transient(let id):
+            guard let key = transientKeys[id] else { throw KeychainError(KeychainStatus.param, "the key was released") }
+            _ = try requireClassKey(key.accessibility)
+            let handle = HardwareKeyHandle(
+                provider: try hardwareProvider(), blob: key.blob, authorization: hardwareAuthorization(key.seed),
+                publicKey: key.publicKey)
+            return try body(.hardware(handle))
+        case .item(let persistentRef):
+            let record = try keyRecord(persistentRef, caller: caller)
+            guard record.string(AttributeKey.keyClass) == Self.keyClassPrivate else {
+                throw KeychainError(KeychainStatus.param, "the key is not a private key")
+            }
+            let data = record.data ?? Data()
+            if record.string(AttributeKey.tokenID) == Self.hardwareTokenID {
+                let value = try HardwareKeyValue(decoding: data)
+                let handle = HardwareKeyHandle(
+                    provider: try hardwareProvider(), blob: value.blob,
+                    authorization: hardwareAuthorization(value.seed),
+                    publicKey: try PublicKeyMaterial(keyType: .p256, bytes: value.publicKey))
+                return try body(.hardware(handle))
+            }
+            let publicKey = try Self.publicKeyOf(
+                keyClass: Self.keyClassPrivate, typeCode: record.string(AttributeKey.type) ?? "", data: data)
+            return try body(.software(SoftwarePrivateKey(keyType: publicKey.keyType, material: SecretBytes(copying: data))))
+        }
+    }
+
+    private func keyRecord(_ persistentRef: Data, caller: Caller) throws -> ItemRecord {
+        let query = ItemQuery(
+            itemClass: .key, synchronizable: .any, persistentRef: persistentRef, returns: [.data, .attributes])
+        guard let record = try findItems(query, caller: caller).first else { throw KeychainError.itemNotFound }
+        return record
+    }
+
+    func describeKey(_ reference: KeyReference, caller: Caller) throws -> KeyDescription {
+        switch reference {
+        case .transient(let id):
+            guard let key = transientKeys[id] else { throw KeychainError(KeychainStatus.param, "the key was released") }
+            let request = KeyGenerationRequest(keyType: .p256, inHardware: true, isPermanent: false)
+            return KeyDescription(
+                reference: reference, publicKey: key.publicKey, isPrivate: true, inHardware: true, isExtractable: false,
+                attributes: Self.keyAttributes(request, publicKey: key.publicKey, inHardware: true, base: [:]))
+        case .item(let persistentRef):
+            var record = try keyRecord(persistentRef, caller: caller)
+            let data = record.data ?? Data()
+            record.data = nil
+            let keyClass = record.string(AttributeKey.keyClass) ?? ""
+            let inHardware = record.string(AttributeKey.tokenID) == Self.hardwareTokenID
+            let publicKey: PublicKeyMaterial
+            if inHardware {
+                publicKey = try PublicKeyMaterial(keyType: .p256, bytes: HardwareKeyValue(decoding: data).publicKey)
+            } else {
+                publicKey = try Self.publicKeyOf(
+                    keyClass: keyClass, typeCode: record.string(AttributeKey.type) ?? "", data: data)
+            }
+            var extractable = true
+            if case .bool(let flag)? = record.attributes[AttributeKey.isExtractable] { extractable = flag }
+            return KeyDescription(
+                reference: reference, publicKey: publicKey, isPrivate: keyClass == Self.keyClassPrivate,
+                inHardware: inHardware, isExtractable: extractable && !inHardware, attributes: record.attributes)
+        }
+    }
+
+    /// A software private key's material, where `kSecAttrIsExtractable` allows; a hardware key's never
+    /// (errSecUnimplemented, as Apple answers for a Secure Enclave key).
+    func exportPrivateKey(_ reference: KeyReference, caller: Caller) throws -> Data {
+        guard case .item(let persistentRef) = reference else {
+            throw KeychainError(KeychainStatus.unimplemented, "a hardware private key cannot be exported")
+        }
+        let record = try keyRecord(persistentRef, caller: caller)
+        if record.string(AttributeKey.tokenID) == Self.hardwareTokenID {
+            throw KeychainError(KeychainStatus.unimplemented, "a hardware private key cannot be exported")
+        }
+        if case .bool(false)? = record.attributes[AttributeKey.isExtractable] {
+            throw KeychainError(KeychainStatus.dataNotAvailable, "the key is not extractable")
+        }
+        return record.data ?? Data()
+    }
+
+    /// Stores a transient hardware key as a private key item (`SecItemAdd` with the key as `kSecValueRef`); the
+    /// transient reference is then spent. Its seed moves into the item, sealed under the item's class.
+    func persistTransientKey(
+        _ id: Data, attributes given: [String: AttributeValue], accessGroup: String?, accessibility: Accessibility?,
+        synchronizable: Bool, caller: Caller
+    ) throws -> KeyDescription {
+        guard let key = transientKeys[id] else { throw KeychainError(KeychainStatus.param, "the key was released") }
+        let request = KeyGenerationRequest(
+            keyType: .p256, inHardware: true, isPermanent: true, attributes: given, accessGroup: accessGroup,
+            accessibility: accessibility ?? key.accessibility, synchronizable: synchronizable)
+        var attributes = Self.keyAttributes(request, publicKey: key.publicKey, inHardware: true, base: given)
+        let trusted = [AttributeKey.tokenID: attributes.removeValue(forKey: AttributeKey.tokenID)!]
+        let item = NewItem(
+            itemClass: .key, attributes: attributes, accessGroup: accessGroup, accessibility: request.accessibility,
+            synchronizable: synchronizable,
+            data: HardwareKeyValue(seed: key.seed, publicKey: key.publicKey.bytes, blob: key.blob).encoded(),
+            returns: [.attributes, .persistentRef])
+        guard let record = try add(item, caller: caller, trusted: trusted), let reference = record.persistentRef else {
+            throw KeychainError(KeychainStatus.internalComponent, "the new key item has no reference")
+        }
+        transientKeys[id] = nil
+        return KeyDescription(
+            reference: .item(reference), publicKey: key.publicKey, isPrivate: true, inHardware: true,
+            isExtractable: false, attributes: record.attributes)
+    }
+
+    /// Forgets a transient hardware key and removes what the hardware holds for it.
+    func releaseTransientKey(_ id: Data) {
+        guard let key = transientKeys.removeValue(forKey: id) else { return }
+        try? device.hardwareKeys?.deleteKey(keyBlob: key.blob)
+    }
+
+    // MARK: Keys in lookups and deletes
+
+    /// A lookup that asks for the data of keys: a key whose material may not leave (a hardware key, or a key that is
+    /// not extractable) fails the call with errSecDataNotAvailable, never returning its material.
+    func checkKeyData(_ records: [ItemRecord]) throws(KeychainError) {
+        for record in records where record.data != nil {
+            if record.string(AttributeKey.tokenID) != nil {
+                throw KeychainError(KeychainStatus.dataNotAvailable, "a hardware key's material never leaves the hardware")
+            }
+            if case .bool(false)? = record.attributes[AttributeKey.isExtractable] {
+                throw KeychainError(KeychainStatus.dataNotAvailable, "the key is not extractable")
+            }
+        }
+    }
+
+    /// The blobs of the hardware keys among `matches`, for ``HardwareKeyProvider/deleteKey(keyBlob:)`` once their
+    /// rows are gone.
+    func hardwareBlobs(_ matches: [Match]) throws -> [Data] {
+        var blobs: [Data] = []
+        for match in matches where match.row.itemClass == ItemClass.key.rawValue {
+            guard case .string(Self.hardwareTokenID)? = match.attributes[AttributeKey.tokenID] else { continue }
+            let value = try ItemEnvelope.openValue(
+                match.row.sealed, aad: match.aad, classKey: try requireClassKey(Self.accessibility(of: match.row)))
+            blobs.append(try HardwareKeyValue(decoding: value).blob)
+        }
+        return blobs
+    }
+
+    // MARK: Identities
+
+    /// Identities: certificates whose `pkhh` equals a private key's `klbl` in the same access group, in the
+    /// certificates' order. Key attributes in the query are matched against the key, the others against the
+    /// certificate.
+    func identities(_ query: ItemQuery, caller: Caller) throws -> [ItemRecord] {
+        var certificateQuery = query
+        certificateQuery.itemClass = .certificate
+        certificateQuery.attributes = query.attributes.filter { !AttributeKey.isKeyOnly($0.key) }
+        certificateQuery.limit = .all
+        certificateQuery.returns = [.attributes, .persistentRef, .data]
+        let keyAttributes = query.attributes.filter { AttributeKey.isKeyOnly($0.key) }
+        var result: [ItemRecord] = []
+        for certificate in try findAll(certificateQuery, caller: caller) {
+            guard case .string(let group)? = certificate.attributes[AttributeKey.accessGroup],
+                case .data(let hash)? = certificate.attributes[AttributeKey.publicKeyHash]
+            else { continue }
+            var attributes = keyAttributes
+            attributes[AttributeKey.keyClass] = .string(Self.keyClassPrivate)
+            attributes[AttributeKey.applicationLabel] = .data(hash)
+            let keyQuery = ItemQuery(
+                itemClass: .key, attributes: attributes, accessGroup: group, synchronizable: .any, limit: .one,
+                returns: [.persistentRef])
+            guard let key = try findAll(keyQuery, caller: caller).first else { continue }
+            result.append(
+                ItemRecord(
+                    itemClass: .identity,
+                    attributes: query.returns.contains(.attributes) ? certificate.attributes : [:],
+                    data: query.returns.contains(.data) ? certificate.data : nil,
+                    persistentRef: certificate.persistentRef, keyPersistentRef: key.persistentRef))
+            if let bound = query.limit.bound, result.count >= bound { break }
+        }
+        guard !result.isEmpty else { throw KeychainError.itemNotFound }
+        return result
+    }
+
+    /// Deletes identities: each certificate, and its private key unless another certificate in the group still
+    /// uses that key.
+    func deleteIdentities(_ query: ItemQuery, caller: Caller) throws {
+        var all = query
+        all.limit = .all
+        all.returns = [.attributes, .persistentRef]
+        let found = try identities(all, caller: caller)
+        for identity in found {
+            guard let certificateRef = identity.persistentRef, let keyRef = identity.keyPersistentRef,
+                case .string(let group)? = identity.attributes[AttributeKey.accessGroup],
+                case .data(let hash)? = identity.attributes[AttributeKey.publicKeyHash]
+            else { continue }
+            try delete(
+                ItemQuery(itemClass: .certificate, synchronizable: .any, persistentRef: certificateRef), caller: caller)
+            let others = ItemQuery(
+                itemClass: .certificate, attributes: [AttributeKey.publicKeyHash: .data(hash)], accessGroup: group,
+                synchronizable: .any, limit: .one)
+            guard try findAll(others, caller: caller).isEmpty else { continue }
+            try delete(ItemQuery(itemClass: .key, synchronizable: .any, persistentRef: keyRef), caller: caller)
+        }
+    }
+
+    /// ``findItems(_:caller:resultLimit:)``, with nothing found as an empty array.
+    func findAll(_ query: ItemQuery, caller: Caller) throws -> [ItemRecord] {
+        do {
+            return try findItems(query, caller: caller)
+        } catch let error as KeychainError where error.status == KeychainStatus.itemNotFound {
+            return []
+        }
+    }
+}

@@ -1,0 +1,417 @@
+import Foundation
+import Keyseal
+import KeysealCore
+import Synchronization
+
+// Apple's SecKey API over Keyseal: software keys with swift-crypto (P-256/384/521, RSA 2048–4096), and keys in
+// this device's hardware (`kSecAttrTokenIDSecureEnclave`: the store's TPM or PKCS#11 token). Errors are `CFError`s
+// in `NSOSStatusErrorDomain` whose code is the OSStatus.
+
+/// A key: a public key, a software private key held by this process, or a private key held by the store (its
+/// item, or a hardware key generated without being stored). A stored key's private material never comes here.
+public final class SecKey: Sendable {
+    enum Backing: Sendable {
+        case publicKey(PublicKeyMaterial)
+        case software(SoftwareKey)
+        case stored(KeychainStore, KeyDescription)
+    }
+
+    /// Changes once at most: a transient hardware key that `SecItemAdd` stores becomes that item's key.
+    private let state: Mutex<Backing>
+
+    var backing: Backing { state.withLock { $0 } }
+
+    init(_ backing: Backing) { state = Mutex(backing) }
+
+    func replace(_ backing: Backing) { state.withLock { $0 = backing } }
+
+    deinit {
+        // A hardware key that was never stored lives as long as its last reference.
+        if case .stored(let store, let description) = backing, case .transient = description.reference {
+            store.releaseKey(description.reference)
+        }
+    }
+
+    var keyType: KeyType {
+        switch backing {
+        case .publicKey(let key): key.keyType
+        case .software(let key): key.keyType
+        case .stored(_, let description): description.publicKey.keyType
+        }
+    }
+
+    var isPrivate: Bool {
+        switch backing {
+        case .publicKey: false
+        case .software: true
+        case .stored(_, let description): description.isPrivate
+        }
+    }
+
+    var inHardware: Bool {
+        if case .stored(_, let description) = backing { return description.inHardware }
+        return false
+    }
+
+    func publicMaterial() throws(KeychainError) -> PublicKeyMaterial {
+        switch backing {
+        case .publicKey(let key): key
+        case .software(let key): try key.publicKey()
+        case .stored(_, let description): description.publicKey
+        }
+    }
+}
+
+public func SecKeyGetTypeID() -> CFTypeID { 0x5ec1 }
+
+/// An algorithm name (Apple's `SecKeyAlgorithm`, a `CFString`).
+public struct SecKeyAlgorithm: RawRepresentable, Hashable, Sendable {
+    public let rawValue: CFString
+    public init(rawValue: CFString) { self.rawValue = rawValue }
+    public init(_ rawValue: CFString) { self.rawValue = rawValue }
+
+    public static let ecdsaSignatureRFC4754 = SecKeyAlgorithm("algid:sign:ECDSA:RFC4754")
+    public static let ecdsaSignatureDigestX962 = SecKeyAlgorithm("algid:sign:ECDSA:digest-X962")
+    public static let ecdsaSignatureDigestX962SHA1 = SecKeyAlgorithm("algid:sign:ECDSA:digest-X962:SHA1")
+    public static let ecdsaSignatureDigestX962SHA256 = SecKeyAlgorithm("algid:sign:ECDSA:digest-X962:SHA256")
+    public static let ecdsaSignatureDigestX962SHA384 = SecKeyAlgorithm("algid:sign:ECDSA:digest-X962:SHA384")
+    public static let ecdsaSignatureDigestX962SHA512 = SecKeyAlgorithm("algid:sign:ECDSA:digest-X962:SHA512")
+    public static let ecdsaSignatureMessageX962SHA1 = SecKeyAlgorithm("algid:sign:ECDSA:message-X962:SHA1")
+    public static let ecdsaSignatureMessageX962SHA256 = SecKeyAlgorithm("algid:sign:ECDSA:message-X962:SHA256")
+    public static let ecdsaSignatureMessageX962SHA384 = SecKeyAlgorithm("algid:sign:ECDSA:message-X962:SHA384")
+    public static let ecdsaSignatureMessageX962SHA512 = SecKeyAlgorithm("algid:sign:ECDSA:message-X962:SHA512")
+    public static let ecdsaSignatureDigestRFC4754SHA256 = SecKeyAlgorithm("algid:sign:ECDSA:digest-RFC4754:SHA256")
+    public static let ecdsaSignatureDigestRFC4754SHA384 = SecKeyAlgorithm("algid:sign:ECDSA:digest-RFC4754:SHA384")
+    public static let ecdsaSignatureDigestRFC4754SHA512 = SecKeyAlgorithm("algid:sign:ECDSA:digest-RFC4754:SHA512")
+    public static let ecdsaSignatureMessageRFC4754SHA256 = SecKeyAlgorithm("algid:sign:ECDSA:message-RFC4754:SHA256")
+    public static let ecdsaSignatureMessageRFC4754SHA384 = SecKeyAlgorithm("algid:sign:ECDSA:message-RFC4754:SHA384")
+    public static let ecdsaSignatureMessageRFC4754SHA512 = SecKeyAlgorithm("algid:sign:ECDSA:message-RFC4754:SHA512")
+    public static let rsaSignatureMessagePKCS1v15SHA256 = SecKeyAlgorithm("algid:sign:RSA:message-PKCS1v15:SHA256")
+    public static let rsaSignatureMessagePKCS1v15SHA384 = SecKeyAlgorithm("algid:sign:RSA:message-PKCS1v15:SHA384")
+    public static let rsaSignatureMessagePKCS1v15SHA512 = SecKeyAlgorithm("algid:sign:RSA:message-PKCS1v15:SHA512")
+    public static let rsaSignatureMessagePSSSHA256 = SecKeyAlgorithm("algid:sign:RSA:message-PSS:SHA256")
+    public static let rsaSignatureMessagePSSSHA384 = SecKeyAlgorithm("algid:sign:RSA:message-PSS:SHA384")
+    public static let rsaSignatureMessagePSSSHA512 = SecKeyAlgorithm("algid:sign:RSA:message-PSS:SHA512")
+    public static let rsaEncryptionOAEPSHA1 = SecKeyAlgorithm("algid:encrypt:RSA:OAEP:SHA1")
+    public static let rsaEncryptionOAEPSHA256 = SecKeyAlgorithm("algid:encrypt:RSA:OAEP:SHA256")
+    public static let eciesEncryptionStandardX963SHA256AESGCM = SecKeyAlgorithm(
+        "algid:encrypt:ECIES:ECDH:KDFX963:SHA256:AESGCM")
+    public static let eciesEncryptionCofactorX963SHA256AESGCM = SecKeyAlgorithm(
+        "algid:encrypt:ECIES:ECDHC:KDFX963:SHA256:AESGCM")
+    public static let eciesEncryptionStandardVariableIVX963SHA256AESGCM = SecKeyAlgorithm(
+        "algid:encrypt:ECIES:ECDH:KDFX963:SHA256:AESGCM-KDFIV")
+    public static let eciesEncryptionCofactorVariableIVX963SHA256AESGCM = SecKeyAlgorithm(
+        "algid:encrypt:ECIES:ECDHC:KDFX963:SHA256:AESGCM-KDFIV")
+    public static let ecdhKeyExchangeStandard = SecKeyAlgorithm("algid:keyexchange:ECDH")
+    public static let ecdhKeyExchangeStandardX963SHA256 = SecKeyAlgorithm("algid:keyexchange:ECDH:KDFX963:SHA256")
+    public static let ecdhKeyExchangeCofactor = SecKeyAlgorithm("algid:keyexchange:ECDHC")
+    public static let ecdhKeyExchangeCofactorX963SHA256 = SecKeyAlgorithm("algid:keyexchange:ECDHC:KDFX963:SHA256")
+}
+
+public let kSecKeyAlgorithmECDSASignatureMessageX962SHA256 = SecKeyAlgorithm.ecdsaSignatureMessageX962SHA256
+public let kSecKeyAlgorithmECDSASignatureDigestX962SHA256 = SecKeyAlgorithm.ecdsaSignatureDigestX962SHA256
+public let kSecKeyAlgorithmECIESEncryptionStandardX963SHA256AESGCM = SecKeyAlgorithm.eciesEncryptionStandardX963SHA256AESGCM
+public let kSecKeyAlgorithmECIESEncryptionCofactorVariableIVX963SHA256AESGCM =
+    SecKeyAlgorithm.eciesEncryptionCofactorVariableIVX963SHA256AESGCM
+public let kSecKeyAlgorithmECDHKeyExchangeStandard = SecKeyAlgorithm.ecdhKeyExchangeStandard
+public let kSecKeyAlgorithmECDHKeyExchangeCofactor = SecKeyAlgorithm.ecdhKeyExchangeCofactor
+public let kSecKeyAlgorithmRSAEncryptionOAEPSHA256 = SecKeyAlgorithm.rsaEncryptionOAEPSHA256
+public let kSecKeyAlgorithmRSASignatureMessagePKCS1v15SHA256 = SecKeyAlgorithm.rsaSignatureMessagePKCS1v15SHA256
+
+public enum SecKeyOperationType: Int, Sendable {
+    case sign = 0
+    case verify = 1
+    case encrypt = 2
+    case decrypt = 3
+    case keyExchange = 4
+}
+
+/// `SecKeyCopyKeyExchangeResult` parameters.
+public struct SecKeyKeyExchangeParameter: RawRepresentable, Hashable, Sendable {
+    public let rawValue: CFString
+    public init(rawValue: CFString) { self.rawValue = rawValue }
+    public static let requestedSize = SecKeyKeyExchangeParameter(rawValue: "requestedSize")
+    public static let sharedInfo = SecKeyKeyExchangeParameter(rawValue: "sharedInfo")
+}
+
+public let kSecKeyKeyExchangeParameterRequestedSize: CFString = "requestedSize"
+public let kSecKeyKeyExchangeParameterSharedInfo: CFString = "sharedInfo"
+
+// MARK: - Errors
+
+/// A `CFError` in `NSOSStatusErrorDomain` whose code is the status.
+func secError(_ error: KeychainError) -> CFError {
+    NSError(domain: "NSOSStatusErrorDomain", code: Int(error.status), userInfo: [NSLocalizedDescriptionKey: error.message])
+}
+
+// MARK: - Creating keys
+
+/// Parameters of `SecKeyCreateRandomKey` and `SecKeyGeneratePair`.
+struct KeyParameters {
+    var request: KeyGenerationRequest
+    var publicAttributes: [String: AttributeValue] = [:]
+
+    init(_ parameters: [String: Any]) throws(KeychainError) {
+        guard let type = parameters[kSecAttrKeyType] as? String else {
+            throw KeychainError(KeychainStatus.param, "kSecAttrKeyType is required")
+        }
+        let bitsValue = parameters[kSecAttrKeySizeInBits]
+        guard let bits = bitsValue.flatMap({ DictionaryRequests.integer($0) ?? ($0 as? String).flatMap { Int($0) } })
+        else { throw KeychainError(KeychainStatus.param, "kSecAttrKeySizeInBits is required") }
+        var request = KeyGenerationRequest(keyType: try KeyType(typeCode: type, bits: bits), isPermanent: false)
+        if let token = parameters[kSecAttrTokenID] {
+            guard token as? String == kSecAttrTokenIDSecureEnclave else {
+                throw KeychainError(KeychainStatus.param, "unknown token \(token)")
+            }
+            request.inHardware = true
+        }
+        // Top-level attributes apply to the private key, and its own dictionary over them (as on Apple).
+        var privateAttributes = parameters
+        for key in [kSecAttrKeyType, kSecAttrKeySizeInBits, kSecAttrTokenID, kSecPrivateKeyAttrs, kSecPublicKeyAttrs] {
+            privateAttributes[key] = nil
+        }
+        if let nested = parameters[kSecPrivateKeyAttrs] {
+            guard let nested = nested as? [String: Any] else {
+                throw KeychainError(KeychainStatus.param, "kSecPrivateKeyAttrs must be a dictionary")
+            }
+            privateAttributes.merge(nested) { _, new in new }
+        }
+        var settable = DictionaryRequests.SettableAttributes(itemClass: .key)
+        for (key, value) in privateAttributes {
+            switch key {
+            case kSecAttrIsPermanent: request.isPermanent = try DictionaryRequests.bool(value, key)
+            case kSecAttrIsExtractable: request.isExtractable = try DictionaryRequests.bool(value, key)
+            case kSecAttrKeyClass, kSecAttrApplicationLabel, kSecAttrTokenID:
+                throw KeychainError(KeychainStatus.param, "\(key) is set by the keychain when it generates a key")
+            default:
+                guard try settable.take(key, value) || key.first == "u" else {
+                    throw KeychainError(KeychainStatus.param, "\(key) is not a key generation parameter")
+                }
+            }
+        }
+        request.attributes = settable.attributes
+        request.accessGroup = settable.accessGroup
+        request.synchronizable = settable.synchronizable ?? false
+        let (accessibility, flags) = try settable.accessibility()
+        if let accessibility { request.accessibility = accessibility }
+        request.accessControlFlags = flags
+        if request.inHardware && request.keyType != .p256 {
+            throw KeychainError(KeychainStatus.param, "the Secure Enclave token takes only 256-bit EC keys")
+        }
+        self.request = request
+    }
+}
+
+/// Generates a key pair: in this device's hardware with `kSecAttrTokenID: kSecAttrTokenIDSecureEnclave` (P-256;
+/// errSecUnimplemented where the store has no key hardware), else in software; stored as an item when
+/// `kSecAttrIsPermanent` is true. Returns the private key.
+public func SecKeyCreateRandomKey(_ parameters: CFDictionary, _ error: UnsafeMutablePointer<Unmanaged<CFError>?>?)
+    -> SecKey?
+{
+    secKeyCall(error) { try makeRandomKey(parameters) }
+}
+
+func makeRandomKey(_ parameters: [String: Any]) throws -> SecKey {
+    let request = try KeyParameters(parameters).request
+    if !request.inHardware && !request.isPermanent {
+        return SecKey(.software(try SoftwareKey.generate(request.keyType)))
+    }
+    let store = KeychainStore.default
+    return SecKey(.stored(store, try store.generateKey(request)))
+}
+
+/// The deprecated pair form of ``SecKeyCreateRandomKey(_:_:)``.
+public func SecKeyGeneratePair(
+    _ parameters: CFDictionary, _ publicKey: UnsafeMutablePointer<SecKey?>?,
+    _ privateKey: UnsafeMutablePointer<SecKey?>?
+) -> OSStatus {
+    do {
+        let key = try makeRandomKey(parameters)
+        publicKey?.pointee = SecKey(.publicKey(try key.publicMaterial()))
+        privateKey?.pointee = key
+        return errSecSuccess
+    } catch let failure as KeychainError {
+        return failure.status
+    } catch {
+        return errSecInternalComponent
+    }
+}
+
+/// A key from its external representation: `kSecAttrKeyType`, `kSecAttrKeyClass` (and optionally
+/// `kSecAttrKeySizeInBits`) say what it is. The key is this process's; nothing is stored.
+public func SecKeyCreateWithData(
+    _ keyData: CFData, _ attributes: CFDictionary, _ error: UnsafeMutablePointer<Unmanaged<CFError>?>?
+) -> SecKey? {
+    secKeyCall(error) {
+        guard let type = attributes[kSecAttrKeyType] as? String, let keyClass = attributes[kSecAttrKeyClass] as? String
+        else { throw KeychainError(KeychainStatus.param, "kSecAttrKeyType and kSecAttrKeyClass are required") }
+        let publicKey = try PublicKeyMaterial.of(keyClass: keyClass, typeCode: type, data: keyData)
+        if let bits = attributes[kSecAttrKeySizeInBits].flatMap(DictionaryRequests.integer), bits != publicKey.keyType.bits {
+            throw KeychainError(KeychainStatus.param, "the key has \(publicKey.keyType.bits) bits, not \(bits)")
+        }
+        switch keyClass {
+        case kSecAttrKeyClassPublic: return SecKey(.publicKey(publicKey))
+        case kSecAttrKeyClassPrivate:
+            return SecKey(.software(try SoftwareKey(keyType: publicKey.keyType, externalRepresentation: keyData)))
+        default: throw KeychainError(KeychainStatus.param, "key class \(keyClass) is not public or private")
+        }
+    }
+}
+
+// MARK: - Using keys
+
+public func SecKeyCopyPublicKey(_ key: SecKey) -> SecKey? {
+    guard let material = try? key.publicMaterial() else { return nil }
+    return SecKey(.publicKey(material))
+}
+
+public func SecKeyIsAlgorithmSupported(_ key: SecKey, _ operation: SecKeyOperationType, _ algorithm: SecKeyAlgorithm)
+    -> Bool
+{
+    guard let operation = KeyAlgorithms.Operation(rawValue: operation.rawValue) else { return false }
+    // A private key also answers for its public half (Apple's verify and encrypt on a private key).
+    let asPrivate = key.isPrivate && operation != .verify && operation != .encrypt
+    return KeyAlgorithms.isSupported(
+        algorithm.rawValue, operation: operation, keyType: key.keyType, isPrivate: asPrivate,
+        inHardware: key.inHardware)
+}
+
+public func SecKeyCreateSignature(
+    _ key: SecKey, _ algorithm: SecKeyAlgorithm, _ dataToSign: CFData, _ error: UnsafeMutablePointer<Unmanaged<CFError>?>?
+) -> CFData? {
+    secKeyCall(error) {
+        guard SecKeyIsAlgorithmSupported(key, .sign, algorithm) else {
+            throw KeychainError(KeychainStatus.param, "algorithm not supported by the key")
+        }
+        switch key.backing {
+        case .software(let software): return try software.sign(algorithm: algorithm.rawValue, data: dataToSign)
+        case .stored(let store, let description):
+            return try store.sign(description.reference, algorithm: algorithm.rawValue, data: dataToSign)
+        case .publicKey: throw KeychainError(KeychainStatus.param, "algorithm not supported by the key")
+        }
+    }
+}
+
+/// Verifies `signature`; a bad signature is false with errSecVerifyFailed.
+public func SecKeyVerifySignature(
+    _ key: SecKey, _ algorithm: SecKeyAlgorithm, _ signedData: CFData, _ signature: CFData,
+    _ error: UnsafeMutablePointer<Unmanaged<CFError>?>?
+) -> Bool {
+    secKeyCall(error) { () throws -> Bool? in
+        try KeyAlgorithms.verify(
+            key.publicMaterial(), algorithm: algorithm.rawValue, data: signedData, signature: signature)
+        return true
+    } ?? false
+}
+
+/// Encrypts with the key's public half (ECIES, RSA OAEP).
+public func SecKeyCreateEncryptedData(
+    _ key: SecKey, _ algorithm: SecKeyAlgorithm, _ plaintext: CFData, _ error: UnsafeMutablePointer<Unmanaged<CFError>?>?
+) -> CFData? {
+    secKeyCall(error) { try KeyAlgorithms.encrypt(key.publicMaterial(), algorithm: algorithm.rawValue, data: plaintext) }
+}
+
+public func SecKeyCreateDecryptedData(
+    _ key: SecKey, _ algorithm: SecKeyAlgorithm, _ ciphertext: CFData, _ error: UnsafeMutablePointer<Unmanaged<CFError>?>?
+) -> CFData? {
+    secKeyCall(error) {
+        switch key.backing {
+        case .software(let software): return try software.decrypt(algorithm: algorithm.rawValue, data: ciphertext)
+        case .stored(let store, let description):
+            return try store.decrypt(description.reference, algorithm: algorithm.rawValue, data: ciphertext)
+        case .publicKey: throw KeychainError(KeychainStatus.param, "algorithm not supported by the key")
+        }
+    }
+}
+
+/// ECDH with `publicKey`; `parameters` may give `requestedSize` and `sharedInfo` (the KDF variants need the size).
+public func SecKeyCopyKeyExchangeResult(
+    _ privateKey: SecKey, _ algorithm: SecKeyAlgorithm, _ publicKey: SecKey, _ parameters: CFDictionary,
+    _ error: UnsafeMutablePointer<Unmanaged<CFError>?>?
+) -> CFData? {
+    secKeyCall(error) {
+        let peer = try publicKey.publicMaterial()
+        guard peer.keyType == privateKey.keyType else {
+            throw KeychainError(KeychainStatus.param, "the public key is not on the private key's curve")
+        }
+        let size = parameters[kSecKeyKeyExchangeParameterRequestedSize].flatMap(DictionaryRequests.integer)
+        let info = parameters[kSecKeyKeyExchangeParameterSharedInfo] as? Data
+        switch privateKey.backing {
+        case .software(let software):
+            return try software.keyExchange(
+                algorithm: algorithm.rawValue, peer: peer.bytes, requestedSize: size, sharedInfo: info)
+        case .stored(let store, let description):
+            return try store.keyExchange(
+                description.reference, algorithm: algorithm.rawValue, peer: peer.bytes, requestedSize: size,
+                sharedInfo: info
+            ).withUnsafeBytes { Data($0) }
+        case .publicKey: throw KeychainError(KeychainStatus.param, "algorithm not supported by the key")
+        }
+    }
+}
+
+/// Apple's external representation: RSA PKCS#1, EC public `04 ‖ X ‖ Y`, EC private `04 ‖ X ‖ Y ‖ K`. A hardware
+/// private key has none (nil, errSecUnimplemented); a stored software key only if it is extractable.
+public func SecKeyCopyExternalRepresentation(_ key: SecKey, _ error: UnsafeMutablePointer<Unmanaged<CFError>?>?)
+    -> CFData?
+{
+    secKeyCall(error) {
+        switch key.backing {
+        case .publicKey(let material): return material.bytes
+        case .software(let software): return software.externalRepresentation.withUnsafeBytes { Data($0) }
+        case .stored(let store, let description):
+            guard description.isPrivate else { return description.publicKey.bytes }
+            if description.inHardware {
+                throw KeychainError(KeychainStatus.unimplemented, "a hardware private key cannot be exported")
+            }
+            return try store.exportPrivateKey(description.reference).withUnsafeBytes { Data($0) }
+        }
+    }
+}
+
+/// The key's attributes: `kcls`, `type`, `bsiz`, `esiz`, `klbl` and, for a stored key, its item's attributes; a
+/// hardware key reports `tkid` and `extr` false.
+public func SecKeyCopyAttributes(_ key: SecKey) -> CFDictionary? {
+    guard let material = try? key.publicMaterial() else { return nil }
+    var attributes: [String: Any] = [:]
+    if case .stored(_, let description) = key.backing {
+        for (name, value) in description.attributes { attributes[name] = DictionaryRequests.plain(value) }
+    }
+    attributes[kSecClass] = kSecClassKey
+    attributes[kSecAttrKeyClass] = key.isPrivate ? kSecAttrKeyClassPrivate : kSecAttrKeyClassPublic
+    attributes[kSecAttrKeyType] = material.keyType.typeCode
+    attributes[kSecAttrKeySizeInBits] = material.keyType.bits
+    attributes[kSecAttrEffectiveKeySize] = material.keyType.bits
+    attributes[kSecAttrApplicationLabel] = material.applicationLabel
+    if key.inHardware {
+        attributes[kSecAttrTokenID] = kSecAttrTokenIDSecureEnclave
+        attributes[kSecAttrIsExtractable] = false
+    } else if attributes[kSecAttrIsExtractable] == nil {
+        attributes[kSecAttrIsExtractable] = true
+    }
+    if case .publicKey = key.backing { attributes[kSecValueData] = material.bytes }
+    return attributes
+}
+
+/// The key's block size in bytes: RSA the modulus's, EC a coordinate's.
+public func SecKeyGetBlockSize(_ key: SecKey) -> Int {
+    switch key.keyType {
+    case .rsa(let bits): bits / 8
+    case .ec(let bits): (bits + 7) / 8
+    }
+}
+
+/// Runs a SecKey call: a failure fills `error` with a `CFError` in `NSOSStatusErrorDomain` and gives nil.
+func secKeyCall<T>(_ out: UnsafeMutablePointer<Unmanaged<CFError>?>?, _ body: () throws -> T?) -> T? {
+    do {
+        return try body()
+    } catch {
+        let failure = error as? KeychainError ?? KeychainError(KeychainStatus.internalComponent, "\(error)")
+        fill(out, failure)
+        return nil
+    }
+}
+
+private func fill(_ pointer: UnsafeMutablePointer<Unmanaged<CFError>?>?, _ failure: KeychainError) {
+    pointer?.pointee = Unmanaged.passRetained(secError(failure))
+}
