@@ -145,3 +145,83 @@ public final class SecretServiceFixture: @unchecked Sendable {
         directory.remove()
     }
 }
+
+/// One user's desktop session, run as `uid` (with gid 65534, the group a ``DaemonFixture/sharedWithNobody(_:)``
+/// daemon's socket admits) through setpriv: a session bus of that user's own and a Secret Service bridge on it.
+/// Needs root.
+public final class UserSecretSession: @unchecked Sendable {
+    public let uid: UInt32
+    public let directory: URL
+    private let setpriv: String
+    private var processes: [Process] = []
+    public var busAddress: String { "unix:path=" + directory.appendingPathComponent("bus").path }
+    public var environment: [String: String] {
+        var environment = ProcessInfo.processInfo.environment
+        environment["DBUS_SESSION_BUS_ADDRESS"] = busAddress
+        environment["HOME"] = directory.path
+        environment["XDG_RUNTIME_DIR"] = directory.path
+        environment["NO_AT_BRIDGE"] = "1"
+        environment["GSETTINGS_BACKEND"] = "memory"
+        return environment
+    }
+
+    public init(uid: UInt32, daemon: DaemonFixture) throws {
+        self.uid = uid
+        setpriv = try requireTool("setpriv", package: "util-linux")
+        directory = URL(fileURLWithPath: NSTemporaryDirectory()).appendingPathComponent("keyseal-user-\(uid)-\(UUID().uuidString)")
+        try FileManager.default.createDirectory(at: directory, withIntermediateDirectories: true)
+        chown(directory.path, uid, 65534)
+        chmod(directory.path, 0o700)
+        do {
+            let bus = Process()
+            bus.executableURL = URL(fileURLWithPath: setpriv)
+            bus.arguments = asUser + [
+                try requireTool("dbus-daemon", package: "dbus"), "--session", "--nofork", "--nopidfile",
+                "--address=\(busAddress)",
+            ]
+            bus.environment = environment
+            bus.standardInput = FileHandle.nullDevice
+            bus.standardOutput = FileHandle.nullDevice
+            bus.standardError = FileHandle.nullDevice
+            try bus.run()
+            processes.append(bus)
+            let deadline = Date().addingTimeInterval(10)
+            while !SwtpmFixture.accepts(directory.appendingPathComponent("bus").path) {
+                guard Date() < deadline, bus.isRunning else { throw FixtureError("dbus-daemon as \(uid) did not start") }
+                usleep(10_000)
+            }
+            let log = directory.appendingPathComponent("bridge.log").path
+            let bridge = try SecretServiceFixture.launchBridge(
+                arguments: ["--socket", daemon.socketPath], environment: environment, log: log, prefix: [setpriv] + asUser)
+            processes.append(bridge)
+            let started = Date().addingTimeInterval(20)
+            while !((try? String(contentsOfFile: log, encoding: .utf8)) ?? "").contains("serving") {
+                guard Date() < started, bridge.isRunning else {
+                    throw FixtureError("the bridge as \(uid) did not start: \((try? String(contentsOfFile: log, encoding: .utf8)) ?? "")")
+                }
+                usleep(10_000)
+            }
+        } catch {
+            remove()
+            throw error
+        }
+    }
+
+    private var asUser: [String] { ["--reuid", "\(uid)", "--regid", "65534", "--clear-groups"] }
+
+    /// Runs `secret-tool` as this user on this user's bus.
+    public func secretTool(_ arguments: [String], input: String? = nil) throws -> ProcessResult {
+        try runProcess(
+            setpriv, asUser + [try requireTool("secret-tool", package: "libsecret-tools")] + arguments,
+            environment: environment, input: input.map { Data($0.utf8) })
+    }
+
+    public func remove() {
+        for process in processes.reversed() where process.isRunning {
+            kill(process.processIdentifier, SIGKILL)
+            process.waitUntilExit()
+        }
+        processes = []
+        try? FileManager.default.removeItem(at: directory)
+    }
+}

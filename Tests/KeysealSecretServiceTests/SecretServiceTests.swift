@@ -177,3 +177,28 @@ struct SecretServiceTests {
         #expect(try Self.keyseal(fixture, ["status"]).stdoutText.contains("state:            locked"))
     }
 }
+
+@Suite("Secret Service bridge: two users")
+struct SecretServiceUserTests {
+    @Test("two users' bridges on one keyseald do not see each other's items", .enabled(if: getuid() == 0, "needs root to run as two users"))
+    func twoUsers() throws {
+        let daemon = try DaemonFixture.sharedWithNobody()
+        defer { daemon.remove() }
+        let first = try UserSecretSession(uid: 65534, daemon: daemon)
+        defer { first.remove() }
+        // A second account that exists (dbus-daemon looks its user up): Debian's `daemon`.
+        let other = try #require(getpwnam("daemon")?.pointee.pw_uid)
+        let second = try UserSecretSession(uid: other, daemon: daemon)
+        defer { second.remove() }
+        #expect(try first.secretTool(["store", "--label=L", "app", "same"], input: "first-secret").status == 0)
+        #expect(try second.secretTool(["store", "--label=L", "app", "same"], input: "second-secret").status == 0)
+        #expect(try first.secretTool(["lookup", "app", "same"]).stdoutText == "first-secret")
+        #expect(try second.secretTool(["lookup", "app", "same"]).stdoutText == "second-secret")
+        let search = try first.secretTool(["search", "--all", "app", "same"])
+        #expect(search.stdoutText.components(separatedBy: "secret = ").count == 2, "\(search.stdoutText)")
+        #expect(!search.stdoutText.contains("second-secret"))
+        // Clearing one user's item leaves the other's.
+        #expect(try second.secretTool(["clear", "app", "same"]).status == 0)
+        #expect(try first.secretTool(["lookup", "app", "same"]).stdoutText == "first-secret")
+    }
+}
