@@ -30,6 +30,22 @@ static inline sd_bus_vtable keyseal_vtable_property(
     return entry;
 }
 
+/// A read-only property whose changes are announced with PropertiesChanged as invalidated (without the value: a
+/// list that costs a lookup to build).
+static inline sd_bus_vtable keyseal_vtable_invalidating_property(
+    const char *member, const char *signature, sd_bus_property_get_t getter) {
+    sd_bus_vtable entry = SD_BUS_PROPERTY(member, signature, getter, 0, SD_BUS_VTABLE_PROPERTY_EMITS_INVALIDATION);
+    return entry;
+}
+
+/// The cookie of the message the bus is dispatching now (0 when none).
+static inline uint64_t keyseal_current_cookie(sd_bus *bus) {
+    uint64_t cookie = 0;
+    sd_bus_message *current = sd_bus_get_current_message(bus);
+    if (current != NULL) sd_bus_message_get_cookie(current, &cookie);
+    return cookie;
+}
+
 static inline sd_bus_vtable keyseal_vtable_writable_property(
     const char *member, const char *signature, sd_bus_property_get_t getter, sd_bus_property_set_t setter) {
     sd_bus_vtable entry = SD_BUS_WRITABLE_PROPERTY(

@@ -44,8 +44,12 @@ extension SecretServiceBridge {
     }
 
     func record(_ collection: String, _ account: String, withData: Bool = false) throws -> WireRecord {
+        let path = Self.itemPath(collection, account)
+        let message = bus.currentMessage
+        if !withData, let cached = recordCache, cached.message == message, cached.path == path { return cached.record }
         guard let record = try find(Self.query(collection: collection, account: account, returns: withData ? 3 : 2)).first
-        else { throw noSuchObject(Self.itemPath(collection, account)) }
+        else { throw noSuchObject(path) }
+        if !withData { recordCache = (message, path, record) }
         return record
     }
 

@@ -237,6 +237,8 @@ final class VTable {
     enum Entry {
         case method(String, String, String)
         case property(String, String)
+        /// Announced as invalidated, without its value.
+        case invalidatingProperty(String, String)
         case writableProperty(String, String)
         case signal(String, String)
     }
@@ -261,6 +263,8 @@ final class VTable {
                 add(keyseal_vtable_method(keep(name), keep(signature), keep(result), methodTrampoline))
             case .property(let name, let signature):
                 add(keyseal_vtable_property(keep(name), keep(signature), getterTrampoline))
+            case .invalidatingProperty(let name, let signature):
+                add(keyseal_vtable_invalidating_property(keep(name), keep(signature), getterTrampoline))
             case .writableProperty(let name, let signature):
                 add(keyseal_vtable_writable_property(keep(name), keep(signature), getterTrampoline, setterTrampoline))
             case .signal(let name, let signature):
@@ -467,6 +471,14 @@ final class BusConnection: @unchecked Sendable {
         var pointers: [UnsafeMutablePointer<CChar>?] = names.map { strdup($0) } + [nil]
         defer { for pointer in pointers { free(pointer) } }
         _ = sd_bus_emit_properties_changed_strv(bus, path, interface, &pointers)
+    }
+
+    /// An identifier of the message being dispatched (its sender and cookie), for caches that live as long as one
+    /// call or one GetAll.
+    var currentMessage: String {
+        let cookie = keyseal_current_cookie(bus)
+        let sender = sd_bus_get_current_message(bus).flatMap { sd_bus_message_get_sender($0) }.map { String(cString: $0) }
+        return "\(sender ?? "")#\(cookie)"
     }
 
     /// The caller of `message` as the bus reports it (uid, pid, executable, systemd unit).

@@ -71,6 +71,8 @@ public final class SecretServiceBridge: BusObjects, @unchecked Sendable {
     var labels: [String: String] = ["login": "Login", "session": "Session"]
     var aliases: [String: String] = ["default": "login", "login": "login", "session": "session"]
     var lastLocked: Bool?
+    /// The last item record read, for the message being dispatched (a GetAll reads six properties of one item).
+    var recordCache: (message: String, path: String, record: WireRecord)?
 
     public init(configuration: Configuration) {
         self.configuration = configuration
@@ -119,7 +121,7 @@ public final class SecretServiceBridge: BusObjects, @unchecked Sendable {
             ]))
         let collection = VTable([
             .method("Delete", "", "o"), .method("SearchItems", "a{ss}", "ao"),
-            .method("CreateItem", "a{sv}(oayays)b", "oo"), .property("Items", "ao"),
+            .method("CreateItem", "a{sv}(oayays)b", "oo"), .invalidatingProperty("Items", "ao"),
             .writableProperty("Label", "s"), .property("Locked", "b"), .property("Created", "t"),
             .property("Modified", "t"), .signal("ItemCreated", "o"), .signal("ItemDeleted", "o"),
             .signal("ItemChanged", "o"),
