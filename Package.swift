@@ -151,10 +151,13 @@ let package = Package(
             dependencies: ["Keyseal", "KeysealCore", .product(name: "Crypto", package: "swift-crypto")],
             swiftSettings: swiftSettings),
 
+        // The benchmarks' floors in C straight on tpm2-tss and PKCS#11 (keyseal-bench only; in no product).
+        .target(name: "CKeysealBenchFloors", dependencies: ["CTSS2", "CP11Kit"]),
         .executableTarget(
             name: "keyseal-bench",
             dependencies: [
                 "Keyseal", "KeysealSecurity", "KeysealCore", "KeysealClient", "KeysealTestSupport", "CSQLite",
+                "KeysealTPM", "KeysealPKCS11", "CKeysealBenchFloors",
                 .product(name: "Crypto", package: "swift-crypto"),
             ],
             swiftSettings: swiftSettings),

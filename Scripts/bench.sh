@@ -4,18 +4,19 @@
 #   daemon  lookups through a keyseald process (1 and 8 clients) next to a two-process unix-socket ping-pong, and
 #           the daemon's resident memory
 #   unlock  unlock and store open per backend (host key, swtpm, SoftHSM2), Argon2id shown apart
+#   keys    hardware key signing (swtpm, SoftHSM2) next to raw TPM2_Sign and C_Sign loops written in C
 #   cli     whole-process `keyseal find-generic-password -w` next to a minimal Swift program (keyseal-cli-bench)
 #   backup  export and import of 100,000 items, Argon2id shown apart (keyseal-backup-bench)
 #   secrets the Secret Service bridge next to a headless gnome-keyring: stores of 1,000 items, in-process libsecret
 #           lookups, whole `secret-tool lookup` processes (Scripts/bench-secret-service.sh)
 # Figures are printed and written as JSON into bench-results/.
-# Options: --quick (shorter), --only engine,daemon,unlock,cli,backup,secrets (some sections), --output DIR.
+# Options: --quick (shorter), --only engine,daemon,unlock,keys,cli,backup,secrets (some sections), --output DIR.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 bash Scripts/bootstrap.sh
 export PATH="/opt/swift/usr/bin:$PATH"
 
-only="engine,daemon,unlock,cli,backup,secrets"
+only="engine,daemon,unlock,keys,cli,backup,secrets"
 output="bench-results"
 quick=()
 while [ $# -gt 0 ]; do
@@ -35,7 +36,7 @@ done
 bin=$(swift build -c release --show-bin-path)
 
 engine_sections=()
-for section in engine daemon unlock; do has "$section" && engine_sections+=("$section"); done
+for section in engine daemon unlock keys; do has "$section" && engine_sections+=("$section"); done
 if [ ${#engine_sections[@]} -gt 0 ]; then
   sections=$(IFS=,; echo "${engine_sections[*]}")
   "$bin/keyseal-bench" --output "$output" --only "$sections" "${quick[@]}"

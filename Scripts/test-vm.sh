@@ -2,7 +2,9 @@
 # keyseald on the kernel's TPM resource manager: a qemu guest (software emulation, Debian's kernel unpacked from its
 # package, a busybox initramfs carrying keyseald, keyseal and the libraries they load) whose TPM is swtpm. First
 # boot: the command-line scenario over device:/dev/tpmrm0 (passcode, classes, lock, refusal, wrong passcode,
-# unlock), then a check through /dev/tpm0 that no transient object or session is left on the TPM, then a power cut.
+# unlock), a second store bound to PCR 7 (extended with tpm2 pcrextend: recovery required, exit 156; `keyseal
+# recover` with its recovery key), then a check through /dev/tpm0 that no transient object or session is left on the
+# TPM, then a power cut.
 # Second boot, on the same TPM state and disk image: after-first-unlock items refused until the first unlock,
 # then every item back. A missing package or a step that fails is a failure, never a skip.
 #
@@ -118,6 +120,25 @@ if [ "$phase" = 1 ]; then
   expect wrong-passcode 51 "" -- sh -c 'echo "wrong passcode here" | keyseal --socket /run/k.sock unlock --passcode-stdin'
   expect unlock 0 "" -- sh -c 'echo "correct horse battery" | keyseal --socket /run/k.sock unlock --passcode-stdin'
   expect unlocked-readable 0 wu-secret -- k find-generic-password -a alice -s mail -w
+  # Boot binding on /dev/tpmrm0: a second store bound to PCR 7; an extend makes it recovery required (exit 156),
+  # the recovery key brings it back.
+  b() { keyseal --socket /run/b.sock "$@"; }
+  start_bound() {
+    keyseald --store /mnt/bound --socket /run/b.sock --backend tpm --tcti device:/dev/tpmrm0 --tpm-pcrs 7 \
+      >>/tmp/bound.log 2>&1 &
+    bound_pid=$!
+    for i in $(seq 1 200); do b status >/dev/null 2>&1 && break; sleep 0.1; done
+  }
+  start_bound
+  expect bound-add 0 "" -- b add-generic-password -a carol -s vpn -w dk-secret --accessible always
+  expect bound-recovery-key 0 "" -- b recovery-key create --file /tmp/recovery-key
+  kill $bound_pid; wait $bound_pid
+  expect pcr-extend 0 "" -- tpm2 pcrextend -T device:/dev/tpmrm0 7:sha256=abababababababababababababababababababababababababababababababab
+  start_bound
+  expect bound-recovery-required 156 "" -- b find-generic-password -a carol -s vpn -w
+  expect bound-recover 0 "" -- sh -c 'keyseal --socket /run/b.sock recover --recovery-key-stdin </tmp/recovery-key'
+  expect bound-back 0 dk-secret -- b find-generic-password -a carol -s vpn -w
+  kill $bound_pid; wait $bound_pid
 else
   expect before-first-unlock-refused 36 "" -- k find-generic-password -a bob -s mail -w
   expect unlock-after-power-cycle 0 "" -- sh -c 'echo "correct horse battery" | keyseal --socket /run/k.sock unlock --passcode-stdin'

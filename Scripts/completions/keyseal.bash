@@ -173,13 +173,13 @@ _keyseal() {
     unset 'unparsed_words[0]'
     unparsed_words=("${unparsed_words[@]}")
     case "${subcommand}" in
-    status|unlock|lock|passcode|settings|add-generic-password|find-generic-password|delete-generic-password|add-internet-password|find-internet-password|delete-internet-password|dump-keychain|export|import|doctor|error|help)
+    status|unlock|lock|passcode|settings|add-generic-password|find-generic-password|delete-generic-password|add-internet-password|find-internet-password|delete-internet-password|dump-keychain|export|import|doctor|error|recovery-key|recover|tpm|help)
         # Offer subcommand argument completions
         "_keyseal_${subcommand}"
         ;;
     *)
         # Offer subcommand completions
-        COMPREPLY+=($(compgen -W 'status unlock lock passcode settings add-generic-password find-generic-password delete-generic-password add-internet-password find-internet-password delete-internet-password dump-keychain export import doctor error help' -- "${cur}"))
+        COMPREPLY+=($(compgen -W 'status unlock lock passcode settings add-generic-password find-generic-password delete-generic-password add-internet-password find-internet-password delete-internet-password dump-keychain export import doctor error recovery-key recover tpm help' -- "${cur}"))
         ;;
     esac
 }
@@ -702,6 +702,118 @@ _keyseal_error() {
     repeating_options=()
     non_repeating_options=(--socket)
     __keyseal_offer_flags_options -1
+
+    # Offer option value completions
+    case "${prev}" in
+    '--socket')
+        return
+        ;;
+    esac
+}
+
+_keyseal_recovery-key() {
+    repeating_flags=()
+    non_repeating_flags=(--version -h --help)
+    repeating_options=()
+    non_repeating_options=()
+    __keyseal_offer_flags_options 0
+
+    # Offer subcommand / subcommand argument completions
+    local -r subcommand="${unparsed_words[0]}"
+    unset 'unparsed_words[0]'
+    unparsed_words=("${unparsed_words[@]}")
+    case "${subcommand}" in
+    create)
+        # Offer subcommand argument completions
+        "_keyseal_recovery-key_${subcommand}"
+        ;;
+    *)
+        # Offer subcommand completions
+        COMPREPLY+=($(compgen -W 'create' -- "${cur}"))
+        ;;
+    esac
+}
+
+_keyseal_recovery-key_create() {
+    repeating_flags=()
+    non_repeating_flags=(--json --passcode-stdin --version -h --help)
+    repeating_options=()
+    non_repeating_options=(--socket --file)
+    __keyseal_offer_flags_options 0
+
+    # Offer option value completions
+    case "${prev}" in
+    '--socket')
+        return
+        ;;
+    '--file')
+        return
+        ;;
+    esac
+}
+
+_keyseal_recover() {
+    repeating_flags=()
+    non_repeating_flags=(--json --recovery-key-stdin --version -h --help)
+    repeating_options=()
+    non_repeating_options=(--socket)
+    __keyseal_offer_flags_options 0
+
+    # Offer option value completions
+    case "${prev}" in
+    '--socket')
+        return
+        ;;
+    esac
+}
+
+_keyseal_tpm() {
+    repeating_flags=()
+    non_repeating_flags=(--version -h --help)
+    repeating_options=()
+    non_repeating_options=()
+    __keyseal_offer_flags_options 0
+
+    # Offer subcommand / subcommand argument completions
+    local -r subcommand="${unparsed_words[0]}"
+    unset 'unparsed_words[0]'
+    unparsed_words=("${unparsed_words[@]}")
+    case "${subcommand}" in
+    reseal|accept-rollback)
+        # Offer subcommand argument completions
+        "_keyseal_tpm_${subcommand}"
+        ;;
+    *)
+        # Offer subcommand completions
+        COMPREPLY+=($(compgen -W 'reseal accept-rollback' -- "${cur}"))
+        ;;
+    esac
+}
+
+_keyseal_tpm_reseal() {
+    repeating_flags=()
+    non_repeating_flags=(--json --passcode-stdin --version -h --help)
+    repeating_options=()
+    non_repeating_options=(--socket --pcrs)
+    __keyseal_offer_flags_options 0
+
+    # Offer option value completions
+    case "${prev}" in
+    '--socket')
+        return
+        ;;
+    '--pcrs')
+        return
+        ;;
+    esac
+}
+
+_keyseal_tpm_accept-rollback() {
+    repeating_flags=()
+    non_repeating_flags=(--json --version -h --help)
+    repeating_options=()
+    non_repeating_options=(--socket)
+    __keyseal_offer_flags_options 0
 
     # Offer option value completions
     case "${prev}" in

@@ -66,13 +66,16 @@ _keyseal() {
             'import:Restore a backup file into the store (administrators only).'
             'doctor:List, or delete, the items no keychain call can reach (administrators only).'
             'error:Print the name and meaning of each OSStatus.'
+            'recovery-key:Manage the recovery key of a TPM store bound to PCRs.'
+            'recover:Bring back a store whose PCRs changed, with its recovery key (re-seals to the current PCR values).'
+            'tpm:TPM boot binding and anti-rollback (administrators).'
             'help:Show subcommand help information.'
         )
         _describe -V subcommand subcommands && ret=0
         ;;
     arg)
         case "${words[1]}" in
-        status|unlock|lock|passcode|settings|add-generic-password|find-generic-password|delete-generic-password|add-internet-password|find-internet-password|delete-internet-password|dump-keychain|export|import|doctor|error|help)
+        status|unlock|lock|passcode|settings|add-generic-password|find-generic-password|delete-generic-password|add-internet-password|find-internet-password|delete-internet-password|dump-keychain|export|import|doctor|error|recovery-key|recover|tpm|help)
             "_keyseal_${words[1]}" && ret=0
             ;;
         esac
@@ -444,6 +447,120 @@ _keyseal_error() {
         '--socket[keyseald'\''s socket.]:path:'
         '--json[Print one JSON document on standard output.]'
         '*:code:'
+        '--version[Show the version.]'
+        '(-h --help)'{-h,--help}'[Show help information.]'
+    )
+    _arguments -w -s -S : "${arg_specs[@]}" && ret=0
+
+    return "${ret}"
+}
+
+_keyseal_recovery-key() {
+    local -i ret=1
+    local -ar arg_specs=(
+        '--version[Show the version.]'
+        '(-h --help)'{-h,--help}'[Show help information.]'
+        '(-): :->command'
+        '(-)*:: :->arg'
+    )
+    _arguments -w -s -S : "${arg_specs[@]}" && ret=0
+    case "${state}" in
+    command)
+        local -ar subcommands=(
+            'create:Create a recovery key (administrators; replaces an earlier one) and show it once.'
+        )
+        _describe -V subcommand subcommands && ret=0
+        ;;
+    arg)
+        case "${words[1]}" in
+        create)
+            "_keyseal_recovery-key_${words[1]}" && ret=0
+            ;;
+        esac
+        ;;
+    esac
+
+    return "${ret}"
+}
+
+_keyseal_recovery-key_create() {
+    local -i ret=1
+    local -ar arg_specs=(
+        '--socket[keyseald'\''s socket.]:path:'
+        '--json[Print one JSON document on standard output.]'
+        '--passcode-stdin[Read the passcode from standard input (one line), when one is set.]'
+        '--file[Write the key to this new file (0600) instead of the terminal.]:file:'
+        '--version[Show the version.]'
+        '(-h --help)'{-h,--help}'[Show help information.]'
+    )
+    _arguments -w -s -S : "${arg_specs[@]}" && ret=0
+
+    return "${ret}"
+}
+
+_keyseal_recover() {
+    local -i ret=1
+    local -ar arg_specs=(
+        '--socket[keyseald'\''s socket.]:path:'
+        '--json[Print one JSON document on standard output.]'
+        '--recovery-key-stdin[Read the recovery key (then the passcode, when one is set) from standard input, one per line.]'
+        '--version[Show the version.]'
+        '(-h --help)'{-h,--help}'[Show help information.]'
+    )
+    _arguments -w -s -S : "${arg_specs[@]}" && ret=0
+
+    return "${ret}"
+}
+
+_keyseal_tpm() {
+    local -i ret=1
+    local -ar arg_specs=(
+        '--version[Show the version.]'
+        '(-h --help)'{-h,--help}'[Show help information.]'
+        '(-): :->command'
+        '(-)*:: :->arg'
+    )
+    _arguments -w -s -S : "${arg_specs[@]}" && ret=0
+    case "${state}" in
+    command)
+        local -ar subcommands=(
+            'reseal:Seal the device and passcode objects again to the PCRs'\'' current values (or to --pcrs).'
+            'accept-rollback:Keep a rolled-back store as it is (the failure count stays raised).'
+        )
+        _describe -V subcommand subcommands && ret=0
+        ;;
+    arg)
+        case "${words[1]}" in
+        reseal|accept-rollback)
+            "_keyseal_tpm_${words[1]}" && ret=0
+            ;;
+        esac
+        ;;
+    esac
+
+    return "${ret}"
+}
+
+_keyseal_tpm_reseal() {
+    local -i ret=1
+    local -ar arg_specs=(
+        '--socket[keyseald'\''s socket.]:path:'
+        '--json[Print one JSON document on standard output.]'
+        '--passcode-stdin[Read the passcode from standard input (one line), when one is set.]'
+        '--pcrs[Bind to these PCRs instead (comma-separated, 0-23), or none.]:pcrs:'
+        '--version[Show the version.]'
+        '(-h --help)'{-h,--help}'[Show help information.]'
+    )
+    _arguments -w -s -S : "${arg_specs[@]}" && ret=0
+
+    return "${ret}"
+}
+
+_keyseal_tpm_accept-rollback() {
+    local -i ret=1
+    local -ar arg_specs=(
+        '--socket[keyseald'\''s socket.]:path:'
+        '--json[Print one JSON document on standard output.]'
         '--version[Show the version.]'
         '(-h --help)'{-h,--help}'[Show help information.]'
     )

@@ -125,6 +125,65 @@ static inline TPMS_TAGGED_PROPERTY keyseal_capability_property(const TPMS_CAPABI
     return data->data.tpmProperties.tpmProperty[index];
 }
 
+// PCR policies and the anti-rollback counter (docs/TPM.md "Boot binding", "Anti-rollback counter").
+
+static const TPM2_SE keyseal_TPM2_SE_POLICY = TPM2_SE_POLICY;
+static const TPM2_SE keyseal_TPM2_SE_TRIAL = TPM2_SE_TRIAL;
+static const TPM2_HANDLE keyseal_nv_index_first = 0x01004B00;
+static const UINT32 keyseal_nv_index_count = 4096;
+
+/// A selection of the SHA-256 bank with the PCRs whose bits are set in `mask` (PCRs 0–23).
+static inline TPML_PCR_SELECTION keyseal_pcr_selection_sha256(UINT32 mask) {
+    TPML_PCR_SELECTION selection;
+    memset(&selection, 0, sizeof selection);
+    selection.count = 1;
+    selection.pcrSelections[0].hash = TPM2_ALG_SHA256;
+    selection.pcrSelections[0].sizeofSelect = 3;
+    selection.pcrSelections[0].pcrSelect[0] = (BYTE)(mask & 0xFF);
+    selection.pcrSelections[0].pcrSelect[1] = (BYTE)((mask >> 8) & 0xFF);
+    selection.pcrSelections[0].pcrSelect[2] = (BYTE)((mask >> 16) & 0xFF);
+    return selection;
+}
+
+/// Gives a template an authPolicy and clears userWithAuth, so that only the policy authorizes the object.
+/// Returns 0, or -1 if the digest is too long.
+static inline int keyseal_template_set_policy(TPM2B_PUBLIC *object, const uint8_t *digest, size_t size) {
+    if (size > sizeof object->publicArea.authPolicy.buffer) return -1;
+    if (size > 0) memcpy(object->publicArea.authPolicy.buffer, digest, size);
+    object->publicArea.authPolicy.size = (UINT16)size;
+    object->publicArea.objectAttributes &= ~TPMA_OBJECT_USERWITHAUTH;
+    return 0;
+}
+
+static inline const uint8_t *keyseal_public_policy_bytes(const TPM2B_PUBLIC *object) {
+    return object->publicArea.authPolicy.buffer;
+}
+static inline UINT16 keyseal_public_policy_size(const TPM2B_PUBLIC *object) { return object->publicArea.authPolicy.size; }
+static inline const uint8_t *keyseal_digest_bytes(const TPM2B_DIGEST *digest) { return digest->buffer; }
+
+/// The public area of Keyseal's anti-rollback counter at `index`: an 8-byte counter that only the holder of its
+/// authValue increments (AUTHWRITE), that anyone may read with the owner's (empty) authorization or the authValue,
+/// and whose authorization failures are not counted (NO_DA: the authValue is 256 bits). Not ORDERLY: every
+/// increment reaches NV at once, so a power cut never moves it.
+static inline TPM2B_NV_PUBLIC keyseal_nv_counter_public(TPM2_HANDLE index) {
+    TPM2B_NV_PUBLIC result;
+    memset(&result, 0, sizeof result);
+    result.nvPublic.nvIndex = index;
+    result.nvPublic.nameAlg = TPM2_ALG_SHA256;
+    result.nvPublic.attributes = (TPM2_NT_COUNTER << TPMA_NV_TPM2_NT_SHIFT) | TPMA_NV_AUTHWRITE | TPMA_NV_AUTHREAD |
+        TPMA_NV_OWNERREAD | TPMA_NV_NO_DA;
+    result.nvPublic.dataSize = 8;
+    return result;
+}
+
+/// The eight bytes of a counter read (big-endian), or 0 if the buffer is short.
+static inline UINT64 keyseal_nv_counter_value(const TPM2B_MAX_NV_BUFFER *data) {
+    if (data->size < 8) return 0;
+    UINT64 value = 0;
+    for (int i = 0; i < 8; i++) value = (value << 8) | data->buffer[i];
+    return value;
+}
+
 // Key pairs generated in the TPM (HardwareKeyProvider).
 
 /// The attributes of a hardware key: fixedTPM, fixedParent, sensitiveDataOrigin, userWithAuth, sign, decrypt

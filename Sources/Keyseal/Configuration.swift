@@ -41,6 +41,42 @@ public struct StoreStatus: Sendable, Equatable {
     public var itemCounts: [Accessibility: Int]
     /// What the open found of the generation ledger (embedded stores; through keyseald it is logged at start).
     public var ledger = LedgerStatus()
+    /// Boot binding, recovery and anti-rollback (TPM backend); nil on other backends.
+    public var boot: BootStatus?
+}
+
+/// Boot binding and anti-rollback as `status` shows them (docs/TPM.md).
+public struct BootStatus: Sendable, Equatable {
+    /// The PCRs (SHA-256 bank) the device and passcode objects are bound to; empty: unbound.
+    public var pcrs: [Int]
+    /// Whether those PCRs have the values the objects were sealed to now.
+    public var pcrsMatch: Bool
+    /// The PCRs changed: nothing that needs the device secret is served until `keyseal recover`.
+    public var recoveryRequired: Bool
+    /// Whether a recovery key exists.
+    public var recoveryKeySet: Bool
+    /// The store is older than the anti-rollback counter says; passcode classes are refused until an
+    /// administrator decides.
+    public var rolledBack: Bool
+    /// The anti-rollback counter's NV index and value now, where there is one.
+    public var counterIndex: UInt32?
+    public var counterValue: UInt64?
+    /// One sentence for people.
+    public var detail: String
+
+    public init(
+        pcrs: [Int], pcrsMatch: Bool, recoveryRequired: Bool, recoveryKeySet: Bool, rolledBack: Bool,
+        counterIndex: UInt32?, counterValue: UInt64?, detail: String
+    ) {
+        self.pcrs = pcrs
+        self.pcrsMatch = pcrsMatch
+        self.recoveryRequired = recoveryRequired
+        self.recoveryKeySet = recoveryKeySet
+        self.rolledBack = rolledBack
+        self.counterIndex = counterIndex
+        self.counterValue = counterValue
+        self.detail = detail
+    }
 }
 
 /// The generation ledger as verified when the store was opened (docs/SECURITY-MODEL.md, "Tampering").

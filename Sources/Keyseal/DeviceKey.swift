@@ -34,8 +34,10 @@ public struct DeviceKey: Sendable, CustomStringConvertible {
     /// A TPM 2.0 reached through an explicit TCTI: `device:/dev/tpmrm0` in production, `swtpm:path=…` in tests.
     /// The device secret and the passcode secret are sealed objects under the TCG storage primary; passcode
     /// tries count against the TPM's dictionary-attack protection.
-    public static func tpm(tcti: String, logging: Bool = false) -> DeviceKey {
-        DeviceKey(description: "tpm \(tcti)") { TPMDeviceKey(tcti: tcti, logging: logging) }
+    /// With `pcrs`, a new store's device and passcode objects are bound to those PCRs' current values (SHA-256
+    /// bank); an existing store keeps the binding it has (docs/TPM.md "Boot binding").
+    public static func tpm(tcti: String, logging: Bool = false, pcrs: [Int] = []) -> DeviceKey {
+        DeviceKey(description: "tpm \(tcti)") { TPMDeviceKey(tcti: tcti, logging: logging, pcrs: pcrs) }
     }
 
     /// A PKCS#11 token, its module loaded alone through p11-kit (a path or a p11-kit module name), the slot

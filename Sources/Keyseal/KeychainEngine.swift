@@ -18,7 +18,7 @@ final class KeychainEngine {
     private let lockDescriptor: Int32
     var keybag: Keybag
     let storeID: [UInt8]
-    private let deviceSecret: SecretBytes
+    let deviceSecret: SecretBytes
     private let macKey: SecretBytes
     let indexKey: IndexKey
     /// The lock-state manager's keys: present exactly when the class is usable.
@@ -33,6 +33,12 @@ final class KeychainEngine {
     /// Per ledger bucket, whether its items are refused (the bucket did not verify at open); empty when every
     /// bucket verified, so that a lookup pays one test.
     private var refusedBuckets: [Bool] = []
+    /// Set when the open found the store older than the TPM's anti-rollback counter (KeychainEngine+Recovery.swift).
+    var rolledBack: RollbackFinding?
+    /// The escrow key while `keyseal recover` completes in the open; nil otherwise.
+    var recoveryEscrowKey: SecretBytes?
+    /// Why a TPM store has no anti-rollback counter (it could not be defined), for `status`.
+    var counterProblem: String?
     /// Hardware keys generated without being stored (`kSecAttrIsPermanent` false), by reference id.
     var transientKeys: [Data: TransientHardwareKey] = [:]
 
@@ -40,7 +46,12 @@ final class KeychainEngine {
 
     // MARK: - Open, provision, close
 
-    init(directory: URL, device deviceKey: DeviceKey, configuration: KeychainStore.Configuration) throws {
+    /// - Parameter recovery: open with the recovery key instead of the device object (`keyseal recover`), then
+    ///   seal the device and passcode objects again to the PCRs' current values.
+    init(
+        directory: URL, device deviceKey: DeviceKey, configuration: KeychainStore.Configuration,
+        recovery: RecoveryInput? = nil
+    ) throws {
         self.directory = directory
         self.configuration = configuration
         try Self.prepareDirectory(directory)
@@ -63,7 +74,15 @@ final class KeychainEngine {
                 guard try device.acceptsIdentity(parsed.deviceIdentity) else {
                     throw KeychainError(KeychainStatus.decode, "this store was sealed by another device")
                 }
-                let ds = try device.unseal(parsed.sealedDeviceSecret)
+                try Self.adoptBinding(device, keybag: parsed)
+                var escrowKey: SecretBytes?
+                let ds: SecretBytes
+                if let recovery {
+                    (ds, escrowKey) = try Self.openWithRecoveryKey(recovery, keybag: parsed, device: device)
+                } else {
+                    ds = try device.unseal(parsed.sealedDeviceSecret)
+                }
+                recoveryEscrowKey = escrowKey
                 let storeID = [UInt8](parsed.storeID)
                 let macKey = KeyDerivation.keybagMACKey(deviceSecret: ds, storeID: storeID)
                 try Keybag.verify(body: stored.body, mac: stored.mac, macKey: macKey)
@@ -83,6 +102,7 @@ final class KeychainEngine {
                     storeID: Data(storeID), backend: device.backendName, deviceIdentity: identity,
                     sealedDeviceSecret: try device.seal(ds))
                 fresh.ledgerVersion = 1
+                fresh.counter = try Self.defineCounter(device, deviceSecret: ds, storeID: storeID)
                 for accessibility in Accessibility.allCases where accessibility != .whenPasscodeSetThisDeviceOnly {
                     let kek = KeyDerivation.deviceKEK(deviceSecret: ds, accessibility: accessibility, storeID: storeID)
                     fresh.classKeys[accessibility.rawValue] = try ClassKey.generate(accessibility).wrapped(
@@ -116,6 +136,8 @@ final class KeychainEngine {
             }
             try openLedger(key: LedgerKey(KeyDerivation.ledgerKey(deviceSecret: deviceSecret, storeID: storeID)))
             try resealDeviceSecretIfNeeded()
+            try openCounter()
+            if let recovery { try completeRecovery(recovery) }
         } catch {
             cleanup.reversed().forEach { $0() }
             throw error
@@ -251,6 +273,7 @@ final class KeychainEngine {
 
     func requireClassKey(_ accessibility: Accessibility) throws(KeychainError) -> ClassKey {
         guard let key = classKeys[accessibility] else {
+            if let rolledBack, accessibility.isPasscodeProtected { throw rolledBack.error }
             if accessibility == .whenPasscodeSetThisDeviceOnly && !passcodeSet {
                 throw KeychainError(KeychainStatus.authFailed, "when-passcode-set-this-device-only items need a passcode")
             }
@@ -275,10 +298,14 @@ final class KeychainEngine {
 
     func unlock(passcode: SecretBytes) throws {
         guard passcodeSet else { throw KeychainError(KeychainStatus.param, "no passcode is set") }
+        try requireNotRolledBack()
         let keys = try verifyPasscode(passcode)
         classKeys.merge(keys) { _, new in new }
         lockState = .unlocked
     }
+
+    /// The passcode was verified by another path than ``unlock(passcode:)`` (recovery, re-seal): unlocked.
+    func unlockAfterVerification() { lockState = .unlocked }
 
     func saveKeybag() throws(KeychainError) {
         keybag.generation += 1
@@ -295,8 +322,11 @@ final class KeychainEngine {
     }
 
     /// Checks a passcode through the hardware and returns the passcode classes' keys. The attempt is recorded
-    /// durably before the check and cleared on success; delays are enforced before anything else.
-    private func verifyPasscode(_ secret: SecretBytes) throws -> [Accessibility: ClassKey] {
+    /// durably before the check (a counted event: the anti-rollback counter moves first) and cleared on success;
+    /// delays are enforced before anything else. `keep` receives PS and P on success.
+    func verifyPasscode(
+        _ secret: SecretBytes, keep: ((_ passcodeSecret: SecretBytes, _ passcodeKey: SecretBytes) -> Void)? = nil
+    ) throws -> [Accessibility: ClassKey] {
         guard let record = keybag.passcode else { throw KeychainError(KeychainStatus.param, "no passcode is set") }
         let now = configuration.clock()
         let wait = remainingDelay(now: now)
@@ -314,7 +344,7 @@ final class KeychainEngine {
         let before = (keybag.failedAttempts, keybag.lastAttemptAt)
         keybag.failedAttempts += 1
         keybag.lastAttemptAt = now.timeIntervalSince1970
-        try store.transaction { () throws(KeychainError) in try saveKeybag() }
+        try commitCountedEvent()
 
         let passcodeKey = try Argon2id.derive(secret, salt: record.salt, parameters: record.argon2)
         let passcodeSecret: SecretBytes
@@ -341,6 +371,7 @@ final class KeychainEngine {
                 throw failedAttemptError(KeychainError(KeychainStatus.authFailed, "wrong passcode"))
             }
         }
+        keep?(passcodeSecret, passcodeKey)
         keybag.failedAttempts = 0
         keybag.lastAttemptAt = nil
         // A passcode secret sealed in an older hardware format is sealed again now, the only time the engine holds
@@ -383,6 +414,7 @@ final class KeychainEngine {
     // MARK: - Passcode changes
 
     func setPasscode(_ passcode: SecretBytes) throws {
+        try requireNotRolledBack()
         guard !passcodeSet else {
             throw KeychainError(KeychainStatus.param, "a passcode is already set; change or remove it instead")
         }
@@ -391,6 +423,7 @@ final class KeychainEngine {
 
     func changePasscode(from old: SecretBytes, to new: SecretBytes) throws {
         guard passcodeSet else { throw KeychainError(KeychainStatus.param, "no passcode is set") }
+        try requireNotRolledBack()
         let keys = try verifyPasscode(old)
         classKeys.merge(keys) { _, new in new }
         lockState = .unlocked
@@ -399,6 +432,7 @@ final class KeychainEngine {
 
     func removePasscode(_ passcode: SecretBytes) throws {
         guard passcodeSet else { throw KeychainError(KeychainStatus.param, "no passcode is set") }
+        try requireNotRolledBack()
         let keys = try verifyPasscode(passcode)
         classKeys.merge(keys) { _, new in new }
         lockState = .unlocked
@@ -425,6 +459,10 @@ final class KeychainEngine {
             newKeybag.passcode = PasscodeRecord(
                 salt: salt, argon2: configuration.argon2,
                 sealedSecret: try device.sealWithPasscode(passcodeSecret, authorization: passcodeKey))
+            if let recovery = newKeybag.recovery {
+                newKeybag.recovery?.passcodeSecret = try RecoveryEscrow.seal(
+                    passcodeSecret, to: recovery.publicKey, label: RecoveryEscrow.passcodeLabel, storeID: storeID)
+            }
             kek = { [deviceSecret, storeID] in
                 KeyDerivation.passcodeKEK(
                     deviceSecret: deviceSecret, passcodeSecret: passcodeSecret, passcodeKey: passcodeKey,
@@ -432,6 +470,7 @@ final class KeychainEngine {
             }
         } else {
             newKeybag.passcode = nil
+            newKeybag.recovery?.passcodeSecret = nil
             kek = { [deviceSecret, storeID] in
                 KeyDerivation.deviceKEK(deviceSecret: deviceSecret, accessibility: $0, storeID: storeID)
             }
@@ -447,6 +486,8 @@ final class KeychainEngine {
         }
         newKeybag.failedAttempts = 0
         newKeybag.lastAttemptAt = nil
+        // A counted event: committed with the counter's next value, which the TPM counter reaches just after.
+        if let counter = newKeybag.counter { newKeybag.counter?.value = counter.value + 1 }
 
         // Every row of a passcode class, of every item class. A row that cannot be decrypted would be stranded for
         // good under the new keys: the change is refused, naming how many, and nothing is written.
@@ -501,6 +542,7 @@ final class KeychainEngine {
         try store.checkpoint()
         for accessibility in passcodeClasses { classKeys[accessibility] = newKeys[accessibility] }
         lockState = .unlocked
+        try advanceCounter()
     }
 
     /// Sets a random TPM lockout authorization, so that the TPM limits passcode guessing; returns it once.
@@ -524,6 +566,7 @@ final class KeychainEngine {
     var autoLockSeconds: Int? { keybag.autoLockSeconds }
 
     func setAutoLock(seconds: Int?) throws {
+        try requireNotRolledBack()
         if let seconds, seconds <= 0 { throw KeychainError(KeychainStatus.param, "the auto-lock timeout must be positive") }
         let saved = keybag
         keybag.autoLockSeconds = seconds
@@ -552,7 +595,7 @@ final class KeychainEngine {
             lockState: lockState, passcodeSet: passcodeSet, device: device, failedAttempts: keybag.failedAttempts,
             triesLeft: device.hardwareTriesLeft,
             nextTryAt: wait > 0 ? configuration.clock().addingTimeInterval(TimeInterval(wait)) : nil,
-            autoLockSeconds: keybag.autoLockSeconds, itemCounts: counts, ledger: ledger)
+            autoLockSeconds: keybag.autoLockSeconds, itemCounts: counts, ledger: ledger, boot: try bootStatus())
     }
 
     // MARK: - SecItem

@@ -16,7 +16,17 @@ public final class KeychainStore: Sendable {
         case embedded(KeychainEngine)
         case daemon(KeysealConnection)
         case unavailable(KeychainError)
+        /// The device object's PCRs changed: nothing is open until ``recover(recoveryKey:passcode:)``.
+        case recoveryPending(RecoveryPending)
         case closed
+    }
+
+    /// A store waiting for `keyseal recover`: what is needed to open it then.
+    struct RecoveryPending {
+        var directory: URL
+        var device: DeviceKey
+        var configuration: Configuration
+        var reason: KeychainError
     }
 
     private let backend: Mutex<Backend>
@@ -38,7 +48,16 @@ public final class KeychainStore: Sendable {
     ) throws -> KeychainStore {
         let resolved = directory.standardizedFileURL.resolvingSymlinksInPath()
         try checkHostKeyOutside(device: device, directory: resolved)
-        let engine = try KeychainEngine(directory: resolved, device: device, configuration: configuration)
+        let engine: KeychainEngine
+        do {
+            engine = try KeychainEngine(directory: resolved, device: device, configuration: configuration)
+        } catch let error as KeychainError where error.status == KeychainStatus.recoveryRequired {
+            // The store opens in the recovery-required state: every call but `status` and `recover` fails with it.
+            let pending = RecoveryPending(
+                directory: resolved, device: device, configuration: configuration, reason: error)
+            return KeychainStore(
+                backend: .recoveryPending(pending), location: resolved.path, valueLimit: configuration.valueLimit)
+        }
         return KeychainStore(
             backend: .embedded(engine), location: resolved.path, valueLimit: configuration.valueLimit)
     }
@@ -142,6 +161,7 @@ public final class KeychainStore: Sendable {
                 case .embedded: return nil
                 case .daemon(let connection): return connection
                 case .unavailable(let error): throw error
+                case .recoveryPending(let pending): throw pending.reason
                 case .closed: throw KeychainError(KeychainStatus.notAvailable, "the keychain store is closed")
                 }
             }
@@ -151,6 +171,7 @@ public final class KeychainStore: Sendable {
                 case .embedded(let engine): return try embedded(engine)
                 case .daemon: throw KeychainError(KeychainStatus.internalComponent, "backend changed")
                 case .unavailable(let error): throw error
+                case .recoveryPending(let pending): throw pending.reason
                 case .closed: throw KeychainError(KeychainStatus.notAvailable, "the keychain store is closed")
                 }
             }
@@ -252,10 +273,74 @@ public final class KeychainStore: Sendable {
     }
 
     public func status() throws -> StoreStatus {
-        try route({ try $0.status() }) { connection throws(KeychainError) -> StoreStatus in
+        if let pending = recoveryPending {
+            return KeychainEngine.recoveryStatus(
+                directory: pending.directory, device: pending.device, reason: pending.reason)
+        }
+        return try route({ try $0.status() }) { connection throws(KeychainError) -> StoreStatus in
             let response = try Self.request(connection, .status)
             guard case .status(let status) = response else { throw Self.unexpected(response) }
             return WireMapping.status(status)
+        }
+    }
+
+    /// The pending recovery, when the store waits for ``recover(recoveryKey:passcode:)``.
+    var recoveryPending: RecoveryPending? {
+        backend.withLock { backend in
+            if case .recoveryPending(let pending) = backend { return pending }
+            return nil
+        }
+    }
+
+    /// Whether the store waits for `keyseal recover` (its device object's PCRs changed).
+    public var recoveryRequired: Bool { recoveryPending != nil }
+
+    /// Opens a store that waits for recovery with its recovery key (as typed: 64 hex digits, dashes optional) and,
+    /// when a passcode is set, the passcode; the device and passcode objects are sealed again to the PCRs' current
+    /// values. A wrong recovery key is counted by the TPM (errSecAuthFailed with the tries left).
+    package func recover(recoveryKey: SecretBytes, passcode: SecretBytes?) throws {
+        let connection = try backend.withLock { backend throws -> KeysealConnection? in
+            switch backend {
+            case .daemon(let connection): return connection
+            case .recoveryPending(let pending):
+                let engine = try KeychainEngine(
+                    directory: pending.directory, device: pending.device, configuration: pending.configuration,
+                    recovery: RecoveryInput(key: recoveryKey, passcode: passcode))
+                backend = .embedded(engine)
+                return nil
+            case .embedded: throw KeychainError(KeychainStatus.param, "recovery is not required: the PCRs match")
+            case .unavailable(let error): throw error
+            case .closed: throw KeychainError(KeychainStatus.notAvailable, "the keychain store is closed")
+            }
+        }
+        guard let connection else { return }
+        try Self.expectOK(
+            try Self.request(
+                connection, .recover(key: WireSecret.copying(recoveryKey), passcode: passcode.map(WireSecret.copying))))
+    }
+
+    /// A new recovery key (replacing any earlier one), returned once as text (16 groups of 4 hex digits). TPM
+    /// stores; the passcode when one is set. Administrators only.
+    package func createRecoveryKey(passcode: SecretBytes?) throws -> SecretBytes {
+        try route({ try $0.createRecoveryKey(passcode: passcode) }) { connection throws(KeychainError) -> SecretBytes in
+            let response = try Self.request(connection, .createRecoveryKey(passcode: passcode.map(WireSecret.copying)))
+            guard case .secret(let secret) = response else { throw Self.unexpected(response) }
+            return secret.withUnsafeBytes { SecretBytes(copying: $0) }
+        }
+    }
+
+    /// Seals the device and passcode objects again to the current values of their PCRs, or of `pcrs` (empty:
+    /// unbound). The passcode when one is set. Administrators only.
+    package func resealTPM(passcode: SecretBytes?, pcrs: [Int]?) throws {
+        try route({ try $0.resealDeviceObjects(passcode: passcode, pcrs: pcrs) }) { connection throws(KeychainError) in
+            try Self.expectOK(try Self.request(connection, .tpmReseal(passcode: passcode.map(WireSecret.copying), pcrs: pcrs)))
+        }
+    }
+
+    /// Keeps a rolled-back store as it is: the keybag takes the TPM counter's value (administrators only).
+    package func acceptRollback() throws {
+        try route({ try $0.acceptRollback() }) { connection throws(KeychainError) in
+            try Self.expectOK(try Self.request(connection, .acceptRollback))
         }
     }
 

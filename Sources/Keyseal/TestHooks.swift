@@ -29,3 +29,26 @@ extension KeychainEngine {
         try store.transaction { () throws(KeychainError) in try saveKeybag() }
     }
 }
+
+extension KeychainStoreTestHooks {
+    /// The sealed device object of the store in `directory`, read from a closed store's keybag without
+    /// authenticating it: what a copy of the file gives an attacker.
+    package static func sealedDeviceSecret(directory: URL) throws -> Data {
+        let store = try ItemStore(directory: directory)
+        defer { store.close() }
+        guard let stored = try store.loadKeybag() else { throw KeychainError(KeychainStatus.decode, "no keybag") }
+        return try Keybag.parseUnverified(stored.body).sealedDeviceSecret
+    }
+}
+
+extension KeychainStore {
+    /// Makes the keybag of an embedded TPM store record no anti-rollback counter, as stores created before it.
+    package func unsetCounterForTests() throws { try withEngine { try $0.unsetCounterForTests() } }
+}
+
+extension KeychainEngine {
+    func unsetCounterForTests() throws {
+        keybag.counter = nil
+        try store.transaction { () throws(KeychainError) in try saveKeybag() }
+    }
+}

@@ -176,7 +176,13 @@ package enum WireMapping {
                     refusedBuckets: status.ledger.refusedBuckets, missingEntries: status.ledger.missingEntries,
                     unexpectedEntries: status.ledger.unexpectedEntries, recordProblem: status.ledger.recordProblem,
                     summary: status.ledger.summary)
-                : nil)
+                : nil,
+            boot: status.boot.map {
+                WireBootStatus(
+                    pcrs: $0.pcrs, pcrsMatch: $0.pcrsMatch, recoveryRequired: $0.recoveryRequired,
+                    recoveryKeySet: $0.recoveryKeySet, rolledBack: $0.rolledBack, counterIndex: $0.counterIndex,
+                    counterValue: $0.counterValue, detail: $0.detail)
+            })
     }
 
     package static func status(_ wire: WireStoreStatus) -> StoreStatus {
@@ -197,7 +203,13 @@ package enum WireMapping {
                 LedgerStatus(
                     refusedBuckets: $0.refusedBuckets, missingEntries: $0.missingEntries,
                     unexpectedEntries: $0.unexpectedEntries, recordProblem: $0.recordProblem)
-            } ?? LedgerStatus())
+            } ?? LedgerStatus(),
+            boot: wire.boot.map {
+                BootStatus(
+                    pcrs: $0.pcrs, pcrsMatch: $0.pcrsMatch, recoveryRequired: $0.recoveryRequired,
+                    recoveryKeySet: $0.recoveryKeySet, rolledBack: $0.rolledBack, counterIndex: $0.counterIndex,
+                    counterValue: $0.counterValue, detail: $0.detail)
+            })
     }
 
     package static func wire(_ error: KeychainError) -> WireError {

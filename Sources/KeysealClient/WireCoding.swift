@@ -33,6 +33,10 @@ enum Opcode: UInt8 {
     case importEnd = 27
     case undecryptableItems = 32
     case deleteUndecryptable = 33
+    case createRecoveryKey = 40
+    case recover = 41
+    case tpmReseal = 42
+    case acceptRollback = 43
 }
 
 /// Response kinds.
@@ -55,6 +59,7 @@ enum ResponseKind: UInt8 {
     /// The last piece: the joined pieces are the response payload.
     case lastPart = 14
     case undecryptable = 15
+    case secret = 20
 }
 
 enum ValueTag: UInt8 {
@@ -420,6 +425,21 @@ extension WireRequest {
                 writer.u32(UInt32(clamping: ids.count))
                 for id in ids { writer.string(id) }
             }
+        case .createRecoveryKey(let passcode):
+            writer.u8(Opcode.createRecoveryKey.rawValue)
+            writer.optional(passcode) { $0.secret($1) }
+        case .recover(let key, let passcode):
+            writer.u8(Opcode.recover.rawValue)
+            writer.secret(key)
+            writer.optional(passcode) { $0.secret($1) }
+        case .tpmReseal(let passcode, let pcrs):
+            writer.u8(Opcode.tpmReseal.rawValue)
+            writer.optional(passcode) { $0.secret($1) }
+            writer.optional(pcrs) { writer, pcrs in
+                writer.u8(UInt8(clamping: pcrs.count))
+                for pcr in pcrs.prefix(255) { writer.u8(UInt8(clamping: pcr)) }
+            }
+        case .acceptRollback: writer.u8(Opcode.acceptRollback.rawValue)
         }
     }
 
@@ -496,6 +516,20 @@ extension WireRequest {
                 return ids
             }
             request = .deleteUndecryptable(ids: ids)
+        case .createRecoveryKey:
+            request = .createRecoveryKey(passcode: try reader.optional { r throws(WireError) in try r.secret() })
+        case .recover:
+            let key = try reader.secret()
+            request = .recover(key: key, passcode: try reader.optional { r throws(WireError) in try r.secret() })
+        case .tpmReseal:
+            let passcode = try reader.optional { r throws(WireError) in try r.secret() }
+            let pcrs = try reader.optional { r throws(WireError) -> [Int] in
+                var pcrs: [Int] = []
+                for _ in 0..<Int(try r.u8()) { pcrs.append(Int(try r.u8())) }
+                return pcrs
+            }
+            request = .tpmReseal(passcode: passcode, pcrs: pcrs)
+        case .acceptRollback: request = .acceptRollback
         }
         try reader.finish()
         return request
@@ -864,6 +898,20 @@ extension WireResponse {
                 writer.optional(ledger.recordProblem) { $0.string($1) }
                 writer.string(ledger.summary)
             }
+            writer.optional(status.boot) { writer, boot in
+                writer.u8(UInt8(clamping: boot.pcrs.count))
+                for pcr in boot.pcrs.prefix(255) { writer.u8(UInt8(clamping: pcr)) }
+                writer.bool(boot.pcrsMatch)
+                writer.bool(boot.recoveryRequired)
+                writer.bool(boot.recoveryKeySet)
+                writer.bool(boot.rolledBack)
+                writer.optional(boot.counterIndex) { $0.u32($1) }
+                writer.optional(boot.counterValue) { $0.u64($1) }
+                writer.string(boot.detail)
+            }
+        case .secret(let secret):
+            writer.u8(ResponseKind.secret.rawValue)
+            writer.secret(secret)
         case .lockState(let state):
             writer.u8(ResponseKind.lockState.rawValue)
             writer.u8(state.rawValue)
@@ -962,12 +1010,26 @@ extension WireResponse {
                     refusedBuckets: buckets, missingEntries: missing, unexpectedEntries: unexpected,
                     recordProblem: problem, summary: try r.string())
             }
+            let boot = try reader.optional { r throws(WireError) -> WireBootStatus in
+                var pcrs: [Int] = []
+                for _ in 0..<Int(try r.u8()) { pcrs.append(Int(try r.u8())) }
+                let match = try r.bool()
+                let recoveryRequired = try r.bool()
+                let recoveryKeySet = try r.bool()
+                let rolledBack = try r.bool()
+                let index = try r.optional { r throws(WireError) in try r.u32() }
+                let value = try r.optional { r throws(WireError) in try r.u64() }
+                return WireBootStatus(
+                    pcrs: pcrs, pcrsMatch: match, recoveryRequired: recoveryRequired, recoveryKeySet: recoveryKeySet,
+                    rolledBack: rolledBack, counterIndex: index, counterValue: value, detail: try r.string())
+            }
             response = .status(
                 WireStoreStatus(
                     lockState: state, passcodeSet: passcodeSet, backend: backend, hardwareBacked: hardwareBacked,
                     guessingHardwareLimited: limited, detail: detail, hardwareTriesLeft: hardwareTries,
                     lockoutRetrySeconds: lockoutRetry, failedAttempts: failed, triesLeft: tries, nextTryAt: next,
-                    autoLockSeconds: autoLock, itemCounts: counts, ledger: ledger))
+                    autoLockSeconds: autoLock, itemCounts: counts, ledger: ledger, boot: boot))
+        case .secret: response = .secret(try reader.secret())
         case .lockState: response = .lockState(try reader.lockState())
         case .message: response = .message(try reader.optional { r throws(WireError) in try r.string() })
         case .settings:

@@ -259,12 +259,14 @@ public struct WireStoreStatus: Sendable, Hashable {
     /// What the daemon's open found of the generation ledger; nil when it verified, and for clients that are not
     /// administrators.
     public var ledger: WireLedgerStatus?
+    /// Boot binding, recovery and anti-rollback (TPM stores); nil otherwise.
+    public var boot: WireBootStatus?
 
     public init(
         lockState: WireLockState, passcodeSet: Bool, backend: String, hardwareBacked: Bool,
         guessingHardwareLimited: Bool, detail: String, hardwareTriesLeft: Int? = nil, lockoutRetrySeconds: Int? = nil,
         failedAttempts: Int = 0, triesLeft: Int? = nil, nextTryAt: Double? = nil, autoLockSeconds: Int? = nil,
-        itemCounts: [String: Int] = [:], ledger: WireLedgerStatus? = nil
+        itemCounts: [String: Int] = [:], ledger: WireLedgerStatus? = nil, boot: WireBootStatus? = nil
     ) {
         self.lockState = lockState
         self.passcodeSet = passcodeSet
@@ -280,6 +282,33 @@ public struct WireStoreStatus: Sendable, Hashable {
         self.autoLockSeconds = autoLockSeconds
         self.itemCounts = itemCounts
         self.ledger = ledger
+        self.boot = boot
+    }
+}
+
+/// Boot binding, recovery and anti-rollback (`BootStatus` in the library).
+public struct WireBootStatus: Sendable, Hashable {
+    public var pcrs: [Int]
+    public var pcrsMatch: Bool
+    public var recoveryRequired: Bool
+    public var recoveryKeySet: Bool
+    public var rolledBack: Bool
+    public var counterIndex: UInt32?
+    public var counterValue: UInt64?
+    public var detail: String
+
+    public init(
+        pcrs: [Int], pcrsMatch: Bool, recoveryRequired: Bool, recoveryKeySet: Bool, rolledBack: Bool,
+        counterIndex: UInt32?, counterValue: UInt64?, detail: String
+    ) {
+        self.pcrs = pcrs
+        self.pcrsMatch = pcrsMatch
+        self.recoveryRequired = recoveryRequired
+        self.recoveryKeySet = recoveryKeySet
+        self.rolledBack = rolledBack
+        self.counterIndex = counterIndex
+        self.counterValue = counterValue
+        self.detail = detail
     }
 }
 
@@ -344,6 +373,14 @@ public enum WireRequest: Sendable {
     /// Deletes such rows by their ids without decrypting them (nil: every one): answered by `.undecryptable` with
     /// the rows deleted.
     case deleteUndecryptable(ids: [String]?)
+    /// A new recovery key (administrators; the passcode when one is set). Answered with `.secret`.
+    case createRecoveryKey(passcode: WireSecret?)
+    /// Opens a store that needs recovery with its recovery key (and the passcode when one is set).
+    case recover(key: WireSecret, passcode: WireSecret?)
+    /// Seals the device objects again to the current PCR values, or to `pcrs` (administrators).
+    case tpmReseal(passcode: WireSecret?, pcrs: [Int]?)
+    /// Keeps a rolled-back store as it is (administrators).
+    case acceptRollback
 
     /// Whether only administrators may make this request (DESIGN §6).
     public var isManagement: Bool {
@@ -351,6 +388,7 @@ public enum WireRequest: Sendable {
         case .lock, .unlock, .setPasscode, .changePasscode, .removePasscode, .getSettings, .setSettings: true
         case .exportBackup, .importBegin, .importChunk, .importEnd: true
         case .undecryptableItems, .deleteUndecryptable: true
+        case .createRecoveryKey, .recover, .tpmReseal, .acceptRollback: true
         default: false
         }
     }
@@ -359,6 +397,7 @@ public enum WireRequest: Sendable {
     public var carriesSecret: Bool {
         switch self {
         case .unlock, .setPasscode, .changePasscode, .removePasscode, .exportBackup, .importBegin: true
+        case .createRecoveryKey, .recover, .tpmReseal: true
         default: false
         }
     }
@@ -385,6 +424,10 @@ public enum WireRequest: Sendable {
         case .importBegin, .importChunk, .importEnd: "import"
         case .undecryptableItems: "doctor"
         case .deleteUndecryptable: "doctor --delete-undecryptable"
+        case .createRecoveryKey: "recovery-key create"
+        case .recover: "recover"
+        case .tpmReseal: "tpm reseal"
+        case .acceptRollback: "tpm accept-rollback"
         }
     }
 }
@@ -413,6 +456,8 @@ public enum WireResponse: Sendable, Hashable {
     case importReport(WireImportReport)
     /// Rows no SecItem call can reach (listed, or deleted).
     case undecryptable([WireUndecryptableItem])
+    /// A secret shown once (a new recovery key).
+    case secret(WireSecret)
 }
 
 /// A row no SecItem call can reach (`UndecryptableItem` in the library).
@@ -506,4 +551,17 @@ public struct WireImportReport: Sendable, Hashable {
     }
 
     public var restoredCount: Int { restored.values.reduce(0, +) }
+}
+
+/// A secret in a response compares by its bytes (in constant time) and hashes by its length only, so that no hash
+/// of a secret is ever computed.
+extension WireSecret: Hashable {
+    public static func == (lhs: WireSecret, rhs: WireSecret) -> Bool {
+        guard lhs.count == rhs.count else { return false }
+        return lhs.withUnsafeBytes { a in
+            rhs.withUnsafeBytes { b in zip(a, b).reduce(UInt8(0)) { $0 | ($1.0 ^ $1.1) } == 0 }
+        }
+    }
+
+    public func hash(into hasher: inout Hasher) { hasher.combine(count) }
 }

@@ -64,6 +64,11 @@ public struct Keybag: Codable, Sendable, Equatable {
     /// Set (to 1) once the store keeps an authenticated ledger record (LedgerDigest): from then on a missing or
     /// failing record is tampering, not an older store to upgrade. Absent in keybags written before it existed.
     public var ledgerVersion: Int?
+    /// The recovery key's record (docs/TPM.md "Recovery key"); nil until one is created.
+    public var recovery: RecoveryRecord?
+    /// The TPM's anti-rollback counter and the value this keybag was written with (docs/TPM.md "Anti-rollback
+    /// counter"); nil on other backends.
+    public var counter: CounterRecord?
 
     public static let currentVersion = 1
 
@@ -116,6 +121,39 @@ public struct Keybag: Codable, Sendable, Equatable {
 
     static func mac(_ body: Data, key: SecretBytes) -> Data {
         Data(HMAC<SHA256>.authenticationCode(for: body, using: SymmetricKey(data: key)))
+    }
+}
+
+/// What the recovery key opens: a P-256 escrow key whose private half is sealed in the TPM (no PCR policy,
+/// dictionary-attack protected) with the recovery key as its authorization, and the device and passcode secrets
+/// encrypted to its public half. Nothing here is secret without that TPM and the recovery key.
+public struct RecoveryRecord: Codable, Sendable, Equatable {
+    /// The TPM object holding the escrow private key, authorized by the recovery key.
+    public var sealedKey: Data
+    /// The escrow public key (X9.63).
+    public var publicKey: Data
+    /// DS encrypted to the escrow key.
+    public var deviceSecret: Data
+    /// PS encrypted to the escrow key, while a passcode is set.
+    public var passcodeSecret: Data?
+
+    public init(sealedKey: Data, publicKey: Data, deviceSecret: Data, passcodeSecret: Data?) {
+        self.sealedKey = sealedKey
+        self.publicKey = publicKey
+        self.deviceSecret = deviceSecret
+        self.passcodeSecret = passcodeSecret
+    }
+}
+
+/// A TPM NV counter index and the value the keybag was written with: the keybag is fresh when the counter has
+/// that value (or one less: the increment that follows a commit had not happened yet).
+public struct CounterRecord: Codable, Sendable, Equatable {
+    public var index: UInt32
+    public var value: UInt64
+
+    public init(index: UInt32, value: UInt64) {
+        self.index = index
+        self.value = value
     }
 }
 

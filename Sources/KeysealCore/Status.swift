@@ -28,6 +28,12 @@ public enum KeychainStatus {
     public static let decode: OSStatus = -26275
     public static let missingEntitlement: OSStatus = -34018
     public static let verifyFailed: OSStatus = -67808
+    /// Keyseal's own (no Apple status means it): the device secret is bound to PCR values the TPM no longer has;
+    /// nothing that needs it is served until `keyseal recover` (docs/TPM.md "Boot binding"). Exit status 156.
+    public static let recoveryRequired: OSStatus = -25700
+    /// Keyseal's own: the store is older than the TPM's anti-rollback counter says (an older copy was put back);
+    /// the passcode classes are not served until an administrator decides (docs/OPERATIONS.md). Exit status 155.
+    public static let rolledBack: OSStatus = -25701
 
     /// Name and meaning of every status Keyseal knows (shared with the command line).
     public static var table: [OSStatus: (name: String, message: String)] { OSStatusTable.entries }

@@ -285,6 +285,9 @@ private final class Connection {
     /// Format 1: the AES key of stores provisioned before format 2.
     var legacyKey: TokenKey?
     var closed = false
+    /// Private keys of hardware key pairs found in this session, by `CKA_ID` (object handles are stable while the
+    /// session is open; a handle the token no longer knows is looked up again).
+    var hardwareKeyHandles: [[UInt8]: CK_OBJECT_HANDLE] = [:]
 
     var functions: CK_FUNCTION_LIST { module.functions.pointee }
 
@@ -1243,6 +1246,7 @@ extension Connection {
 
     /// The private key of a blob; none is `errSecDecode` (a blob of another token, or a key deleted).
     private func privateKey(id: [UInt8]) throws(KeychainError) -> CK_OBJECT_HANDLE {
+        if let handle = hardwareKeyHandles[id] { return handle }
         let found = try keyObjects(CKO_PRIVATE_KEY, id: id)
         guard found.count == 1 else {
             throw KeychainError(
@@ -1251,24 +1255,46 @@ extension Connection {
                     ? "token \"\(tokenLabel)\" holds no private key with this key's id (another token's key, or deleted)"
                     : "token \"\(tokenLabel)\" holds \(found.count) private keys with this key's id")
         }
+        if hardwareKeyHandles.count >= 64 { hardwareKeyHandles.removeAll() }
+        hardwareKeyHandles[id] = found[0]
         return found[0]
+    }
+
+    /// Runs `body` with the private key of `id`; when a remembered handle is no longer valid (the object was
+    /// destroyed through another session), looks the key up again once.
+    private func withPrivateKey<Result>(
+        id: [UInt8], _ body: (CK_OBJECT_HANDLE) throws(PKCS11CallError) -> Result, failure what: String
+    ) throws(KeychainError) -> Result {
+        let remembered = hardwareKeyHandles[id] != nil
+        let key = try privateKey(id: id)
+        do {
+            return try body(key)
+        } catch where remembered && (error.result == .keyHandleInvalid || error.result == .objectHandleInvalid) {
+            hardwareKeyHandles[id] = nil
+            let again = try privateKey(id: id)
+            do {
+                return try body(again)
+            } catch {
+                throw keyFailure(error, what)
+            }
+        } catch {
+            throw keyFailure(error, what)
+        }
     }
 
     /// `CKM_ECDSA` over a 32-byte digest: r ‖ s, 64 bytes.
     func signECDSA(_ digest: [UInt8], id: [UInt8]) throws(KeychainError) -> [UInt8] {
-        let key = try privateKey(id: id)
         let session = self.session
         let functions = self.functions
         var signature = [UInt8](repeating: 0, count: 64)
         var length = CK_ULONG(signature.count)
         var input = digest
-        do {
+        try withPrivateKey(id: id, { (key) throws(PKCS11CallError) in
             var mechanism = CK_MECHANISM(mechanism: CK_MECHANISM_TYPE(CKM_ECDSA), pParameter: nil, ulParameterLen: 0)
             try ck("C_SignInit", functions.C_SignInit!(session, &mechanism, key))
+            length = CK_ULONG(signature.count)
             try ck("C_Sign", functions.C_Sign!(session, &input, CK_ULONG(input.count), &signature, &length))
-        } catch {
-            throw keyFailure(error, "cannot sign with the key on")
-        }
+        }, failure: "cannot sign with the key on")
         guard length == 64 else {
             throw KeychainError(
                 KeychainStatus.internalComponent, "token \"\(tokenLabel)\" returned a \(length)-byte P-256 signature")
@@ -1334,6 +1360,7 @@ extension Connection {
 
     /// Destroys the private and public key objects with this id.
     func destroyKeyPair(id: [UInt8]) throws(KeychainError) {
+        hardwareKeyHandles[id] = nil
         let objects = try keyObjects(CKO_PRIVATE_KEY, id: id) + keyObjects(CKO_PUBLIC_KEY, id: id)
         for object in objects {
             do {

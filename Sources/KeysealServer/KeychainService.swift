@@ -269,6 +269,26 @@ public final class KeychainService: Sendable {
             let deleted = try store.deleteUndecryptable(ids: ids)
             logger.info("deleted undecryptable items", metadata: ["items.deleted": "\(deleted.count)"])
             return .undecryptable(deleted.map(WireMapping.wire))
+        case .createRecoveryKey(let passcode):
+            let key = try store.createRecoveryKey(passcode: try passcode.map(Self.passcode))
+            broadcaster.publish(store.lockState)
+            logger.notice("a new recovery key was created")
+            return .secret(key.withUnsafeBytes { WireSecret($0) })
+        case .recover(let key, let passcode):
+            defer { broadcaster.publish(store.lockState) }
+            try store.recover(
+                recoveryKey: key.withUnsafeBytes { SecretBytes(copying: $0) }, passcode: try passcode.map(Self.passcode))
+            logger.notice("the store was recovered with its recovery key and sealed to the current PCR values")
+            return .ok
+        case .tpmReseal(let passcode, let pcrs):
+            defer { broadcaster.publish(store.lockState) }
+            try store.resealTPM(passcode: try passcode.map(Self.passcode), pcrs: pcrs)
+            logger.notice("the device objects were sealed again to the current PCR values")
+            return .ok
+        case .acceptRollback:
+            try store.acceptRollback()
+            logger.notice("an administrator accepted the store's rollback")
+            return .ok
         case .exportBackup, .importBegin, .importChunk, .importEnd:
             // Served by exportBackup(…) and handleImport(…), which stream.
             throw KeychainError(KeychainStatus.internalComponent, "\(request.name) is a streamed request")

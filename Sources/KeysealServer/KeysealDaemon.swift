@@ -38,6 +38,8 @@ public struct DaemonOptions: Sendable {
     /// Argon2id cost for a new passcode; nil: the product's (64 MiB, t=3). Only debug builds of keyseald let tests
     /// lower it.
     public var argon2: Argon2Parameters?
+    /// `--tpm-pcrs`: the PCRs a new TPM store's device and passcode objects are bound to (empty: unbound).
+    public var tpmPCRs: [Int] = []
 
     public init(
         storeDirectory: URL, socket: SocketConfiguration, backend: Backend, autoLock: AutoLock = .stored,
@@ -74,14 +76,14 @@ public final class KeysealDaemon: Sendable {
         var swtpm: SwtpmProcess?
         let device: DeviceKey
         switch options.backend {
-        case .tpm(let tcti): device = .tpm(tcti: tcti)
+        case .tpm(let tcti): device = .tpm(tcti: tcti, pcrs: options.tpmPCRs)
         case .swtpm:
             let process = SwtpmProcess(
                 stateDirectory: options.storeDirectory.appendingPathComponent("swtpm"), logger: logger)
             try Self.createStoreDirectory(options.storeDirectory)
             try process.start()
             swtpm = process
-            device = .tpm(tcti: process.tcti)
+            device = .tpm(tcti: process.tcti, pcrs: options.tpmPCRs)
         case .pkcs11(let module, let token, let pinFile): device = .pkcs11(module: module, token: token, pinFile: pinFile)
         case .hostKey(let file): device = .hostKey(file: file ?? DeviceKey.defaultHostKeyFile)
         }
@@ -95,6 +97,11 @@ public final class KeysealDaemon: Sendable {
             throw error
         }
         self.swtpm = swtpm
+        if store.recoveryRequired {
+            logger.warning(
+                "recovery required: the TPM's PCRs no longer have the values this store was sealed to; nothing that needs the device secret is served until `keyseal recover`",
+                metadata: ["store.path": "\(store.location)"])
+        }
         if let ledger = try? store.status().ledger, !ledger.verified {
             logger.warning(
                 "the store's generation ledger failed verification",
@@ -132,7 +139,9 @@ public final class KeysealDaemon: Sendable {
         }
         let autoLock: Int?
         switch options.autoLock {
-        case .stored: autoLock = try store.autoLockSeconds()
+        case .stored:
+            // A store waiting for recovery has no verified setting yet: the default until it is recovered.
+            autoLock = store.recoveryRequired ? 300 : try store.autoLockSeconds()
         case .seconds(let seconds): autoLock = seconds
         case .never: autoLock = nil
         }

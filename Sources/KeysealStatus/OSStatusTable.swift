@@ -35,6 +35,15 @@ public enum OSStatusTable {
         -26275: ("errSecDecode", "Unable to decode the provided data."),
         -34018: ("errSecMissingEntitlement", "A required entitlement isn't present."),
         -67808: ("errSecVerifyFailed", "A cryptographic verification failure has occurred."),
+        // Keyseal's own, in a range Apple's Security framework does not use (-25700…-25709).
+        -25700: (
+            "errKeysealRecoveryRequired",
+            "The TPM's PCRs no longer match the values the store was sealed to; recovery is required."
+        ),
+        -25701: (
+            "errKeysealRolledBack",
+            "The store is older than the TPM's anti-rollback counter: an older copy was put back."
+        ),
     ]
 
     public static func name(_ status: Int32) -> String? { entries[status]?.name }

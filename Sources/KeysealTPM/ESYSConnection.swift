@@ -8,10 +8,10 @@ import KeysealCore
 /// right where it is received; every transient object and session it creates is remembered until flushed, so
 /// that ``close()`` can flush what an interrupted operation left behind.
 final class ESYSConnection {
-    private var context: OpaquePointer?
+    private(set) var context: OpaquePointer?
     private var tcti: OpaquePointer?
     /// Transient objects and sessions loaded by us and not flushed yet.
-    private(set) var live: Set<ESYS_TR> = []
+    var live: Set<ESYS_TR> = []
     /// Set when a call failed on the wire: the context is then unusable and must be replaced.
     private(set) var broken = false
     /// Calls that succeeded since the owner last set it to zero: at zero after a wire failure, the failed call
@@ -22,9 +22,17 @@ final class ESYSConnection {
     /// The salted HMAC session kept on this connection between operations.
     var session: ESYS_TR?
     /// Hardware keys kept loaded between operations, least recently used first, by their blob.
-    var keys: [(blob: [UInt8], handle: ESYS_TR)] = []
-    /// The unsalted, unbound HMAC session whose HMACs Keyseal computes itself (``sign(_:keyName:authorization:session:digest:)``).
+    var keys: [KeptKey] = []
+    /// The unsalted, unbound HMAC session whose HMACs Keyseal computes itself (``sign(_:authorization:session:digest:)``).
     var hmacSession: HMACSession?
+
+    /// A hardware key kept loaded: its blob, its handles and its Name (for the HMAC of each command).
+    struct KeptKey {
+        var blob: [UInt8]
+        var handle: ESYS_TR
+        var tpmHandle: UInt32
+        var name: [UInt8]
+    }
 
     /// A session Keyseal authorizes commands with through SAPI: its TPM handle and the TPM's last nonce.
     struct HMACSession {
@@ -53,7 +61,7 @@ final class ESYSConnection {
 
     /// The checking function for this context's calls: ``tss2(_:_:)``, which also marks the context broken when
     /// the wire to the TPM failed.
-    private func tss2(_ function: StaticString, _ rc: TSS2_RC) throws(TSS2Error) {
+    func tss2(_ function: StaticString, _ rc: TSS2_RC) throws(TSS2Error) {
         do {
             try KeysealTPM.tss2(function, rc)
             commandsSucceeded += 1
@@ -126,16 +134,17 @@ final class ESYSConnection {
         return session
     }
 
-    /// Creates a sealed data object holding `secret` under `parent`, with `authorization` as its authValue.
+    /// Creates a sealed data object holding `secret` under `parent`, with `authorization` as its authValue and,
+    /// when `policy` is given, that authPolicy (and no userWithAuth: only the policy authorizes it).
     /// Returns the TPM2B_PUBLIC and TPM2B_PRIVATE of the new object, marshalled.
     func createSealedObject(
         parent: ESYS_TR, session: ESYS_TR, secret: SecretBytes, authorization: SecretBytes?,
-        dictionaryAttackProtected: Bool
+        dictionaryAttackProtected: Bool, policy: [UInt8]? = nil
     ) throws(TSS2Error) -> (public: [UInt8], private: [UInt8]) {
         let created = try create(
             parent: parent, session: session,
             template: keyseal_sealed_object_template(dictionaryAttackProtected ? 1 : 0), secret: secret,
-            authorization: authorization)
+            authorization: authorization, policy: policy)
         return (created.public, created.private)
     }
 
@@ -152,9 +161,14 @@ final class ESYSConnection {
 
     /// TPM2_Create under `parent` from `template`, with `secret` as its data and `authorization` as its authValue.
     private func create(
-        parent: ESYS_TR, session: ESYS_TR, template: TPM2B_PUBLIC, secret: SecretBytes, authorization: SecretBytes?
+        parent: ESYS_TR, session: ESYS_TR, template: TPM2B_PUBLIC, secret: SecretBytes, authorization: SecretBytes?,
+        policy: [UInt8]? = nil
     ) throws(TSS2Error) -> (public: [UInt8], private: [UInt8], point: [UInt8]) {
         var template = template
+        if let policy {
+            let set = policy.withUnsafeBufferPointer { keyseal_template_set_policy(&template, $0.baseAddress, $0.count) }
+            precondition(set == 0, "a policy digest is at most 64 bytes")
+        }
         // The sensitive part holds the secret and the authorization: keep it out of Swift's copies and wipe it.
         let sensitive = UnsafeMutablePointer<TPM2B_SENSITIVE_CREATE>.allocate(capacity: 1)
         defer {
@@ -241,8 +255,15 @@ final class ESYSConnection {
         }
     }
 
+    /// The TPM handle behind an ESAPI object.
+    func tpmHandle(of handle: ESYS_TR) throws(TSS2Error) -> UInt32 {
+        var tpmHandle: TPM2_HANDLE = 0
+        try tss2("Esys_TR_GetTpmHandle", Esys_TR_GetTpmHandle(context, handle, &tpmHandle))
+        return tpmHandle
+    }
+
     /// Starts an unsalted, unbound HMAC session (SHA-256, no parameter encryption) for
-    /// ``sign(_:keyName:authorization:session:digest:)``. Its session key is empty (TPM 2.0 Part 1, §19.6.8), so
+    /// ``sign(_:authorization:session:digest:)``. Its session key is empty (TPM 2.0 Part 1, §19.6.8), so
     /// each HMAC is keyed by the object's authValue alone, which never crosses the bus: with a 256-bit random
     /// authValue an observer of the bus learns nothing usable.
     func startHMACSession() throws(TSS2Error) -> HMACSession {
@@ -271,12 +292,12 @@ final class ESYSConnection {
     /// spends 2–5 ms of CPU on each HMAC-session command, ten times the command itself. The response HMAC is
     /// verified. `session.nonceTPM` is advanced on success; after a failure the caller drops the session.
     /// Returns r ‖ s.
-    func sign(
-        _ key: ESYS_TR, keyName: [UInt8], authorization: SecretBytes, session: inout HMACSession, digest: [UInt8]
-    ) throws(TSS2Error) -> [UInt8] {
+    func sign(_ key: KeptKey, authorization: SecretBytes, session: inout HMACSession, digest: [UInt8])
+        throws(TSS2Error) -> [UInt8]
+    {
         precondition(digest.count == 32, "the caller sizes the digest")
-        var keyHandle: TPM2_HANDLE = 0
-        try tss2("Esys_TR_GetTpmHandle", Esys_TR_GetTpmHandle(context, key, &keyHandle))
+        let keyHandle = key.tpmHandle
+        let keyName = key.name
         var sys: OpaquePointer?
         try tss2("Esys_GetSysContext", Esys_GetSysContext(context, &sys))
         var inDigest = digest.withUnsafeBufferPointer { keyseal_digest32($0.baseAddress) }

@@ -12,11 +12,16 @@ import struct FoundationEssentials.Data
 ///     0x01    format version
 ///     kind    0x01 device object (empty auth, noDA) | 0x02 passcode object (auth, dictionary-attack protected)
 ///             | 0x03 hardware key (ECC P-256, sign and decrypt, auth, noDA)
+///     (version 2 only) PCR mask, 4 bytes: the SHA-256 PCRs the object's policy is bound to (bit n = PCR n)
 ///     TPM2B_NAME    the storage primary's Name when sealed
 ///     TPM2B_PUBLIC  the sealed object's public area
 ///     TPM2B_PRIVATE the sealed object's private area (encrypted and integrity-protected by the TPM)
 ///
 /// Nothing in it is secret: the private area is opaque to anything but the TPM that created it.
+///
+/// Version 2 is a PCR-bound object: its authPolicy is `PolicyPCR` over the masked PCRs (then `PolicyAuthValue` for
+/// a passcode object) and it has no userWithAuth, so nothing but that policy releases it. Version 1 (no mask) is
+/// an unbound object, authorized by its authValue alone.
 struct SealedBlob {
     enum Kind: UInt8 {
         case device = 1
@@ -26,17 +31,21 @@ struct SealedBlob {
 
     static let magic: [UInt8] = Array("KSTP".utf8)
     static let version: UInt8 = 1
+    static let boundVersion: UInt8 = 2
 
     var kind: Kind
+    /// The SHA-256 PCRs the object is bound to; 0 for an unbound object.
+    var pcrMask: UInt32 = 0
     var primaryName: [UInt8]
     var publicArea: TPM2B_PUBLIC
     var privateArea: TPM2B_PRIVATE
 
     /// Builds the blob from the marshalled public and private areas that Esys_Create returned.
-    static func encode(kind: Kind, primaryName: [UInt8], marshalledPublic: [UInt8], marshalledPrivate: [UInt8])
-        -> Data
-    {
-        var bytes = magic + [version, kind.rawValue]
+    static func encode(
+        kind: Kind, primaryName: [UInt8], marshalledPublic: [UInt8], marshalledPrivate: [UInt8], pcrMask: UInt32 = 0
+    ) -> Data {
+        var bytes = magic + [pcrMask == 0 ? version : boundVersion, kind.rawValue]
+        if pcrMask != 0 { bytes += (0..<4).map { UInt8(truncatingIfNeeded: pcrMask >> (24 - 8 * $0)) } }
         bytes += [UInt8(truncatingIfNeeded: primaryName.count >> 8), UInt8(truncatingIfNeeded: primaryName.count)]
         bytes += primaryName
         bytes += marshalledPublic
@@ -52,14 +61,18 @@ struct SealedBlob {
             KeychainError(KeychainStatus.decode, "the sealed TPM blob is damaged or not a Keyseal TPM blob (\(why))")
         }
         guard bytes.count > 6, Array(bytes[0..<4]) == Self.magic else { throw corrupt("no Keyseal TPM header") }
-        guard bytes[4] == Self.version else { throw corrupt("unknown format version \(bytes[4])") }
+        guard bytes[4] == Self.version || bytes[4] == Self.boundVersion else {
+            throw corrupt("unknown format version \(bytes[4])")
+        }
         guard let kind = Kind(rawValue: bytes[5]) else { throw corrupt("unknown object kind \(bytes[5])") }
         guard kind == expected else {
             let why =
                 switch expected {
                 case .key: "this TPM blob is not a hardware key"
                 case .passcode: "this TPM blob is not a passcode object"
-                case .device: kind == .passcode ? "this TPM blob needs a passcode authorization" : "this TPM blob is not a sealed object"
+                case .device:
+                    kind == .passcode
+                        ? "this TPM blob needs a passcode authorization" : "this TPM blob is not a sealed object"
                 }
             throw KeychainError(KeychainStatus.decode, why)
         }
@@ -67,6 +80,13 @@ struct SealedBlob {
         var publicArea = TPM2B_PUBLIC()
         var privateArea = TPM2B_PRIVATE()
         var offset = 6
+        var mask: UInt32 = 0
+        if bytes[4] == Self.boundVersion {
+            guard bytes.count > 10 else { throw corrupt("truncated PCR mask") }
+            mask = bytes[6..<10].reduce(0) { $0 << 8 | UInt32($1) }
+            guard mask != 0, mask & 0xFF00_0000 == 0 else { throw corrupt("invalid PCR mask") }
+            offset = 10
+        }
         let ok = bytes.withUnsafeBufferPointer { buffer -> Bool in
             Tss2_MU_TPM2B_NAME_Unmarshal(buffer.baseAddress, buffer.count, &offset, &name) == 0
                 && Tss2_MU_TPM2B_PUBLIC_Unmarshal(buffer.baseAddress, buffer.count, &offset, &publicArea) == 0
@@ -80,23 +100,41 @@ struct SealedBlob {
             guard keyseal_public_type(&publicArea) == keyseal_TPM2_ALG_ECC,
                 keyseal_public_name_alg(&publicArea) == keyseal_TPM2_ALG_SHA256,
                 keyseal_public_curve(&publicArea) == keyseal_TPM2_ECC_NIST_P256,
-                attributes == keyseal_hardware_key_attributes
+                attributes == keyseal_hardware_key_attributes, mask == 0
             else { throw corrupt("the object is not a Keyseal hardware key") }
         } else {
             let expectedAttributes =
-                keyseal_TPMA_OBJECT_FIXEDTPM | keyseal_TPMA_OBJECT_FIXEDPARENT | keyseal_TPMA_OBJECT_USERWITHAUTH
-                | (kind == .device ? keyseal_TPMA_OBJECT_NODA : 0)
+                keyseal_TPMA_OBJECT_FIXEDTPM | keyseal_TPMA_OBJECT_FIXEDPARENT
+                | (mask == 0 ? keyseal_TPMA_OBJECT_USERWITHAUTH : 0) | (kind == .device ? keyseal_TPMA_OBJECT_NODA : 0)
             guard keyseal_public_type(&publicArea) == keyseal_TPM2_ALG_KEYEDHASH,
                 keyseal_public_name_alg(&publicArea) == keyseal_TPM2_ALG_SHA256,
                 attributes == expectedAttributes
             else { throw corrupt("the object is not a Keyseal sealed object") }
         }
 
+        guard mask == 0 || keyseal_public_policy_size(&publicArea) == 32 else {
+            throw corrupt("a bound object without a SHA-256 policy")
+        }
         self.kind = kind
+        self.pcrMask = mask
         self.primaryName = withUnsafePointer(to: &name) {
             Array(UnsafeBufferPointer(start: keyseal_name_bytes($0), count: Int($0.pointee.size)))
         }
         self.publicArea = publicArea
         self.privateArea = privateArea
     }
+
+    /// The object's authPolicy (empty for an unbound object).
+    var policy: [UInt8] {
+        var publicArea = publicArea
+        return withUnsafePointer(to: &publicArea) {
+            Array(UnsafeBufferPointer(start: keyseal_public_policy_bytes($0), count: Int(keyseal_public_policy_size($0))))
+        }
+    }
+
+    /// The PCR numbers of a mask, ascending.
+    static func pcrs(_ mask: UInt32) -> [Int] { (0..<24).filter { mask & (1 << UInt32($0)) != 0 } }
+
+    /// The mask of PCR numbers (each 0–23).
+    static func mask(_ pcrs: [Int]) -> UInt32 { pcrs.reduce(0) { $0 | (1 << UInt32($1)) } }
 }

@@ -35,7 +35,7 @@ public final class TPMDeviceKey: DeviceKeyProvider, @unchecked Sendable {
     public let tcti: String
     public var backendName: String { "tpm" }
 
-    private let lock = ConditionLock()
+    let lock = ConditionLock()
     /// The ESAPI context; nil after a lost connection until the next call reconnects.
     private var connection: ESYSConnection?
     private var opened = false
@@ -43,6 +43,8 @@ public final class TPMDeviceKey: DeviceKeyProvider, @unchecked Sendable {
     /// The primary's Name as first read by ``deviceIdentity()`` (the engine compares it with the store's record
     /// right after open); every seal checks the primary against it.
     private var pinnedPrimaryName: [UInt8]?
+    /// The SHA-256 PCRs new device and passcode objects are bound to (0: unbound); see TPMBinding.swift.
+    var pcrMask: UInt32 = 0
 
     /// The largest authorization value for a passcode object: the size of a SHA-256 digest (the object's nameAlg).
     public static let maximumAuthorizationSize = 32
@@ -55,8 +57,10 @@ public final class TPMDeviceKey: DeviceKeyProvider, @unchecked Sendable {
     ///   - logging: when false and `TSS2_LOG` is not set, tpm2-tss's own stderr logging is silenced
     ///     (`TSS2_LOG=all+NONE`) before the first TSS call. The setting is process-wide and read once by
     ///     tpm2-tss, so the first key created in a process decides it.
-    public init(tcti: String, logging: Bool = false) {
+    ///   - pcrs: the PCRs (SHA-256 bank, 0–23) that new device and passcode objects are bound to; empty: unbound.
+    public init(tcti: String, logging: Bool = false, pcrs: [Int] = []) {
         self.tcti = tcti
+        self.pcrMask = SealedBlob.mask(pcrs.filter { (0..<24).contains($0) })
         if !logging { _ = Self.silenceTSSLogging }
     }
 
@@ -93,8 +97,8 @@ public final class TPMDeviceKey: DeviceKeyProvider, @unchecked Sendable {
 
     public func deviceIdentity() throws -> Data {
         try withConnection { connection in
-            // Created afresh: the TPM may have been cleared since the kept one was made.
-            if let kept = connection.primary { connection.flush(kept.handle) }
+            // Created afresh: the TPM may have been cleared since the kept one was made (and with it the keys).
+            dropKept(connection)
             let name = try storagePrimary(connection).name
             if pinnedPrimaryName == nil { pinnedPrimaryName = name }
             return Data(name)
@@ -212,9 +216,10 @@ public final class TPMDeviceKey: DeviceKeyProvider, @unchecked Sendable {
 
     // MARK: Operations (lock held)
 
-    private func sealObject(_ connection: ESYSConnection, secret: SecretBytes, authorization: SecretBytes?) throws
-        -> Data
-    {
+    func sealObject(
+        _ connection: ESYSConnection, secret: SecretBytes, authorization: SecretBytes?, bound: Bool = true
+    ) throws -> Data {
+        let mask = bound ? pcrMask : 0
         let (primary, primaryName) = try storagePrimary(connection)
         if let pinned = pinnedPrimaryName, pinned != primaryName {
             throw KeychainError(
@@ -223,23 +228,25 @@ public final class TPMDeviceKey: DeviceKeyProvider, @unchecked Sendable {
                     + "replaced); nothing was sealed")
         }
         // Command parameter encryption: the secret and the authorization cross the wire encrypted.
+        let policy = mask == 0 ? nil : try connection.pcrPolicyDigest(mask: mask, authValue: authorization != nil)
         let session = try keptSession(connection, attributes: keyseal_TPMA_SESSION_DECRYPT)
         makeRoom(connection)  // TPM2_Create holds the new object in a slot while it works
         let created = try connection.createSealedObject(
             parent: primary, session: session, secret: secret, authorization: authorization,
-            dictionaryAttackProtected: authorization != nil)
+            dictionaryAttackProtected: authorization != nil, policy: policy)
         return SealedBlob.encode(
             kind: authorization == nil ? .device : .passcode, primaryName: primaryName,
-            marshalledPublic: created.public, marshalledPrivate: created.private)
+            marshalledPublic: created.public, marshalledPrivate: created.private, pcrMask: mask)
     }
 
-    private func unsealObject(_ connection: ESYSConnection, blob: SealedBlob, authorization: SecretBytes?) throws
+    func unsealObject(_ connection: ESYSConnection, blob: SealedBlob, authorization: SecretBytes?) throws
         -> SecretBytes
     {
         let (primary, primaryName) = try storagePrimary(connection)
         guard primaryName == blob.primaryName else {
             throw KeychainError(KeychainStatus.decode, "this store was sealed by another device")
         }
+        try checkPCRs(connection, blob: blob, passcode: authorization != nil)
         if authorization != nil {
             let state = try readDictionaryAttackState(connection)
             if let refusal = Self.refusal(state) { throw refusal }
@@ -248,7 +255,14 @@ public final class TPMDeviceKey: DeviceKeyProvider, @unchecked Sendable {
         let object = try load(connection, parent: primary, blob: blob)
         defer { connection.flush(object) }
         // Response parameter encryption: the secret comes back encrypted under the salted session's key.
-        let session = try keptSession(connection, attributes: keyseal_TPMA_SESSION_ENCRYPT)
+        // A bound object: a policy session of its own (PolicyPCR, then PolicyAuthValue for a passcode object),
+        // salted and with response encryption too, flushed after the unseal.
+        let policySession =
+            blob.pcrMask == 0
+            ? nil
+            : try connection.startPCRPolicySession(tpmKey: primary, mask: blob.pcrMask, authValue: authorization != nil)
+        defer { if let policySession { connection.flush(policySession) } }
+        let session = try policySession ?? keptSession(connection, attributes: keyseal_TPMA_SESSION_ENCRYPT)
         guard let authorization else { return try connection.unseal(object, session: session) }
 
         try connection.setAuthorization(authorization, for: object)
@@ -277,6 +291,9 @@ public final class TPMDeviceKey: DeviceKeyProvider, @unchecked Sendable {
         }
         if error.code.isTPM(TSS2ResultCode.TPM.badAuth) {
             return KeychainError(KeychainStatus.authFailed, "wrong passcode")
+        }
+        if error.code.isTPM(TSS2ResultCode.TPM.policyFail) || error.code.isTPM(TSS2ResultCode.TPM.pcrChanged) {
+            return Self.pcrMismatch(detail: "\(error)")
         }
         return error
     }
@@ -344,7 +361,7 @@ public final class TPMDeviceKey: DeviceKeyProvider, @unchecked Sendable {
     // MARK: Objects kept loaded (lock held)
 
     /// The storage primary kept loaded on `connection`, created on its first use, and its Name.
-    private func storagePrimary(_ connection: ESYSConnection) throws -> (handle: ESYS_TR, name: [UInt8]) {
+    func storagePrimary(_ connection: ESYSConnection) throws -> (handle: ESYS_TR, name: [UInt8]) {
         if let kept = connection.primary { return kept }
         let handle = try connection.createStoragePrimary()
         do {
@@ -359,7 +376,7 @@ public final class TPMDeviceKey: DeviceKeyProvider, @unchecked Sendable {
 
     /// The salted HMAC session kept on `connection` (salted with the storage primary; AES-128-CFB), set to
     /// `attributes` (encrypt, decrypt) for the next command. Started on first use; dropped after any failure.
-    private func keptSession(_ connection: ESYSConnection, attributes: TPMA_SESSION) throws -> ESYS_TR {
+    func keptSession(_ connection: ESYSConnection, attributes: TPMA_SESSION) throws -> ESYS_TR {
         let session: ESYS_TR
         if let kept = connection.session {
             session = kept
@@ -416,7 +433,7 @@ public final class TPMDeviceKey: DeviceKeyProvider, @unchecked Sendable {
     /// was idle: the old connection's first write fails) is replaced at once and the call runs once more. Every
     /// operation's first command only reads or creates the primary, so nothing was counted or changed; a failure
     /// after the first command is never retried (a passcode try may have reached the TPM).
-    private func withConnection<Result>(_ body: (ESYSConnection) throws -> Result) throws -> Result {
+    func withConnection<Result>(_ body: (ESYSConnection) throws -> Result) throws -> Result {
         try lock.withLock {
             guard !closed else { throw Self.closedError }
             guard opened else { throw KeychainError(KeychainStatus.notAvailable, "the TPM device key is not open") }
@@ -496,6 +513,9 @@ public final class TPMDeviceKey: DeviceKeyProvider, @unchecked Sendable {
         }
         if code.isTPM(TPM.lockout) {
             return KeychainError(KeychainStatus.authFailed, "the TPM is in dictionary-attack lockout (\(error))")
+        }
+        if code.isTPM(TPM.policyFail) || code.isTPM(TPM.pcrChanged) {
+            return Self.pcrMismatch(detail: "\(error)")
         }
         if [TPM.yielded, TPM.testing, TPM.nvRate, TPM.retry, TPM.nvUnavailable].contains(where: code.isTPM) {
             return KeychainError(KeychainStatus.notAvailable, "the TPM is busy; try again shortly (\(error))")
@@ -601,15 +621,12 @@ extension TPMDeviceKey: HardwareKeyProvider {
     public func sign(digest: [UInt8], keyBlob: Data, authorization: SecretBytes) throws -> Data {
         let digest = try Self.p256Digest(digest)
         try checkKeyAuthorization(authorization)
-        let blob = try SealedBlob(decoding: keyBlob, expecting: .key)
         let rs = try withConnection { connection in
-            let key = try loadedKey(connection, blob: blob, bytes: Array(keyBlob))
+            let key = try loadedKey(connection, keyBlob: keyBlob)
             var session = try connection.hmacSession ?? connection.startHMACSession()
             connection.hmacSession = session
             do {
-                let rs = try connection.sign(
-                    key, keyName: connection.name(of: key), authorization: authorization, session: &session,
-                    digest: digest)
+                let rs = try connection.sign(key, authorization: authorization, session: &session, digest: digest)
                 connection.hmacSession = session
                 return rs
             } catch {
@@ -628,9 +645,8 @@ extension TPMDeviceKey: HardwareKeyProvider {
                 KeychainStatus.param, "the peer's public key is not an uncompressed P-256 point (04 ‖ X ‖ Y, 65 bytes)")
         }
         try checkKeyAuthorization(authorization)
-        let blob = try SealedBlob(decoding: keyBlob, expecting: .key)
         return try withConnection { connection in
-            let key = try loadedKey(connection, blob: blob, bytes: Array(keyBlob))
+            let key = try loadedKey(connection, keyBlob: keyBlob).handle
             let session = try keptSession(connection, attributes: keyseal_TPMA_SESSION_ENCRYPT)
             try connection.setAuthorization(authorization, for: key)
             defer { connection.clearAuthorization(for: key) }
@@ -658,22 +674,32 @@ extension TPMDeviceKey: HardwareKeyProvider {
 
     // MARK: Helpers (lock held where a connection is passed)
 
-    /// The key of `blob`, loaded under the kept primary or found among the kept keys (then marked most recently
-    /// used). A blob made under another primary is `errSecDecode` before anything is loaded.
-    private func loadedKey(_ connection: ESYSConnection, blob: SealedBlob, bytes: [UInt8]) throws -> ESYS_TR {
+    /// The key of `keyBlob`: found among the kept keys (then marked most recently used), or checked, loaded under
+    /// the kept primary and kept. A blob made under another primary is `errSecDecode` before anything is loaded.
+    private func loadedKey(_ connection: ESYSConnection, keyBlob: Data) throws -> ESYSConnection.KeptKey {
+        let bytes = Array(keyBlob)
+        if let index = connection.keys.firstIndex(where: { $0.blob == bytes }) {
+            let kept = connection.keys.remove(at: index)
+            connection.keys.append(kept)
+            return kept
+        }
+        let blob = try SealedBlob(decoding: keyBlob, expecting: .key)
         let (primary, primaryName) = try storagePrimary(connection)
         guard primaryName == blob.primaryName else {
             throw KeychainError(KeychainStatus.decode, "this key was created by another device")
         }
-        if let index = connection.keys.firstIndex(where: { $0.blob == bytes }) {
-            let kept = connection.keys.remove(at: index)
-            connection.keys.append(kept)
-            return kept.handle
-        }
         makeRoom(connection)
         let handle = try load(connection, parent: primary, blob: blob)
-        connection.keys.append((blob: bytes, handle: handle))
-        return handle
+        do {
+            let kept = ESYSConnection.KeptKey(
+                blob: bytes, handle: handle, tpmHandle: try connection.tpmHandle(of: handle),
+                name: try connection.name(of: handle))
+            connection.keys.append(kept)
+            return kept
+        } catch {
+            connection.flush(handle)
+            throw error
+        }
     }
 
     private func checkKeyAuthorization(_ authorization: SecretBytes) throws {

@@ -53,6 +53,11 @@ struct TSS2ResultCode: RawRepresentable, Hashable, Sendable, CustomStringConvert
         static let nvRate: UInt32 = 0x920
         static let retry: UInt32 = 0x922
         static let nvUnavailable: UInt32 = 0x923
+        static let policyFail: UInt32 = 0x09D  // a policy session's digest is not the object's authPolicy
+        static let handle: UInt32 = 0x08B  // no such handle (an NV index that is not defined)
+        static let nvDefined: UInt32 = 0x14C
+        static let nvUninitialized: UInt32 = 0x14A
+        static let pcrChanged: UInt32 = 0x928
     }
 
     // Base codes of the TSS layers (tss2_common.h).

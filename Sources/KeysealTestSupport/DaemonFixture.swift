@@ -49,6 +49,8 @@ public final class DaemonFixture: @unchecked Sendable {
     /// The tpm2-abrmd (and its swtpm) behind `.tabrmd`.
     public let broker: ResourceManagerFixture?
     public var extraArguments: [String]
+    /// Variables added to keyseald's environment at its next start.
+    public var extraEnvironment: [String: String] = [:]
     public var productArgon2: Bool
     public private(set) var process: Process?
     private var logHandle: FileHandle?
@@ -112,6 +114,7 @@ public final class DaemonFixture: @unchecked Sendable {
         var environment = ProcessInfo.processInfo.environment.merging(softhsm?.environment ?? [:]) { _, new in new }
         environment.merge(broker?.environment ?? [:]) { _, new in new }
         environment["KEYSEAL_TESTING_ARGON2"] = productArgon2 ? nil : "minimal"
+        environment.merge(extraEnvironment) { _, new in new }
         return environment
     }
 

@@ -1,7 +1,7 @@
 // keyseal-bench: Keyseal's benchmarks, each figure next to its floor or target, measured in the same run.
 //
 //   swift build -c release --product keyseal-bench --product keyseald
-//   .build/release/keyseal-bench [--quick] [--output DIR] [--only engine,daemon,unlock]
+//   .build/release/keyseal-bench [--quick] [--output DIR] [--only engine,daemon,unlock,keys]
 //
 // engine: embedded SecItemCopyMatching (return data) at 1,000 and 100,000 items and durable SecItemAdd, next to a
 //         raw SQLite lookup and a raw insert + commit (synchronous=FULL); AES-256-GCM opens through swift-crypto and
@@ -12,6 +12,8 @@
 //         and after an unlock.
 // unlock: per backend (host key, swtpm, SoftHSM2): store open, the hardware part of unlock apart from Argon2id,
 //         Argon2id at the product cost, and lookups per backend.
+// keys:   hardware key signing through KeysealTPM (swtpm) and KeysealPKCS11 (SoftHSM2), each next to a raw loop
+//         in C on the same library (ESAPI TPM2_Sign on a loaded key; C_SignInit + C_Sign).
 // Figures are printed and written as JSON into bench-results/ (or --output DIR).
 
 import Foundation
@@ -27,11 +29,11 @@ if arguments.count == 4 && arguments[1] == "--echo-server" {
 }
 let quick = arguments.contains("--quick")
 let outputDirectory = arguments.firstIndex(of: "--output").map { arguments[$0 + 1] } ?? "bench-results"
-let allSections = ["engine", "daemon", "unlock"]
+let allSections = ["engine", "daemon", "unlock", "keys"]
 let sections = arguments.firstIndex(of: "--only").map { arguments[$0 + 1].split(separator: ",").map(String.init) }
     ?? allSections
 for section in sections where !allSections.contains(section) {
-    FileHandle.standardError.write(Data("keyseal-bench: unknown section \(section) (engine, daemon, unlock)\n".utf8))
+    FileHandle.standardError.write(Data("keyseal-bench: unknown section \(section) (engine, daemon, unlock, keys)\n".utf8))
     exit(64)
 }
 let large = quick ? 20_000 : 100_000
@@ -76,6 +78,10 @@ if sections.contains("daemon") {
 if sections.contains("unlock") {
     print("— unlock and store open per backend (embedded)")
     try unlockSection(scratch: scratch, quick: quick, results: results)
+}
+if sections.contains("keys") {
+    print("— hardware key signing next to raw loops in C (swtpm, SoftHSM2)")
+    try keysSection(quick: quick, results: results, scratch: scratch)
 }
 let path = try results.write(directory: outputDirectory, quick: quick, sections: sections)
 print("wrote \(path)")

@@ -31,6 +31,7 @@ struct KeysealCommand: ParsableCommand {
             AddGenericPassword.self, FindGenericPassword.self, DeleteGenericPassword.self,
             AddInternetPassword.self, FindInternetPassword.self, DeleteInternetPassword.self,
             DumpKeychain.self, ExportCommand.self, ImportCommand.self, DoctorCommand.self, ErrorCommand.self,
+            RecoveryKeyCommand.self, RecoverCommand.self, TPMCommand.self,
         ])
 
     static func main() {
@@ -138,7 +139,7 @@ enum ArgumentRewriter {
         if addCommands.contains(command), rest.last == "-w" {
             rest[rest.count - 1] = "--password-prompt"
         }
-        if command == "passcode", let sub = rest.first, !sub.hasPrefix("-") {
+        if ["passcode", "recovery-key", "tpm"].contains(command), let sub = rest.first, !sub.hasPrefix("-") {
             return [command, sub] + globals + rest.dropFirst()
         }
         return [command] + globals + rest

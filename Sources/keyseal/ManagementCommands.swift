@@ -55,6 +55,26 @@ struct StatusCommand: ClientCommand {
                             ("summary", .string(ledger.summary)),
                         ])))
             }
+            if let boot = status.boot {
+                members.append(
+                    ("pcrs",
+                        .object([
+                            ("bound", .array(boot.pcrs.map { .int(Int64($0)) })),
+                            ("match", .bool(boot.pcrsMatch)),
+                        ])))
+                members.append(("recoveryRequired", .bool(boot.recoveryRequired)))
+                members.append(("recoveryKey", .bool(boot.recoveryKeySet)))
+                members.append(("rolledBack", .bool(boot.rolledBack)))
+                members.append(
+                    ("antiRollbackCounter",
+                        boot.counterIndex.map { index in
+                            .object([
+                                ("index", .string("0x" + String(index, radix: 16))),
+                                ("value", boot.counterValue.map { .int(Int64(clamping: $0)) } ?? .null),
+                            ])
+                        } ?? .null))
+                members.append(("boot", .string(boot.detail)))
+            }
             Console.out(JSON.object(members).rendered)
             return
         }
@@ -81,6 +101,19 @@ struct StatusCommand: ClientCommand {
             Console.out("items:            " + counts.map { "\($0.0) \($0.1)" }.joined(separator: ", "))
         }
         if let ledger = status.ledger { Console.out("ledger:           \(ledger.summary)") }
+        if let boot = status.boot {
+            let bound = boot.pcrs.isEmpty ? "none" : boot.pcrs.map(String.init).joined(separator: ",")
+            let match = boot.pcrs.isEmpty ? "" : boot.pcrsMatch ? " (match now)" : " (do not match now)"
+            Console.out("pcrs:             \(bound)\(match)")
+            if boot.recoveryRequired { Console.out("recovery required: run keyseal recover with the recovery key") }
+            if boot.rolledBack { Console.out("rolled back:      \(boot.detail)") }
+            Console.out("recovery key:     \(boot.recoveryKeySet ? "set" : "none")")
+            if let index = boot.counterIndex {
+                Console.out(
+                    "anti-rollback:    TPM counter 0x\(String(index, radix: 16))"
+                        + (boot.counterValue.map { " = \($0)" } ?? ""))
+            }
+        }
     }
 }
 

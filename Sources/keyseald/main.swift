@@ -38,6 +38,11 @@ struct Keyseald: AsyncParsableCommand {
         help: "With --tpm-protect-lockout: write the value to this new file (0600) instead of the terminal; needed when stdout is not a terminal.")
     var tpmLockoutFile: String?
 
+    @Option(
+        name: .customLong("tpm-pcrs"),
+        help: "When the store is created: bind its device and passcode objects to these PCRs' current values (SHA-256 bank), e.g. 7 or 7,14; default none.")
+    var tpmPCRs: String?
+
     @Option(name: .customLong("pkcs11-module"), help: "The PKCS#11 module: a path or a p11-kit module name.")
     var pkcs11Module: String?
 
@@ -255,6 +260,12 @@ struct Keyseald: AsyncParsableCommand {
             autoLock: settings.noAutoLock ? .never : settings.autoLock.map { .seconds($0) } ?? .stored,
             policyFile: settings.policy.map(Self.url),
             frameTimeout: .seconds(settings.frameTimeout), maxUnlocked: settings.maxUnlocked, limits: settings.limits)
+        if let list = tpmPCRs ?? file["tpm-pcrs"] {
+            guard settings.backend == .tpm || settings.backend == .swtpm else {
+                throw ValidationError("--tpm-pcrs needs --backend tpm")
+            }
+            options.tpmPCRs = try Self.pcrList(list)
+        }
         #if DEBUG
         // Test daemons: the smallest Argon2id cost, so that passcode calls cost what they cost in the engine's
         // tests. Release builds never read this variable.
@@ -292,6 +303,16 @@ struct Keyseald: AsyncParsableCommand {
     }
 
     static func url(_ path: String) -> URL { URL(fileURLWithPath: path) }
+
+    /// `--tpm-pcrs`: PCR numbers 0–23, comma-separated, or `none`.
+    static func pcrList(_ text: String) throws -> [Int] {
+        if text == "none" { return [] }
+        let numbers = text.split(separator: ",", omittingEmptySubsequences: false).map { Int($0) }
+        guard !numbers.isEmpty, numbers.allSatisfy({ $0 != nil && (0..<24).contains($0!) }) else {
+            throw ValidationError("--tpm-pcrs takes PCR numbers 0 to 23, comma-separated (e.g. 7 or 7,14), or none")
+        }
+        return Array(Set(numbers.map { $0! })).sorted()
+    }
 
     static func fail(_ message: String) -> Never {
         let line = Array("keyseald: \(message)\n".utf8)
