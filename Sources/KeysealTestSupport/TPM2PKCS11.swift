@@ -323,7 +323,8 @@ public enum PKCS11Stack: String, CaseIterable, Sendable, CustomStringConvertible
     /// A token with the device key's two HMAC keys (tpm2-pkcs11: made beforehand with `tpm2_ptool`, since it cannot
     /// generate keys through PKCS#11; SoftHSM2: made by the first provisioning open). `use` says whether the test
     /// may share the token with others (it only seals and unseals) or needs one of its own (it logs in with a wrong
-    /// PIN, destroys a key, or needs a token without keys).
+    /// PIN, destroys a key, or needs a token without keys). Call `remove()` when done: on tpm2-pkcs11 that ends the
+    /// test's turn (``TPM2PKCS11Pool``).
     public func token(_ use: TPM2PKCS11Pool.Use = .shared) throws -> PKCS11TokenFixture {
         switch self {
         case .softhsm2: return try SoftHSMFixture()
@@ -352,7 +353,38 @@ public final class TPM2PKCS11Token: PKCS11TokenFixture, @unchecked Sendable {
     public func remove() {}
 }
 
+/// A test's turn on a tpm2-pkcs11 token: ``remove()`` ends it.
+final class TPM2PKCS11Lease: PKCS11TokenFixture, @unchecked Sendable {
+    let token: TPM2PKCS11Token
+    private let turn: DispatchSemaphore?
+    private let ended = Mutex(false)
+    var module: String { token.module }
+    var tokenLabel: String { token.tokenLabel }
+    var pin: String { token.pin }
+    var pinFile: URL { token.pinFile }
+    var environment: [String: String] { token.environment }
+
+    init(_ token: TPM2PKCS11Token, turn: DispatchSemaphore?) {
+        self.token = token
+        self.turn = turn
+    }
+
+    func remove() {
+        let first = ended.withLock { ended in
+            defer { ended = true }
+            return !ended
+        }
+        if first { turn?.signal() }
+    }
+}
+
 /// The process-wide tpm2-pkcs11 store, on the TPM behind ``ResourceManagerFixture/shared()``, with its tokens.
+///
+/// Tests take turns on a token shared between tests: with several sessions of one process at work on one token at
+/// once, tpm2-pkcs11 1.9 answered CKR_OPERATION_ACTIVE to a new session's C_FindObjectsInit and
+/// CKR_SESSION_HANDLE_INVALID to a live session's C_SignInit. A lease from ``token(_:)`` on `.shared` or `.second`
+/// waits for that token's turn and its `remove()` hands the turn on (a test holding both takes `.shared` first);
+/// `.own` and `.withoutKeys` tokens belong to one test.
 ///
 /// tpm2-pkcs11 reads its store (`TPM2_PKCS11_STORE`) and TCTI (`TPM2_PKCS11_TCTI`) from the environment when a
 /// process first initializes it, and lists the tokens it found then; its TCTI is tabrmd's, whose bus is the
@@ -458,8 +490,24 @@ public final class TPM2PKCS11Pool: @unchecked Sendable {
 
     private static let pendingRemoval = Mutex<String?>(nil)
 
-    /// A token for `use`; `.own` and `.withoutKeys` tokens are handed out once.
-    public func token(_ use: Use) throws -> TPM2PKCS11Token {
+    private let sharedTurn = DispatchSemaphore(value: 1)
+    private let secondTurn = DispatchSemaphore(value: 1)
+
+    /// A lease on a token for `use`, once it is this test's turn on it; `.own` and `.withoutKeys` tokens are handed
+    /// out once. End it with `remove()`.
+    public func token(_ use: Use) throws -> PKCS11TokenFixture {
+        let token = try take(use)
+        let turn: DispatchSemaphore? =
+            switch use {
+            case .shared: sharedTurn
+            case .second: secondTurn
+            case .own, .withoutKeys: nil
+            }
+        turn?.wait()
+        return TPM2PKCS11Lease(token, turn: turn)
+    }
+
+    private func take(_ use: Use) throws -> TPM2PKCS11Token {
         try lock.withLock {
             switch use {
             case .shared: return sharedToken

@@ -4,21 +4,37 @@ import KeysealCore
 import KeysealSecurity
 import KeysealTestSupport
 
-/// One device-key backend with whatever process or token it needs (the test fixtures': an own swtpm with its
-/// dictionary-attack limits set, an own SoftHSM2 token).
+/// One device-key backend (a stack: how the device key is reached) with whatever process or token it needs (the
+/// test fixtures': an own swtpm with its dictionary-attack limits set; the process's one tpm2-abrmd on a private
+/// bus, on its own swtpm; a tpm2-pkcs11 token made with tpm2_ptool behind that tpm2-abrmd; an own SoftHSM2 token).
 struct BenchBackend {
     var name: String
     var device: DeviceKey
+    /// The TCTI of a TPM stack, for the raw ESAPI floor.
+    var tcti: String?
     var cleanup: () -> Void
 
-    static func make(_ name: String, scratch: URL) throws -> BenchBackend {
+    /// The stacks, in the order they are measured.
+    static let names = ["host-key", "swtpm", "tabrmd", "tpm2-pkcs11", "softhsm2"]
+
+    /// - Parameter second: a second device of the stack for a second store (a token holds one store's key).
+    static func make(_ name: String, scratch: URL, second: Bool = false) throws -> BenchBackend {
         switch name {
         case "host-key":
             return BenchBackend(
                 name: name, device: .hostKey(file: scratch.appendingPathComponent("unlock-host.key")), cleanup: {})
         case "swtpm":
             let tpm = try SwtpmFixture(maxTries: 32)
-            return BenchBackend(name: name, device: .tpm(tcti: tpm.tcti), cleanup: { tpm.stop() })
+            return BenchBackend(name: name, device: .tpm(tcti: tpm.tcti), tcti: tpm.tcti, cleanup: { tpm.stop() })
+        case "tabrmd":
+            // Every store on it shares the one TPM; it stops when the process exits.
+            let broker = try ResourceManagerFixture.shared()
+            return BenchBackend(name: name, device: .tpm(tcti: broker.tcti), tcti: broker.tcti, cleanup: {})
+        case "tpm2-pkcs11":
+            let token = try TPM2PKCS11Pool.shared().token(second ? .second : .shared)
+            return BenchBackend(
+                name: name, device: .pkcs11(module: token.module, token: token.tokenLabel, pinFile: token.pinFile),
+                cleanup: { token.remove() })
         case "softhsm2":
             let token = try SoftHSMFixture()
             return BenchBackend(
@@ -66,7 +82,7 @@ func unlockSection(scratch: URL, quick: Bool, results: Results) throws {
             note: "included in the hardware parts below"))
 
     var hostLookupP50: Double?
-    for name in ["host-key", "swtpm", "softhsm2"] {
+    for name in BenchBackend.names {
         let backend: BenchBackend
         do {
             backend = try BenchBackend.make(name, scratch: scratch)
@@ -112,10 +128,25 @@ func unlockSection(scratch: URL, quick: Bool, results: Results) throws {
         }
         lockSamples.sort()
         let unlockHardware = hardware.p50 - lockSamples[lockSamples.count / 2]
+        var floorNote = ""
+        if let tcti = backend.tcti {
+            // The raw ESAPI floor on the same stack, in the same run.
+            let floor = try ESAPIFloor.measure(tcti: tcti, count: repetitions)
+            results.add(
+                Measurement(
+                    name: "\(name): raw ESAPI Esys_Unseal, loaded object, password session, p50 (floor)",
+                    value: floor.unseal.p50, unit: "ms", note: String(format: "max %.2f ms", floor.unseal.max)))
+            results.add(
+                Measurement(
+                    name: "\(name): raw ESAPI Esys_CreatePrimary, storage primary ECC P-256, p50",
+                    value: floor.createPrimary.p50, unit: "ms",
+                    note: String(format: "max %.2f ms", floor.createPrimary.max)))
+            floorNote = String(format: "; %.1f× the Esys_Unseal floor", unlockHardware / floor.unseal.p50)
+        }
         results.add(
             atMost(
                 "\(name): unlock, hardware part (Argon2id minimal), p50", unlockHardware, "ms", limit: 15,
-                note: String(format: "lock excluded; max %.2f ms", hardware.max)))
+                note: String(format: "lock excluded; max %.2f ms", hardware.max) + floorNote))
 
         _ = lookups(store, items: 1_000, count: 1_000)
         var lookup = lookups(store, items: 1_000, count: quick ? 5_000 : 20_000, name: "\(name) embedded")
@@ -132,7 +163,8 @@ func unlockSection(scratch: URL, quick: Bool, results: Results) throws {
 
         // The whole unlock at the product's Argon2id cost: Argon2id plus the hardware part.
         // (A store of its own on a device of its own: a token holds one store's key.)
-        let productBackend = try BenchBackend.make(name, scratch: scratch.appendingPathComponent("product"))
+        let productBackend = try BenchBackend.make(
+            name, scratch: scratch.appendingPathComponent("product"), second: true)
         defer { productBackend.cleanup() }
         let productDirectory = scratch.appendingPathComponent("unlock-\(name)-product")
         let product = try KeychainStore.embedded(directory: productDirectory, device: productBackend.device)

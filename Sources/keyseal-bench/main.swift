@@ -10,8 +10,9 @@
 //         clients (8 threads, each with its own connection), next to a bare unix-socket request/reply between two
 //         processes with the same frame sizes; the daemon's VmRSS with 100,000 items after the lookups, locked,
 //         and after an unlock.
-// unlock: per backend (host key, swtpm, SoftHSM2): store open, the hardware part of unlock apart from Argon2id,
-//         Argon2id at the product cost, and lookups per backend.
+// unlock: per stack (host key; swtpm's socket; tpm2-abrmd on a private bus; tpm2-pkcs11 behind that tpm2-abrmd;
+//         SoftHSM2): store open, the hardware part of unlock apart from Argon2id, Argon2id at the product cost, and
+//         lookups per backend; on the TPM stacks, a raw ESAPI Esys_Unseal loop (the floor) in the same run.
 // keys:   hardware key signing through KeysealTPM (swtpm) and KeysealPKCS11 (SoftHSM2), each next to a raw loop
 //         in C on the same library (ESAPI TPM2_Sign on a loaded key; C_SignInit + C_Sign).
 // Figures are printed and written as JSON into bench-results/ (or --output DIR).
@@ -41,6 +42,8 @@ let lookupCount = quick ? 5_000 : 20_000
 let addCount = quick ? 500 : 2_000
 // The unlock section needs a few SoftHSM2 tokens, not the tests' pool of 32.
 setenv("KEYSEAL_SOFTHSM_TOKENS", "4", 0)
+// tpm2-pkcs11: the shared and the second token are enough.
+setenv("KEYSEAL_TPM2_PKCS11_OWN", "0", 0)
 setenv("TSS2_LOG", "all+NONE", 0)
 
 let scratch = URL(fileURLWithPath: "/tmp").appendingPathComponent("keyseal-bench-\(getpid())")

@@ -274,10 +274,15 @@ struct Keyseald: AsyncParsableCommand {
             logger.warning("debug build: KEYSEAL_TESTING_ARGON2=minimal lowers the Argon2id cost of new passcodes")
         }
         #endif
-        // tpm2-abrmd's TCTI reports D-Bus failures through GLib, on stderr unless GLib's messages are routed here.
-        var throughBroker = false
-        if case .tpm(let tcti) = deviceBackend, tcti.hasPrefix("tabrmd") {
-            throughBroker = GLibMessages.capture(into: logger)
+        // tpm2-abrmd's TCTI (also under tpm2-pkcs11) reports D-Bus failures through GLib, on stderr unless GLib's
+        // messages are routed here; tpm2-pkcs11 logs on stderr unless told otherwise.
+        var glibCaptured = false
+        switch deviceBackend {
+        case .tpm(let tcti) where tcti.hasPrefix("tabrmd"): glibCaptured = GLibMessages.capture(into: logger)
+        case .pkcs11(let module, _, _) where module.contains("tpm2_pkcs11") || module.contains("tpm2-pkcs11"):
+            if level > .debug { setenv("TPM2_PKCS11_LOG_LEVEL", "0", 0) }
+            glibCaptured = GLibMessages.capture(into: logger)
+        default: break
         }
         do {
             let daemon = try KeysealDaemon(options: options, logger: logger)
@@ -295,8 +300,10 @@ struct Keyseald: AsyncParsableCommand {
             }
             try await daemon.run()
         } catch let error as KeychainError {
-            let refusal = throughBroker && error.status == KeychainStatus.notAvailable ? GLibMessages.busRefusal : nil
-            Self.fail(error.description + (refusal.map { "; \($0)" } ?? ""))
+            let hint =
+                error.status == KeychainStatus.notAvailable
+                ? StackHint.forFailure(of: deviceBackend, glibCaptured: glibCaptured) : nil
+            Self.fail(error.description + (hint.map { "; \($0)" } ?? ""))
         } catch {
             Self.fail("\(error)")
         }
@@ -472,6 +479,39 @@ enum GLibMessages {
             return "tpm2-abrmd is not running on that bus (org.freedesktop.DBus.Error.ServiceUnknown): start it "
                 + "(systemctl start tpm2-abrmd)"
         }
+        if warning.contains("Could not connect") {
+            return "no D-Bus bus answers (\(warning)): the system bus is /run/dbus/system_bus_socket (dbus running?); "
+                + "a session bus is found through DBUS_SESSION_BUS_ADDRESS"
+        }
         return "tpm2-abrmd's D-Bus call failed: \(warning)"
+    }
+}
+
+/// What keyseald adds to a start-up failure with errSecNotAvailable, per stack: the cause the TPM or PKCS#11 error
+/// alone does not name (a device node missing or not accessible to this user, a bus that refused the call).
+enum StackHint {
+    static func forFailure(of backend: DaemonOptions.Backend, glibCaptured: Bool) -> String? {
+        switch backend {
+        case .tpm(let tcti) where tcti.hasPrefix("device"):
+            let configured = tcti.split(separator: ":", maxSplits: 1).dropFirst().first.map(String.init) ?? ""
+            let path = configured.isEmpty ? "/dev/tpm0" : configured
+            if access(path, F_OK) != 0 {
+                return "\(path) does not exist: the kernel has no TPM driver for this machine (no TPM, or it is "
+                    + "disabled in the firmware); /dev/tpmrm0 is the kernel's resource manager (Linux 4.12 and later)"
+            }
+            if access(path, R_OK | W_OK) != 0 {
+                return "\(path) is not readable and writable by this user (it is tss:tss 0660): add the user to "
+                    + "group tss"
+            }
+            return nil
+        case .tpm(let tcti) where tcti.hasPrefix("tabrmd"):
+            return glibCaptured ? GLibMessages.busRefusal : nil
+        case .pkcs11 where glibCaptured:
+            guard let warning = GLibMessages.lastWarning else { return nil }
+            return "tpm2-pkcs11 could not reach the TPM (\(warning)): set TPM2_PKCS11_TCTI (device:/dev/tpmrm0, or "
+                + "tabrmd:bus_type=system with tpm2-abrmd running) for a user allowed to use it"
+        default:
+            return nil
+        }
     }
 }

@@ -26,7 +26,10 @@ func withToken<Result>(
     _ stack: PKCS11Stack, _ fixture: PKCS11TokenFixture? = nil,
     _ body: (PKCS11TokenFixture, PKCS11DeviceKey) throws -> Result
 ) throws -> Result {
-    let fixture = try fixture ?? stack.keyToken()
+    let leased = fixture == nil && stack == .tpm2pkcs11 ? try stack.keyToken() : nil
+    // A tpm2-pkcs11 lease ends this test's turn on the shared token when removed (TPM2PKCS11Pool).
+    defer { leased?.remove() }
+    let fixture = try fixture ?? leased ?? stack.keyToken()
     let key = try openDeviceKey(fixture, provisioning: stack == .softhsm2)
     defer { key.close() }
     return try body(fixture, key)

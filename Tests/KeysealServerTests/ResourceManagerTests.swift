@@ -94,3 +94,35 @@ struct ResourceManagerTests {
         }
     }
 }
+
+/// keyseald's start on a TPM device node the user cannot open.
+@Suite("keyseald on a TPM device node it may not open")
+struct TPMDeviceNodeTests {
+    @Test("a device node this user cannot read and write: keyseald fails with one line naming the path and group tss")
+    func deviceNodeDenied() throws {
+        let root = try TemporaryDirectory(prefix: "keyseal-device-node")
+        defer { root.remove() }
+        chmod(root.path, 0o711)
+        // A root-owned 0600 file stands in for /dev/tpmrm0 (tss:tss 0660) seen by a user outside group tss.
+        let node = root.appending("tpmrm0")
+        try SoftHSMFixture.writeFile(node, contents: "")
+        let home = root.appending("nobody")
+        try FileManager.default.createDirectory(
+            at: home, withIntermediateDirectories: false, attributes: [.posixPermissions: 0o700])
+        #expect(chown(home.path, 65534, 65534) == 0)
+        let setpriv = try requireTool("setpriv", package: "util-linux")
+        let keyseald = try builtProductsDirectory().appendingPathComponent("keyseald").path
+        let result = try runProcess(
+            setpriv,
+            [
+                "--reuid", "65534", "--regid", "65534", "--clear-groups", keyseald, "--store",
+                home.appendingPathComponent("store").path, "--socket", home.appendingPathComponent("keyseal.sock").path,
+                "--backend", "tpm", "--tcti", "device:\(node.path)",
+            ])
+        #expect(result.status == 1)
+        let lines = result.stderrText.split(separator: "\n", omittingEmptySubsequences: true)
+        #expect(lines.count == 1, "\(result.stderrText)")
+        #expect(result.stderrText.contains("\(node.path) is not readable and writable by this user"))
+        #expect(result.stderrText.contains("add the user to group tss"))
+    }
+}
