@@ -16,6 +16,7 @@ let package = Package(
         .library(name: "KeysealClient", targets: ["KeysealClient"]),
         .executable(name: "keyseald", targets: ["keyseald"]),
         .executable(name: "keyseal", targets: ["keyseal"]),
+        .executable(name: "keyseal-secret-service", targets: ["keyseal-secret-service"]),
     ],
     dependencies: [
         .package(url: "https://github.com/apple/swift-crypto.git", from: "4.0.0"),
@@ -36,6 +37,7 @@ let package = Package(
         .systemLibrary(name: "CKeysealSys"),
         .systemLibrary(name: "CLibCrypto", pkgConfig: "libcrypto", providers: [.apt(["libssl-dev"])]),
         .systemLibrary(name: "CP11Kit", pkgConfig: "p11-kit-1", providers: [.apt(["libp11-kit-dev"])]),
+        .systemLibrary(name: "CSDBus", pkgConfig: "libsystemd", providers: [.apt(["libsystemd-dev"])]),
 
         // OSStatus names and messages: a leaf shared by the engine and the command line.
         .target(name: "KeysealStatus", swiftSettings: swiftSettings),
@@ -129,6 +131,17 @@ let package = Package(
                 .linkedLibrary("_FoundationCollections", .when(platforms: [.linux])),
                 .linkedLibrary("_FoundationCShims", .when(platforms: [.linux])),
             ]),
+        // The freedesktop Secret Service over keyseald: sd-bus on a thread of its own, items through the wire.
+        .target(
+            name: "KeysealSecretService", dependencies: ["KeysealClient", "KeysealCore", "CSDBus"],
+            swiftSettings: swiftSettings),
+        .executableTarget(
+            name: "keyseal-secret-service",
+            dependencies: [
+                "KeysealSecretService", "KeysealClient",
+                .product(name: "ArgumentParser", package: "swift-argument-parser"),
+            ],
+            swiftSettings: swiftSettings),
         // Test helper: one wire request from a process of its own (e.g. run as another uid).
         .executableTarget(name: "keyseal-wire-probe", dependencies: ["KeysealClient"], swiftSettings: swiftSettings),
 
@@ -158,8 +171,14 @@ let package = Package(
 
         .testTarget(name: "KeysealClientTests", dependencies: ["KeysealClient"], swiftSettings: swiftSettings),
         .testTarget(
+            name: "KeysealSecretServiceTests", dependencies: ["KeysealSecretService", "KeysealTestSupport"],
+            exclude: ["Python"], swiftSettings: swiftSettings),
+        .testTarget(
             name: "KeysealServerTests",
-            dependencies: ["KeysealServer", "Keyseal", "KeysealClient", "KeysealCore", "KeysealTestSupport"],
+            dependencies: [
+                "KeysealServer", "Keyseal", "KeysealClient", "KeysealCore", "KeysealTestSupport",
+                .product(name: "Crypto", package: "swift-crypto"),
+            ],
             swiftSettings: swiftSettings),
         .testTarget(name: "KeysealCoreTests", dependencies: ["KeysealCore"], swiftSettings: swiftSettings),
         .testTarget(

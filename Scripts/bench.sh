@@ -8,14 +8,16 @@
 #   keys    hardware key signing (swtpm, SoftHSM2) next to raw TPM2_Sign and C_Sign loops written in C
 #   cli     whole-process `keyseal find-generic-password -w` next to a minimal Swift program (keyseal-cli-bench)
 #   backup  export and import of 100,000 items, Argon2id shown apart (keyseal-backup-bench)
+#   secrets the Secret Service bridge next to a headless gnome-keyring: stores of 1,000 items, in-process libsecret
+#           lookups, whole `secret-tool lookup` processes (Scripts/bench-secret-service.sh)
 # Figures are printed and written as JSON into bench-results/.
-# Options: --quick (shorter), --only engine,daemon,unlock,keys,cli,backup (some sections), --output DIR.
+# Options: --quick (shorter), --only engine,daemon,unlock,keys,cli,backup,secrets (some sections), --output DIR.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 bash Scripts/bootstrap.sh
 export PATH="/opt/swift/usr/bin:$PATH"
 
-only="engine,daemon,unlock,keys,cli,backup"
+only="engine,daemon,unlock,keys,cli,backup,secrets"
 output="bench-results"
 quick=()
 while [ $# -gt 0 ]; do
@@ -28,7 +30,8 @@ while [ $# -gt 0 ]; do
 done
 has() { [[ ",$only," == *",$1,"* ]]; }
 
-for product in keyseald keyseal keyseal-bench keyseal-cli-bench keyseal-bench-minimal keyseal-backup-bench; do
+for product in keyseald keyseal keyseal-bench keyseal-cli-bench keyseal-bench-minimal keyseal-backup-bench \
+  keyseal-secret-service; do
   swift build -c release --product "$product" >/dev/null
 done
 bin=$(swift build -c release --show-bin-path)
@@ -46,4 +49,11 @@ if has backup; then
   items=100000
   [ ${#quick[@]} -gt 0 ] && items=20000
   "$bin/keyseal-backup-bench" --output "$output" --items "$items"
+fi
+if has secrets; then
+  if [ ${#quick[@]} -gt 0 ]; then
+    bash Scripts/bench-secret-service.sh "$bin" "$output" 1000 500 30
+  else
+    bash Scripts/bench-secret-service.sh "$bin" "$output" 1000 2000 100
+  fi
 fi

@@ -9,7 +9,23 @@ packages=(
   bsdutils util-linux
   tpm2-abrmd libtss2-tcti-tabrmd0 dbus libtpm2-pkcs11-1 libtpm2-pkcs11-tools
   qemu-system-x86 busybox-static cpio kmod e2fsprogs
+  libsystemd-dev libsecret-tools gnome-keyring python3-gi gir1.2-secret-1 python3-venv python3-pip
 )
+
+# The Secret Service clients from PyPI (pinned), in a venv that also sees Debian's PyGObject (python3-gi): the
+# bridge's tests run SecretStorage, python-keyring's own backend tests (pytest) and libsecret through it.
+python_venv=/opt/keyseal-python
+python_packages=(SecretStorage==3.3.3 keyring==25.6.0 pytest==8.3.5)
+install_python() {
+  if [ -x "$python_venv/bin/python3" ] && "$python_venv/bin/python3" -c "import secretstorage, keyring, pytest" 2>/dev/null; then
+    return
+  fi
+  local sudo=""
+  [ "$(id -u)" -eq 0 ] || sudo="sudo"
+  echo "bootstrap: installing ${python_packages[*]} in $python_venv"
+  $sudo /usr/bin/python3 -m venv --system-site-packages "$python_venv"
+  $sudo "$python_venv/bin/pip" install -q "${python_packages[@]}"
+}
 
 missing=()
 for package in "${packages[@]}"; do
@@ -17,6 +33,7 @@ for package in "${packages[@]}"; do
 done
 if [ ${#missing[@]} -eq 0 ]; then
   echo "bootstrap: all packages present"
+  install_python
   exit 0
 fi
 
@@ -26,3 +43,4 @@ echo "bootstrap: installing ${missing[*]}"
 $sudo apt-get update -qq
 DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
 echo "bootstrap: done"
+install_python

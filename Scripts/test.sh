@@ -25,10 +25,12 @@ fi
 
 # Hardware fixtures fail (never skip) when swtpm or SoftHSM2 is missing.
 export CI="${CI:-true}"
-engine_suites="KeysealSecurityTests|LockMatrix|Tamper|KeychainTests|RequestValidationTests|UndecryptableTests"
+engine_suites="KeysealSecurityTests|LockMatrix|Tamper|KeychainTests|RequestValidationTests|UndecryptableTests|StringAttributeTests"
+# Keys, certificates and identities: hardware keys in swtpm and SoftHSM2 (on the host key, a software double).
+engine_suites+="|KeyItemTests|HardwareKeyTests|KeysealX509Tests"
 # Through the daemon (daemon-tabrmd: keyseald on a TPM behind tpm2-abrmd on a private session bus): the same suites
 # except Tamper, which edits the store file under an embedded engine.
-daemon_suites="KeysealSecurityTests|LockMatrix|KeychainTests|RequestValidationTests|UndecryptableTests"
+daemon_suites="KeysealSecurityTests|LockMatrix|KeychainTests|RequestValidationTests|UndecryptableTests|StringAttributeTests"
 # tabrmd: the engine embedded, every store of the test process on one TPM behind one tpm2-abrmd on a private session
 # bus (ResourceManagerFixture.shared: tpm2-tss finds the bus only through the process's environment).
 for backend in tpm pkcs11 tabrmd daemon-host-key daemon-tpm daemon-pkcs11 daemon-tabrmd; do
@@ -58,6 +60,8 @@ echo "test: qemu guest took $((SECONDS - started)) s"
 # pool stays under the 48 slots GnuTLS's p11tool lists (SoftHSMFixture), so the PKCS#11 device-key suites get a pool
 # of their own. They run on SoftHSM2 and on tpm2-pkcs11 behind tpm2-abrmd (TPM2PKCS11Pool: one store of tokens made
 # with tpm2_ptool per process).
+# Every suite includes the Secret Service bridge's (KeysealSecretServiceTests): secret-tool, libsecret through PyGObject,
+# SecretStorage and python-keyring's backend tests, run as processes on private session buses.
 echo "test: every suite"
 started=$SECONDS
 swift test --skip-build --skip KeysealPKCS11Tests

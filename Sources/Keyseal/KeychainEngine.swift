@@ -880,6 +880,12 @@ final class KeychainEngine {
 
     private static func attributes(_ stored: [String: AttributeValue], match query: ItemQuery) -> Bool {
         for (key, wanted) in query.attributes {
+            if key == AttributeKey.stringAttributes {
+                guard let stored = try? StringAttributes.pairs(stored[key]),
+                    let wanted = try? StringAttributes.pairs(wanted), StringAttributes.contains(stored, wanted)
+                else { return false }
+                continue
+            }
             let value = stored[key] ?? (AttributeKey.primaryKey(for: query.itemClass).contains(key)
                 ? AttributeKey.defaultValue(key) : nil)
             guard let value, value.matches(wanted) else { return false }
@@ -916,7 +922,9 @@ final class KeychainEngine {
         let digestKeys = primaryKey.filter {
             query.attributes[$0] != nil && AttributeKey.digestColumn(for: $0, itemClass: query.itemClass) != nil
         }
-        let useDigests = !digestKeys.isEmpty || query.synchronizable != .any
+        // String attribute pairs: each a term of the pair index (the sealed attributes decide; validated above).
+        let pairs = try StringAttributes.pairs(query.attributes[AttributeKey.stringAttributes])
+        let useDigests = !digestKeys.isEmpty || query.synchronizable != .any || !pairs.isEmpty
         guard useDigests else {
             let filter = RowFilter(
                 itemClass: query.itemClass.rawValue, groups: groups.map { $0.map { RowFilter.GroupTerm(group: $0) } },
@@ -924,7 +932,8 @@ final class KeychainEngine {
             return (filter, false)
         }
         let candidates = try groups ?? knownGroups(query.itemClass)
-        let wholeKey = primaryKey.allSatisfy { query.attributes[$0] != nil } && query.synchronizable != .any
+        let wholeKey =
+            primaryKey.allSatisfy { query.attributes[$0] != nil } && query.synchronizable != .any && pairs.isEmpty
         let terms = candidates.map { group -> RowFilter.GroupTerm in
             if wholeKey {
                 return RowFilter.GroupTerm(
@@ -944,7 +953,10 @@ final class KeychainEngine {
                             group: group, itemClass: query.itemClass, key: AttributeKey.synchronizable,
                             value: .bool(query.synchronizable == .yes))))
             }
-            return RowFilter.GroupTerm(group: group, digests: digests)
+            let pairDigests = pairs.map {
+                indexKey.pairDigest(group: group, itemClass: query.itemClass, name: $0.key, value: $0.value)
+            }
+            return RowFilter.GroupTerm(group: group, digests: digests, pairDigests: pairDigests)
         }
         let filter = RowFilter(
             itemClass: query.itemClass.rawValue, groups: terms, accessibility: query.accessibility?.rawValue,
@@ -1015,6 +1027,7 @@ final class KeychainEngine {
                 group: group, itemClass: itemClass, attributes: attributes, synchronizable: sync),
             digests: digests, sealed: SealedItem(attributes: Data(), wrappedKey: Data(), value: Data()),
             ledgerGeneration: generation)
+        row.pairDigests = indexKey.pairDigests(group: group, itemClass: itemClass, attributes: attributes)
         row.sealed = try ItemEnvelope.seal(
             attributes: encodedAttributes ?? AttributeCodec.encode(attributes), secret: secret,
             aad: row.header(storeID: storeID).encoded(),

@@ -55,6 +55,8 @@ public enum AttributeKind: Sendable {
     case date
     /// `accc`: a SecAccessControl; recorded as its flags.
     case accessControl
+    /// ``StringAttributes``: string pairs encoded as data.
+    case stringMap
 }
 
 /// Attribute keys (Apple's four-character names) and the per-class schema.
@@ -83,6 +85,8 @@ public enum AttributeKey {
     public static let synchronizable = "sync"
     /// `kSecUseDataProtectionKeychain`: four characters but a use flag, accepted and ignored.
     public static let dataProtectionKeychain = "nleg"
+    /// Arbitrary string attributes of a generic password (``StringAttributes``), a Keyseal extension.
+    public static let stringAttributes = "ksat"
 
     // Keys (FACTS.md §Keys).
     public static let keyClass = "kcls"
@@ -119,6 +123,7 @@ public enum AttributeKey {
         label: .string, isInvisible: .bool, isNegative: .bool, account: .blob, service: .blob,
         generic: .dataPreferred, securityDomain: .string, server: .string, `protocol`: .string,
         authenticationType: .string, port: .int, path: .string, synchronizable: .bool,
+        stringAttributes: .stringMap,
         keyClass: .string, applicationLabel: .blob, applicationTag: .blob, keySizeInBits: .int, effectiveKeySize: .int,
         startDate: .date, endDate: .date, isPermanent: .bool, isSensitive: .bool, isExtractable: .bool,
         canEncrypt: .bool, canDecrypt: .bool, canDerive: .bool, canSign: .bool, canVerify: .bool, canWrap: .bool,
@@ -131,7 +136,7 @@ public enum AttributeKey {
         label, isInvisible, isNegative, synchronizable,
     ]
 
-    private static let genericPasswordAttributes = common.union([account, service, generic])
+    private static let genericPasswordAttributes = common.union([account, service, generic, stringAttributes])
     private static let internetPasswordAttributes =
         common.union([account, securityDomain, server, `protocol`, authenticationType, port, path])
     private static let keyAttributes = common.union([

@@ -133,6 +133,9 @@ public enum RequestValidation {
                 size = text.utf8.count
             case (.blob, .data(let data)), (.dataPreferred, .data(let data)): size = data.count
             case (.bool, .bool), (.int, .int): continue
+            case (.stringMap, .data(let data)):
+                _ = try StringAttributes.decode(data)
+                size = data.count
             case (.date, .date(let date)):
                 guard date.timeIntervalSinceReferenceDate.isFinite else {
                     throw KeychainError(KeychainStatus.param, "\(key) must be a finite date")
@@ -156,6 +159,7 @@ public enum RequestValidation {
         case .int: "a number"
         case .date: "a date"
         case .accessControl: "a SecAccessControl"
+        case .stringMap: "an encoded string attribute map"
         }
     }
 

@@ -297,6 +297,9 @@ public enum DictionaryRequests {
             guard let date = value as? Date else { throw typeError(key, "a date") }
             return .date(date)
         case .accessControl: throw typeError(key, "a SecAccessControl")
+        case .stringMap:
+            if let pairs = value as? [String: String] { return .data(StringAttributes.encode(pairs)) }
+            return .data(try data(value, key))
         }
     }
 

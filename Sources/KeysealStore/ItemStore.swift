@@ -17,6 +17,9 @@ public struct ItemRow: Sendable {
     public var sealed: SealedItem
     /// The generation the ledger records for this item id (nil when the ledger has no entry).
     public var ledgerGeneration: Int64?
+    /// The digests of the item's string attribute pairs (``StringAttributes``) for the pair index; nil on a row
+    /// read from the store, whose update then leaves its index entries as they are.
+    public var pairDigests: [Data]?
 
     public init(
         id: Int64 = 0, itemID: [UInt8], itemClass: String, accessGroup: String, accessibility: String,
@@ -32,6 +35,7 @@ public struct ItemRow: Sendable {
         self.digests = digests
         self.sealed = sealed
         self.ledgerGeneration = ledgerGeneration
+        self.pairDigests = nil
     }
 
     public func header(storeID: [UInt8]) -> ItemHeader {
@@ -49,10 +53,15 @@ public struct RowFilter: Sendable {
         public var primaryKeyDigest: Data?
         /// (attribute key, digest) pairs, keys from ``AttributeKey/digested``.
         public var digests: [(String, Data)]
-        public init(group: String, primaryKeyDigest: Data? = nil, digests: [(String, Data)] = []) {
+        /// String attribute pair digests that must all be in the row's pair index.
+        public var pairDigests: [Data]
+        public init(
+            group: String, primaryKeyDigest: Data? = nil, digests: [(String, Data)] = [], pairDigests: [Data] = []
+        ) {
             self.group = group
             self.primaryKeyDigest = primaryKeyDigest
             self.digests = digests
+            self.pairDigests = pairDigests
         }
     }
 
@@ -72,7 +81,9 @@ public struct RowFilter: Sendable {
     /// The digest when this filter is one primary-key digest in one group and nothing else: the lookup most calls
     /// make, which ``ItemStore/forEachRowInPlace(primaryKeyDigest:_:)`` serves.
     public var primaryKeyDigest: Data? {
-        guard accessibility == nil, itemID == nil, let groups, groups.count == 1, groups[0].digests.isEmpty else {
+        guard accessibility == nil, itemID == nil, let groups, groups.count == 1, groups[0].digests.isEmpty,
+            groups[0].pairDigests.isEmpty
+        else {
             return nil
         }
         return groups[0].primaryKeyDigest
@@ -87,7 +98,7 @@ enum BindValue {
 
 /// The SQLite store of a keychain: schema, migrations, keybag and item rows. Not thread-safe.
 public final class ItemStore {
-    public static let schemaVersion = 3
+    public static let schemaVersion = 4
     public static let databaseName = "keyseal.db"
 
     public let database: Database
@@ -176,6 +187,12 @@ public final class ItemStore {
         """
         CREATE TABLE ledger_record(id INTEGER PRIMARY KEY CHECK (id = 1), body BLOB NOT NULL, mac BLOB NOT NULL);
         """,
+        // 4: the pair index of string attributes (StringAttributes): one keyed digest per (name, value) pair of an
+        // item. An index only: every match is checked against the item's sealed attributes.
+        """
+        CREATE TABLE item_pairs(digest BLOB NOT NULL, row_id INTEGER NOT NULL, PRIMARY KEY(digest, row_id)) WITHOUT ROWID;
+        CREATE INDEX item_pairs_row ON item_pairs(row_id);
+        """,
     ]
 
     func migrate() throws {
@@ -237,7 +254,9 @@ public final class ItemStore {
             }
             return
         }
-        let byDigest = filter.groups?.contains { $0.primaryKeyDigest != nil || !$0.digests.isEmpty } ?? false
+        let byDigest =
+            filter.groups?.contains { $0.primaryKeyDigest != nil || !$0.digests.isEmpty || !$0.pairDigests.isEmpty }
+            ?? false
         var values: [BindValue] = []
         // The statement's shape; the SQL text is built only the first time a shape is seen.
         var shape = byDigest ? "D" : "C"
@@ -268,6 +287,10 @@ public final class ItemStore {
                     shape += "," + key
                     values.append(.blob(digest))
                 }
+                for digest in term.pairDigests {
+                    shape += ",+"
+                    values.append(.blob(digest))
+                }
             }
         }
         let sql = { (hinted: Bool) -> String in
@@ -281,6 +304,7 @@ public final class ItemStore {
                     var parts: [String] = byDigest ? [] : ["i.agrp = ?"]
                     if term.primaryKeyDigest != nil { parts.append("i.pk = ?") }
                     parts += Self.digestTerms(term.digests.map(\.0))
+                    parts += term.pairDigests.map { _ in "i.id IN (SELECT row_id FROM item_pairs WHERE digest = ?)" }
                     return "(" + parts.joined(separator: " AND ") + ")"
                 }
                 sql += " AND (" + terms.joined(separator: " OR ") + ")"
@@ -524,6 +548,7 @@ public final class ItemStore {
             try statement.run()
             let id = sqlite3LastInsertRowID()
             try writeLedger(id: id, generation: row.generation)
+            try writePairs(id: id, row.pairDigests, replacing: false)
             if let ledgerKey {
                 ledgerRecord.add(rowID: id, itemID: row.itemID, generation: row.generation, key: ledgerKey)
                 ledgerDirty = true
@@ -549,6 +574,7 @@ public final class ItemStore {
             try statement.bind(Int32(columns.count + 1), row.id)
             try statement.run()
             try writeLedger(id: row.id, generation: row.generation)
+            try writePairs(id: row.id, row.pairDigests, replacing: true)
             if let ledgerKey {
                 ledgerRecord.add(rowID: row.id, itemID: row.itemID, generation: row.generation, key: ledgerKey)
                 ledgerDirty = true
@@ -568,6 +594,7 @@ public final class ItemStore {
             let ledger = try database.statement("DELETE FROM ledger WHERE id = ?1")
             try ledger.bind(1, row.id)
             try ledger.run()
+            try writePairs(id: row.id, [], replacing: true)
             hints.remove(row.primaryKeyDigest, rowID: row.id)
         } catch {
             throw error.keychainError
@@ -586,6 +613,23 @@ public final class ItemStore {
         try statement.bind(base, row.sealed.attributes)
         try statement.bind(base + 1, row.sealed.wrappedKey)
         try statement.bind(base + 2, row.sealed.value)
+    }
+
+    /// Sets a row's entries in the pair index: nil leaves them as they are; `replacing` removes the old ones first.
+    private func writePairs(id: Int64, _ digests: [Data]?, replacing: Bool) throws(SQLiteError) {
+        guard let digests else { return }
+        if replacing {
+            let statement = try database.statement(key: "pairs:delete", sql: { "DELETE FROM item_pairs WHERE row_id = ?1" })
+            try statement.bind(1, id)
+            try statement.run()
+        }
+        for digest in digests {
+            let statement = try database.statement(
+                key: "pairs:insert", sql: { "INSERT OR IGNORE INTO item_pairs(digest, row_id) VALUES (?1, ?2)" })
+            try statement.bind(1, digest)
+            try statement.bind(2, id)
+            try statement.run()
+        }
     }
 
     private func writeLedger(id: Int64, generation: Int64) throws(SQLiteError) {

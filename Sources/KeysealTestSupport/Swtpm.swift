@@ -122,7 +122,7 @@ public final class SwtpmFixture: @unchecked Sendable {
 
     /// Whether something accepts connections on the Unix socket at `path` (connects and closes at once).
     /// Whether a Unix socket at `path` accepts a connection.
-    static func accepts(_ path: String) -> Bool {
+    public static func accepts(_ path: String) -> Bool {
         guard FileManager.default.fileExists(atPath: path) else { return false }
         let fd = socket(AF_UNIX, Int32(SOCK_STREAM.rawValue), 0)
         guard fd >= 0 else { return false }

@@ -325,7 +325,7 @@ struct LedgerTamperTests {
         try fixture.reopen()
         try fixture.store.unmarkLedgerForTests()
         fixture.close()
-        try fixture.sql("DROP TABLE ledger_record; DELETE FROM schema_version WHERE version = 3;")
+        try fixture.sql("DROP TABLE ledger_record; DROP TABLE item_pairs; DELETE FROM schema_version WHERE version >= 3;")
         try fixture.reopen()
         #expect(try fixture.store.status().ledger.verified)
         try tamper.expectOthersIntact(fixture)

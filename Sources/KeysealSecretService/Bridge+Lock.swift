@@ -1,0 +1,73 @@
+import FoundationEssentials
+import Glibc
+import KeysealClient
+import KeysealCore
+
+extension SecretServiceBridge {
+    // MARK: Lock state
+
+    func isLocked() -> Bool {
+        guard case .lockState(let state)? = try? keyseal.send(.lockState) else { return true }
+        return state != .unlocked
+    }
+
+    /// Watches keyseald's lock state on a connection of its own and announces each change on the bus (Locked of
+    /// every collection, CollectionChanged).
+    func watchLockState() {
+        let socketPath = configuration.socketPath
+        startThread { [weak self] in
+            try? KeysealConnection.watchLockState(socketPath: socketPath) { state in
+                guard let self else { return false }
+                let locked = state != .unlocked
+                self.bus.post { [weak self] in self?.lockChanged(locked) }
+                return true
+            }
+        }
+    }
+
+    func lockChanged(_ locked: Bool) {
+        guard locked != lastLocked else { return }
+        lastLocked = locked
+        for collection in collections {
+            let path = Self.collectionPath(collection)
+            bus.propertiesChanged(path: path, interface: Self.collectionInterface, ["Locked", "Items"])
+            bus.emit(path: Self.root, interface: Self.serviceInterface, member: "CollectionChanged") {
+                writer in try writer.objectPath(path)
+            }
+        }
+    }
+
+    func lock(_ objects: [String]) throws -> ReplyBuilder {
+        do {
+            _ = try keyseal.send(.lock)
+        } catch {
+            throw Self.busError(error)
+        }
+        lockChanged(true)
+        return { writer in
+            try writer.objectPaths(objects)
+            try writer.objectPath("/")
+        }
+    }
+
+    func unlock(_ objects: [String]) throws -> ReplyBuilder {
+        if !isLocked() {
+            return { writer in
+                try writer.objectPaths(objects)
+                try writer.objectPath("/")
+            }
+        }
+        guard configuration.askpass != nil else {
+            throw BusError(
+                BusError.isLocked,
+                "the Keyseal keychain is locked; unlock it with `keyseal unlock` (this bridge has no --askpass program)")
+        }
+        counter += 1
+        let path = Self.promptPrefix + "/p\(counter)"
+        prompts[path] = Prompt(objects: objects)
+        return { writer in
+            try writer.objectPaths([])
+            try writer.objectPath(path)
+        }
+    }
+}

@@ -1,0 +1,44 @@
+import FoundationEssentials
+import Glibc
+import KeysealClient
+import KeysealCore
+
+extension SecretServiceBridge {
+    // MARK: Prompts
+
+    func runPrompt(_ path: String) throws {
+        guard let prompt = prompts[path], !prompt.done, prompt.child == 0, let askpass = configuration.askpass else {
+            throw noSuchObject(path)
+        }
+        let child = try Askpass.spawn(askpass + ["Unlock the Keyseal keychain"])
+        prompt.child = child.pid
+        let socketPath = configuration.socketPath
+        let timeout = configuration.askpassTimeoutSeconds
+        startThread { [weak self] in
+            let passcode = child.read(timeoutSeconds: timeout)
+            let unlocked = passcode.map { passcode in
+                (try? KeysealConnection(socketPath: socketPath).send(.unlock(passcode: passcode))) != nil
+            } ?? false
+            self?.bus.post { [weak self] in self?.completePrompt(path, dismissed: !unlocked) }
+        }
+    }
+
+    func dismissPrompt(_ path: String) {
+        guard let prompt = prompts[path] else { return }
+        if prompt.child > 0 { kill(prompt.child, SIGTERM) }
+        completePrompt(path, dismissed: true)
+    }
+
+    func completePrompt(_ path: String, dismissed: Bool) {
+        guard let prompt = prompts[path], !prompt.done else { return }
+        prompt.done = true
+        if !dismissed { lockChanged(false) }
+        bus.emit(path: path, interface: Self.promptInterface, member: "Completed") { writer in
+            try writer.bool(dismissed)
+            try writer.open("v", "ao")
+            try writer.objectPaths(dismissed ? [] : prompt.objects)
+            try writer.close()
+        }
+        prompts[path] = nil
+    }
+}

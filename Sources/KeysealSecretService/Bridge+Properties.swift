@@ -1,0 +1,69 @@
+import FoundationEssentials
+import Glibc
+import KeysealClient
+import KeysealCore
+
+extension SecretServiceBridge {
+    // MARK: Properties
+
+    func property(path: String, interface: String, name: String, into reply: MessageWriter) throws {
+        switch (object(path), interface, name) {
+        case (_, Self.serviceInterface, "Collections"):
+            try reply.objectPaths(collections.map(Self.collectionPath))
+        case (.collection(let collection)?, _, "Items"):
+            // A locked keychain lists no items (their attributes are sealed); Locked says why.
+            let records = (try? find(Self.query(collection: collection, returns: 2))) ?? []
+            try reply.objectPaths(records.compactMap(Self.path(of:)))
+        case (.collection(let collection)?, _, "Label"): try reply.string(labels[collection] ?? collection)
+        case (.collection?, _, "Locked"), (.item?, _, "Locked"): try reply.bool(isLocked())
+        case (.collection?, _, "Created"), (.collection?, _, "Modified"): try reply.uint64(0)
+        case (.item(let collection, let account)?, _, let property):
+            let record = try record(collection, account)
+            switch property {
+            case "Attributes":
+                try reply.stringMap(
+                    (try? StringAttributes.pairs(Self.attributeValue(record.attributes[AttributeKey.stringAttributes])))
+                        ?? [:])
+            case "Label":
+                if case .string(let label)? = record.attributes[AttributeKey.label] {
+                    try reply.string(label)
+                } else {
+                    try reply.string("")
+                }
+            case "Type":
+                let pairs =
+                    (try? StringAttributes.pairs(Self.attributeValue(record.attributes[AttributeKey.stringAttributes])))
+                    ?? [:]
+                try reply.string(pairs["xdg:schema"] ?? "org.freedesktop.Secret.Generic")
+            case "Created", "Modified":
+                let key = property == "Created" ? AttributeKey.creationDate : AttributeKey.modificationDate
+                var seconds: UInt64 = 0
+                if case .date(let since2001)? = record.attributes[key] {
+                    seconds = UInt64(max(0, since2001 + Date.timeIntervalBetween1970AndReferenceDate))
+                }
+                try reply.uint64(seconds)
+            default: throw BusError(BusError.invalidArgs, "no property \(property)")
+            }
+        default:
+            throw noSuchObject(path)
+        }
+    }
+
+    func setProperty(path: String, interface: String, name: String, from value: MessageReader) throws {
+        switch (object(path), name) {
+        case (.collection(let collection)?, "Label"):
+            labels[collection] = try value.string()
+        case (.item(let collection, let account)?, "Label"):
+            try update(collection, account, WireChanges(attributes: [AttributeKey.label: .string(try value.string())]))
+            itemChanged(collection, account)
+        case (.item(let collection, let account)?, "Attributes"):
+            let pairs = try value.stringMap()
+            try update(
+                collection, account,
+                WireChanges(attributes: [AttributeKey.stringAttributes: .data(StringAttributes.encode(pairs))]))
+            itemChanged(collection, account)
+        default:
+            throw BusError(BusError.invalidArgs, "\(name) cannot be set on \(path)")
+        }
+    }
+}

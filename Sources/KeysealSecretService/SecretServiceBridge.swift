@@ -1,0 +1,177 @@
+import FoundationEssentials
+import Glibc
+import KeysealClient
+import KeysealCore
+
+/// The freedesktop Secret Service (org.freedesktop.secrets) over keyseald: every Secret Service item is a Keyseal
+/// generic password of the calling user, reached through keyseald's wire as that user, so that the daemon's roles,
+/// groups and lock state apply (docs/ARCHITECTURE.md, Secret Service bridge).
+///
+/// An item is the generic password with service `freedesktop-secret:<collection>` and an account of 32 hex digits
+/// (its object path's last element); its Secret Service attributes are the item's string attributes
+/// (``AttributeKey/stringAttributes``: sealed with it, each pair searchable by a keyed digest), its label `labl`,
+/// its content type `desc`. Every method runs on the bus thread.
+public final class SecretServiceBridge: BusObjects, @unchecked Sendable {
+    public static let busName = "org.freedesktop.secrets"
+    static let root = "/org/freedesktop/secrets"
+    static let collectionPrefix = root + "/collection"
+    static let aliasPrefix = root + "/aliases"
+    static let sessionPrefix = root + "/session"
+    static let promptPrefix = root + "/prompt"
+    static let servicePrefix = "freedesktop-secret:"
+    static let serviceInterface = "org.freedesktop.Secret.Service"
+    static let collectionInterface = "org.freedesktop.Secret.Collection"
+    static let itemInterface = "org.freedesktop.Secret.Item"
+    static let sessionInterface = "org.freedesktop.Secret.Session"
+    static let promptInterface = "org.freedesktop.Secret.Prompt"
+    static let dhAlgorithm = "dh-ietf1024-sha256-aes128-cbc-pkcs7"
+    /// Open sessions kept at most (the oldest is closed beyond).
+    static let sessionLimit = 1024
+
+    public struct Configuration: Sendable {
+        public var socketPath: String
+        /// The program (and its arguments) an Unlock prompt runs; it prints the passcode on its standard output
+        /// (systemd-ask-password, ssh-askpass). nil: Unlock answers IsLocked.
+        public var askpass: [String]?
+        public var askpassTimeoutSeconds: Int
+
+        public init(socketPath: String, askpass: [String]? = nil, askpassTimeoutSeconds: Int = 120) {
+            self.socketPath = socketPath
+            self.askpass = askpass
+            self.askpassTimeoutSeconds = askpassTimeoutSeconds
+        }
+    }
+
+    enum Session {
+        case plain
+        case aes(SecretBytes)
+    }
+
+    struct OpenSession {
+        var sender: String
+        var kind: Session
+    }
+
+    final class Prompt: @unchecked Sendable {
+        let objects: [String]
+        var child: pid_t = 0
+        var done = false
+        init(objects: [String]) { self.objects = objects }
+    }
+
+    let configuration: Configuration
+    let keyseal: KeysealConnection
+    var bus: BusConnection!
+    var sessions: [String: OpenSession] = [:]
+    var sessionOrder: [String] = []
+    var prompts: [String: Prompt] = [:]
+    var counter = 0
+    /// Collection names, login and session first; labels by name.
+    var collections: [String] = ["login", "session"]
+    var labels: [String: String] = ["login": "Login", "session": "Session"]
+    var aliases: [String: String] = ["default": "login", "login": "login", "session": "session"]
+    var lastLocked: Bool?
+    /// The last item record read, for the message being dispatched (a GetAll reads six properties of one item).
+    var recordCache: (message: String, path: String, record: WireRecord)?
+
+    public init(configuration: Configuration) {
+        self.configuration = configuration
+        keyseal = KeysealConnection(socketPath: configuration.socketPath)
+    }
+
+    /// Connects to keyseald and the session bus, owns the bus name (taking it from its owner with `replace`) and
+    /// serves until the name is lost or the process ends. Throws when another provider owns the name.
+    public func run(replace: Bool, onReady: () -> Void = {}) throws {
+        try keyseal.connect()
+        let bus = try BusConnection(objects: self)
+        self.bus = bus
+        try registerObjects(bus)
+        try Self.requestName(bus, replace: replace)
+        bus.onNameLost = { [weak self] in
+            printError("keyseal-secret-service: another provider took \(Self.busName); exiting")
+            self?.bus.stop()
+        }
+        lastLocked = isLocked()
+        watchLockState()
+        onReady()
+        try bus.run()
+    }
+
+    static func requestName(_ bus: BusConnection, replace: Bool) throws {
+        do {
+            try bus.requestName(busName, replace: replace)
+        } catch {
+            guard error.code == -EEXIST else { throw error }
+            throw BusError(
+                BusError.failed,
+                "another Secret Service provider owns \(busName) on this session bus (gnome-keyring, KeePassXC…); "
+                    + "stop it, or start keyseal-secret-service with --replace")
+        }
+    }
+
+    func registerObjects(_ bus: BusConnection) throws {
+        try bus.add(
+            path: Self.root, interface: Self.serviceInterface,
+            VTable([
+                .method("OpenSession", "sv", "vo"), .method("CreateCollection", "a{sv}s", "oo"),
+                .method("SearchItems", "a{ss}", "aoao"), .method("Unlock", "ao", "aoo"), .method("Lock", "ao", "aoo"),
+                .method("GetSecrets", "aoo", "a{o(oayays)}"), .method("ReadAlias", "s", "o"),
+                .method("SetAlias", "so", ""), .property("Collections", "ao"),
+                .signal("CollectionCreated", "o"), .signal("CollectionDeleted", "o"), .signal("CollectionChanged", "o"),
+            ]))
+        let collection = VTable([
+            .method("Delete", "", "o"), .method("SearchItems", "a{ss}", "ao"),
+            .method("CreateItem", "a{sv}(oayays)b", "oo"), .invalidatingProperty("Items", "ao"),
+            .writableProperty("Label", "s"), .property("Locked", "b"), .property("Created", "t"),
+            .property("Modified", "t"), .signal("ItemCreated", "o"), .signal("ItemDeleted", "o"),
+            .signal("ItemChanged", "o"),
+        ])
+        try bus.add(prefix: Self.collectionPrefix, interface: Self.collectionInterface, collection)
+        try bus.add(prefix: Self.aliasPrefix, interface: Self.collectionInterface, collection)
+        try bus.add(
+            prefix: Self.collectionPrefix, interface: Self.itemInterface,
+            VTable([
+                .method("Delete", "", "o"), .method("GetSecret", "o", "(oayays)"), .method("SetSecret", "(oayays)", ""),
+                .property("Locked", "b"), .writableProperty("Attributes", "a{ss}"), .writableProperty("Label", "s"),
+                .property("Type", "s"), .property("Created", "t"), .property("Modified", "t"),
+            ]))
+        try bus.add(prefix: Self.sessionPrefix, interface: Self.sessionInterface, VTable([.method("Close", "", "")]))
+        try bus.add(
+            prefix: Self.promptPrefix, interface: Self.promptInterface,
+            VTable([.method("Prompt", "s", ""), .method("Dismiss", "", ""), .signal("Completed", "bv")]))
+    }
+}
+
+extension SecretBytes {
+    /// A copy as Data, for the wire (which wipes its request frame after sending).
+    var data: Data { withUnsafeBytes { Data($0) } }
+}
+
+extension String {
+    func leftPadded(_ width: Int) -> String {
+        count >= width ? self : String(repeating: "0", count: width - count) + self
+    }
+}
+
+func printError(_ text: String) {
+    var line = text + "\n"
+    line.withUTF8 { _ = write(2, $0.baseAddress, $0.count) }
+}
+
+/// Starts a detached thread that runs `body`.
+func startThread(_ body: @escaping @Sendable () -> Void) {
+    var thread = pthread_t()
+    let context = Unmanaged.passRetained(ThreadBody(body)).toOpaque()
+    let created = pthread_create(&thread, nil, threadEntry, context)
+    if created == 0 { pthread_detach(thread) } else { Unmanaged<ThreadBody>.fromOpaque(context).release() }
+}
+
+private func threadEntry(_ context: UnsafeMutableRawPointer?) -> UnsafeMutableRawPointer? {
+    Unmanaged<ThreadBody>.fromOpaque(context!).takeRetainedValue().body()
+    return nil
+}
+
+final class ThreadBody {
+    let body: @Sendable () -> Void
+    init(_ body: @escaping @Sendable () -> Void) { self.body = body }
+}

@@ -1,0 +1,227 @@
+import Foundation
+
+/// A private session bus (dbus-daemon in the foreground) with `keyseal-secret-service` on it, in front of a
+/// keyseald (``DaemonFixture``), for clients of the freedesktop Secret Service run as real processes.
+public final class SecretServiceFixture: @unchecked Sendable {
+    public let directory: TemporaryDirectory
+    public let daemon: DaemonFixture
+    public private(set) var bus: Process?
+    public private(set) var bridge: Process?
+    public var busAddress: String { "unix:path=" + directory.appending("bus").path }
+    public var bridgeLogPath: String { directory.appending("bridge.log").path }
+    /// The passcode file the test askpass program prints (an Unlock prompt's answer).
+    public var askpassFile: URL { directory.appending("passcode") }
+    public var askpassProgram: URL { directory.appending("askpass.sh") }
+
+    /// The environment of a client on this bus.
+    public var environment: [String: String] {
+        var environment = ProcessInfo.processInfo.environment
+        environment["DBUS_SESSION_BUS_ADDRESS"] = busAddress
+        environment["KEYSEAL_SOCKET"] = daemon.socketPath
+        // No desktop: GLib must not look for another bus or a display.
+        environment["DISPLAY"] = nil
+        environment["WAYLAND_DISPLAY"] = nil
+        environment["NO_AT_BRIDGE"] = "1"
+        environment["GSETTINGS_BACKEND"] = "memory"
+        return environment
+    }
+
+    /// Starts a bus; with `bridgeArguments` (nil: none) the bridge on it for `daemon` (a new host-key keyseald
+    /// when nil).
+    public init(daemon: DaemonFixture? = nil, startBridge: Bool = true, bridgeArguments: [String] = []) throws {
+        _ = try requireTool("dbus-daemon", package: "dbus")
+        directory = try TemporaryDirectory(prefix: "keyseal-secrets")
+        do {
+            self.daemon = try daemon ?? DaemonFixture()
+        } catch {
+            directory.remove()
+            throw error
+        }
+        do {
+            try "#!/bin/sh\ncat '\(askpassFile.path)'\n".write(to: askpassProgram, atomically: true, encoding: .utf8)
+            chmod(askpassProgram.path, 0o700)
+            try startBus()
+            if startBridge { try self.startBridge(bridgeArguments) }
+        } catch {
+            remove()
+            throw error
+        }
+    }
+
+    private func startBus() throws {
+        let process = Process()
+        process.executableURL = URL(fileURLWithPath: try requireTool("dbus-daemon", package: "dbus"))
+        process.arguments = ["--session", "--nofork", "--nopidfile", "--address=\(busAddress)"]
+        process.standardInput = FileHandle.nullDevice
+        process.standardOutput = FileHandle.nullDevice
+        process.standardError = FileHandle.nullDevice
+        try process.run()
+        bus = process
+        let deadline = Date().addingTimeInterval(10)
+        while !SwtpmFixture.accepts(directory.appending("bus").path) {
+            guard Date() < deadline, process.isRunning else { throw FixtureError("dbus-daemon did not start") }
+            usleep(10_000)
+        }
+    }
+
+    /// The bridge's executable.
+    public static func bridgeExecutable() throws -> String {
+        try builtProductsDirectory().appendingPathComponent("keyseal-secret-service").path
+    }
+
+    /// Starts keyseal-secret-service and waits until it says it serves the name.
+    public func startBridge(_ arguments: [String] = []) throws {
+        let process = try Self.launchBridge(
+            arguments: ["--socket", daemon.socketPath] + arguments, environment: environment, log: bridgeLogPath)
+        bridge = process
+        let deadline = Date().addingTimeInterval(20)
+        while Date() < deadline {
+            if bridgeLog().contains("serving org.freedesktop.secrets") { return }
+            guard process.isRunning else {
+                throw FixtureError("keyseal-secret-service exited with \(process.terminationStatus): \(bridgeLog())")
+            }
+            usleep(10_000)
+        }
+        throw FixtureError("keyseal-secret-service did not start within 20 s: \(bridgeLog())")
+    }
+
+    /// A bridge process writing to `log` (not waited for).
+    public static func launchBridge(
+        arguments: [String], environment: [String: String], log: String, prefix: [String] = []
+    ) throws -> Process {
+        if !FileManager.default.fileExists(atPath: log) {
+            _ = FileManager.default.createFile(atPath: log, contents: nil, attributes: [.posixPermissions: 0o600])
+        }
+        let handle = try FileHandle(forWritingTo: URL(fileURLWithPath: log))
+        handle.seekToEndOfFile()
+        let process = Process()
+        if prefix.isEmpty {
+            process.executableURL = URL(fileURLWithPath: try bridgeExecutable())
+            process.arguments = arguments
+        } else {
+            process.executableURL = URL(fileURLWithPath: prefix[0])
+            process.arguments = Array(prefix.dropFirst()) + [try bridgeExecutable()] + arguments
+        }
+        process.environment = environment
+        process.standardInput = FileHandle.nullDevice
+        process.standardOutput = handle
+        process.standardError = handle
+        try process.run()
+        try? handle.close()
+        return process
+    }
+
+    public func bridgeLog() -> String { (try? String(contentsOfFile: bridgeLogPath, encoding: .utf8)) ?? "" }
+
+    /// Runs a client program on this bus.
+    public func run(_ executable: String, _ arguments: [String], input: Data? = nil) throws -> ProcessResult {
+        try runProcess(executable, arguments, environment: environment, input: input)
+    }
+
+    /// Runs `secret-tool` (libsecret-tools) on this bus.
+    public func secretTool(_ arguments: [String], input: String? = nil) throws -> ProcessResult {
+        try run(try requireTool("secret-tool", package: "libsecret-tools"), arguments, input: input.map { Data($0.utf8) })
+    }
+
+    public func stopBridge() {
+        guard let bridge else { return }
+        if bridge.isRunning {
+            kill(bridge.processIdentifier, SIGTERM)
+            let deadline = Date().addingTimeInterval(10)
+            while bridge.isRunning && Date() < deadline { usleep(5_000) }
+            if bridge.isRunning { kill(bridge.processIdentifier, SIGKILL) }
+            bridge.waitUntilExit()
+        }
+        self.bridge = nil
+    }
+
+    public func remove() {
+        stopBridge()
+        if let bus, bus.isRunning {
+            kill(bus.processIdentifier, SIGKILL)
+            bus.waitUntilExit()
+        }
+        daemon.remove()
+        directory.remove()
+    }
+}
+
+/// One user's desktop session, run as `uid` (with gid 65534, the group a ``DaemonFixture/sharedWithNobody(_:)``
+/// daemon's socket admits) through setpriv: a session bus of that user's own and a Secret Service bridge on it.
+/// Needs root.
+public final class UserSecretSession: @unchecked Sendable {
+    public let uid: UInt32
+    public let directory: URL
+    private let setpriv: String
+    private var processes: [Process] = []
+    public var busAddress: String { "unix:path=" + directory.appendingPathComponent("bus").path }
+    public var environment: [String: String] {
+        var environment = ProcessInfo.processInfo.environment
+        environment["DBUS_SESSION_BUS_ADDRESS"] = busAddress
+        environment["HOME"] = directory.path
+        environment["XDG_RUNTIME_DIR"] = directory.path
+        environment["NO_AT_BRIDGE"] = "1"
+        environment["GSETTINGS_BACKEND"] = "memory"
+        return environment
+    }
+
+    public init(uid: UInt32, daemon: DaemonFixture) throws {
+        self.uid = uid
+        setpriv = try requireTool("setpriv", package: "util-linux")
+        directory = URL(fileURLWithPath: NSTemporaryDirectory()).appendingPathComponent("keyseal-user-\(uid)-\(UUID().uuidString)")
+        try FileManager.default.createDirectory(at: directory, withIntermediateDirectories: true)
+        chown(directory.path, uid, 65534)
+        chmod(directory.path, 0o700)
+        do {
+            let bus = Process()
+            bus.executableURL = URL(fileURLWithPath: setpriv)
+            bus.arguments = asUser + [
+                try requireTool("dbus-daemon", package: "dbus"), "--session", "--nofork", "--nopidfile",
+                "--address=\(busAddress)",
+            ]
+            bus.environment = environment
+            bus.standardInput = FileHandle.nullDevice
+            bus.standardOutput = FileHandle.nullDevice
+            bus.standardError = FileHandle.nullDevice
+            try bus.run()
+            processes.append(bus)
+            let deadline = Date().addingTimeInterval(10)
+            while !SwtpmFixture.accepts(directory.appendingPathComponent("bus").path) {
+                guard Date() < deadline, bus.isRunning else { throw FixtureError("dbus-daemon as \(uid) did not start") }
+                usleep(10_000)
+            }
+            let log = directory.appendingPathComponent("bridge.log").path
+            let bridge = try SecretServiceFixture.launchBridge(
+                arguments: ["--socket", daemon.socketPath], environment: environment, log: log, prefix: [setpriv] + asUser)
+            processes.append(bridge)
+            let started = Date().addingTimeInterval(20)
+            while !((try? String(contentsOfFile: log, encoding: .utf8)) ?? "").contains("serving") {
+                guard Date() < started, bridge.isRunning else {
+                    throw FixtureError("the bridge as \(uid) did not start: \((try? String(contentsOfFile: log, encoding: .utf8)) ?? "")")
+                }
+                usleep(10_000)
+            }
+        } catch {
+            remove()
+            throw error
+        }
+    }
+
+    private var asUser: [String] { ["--reuid", "\(uid)", "--regid", "65534", "--clear-groups"] }
+
+    /// Runs `secret-tool` as this user on this user's bus.
+    public func secretTool(_ arguments: [String], input: String? = nil) throws -> ProcessResult {
+        try runProcess(
+            setpriv, asUser + [try requireTool("secret-tool", package: "libsecret-tools")] + arguments,
+            environment: environment, input: input.map { Data($0.utf8) })
+    }
+
+    public func remove() {
+        for process in processes.reversed() where process.isRunning {
+            kill(process.processIdentifier, SIGKILL)
+            process.waitUntilExit()
+        }
+        processes = []
+        try? FileManager.default.removeItem(at: directory)
+    }
+}
