@@ -157,9 +157,12 @@ struct AddCertificates: ClientCommand {
             if global.json { Console.out(JSON.object([("added", .int(Int64(added)))]).rendered) }
             return
         }
-        // Each failure on its own line; the certificates that could be added stay added.
-        for failure in failures.dropFirst() { failure.report(command: Self.displayName, json: false) }
-        throw first
+        // Each failure on its own line, in order (with --json, the first as the error document); the certificates
+        // that could be added stay added, and the exit status is the first failure's.
+        for (index, failure) in failures.enumerated() {
+            failure.report(command: Self.displayName, json: global.json && index == 0)
+        }
+        throw ExitCode(first.exitCode)
     }
 }
 
