@@ -330,7 +330,7 @@ struct LedgerTamperTests {
         #expect(try fixture.store.status().ledger.verified)
         try tamper.expectOthersIntact(fixture)
         fixture.close()
-        #expect(try fixture.sql("SELECT max(version) FROM schema_version") == "3")
+        #expect(try fixture.sql("SELECT max(version) FROM schema_version") == "4")
         #expect(try fixture.sql("SELECT count(*) FROM ledger_record") == "1")
         #expect(try fixture.sql("SELECT instr(CAST(body AS TEXT), '\"ledgerVersion\":1') > 0 FROM keybag") == "1")
         try replayA(fixture)
