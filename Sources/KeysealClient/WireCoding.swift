@@ -33,6 +33,10 @@ enum Opcode: UInt8 {
     case importEnd = 27
     case undecryptableItems = 32
     case deleteUndecryptable = 33
+    case generateKey = 48
+    case keyOperation = 49
+    case certificates = 50
+    case createCSR = 51
     case createRecoveryKey = 40
     case recover = 41
     case tpmReseal = 42
@@ -59,6 +63,9 @@ enum ResponseKind: UInt8 {
     /// The last piece: the joined pieces are the response payload.
     case lastPart = 14
     case undecryptable = 15
+    case key = 16
+    case keyResult = 17
+    case certificates = 18
     case secret = 20
 }
 
@@ -113,6 +120,12 @@ struct WireWriter {
     }
 
     mutating func string(_ value: String) { blob(value.utf8) }
+
+    /// A u16 count and the strings.
+    mutating func strings(_ values: [String]) {
+        u16(UInt16(min(values.count, Int(UInt16.max))))
+        for value in values.prefix(Int(UInt16.max)) { string(value) }
+    }
 
     mutating func shortString(_ value: String) {
         let utf8 = value.utf8
@@ -243,6 +256,15 @@ struct WireReader: ~Copyable {
     mutating func data() throws(WireError) -> Data { Data(try blob()) }
 
     mutating func string() throws(WireError) -> String { try Self.text(try blob()) }
+
+    mutating func strings() throws(WireError) -> [String] {
+        let count = Int(try u16())
+        // A string takes at least its 4-byte length.
+        guard count <= remaining / 4 else { throw Self.malformed("string count over the payload") }
+        var values: [String] = []
+        for _ in 0..<count { values.append(try string()) }
+        return values
+    }
 
     mutating func shortString() throws(WireError) -> String { try Self.text(try take(Int(try u8()))) }
 
@@ -417,6 +439,32 @@ extension WireRequest {
             }
             writer.u8(Opcode.importChunk.rawValue)
             writer.blob(bytes)
+        case .generateKey(let generation):
+            writer.u8(Opcode.generateKey.rawValue)
+            writer.shortString(generation.keyType)
+            writer.int(generation.bits)
+            writer.bool(generation.inHardware)
+            writer.attributes(generation.attributes)
+            writer.optional(generation.accessGroup) { $0.string($1) }
+            writer.shortString(generation.accessibility)
+            writer.optional(generation.accessControlFlags) { $0.u64($1) }
+            writer.bool(generation.synchronizable)
+            writer.bool(generation.extractable)
+        case .keyOperation(let operation):
+            writer.u8(Opcode.keyOperation.rawValue)
+            writer.blob(operation.reference)
+            writer.u8(operation.kind.rawValue)
+            writer.string(operation.algorithm)
+            writer.blob(operation.data)
+            writer.optional(operation.requestedSize) { $0.int($1) }
+            writer.optional(operation.sharedInfo) { $0.blob($1) }
+        case .certificates(let query):
+            writer.u8(Opcode.certificates.rawValue)
+            writer.query(query)
+        case .createCSR(let reference, let subject):
+            writer.u8(Opcode.createCSR.rawValue)
+            writer.blob(reference)
+            writer.string(subject)
         case .importEnd: writer.u8(Opcode.importEnd.rawValue)
         case .undecryptableItems: writer.u8(Opcode.undecryptableItems.rawValue)
         case .deleteUndecryptable(let ids):
@@ -503,6 +551,36 @@ extension WireRequest {
             let raw = try reader.blob()
             guard raw.count <= Wire.backupChunk else { throw WireReader.malformed("backup chunk over the limit") }
             request = .importChunk(Array(raw))
+        case .generateKey:
+            let keyType = try reader.shortString()
+            let bits = try reader.int()
+            let inHardware = try reader.bool()
+            let attributes = try reader.attributes()
+            let group = try reader.optional { r throws(WireError) in try r.string() }
+            let accessibility = try reader.shortString()
+            let flags = try reader.optional { r throws(WireError) in try r.u64() }
+            let synchronizable = try reader.bool()
+            request = .generateKey(
+                WireKeyGeneration(
+                    keyType: keyType, bits: bits, inHardware: inHardware, attributes: attributes, accessGroup: group,
+                    accessibility: accessibility, accessControlFlags: flags, synchronizable: synchronizable,
+                    extractable: try reader.bool()))
+        case .keyOperation:
+            let reference = try reader.data()
+            guard let kind = WireKeyOperation.Kind(rawValue: try reader.u8()) else {
+                throw WireReader.malformed("unknown key operation")
+            }
+            let algorithm = try reader.string()
+            let data = try reader.data()
+            let size = try reader.optional { r throws(WireError) in try r.int() }
+            request = .keyOperation(
+                WireKeyOperation(
+                    reference: reference, kind: kind, algorithm: algorithm, data: data, requestedSize: size,
+                    sharedInfo: try reader.optional { r throws(WireError) in try r.data() }))
+        case .certificates: request = .certificates(try reader.query())
+        case .createCSR:
+            let reference = try reader.data()
+            request = .createCSR(reference: reference, subject: try reader.string())
         case .importEnd: request = .importEnd
         case .undecryptableItems: request = .undecryptableItems
         case .deleteUndecryptable:
@@ -953,6 +1031,36 @@ extension WireResponse {
         case .undecryptable(let items):
             writer.u8(ResponseKind.undecryptable.rawValue)
             writer.undecryptable(items)
+        case .key(let key):
+            writer.u8(ResponseKind.key.rawValue)
+            writer.blob(key.reference)
+            writer.shortString(key.keyType)
+            writer.int(key.bits)
+            writer.blob(key.publicKey)
+            writer.bool(key.isPrivate)
+            writer.bool(key.inHardware)
+            writer.bool(key.extractable)
+            writer.attributes(key.attributes)
+            writer.blob(key.subjectPublicKeyInfo)
+        case .keyResult(let data):
+            writer.u8(ResponseKind.keyResult.rawValue)
+            writer.blob(data)
+        case .certificates(let certificates):
+            writer.u8(ResponseKind.certificates.rawValue)
+            writer.u32(UInt32(certificates.count))
+            for certificate in certificates {
+                writer.blob(certificate.reference)
+                writer.optional(certificate.keyReference) { $0.blob($1) }
+                writer.blob(certificate.der)
+                writer.blob(certificate.sha1)
+                writer.blob(certificate.sha256)
+                writer.optional(certificate.subjectSummary) { $0.string($1) }
+                writer.strings(certificate.commonNames)
+                writer.strings(certificate.emailAddresses)
+                writer.double(certificate.notBefore)
+                writer.double(certificate.notAfter)
+                writer.attributes(certificate.attributes)
+            }
         }
     }
 
@@ -1062,6 +1170,44 @@ extension WireResponse {
                     total: total, restored: restored, replaced: replaced, skipped: skipped,
                     keyDerivationSeconds: try reader.double()))
         case .undecryptable: response = .undecryptable(try reader.undecryptable())
+        case .key:
+            let reference = try reader.data()
+            let keyType = try reader.shortString()
+            let bits = try reader.int()
+            let publicKey = try reader.data()
+            let isPrivate = try reader.bool()
+            let inHardware = try reader.bool()
+            let extractable = try reader.bool()
+            response = .key(
+                WireKey(
+                    reference: reference, keyType: keyType, bits: bits, publicKey: publicKey, isPrivate: isPrivate,
+                    inHardware: inHardware, extractable: extractable, attributes: try reader.attributes(),
+                    subjectPublicKeyInfo: try reader.data()))
+        case .keyResult: response = .keyResult(try reader.data())
+        case .certificates:
+            let count = Int(try reader.u32())
+            // A certificate takes well over 16 bytes: a count the payload cannot hold is refused before allocating.
+            guard count <= reader.remaining / 16 else { throw WireReader.malformed("certificate count over the payload") }
+            var certificates: [WireCertificate] = []
+            certificates.reserveCapacity(count)
+            for _ in 0..<count {
+                let reference = try reader.data()
+                let keyReference = try reader.optional { r throws(WireError) in try r.data() }
+                let der = try reader.data()
+                let sha1 = try reader.data()
+                let sha256 = try reader.data()
+                let summary = try reader.optional { r throws(WireError) in try r.string() }
+                let commonNames = try reader.strings()
+                let emailAddresses = try reader.strings()
+                let notBefore = try reader.double()
+                let notAfter = try reader.double()
+                certificates.append(
+                    WireCertificate(
+                        reference: reference, keyReference: keyReference, der: der, sha1: sha1, sha256: sha256,
+                        subjectSummary: summary, commonNames: commonNames, emailAddresses: emailAddresses,
+                        notBefore: notBefore, notAfter: notAfter, attributes: try reader.attributes()))
+            }
+            response = .certificates(certificates)
         }
         try reader.finish()
         return response

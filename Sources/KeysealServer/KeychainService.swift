@@ -3,6 +3,7 @@ import Glibc
 import Keyseal
 import KeysealClient
 import KeysealCore
+import KeysealX509
 import Logging
 import NIOCore
 import NIOPosix
@@ -269,6 +270,57 @@ public final class KeychainService: Sendable {
             let deleted = try store.deleteUndecryptable(ids: ids)
             logger.info("deleted undecryptable items", metadata: ["items.deleted": "\(deleted.count)"])
             return .undecryptable(deleted.map(WireMapping.wire))
+        // Keys: generated and used here; a client gets public keys and results, never private material. The item
+        // lookups behind them apply the caller's groups and the lock state as any lookup does.
+        case .generateKey(let wire):
+            let request = try WireMapping.keyGeneration(wire)
+            let key = try quotaWrites.withLock { _ in
+                guard !caller.isAdministrator else {
+                    defer { quotas.forget() }
+                    return try store.generateKey(request, caller: caller)
+                }
+                let group = request.accessGroup ?? caller.defaultGroup
+                let bytes = 512 + request.keyType.bits
+                try quotas.check(group: group, items: 1, bytes: bytes, store: store)
+                let key = try store.generateKey(request, caller: caller)
+                quotas.added(group: group, bytes: bytes)
+                return key
+            }
+            return .key(try WireMapping.wire(key))
+        case .keyOperation(let operation):
+            let reference = KeyReference.item(operation.reference)
+            switch operation.kind {
+            case .describe: return .key(try WireMapping.wire(try store.describeKey(reference, caller: caller)))
+            case .sign:
+                return .keyResult(
+                    try store.sign(reference, algorithm: operation.algorithm, data: operation.data, caller: caller))
+            case .decrypt:
+                return .keyResult(
+                    try store.decrypt(reference, algorithm: operation.algorithm, data: operation.data, caller: caller))
+            case .keyExchange:
+                return .keyResult(
+                    try store.keyExchange(
+                        reference, algorithm: operation.algorithm, peer: operation.data,
+                        requestedSize: operation.requestedSize, sharedInfo: operation.sharedInfo, caller: caller))
+            }
+        // Certificates and identities described for the command line: the engine parses and hashes the DER, so the
+        // client links no X.509 code.
+        case .certificates(let wireQuery):
+            var query = try WireMapping.query(wireQuery)
+            guard query.itemClass == .certificate || query.itemClass == .identity else {
+                throw KeychainError(KeychainStatus.param, "a certificate description is for certificates or identities")
+            }
+            query.returns = [.attributes, .data, .persistentRef]
+            var records: [ItemRecord]
+            do {
+                records = try store.copyMatching(query, caller: caller, resultLimit: limits.responseBytes)
+            } catch let error as KeychainError where error.status == KeychainStatus.itemNotFound {
+                records = []
+            }
+            return .certificates(try records.map { record throws(KeychainError) in try WireMapping.certificate(record) })
+        case .createCSR(let reference, let subject):
+            return .keyResult(
+                try SigningRequest.create(store: store, reference: .item(reference), subject: subject, caller: caller))
         case .createRecoveryKey(let passcode):
             let key = try store.createRecoveryKey(passcode: try passcode.map(Self.passcode))
             broadcaster.publish(store.lockState)
@@ -492,6 +544,7 @@ extension WireRequest {
     var holdsOffAutoLock: Bool {
         switch self {
         case .add, .copyMatching, .update, .delete, .unlock, .setPasscode, .changePasscode: return true
+        case .certificates, .createCSR: return true
         case .exportBackup, .importBegin, .importChunk, .importEnd: return true
         default: return false
         }
