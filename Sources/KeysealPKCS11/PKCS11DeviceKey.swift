@@ -261,7 +261,46 @@ private struct KeyLabels {
 /// Per-process login bookkeeping. PKCS#11 login state belongs to the application and the token, not to a
 /// session: every session of this process on a token shares it, and one C_Logout logs all of them out. Each
 /// open connection counts itself here; the last one to close logs out.
-private let loginCounts = Mutex<[String: Int]>([:])
+///
+/// While the process is logged in, the token answers every further C_Login with CKR_USER_ALREADY_LOGGED_IN
+/// without looking at the PIN. So the login also records a keyed hash of the PIN it was made with (HMAC-SHA256
+/// under a key drawn once per process, never stored), and a connection that finds the token already logged in
+/// is accepted only when its PIN hashes the same; a login through the token's protected authentication path
+/// (no PIN) matches only another such login.
+private let logins = Mutex<[String: TokenLogin]>([:])
+
+private struct TokenLogin {
+    /// Open connections of this process logged in to the token.
+    var connections: Int
+    /// HMAC-SHA256(``pinHashKey``, PIN) of the login; nil for a login through the protected authentication path.
+    var credential: SecretBytes?
+
+    func accepts(_ other: SecretBytes?) -> Bool {
+        switch (credential, other) {
+        case (nil, nil): return true
+        case (.some(let recorded), .some(let presented)): return recorded.constantTimeEquals(presented)
+        default: return false
+        }
+    }
+}
+
+/// The key of the login records' PIN hashes: random, this process's alone.
+private let pinHashKey = SymmetricKey(size: .bits256)
+
+private func pinCredential(_ pin: SecretBytes?) -> SecretBytes? {
+    guard let pin else { return nil }
+    let mac = pin.withUnsafeBytes { HMAC<SHA256>.authenticationCode(for: $0, using: pinHashKey) }
+    return mac.withUnsafeBytes { SecretBytes(copying: $0) }
+}
+
+/// How a C_Login that found the token already logged in by this process was judged.
+private enum SharedLogin {
+    case accepted
+    /// Another connection is logged in with a different PIN (or another way of logging in).
+    case differentPIN
+    /// Logged in by another user of the module in this process, not by a device key: the PIN cannot be checked.
+    case unknown
+}
 
 /// One open token session with the device keys found: the only owner of the module and session handles.
 private final class Connection {
@@ -438,7 +477,9 @@ private final class Connection {
         }
         let session = self.session
         let functions = self.functions
-        let result: CKResult = loginCounts.withLock { counts in
+        let loginKey = self.loginKey
+        let credential = pinCredential(pin)
+        let (result, shared): (CKResult, SharedLogin?) = logins.withLock { logins in
             let rv: CK_RV
             if let pin {
                 rv = pin.withUnsafeBytes { bytes in
@@ -451,13 +492,38 @@ private final class Connection {
                 rv = functions.C_Login!(session, CK_USER_TYPE(CKU_USER), nil, 0)
             }
             let result = CKResult(rawValue: UInt(rv))
-            // Another connection of this process is logged in to this token: the login is shared.
-            if result == .ok || result == .userAlreadyLoggedIn { counts[loginKey, default: 0] += 1 }
-            return result
+            switch result {
+            case .ok:
+                // The token checked the PIN (any earlier login of the process had ended).
+                logins[loginKey] = TokenLogin(
+                    connections: (logins[loginKey]?.connections ?? 0) + 1, credential: credential)
+                return (result, nil)
+            case .userAlreadyLoggedIn:
+                // The token did not look at the PIN: it must be the one the process logged in with.
+                guard var login = logins[loginKey] else { return (result, .unknown) }
+                guard login.accepts(credential) else { return (result, .differentPIN) }
+                login.connections += 1
+                logins[loginKey] = login
+                return (result, .accepted)
+            default:
+                return (result, nil)
+            }
         }
         switch result {
-        case .ok, .userAlreadyLoggedIn:
+        case .ok:
             loggedIn = true
+        case .userAlreadyLoggedIn where shared == .accepted:
+            loggedIn = true
+        case .userAlreadyLoggedIn where shared == .differentPIN:
+            throw KeychainError(
+                KeychainStatus.notAvailable,
+                "wrong PIN for token \"\(tokenLabel)\": another store of this process is logged in to the token with "
+                    + "a different PIN; check the PIN file " + (pinFile?.path ?? "(none)"))
+        case .userAlreadyLoggedIn:
+            throw KeychainError(
+                KeychainStatus.notAvailable,
+                "token \"\(tokenLabel)\" is already logged in by another user of the PKCS#11 module in this process, "
+                    + "so its PIN cannot be checked; refusing to use it")
         case .pinIncorrect:
             throw KeychainError(
                 KeychainStatus.notAvailable,
@@ -993,13 +1059,14 @@ private final class Connection {
         let functions = self.functions
         if loggedIn {
             loggedIn = false
-            loginCounts.withLock { counts in
-                let remaining = (counts[loginKey] ?? 1) - 1
+            let loginKey = self.loginKey
+            logins.withLock { logins in
+                let remaining = (logins[loginKey]?.connections ?? 1) - 1
                 if remaining <= 0 {
-                    counts[loginKey] = nil
+                    logins[loginKey] = nil
                     _ = functions.C_Logout!(session)
                 } else {
-                    counts[loginKey] = remaining
+                    logins[loginKey]?.connections = remaining
                 }
             }
         }

@@ -2,6 +2,7 @@ internal import CP11Kit
 import FoundationEssentials
 import Glibc
 import KeysealCore
+import Synchronization
 
 /// Where a `module` argument points: a library path, or the name of a module registered with p11-kit.
 enum ModuleLocator {
@@ -88,6 +89,15 @@ enum ModuleLocator {
     }
 }
 
+/// Serializes every load, initialization, finalization and release of a module in this process.
+///
+/// p11-kit (0.24 and later) counts the initializations of a module under its global lock but calls the module's own
+/// `C_Finalize` after releasing it: a load initialized while the last other load of the module is being finalized
+/// finds the library still marked initialized, skips `C_Initialize`, and is then finalized underneath
+/// (`CKR_CRYPTOKI_NOT_INITIALIZED` on its next call; its handles used after the library freed them). Holding this
+/// lock across both calls makes the count and the module's own state change together.
+private let moduleLifecycle = Mutex<Void>(())
+
 /// One PKCS#11 module loaded alone through p11-kit. Call through ``functions`` only (the global `C_*` symbols
 /// do not link). Close with ``finalize()``.
 final class PKCS11Module {
@@ -99,28 +109,32 @@ final class PKCS11Module {
     /// one initialization of the library, and each load sees only its own sessions.
     init(path: String) throws(KeychainError) {
         self.path = path
-        guard let functions = p11_kit_module_load(path, 0) else {
-            throw KeychainError(
-                KeychainStatus.notAvailable, "PKCS#11 module \(path) could not be loaded: \(Self.lastMessage())")
+        functions = try moduleLifecycle.withLock { _ throws(KeychainError) in
+            guard let functions = p11_kit_module_load(path, 0) else {
+                throw KeychainError(
+                    KeychainStatus.notAvailable, "PKCS#11 module \(path) could not be loaded: \(Self.lastMessage())")
+            }
+            let rv = p11_kit_module_initialize(functions)
+            guard rv == CK_RV(CKR_OK) else {
+                let message = Self.lastMessage()
+                p11_kit_module_release(functions)
+                throw KeychainError(
+                    KeychainStatus.notAvailable,
+                    "PKCS#11 module \(path) failed to initialize: \(CKResult(rawValue: UInt(rv)))"
+                        + (message == "no details" ? "" : ": \(message)"))
+            }
+            return functions
         }
-        let rv = p11_kit_module_initialize(functions)
-        guard rv == CK_RV(CKR_OK) else {
-            let message = Self.lastMessage()
-            p11_kit_module_release(functions)
-            throw KeychainError(
-                KeychainStatus.notAvailable,
-                "PKCS#11 module \(path) failed to initialize: \(CKResult(rawValue: UInt(rv)))"
-                    + (message == "no details" ? "" : ": \(message)"))
-        }
-        self.functions = functions
     }
 
     /// Finalizes and releases the module. Idempotent.
     func finalize() {
         guard !finalized else { return }
         finalized = true
-        _ = p11_kit_module_finalize(functions)
-        p11_kit_module_release(functions)
+        moduleLifecycle.withLock { _ in
+            _ = p11_kit_module_finalize(functions)
+            p11_kit_module_release(functions)
+        }
     }
 
     deinit { assert(finalized, "PKCS11Module released without finalize()") }

@@ -97,3 +97,40 @@ public func requireTool(_ tool: String, package: String) throws -> String {
     if let found = findTool(tool) { return found }
     throw FixtureError("\(tool) is not installed (Debian package \(package)); run Scripts/bootstrap.sh")
 }
+
+/// Sets variables of this process's environment while other threads may be reading it.
+///
+/// Fixtures set variables (`SOFTHSM2_CONF`, `TPM2_PKCS11_STORE`, `DBUS_SESSION_BUS_ADDRESS` …) when first used, while
+/// other tests of the process run: loading a PKCS#11 module (SoftHSM2 reads `SOFTHSM2_CONF` in `C_Initialize`),
+/// starting a process (Foundation copies the environment) or `ProcessInfo.environment`. glibc's `setenv` grows the
+/// environment array with `realloc`, which can free the array a reader is walking. This builds a new array and
+/// publishes it in one store, never freeing the old one (the strings of replaced variables are kept too), so a reader
+/// sees either the old or the new environment, whole.
+public func publishEnvironment(_ variables: [String: String]) {
+    environmentLock.withLock {
+        var entries: [UnsafeMutablePointer<CChar>?] = []
+        var index = 0
+        // glibc's `environ`, read and replaced through its symbol (Foundation's `environ` is read-only).
+        guard let symbol = dlsym(UnsafeMutableRawPointer(bitPattern: 0), "environ") else {
+            for (name, value) in variables { setenv(name, value, 1) }
+            return
+        }
+        let slot = symbol.assumingMemoryBound(to: UnsafeMutablePointer<UnsafeMutablePointer<CChar>?>?.self)
+        if let current = slot.pointee {
+            while let entry = current[index] {
+                let name = String(cString: entry).split(separator: "=", maxSplits: 1).first.map(String.init) ?? ""
+                if variables[name] == nil { entries.append(entry) }
+                index += 1
+            }
+        }
+        for (name, value) in variables.sorted(by: { $0.key < $1.key }) {
+            entries.append(strdup("\(name)=\(value)"))
+        }
+        entries.append(nil)
+        let published = UnsafeMutablePointer<UnsafeMutablePointer<CChar>?>.allocate(capacity: entries.count)
+        published.initialize(from: entries, count: entries.count)
+        slot.pointee = published
+    }
+}
+
+private let environmentLock = NSLock()

@@ -6,7 +6,7 @@ import KeysealCore
 /// SoftHSM2 reads `SOFTHSM2_CONF` once, when the library is first initialized in a process, and does not see
 /// tokens created later while it stays initialized; p11-kit shares that one initialization between every load
 /// of the module in the process. Tests run in parallel in one process, so the fixture uses one process-wide
-/// SoftHSM2 configuration (its own temporary directory, `SOFTHSM2_CONF` set with `setenv` before any module is
+/// SoftHSM2 configuration (its own temporary directory, `SOFTHSM2_CONF` set with ``publishEnvironment(_:)`` before any module is
 /// loaded) holding a pool of tokens with unique labels, all created up front by `softhsm2-util`; each fixture
 /// takes a fresh token from the pool. Create the first fixture before loading the module in any other way.
 /// The pool size is `KEYSEAL_SOFTHSM_TOKENS`: by default 44 (enough for the whole suite, and below the 48 slots
@@ -112,8 +112,8 @@ final class SoftHSMPool: @unchecked Sendable {
 
             """
         try SoftHSMFixture.writeFile(URL(fileURLWithPath: configPath), contents: config)
-        // Replaces any configuration inherited from the environment: the tokens live here.
-        setenv("SOFTHSM2_CONF", configPath, 1)
+        // Replaces any configuration inherited from the environment: the tokens live here. Other tests run meanwhile.
+        publishEnvironment(["SOFTHSM2_CONF": configPath])
         Self.removeAtExit(root)
 
         // When the engine's whole suites run on PKCS#11 every store needs its own token.

@@ -176,7 +176,7 @@ extension ResourceManagerFixture {
     ///
     /// tpm2-tss's tabrmd TCTI finds a session bus only through `DBUS_SESSION_BUS_ADDRESS` (and GLib keeps one session
     /// bus connection per process), so every embedded engine of a process shares one bus and one tpm2-abrmd:
-    /// the variable is set with `setenv` before the first tabrmd TCTI is loaded. Every store of the process is then
+    /// the variable is set (``publishEnvironment(_:)``) before the first tabrmd TCTI is loaded. Every store of the process is then
     /// on the same TPM and shares its dictionary-attack counter: the TPM allows 1,000 failures, so stores tested
     /// in parallel never reach its reserve through each other, and tpm2-abrmd takes 100 connections, its most (one per open
     /// store). A test that counts the TPM's failures needs a TPM of its own (``SwtpmFixture``).
@@ -185,7 +185,7 @@ extension ResourceManagerFixture {
     private static let sharedInstance: Result<ResourceManagerFixture, FixtureError> = {
         do {
             let broker = try ResourceManagerFixture(maxTries: 1000, maxConnections: 100)
-            setenv("DBUS_SESSION_BUS_ADDRESS", broker.busAddress, 1)
+            publishEnvironment(["DBUS_SESSION_BUS_ADDRESS": broker.busAddress])
             sharedForRemoval.withLock { $0 = broker }
             atexit { ResourceManagerFixture.sharedForRemoval.withLock { $0?.remove() } }
             return .success(broker)
@@ -450,9 +450,8 @@ public final class TPM2PKCS11Pool: @unchecked Sendable {
             "TPM2_PKCS11_LOG_LEVEL": "0",
         ]) { _, new in new }
         // This process's own loads of the module.
-        for name in ["TPM2_PKCS11_TCTI", "TPM2_PKCS11_STORE", "TPM2_PKCS11_LOG_LEVEL"] {
-            setenv(name, environment[name]!, 1)
-        }
+        publishEnvironment(
+            ["TPM2_PKCS11_TCTI", "TPM2_PKCS11_STORE", "TPM2_PKCS11_LOG_LEVEL"].reduce(into: [:]) { $0[$1] = environment[$1] })
         let ptool = try requireTool("tpm2_ptool", package: "libtpm2-pkcs11-tools")
         func run(_ arguments: [String]) throws {
             let result = try runProcess(ptool, arguments, environment: environment)

@@ -3,6 +3,7 @@ import Foundation
 import KeysealCore
 @testable import KeysealPKCS11
 import KeysealTestSupport
+import Synchronization
 import Testing
 
 /// Opens a device key on `fixture`'s token; the caller closes it.
@@ -105,6 +106,61 @@ struct PKCS11DeviceKeyTests {
         #expect(message.contains("wrong PIN"))
         #expect(message.contains("CKR_PIN_INCORRECT"))
         #expect(!message.contains(fixture.pin))
+    }
+
+    @Test(
+        "a wrong PIN is refused while another device key of the process is logged in to the token (which then answers CKR_USER_ALREADY_LOGGED_IN without looking at the PIN)",
+        arguments: PKCS11Stack.allCases)
+    func wrongPINWhileLoggedIn(stack: PKCS11Stack) throws {
+        let fixture = try stack.token()
+        defer { fixture.remove() }
+        let first = try openDeviceKey(fixture)
+        defer { first.close() }
+        let directory = try TemporaryDirectory()
+        defer { directory.remove() }
+        let wrong = directory.appending("wrong-pin")
+        try SoftHSMFixture.writeFile(wrong, contents: fixture.pin + "0\n")
+        let message = failureMessage(KeychainStatus.notAvailable) {
+            let second = try openDeviceKey(fixture, pinFile: wrong)
+            second.close()
+        }
+        #expect(message.contains("wrong PIN"))
+        #expect(!message.contains(fixture.pin))
+    }
+
+    @Test("the right PIN opens a second device key while the first is logged in, and the first still seals after the second closes", arguments: PKCS11Stack.allCases)
+    func rightPINWhileLoggedIn(stack: PKCS11Stack) throws {
+        let fixture = try stack.token()
+        defer { fixture.remove() }
+        let first = try openDeviceKey(fixture)
+        defer { first.close() }
+        let second = try openDeviceKey(fixture)
+        let blob = try second.seal(SecretBytes.random(count: 32))
+        second.close()
+        #expect(try first.unseal(blob).count == 32)
+    }
+
+    @Test("device keys opened and closed at once on several threads never find the module finalized underneath them (SoftHSM2 only: tpm2-pkcs11 tokens take turns)")
+    func concurrentOpenAndClose() throws {
+        let fixtures = try (0..<2).map { _ in try SoftHSMFixture() }
+        defer { fixtures.forEach { $0.remove() } }
+        // Provision both tokens' keys first.
+        for fixture in fixtures { try openDeviceKey(fixture).close() }
+        let failures = Mutex<[String]>([])
+        DispatchQueue.concurrentPerform(iterations: 8) { worker in
+            let fixture = fixtures[worker % fixtures.count]
+            for _ in 0..<25 {
+                do {
+                    let key = try openDeviceKey(fixture, provisioning: false)
+                    defer { key.close() }
+                    _ = try key.unseal(try key.seal(SecretBytes.random(count: 32)))
+                } catch {
+                    failures.withLock { $0.append("\(error)") }
+                }
+            }
+        }
+        let found = failures.withLock { $0 }
+        #expect(found.isEmpty, "\(found.count) of 200 opens failed; first: \(found.first ?? "")")
     }
 
     // The PIN file is read before any module is loaded: the next two run on SoftHSM2 alone.
