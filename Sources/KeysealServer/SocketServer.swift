@@ -249,6 +249,16 @@ public final class SocketServer: Service {
             level: SocketOptionLevel(SOL_SOCKET), name: SocketOptionName(keyseal_so_peercred))
         return credentials.map { PeerCredentials(pid: $0.pid, uid: $0.uid, gid: $0.gid) }
     }
+
+    /// The peer's pidfd from `SO_PEERPIDFD`, nil where the kernel has no such option.
+    static func peerPidfd(_ channel: any Channel) -> Int32? {
+        guard let provider = channel as? any SocketOptionProvider else { return nil }
+        let pidfd: EventLoopFuture<Int32> = provider.unsafeGetSocketOption(
+            level: SocketOptionLevel(SOL_SOCKET), name: SocketOptionName(keyseal_so_peerpidfd))
+        var result: Int32?
+        pidfd.assumeIsolated().whenSuccess { result = $0 }
+        return result
+    }
 }
 
 /// Serves one connection on its event loop: decodes each frame, answers short requests at once (a lookup, an add,
@@ -266,6 +276,7 @@ final class ConnectionHandler: ChannelInboundHandler {
     private var idleTimer: Scheduled<Void>?
     private var id: Int?
     private var peer: PeerCredentials?
+    private var identity = PeerIdentity.unknown
     private var caller: Caller?
     /// Frames that arrived while a request was in flight or before the peer was identified.
     private var pending = CircularBuffer<ByteBuffer>()
@@ -298,7 +309,13 @@ final class ConnectionHandler: ChannelInboundHandler {
                     return
                 }
                 self.account.uid = peer.uid
-                self.caller = policy.caller(for: peer)
+                let (identity, source) = PeerIdentity.resolve(
+                    peer: peer, peerPidfd: SocketServer.peerPidfd(context.channel))
+                self.identity = identity
+                self.caller = policy.caller(for: peer, identity: identity)
+                self.server.logger.debug(
+                    "peer identified",
+                    metadata: ["peer": "\(peer)", "identity": "\(identity)", "pidfd": "\(source?.rawValue ?? "none")"])
                 self.busy = false
                 self.drain(context: context)
                 self.armIdleTimer(context: context)
