@@ -27,7 +27,11 @@ public struct PeerCredentials: Sendable, Hashable, CustomStringConvertible {
 ///     group NAME-OR-GID: GROUP [GROUP …]
 ///     exe /ABSOLUTE/PATH: GROUP [GROUP …]
 ///     unit NAME.service|NAME.scope: GROUP [GROUP …]
+///     vouching exe /ABSOLUTE/PATH
+///     vouching unit NAME.service
 ///
+/// A `vouching` client (the Secret Service bridge) may send requests on behalf of another process of its own
+/// uid; keyseald then identifies that process itself and applies its rules.
 /// One group of a rule may be marked `*GROUP`: the client's default group. A client's groups are those of every
 /// `exe` rule naming its executable, then every `unit` rule naming its unit, then every `user` rule naming its
 /// uid, then every `group` rule naming its primary gid or one of its account's supplementary groups, in file
@@ -56,11 +60,14 @@ public struct AccessPolicy: Sendable {
     }
 
     public var rules: [Rule]
+    /// The executables and units that may act on behalf of other processes of their uid (`.executable`, `.unit`).
+    public var vouching: [Rule.Subject]
     /// The daemon's own uid: an administrator, like root.
     public var daemonUID: UInt32
 
-    public init(rules: [Rule] = [], daemonUID: UInt32 = getuid()) {
+    public init(rules: [Rule] = [], vouching: [Rule.Subject] = [], daemonUID: UInt32 = getuid()) {
         self.rules = rules
+        self.vouching = vouching
         self.daemonUID = daemonUID
     }
 
@@ -81,12 +88,20 @@ public struct AccessPolicy: Sendable {
         lookUpUser: (String) -> UInt32? = systemUserID, lookUpGroup: (String) -> UInt32? = systemGroupID
     ) throws -> AccessPolicy {
         var rules: [Rule] = []
+        var vouching: [Rule.Subject] = []
         for (index, rawLine) in text.split(separator: "\n", omittingEmptySubsequences: false).enumerated() {
             let line = rawLine.split(separator: "#", maxSplits: 1, omittingEmptySubsequences: false).first ?? ""
             let trimmed = line.trimmed()
             if trimmed.isEmpty { continue }
             func fail(_ why: String) -> KeychainError {
                 KeychainError(KeychainStatus.param, "\(source):\(index + 1): \(why)")
+            }
+            if trimmed.hasPrefix("vouching"), trimmed.dropFirst(8).first?.isWhitespace == true {
+                let words = trimmed.dropFirst(8).split(maxSplits: 1, whereSeparator: \.isWhitespace)
+                    .map { String($0).trimmed() }
+                guard words.count == 2 else { throw fail("expected `vouching exe PATH` or `vouching unit NAME`") }
+                vouching.append(try identitySubject(kind: words[0], name: words[1], fail: fail))
+                continue
             }
             // A path may hold `:`; the separator is the first `:` followed by a space or the end of the line.
             let colon = trimmed.indices.first { index in
@@ -117,20 +132,45 @@ public struct AccessPolicy: Sendable {
             case "group":
                 guard let gid = UInt32(head[1]) ?? lookUpGroup(head[1]) else { throw fail("unknown group \(head[1])") }
                 subject = .group(gid)
-            case "exe":
-                guard head[1].hasPrefix("/") else { throw fail("an exe rule needs an absolute path") }
-                subject = .executable(head[1])
-            case "unit":
-                guard head[1].hasSuffix(".service") || head[1].hasSuffix(".scope"), !head[1].contains("/") else {
-                    throw fail("a unit rule names a .service or .scope unit")
-                }
-                subject = .unit(head[1])
+            case "exe", "unit":
+                subject = try identitySubject(kind: head[0], name: head[1], fail: fail)
             default:
                 throw fail("unknown rule \(head[0]) (expected user, group, exe or unit)")
             }
             rules.append(Rule(subject: subject, groups: groups, defaultGroup: defaultGroup))
         }
-        return AccessPolicy(rules: rules, daemonUID: daemonUID)
+        return AccessPolicy(rules: rules, vouching: vouching, daemonUID: daemonUID)
+    }
+
+    private static func identitySubject(kind: String, name: String, fail: (String) -> KeychainError) throws
+        -> Rule.Subject
+    {
+        switch kind {
+        case "exe":
+            guard name.hasPrefix("/") else { throw fail("an exe rule needs an absolute path") }
+            return .executable(name)
+        case "unit":
+            guard name.hasSuffix(".service") || name.hasSuffix(".scope"), !name.contains("/") else {
+                throw fail("a unit rule names a .service or .scope unit")
+            }
+            return .unit(name)
+        default:
+            throw fail("expected exe or unit, not \(kind)")
+        }
+    }
+
+    /// Whether a peer may send requests on behalf of other processes of its uid.
+    public func vouches(for peer: PeerCredentials, identity: PeerIdentity) -> Bool {
+        vouching.contains { subject in matches(subject, peer: peer, identity: identity) }
+    }
+
+    private func matches(_ subject: Rule.Subject, peer: PeerCredentials, identity: PeerIdentity) -> Bool {
+        switch subject {
+        case .executable(let path): path == identity.executable
+        case .unit(let name): name == identity.unit || (peer.uid == daemonUID && name == identity.userUnit)
+        case .user(let uid): uid == peer.uid
+        case .group: false
+        }
     }
 
     public func isAdministrator(_ peer: PeerCredentials) -> Bool { peer.uid == 0 || peer.uid == daemonUID }
@@ -167,11 +207,12 @@ public struct AccessPolicy: Sendable {
     {
         var matched: [Rule] = []
         for rule in rules {
-            if case .executable(let path) = rule.subject, path == identity.executable { matched.append(rule) }
+            if case .executable = rule.subject, matches(rule.subject, peer: peer, identity: identity) {
+                matched.append(rule)
+            }
         }
         for rule in rules {
-            guard case .unit(let name) = rule.subject else { continue }
-            if name == identity.unit || (peer.uid == daemonUID && name == identity.userUnit) { matched.append(rule) }
+            if case .unit = rule.subject, matches(rule.subject, peer: peer, identity: identity) { matched.append(rule) }
         }
         for rule in rules {
             if case .user(let uid) = rule.subject, uid == peer.uid { matched.append(rule) }

@@ -395,11 +395,11 @@ final class ConnectionHandler: ChannelInboundHandler {
     }
 
     private func answer(_ frame: ByteBuffer, context: ChannelHandlerContext) {
-        guard let id, let caller, let peer, server.registry.begin(id) else {
+        guard let id, var caller, var peer, server.registry.begin(id) else {
             context.close(promise: nil)
             return
         }
-        let request: WireRequest
+        var request: WireRequest
         do {
             request = try frame.withUnsafeReadableBytes { raw in try WireRequest.decode(payload: raw) }
         } catch {
@@ -411,6 +411,23 @@ final class ConnectionHandler: ChannelInboundHandler {
             _ = server.registry.end(id)
             subscribe(context: context)
             return
+        }
+        if case .onBehalf(let pid, let inner) = request {
+            // A vouching client (the Secret Service bridge) acts for a process of its own uid: keyseald reads that
+            // process's executable and unit itself; the client only names its pid.
+            guard server.policy.vouches(for: peer, identity: identity) else {
+                reply(
+                    .failure(
+                        WireError(
+                            status: KeychainStatus.missingEntitlement,
+                            message: "this client may not act for another process: it is not vouching in the policy")),
+                    context: context)
+                return
+            }
+            let vouched = PeerCredentials(pid: pid, uid: peer.uid, gid: peer.gid)
+            caller = server.policy.caller(for: vouched, identity: PeerIdentity.resolve(peer: vouched, peerPidfd: nil).identity)
+            peer = vouched
+            request = inner
         }
         switch request {
         case .exportBackup, .importBegin, .importChunk, .importEnd:
