@@ -175,7 +175,10 @@ let package = Package(
             exclude: ["Python"], swiftSettings: swiftSettings),
         .testTarget(
             name: "KeysealServerTests",
-            dependencies: ["KeysealServer", "Keyseal", "KeysealClient", "KeysealCore", "KeysealTestSupport"],
+            dependencies: [
+                "KeysealServer", "Keyseal", "KeysealClient", "KeysealCore", "KeysealTestSupport",
+                .product(name: "Crypto", package: "swift-crypto"),
+            ],
             swiftSettings: swiftSettings),
         .testTarget(name: "KeysealCoreTests", dependencies: ["KeysealCore"], swiftSettings: swiftSettings),
         .testTarget(

@@ -173,13 +173,13 @@ _keyseal() {
     unset 'unparsed_words[0]'
     unparsed_words=("${unparsed_words[@]}")
     case "${subcommand}" in
-    status|unlock|lock|passcode|settings|add-generic-password|find-generic-password|delete-generic-password|add-internet-password|find-internet-password|delete-internet-password|dump-keychain|export|import|doctor|error|recovery-key|recover|tpm|help)
+    status|unlock|lock|passcode|settings|add-generic-password|find-generic-password|delete-generic-password|add-internet-password|find-internet-password|delete-internet-password|dump-keychain|export|import|doctor|error|create-key|find-key|delete-key|sign|recovery-key|recover|tpm|help)
         # Offer subcommand argument completions
         "_keyseal_${subcommand}"
         ;;
     *)
         # Offer subcommand completions
-        COMPREPLY+=($(compgen -W 'status unlock lock passcode settings add-generic-password find-generic-password delete-generic-password add-internet-password find-internet-password delete-internet-password dump-keychain export import doctor error recovery-key recover tpm help' -- "${cur}"))
+        COMPREPLY+=($(compgen -W 'status unlock lock passcode settings add-generic-password find-generic-password delete-generic-password add-internet-password find-internet-password delete-internet-password dump-keychain export import doctor error create-key find-key delete-key sign recovery-key recover tpm help' -- "${cur}"))
         ;;
     esac
 }
@@ -706,6 +706,114 @@ _keyseal_error() {
     # Offer option value completions
     case "${prev}" in
     '--socket')
+        return
+        ;;
+    esac
+}
+
+_keyseal_create-key() {
+    repeating_flags=()
+    non_repeating_flags=(--json --hardware --version -h --help)
+    repeating_options=()
+    non_repeating_options=(--socket --tag -l --type --accessible --access-group)
+    __keyseal_offer_flags_options 0
+
+    # Offer option value completions
+    case "${prev}" in
+    '--socket')
+        return
+        ;;
+    '--tag')
+        return
+        ;;
+    '-l')
+        return
+        ;;
+    '--type')
+        return
+        ;;
+    '--accessible')
+        return
+        ;;
+    '--access-group')
+        return
+        ;;
+    esac
+}
+
+_keyseal_find-key() {
+    repeating_flags=()
+    non_repeating_flags=(--json --version -h --help)
+    repeating_options=()
+    non_repeating_options=(--socket --tag -l --hash)
+    __keyseal_offer_flags_options 0
+
+    # Offer option value completions
+    case "${prev}" in
+    '--socket')
+        return
+        ;;
+    '--tag')
+        return
+        ;;
+    '-l')
+        return
+        ;;
+    '--hash')
+        return
+        ;;
+    esac
+}
+
+_keyseal_delete-key() {
+    repeating_flags=()
+    non_repeating_flags=(--json --version -h --help)
+    repeating_options=()
+    non_repeating_options=(--socket --tag -l --hash)
+    __keyseal_offer_flags_options 0
+
+    # Offer option value completions
+    case "${prev}" in
+    '--socket')
+        return
+        ;;
+    '--tag')
+        return
+        ;;
+    '-l')
+        return
+        ;;
+    '--hash')
+        return
+        ;;
+    esac
+}
+
+_keyseal_sign() {
+    repeating_flags=()
+    non_repeating_flags=(--json --digest --version -h --help)
+    repeating_options=()
+    non_repeating_options=(--socket --tag -l --hash --algorithm --input)
+    __keyseal_offer_flags_options 0
+
+    # Offer option value completions
+    case "${prev}" in
+    '--socket')
+        return
+        ;;
+    '--tag')
+        return
+        ;;
+    '-l')
+        return
+        ;;
+    '--hash')
+        return
+        ;;
+    '--algorithm')
+        return
+        ;;
+    '--input')
         return
         ;;
     esac

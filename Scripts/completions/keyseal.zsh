@@ -66,6 +66,10 @@ _keyseal() {
             'import:Restore a backup file into the store (administrators only).'
             'doctor:List, or delete, the items no keychain call can reach (administrators only).'
             'error:Print the name and meaning of each OSStatus.'
+            'create-key:Generate a key pair in keyseald (--hardware: inside the store'\''s TPM or token); print its public key.'
+            'find-key:Find keys by tag, label or application label: attributes and public key.'
+            'delete-key:Delete keys by tag, label or application label (a hardware key'\''s object too).'
+            'sign:Sign standard input (or --input FILE) with a key; the signature on stdout.'
             'recovery-key:Manage the recovery key of a TPM store bound to PCRs.'
             'recover:Bring back a store whose PCRs changed, with its recovery key (re-seals to the current PCR values).'
             'tpm:TPM boot binding and anti-rollback (administrators).'
@@ -75,7 +79,7 @@ _keyseal() {
         ;;
     arg)
         case "${words[1]}" in
-        status|unlock|lock|passcode|settings|add-generic-password|find-generic-password|delete-generic-password|add-internet-password|find-internet-password|delete-internet-password|dump-keychain|export|import|doctor|error|recovery-key|recover|tpm|help)
+        status|unlock|lock|passcode|settings|add-generic-password|find-generic-password|delete-generic-password|add-internet-password|find-internet-password|delete-internet-password|dump-keychain|export|import|doctor|error|create-key|find-key|delete-key|sign|recovery-key|recover|tpm|help)
             "_keyseal_${words[1]}" && ret=0
             ;;
         esac
@@ -447,6 +451,76 @@ _keyseal_error() {
         '--socket[keyseald'\''s socket.]:path:'
         '--json[Print one JSON document on standard output.]'
         '*:code:'
+        '--version[Show the version.]'
+        '(-h --help)'{-h,--help}'[Show help information.]'
+    )
+    _arguments -w -s -S : "${arg_specs[@]}" && ret=0
+
+    return "${ret}"
+}
+
+_keyseal_create-key() {
+    local -i ret=1
+    local -ar arg_specs=(
+        '--socket[keyseald'\''s socket.]:path:'
+        '--json[Print one JSON document on standard output.]'
+        '--tag[The key'\''s application tag.]:tag:'
+        '-l[A label.]:label:'
+        '--type[ec256, ec384, ec521, rsa2048, rsa3072 or rsa4096.]:type:'
+        '--hardware[Generate the key inside the store'\''s TPM or PKCS#11 token (ec256 only).]'
+        '--accessible[Accessibility class\: when-unlocked, after-first-unlock, always, when-unlocked-this-device-only, after-first-unlock-this-device-only, always-this-device-only, when-passcode-set-this-device-only; Apple'\''s constant names and stored codes work too.]:class:'
+        '--access-group[The access group.]:group:'
+        '--version[Show the version.]'
+        '(-h --help)'{-h,--help}'[Show help information.]'
+    )
+    _arguments -w -s -S : "${arg_specs[@]}" && ret=0
+
+    return "${ret}"
+}
+
+_keyseal_find-key() {
+    local -i ret=1
+    local -ar arg_specs=(
+        '--socket[keyseald'\''s socket.]:path:'
+        '--json[Print one JSON document on standard output.]'
+        '--tag[The key'\''s application tag (kSecAttrApplicationTag).]:tag:'
+        '-l[The key'\''s label.]:label:'
+        '--hash[The key'\''s application label\: SHA-1 of its public key, in hex.]:klbl-hex:'
+        '--version[Show the version.]'
+        '(-h --help)'{-h,--help}'[Show help information.]'
+    )
+    _arguments -w -s -S : "${arg_specs[@]}" && ret=0
+
+    return "${ret}"
+}
+
+_keyseal_delete-key() {
+    local -i ret=1
+    local -ar arg_specs=(
+        '--socket[keyseald'\''s socket.]:path:'
+        '--json[Print one JSON document on standard output.]'
+        '--tag[The key'\''s application tag (kSecAttrApplicationTag).]:tag:'
+        '-l[The key'\''s label.]:label:'
+        '--hash[The key'\''s application label\: SHA-1 of its public key, in hex.]:klbl-hex:'
+        '--version[Show the version.]'
+        '(-h --help)'{-h,--help}'[Show help information.]'
+    )
+    _arguments -w -s -S : "${arg_specs[@]}" && ret=0
+
+    return "${ret}"
+}
+
+_keyseal_sign() {
+    local -i ret=1
+    local -ar arg_specs=(
+        '--socket[keyseald'\''s socket.]:path:'
+        '--json[Print one JSON document on standard output.]'
+        '--tag[The key'\''s application tag (kSecAttrApplicationTag).]:tag:'
+        '-l[The key'\''s label.]:label:'
+        '--hash[The key'\''s application label\: SHA-1 of its public key, in hex.]:klbl-hex:'
+        '--algorithm[ecdsa-sha256, ecdsa-sha384, rsa-pkcs1-sha256 or rsa-pss-sha256.]:algorithm:'
+        '--input[Read the input from a file.]:file:'
+        '--digest[The input is already a digest.]'
         '--version[Show the version.]'
         '(-h --help)'{-h,--help}'[Show help information.]'
     )

@@ -30,6 +30,23 @@ public struct ExportReport: Sendable, Equatable {
 
     /// Every item written.
     public var exportedCount: Int { exported.values.reduce(0, +) }
+
+    /// Keys in the device key's hardware: they cannot leave the device, so they are never exported; named here.
+    public var skippedHardwareKeys: [HardwareKeyName] = []
+
+    /// A hardware key left out of a backup, by its label and application tag.
+    public struct HardwareKeyName: Sendable, Equatable, Hashable {
+        public var accessGroup: String
+        public var label: String?
+        /// The application tag's bytes (`kSecAttrApplicationTag`).
+        public var tag: Data?
+
+        public init(accessGroup: String, label: String?, tag: Data?) {
+            self.accessGroup = accessGroup
+            self.label = label
+            self.tag = tag
+        }
+    }
 }
 
 /// What an import restored and what it left out, and why (DESIGN §7).

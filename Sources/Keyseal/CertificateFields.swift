@@ -68,7 +68,8 @@ public struct CertificateFields: Sendable {
             _ = try ASN1BitString(derEncoded: signature)
             try DER.sequence(tbs, identifier: .sequence) { nodes in
                 let version = try DER.decodeDefaultExplicitlyTagged(
-                    &nodes, tagNumber: 0, tagClass: .contextSpecific, defaultValue: 0) { try Int(derEncoded: $0) }
+                    &nodes, tagNumber: 0, tagClass: .contextSpecific, defaultValue: 0
+                ) { try Int(derEncoded: $0) }
                 guard (0...2).contains(version) else {
                     throw ASN1Error.invalidASN1Object(reason: "unknown certificate version")
                 }
@@ -109,7 +110,8 @@ public struct CertificateFields: Sendable {
                     guard node.identifier == ASN1Identifier(tagWithNumber: 3, tagClass: .contextSpecific) else {
                         continue  // issuer and subject unique identifiers
                     }
-                    guard case .constructed(let wrapped) = node.content, let extensions = wrapped.first(where: { _ in true })
+                    guard case .constructed(let wrapped) = node.content,
+                        let extensions = wrapped.first(where: { _ in true })
                     else { throw ASN1Error.invalidASN1Object(reason: "empty extensions") }
                     try DER.sequence(extensions, identifier: .sequence) { nodes in
                         while let node = nodes.next() {

@@ -27,7 +27,9 @@ enum PrivateKeyHandle {
         switch self {
         case .software(let key): return try key.ecdsaSign(digest: digest)
         case .hardware(let key):
-            return try KeyAlgorithms.hardware { try key.provider.sign(digest: digest, keyBlob: key.blob, authorization: key.authorization) }
+            return try KeyAlgorithms.hardware {
+                try key.provider.sign(digest: digest, keyBlob: key.blob, authorization: key.authorization)
+            }
         }
     }
 
@@ -102,8 +104,14 @@ public enum KeyAlgorithms {
             let hash = parts.count > 4 ? Hash(rawValue: parts[4]) : nil
             switch (parts[1], parts[2]) {
             case ("sign", "ECDSA"):
-                if parts.count == 4, parts[3] == "RFC4754" { self = .ecdsa(message: false, hash: nil, raw: true); return }
-                if parts.count == 4, parts[3] == "digest-X962" { self = .ecdsa(message: false, hash: nil, raw: false); return }
+                if parts.count == 4, parts[3] == "RFC4754" {
+                    self = .ecdsa(message: false, hash: nil, raw: true)
+                    return
+                }
+                if parts.count == 4, parts[3] == "digest-X962" {
+                    self = .ecdsa(message: false, hash: nil, raw: false)
+                    return
+                }
                 guard parts.count == 5, let hash else { break }
                 switch parts[3] {
                 case "digest-X962": self = .ecdsa(message: false, hash: hash, raw: false)
@@ -136,7 +144,10 @@ public enum KeyAlgorithms {
                 return
             case ("keyexchange", "ECDH"), ("keyexchange", "ECDHC"):
                 // For prime curves the cofactor is 1: the cofactor variants give the same secret.
-                if parts.count == 3 { self = .ecdh(kdf: nil); return }
+                if parts.count == 3 {
+                    self = .ecdh(kdf: nil)
+                    return
+                }
                 guard parts.count == 5, parts[3] == "KDFX963", let kdf = Hash(rawValue: parts[4]) else { break }
                 self = .ecdh(kdf: kdf)
                 return
@@ -207,7 +218,8 @@ public enum KeyAlgorithms {
         case .rsaOAEP(let hash):
             guard case .software(let software) = key, !key.keyType.isEC else { throw unsupported }
             do {
-                return try software.rsaDecryption().decrypt(data, padding: hash == .sha1 ? .PKCS1_OAEP : .PKCS1_OAEP_SHA256)
+                return try software.rsaDecryption().decrypt(
+                    data, padding: hash == .sha1 ? .PKCS1_OAEP : .PKCS1_OAEP_SHA256)
             } catch {
                 throw KeychainError(KeychainStatus.param, "RSA decryption failed")
             }
@@ -219,7 +231,8 @@ public enum KeyAlgorithms {
             }
             let ephemeral = Data(data.prefix(pointSize))
             let shared = try key.ecdh(peer: ephemeral)
-            let (aesKey, iv) = eciesKeys(shared: shared, ephemeral: ephemeral, keyType: key.keyType, hash: hash, variableIV: variableIV)
+            let (aesKey, iv) = eciesKeys(
+                shared: shared, ephemeral: ephemeral, keyType: key.keyType, hash: hash, variableIV: variableIV)
             let body = data.dropFirst(pointSize)
             do {
                 let box = try AES.GCM.SealedBox(
@@ -243,9 +256,11 @@ public enum KeyAlgorithms {
         let shared = try key.ecdh(peer: peer)
         guard let kdf else { return shared.withUnsafeBytes { Data($0) } }
         guard let requestedSize, requestedSize > 0, requestedSize <= 64 << 10 else {
-            throw KeychainError(KeychainStatus.param, "a KDF key exchange needs kSecKeyKeyExchangeParameterRequestedSize")
+            throw KeychainError(
+                KeychainStatus.param, "a KDF key exchange needs kSecKeyKeyExchangeParameterRequestedSize")
         }
-        return x963KDF(shared: shared, sharedInfo: sharedInfo ?? Data(), size: requestedSize, hash: kdf).withUnsafeBytes { Data($0) }
+        return x963KDF(shared: shared, sharedInfo: sharedInfo ?? Data(), size: requestedSize, hash: kdf).withUnsafeBytes
+        { Data($0) }
     }
 
     // MARK: Public-key operations
@@ -278,7 +293,9 @@ public enum KeyAlgorithms {
         guard valid else { throw KeychainError(KeychainStatus.verifyFailed, "the signature does not verify") }
     }
 
-    public static func encrypt(_ key: PublicKeyMaterial, algorithm name: String, data: Data) throws(KeychainError) -> Data {
+    public static func encrypt(_ key: PublicKeyMaterial, algorithm name: String, data: Data) throws(KeychainError)
+        -> Data
+    {
         switch try Algorithm(name) {
         case .rsaOAEP(let hash):
             guard !key.keyType.isEC, let rsa = try? _RSA.Encryption.PublicKey(derRepresentation: key.bytes) else {
@@ -323,7 +340,8 @@ public enum KeyAlgorithms {
     static func digest(_ data: Data, message: Bool, hash: Hash?) throws(KeychainError) -> [UInt8] {
         if message, let hash { return hash.hash(data) }
         if let hash, data.count != hash.size {
-            throw KeychainError(KeychainStatus.param, "a \(hash.rawValue) digest is \(hash.size) bytes, not \(data.count)")
+            throw KeychainError(
+                KeychainStatus.param, "a \(hash.rawValue) digest is \(hash.size) bytes, not \(data.count)")
         }
         guard (20...64).contains(data.count) else {
             throw KeychainError(KeychainStatus.param, "a digest is 20 to 64 bytes, not \(data.count)")
@@ -349,19 +367,25 @@ public enum KeyAlgorithms {
         switch key.keyType {
         case .ec(256):
             guard let publicKey = try? P256.Signing.PublicKey(x963Representation: key.bytes),
-                let sig = try? (raw ? P256.Signing.ECDSASignature(rawRepresentation: signature)
+                let sig = try?
+                    (raw
+                    ? P256.Signing.ECDSASignature(rawRepresentation: signature)
                     : P256.Signing.ECDSASignature(derRepresentation: signature))
             else { return false }
             return publicKey.isValidSignature(sig, for: digest)
         case .ec(384):
             guard let publicKey = try? P384.Signing.PublicKey(x963Representation: key.bytes),
-                let sig = try? (raw ? P384.Signing.ECDSASignature(rawRepresentation: signature)
+                let sig = try?
+                    (raw
+                    ? P384.Signing.ECDSASignature(rawRepresentation: signature)
                     : P384.Signing.ECDSASignature(derRepresentation: signature))
             else { return false }
             return publicKey.isValidSignature(sig, for: digest)
         case .ec(521):
             guard let publicKey = try? P521.Signing.PublicKey(x963Representation: key.bytes),
-                let sig = try? (raw ? P521.Signing.ECDSASignature(rawRepresentation: signature)
+                let sig = try?
+                    (raw
+                    ? P521.Signing.ECDSASignature(rawRepresentation: signature)
                     : P521.Signing.ECDSASignature(derRepresentation: signature))
             else { return false }
             return publicKey.isValidSignature(sig, for: digest)

@@ -103,6 +103,16 @@ public struct PublicKeyMaterial: Sendable, Hashable {
         try KeychainEngine.publicKeyOf(keyClass: keyClass, typeCode: typeCode, data: data)
     }
 
+    /// The key as a DER `SubjectPublicKeyInfo` (swift-crypto's encoding), for PEM.
+    public var subjectPublicKeyInfo: Data {
+        switch keyType {
+        case .ec(256): (try? P256.Signing.PublicKey(x963Representation: bytes))?.derRepresentation ?? Data()
+        case .ec(384): (try? P384.Signing.PublicKey(x963Representation: bytes))?.derRepresentation ?? Data()
+        case .ec: (try? P521.Signing.PublicKey(x963Representation: bytes))?.derRepresentation ?? Data()
+        case .rsa: (try? _RSA.Signing.PublicKey(derRepresentation: bytes))?.derRepresentation ?? Data()
+        }
+    }
+
     /// Apple's `kSecAttrApplicationLabel` of the key pair: SHA-1 of these octets.
     public var applicationLabel: Data { Data(Insecure.SHA1.hash(data: bytes)) }
 }
@@ -146,15 +156,26 @@ struct SoftwarePrivateKey: Sendable {
 
     func publicKey() throws(KeychainError) -> PublicKeyMaterial {
         switch keyType {
-        case .ec(256): PublicKeyMaterial(trusted: keyType, bytes: try parse { try P256.Signing.PrivateKey(x963Representation: $0).publicKey.x963Representation })
-        case .ec(384): PublicKeyMaterial(trusted: keyType, bytes: try parse { try P384.Signing.PrivateKey(x963Representation: $0).publicKey.x963Representation })
-        case .ec(521): PublicKeyMaterial(trusted: keyType, bytes: try parse { try P521.Signing.PrivateKey(x963Representation: $0).publicKey.x963Representation })
+        case .ec(256):
+            PublicKeyMaterial(
+                trusted: keyType,
+                bytes: try parse { try P256.Signing.PrivateKey(x963Representation: $0).publicKey.x963Representation })
+        case .ec(384):
+            PublicKeyMaterial(
+                trusted: keyType,
+                bytes: try parse { try P384.Signing.PrivateKey(x963Representation: $0).publicKey.x963Representation })
+        case .ec(521):
+            PublicKeyMaterial(
+                trusted: keyType,
+                bytes: try parse { try P521.Signing.PrivateKey(x963Representation: $0).publicKey.x963Representation })
         case .rsa:
-            PublicKeyMaterial(trusted: keyType, bytes: try parse { data in
-                let key = try _RSA.Signing.PrivateKey(derRepresentation: data)
-                guard key.keySizeInBits == keyType.bits else { throw KeychainError.param }
-                return key.publicKey.pkcs1DERRepresentation
-            })
+            PublicKeyMaterial(
+                trusted: keyType,
+                bytes: try parse { data in
+                    let key = try _RSA.Signing.PrivateKey(derRepresentation: data)
+                    guard key.keySizeInBits == keyType.bits else { throw KeychainError.param }
+                    return key.publicKey.pkcs1DERRepresentation
+                })
         default: throw KeychainError(KeychainStatus.param, "unsupported key type \(keyType)")
         }
     }
@@ -163,9 +184,18 @@ struct SoftwarePrivateKey: Sendable {
     func ecdsaSign(digest: [UInt8]) throws(KeychainError) -> Data {
         let prehashed = PrehashedDigest(bytes: digest)
         switch keyType {
-        case .ec(256): return try parse { try P256.Signing.PrivateKey(x963Representation: $0).signature(for: prehashed).derRepresentation }
-        case .ec(384): return try parse { try P384.Signing.PrivateKey(x963Representation: $0).signature(for: prehashed).derRepresentation }
-        case .ec(521): return try parse { try P521.Signing.PrivateKey(x963Representation: $0).signature(for: prehashed).derRepresentation }
+        case .ec(256):
+            return try parse {
+                try P256.Signing.PrivateKey(x963Representation: $0).signature(for: prehashed).derRepresentation
+            }
+        case .ec(384):
+            return try parse {
+                try P384.Signing.PrivateKey(x963Representation: $0).signature(for: prehashed).derRepresentation
+            }
+        case .ec(521):
+            return try parse {
+                try P521.Signing.PrivateKey(x963Representation: $0).signature(for: prehashed).derRepresentation
+            }
         default: throw KeyAlgorithms.unsupported
         }
     }

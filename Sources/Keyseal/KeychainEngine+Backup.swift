@@ -13,6 +13,25 @@ extension KeychainEngine {
     /// When-passcode-set-this-device-only items are never exported. A row no SecItem call can reach (it fails
     /// its authentication, or is of a class Keyseal does not implement) is left out and named in the report's
     /// `undecryptable`: the rest of the store is exported, and a backup never silently leaves an item out.
+    /// The name of a key row whose key lives in the device key's hardware, or nil for any other row.
+    private func hardwareKeyName(_ row: ItemRow) throws(KeychainError) -> ExportReport.HardwareKeyName? {
+        guard row.itemClass == ItemClass.key.rawValue else { return nil }
+        let classKey = try requireClassKey(Self.accessibility(of: row))
+        let plain = try ItemEnvelope.openAttributes(
+            row.sealed, aad: row.header(storeID: storeID).encoded(), itemID: row.itemID, classKey: classKey)
+        let attributes = try AttributeCodec.decode(plain)
+        guard case .string(Self.hardwareTokenID)? = attributes[AttributeKey.tokenID] else { return nil }
+        var label: String?
+        if case .string(let text)? = attributes[AttributeKey.label] { label = text }
+        var tag: Data?
+        switch attributes[AttributeKey.applicationTag] {
+        case .data(let data)?: tag = data
+        case .string(let text)?: tag = Data(text.utf8)
+        default: tag = nil
+        }
+        return ExportReport.HardwareKeyName(accessGroup: row.accessGroup, label: label, tag: tag)
+    }
+
     func exportBackup(
         key: BackupPassphraseKey, availableOnly: Bool, sink: ([UInt8]) throws(KeychainError) -> Void,
         progress: (_ done: Int, _ total: Int) -> Void
@@ -48,6 +67,10 @@ extension KeychainEngine {
                 report.undecryptable.append(undecryptableItem(row, reason))
                 leftOut.insert(row.id)
                 if known != nil { total -= 1 }
+            } else if let key = try hardwareKeyName(row) {
+                report.skippedHardwareKeys.append(key)
+                leftOut.insert(row.id)
+                total -= 1
             }
             return true
         }

@@ -131,7 +131,9 @@ extension KeychainEngine {
 
     func generateKey(_ request: KeyGenerationRequest, caller: Caller) throws -> KeyDescription {
         var attributes = request.attributes
-        for key in [AttributeKey.keyClass, AttributeKey.applicationLabel, AttributeKey.tokenID, AttributeKey.isExtractable]
+        for key in [
+            AttributeKey.keyClass, AttributeKey.applicationLabel, AttributeKey.tokenID, AttributeKey.isExtractable,
+        ]
         where attributes[key] != nil {
             throw KeychainError(KeychainStatus.param, "\(key) is set by the keychain when it generates a key")
         }
@@ -255,7 +257,9 @@ extension KeychainEngine {
                 throw KeychainError(KeychainStatus.param, "the key has \(bits) bits, not \(given)")
             }
             attributes[AttributeKey.keySizeInBits] = .int(Int64(bits))
-            if attributes[AttributeKey.effectiveKeySize] == nil { attributes[AttributeKey.effectiveKeySize] = .int(Int64(bits)) }
+            if attributes[AttributeKey.effectiveKeySize] == nil {
+                attributes[AttributeKey.effectiveKeySize] = .int(Int64(bits))
+            }
             if attributes[AttributeKey.isExtractable] == nil { attributes[AttributeKey.isExtractable] = .bool(true) }
             if attributes[AttributeKey.isPermanent] == nil { attributes[AttributeKey.isPermanent] = .bool(true) }
         default:
@@ -268,9 +272,11 @@ extension KeychainEngine {
         let keyType: KeyType
         switch typeCode {
         case KeyType.ecTypeCode:
-            let curveBits: [Int: Int] = keyClass == keyClassPublic ? [65: 256, 97: 384, 133: 521] : [97: 256, 145: 384, 199: 521]
+            let curveBits: [Int: Int] =
+                keyClass == keyClassPublic ? [65: 256, 97: 384, 133: 521] : [97: 256, 145: 384, 199: 521]
             guard let bits = curveBits[data.count] else {
-                throw KeychainError(KeychainStatus.param, "\(data.count) bytes is not an EC key's external representation")
+                throw KeychainError(
+                    KeychainStatus.param, "\(data.count) bytes is not an EC key's external representation")
             }
             keyType = .ec(bits: bits)
         case KeyType.rsaTypeCode:
@@ -294,7 +300,9 @@ extension KeychainEngine {
 
     /// Resolves a private key for one operation: the item is found as a lookup finds it (the caller's groups, the
     /// lock state: a locked class is errSecInteractionNotAllowed), and a hardware key's authorization derived.
-    func withPrivateKey<T>(_ reference: KeyReference, caller: Caller, _ body: (PrivateKeyHandle) throws -> T) throws -> T {
+    func withPrivateKey<T>(_ reference: KeyReference, caller: Caller, _ body: (PrivateKeyHandle) throws -> T) throws
+        -> T
+    {
         switch reference {
         case .transient(let id):
             guard let key = transientKeys[id] else { throw KeychainError(KeychainStatus.param, "the key was released") }
@@ -319,7 +327,8 @@ extension KeychainEngine {
             }
             let publicKey = try Self.publicKeyOf(
                 keyClass: Self.keyClassPrivate, typeCode: record.string(AttributeKey.type) ?? "", data: data)
-            return try body(.software(SoftwarePrivateKey(keyType: publicKey.keyType, material: SecretBytes(copying: data))))
+            return try body(
+                .software(SoftwarePrivateKey(keyType: publicKey.keyType, material: SecretBytes(copying: data))))
         }
     }
 
@@ -414,7 +423,8 @@ extension KeychainEngine {
     func checkKeyData(_ records: [ItemRecord]) throws(KeychainError) {
         for record in records where record.data != nil {
             if record.string(AttributeKey.tokenID) != nil {
-                throw KeychainError(KeychainStatus.dataNotAvailable, "a hardware key's material never leaves the hardware")
+                throw KeychainError(
+                    KeychainStatus.dataNotAvailable, "a hardware key's material never leaves the hardware")
             }
             if case .bool(false)? = record.attributes[AttributeKey.isExtractable] {
                 throw KeychainError(KeychainStatus.dataNotAvailable, "the key is not extractable")

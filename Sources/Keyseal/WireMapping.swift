@@ -222,3 +222,40 @@ package enum WireMapping {
         KeychainError(wire.status, wire.message, retryAfterSeconds: wire.retryAfterSeconds, triesLeft: wire.triesLeft)
     }
 }
+
+extension WireMapping {
+    package static func wire(_ request: KeyGenerationRequest) -> WireKeyGeneration {
+        WireKeyGeneration(
+            keyType: request.keyType.typeCode, bits: request.keyType.bits, inHardware: request.inHardware,
+            attributes: attributes(request.attributes), accessGroup: request.accessGroup,
+            accessibility: request.accessibility.rawValue, accessControlFlags: request.accessControlFlags.map(UInt64.init),
+            synchronizable: request.synchronizable, extractable: request.isExtractable)
+    }
+
+    package static func keyGeneration(_ wire: WireKeyGeneration) throws(KeychainError) -> KeyGenerationRequest {
+        KeyGenerationRequest(
+            keyType: try KeyType(typeCode: wire.keyType, bits: wire.bits), inHardware: wire.inHardware,
+            isPermanent: true, attributes: attributes(wire.attributes), accessGroup: wire.accessGroup,
+            accessibility: try accessibility(wire.accessibility), accessControlFlags: try flags(wire.accessControlFlags),
+            synchronizable: wire.synchronizable, isExtractable: wire.extractable)
+    }
+
+    package static func wire(_ key: KeyDescription) throws(KeychainError) -> WireKey {
+        guard case .item(let reference) = key.reference else {
+            throw KeychainError(KeychainStatus.param, "a transient key lives in the process that made it")
+        }
+        return WireKey(
+            reference: reference, keyType: key.publicKey.keyType.typeCode, bits: key.publicKey.keyType.bits,
+            publicKey: key.publicKey.bytes, isPrivate: key.isPrivate, inHardware: key.inHardware,
+            extractable: key.isExtractable, attributes: attributes(key.attributes),
+            subjectPublicKeyInfo: key.publicKey.subjectPublicKeyInfo)
+    }
+
+    package static func key(_ wire: WireKey) throws(KeychainError) -> KeyDescription {
+        KeyDescription(
+            reference: .item(wire.reference),
+            publicKey: try PublicKeyMaterial(keyType: KeyType(typeCode: wire.keyType, bits: wire.bits), bytes: wire.publicKey),
+            isPrivate: wire.isPrivate, inHardware: wire.inHardware, isExtractable: wire.extractable,
+            attributes: attributes(wire.attributes))
+    }
+}

@@ -33,6 +33,8 @@ enum Opcode: UInt8 {
     case importEnd = 27
     case undecryptableItems = 32
     case deleteUndecryptable = 33
+    case generateKey = 48
+    case keyOperation = 49
     case createRecoveryKey = 40
     case recover = 41
     case tpmReseal = 42
@@ -60,6 +62,8 @@ enum ResponseKind: UInt8 {
     /// The last piece: the joined pieces are the response payload.
     case lastPart = 14
     case undecryptable = 15
+    case key = 16
+    case keyResult = 17
     case secret = 20
 }
 
@@ -418,6 +422,25 @@ extension WireRequest {
             }
             writer.u8(Opcode.importChunk.rawValue)
             writer.blob(bytes)
+        case .generateKey(let generation):
+            writer.u8(Opcode.generateKey.rawValue)
+            writer.shortString(generation.keyType)
+            writer.int(generation.bits)
+            writer.bool(generation.inHardware)
+            writer.attributes(generation.attributes)
+            writer.optional(generation.accessGroup) { $0.string($1) }
+            writer.shortString(generation.accessibility)
+            writer.optional(generation.accessControlFlags) { $0.u64($1) }
+            writer.bool(generation.synchronizable)
+            writer.bool(generation.extractable)
+        case .keyOperation(let operation):
+            writer.u8(Opcode.keyOperation.rawValue)
+            writer.blob(operation.reference)
+            writer.u8(operation.kind.rawValue)
+            writer.string(operation.algorithm)
+            writer.blob(operation.data)
+            writer.optional(operation.requestedSize) { $0.int($1) }
+            writer.optional(operation.sharedInfo) { $0.blob($1) }
         case .importEnd: writer.u8(Opcode.importEnd.rawValue)
         case .undecryptableItems: writer.u8(Opcode.undecryptableItems.rawValue)
         case .deleteUndecryptable(let ids):
@@ -521,6 +544,32 @@ extension WireRequest {
             let raw = try reader.blob()
             guard raw.count <= Wire.backupChunk else { throw WireReader.malformed("backup chunk over the limit") }
             request = .importChunk(Array(raw))
+        case .generateKey:
+            let keyType = try reader.shortString()
+            let bits = try reader.int()
+            let inHardware = try reader.bool()
+            let attributes = try reader.attributes()
+            let group = try reader.optional { r throws(WireError) in try r.string() }
+            let accessibility = try reader.shortString()
+            let flags = try reader.optional { r throws(WireError) in try r.u64() }
+            let synchronizable = try reader.bool()
+            request = .generateKey(
+                WireKeyGeneration(
+                    keyType: keyType, bits: bits, inHardware: inHardware, attributes: attributes, accessGroup: group,
+                    accessibility: accessibility, accessControlFlags: flags, synchronizable: synchronizable,
+                    extractable: try reader.bool()))
+        case .keyOperation:
+            let reference = try reader.data()
+            guard let kind = WireKeyOperation.Kind(rawValue: try reader.u8()) else {
+                throw WireReader.malformed("unknown key operation")
+            }
+            let algorithm = try reader.string()
+            let data = try reader.data()
+            let size = try reader.optional { r throws(WireError) in try r.int() }
+            request = .keyOperation(
+                WireKeyOperation(
+                    reference: reference, kind: kind, algorithm: algorithm, data: data, requestedSize: size,
+                    sharedInfo: try reader.optional { r throws(WireError) in try r.data() }))
         case .importEnd: request = .importEnd
         case .undecryptableItems: request = .undecryptableItems
         case .deleteUndecryptable:
@@ -974,6 +1023,20 @@ extension WireResponse {
         case .undecryptable(let items):
             writer.u8(ResponseKind.undecryptable.rawValue)
             writer.undecryptable(items)
+        case .key(let key):
+            writer.u8(ResponseKind.key.rawValue)
+            writer.blob(key.reference)
+            writer.shortString(key.keyType)
+            writer.int(key.bits)
+            writer.blob(key.publicKey)
+            writer.bool(key.isPrivate)
+            writer.bool(key.inHardware)
+            writer.bool(key.extractable)
+            writer.attributes(key.attributes)
+            writer.blob(key.subjectPublicKeyInfo)
+        case .keyResult(let data):
+            writer.u8(ResponseKind.keyResult.rawValue)
+            writer.blob(data)
         }
     }
 
@@ -1083,6 +1146,20 @@ extension WireResponse {
                     total: total, restored: restored, replaced: replaced, skipped: skipped,
                     keyDerivationSeconds: try reader.double()))
         case .undecryptable: response = .undecryptable(try reader.undecryptable())
+        case .key:
+            let reference = try reader.data()
+            let keyType = try reader.shortString()
+            let bits = try reader.int()
+            let publicKey = try reader.data()
+            let isPrivate = try reader.bool()
+            let inHardware = try reader.bool()
+            let extractable = try reader.bool()
+            response = .key(
+                WireKey(
+                    reference: reference, keyType: keyType, bits: bits, publicKey: publicKey, isPrivate: isPrivate,
+                    inHardware: inHardware, extractable: extractable, attributes: try reader.attributes(),
+                    subjectPublicKeyInfo: try reader.data()))
+        case .keyResult: response = .keyResult(try reader.data())
         }
         try reader.finish()
         return response

@@ -239,6 +239,97 @@ public struct WireRecord: Sendable, Hashable {
     }
 }
 
+/// A key generation (`KeyGenerationRequest` in the library). Through keyseald every generated key is stored.
+public struct WireKeyGeneration: Sendable, Hashable {
+    /// Apple's `type` code: "73" EC, "42" RSA.
+    public var keyType: String
+    public var bits: Int
+    public var inHardware: Bool
+    public var attributes: [String: WireValue]
+    public var accessGroup: String?
+    public var accessibility: String
+    public var accessControlFlags: UInt64?
+    public var synchronizable: Bool
+    public var extractable: Bool
+
+    public init(
+        keyType: String, bits: Int, inHardware: Bool = false, attributes: [String: WireValue] = [:],
+        accessGroup: String? = nil, accessibility: String = "ak", accessControlFlags: UInt64? = nil,
+        synchronizable: Bool = false, extractable: Bool = true
+    ) {
+        self.keyType = keyType
+        self.bits = bits
+        self.inHardware = inHardware
+        self.attributes = attributes
+        self.accessGroup = accessGroup
+        self.accessibility = accessibility
+        self.accessControlFlags = accessControlFlags
+        self.synchronizable = synchronizable
+        self.extractable = extractable
+    }
+}
+
+/// An operation with a stored key, named by its item's persistent reference: done by keyseald, which answers
+/// with the result only (private material never crosses the socket).
+public struct WireKeyOperation: Sendable, Hashable {
+    public enum Kind: UInt8, Sendable {
+        /// The key's public key and attributes (answered with `.key`).
+        case describe = 0
+        case sign = 1
+        case decrypt = 2
+        case keyExchange = 3
+    }
+
+    public var reference: Data
+    public var kind: Kind
+    /// Apple's `SecKeyAlgorithm` name.
+    public var algorithm: String
+    public var data: Data
+    public var requestedSize: Int?
+    public var sharedInfo: Data?
+
+    public init(
+        reference: Data, kind: Kind, algorithm: String = "", data: Data = Data(), requestedSize: Int? = nil,
+        sharedInfo: Data? = nil
+    ) {
+        self.reference = reference
+        self.kind = kind
+        self.algorithm = algorithm
+        self.data = data
+        self.requestedSize = requestedSize
+        self.sharedInfo = sharedInfo
+    }
+}
+
+/// A stored key as keyseald describes it (`KeyDescription` in the library): never its private material.
+public struct WireKey: Sendable, Hashable {
+    public var reference: Data
+    public var keyType: String
+    public var bits: Int
+    public var publicKey: Data
+    public var isPrivate: Bool
+    public var inHardware: Bool
+    public var extractable: Bool
+    public var attributes: [String: WireValue]
+    /// The public key as a DER `SubjectPublicKeyInfo` (for PEM output).
+    public var subjectPublicKeyInfo: Data
+
+    public init(
+        reference: Data, keyType: String, bits: Int, publicKey: Data, isPrivate: Bool, inHardware: Bool,
+        extractable: Bool, attributes: [String: WireValue], subjectPublicKeyInfo: Data = Data()
+    ) {
+        self.subjectPublicKeyInfo = subjectPublicKeyInfo
+        self.reference = reference
+        self.keyType = keyType
+        self.bits = bits
+        self.publicKey = publicKey
+        self.isPrivate = isPrivate
+        self.inHardware = inHardware
+        self.extractable = extractable
+        self.attributes = attributes
+    }
+}
+
 /// What `status` reports (`StoreStatus` in the library).
 public struct WireStoreStatus: Sendable, Hashable {
     public var lockState: WireLockState
@@ -373,6 +464,10 @@ public enum WireRequest: Sendable {
     /// Deletes such rows by their ids without decrypting them (nil: every one): answered by `.undecryptable` with
     /// the rows deleted.
     case deleteUndecryptable(ids: [String]?)
+    /// Generates a key pair and stores it (answered with `.key`).
+    case generateKey(WireKeyGeneration)
+    /// Uses or describes a stored key (answered with `.keyResult` or `.key`).
+    case keyOperation(WireKeyOperation)
     /// A new recovery key (administrators; the passcode when one is set). Answered with `.secret`.
     case createRecoveryKey(passcode: WireSecret?)
     /// Opens a store that needs recovery with its recovery key (and the passcode when one is set).
@@ -436,6 +531,14 @@ public enum WireRequest: Sendable {
         case .importBegin, .importChunk, .importEnd: "import"
         case .undecryptableItems: "doctor"
         case .deleteUndecryptable: "doctor --delete-undecryptable"
+        case .generateKey: "create-key"
+        case .keyOperation(let operation):
+            switch operation.kind {
+            case .describe: "find-key"
+            case .sign: "sign"
+            case .decrypt: "decrypt"
+            case .keyExchange: "key-exchange"
+            }
         case .createRecoveryKey: "recovery-key create"
         case .recover: "recover"
         case .tpmReseal: "tpm reseal"
@@ -469,6 +572,10 @@ public enum WireResponse: Sendable, Hashable {
     case importReport(WireImportReport)
     /// Rows no SecItem call can reach (listed, or deleted).
     case undecryptable([WireUndecryptableItem])
+    /// A stored key: its reference, public key and attributes.
+    case key(WireKey)
+    /// What a key operation produced (a signature, a plaintext, a shared secret).
+    case keyResult(Data)
     /// A secret shown once (a new recovery key).
     case secret(WireSecret)
 }

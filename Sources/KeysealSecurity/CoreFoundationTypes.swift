@@ -10,7 +10,9 @@ public typealias CFMutableDictionary = [String: Any]
 public typealias CFString = String
 public typealias CFData = Data
 public typealias CFArray = [Any]
-public typealias CFBoolean = Bool
+/// A class, as on Apple (where `CFBoolean` bridges to `NSNumber`): wrappers put `kCFBooleanTrue` into
+/// `[String: AnyObject]` queries and compare a `CFNumber` attribute with it.
+public typealias CFBoolean = NSNumber
 public typealias CFNumber = NSNumber
 public typealias CFDate = Date
 public typealias CFOptionFlags = UInt
@@ -25,8 +27,11 @@ public final class CFAllocator: @unchecked Sendable {
 
 public let kCFAllocatorDefault: CFAllocator? = nil
 /// Apple declares both `CFBoolean!`, so that Apple code writes `kCFBooleanTrue!` (and that compiles here too).
-public let kCFBooleanTrue: CFBoolean! = true
-public let kCFBooleanFalse: CFBoolean! = false
+public let kCFBooleanTrue: CFBoolean! = NSNumber(value: true)
+public let kCFBooleanFalse: CFBoolean! = NSNumber(value: false)
+
+/// Core Foundation's Info.plist key for the bundle identifier, which wrappers read for a default service name.
+public let kCFBundleIdentifierKey: CFString = "CFBundleIdentifier"
 
 /// MacTypes' name for success, which Apple code often compares statuses with.
 public let noErr: OSStatus = 0

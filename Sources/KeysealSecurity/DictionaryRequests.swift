@@ -63,7 +63,9 @@ public enum DictionaryRequests {
             case "v":
                 switch key {
                 case valuePersistentRef: query.persistentRef = try data(value, key)
-                case valueData: throw KeychainError(KeychainStatus.param, "v_Data is not a query key")
+                // Apple's securityd parses v_Data in any query and uses it only when adding: a query carrying it
+                // (Locksmith passes its add dictionary to SecItemUpdate) matches as if it were absent.
+                case valueData: _ = try data(value, key)
                 default: throw KeychainError(KeychainStatus.param, "\(key) is not supported in a query")
                 }
             default: throw KeychainError(KeychainStatus.param, "unknown key \(key)")

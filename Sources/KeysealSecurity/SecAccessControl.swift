@@ -36,6 +36,19 @@ public final class SecAccessControl: AccessControlConvertible, @unchecked Sendab
     public var flagsRawValue: UInt { flags.rawValue }
 }
 
+/// Equal when protection and flags are, as Core Foundation compares Apple's; hashable like every CF type, so that
+/// code keeping queries as `[String: AnyHashable]` (Valet) can hold one.
+extension SecAccessControl: Hashable {
+    public static func == (lhs: SecAccessControl, rhs: SecAccessControl) -> Bool {
+        lhs.protection == rhs.protection && lhs.flags.rawValue == rhs.flags.rawValue
+    }
+
+    public func hash(into hasher: inout Hasher) {
+        hasher.combine(protection)
+        hasher.combine(flags.rawValue)
+    }
+}
+
 public func SecAccessControlGetTypeID() -> CFTypeID { 0x5eca }
 
 /// Creates an access control. An unknown protection fails with an `NSOSStatusErrorDomain` error.

@@ -56,7 +56,8 @@ public func SecCertificateCopyKey(_ certificate: SecCertificate) -> SecKey? {
     switch fields.publicKeyAlgorithm {
     case "1.2.840.10045.2.1": material = try? PublicKeyMaterial(x963: fields.publicKey)
     case "1.2.840.113549.1.1.1":
-        material = try? PublicKeyMaterial.of(keyClass: kSecAttrKeyClassPublic, typeCode: kSecAttrKeyTypeRSA, data: fields.publicKey)
+        material = try? PublicKeyMaterial.of(
+            keyClass: kSecAttrKeyClassPublic, typeCode: kSecAttrKeyTypeRSA, data: fields.publicKey)
     default: material = nil
     }
     return material.map { SecKey(.publicKey($0)) }

@@ -110,7 +110,8 @@ public struct SecKeyAlgorithm: RawRepresentable, Hashable, Sendable {
 
 public let kSecKeyAlgorithmECDSASignatureMessageX962SHA256 = SecKeyAlgorithm.ecdsaSignatureMessageX962SHA256
 public let kSecKeyAlgorithmECDSASignatureDigestX962SHA256 = SecKeyAlgorithm.ecdsaSignatureDigestX962SHA256
-public let kSecKeyAlgorithmECIESEncryptionStandardX963SHA256AESGCM = SecKeyAlgorithm.eciesEncryptionStandardX963SHA256AESGCM
+public let kSecKeyAlgorithmECIESEncryptionStandardX963SHA256AESGCM = SecKeyAlgorithm
+    .eciesEncryptionStandardX963SHA256AESGCM
 public let kSecKeyAlgorithmECIESEncryptionCofactorVariableIVX963SHA256AESGCM =
     SecKeyAlgorithm.eciesEncryptionCofactorVariableIVX963SHA256AESGCM
 public let kSecKeyAlgorithmECDHKeyExchangeStandard = SecKeyAlgorithm.ecdhKeyExchangeStandard
@@ -141,7 +142,8 @@ public let kSecKeyKeyExchangeParameterSharedInfo: CFString = "sharedInfo"
 
 /// A `CFError` in `NSOSStatusErrorDomain` whose code is the status.
 func secError(_ error: KeychainError) -> CFError {
-    NSError(domain: "NSOSStatusErrorDomain", code: Int(error.status), userInfo: [NSLocalizedDescriptionKey: error.message])
+    NSError(
+        domain: "NSOSStatusErrorDomain", code: Int(error.status), userInfo: [NSLocalizedDescriptionKey: error.message])
 }
 
 // MARK: - Creating keys
@@ -247,7 +249,9 @@ public func SecKeyCreateWithData(
         guard let type = attributes[kSecAttrKeyType] as? String, let keyClass = attributes[kSecAttrKeyClass] as? String
         else { throw KeychainError(KeychainStatus.param, "kSecAttrKeyType and kSecAttrKeyClass are required") }
         let publicKey = try PublicKeyMaterial.of(keyClass: keyClass, typeCode: type, data: keyData)
-        if let bits = attributes[kSecAttrKeySizeInBits].flatMap(DictionaryRequests.integer), bits != publicKey.keyType.bits {
+        if let bits = attributes[kSecAttrKeySizeInBits].flatMap(DictionaryRequests.integer),
+            bits != publicKey.keyType.bits
+        {
             throw KeychainError(KeychainStatus.param, "the key has \(publicKey.keyType.bits) bits, not \(bits)")
         }
         switch keyClass {
@@ -278,7 +282,8 @@ public func SecKeyIsAlgorithmSupported(_ key: SecKey, _ operation: SecKeyOperati
 }
 
 public func SecKeyCreateSignature(
-    _ key: SecKey, _ algorithm: SecKeyAlgorithm, _ dataToSign: CFData, _ error: UnsafeMutablePointer<Unmanaged<CFError>?>?
+    _ key: SecKey, _ algorithm: SecKeyAlgorithm, _ dataToSign: CFData,
+    _ error: UnsafeMutablePointer<Unmanaged<CFError>?>?
 ) -> CFData? {
     secKeyCall(error) {
         guard SecKeyIsAlgorithmSupported(key, .sign, algorithm) else {
@@ -307,13 +312,17 @@ public func SecKeyVerifySignature(
 
 /// Encrypts with the key's public half (ECIES, RSA OAEP).
 public func SecKeyCreateEncryptedData(
-    _ key: SecKey, _ algorithm: SecKeyAlgorithm, _ plaintext: CFData, _ error: UnsafeMutablePointer<Unmanaged<CFError>?>?
+    _ key: SecKey, _ algorithm: SecKeyAlgorithm, _ plaintext: CFData,
+    _ error: UnsafeMutablePointer<Unmanaged<CFError>?>?
 ) -> CFData? {
-    secKeyCall(error) { try KeyAlgorithms.encrypt(key.publicMaterial(), algorithm: algorithm.rawValue, data: plaintext) }
+    secKeyCall(error) {
+        try KeyAlgorithms.encrypt(key.publicMaterial(), algorithm: algorithm.rawValue, data: plaintext)
+    }
 }
 
 public func SecKeyCreateDecryptedData(
-    _ key: SecKey, _ algorithm: SecKeyAlgorithm, _ ciphertext: CFData, _ error: UnsafeMutablePointer<Unmanaged<CFError>?>?
+    _ key: SecKey, _ algorithm: SecKeyAlgorithm, _ ciphertext: CFData,
+    _ error: UnsafeMutablePointer<Unmanaged<CFError>?>?
 ) -> CFData? {
     secKeyCall(error) {
         switch key.backing {

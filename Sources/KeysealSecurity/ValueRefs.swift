@@ -45,7 +45,9 @@ enum ValueRefs {
             var certificate = rest
             certificate[kSecClass] = kSecClassCertificate
             certificate[kSecValueRef] = identity.certificate
-            if let remaining = try add(certificate, store: store) { _ = try store.add(DictionaryRequests.add(remaining)) }
+            if let remaining = try add(certificate, store: store) {
+                _ = try store.add(DictionaryRequests.add(remaining))
+            }
             var key = rest
             key[kSecClass] = kSecClassKey
             key[kSecAttrLabel] = nil

@@ -269,6 +269,39 @@ public final class KeychainService: Sendable {
             let deleted = try store.deleteUndecryptable(ids: ids)
             logger.info("deleted undecryptable items", metadata: ["items.deleted": "\(deleted.count)"])
             return .undecryptable(deleted.map(WireMapping.wire))
+        // Keys: generated and used here; a client gets public keys and results, never private material. The item
+        // lookups behind them apply the caller's groups and the lock state as any lookup does.
+        case .generateKey(let wire):
+            let request = try WireMapping.keyGeneration(wire)
+            let key = try quotaWrites.withLock { _ in
+                guard !caller.isAdministrator else {
+                    defer { quotas.forget() }
+                    return try store.generateKey(request, caller: caller)
+                }
+                let group = request.accessGroup ?? caller.defaultGroup
+                let bytes = 512 + request.keyType.bits
+                try quotas.check(group: group, items: 1, bytes: bytes, store: store)
+                let key = try store.generateKey(request, caller: caller)
+                quotas.added(group: group, bytes: bytes)
+                return key
+            }
+            return .key(try WireMapping.wire(key))
+        case .keyOperation(let operation):
+            let reference = KeyReference.item(operation.reference)
+            switch operation.kind {
+            case .describe: return .key(try WireMapping.wire(try store.describeKey(reference, caller: caller)))
+            case .sign:
+                return .keyResult(
+                    try store.sign(reference, algorithm: operation.algorithm, data: operation.data, caller: caller))
+            case .decrypt:
+                return .keyResult(
+                    try store.decrypt(reference, algorithm: operation.algorithm, data: operation.data, caller: caller))
+            case .keyExchange:
+                return .keyResult(
+                    try store.keyExchange(
+                        reference, algorithm: operation.algorithm, peer: operation.data,
+                        requestedSize: operation.requestedSize, sharedInfo: operation.sharedInfo, caller: caller))
+            }
         case .createRecoveryKey(let passcode):
             let key = try store.createRecoveryKey(passcode: try passcode.map(Self.passcode))
             broadcaster.publish(store.lockState)

@@ -104,7 +104,9 @@ struct RawDigest: Digest {
     static var byteCount: Int { 32 }
     let bytes: [UInt8]
     func makeIterator() -> IndexingIterator<[UInt8]> { bytes.makeIterator() }
-    func withUnsafeBytes<R>(_ body: (UnsafeRawBufferPointer) throws -> R) rethrows -> R { try bytes.withUnsafeBytes(body) }
+    func withUnsafeBytes<R>(_ body: (UnsafeRawBufferPointer) throws -> R) rethrows -> R {
+        try bytes.withUnsafeBytes(body)
+    }
     var description: String { "raw digest" }
 }
 

@@ -116,7 +116,9 @@ extension KeychainStore {
     public func certificates(accessGroup: String? = nil) throws -> [Certificate] {
         let query = ItemQuery(
             itemClass: .certificate, accessGroup: accessGroup, synchronizable: .any, limit: .all, returns: [.data])
-        return try Self.orEmpty { try copyMatching(query) }.map { try Certificate(derEncoded: [UInt8]($0.data ?? Data())) }
+        return try Self.orEmpty { try copyMatching(query) }.map {
+            try Certificate(derEncoded: [UInt8]($0.data ?? Data()))
+        }
     }
 
     /// Identities: each stored certificate whose public key belongs to a stored private key in its group.

@@ -87,10 +87,23 @@ case ("add-class", 3):
         WireNewItem(
             itemClass: arguments[2], attributes: ["labl": .string("probe")],
             data: Array("secret".utf8).withUnsafeBytes { Data($0) }))
+case ("sign", 3):
+    // A key named by its persistent reference in hex.
+    var reference = Data()
+    var index = arguments[2].startIndex
+    while index < arguments[2].endIndex, let next = arguments[2].index(index, offsetBy: 2, limitedBy: arguments[2].endIndex),
+        let byte = UInt8(arguments[2][index..<next], radix: 16)
+    {
+        reference.append(byte)
+        index = next
+    }
+    request = .keyOperation(
+        WireKeyOperation(
+            reference: reference, kind: .sign, algorithm: "algid:sign:ECDSA:message-X962:SHA256", data: Data([1])))
 default:
     print(
         "usage: keyseal-wire-probe SOCKET status|lock|settings|unlock P|add GROUP ACCT|find GROUP ACCT|doctor"
-            + "|doctor-delete ID|add-class CLASS")
+            + "|doctor-delete ID|add-class CLASS|sign REFERENCE-HEX")
     exit(64)
 }
 do {

@@ -31,6 +31,7 @@ struct KeysealCommand: ParsableCommand {
             AddGenericPassword.self, FindGenericPassword.self, DeleteGenericPassword.self,
             AddInternetPassword.self, FindInternetPassword.self, DeleteInternetPassword.self,
             DumpKeychain.self, ExportCommand.self, ImportCommand.self, DoctorCommand.self, ErrorCommand.self,
+            CreateKey.self, FindKey.self, DeleteKey.self, SignCommand.self,
             RecoveryKeyCommand.self, RecoverCommand.self, TPMCommand.self,
         ])
 

@@ -90,6 +90,11 @@ enum Console {
     static func err(_ line: String) { write(line + "\n", to: STDERR_FILENO) }
 
     /// Writes raw bytes (a secret) to standard output, then a newline.
+    /// The bytes alone on standard output (a signature), no newline.
+    static func rawBytes(_ bytes: Data) {
+        bytes.withUnsafeBytes { writeAll(STDOUT_FILENO, $0) }
+    }
+
     static func outBytes(_ bytes: Data) {
         bytes.withUnsafeBytes { writeAll(STDOUT_FILENO, $0) }
         write("\n")

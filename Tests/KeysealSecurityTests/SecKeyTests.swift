@@ -19,7 +19,7 @@ func takeError(_ error: Unmanaged<CFError>?) -> (domain: String, code: Int)? {
     return (CFErrorGetDomain(error), CFErrorGetCode(error))
 }
 
-@Suite("SecKey", .disabled(if: TestBackend.throughDaemon, "keys are not carried by keyseald yet"))
+@Suite("SecKey", .disabled(if: TestBackend.throughDaemon, "embedded only; DaemonKeyTests covers keyseald"))
 struct SecKeyTests {
     static func secureEnclaveParameters(tag: String, permanent: Bool = true) -> [String: Any] {
         let access = SecAccessControlCreateWithFlags(
@@ -33,27 +33,35 @@ struct SecKeyTests {
         ]
     }
 
-    @Test func secureEnclaveKeySignsAndVerifiesAsOnApple() throws {
+    @Test
+    func secureEnclaveKeySignsAndVerifiesAsOnApple() throws {
         try withHardwareStore { _ in
             var error: Unmanaged<CFError>?
-            let privateKey = try #require(SecKeyCreateRandomKey(Self.secureEnclaveParameters(tag: "se") as CFDictionary, &error))
+            let privateKey = try #require(
+                SecKeyCreateRandomKey(Self.secureEnclaveParameters(tag: "se") as CFDictionary, &error))
             #expect(CFGetTypeID(privateKey) == SecKeyGetTypeID())
             let publicKey = try #require(SecKeyCopyPublicKey(privateKey))
             let message = Data("hello".utf8)
             let signature = try #require(
                 SecKeyCreateSignature(privateKey, .ecdsaSignatureMessageX962SHA256, message as CFData, &error))
-            #expect(SecKeyVerifySignature(publicKey, .ecdsaSignatureMessageX962SHA256, message as CFData, signature, &error))
+            #expect(
+                SecKeyVerifySignature(publicKey, .ecdsaSignatureMessageX962SHA256, message as CFData, signature, &error)
+            )
             let external = try #require(SecKeyCopyExternalRepresentation(publicKey, &error))
             #expect(external.count == 65)
             let swiftCrypto = try P256.Signing.PublicKey(x963Representation: external)
-            #expect(swiftCrypto.isValidSignature(try P256.Signing.ECDSASignature(derRepresentation: signature), for: message))
+            #expect(
+                swiftCrypto.isValidSignature(
+                    try P256.Signing.ECDSASignature(derRepresentation: signature), for: message))
         }
     }
 
-    @Test func secureEnclavePrivateKeyHasNoExternalRepresentation() throws {
+    @Test
+    func secureEnclavePrivateKeyHasNoExternalRepresentation() throws {
         try withHardwareStore { _ in
             var error: Unmanaged<CFError>?
-            let privateKey = try #require(SecKeyCreateRandomKey(Self.secureEnclaveParameters(tag: "se") as CFDictionary, &error))
+            let privateKey = try #require(
+                SecKeyCreateRandomKey(Self.secureEnclaveParameters(tag: "se") as CFDictionary, &error))
             #expect(SecKeyCopyExternalRepresentation(privateKey, &error) == nil)
             let failure = try #require(takeError(error))
             #expect(failure.domain == "NSOSStatusErrorDomain")
@@ -64,10 +72,12 @@ struct SecKeyTests {
         }
     }
 
-    @Test func secureEnclaveKeyIsFoundByTagAsASecKey() throws {
+    @Test
+    func secureEnclaveKeyIsFoundByTagAsASecKey() throws {
         try withHardwareStore { _ in
             var error: Unmanaged<CFError>?
-            let created = try #require(SecKeyCreateRandomKey(Self.secureEnclaveParameters(tag: "found") as CFDictionary, &error))
+            let created = try #require(
+                SecKeyCreateRandomKey(Self.secureEnclaveParameters(tag: "found") as CFDictionary, &error))
             let query: [String: Any] = [
                 kSecClass: kSecClassKey, kSecAttrApplicationTag: Data("found".utf8),
                 kSecAttrKeyType: kSecAttrKeyTypeECSECPrimeRandom, kSecReturnRef: true,
@@ -76,26 +86,30 @@ struct SecKeyTests {
             #expect(SecItemCopyMatching(query as CFDictionary, &result) == errSecSuccess)
             #expect(CFGetTypeID(result) == SecKeyGetTypeID())
             let found = result as! SecKey
-            let signature = try #require(SecKeyCreateSignature(found, .ecdsaSignatureMessageX962SHA256, Data() as CFData, &error))
+            let signature = try #require(
+                SecKeyCreateSignature(found, .ecdsaSignatureMessageX962SHA256, Data() as CFData, &error))
             let publicKey = try #require(SecKeyCopyPublicKey(created))
-            #expect(SecKeyVerifySignature(publicKey, .ecdsaSignatureMessageX962SHA256, Data() as CFData, signature, &error))
+            #expect(
+                SecKeyVerifySignature(publicKey, .ecdsaSignatureMessageX962SHA256, Data() as CFData, signature, &error))
         }
     }
 
     @Test func secureEnclaveKeyOnTheHostKeyBackendIsUnimplemented() throws {
-        try withStore { fixture in
+        let fixture = try StoreFixture(.hostKey)
+        defer { fixture.remove() }
+        KeychainStore.withDefault(fixture.store) {
             var error: Unmanaged<CFError>?
-            if fixture.backend == .hostKey {
-                #expect(SecKeyCreateRandomKey(Self.secureEnclaveParameters(tag: "x") as CFDictionary, &error) == nil)
-                #expect(takeError(error)?.code == Int(errSecUnimplemented))
-            }
+            #expect(SecKeyCreateRandomKey(Self.secureEnclaveParameters(tag: "x") as CFDictionary, &error) == nil)
+            #expect(takeError(error)?.code == Int(errSecUnimplemented))
         }
     }
 
-    @Test func secureEnclaveKeySignsOnlyWhileItsClassIsUnlocked() throws {
+    @Test
+    func secureEnclaveKeySignsOnlyWhileItsClassIsUnlocked() throws {
         try withHardwareStore { fixture in
             var error: Unmanaged<CFError>?
-            let key = try #require(SecKeyCreateRandomKey(Self.secureEnclaveParameters(tag: "lk") as CFDictionary, &error))
+            let key = try #require(
+                SecKeyCreateRandomKey(Self.secureEnclaveParameters(tag: "lk") as CFDictionary, &error))
             try fixture.store.setPasscode("pw")
             try fixture.store.lock()
             #expect(SecKeyCreateSignature(key, .ecdsaSignatureMessageX962SHA256, Data() as CFData, &error) == nil)
@@ -103,16 +117,20 @@ struct SecKeyTests {
         }
     }
 
-    @Test func secureEnclaveKeyStoredWithSecItemAddAndDeletedWithIt() throws {
+    @Test
+    func secureEnclaveKeyStoredWithSecItemAddAndDeletedWithIt() throws {
         try withHardwareStore { fixture in
             var error: Unmanaged<CFError>?
             let key = try #require(
                 SecKeyCreateRandomKey(Self.secureEnclaveParameters(tag: "t", permanent: false) as CFDictionary, &error))
-            let add: [String: Any] = [kSecClass: kSecClassKey, kSecValueRef: key, kSecAttrApplicationTag: Data("added".utf8)]
+            let add: [String: Any] = [
+                kSecClass: kSecClassKey, kSecValueRef: key, kSecAttrApplicationTag: Data("added".utf8),
+            ]
             #expect(SecItemAdd(add as CFDictionary, nil) == errSecSuccess)
             #expect(SecKeyCreateSignature(key, .ecdsaSignatureMessageX962SHA256, Data() as CFData, &error) != nil)
-            #expect(SecItemDelete([kSecClass: kSecClassKey, kSecAttrApplicationTag: Data("added".utf8)] as CFDictionary)
-                == errSecSuccess)
+            #expect(
+                SecItemDelete([kSecClass: kSecClassKey, kSecAttrApplicationTag: Data("added".utf8)] as CFDictionary)
+                    == errSecSuccess)
             if let log = fixture.log { #expect(log.deletedBlobs.count == 1) }
             #expect(SecKeyCreateSignature(key, .ecdsaSignatureMessageX962SHA256, Data() as CFData, &error) == nil)
         }
@@ -142,8 +160,11 @@ struct SecKeyTests {
             let parameters: [String: Any] = [kSecAttrKeyType: kSecAttrKeyTypeEC, kSecAttrKeySizeInBits: 256]
             let key = try #require(SecKeyCreateRandomKey(parameters as CFDictionary, &error))
             let publicKey = try #require(SecKeyCopyPublicKey(key))
-            let signature = try #require(SecKeyCreateSignature(key, .ecdsaSignatureMessageX962SHA256, Data("a".utf8) as CFData, &error))
-            #expect(!SecKeyVerifySignature(publicKey, .ecdsaSignatureMessageX962SHA256, Data("b".utf8) as CFData, signature, &error))
+            let signature = try #require(
+                SecKeyCreateSignature(key, .ecdsaSignatureMessageX962SHA256, Data("a".utf8) as CFData, &error))
+            #expect(
+                !SecKeyVerifySignature(
+                    publicKey, .ecdsaSignatureMessageX962SHA256, Data("b".utf8) as CFData, signature, &error))
             let failure = try #require(takeError(error))
             #expect(failure.domain == "NSOSStatusErrorDomain" && failure.code == -67808)
         }
@@ -168,7 +189,10 @@ struct SecKeyTests {
                 [kSecAttrKeyType: "99", kSecAttrKeySizeInBits: 256],
                 [kSecAttrKeySizeInBits: 256],
                 [kSecAttrKeyType: kSecAttrKeyTypeRSA, kSecAttrKeySizeInBits: 1024],
-                [kSecAttrKeyType: kSecAttrKeyTypeEC, kSecAttrKeySizeInBits: 384, kSecAttrTokenID: kSecAttrTokenIDSecureEnclave],
+                [
+                    kSecAttrKeyType: kSecAttrKeyTypeEC, kSecAttrKeySizeInBits: 384,
+                    kSecAttrTokenID: kSecAttrTokenIDSecureEnclave,
+                ],
             ] {
                 var error: Unmanaged<CFError>?
                 #expect(SecKeyCreateRandomKey(parameters as CFDictionary, &error) == nil)
@@ -177,14 +201,19 @@ struct SecKeyTests {
         }
     }
 
-    @Test(arguments: [
-        (SecKeyAlgorithm.eciesEncryptionStandardX963SHA256AESGCM, SecKeyAlgorithm.eciesEncryptionCofactorX963SHA256AESGCM),
-        (.eciesEncryptionCofactorVariableIVX963SHA256AESGCM, .eciesEncryptionStandardVariableIVX963SHA256AESGCM),
-    ])
+    @Test(
+        arguments: [
+            (
+                SecKeyAlgorithm.eciesEncryptionStandardX963SHA256AESGCM,
+                SecKeyAlgorithm.eciesEncryptionCofactorX963SHA256AESGCM
+            ),
+            (.eciesEncryptionCofactorVariableIVX963SHA256AESGCM, .eciesEncryptionStandardVariableIVX963SHA256AESGCM),
+        ])
     func eciesEncryptedWithOneVariantDecryptsWithItsTwin(encrypt: SecKeyAlgorithm, decrypt: SecKeyAlgorithm) throws {
         try withHardwareStore { _ in
             var error: Unmanaged<CFError>?
-            let key = try #require(SecKeyCreateRandomKey(Self.secureEnclaveParameters(tag: "ecies") as CFDictionary, &error))
+            let key = try #require(
+                SecKeyCreateRandomKey(Self.secureEnclaveParameters(tag: "ecies") as CFDictionary, &error))
             let publicKey = try #require(SecKeyCopyPublicKey(key))
             let plaintext = Data("a secret for the device".utf8)
             let ciphertext = try #require(SecKeyCreateEncryptedData(publicKey, encrypt, plaintext as CFData, &error))
@@ -207,7 +236,8 @@ struct SecKeyTests {
             let agreement = try P256.KeyAgreement.PrivateKey(x963Representation: external)
             let ciphertext = try #require(
                 SecKeyCreateEncryptedData(
-                    SecKeyCopyPublicKey(key)!, .eciesEncryptionStandardX963SHA256AESGCM, Data("hi".utf8) as CFData, &error))
+                    SecKeyCopyPublicKey(key)!, .eciesEncryptionStandardX963SHA256AESGCM, Data("hi".utf8) as CFData,
+                    &error))
             let ephemeral = ciphertext.prefix(65)
             let shared = try agreement.sharedSecretFromKeyAgreement(
                 with: P256.KeyAgreement.PublicKey(x963Representation: ephemeral))
@@ -219,23 +249,31 @@ struct SecKeyTests {
         }
     }
 
-    @Test func ecdhStandardAndCofactorAgreeWithThePeer() throws {
+    @Test
+    func ecdhStandardAndCofactorAgreeWithThePeer() throws {
         try withHardwareStore { _ in
             var error: Unmanaged<CFError>?
-            let key = try #require(SecKeyCreateRandomKey(Self.secureEnclaveParameters(tag: "dh") as CFDictionary, &error))
+            let key = try #require(
+                SecKeyCreateRandomKey(Self.secureEnclaveParameters(tag: "dh") as CFDictionary, &error))
             let peerParameters: [String: Any] = [kSecAttrKeyType: kSecAttrKeyTypeEC, kSecAttrKeySizeInBits: 256]
             let peer = try #require(SecKeyCreateRandomKey(peerParameters as CFDictionary, &error))
             let ours = try #require(
-                SecKeyCopyKeyExchangeResult(key, .ecdhKeyExchangeStandard, SecKeyCopyPublicKey(peer)!, [:] as CFDictionary, &error))
+                SecKeyCopyKeyExchangeResult(
+                    key, .ecdhKeyExchangeStandard, SecKeyCopyPublicKey(peer)!, [:] as CFDictionary, &error))
             let cofactor = try #require(
-                SecKeyCopyKeyExchangeResult(key, .ecdhKeyExchangeCofactor, SecKeyCopyPublicKey(peer)!, [:] as CFDictionary, &error))
+                SecKeyCopyKeyExchangeResult(
+                    key, .ecdhKeyExchangeCofactor, SecKeyCopyPublicKey(peer)!, [:] as CFDictionary, &error))
             let theirs = try #require(
-                SecKeyCopyKeyExchangeResult(peer, .ecdhKeyExchangeStandard, SecKeyCopyPublicKey(key)!, [:] as CFDictionary, &error))
+                SecKeyCopyKeyExchangeResult(
+                    peer, .ecdhKeyExchangeStandard, SecKeyCopyPublicKey(key)!, [:] as CFDictionary, &error))
             #expect(ours == theirs && cofactor == ours && ours.count == 32)
             let derived = try #require(
                 SecKeyCopyKeyExchangeResult(
                     key, .ecdhKeyExchangeStandardX963SHA256, SecKeyCopyPublicKey(peer)!,
-                    [kSecKeyKeyExchangeParameterRequestedSize: 48, kSecKeyKeyExchangeParameterSharedInfo: Data("i".utf8)]
+                    [
+                        kSecKeyKeyExchangeParameterRequestedSize: 48,
+                        kSecKeyKeyExchangeParameterSharedInfo: Data("i".utf8),
+                    ]
                         as CFDictionary, &error))
             #expect(derived.count == 48)
         }
@@ -247,7 +285,8 @@ struct SecKeyTests {
             let parameters: [String: Any] = [kSecAttrKeyType: kSecAttrKeyTypeRSA, kSecAttrKeySizeInBits: 2048]
             let key = try #require(SecKeyCreateRandomKey(parameters as CFDictionary, &error))
             let ciphertext = try #require(
-                SecKeyCreateEncryptedData(SecKeyCopyPublicKey(key)!, .rsaEncryptionOAEPSHA256, Data("x".utf8) as CFData, &error))
+                SecKeyCreateEncryptedData(
+                    SecKeyCopyPublicKey(key)!, .rsaEncryptionOAEPSHA256, Data("x".utf8) as CFData, &error))
             #expect(SecKeyCreateDecryptedData(key, .rsaEncryptionOAEPSHA256, ciphertext, &error) == Data("x".utf8))
         }
     }
@@ -255,8 +294,11 @@ struct SecKeyTests {
     @Test func externalRepresentationRoundTripsThroughSecKeyCreateWithData() throws {
         try withStore { _ in
             var error: Unmanaged<CFError>?
-            let attributes: [String: Any] = [kSecAttrKeyType: kSecAttrKeyTypeEC, kSecAttrKeyClass: kSecAttrKeyClassPrivate]
-            let key = try #require(SecKeyCreateWithData(KeyTestMaterial.privateKey as CFData, attributes as CFDictionary, &error))
+            let attributes: [String: Any] = [
+                kSecAttrKeyType: kSecAttrKeyTypeEC, kSecAttrKeyClass: kSecAttrKeyClassPrivate,
+            ]
+            let key = try #require(
+                SecKeyCreateWithData(KeyTestMaterial.privateKey as CFData, attributes as CFDictionary, &error))
             #expect(SecKeyCopyExternalRepresentation(key, &error) == KeyTestMaterial.privateKey)
             #expect(SecKeyCopyExternalRepresentation(SecKeyCopyPublicKey(key)!, &error) == KeyTestMaterial.publicKey)
             #expect(SecKeyCreateWithData(Data([1, 2, 3]) as CFData, attributes as CFDictionary, &error) == nil)
@@ -269,7 +311,8 @@ struct SecKeyTests {
             var error: Unmanaged<CFError>?
             let parameters: [String: Any] = [
                 kSecAttrKeyType: kSecAttrKeyTypeEC, kSecAttrKeySizeInBits: 256,
-                kSecPrivateKeyAttrs: [kSecAttrIsPermanent: true, kSecAttrApplicationTag: Data("tag".utf8)] as [String: Any],
+                kSecPrivateKeyAttrs: [kSecAttrIsPermanent: true, kSecAttrApplicationTag: Data("tag".utf8)]
+                    as [String: Any],
             ]
             _ = try #require(SecKeyCreateRandomKey(parameters as CFDictionary, &error))
             _ = try #require(SecKeyCreateRandomKey(parameters as CFDictionary, &error))
@@ -284,7 +327,9 @@ struct SecKeyTests {
     }
 }
 
-@Suite("SecCertificate and SecIdentity", .disabled(if: TestBackend.throughDaemon, "keys are not carried by keyseald yet"))
+@Suite(
+    "SecCertificate and SecIdentity",
+    .disabled(if: TestBackend.throughDaemon, "embedded only; DaemonKeyTests covers keyseald"))
 struct SecCertificateTests {
     @Test func certificateFromDER() throws {
         let certificate = try #require(SecCertificateCreateWithData(nil, KeyTestMaterial.certificate as CFData))
@@ -307,11 +352,16 @@ struct SecCertificateTests {
     @Test func identityFoundAfterAddingItsKeyAndCertificate() throws {
         try withStore { _ in
             var error: Unmanaged<CFError>?
-            let attributes: [String: Any] = [kSecAttrKeyType: kSecAttrKeyTypeEC, kSecAttrKeyClass: kSecAttrKeyClassPrivate]
-            let key = try #require(SecKeyCreateWithData(KeyTestMaterial.privateKey as CFData, attributes as CFDictionary, &error))
+            let attributes: [String: Any] = [
+                kSecAttrKeyType: kSecAttrKeyTypeEC, kSecAttrKeyClass: kSecAttrKeyClassPrivate,
+            ]
+            let key = try #require(
+                SecKeyCreateWithData(KeyTestMaterial.privateKey as CFData, attributes as CFDictionary, &error))
             let certificate = try #require(SecCertificateCreateWithData(nil, KeyTestMaterial.certificate as CFData))
             #expect(SecItemAdd([kSecValueRef: key] as CFDictionary, nil) == errSecSuccess)
-            #expect(SecItemAdd([kSecClass: kSecClassCertificate, kSecValueRef: certificate] as CFDictionary, nil) == errSecSuccess)
+            #expect(
+                SecItemAdd([kSecClass: kSecClassCertificate, kSecValueRef: certificate] as CFDictionary, nil)
+                    == errSecSuccess)
             var result: CFTypeRef?
             let query: [String: Any] = [kSecClass: kSecClassIdentity, kSecReturnRef: true]
             #expect(SecItemCopyMatching(query as CFDictionary, &result) == errSecSuccess)
@@ -324,9 +374,10 @@ struct SecCertificateTests {
             #expect(copiedCertificate.map(SecCertificateCopyData) == KeyTestMaterial.certificate)
             let signature = try #require(
                 SecKeyCreateSignature(copiedKey!, .ecdsaSignatureMessageX962SHA256, Data("t".utf8) as CFData, &error))
-            #expect(SecKeyVerifySignature(
-                SecCertificateCopyKey(certificate)!, .ecdsaSignatureMessageX962SHA256, Data("t".utf8) as CFData,
-                signature, &error))
+            #expect(
+                SecKeyVerifySignature(
+                    SecCertificateCopyKey(certificate)!, .ecdsaSignatureMessageX962SHA256, Data("t".utf8) as CFData,
+                    signature, &error))
         }
     }
 

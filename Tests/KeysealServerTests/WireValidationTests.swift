@@ -23,7 +23,7 @@ struct WireValidationTests {
         .add(WireNewItem(itemClass: itemClass, attributes: attributes, accessibility: "ak", data: Data("s".utf8)))
     }
 
-    @Test("a raw add of keys, cert, idnt or an unknown attribute is refused; passcode changes and exports keep working")
+    @Test("a raw add of a key, certificate or identity without valid material, or of an unknown attribute, is refused; passcode changes and exports keep working")
     func unimplementedClassesAndUnknownAttributesCannotStrandRows() throws {
         let daemon = try DaemonFixture()
         defer { daemon.remove() }
@@ -34,7 +34,7 @@ struct WireValidationTests {
 
         for itemClass in ["keys", "cert", "idnt"] {
             #expect(
-                Self.wireStatus(connection, Self.rawAdd(itemClass, ["labl": .string("x")])) == KeychainStatus.unimplemented,
+                Self.wireStatus(connection, Self.rawAdd(itemClass, ["labl": .string("x")])) == KeychainStatus.param,
                 "class \(itemClass)")
         }
         #expect(
@@ -84,7 +84,7 @@ struct WireValidationTests {
         let asNobody = daemon.probeAsNobody
         #expect(try asNobody(["doctor"]).hasPrefix("error -34018"))
         #expect(try asNobody(["doctor-delete", String(repeating: "0", count: 32)]).hasPrefix("error -34018"))
-        #expect(try asNobody(["add-class", "keys"]).hasPrefix("error -4 "))
+        #expect(try asNobody(["add-class", "keys"]).hasPrefix("error -50 "))
         #expect(try daemon.client().undecryptableItems().isEmpty)
     }
 }

@@ -7,7 +7,8 @@ import Testing
 
 /// Keys generated inside the device key's hardware (`kSecAttrTokenIDSecureEnclave`). On the host-key backend the
 /// hardware is a software double (HardwareKeyStoreFixture); on the TPM and PKCS#11 backends swtpm and SoftHSM2.
-@Suite("Hardware keys", .disabled(if: TestBackend.throughDaemon, "keys are not carried by keyseald yet"))
+@Suite(
+    "Hardware keys", .disabled(if: TestBackend.throughDaemon, "embedded only; DaemonKeyTests covers keyseald"))
 struct HardwareKeyTests {
     static let sha256Message = "algid:sign:ECDSA:message-X962:SHA256"
 
@@ -77,7 +78,9 @@ struct HardwareKeyTests {
         #expect(throws: KeychainError.unimplemented) { _ = try fixture.store.exportPrivateKey(key.reference) }
         #expect(throws: KeychainError(KeychainStatus.dataNotAvailable)) {
             _ = try fixture.store.copyMatching(
-                ItemQuery(itemClass: .key, attributes: [AttributeKey.applicationTag: .data(Data("x".utf8))], returns: [.data]))
+                ItemQuery(
+                    itemClass: .key, attributes: [AttributeKey.applicationTag: .data(Data("x".utf8))], returns: [.data])
+            )
         }
     }
 
@@ -93,7 +96,8 @@ struct HardwareKeyTests {
         let fixture = try HardwareKeyStoreFixture()
         defer { fixture.remove() }
         let key = try Self.generate(fixture.store, tag: "d")
-        try fixture.store.delete(ItemQuery(itemClass: .key, attributes: [AttributeKey.applicationTag: .data(Data("d".utf8))]))
+        try fixture.store.delete(
+            ItemQuery(itemClass: .key, attributes: [AttributeKey.applicationTag: .data(Data("d".utf8))]))
         if let log = fixture.log {
             #expect(log.deletedBlobs.count == 1)
             #expect(log.liveKeys == 0)
@@ -118,5 +122,24 @@ struct HardwareKeyTests {
             let contents = try Data(contentsOf: fixture.storeDirectory.appendingPathComponent(file))
             #expect(contents.range(of: authorization) == nil, "\(file) holds a hardware key's authorization")
         }
+    }
+
+    @Test func anExportLeavesHardwareKeysOutAndNamesThem() throws {
+        let fixture = try HardwareKeyStoreFixture()
+        defer { fixture.remove() }
+        _ = try fixture.store.generateKey(
+            KeyGenerationRequest(
+                keyType: .p256, inHardware: true,
+                attributes: [
+                    AttributeKey.applicationTag: .data(Data("tag".utf8)), AttributeKey.label: .string("id key"),
+                ]))
+        _ = try fixture.store.add(.password(account: "a"))
+        let scratch = try TemporaryDirectory(prefix: "export")
+        defer { scratch.remove() }
+        let report = try fixture.store.exportBackup(to: scratch.appending("backup.ksb"), passphrase: "pp")
+        #expect(report.exportedCount == 1)
+        #expect(
+            report.skippedHardwareKeys
+                == [ExportReport.HardwareKeyName(accessGroup: "default", label: "id key", tag: Data("tag".utf8))])
     }
 }

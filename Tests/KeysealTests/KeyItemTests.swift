@@ -6,7 +6,9 @@ import KeysealTestSupport
 import Testing
 
 /// Key and certificate items and identities in the engine (software keys; hardware keys are in HardwareKeyTests).
-@Suite("Key and certificate items", .disabled(if: TestBackend.throughDaemon, "keys are not carried by keyseald yet"))
+@Suite(
+    "Key and certificate items",
+    .disabled(if: TestBackend.throughDaemon, "embedded only; DaemonKeyTests covers keyseald"))
 struct KeyItemTests {
     static func keyQuery(tag: String, returns: ReturnOptions = [.attributes], limit: MatchLimit = .all) -> ItemQuery {
         ItemQuery(
@@ -43,8 +45,9 @@ struct KeyItemTests {
         #expect(record.attributes[AttributeKey.keyClass] == .string("1"))
         #expect(record.attributes[AttributeKey.type] == .string("73"))
         #expect(record.attributes[AttributeKey.keySizeInBits] == .int(256))
-        #expect(record.attributes[AttributeKey.applicationLabel]
-            == .data(Data(Insecure.SHA1.hash(data: key.publicKey.bytes))))
+        #expect(
+            record.attributes[AttributeKey.applicationLabel]
+                == .data(Data(Insecure.SHA1.hash(data: key.publicKey.bytes))))
         #expect(key.publicKey.bytes.count == 65 && key.publicKey.bytes.first == 4)
     }
 
@@ -55,8 +58,9 @@ struct KeyItemTests {
         let second = try Self.generate(fixture.store, tag: "shared")
         let records = try fixture.store.copyMatching(Self.keyQuery(tag: "shared"))
         #expect(records.count == 2)
-        #expect(Set(records.compactMap { $0.attributes[AttributeKey.applicationLabel] })
-            == [.data(first.publicKey.applicationLabel), .data(second.publicKey.applicationLabel)])
+        #expect(
+            Set(records.compactMap { $0.attributes[AttributeKey.applicationLabel] })
+                == [.data(first.publicKey.applicationLabel), .data(second.publicKey.applicationLabel)])
     }
 
     @Test func keyFoundByItsApplicationLabelDigest() throws {
@@ -146,8 +150,9 @@ struct KeyItemTests {
         #expect(record.attributes[AttributeKey.certificateEncoding] == .int(3))
         #expect(record.attributes[AttributeKey.serialNumber] == .data(Data([0x12, 0x34])))
         #expect(record.attributes[AttributeKey.subjectKeyID] == .data(KeyTestMaterial.subjectKeyID))
-        #expect(record.attributes[AttributeKey.publicKeyHash]
-            == .data(Data(Insecure.SHA1.hash(data: KeyTestMaterial.publicKey))))
+        #expect(
+            record.attributes[AttributeKey.publicKeyHash]
+                == .data(Data(Insecure.SHA1.hash(data: KeyTestMaterial.publicKey))))
         #expect(record.attributes[AttributeKey.label] == .string("Keyseal Test"))
         #expect(record.attributes[AttributeKey.issuer] == .data(fields.issuer))
         #expect(fields.commonNames == ["Keyseal Test"])
@@ -194,7 +199,8 @@ struct KeyItemTests {
         defer { fixture.remove() }
         #expect(throws: KeychainError.param) {
             _ = try fixture.store.add(
-                NewItem(itemClass: .key, attributes: [AttributeKey.type: .string("73")], data: KeyTestMaterial.privateKey))
+                NewItem(
+                    itemClass: .key, attributes: [AttributeKey.type: .string("73")], data: KeyTestMaterial.privateKey))
         }
         #expect(throws: KeychainError.param) {
             _ = try fixture.store.add(
@@ -231,7 +237,8 @@ struct KeyItemTests {
         let fixture = try StoreFixture()
         defer { fixture.remove() }
         try Self.addKeyAndCertificates(fixture.store, certificates: [])
-        _ = try fixture.store.add(NewItem(itemClass: .certificate, accessGroup: "other", data: KeyTestMaterial.certificate))
+        _ = try fixture.store.add(
+            NewItem(itemClass: .certificate, accessGroup: "other", data: KeyTestMaterial.certificate))
         #expect(throws: KeychainError.itemNotFound) {
             _ = try fixture.store.copyMatching(ItemQuery(itemClass: .identity, returns: [.persistentRef]))
         }
@@ -276,5 +283,21 @@ struct KeyItemTests {
             _ = try fixture.store.generateKey(KeyGenerationRequest(keyType: .p256, inHardware: true))
         }
         #expect(throws: KeychainError.itemNotFound) { _ = try fixture.store.copyMatching(ItemQuery(itemClass: .key)) }
+    }
+
+    @Test func softwareKeysAndCertificatesTravelInBackups() throws {
+        let fixture = try StoreFixture()
+        defer { fixture.remove() }
+        try Self.addKeyAndCertificates(fixture.store, certificates: [KeyTestMaterial.certificate])
+        let scratch = try TemporaryDirectory(prefix: "export")
+        defer { scratch.remove() }
+        let file = scratch.appending("backup.ksb")
+        #expect(try fixture.store.exportBackup(to: file, passphrase: "pp").exportedCount == 2)
+        try fixture.store.delete(ItemQuery(itemClass: .identity))
+        #expect(try fixture.store.importBackup(from: file, passphrase: "pp").restoredCount == 2)
+        let identity = try #require(
+            try fixture.store.copyMatching(ItemQuery(itemClass: .identity, returns: [.persistentRef])).first)
+        let key = try fixture.store.describeKey(.item(try #require(identity.keyPersistentRef)))
+        #expect(key.publicKey.bytes == KeyTestMaterial.publicKey)
     }
 }

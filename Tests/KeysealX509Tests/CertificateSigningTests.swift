@@ -10,7 +10,8 @@ import X509
 
 /// swift-certificates signing with a key that stays in the store's hardware (the software double on the host-key
 /// backend, swtpm and SoftHSM2 on theirs): a CSR, a certificate from a test CA, stored, found back as an identity.
-@Suite("KeysealX509", .disabled(if: TestBackend.throughDaemon, "keys are not carried by keyseald yet"))
+@Suite(
+    "KeysealX509", .disabled(if: TestBackend.throughDaemon, "embedded only; DaemonKeyTests covers keyseald"))
 struct CertificateSigningTests {
     static func issue(for csr: CertificateSigningRequest, caKey: P256.Signing.PrivateKey) throws -> Certificate {
         let caName = try DistinguishedName { CommonName("Keyseal Test CA") }
@@ -59,6 +60,8 @@ struct CertificateSigningTests {
         let fixture = try HardwareKeyStoreFixture()
         defer { fixture.remove() }
         let key = try fixture.store.generateHardwareP256Key(tag: Data("k".utf8))
-        #expect(throws: KeychainError.unimplemented) { _ = try Certificate.PrivateKey(KeychainPrivateKey(key)).serializeAsPEM() }
+        #expect(throws: KeychainError.unimplemented) {
+            _ = try Certificate.PrivateKey(KeychainPrivateKey(key)).serializeAsPEM()
+        }
     }
 }

@@ -1,0 +1,57 @@
+import Crypto
+import Foundation
+import Keyseal
+import KeysealCore
+import KeysealTestSupport
+import Testing
+
+/// Keys through keyseald: generated and used in the daemon; clients get public keys and results only, and the
+/// caller's access groups and the lock state apply as for items.
+@Suite("Keys through keyseald")
+struct DaemonKeyTests {
+    static let algorithm = "algid:sign:ECDSA:message-X962:SHA256"
+
+    @Test func aSoftwareKeySignsInKeysealdAndNeverLeavesIt() throws {
+        let daemon = try DaemonFixture()
+        defer { daemon.remove() }
+        let store = try daemon.client()
+        let key = try store.generateKey(
+            KeyGenerationRequest(keyType: .p256, attributes: [AttributeKey.applicationTag: .data(Data("d".utf8))]))
+        let message = Data("through the socket".utf8)
+        let signature = try store.sign(key.reference, algorithm: Self.algorithm, data: message)
+        let publicKey = try P256.Signing.PublicKey(x963Representation: key.publicKey.bytes)
+        #expect(publicKey.isValidSignature(try P256.Signing.ECDSASignature(derRepresentation: signature), for: message))
+        #expect(try store.describeKey(key.reference).publicKey == key.publicKey)
+        #expect(throws: KeychainError.unimplemented) { _ = try store.exportPrivateKey(key.reference) }
+    }
+
+    @Test func aHardwareKeyInKeysealdSignsOnlyWhileItsClassIsUnlocked() throws {
+        let daemon = try DaemonFixture(.tpm)
+        defer { daemon.remove() }
+        let store = try daemon.client()
+        let key = try store.generateHardwareP256Key(tag: Data("device".utf8), accessibility: .whenUnlocked)
+        let signature = try key.signature(for: Data("m".utf8))
+        #expect(key.publicKey.isValidSignature(signature, for: Data("m".utf8)))
+        try store.setPasscode("pw")
+        _ = try store.lock()
+        #expect(throws: KeychainError.interactionNotAllowed) { _ = try key.signature(for: Data("m".utf8)) }
+        try store.unlock(passcode: "pw")
+        _ = try key.signature(for: Data("m".utf8))
+    }
+
+    @Test func anotherUserCannotUseAKeyOutsideItsGroups() throws {
+        guard getuid() == 0 else {
+            Issue.record("needs root to run the probe as uid 65534")
+            return
+        }
+        let daemon = try DaemonFixture.sharedWithNobody()
+        defer { daemon.remove() }
+        let key = try daemon.client().generateKey(KeyGenerationRequest(keyType: .p256))
+        guard case .item(let reference) = key.reference else {
+            Issue.record("a stored key has an item reference")
+            return
+        }
+        let hex = reference.map { String(format: "%02x", $0) }.joined()
+        #expect(try daemon.probeAsNobody(["sign", hex]).hasPrefix("error -25300"))
+    }
+}
