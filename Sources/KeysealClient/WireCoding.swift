@@ -39,7 +39,7 @@ enum Opcode: UInt8 {
     case recover = 41
     case tpmReseal = 42
     case acceptRollback = 43
-    case onBehalf = 48
+    case onBehalf = 56
 }
 
 /// Response kinds.

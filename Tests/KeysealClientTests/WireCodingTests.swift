@@ -126,10 +126,10 @@ struct WireCodingTests {
         #expect(throws: WireError.self) { try WireRequest.onBehalf(pid: 1, .lock).encodedFrame() }
         // Hand-made frames: a management request inside, and an on-behalf request inside another.
         let version = try WireRequest.ping.encodedFrame()[4]
-        for body: [UInt8] in [[48, 0, 0, 0, 1, 4], [48, 0, 0, 0, 1, 48, 0, 0, 0, 1, 1]] {
+        for body: [UInt8] in [[56, 0, 0, 0, 1, 4], [56, 0, 0, 0, 1, 56, 0, 0, 0, 1, 1]] {
             #expect(throws: WireError.self) { try WireRequest.decode(payload: [version] + body) }
         }
-        #expect(try WireRequest.decode(payload: [version, 48, 0, 0, 0, 1, 1]).name == "ping")
+        #expect(try WireRequest.decode(payload: [version, 56, 0, 0, 0, 1, 1]).name == "ping")
     }
 
     @Test("responses round-trip")
