@@ -466,7 +466,8 @@ extension WireRequest {
         case .acceptRollback: writer.u8(Opcode.acceptRollback.rawValue)
         case .onBehalf(let pid, let request):
             guard request.mayBeSentOnBehalf else {
-                throw WireError(status: WireStatusCode.param, message: "\(request.name) cannot be sent on behalf of another process")
+                throw WireError(
+                    status: WireStatusCode.param, message: "\(request.name) cannot be sent on behalf of another process")
             }
             writer.u8(Opcode.onBehalf.rawValue)
             writer.u32(UInt32(bitPattern: pid))

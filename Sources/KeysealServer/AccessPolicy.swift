@@ -110,7 +110,8 @@ public struct AccessPolicy: Sendable {
                         || trimmed[trimmed.index(after: index)].isWhitespace)
             }
             guard let colon else { throw fail("expected `user NAME: GROUP …`") }
-            let head = trimmed[..<colon].split(maxSplits: 1, whereSeparator: \.isWhitespace).map { String($0).trimmed() }
+            let head = trimmed[..<colon].split(maxSplits: 1, whereSeparator: \.isWhitespace)
+                .map { String($0).trimmed() }
             var groups = trimmed[trimmed.index(after: colon)...].split(whereSeparator: \.isWhitespace).map(String.init)
             guard head.count == 2, !head[1].isEmpty else {
                 throw fail("expected `user|group|exe|unit NAME: GROUP …`")

@@ -425,7 +425,8 @@ final class ConnectionHandler: ChannelInboundHandler {
                 return
             }
             let vouched = PeerCredentials(pid: pid, uid: peer.uid, gid: peer.gid)
-            caller = server.policy.caller(for: vouched, identity: PeerIdentity.resolve(peer: vouched, peerPidfd: nil).identity)
+            let vouchedIdentity = PeerIdentity.resolve(peer: vouched, peerPidfd: nil).identity
+            caller = server.policy.caller(for: vouched, identity: vouchedIdentity)
             peer = vouched
             request = inner
         }

@@ -117,8 +117,8 @@ struct WireCodingTests {
     @Test("an on-behalf request carries one item request and its pid; nothing else decodes")
     func onBehalf() throws {
         let query = WireQuery(itemClass: "genp", attributes: ["acct": .string("a")], accessGroup: nil, limit: .one)
-        guard case .onBehalf(let pid, .copyMatching(let inner)) = try Self.roundTrip(.onBehalf(pid: 4242, .copyMatching(query)))
-        else {
+        let decoded = try Self.roundTrip(.onBehalf(pid: 4242, .copyMatching(query)))
+        guard case .onBehalf(let pid, .copyMatching(let inner)) = decoded else {
             Issue.record("not an on-behalf copy-matching")
             return
         }

@@ -209,8 +209,8 @@ struct SecretServiceIdentityTests {
     /// The access groups of every item in keyseald, read as root.
     static func groups(_ daemon: DaemonFixture) throws -> [String] {
         let query = WireQuery(itemClass: "genp", limit: .all, returns: 2)
-        guard case .records(let records) = try KeysealConnection(socketPath: daemon.socketPath).send(.copyMatching(query))
-        else { return [] }
+        let connection = KeysealConnection(socketPath: daemon.socketPath)
+        guard case .records(let records) = try connection.send(.copyMatching(query)) else { return [] }
         return records.compactMap { record in
             if case .string(let group)? = record.attributes["agrp"] { return group }
             return nil
@@ -220,7 +220,7 @@ struct SecretServiceIdentityTests {
     static func resolved(_ path: String) -> String { URL(fileURLWithPath: path).resolvingSymlinksInPath().path }
 
     @Test(
-        "a vouching bridge stores a D-Bus caller's item in the group its executable is granted; without vouching in the bridge's",
+        "a vouching bridge stores a D-Bus caller's item in its executable's group; without vouching in the bridge's",
         .enabled(if: getuid() == 0, "needs root to run as another user"))
     func callerExecutable() throws {
         let secretTool = Self.resolved(try requireTool("secret-tool", package: "libsecret-tools"))

@@ -296,7 +296,8 @@ struct ApplicationIdentifierTests {
             let add: [String: Any] = [
                 kSecClass: kSecClassGenericPassword, kSecAttrAccount: "app", kSecValueData: Data("v".utf8),
             ]
-            #expect(ApplicationIdentity.withIdentifier("com.example.app") { SecItemAdd(add as CFDictionary, nil) } == errSecSuccess)
+            let status = ApplicationIdentity.withIdentifier("com.example.app") { SecItemAdd(add as CFDictionary, nil) }
+            #expect(status == errSecSuccess)
             var result: CFTypeRef?
             let query: [String: Any] = [
                 kSecClass: kSecClassGenericPassword, kSecAttrAccount: "app", kSecReturnAttributes: true,
@@ -324,7 +325,8 @@ struct ApplicationIdentifierTests {
 
     @Test("KEYSEAL_APPLICATION_ID is read when set and not empty")
     func environment() {
-        #expect(ApplicationIdentity.identifier(environment: ["KEYSEAL_APPLICATION_ID": "com.example.app"]) == "com.example.app")
+        let declared = ApplicationIdentity.identifier(environment: ["KEYSEAL_APPLICATION_ID": "com.example.app"])
+        #expect(declared == "com.example.app")
         #expect(ApplicationIdentity.identifier(environment: ["KEYSEAL_APPLICATION_ID": ""]) == nil)
         #expect(ApplicationIdentity.identifier(environment: [:]) == nil)
     }
