@@ -91,7 +91,7 @@ let package = Package(
         .target(
             name: "KeysealServer",
             dependencies: [
-                "Keyseal", "KeysealCore", "KeysealClient", "CKeysealSys",
+                "Keyseal", "KeysealCore", "KeysealClient", "CKeysealSys", "KeysealX509",
                 .product(name: "NIOCore", package: "swift-nio"),
                 .product(name: "NIOPosix", package: "swift-nio"),
                 .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
@@ -178,6 +178,7 @@ let package = Package(
             dependencies: [
                 "KeysealServer", "Keyseal", "KeysealClient", "KeysealCore", "KeysealTestSupport",
                 .product(name: "Crypto", package: "swift-crypto"),
+                .product(name: "X509", package: "swift-certificates"),
             ],
             swiftSettings: swiftSettings),
         .testTarget(name: "KeysealCoreTests", dependencies: ["KeysealCore"], swiftSettings: swiftSettings),

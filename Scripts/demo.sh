@@ -1,8 +1,10 @@
 #!/usr/bin/env bash
 # A first look at Keyseal on a fresh Debian machine: installs what it needs, builds, starts
 # `keyseald --backend swtpm` (a private swtpm whose state lives in the store) in a temporary directory, and walks
-# through the keyseal command line: set a passcode, add, lock, a refused find, unlock, a successful find, status,
-# then stops the daemon. Each command is printed before it runs.
+# through the keyseal command line: set a passcode, add, lock, a refused find, unlock, a successful find, status;
+# a P-256 key generated inside the TPM that signs only while its class is unlocked (checked with openssl); then
+# the Secret Service: keyseal-secret-service on a private session bus, secret-tool storing and finding a password
+# that is a sealed Keyseal item. Then it stops everything. Each command is printed before it runs.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -12,13 +14,20 @@ export PATH="/opt/swift/usr/bin:$PATH"
 echo "demo: building keyseald and keyseal"
 swift build --product keyseald >/dev/null
 swift build --product keyseal >/dev/null
+swift build --product keyseal-secret-service >/dev/null
 bin=$(swift build --show-bin-path)
 
 work=$(mktemp -d /tmp/keyseal-demo.XXXXXX)
 chmod 700 "$work"
 export KEYSEAL_SOCKET="$work/run/keyseal.sock"
 daemon_pid=
+bus_pid=
+bridge_pid=
 cleanup() {
+  for pid in $bridge_pid $bus_pid; do
+    kill "$pid" 2>/dev/null || true
+    wait "$pid" 2>/dev/null || true
+  done
   if [ -n "$daemon_pid" ] && kill -0 "$daemon_pid" 2>/dev/null; then
     kill "$daemon_pid" 2>/dev/null || true
     wait "$daemon_pid" 2>/dev/null || true
@@ -72,6 +81,37 @@ printf 'demo passcode\n' | keyseal unlock --passcode-stdin
 run keyseal find-generic-password -a alice -s mail.example.com -w
 run keyseal find-generic-password -a alice -s mail.example.com
 run keyseal status
+
+# A key pair generated inside the TPM: only the TPM's wrapped blob is stored; it signs while its class is unlocked.
+show keyseal create-key --tag com.example.device-identity --hardware --accessible when-unlocked "| tee device.pem"
+keyseal create-key --tag com.example.device-identity --hardware --accessible when-unlocked | tee "$work/device.pem"
+printf 'firmware image 1.2.3\n' >"$work/message"
+tag=com.example.device-identity
+show keyseal sign --tag "$tag" --input message ">" signature.der
+keyseal sign --tag "$tag" --input "$work/message" >"$work/signature.der"
+run openssl dgst -sha256 -verify "$work/device.pem" -signature "$work/signature.der" "$work/message"
+run keyseal lock
+expect 36 keyseal sign --tag "$tag" --input "$work/message" >/dev/null
+show "printf 'demo passcode\n' | keyseal unlock --passcode-stdin"
+printf 'demo passcode\n' | keyseal unlock --passcode-stdin
+
+# The freedesktop Secret Service: programs that speak it (secret-tool, libsecret, python-keyring) store Keyseal items.
+show dbus-daemon --session "&" "# a private session bus"
+dbus-daemon --session --nofork --nopidfile --address="unix:path=$work/bus" </dev/null >/dev/null 2>&1 &
+bus_pid=$!
+export DBUS_SESSION_BUS_ADDRESS="unix:path=$work/bus"
+for _ in $(seq 1 100); do [ -S "$work/bus" ] && break; sleep 0.1; done
+show keyseal-secret-service "&"
+"$bin/keyseal-secret-service" >"$work/bridge.log" 2>&1 &
+bridge_pid=$!
+for _ in $(seq 1 200); do grep -q "serving org.freedesktop.secrets" "$work/bridge.log" && break; sleep 0.1; done
+grep -q "serving org.freedesktop.secrets" "$work/bridge.log" || { cat "$work/bridge.log" >&2; echo "demo: the bridge did not start" >&2; exit 1; }
+show "printf 'hunter2' | secret-tool store --label='Git' service git.example.com user alice"
+printf 'hunter2' | secret-tool store --label='Git' service git.example.com user alice
+run secret-tool lookup service git.example.com user alice
+echo
+run keyseal lock
+expect 1 secret-tool lookup service git.example.com user alice
 
 show kill -TERM "$daemon_pid" "# keyseald finishes, zeroizes its keys, removes the socket, exits 0"
 kill -TERM "$daemon_pid"

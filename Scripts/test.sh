@@ -27,7 +27,7 @@ fi
 export CI="${CI:-true}"
 engine_suites="KeysealSecurityTests|LockMatrix|Tamper|KeychainTests|RequestValidationTests|UndecryptableTests|StringAttributeTests"
 # Keys, certificates and identities: hardware keys in swtpm and SoftHSM2 (on the host key, a software double).
-engine_suites+="|KeyItemTests|HardwareKeyTests|KeysealX509Tests"
+engine_suites+="|KeyItemTests|KeysealTests.HardwareKeyTests|KeysealX509Tests"
 # Through the daemon (daemon-tabrmd: keyseald on a TPM behind tpm2-abrmd on a private session bus): the same suites
 # except Tamper, which edits the store file under an embedded engine.
 daemon_suites="KeysealSecurityTests|LockMatrix|KeychainTests|RequestValidationTests|UndecryptableTests|StringAttributeTests"

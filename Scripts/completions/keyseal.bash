@@ -173,13 +173,13 @@ _keyseal() {
     unset 'unparsed_words[0]'
     unparsed_words=("${unparsed_words[@]}")
     case "${subcommand}" in
-    status|unlock|lock|passcode|settings|add-generic-password|find-generic-password|delete-generic-password|add-internet-password|find-internet-password|delete-internet-password|dump-keychain|export|import|doctor|error|create-key|find-key|delete-key|sign|recovery-key|recover|tpm|help)
+    status|unlock|lock|passcode|settings|add-generic-password|find-generic-password|delete-generic-password|add-internet-password|find-internet-password|delete-internet-password|dump-keychain|export|import|doctor|error|create-key|find-key|delete-key|sign|create-csr|add-certificates|find-certificate|delete-certificate|find-identity|recovery-key|recover|tpm|help)
         # Offer subcommand argument completions
         "_keyseal_${subcommand}"
         ;;
     *)
         # Offer subcommand completions
-        COMPREPLY+=($(compgen -W 'status unlock lock passcode settings add-generic-password find-generic-password delete-generic-password add-internet-password find-internet-password delete-internet-password dump-keychain export import doctor error create-key find-key delete-key sign recovery-key recover tpm help' -- "${cur}"))
+        COMPREPLY+=($(compgen -W 'status unlock lock passcode settings add-generic-password find-generic-password delete-generic-password add-internet-password find-internet-password delete-internet-password dump-keychain export import doctor error create-key find-key delete-key sign create-csr add-certificates find-certificate delete-certificate find-identity recovery-key recover tpm help' -- "${cur}"))
         ;;
     esac
 }
@@ -814,6 +814,105 @@ _keyseal_sign() {
         return
         ;;
     '--input')
+        return
+        ;;
+    esac
+}
+
+_keyseal_create-csr() {
+    repeating_flags=()
+    non_repeating_flags=(--json --version -h --help)
+    repeating_options=()
+    non_repeating_options=(--socket --tag -l --hash --subject)
+    __keyseal_offer_flags_options 0
+
+    # Offer option value completions
+    case "${prev}" in
+    '--socket')
+        return
+        ;;
+    '--tag')
+        return
+        ;;
+    '-l')
+        return
+        ;;
+    '--hash')
+        return
+        ;;
+    '--subject')
+        return
+        ;;
+    esac
+}
+
+_keyseal_add-certificates() {
+    repeating_flags=()
+    non_repeating_flags=(--json --version -h --help)
+    repeating_options=()
+    non_repeating_options=(--socket)
+    __keyseal_offer_flags_options -1
+
+    # Offer option value completions
+    case "${prev}" in
+    '--socket')
+        return
+        ;;
+    esac
+}
+
+_keyseal_find-certificate() {
+    repeating_flags=()
+    non_repeating_flags=(--json -a -p -Z --version -h --help)
+    repeating_options=()
+    non_repeating_options=(--socket -c -e)
+    __keyseal_offer_flags_options 0
+
+    # Offer option value completions
+    case "${prev}" in
+    '--socket')
+        return
+        ;;
+    '-c')
+        return
+        ;;
+    '-e')
+        return
+        ;;
+    esac
+}
+
+_keyseal_delete-certificate() {
+    repeating_flags=()
+    non_repeating_flags=(--json --version -h --help)
+    repeating_options=()
+    non_repeating_options=(--socket -c -Z)
+    __keyseal_offer_flags_options 0
+
+    # Offer option value completions
+    case "${prev}" in
+    '--socket')
+        return
+        ;;
+    '-c')
+        return
+        ;;
+    '-Z')
+        return
+        ;;
+    esac
+}
+
+_keyseal_find-identity() {
+    repeating_flags=()
+    non_repeating_flags=(--json -v --version -h --help)
+    repeating_options=()
+    non_repeating_options=(--socket)
+    __keyseal_offer_flags_options 0
+
+    # Offer option value completions
+    case "${prev}" in
+    '--socket')
         return
         ;;
     esac

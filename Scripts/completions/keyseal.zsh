@@ -70,6 +70,11 @@ _keyseal() {
             'find-key:Find keys by tag, label or application label: attributes and public key.'
             'delete-key:Delete keys by tag, label or application label (a hardware key'\''s object too).'
             'sign:Sign standard input (or --input FILE) with a key; the signature on stdout.'
+            'create-csr:A PKCS#10 certificate request signed by a stored key, as PEM.'
+            'add-certificates:Add certificates from files (PEM, several per file, or DER).'
+            'find-certificate:Find certificates by common name or e-mail address; print attributes, PEM or hashes.'
+            'delete-certificate:Delete one certificate, by common name or by SHA-1 (or SHA-256) hash.'
+            'find-identity:List identities: certificates whose private key is in the keychain (-v: valid ones only).'
             'recovery-key:Manage the recovery key of a TPM store bound to PCRs.'
             'recover:Bring back a store whose PCRs changed, with its recovery key (re-seals to the current PCR values).'
             'tpm:TPM boot binding and anti-rollback (administrators).'
@@ -79,7 +84,7 @@ _keyseal() {
         ;;
     arg)
         case "${words[1]}" in
-        status|unlock|lock|passcode|settings|add-generic-password|find-generic-password|delete-generic-password|add-internet-password|find-internet-password|delete-internet-password|dump-keychain|export|import|doctor|error|create-key|find-key|delete-key|sign|recovery-key|recover|tpm|help)
+        status|unlock|lock|passcode|settings|add-generic-password|find-generic-password|delete-generic-password|add-internet-password|find-internet-password|delete-internet-password|dump-keychain|export|import|doctor|error|create-key|find-key|delete-key|sign|create-csr|add-certificates|find-certificate|delete-certificate|find-identity|recovery-key|recover|tpm|help)
             "_keyseal_${words[1]}" && ret=0
             ;;
         esac
@@ -521,6 +526,84 @@ _keyseal_sign() {
         '--algorithm[ecdsa-sha256, ecdsa-sha384, rsa-pkcs1-sha256 or rsa-pss-sha256.]:algorithm:'
         '--input[Read the input from a file.]:file:'
         '--digest[The input is already a digest.]'
+        '--version[Show the version.]'
+        '(-h --help)'{-h,--help}'[Show help information.]'
+    )
+    _arguments -w -s -S : "${arg_specs[@]}" && ret=0
+
+    return "${ret}"
+}
+
+_keyseal_create-csr() {
+    local -i ret=1
+    local -ar arg_specs=(
+        '--socket[keyseald'\''s socket.]:path:'
+        '--json[Print one JSON document on standard output.]'
+        '--tag[The key'\''s application tag (kSecAttrApplicationTag).]:tag:'
+        '-l[The key'\''s label.]:label:'
+        '--hash[The key'\''s application label\: SHA-1 of its public key, in hex.]:klbl-hex:'
+        '--subject[The subject, as "CN=…,O=…" (CN, O, OU, C, L, ST, STREET, DC, E).]:subject:'
+        '--version[Show the version.]'
+        '(-h --help)'{-h,--help}'[Show help information.]'
+    )
+    _arguments -w -s -S : "${arg_specs[@]}" && ret=0
+
+    return "${ret}"
+}
+
+_keyseal_add-certificates() {
+    local -i ret=1
+    local -ar arg_specs=(
+        '--socket[keyseald'\''s socket.]:path:'
+        '--json[Print one JSON document on standard output.]'
+        '*:file:'
+        '--version[Show the version.]'
+        '(-h --help)'{-h,--help}'[Show help information.]'
+    )
+    _arguments -w -s -S : "${arg_specs[@]}" && ret=0
+
+    return "${ret}"
+}
+
+_keyseal_find-certificate() {
+    local -i ret=1
+    local -ar arg_specs=(
+        '--socket[keyseald'\''s socket.]:path:'
+        '--json[Print one JSON document on standard output.]'
+        '-a[Every match, not only the first.]'
+        '-c[The common name contains this.]:name:'
+        '-e[The e-mail address.]:email:'
+        '-p[Print the certificates as PEM.]'
+        '-Z[Print each certificate'\''s SHA-256 and SHA-1 hashes.]'
+        '--version[Show the version.]'
+        '(-h --help)'{-h,--help}'[Show help information.]'
+    )
+    _arguments -w -s -S : "${arg_specs[@]}" && ret=0
+
+    return "${ret}"
+}
+
+_keyseal_delete-certificate() {
+    local -i ret=1
+    local -ar arg_specs=(
+        '--socket[keyseald'\''s socket.]:path:'
+        '--json[Print one JSON document on standard output.]'
+        '-c[The common name contains this.]:name:'
+        '-Z[The certificate'\''s SHA-1 or SHA-256 hash, hex.]:hash:'
+        '--version[Show the version.]'
+        '(-h --help)'{-h,--help}'[Show help information.]'
+    )
+    _arguments -w -s -S : "${arg_specs[@]}" && ret=0
+
+    return "${ret}"
+}
+
+_keyseal_find-identity() {
+    local -i ret=1
+    local -ar arg_specs=(
+        '--socket[keyseald'\''s socket.]:path:'
+        '--json[Print one JSON document on standard output.]'
+        '-v[Only identities whose certificate is within its validity period.]'
         '--version[Show the version.]'
         '(-h --help)'{-h,--help}'[Show help information.]'
     )

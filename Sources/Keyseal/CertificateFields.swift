@@ -26,6 +26,9 @@ public struct CertificateFields: Sendable {
     public var emailAddresses: [String]
     /// Apple's subject summary: the common name, else the e-mail address, else the organization or unit.
     public var subjectSummary: String?
+    /// The validity period's ends, in seconds since 1970.
+    public var notBefore: Double = 0
+    public var notAfter: Double = 0
 
     /// SHA-1 of the public key octets: the certificate's `pkhh`, equal to its private key's `klbl`.
     public var publicKeyHash: Data { Data(Insecure.SHA1.hash(data: publicKey)) }
@@ -78,9 +81,16 @@ public struct CertificateFields: Sendable {
                     case .primitive(let serialBytes) = serial.content, !serialBytes.isEmpty
                 else { throw ASN1Error.invalidASN1Object(reason: "no serial number") }
                 fields.serialNumber = Data(serialBytes)
-                guard nodes.next() != nil, let issuer = nodes.next(), nodes.next() != nil, let subject = nodes.next(),
-                    let publicKeyInfo = nodes.next()
+                guard nodes.next() != nil, let issuer = nodes.next(), let validity = nodes.next(),
+                    let subject = nodes.next(), let publicKeyInfo = nodes.next()
                 else { throw ASN1Error.invalidASN1Object(reason: "a TBSCertificate is incomplete") }
+                try DER.sequence(validity, identifier: .sequence) { nodes in
+                    guard let start = nodes.next(), let end = nodes.next() else {
+                        throw ASN1Error.invalidASN1Object(reason: "a validity has two times")
+                    }
+                    fields.notBefore = try seconds(start)
+                    fields.notAfter = try seconds(end)
+                }
                 fields.issuer = Data(issuer.encodedBytes)
                 fields.subject = Data(subject.encodedBytes)
                 _ = try names(issuer)
@@ -132,6 +142,29 @@ public struct CertificateFields: Sendable {
             }
         }
         return fields
+    }
+
+    /// A `Time` (UTCTime or GeneralizedTime) in seconds since 1970.
+    private static func seconds(_ node: ASN1Node) throws -> Double {
+        let parts: (year: Int, month: Int, day: Int, hours: Int, minutes: Int, seconds: Int)
+        switch node.identifier {
+        case .utcTime:
+            let time = try UTCTime(derEncoded: node)
+            parts = (time.year, time.month, time.day, time.hours, time.minutes, time.seconds)
+        case .generalizedTime:
+            let time = try GeneralizedTime(derEncoded: node)
+            parts = (time.year, time.month, time.day, time.hours, time.minutes, time.seconds)
+        default:
+            throw ASN1Error.invalidASN1Object(reason: "a validity time is neither UTCTime nor GeneralizedTime")
+        }
+        // Days from the civil date (proleptic Gregorian calendar).
+        let year = parts.month <= 2 ? parts.year - 1 : parts.year
+        let era = (year >= 0 ? year : year - 399) / 400
+        let yearOfEra = year - era * 400
+        let dayOfYear = (153 * (parts.month + (parts.month > 2 ? -3 : 9)) + 2) / 5 + parts.day - 1
+        let dayOfEra = yearOfEra * 365 + yearOfEra / 4 - yearOfEra / 100 + dayOfYear
+        let days = era * 146_097 + dayOfEra - 719_468
+        return Double(days * 86_400 + parts.hours * 3_600 + parts.minutes * 60 + parts.seconds)
     }
 
     /// The attribute types and values of a `Name`, in order (strings decoded; other values skipped).

@@ -1,3 +1,4 @@
+import Crypto
 import FoundationEssentials
 import Glibc
 import KeysealClient
@@ -257,5 +258,21 @@ extension WireMapping {
             publicKey: try PublicKeyMaterial(keyType: KeyType(typeCode: wire.keyType, bits: wire.bits), bytes: wire.publicKey),
             isPrivate: wire.isPrivate, inHardware: wire.inHardware, isExtractable: wire.extractable,
             attributes: attributes(wire.attributes))
+    }
+}
+
+extension WireMapping {
+    /// A found certificate or identity (returned with its data, attributes and references) described for printing.
+    package static func certificate(_ record: ItemRecord) throws(KeychainError) -> WireCertificate {
+        guard let der = record.data, let reference = record.persistentRef else {
+            throw KeychainError(KeychainStatus.internalComponent, "a certificate record without its data")
+        }
+        let fields = try CertificateFields(der: der)
+        return WireCertificate(
+            reference: reference, keyReference: record.keyPersistentRef, der: der,
+            sha1: Data(Insecure.SHA1.hash(data: der)), sha256: Data(SHA256.hash(data: der)),
+            subjectSummary: fields.subjectSummary, commonNames: fields.commonNames,
+            emailAddresses: fields.emailAddresses, notBefore: fields.notBefore, notAfter: fields.notAfter,
+            attributes: attributes(record.attributes))
     }
 }

@@ -35,6 +35,8 @@ enum Opcode: UInt8 {
     case deleteUndecryptable = 33
     case generateKey = 48
     case keyOperation = 49
+    case certificates = 50
+    case createCSR = 51
     case createRecoveryKey = 40
     case recover = 41
     case tpmReseal = 42
@@ -64,6 +66,7 @@ enum ResponseKind: UInt8 {
     case undecryptable = 15
     case key = 16
     case keyResult = 17
+    case certificates = 18
     case secret = 20
 }
 
@@ -118,6 +121,12 @@ struct WireWriter {
     }
 
     mutating func string(_ value: String) { blob(value.utf8) }
+
+    /// A u16 count and the strings.
+    mutating func strings(_ values: [String]) {
+        u16(UInt16(min(values.count, Int(UInt16.max))))
+        for value in values.prefix(Int(UInt16.max)) { string(value) }
+    }
 
     mutating func shortString(_ value: String) {
         let utf8 = value.utf8
@@ -248,6 +257,15 @@ struct WireReader: ~Copyable {
     mutating func data() throws(WireError) -> Data { Data(try blob()) }
 
     mutating func string() throws(WireError) -> String { try Self.text(try blob()) }
+
+    mutating func strings() throws(WireError) -> [String] {
+        let count = Int(try u16())
+        // A string takes at least its 4-byte length.
+        guard count <= remaining / 4 else { throw Self.malformed("string count over the payload") }
+        var values: [String] = []
+        for _ in 0..<count { values.append(try string()) }
+        return values
+    }
 
     mutating func shortString() throws(WireError) -> String { try Self.text(try take(Int(try u8()))) }
 
@@ -441,6 +459,13 @@ extension WireRequest {
             writer.blob(operation.data)
             writer.optional(operation.requestedSize) { $0.int($1) }
             writer.optional(operation.sharedInfo) { $0.blob($1) }
+        case .certificates(let query):
+            writer.u8(Opcode.certificates.rawValue)
+            writer.query(query)
+        case .createCSR(let reference, let subject):
+            writer.u8(Opcode.createCSR.rawValue)
+            writer.blob(reference)
+            writer.string(subject)
         case .importEnd: writer.u8(Opcode.importEnd.rawValue)
         case .undecryptableItems: writer.u8(Opcode.undecryptableItems.rawValue)
         case .deleteUndecryptable(let ids):
@@ -571,6 +596,10 @@ extension WireRequest {
                 WireKeyOperation(
                     reference: reference, kind: kind, algorithm: algorithm, data: data, requestedSize: size,
                     sharedInfo: try reader.optional { r throws(WireError) in try r.data() }))
+        case .certificates: request = .certificates(try reader.query())
+        case .createCSR:
+            let reference = try reader.data()
+            request = .createCSR(reference: reference, subject: try reader.string())
         case .importEnd: request = .importEnd
         case .undecryptableItems: request = .undecryptableItems
         case .deleteUndecryptable:
@@ -1038,6 +1067,22 @@ extension WireResponse {
         case .keyResult(let data):
             writer.u8(ResponseKind.keyResult.rawValue)
             writer.blob(data)
+        case .certificates(let certificates):
+            writer.u8(ResponseKind.certificates.rawValue)
+            writer.u32(UInt32(certificates.count))
+            for certificate in certificates {
+                writer.blob(certificate.reference)
+                writer.optional(certificate.keyReference) { $0.blob($1) }
+                writer.blob(certificate.der)
+                writer.blob(certificate.sha1)
+                writer.blob(certificate.sha256)
+                writer.optional(certificate.subjectSummary) { $0.string($1) }
+                writer.strings(certificate.commonNames)
+                writer.strings(certificate.emailAddresses)
+                writer.double(certificate.notBefore)
+                writer.double(certificate.notAfter)
+                writer.attributes(certificate.attributes)
+            }
         }
     }
 
@@ -1161,6 +1206,30 @@ extension WireResponse {
                     inHardware: inHardware, extractable: extractable, attributes: try reader.attributes(),
                     subjectPublicKeyInfo: try reader.data()))
         case .keyResult: response = .keyResult(try reader.data())
+        case .certificates:
+            let count = Int(try reader.u32())
+            // A certificate takes well over 16 bytes: a count the payload cannot hold is refused before allocating.
+            guard count <= reader.remaining / 16 else { throw WireReader.malformed("certificate count over the payload") }
+            var certificates: [WireCertificate] = []
+            certificates.reserveCapacity(count)
+            for _ in 0..<count {
+                let reference = try reader.data()
+                let keyReference = try reader.optional { r throws(WireError) in try r.data() }
+                let der = try reader.data()
+                let sha1 = try reader.data()
+                let sha256 = try reader.data()
+                let summary = try reader.optional { r throws(WireError) in try r.string() }
+                let commonNames = try reader.strings()
+                let emailAddresses = try reader.strings()
+                let notBefore = try reader.double()
+                let notAfter = try reader.double()
+                certificates.append(
+                    WireCertificate(
+                        reference: reference, keyReference: keyReference, der: der, sha1: sha1, sha256: sha256,
+                        subjectSummary: summary, commonNames: commonNames, emailAddresses: emailAddresses,
+                        notBefore: notBefore, notAfter: notAfter, attributes: try reader.attributes()))
+            }
+            response = .certificates(certificates)
         }
         try reader.finish()
         return response

@@ -330,6 +330,43 @@ public struct WireKey: Sendable, Hashable {
     }
 }
 
+/// A stored certificate as keyseald describes it: its DER and what the command line prints, derived by the engine.
+/// For an identity (a lookup of class `idnt`), `keyReference` names the private key whose `klbl` is the
+/// certificate's `pkhh` (`attributes["pkhh"]`).
+public struct WireCertificate: Sendable, Hashable {
+    public var reference: Data
+    public var keyReference: Data?
+    public var der: Data
+    public var sha1: Data
+    public var sha256: Data
+    /// Apple's subject summary (the common name, else the e-mail address, else the organization).
+    public var subjectSummary: String?
+    public var commonNames: [String]
+    public var emailAddresses: [String]
+    /// Seconds since 1970 of the validity period's ends.
+    public var notBefore: Double
+    public var notAfter: Double
+    public var attributes: [String: WireValue]
+
+    public init(
+        reference: Data, keyReference: Data? = nil, der: Data, sha1: Data, sha256: Data, subjectSummary: String?,
+        commonNames: [String], emailAddresses: [String], notBefore: Double, notAfter: Double,
+        attributes: [String: WireValue]
+    ) {
+        self.reference = reference
+        self.keyReference = keyReference
+        self.der = der
+        self.sha1 = sha1
+        self.sha256 = sha256
+        self.subjectSummary = subjectSummary
+        self.commonNames = commonNames
+        self.emailAddresses = emailAddresses
+        self.notBefore = notBefore
+        self.notAfter = notAfter
+        self.attributes = attributes
+    }
+}
+
 /// What `status` reports (`StoreStatus` in the library).
 public struct WireStoreStatus: Sendable, Hashable {
     public var lockState: WireLockState
@@ -468,6 +505,12 @@ public enum WireRequest: Sendable {
     case generateKey(WireKeyGeneration)
     /// Uses or describes a stored key (answered with `.keyResult` or `.key`).
     case keyOperation(WireKeyOperation)
+    /// Certificates (query class `cert`) or identities (class `idnt`) described for printing: answered with
+    /// `.certificates`.
+    case certificates(WireQuery)
+    /// A PKCS#10 request for the subject (RFC 4514 text, `CN=…,O=…`) signed by the stored key: answered with
+    /// `.keyResult` (DER).
+    case createCSR(reference: Data, subject: String)
     /// A new recovery key (administrators; the passcode when one is set). Answered with `.secret`.
     case createRecoveryKey(passcode: WireSecret?)
     /// Opens a store that needs recovery with its recovery key (and the passcode when one is set).
@@ -539,6 +582,8 @@ public enum WireRequest: Sendable {
             case .decrypt: "decrypt"
             case .keyExchange: "key-exchange"
             }
+        case .certificates(let query): query.itemClass == "idnt" ? "find-identity" : "find-certificate"
+        case .createCSR: "create-csr"
         case .createRecoveryKey: "recovery-key create"
         case .recover: "recover"
         case .tpmReseal: "tpm reseal"
@@ -578,6 +623,8 @@ public enum WireResponse: Sendable, Hashable {
     case keyResult(Data)
     /// A secret shown once (a new recovery key).
     case secret(WireSecret)
+    /// Certificates or identities described (``WireRequest/certificates(_:)``).
+    case certificates([WireCertificate])
 }
 
 /// A row no SecItem call can reach (`UndecryptableItem` in the library).

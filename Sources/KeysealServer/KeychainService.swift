@@ -3,6 +3,7 @@ import Glibc
 import Keyseal
 import KeysealClient
 import KeysealCore
+import KeysealX509
 import Logging
 import NIOCore
 import NIOPosix
@@ -302,6 +303,24 @@ public final class KeychainService: Sendable {
                         reference, algorithm: operation.algorithm, peer: operation.data,
                         requestedSize: operation.requestedSize, sharedInfo: operation.sharedInfo, caller: caller))
             }
+        // Certificates and identities described for the command line: the engine parses and hashes the DER, so the
+        // client links no X.509 code.
+        case .certificates(let wireQuery):
+            var query = try WireMapping.query(wireQuery)
+            guard query.itemClass == .certificate || query.itemClass == .identity else {
+                throw KeychainError(KeychainStatus.param, "a certificate description is for certificates or identities")
+            }
+            query.returns = [.attributes, .data, .persistentRef]
+            var records: [ItemRecord]
+            do {
+                records = try store.copyMatching(query, caller: caller, resultLimit: limits.responseBytes)
+            } catch let error as KeychainError where error.status == KeychainStatus.itemNotFound {
+                records = []
+            }
+            return .certificates(try records.map { record throws(KeychainError) in try WireMapping.certificate(record) })
+        case .createCSR(let reference, let subject):
+            return .keyResult(
+                try SigningRequest.create(store: store, reference: .item(reference), subject: subject, caller: caller))
         case .createRecoveryKey(let passcode):
             let key = try store.createRecoveryKey(passcode: try passcode.map(Self.passcode))
             broadcaster.publish(store.lockState)
@@ -528,6 +547,7 @@ extension WireRequest {
     var holdsOffAutoLock: Bool {
         switch self {
         case .add, .copyMatching, .update, .delete, .unlock, .setPasscode, .changePasscode: return true
+        case .certificates, .createCSR: return true
         case .exportBackup, .importBegin, .importChunk, .importEnd: return true
         default: return false
         }

@@ -10,7 +10,7 @@ import KeysealCore
 /// loaded) holding a pool of tokens with unique labels, all created up front by `softhsm2-util`; each fixture
 /// takes a fresh token from the pool. Create the first fixture before loading the module in any other way.
 /// The pool size is `KEYSEAL_SOFTHSM_TOKENS`: by default 44 (enough for the whole suite, and below the 48 slots
-/// GnuTLS's p11tool handles), 400 when `KEYSEAL_TEST_BACKEND` is `pkcs11` or `daemon-pkcs11`. Child processes (the
+/// GnuTLS's p11tool handles), 700 when `KEYSEAL_TEST_BACKEND` is `pkcs11` or `daemon-pkcs11`. Child processes (the
 /// daemon) get the same configuration through ``environment``.
 public final class SoftHSMFixture: @unchecked Sendable {
     /// The SoftHSM2 module of the Debian package.
@@ -118,7 +118,7 @@ final class SoftHSMPool: @unchecked Sendable {
 
         // When the engine's whole suites run on PKCS#11 every store needs its own token.
         let environment = ProcessInfo.processInfo.environment
-        let fallback = environment["KEYSEAL_TEST_BACKEND"]?.hasSuffix("pkcs11") == true ? 400 : 44
+        let fallback = environment["KEYSEAL_TEST_BACKEND"]?.hasSuffix("pkcs11") == true ? 700 : 44
         size = Int(environment["KEYSEAL_SOFTHSM_TOKENS"] ?? "") ?? fallback
         var created: [Token] = []
         let pid = getpid()

@@ -13,11 +13,18 @@ public struct KeychainPrivateKey: CustomPrivateKey {
     public let store: KeychainStore
     public let reference: KeyReference
     public let publicKeyMaterial: PublicKeyMaterial
+    /// Whose groups and role the key's uses are checked against (keyseald: the peer's).
+    let caller: Caller
 
     public init(store: KeychainStore, reference: KeyReference) throws {
+        try self.init(store: store, reference: reference, caller: .owner)
+    }
+
+    package init(store: KeychainStore, reference: KeyReference, caller: Caller) throws {
         self.store = store
         self.reference = reference
-        publicKeyMaterial = try store.describeKey(reference).publicKey
+        self.caller = caller
+        publicKeyMaterial = try store.describeKey(reference, caller: caller).publicKey
     }
 
     public init(_ key: HardwareP256Key) throws {
@@ -63,7 +70,7 @@ public struct KeychainPrivateKey: CustomPrivateKey {
         default:
             throw KeychainError(KeychainStatus.param, "algorithm not supported by the key: \(signatureAlgorithm)")
         }
-        let signature = try store.sign(reference, algorithm: algorithm, data: Data(bytes))
+        let signature = try store.sign(reference, algorithm: algorithm, data: Data(bytes), caller: caller)
         return try Certificate.Signature(
             signatureAlgorithm: signatureAlgorithm, signatureBytes: ASN1BitString(bytes: ArraySlice(signature)))
     }

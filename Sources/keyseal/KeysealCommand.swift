@@ -31,7 +31,8 @@ struct KeysealCommand: ParsableCommand {
             AddGenericPassword.self, FindGenericPassword.self, DeleteGenericPassword.self,
             AddInternetPassword.self, FindInternetPassword.self, DeleteInternetPassword.self,
             DumpKeychain.self, ExportCommand.self, ImportCommand.self, DoctorCommand.self, ErrorCommand.self,
-            CreateKey.self, FindKey.self, DeleteKey.self, SignCommand.self,
+            CreateKey.self, FindKey.self, DeleteKey.self, SignCommand.self, CreateCSR.self,
+            AddCertificates.self, FindCertificate.self, DeleteCertificate.self, FindIdentity.self,
             RecoveryKeyCommand.self, RecoverCommand.self, TPMCommand.self,
         ])
 

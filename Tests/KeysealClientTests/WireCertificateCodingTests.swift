@@ -1,0 +1,49 @@
+import Foundation
+import KeysealClient
+import Testing
+
+@Suite("Wire coding of certificate requests")
+struct WireCertificateCodingTests {
+    static let certificate = WireCertificate(
+        reference: Data("cert-ref".utf8), keyReference: Data("key-ref".utf8), der: Data(repeating: 0x30, count: 40),
+        sha1: Data(repeating: 1, count: 20), sha256: Data(repeating: 2, count: 32), subjectSummary: "device-7",
+        commonNames: ["device-7", "second"], emailAddresses: ["ops@example.com"], notBefore: 1_800_000_000,
+        notAfter: 1_900_000_000, attributes: ["pkhh": .data(Data([7])), "labl": .string("device-7")])
+
+    static func payload(_ frame: [UInt8]) -> [UInt8] { Array(frame.dropFirst(4)) }
+
+    @Test func certificateRequestsRoundTrip() throws {
+        let query = WireQuery(itemClass: "idnt", synchronizable: 2, limit: .all, limitGiven: true)
+        guard
+            case .certificates(let decoded) = try WireRequest.decode(
+                payload: Self.payload(try WireRequest.certificates(query).encodedFrame()))
+        else {
+            Issue.record("not a certificates request")
+            return
+        }
+        #expect(decoded == query)
+        guard
+            case .createCSR(let reference, let subject) = try WireRequest.decode(
+                payload: Self.payload(try WireRequest.createCSR(reference: Data([1, 2]), subject: "CN=a,O=b").encodedFrame()))
+        else {
+            Issue.record("not a create-csr request")
+            return
+        }
+        #expect(reference == Data([1, 2]) && subject == "CN=a,O=b")
+    }
+
+    @Test func certificatesResponseRoundTrips() throws {
+        var plain = Self.certificate
+        plain.keyReference = nil
+        plain.subjectSummary = nil
+        let response = WireResponse.certificates([Self.certificate, plain])
+        #expect(try WireResponse.decode(payload: Self.payload(response.encodedFrame())) == response)
+    }
+
+    @Test func everyTruncationOfACertificatesResponseIsAnError() throws {
+        let full = Self.payload(WireResponse.certificates([Self.certificate]).encodedFrame())
+        for cut in 0..<full.count {
+            #expect(throws: WireError.self) { try WireResponse.decode(payload: Array(full.prefix(cut))) }
+        }
+    }
+}
