@@ -9,10 +9,8 @@
 #include <sys/prctl.h>
 #include <sys/resource.h>
 #include <sys/socket.h>
+#include <sys/stat.h>
 #include <sys/syscall.h>
-#include <poll.h>
-#include <time.h>
-#include <unistd.h>
 
 /// The layout of Linux's `struct ucred` (SO_PEERCRED), declared here because glibc hides it without _GNU_SOURCE.
 typedef struct {
@@ -33,24 +31,19 @@ static const int keyseal_so_peercred = SO_PEERCRED;
 /// `SO_PEERPIDFD` (Linux 6.5): a pidfd of the peer's process as of connect(); ENOPROTOOPT on older kernels.
 static const int keyseal_so_peerpidfd = SO_PEERPIDFD;
 
+/// syscall(2), declared here rather than through <unistd.h>, whose declarations belong to Glibc's module.
+extern long syscall(long number, ...);
+
 /// pidfd_open(2) (Linux 5.3), close-on-exec; -1 and errno on failure.
 static inline int keyseal_pidfd_open(int32_t pid) { return (int)syscall(SYS_pidfd_open, pid, 0); }
 
-/// 1 while the process behind `pidfd` runs, 0 once it has exited (its pidfd becomes readable), -1 on error.
-static inline int keyseal_pidfd_alive(int pidfd) {
-    struct pollfd entry = {pidfd, POLLIN, 0};
-    int ready = poll(&entry, 1, 0);
-    if (ready < 0) return -1;
-    return ready == 0 ? 1 : 0;
-}
-
-/// Clock ticks since boot (CLOCK_BOOTTIME), the unit of /proc/PID/stat's start time.
-static inline uint64_t keyseal_boot_ticks(void) {
-    struct timespec now;
-    if (clock_gettime(CLOCK_BOOTTIME, &now) != 0) return 0;
-    long hertz = sysconf(_SC_CLK_TCK);
-    if (hertz <= 0) hertz = 100;
-    return (uint64_t)now.tv_sec * (uint64_t)hertz + (uint64_t)now.tv_nsec / (1000000000ull / (uint64_t)hertz);
+/// A path's mode (stat, or lstat when `follow` is 0): 0 and `*mode` set, or -1 and errno. Swift code never sees
+/// `struct stat`, whose defining Clang module depends on which modules a compile job loaded first.
+static inline int keyseal_file_mode(const char *path, int follow, uint32_t *mode) {
+    struct stat info;
+    int result = follow ? stat(path, &info) : lstat(path, &info);
+    if (result == 0) *mode = (uint32_t)info.st_mode;
+    return result;
 }
 
 /// Makes the process non-dumpable (no core files, no ptrace by other processes of the same user).

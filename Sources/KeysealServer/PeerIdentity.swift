@@ -40,7 +40,7 @@ public struct PeerIdentity: Sendable, Hashable, CustomStringConvertible {
     /// Identifies `peer`. `peerPidfd` is the pidfd from `SO_PEERPIDFD` if the kernel gave one (this function
     /// closes it); `acceptedTicks` is when the connection was accepted, in boot clock ticks.
     public static func resolve(
-        peer: PeerCredentials, peerPidfd: Int32?, acceptedTicks: UInt64 = keyseal_boot_ticks(),
+        peer: PeerCredentials, peerPidfd: Int32?, acceptedTicks: UInt64 = bootTicks(),
         proc: String = "/proc"
     ) -> (identity: PeerIdentity, source: Source?) {
         let pidfd: Int32
@@ -63,10 +63,24 @@ public struct PeerIdentity: Sendable, Hashable, CustomStringConvertible {
         if let cgroup = readSmallFile("\(proc)/\(peer.pid)/cgroup") {
             (identity.unit, identity.userUnit) = units(fromCgroup: cgroup)
         }
-        guard processStart(pid: peer.pid, proc: proc) == before, keyseal_pidfd_alive(pidfd) == 1 else {
+        guard processStart(pid: peer.pid, proc: proc) == before, isRunning(pidfd: pidfd) else {
             return (.unknown, source)
         }
         return (identity, source)
+    }
+
+    /// Clock ticks since boot (CLOCK_BOOTTIME), the unit of /proc/PID/stat's start time.
+    public static func bootTicks() -> UInt64 {
+        var now = timespec()
+        guard clock_gettime(CLOCK_BOOTTIME, &now) == 0 else { return 0 }
+        let hertz = UInt64(max(sysconf(Int32(_SC_CLK_TCK)), 1))
+        return UInt64(now.tv_sec) * hertz + UInt64(now.tv_nsec) / (1_000_000_000 / hertz)
+    }
+
+    /// Whether the process behind `pidfd` still runs: a pidfd becomes readable when its process exits.
+    static func isRunning(pidfd: Int32) -> Bool {
+        var entry = pollfd(fd: pidfd, events: Int16(POLLIN), revents: 0)
+        return poll(&entry, 1, 0) == 0
     }
 
     /// The pidfd `SO_PEERPIDFD` gives for a connected Unix socket, nil where the kernel has no such option.

@@ -647,8 +647,8 @@ enum SocketFiles {
         // The path's directory part ("/" for a socket at the root, "" for a bare name).
         let directory = socket.path.lastIndex(of: "/").map { $0 == socket.path.startIndex ? "/" : String(socket.path[..<$0]) } ?? ""
         guard !directory.isEmpty else { return gid }
-        var info = stat()
-        if stat(directory, &info) != 0 {
+        var mode: UInt32 = 0
+        if keyseal_file_mode(directory, 1, &mode) != 0 {
             guard mkdir(directory, gid == nil ? 0o700 : 0o750) == 0 || errno == EEXIST else {
                 throw KeychainError(
                     KeychainStatus.io, "cannot create the socket directory \(directory): \(String(cString: strerror(errno)))")
@@ -667,9 +667,9 @@ enum SocketFiles {
 
     /// Removes a socket file left by a daemon that is gone; refuses when a daemon still answers on it.
     static func removeStaleSocket(_ path: String) throws {
-        var info = stat()
-        guard lstat(path, &info) == 0 else { return }
-        guard info.st_mode & S_IFMT == S_IFSOCK else {
+        var mode: UInt32 = 0
+        guard keyseal_file_mode(path, 0, &mode) == 0 else { return }
+        guard mode & S_IFMT == S_IFSOCK else {
             throw KeychainError(KeychainStatus.param, "\(path) exists and is not a socket")
         }
         let probe = KeysealConnection(socketPath: path)
