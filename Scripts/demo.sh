@@ -90,6 +90,16 @@ tag=com.example.device-identity
 show keyseal sign --tag "$tag" --input message ">" signature.der
 keyseal sign --tag "$tag" --input "$work/message" >"$work/signature.der"
 run openssl dgst -sha256 -verify "$work/device.pem" -signature "$work/signature.der" "$work/message"
+# A certificate for that key: a CSR signed inside the TPM, issued by a throwaway CA, stored; key + certificate = identity.
+show keyseal create-csr --tag "$tag" --subject "CN=device-0001,O=Example" ">" device.csr
+keyseal create-csr --tag "$tag" --subject "CN=device-0001,O=Example" >"$work/device.csr"
+openssl req -x509 -newkey ec -pkeyopt ec_paramgen_curve:P-256 -nodes -keyout "$work/ca.key" -subj "/CN=Demo CA" \
+  -days 1 -out "$work/ca.pem" 2>/dev/null
+openssl x509 -req -in "$work/device.csr" -CA "$work/ca.pem" -CAkey "$work/ca.key" -days 30 -set_serial 1 \
+  -out "$work/device.crt" 2>/dev/null
+echo "(a throwaway CA issued device.crt for the CSR)"
+run keyseal add-certificates "$work/device.crt"
+run keyseal find-identity -v
 run keyseal lock
 expect 36 keyseal sign --tag "$tag" --input "$work/message" >/dev/null
 show "printf 'demo passcode\n' | keyseal unlock --passcode-stdin"

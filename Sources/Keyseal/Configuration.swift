@@ -13,15 +13,22 @@ extension KeychainStore {
         public var passcodePolicy: PasscodePolicy
         /// The clock for delays and timestamps.
         public var clock: @Sendable () -> Date
+        /// Seconds between checkpoints of the ledger on the anti-rollback counter (TPM stores): the first item write
+        /// after a checkpoint older than this makes one (docs/TPM.md "Item-level freshness"). 0: every item write.
+        public var checkpointInterval: TimeInterval
+
+        public static let defaultCheckpointInterval: TimeInterval = 900
 
         public init(
             valueLimit: Int = 1 << 20, argon2: Argon2Parameters = .standard, passcodePolicy: PasscodePolicy = .standard,
-            clock: @escaping @Sendable () -> Date = { Date() }
+            clock: @escaping @Sendable () -> Date = { Date() },
+            checkpointInterval: TimeInterval = Configuration.defaultCheckpointInterval
         ) {
             self.valueLimit = valueLimit
             self.argon2 = argon2
             self.passcodePolicy = passcodePolicy
             self.clock = clock
+            self.checkpointInterval = checkpointInterval
         }
     }
 }

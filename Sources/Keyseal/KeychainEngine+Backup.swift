@@ -195,7 +195,7 @@ extension KeychainEngine {
         }
         // About 1 KiB of page cache an item keeps the indexes' random inserts in memory (up to 256 MiB).
         try store.withPageCache(kibibytes: min(items.count, 256 << 10)) { () throws(KeychainError) in
-            try store.transaction { () throws(KeychainError) in
+            try itemTransaction { () throws(KeychainError) in
                 for chunk in 0..<pipeline.chunkCount {
                     let rows = try pipeline.rows(chunk)
                     for (offset, row) in rows.enumerated() {

@@ -237,20 +237,34 @@ extension KeychainEngine {
             return
         }
         let now = try tpm.readCounter(index: record.index)
-        if record.value == now { return }
-        if record.value > now && record.value - now <= 2 {
-            try advanceCounter()
-            return
+        // The ledger record and the keybag are written with the same counter value in one transaction: a record
+        // that carries another value comes from another copy of the store (items put back under a newer keybag, or
+        // the other way round).
+        let mixed = ledgerCheckpointAtOpen.map { $0 != record.value } ?? false
+        if !mixed {
+            if record.value == now { return }
+            if record.value > now && record.value - now <= 2 {
+                try advanceCounter()
+                return
+            }
         }
         let events = record.value < now ? now - record.value : 0
-        let message =
-            events > 0
+        let mixedMessage =
+            "the ledger record (checkpoint \(ledgerCheckpointAtOpen ?? 0)) and the keybag (\(record.value)) come from "
+            + "different copies of the store"
+        var message =
+            events == 0 && mixed
+            ? "rolled back: " + mixedMessage + " (items older or newer than the keybag were put back); the passcode "
+                + "classes are refused until an administrator decides (`keyseal tpm accept-rollback`, or put the newer "
+                + "copy back)"
+            : events > 0
             ? "rolled back: this store is \(events) counted event\(events == 1 ? "" : "s") older than the TPM's "
                 + "anti-rollback counter (an older copy was put back); the passcode classes are refused until an "
                 + "administrator decides (`keyseal tpm accept-rollback`, or put the newer copy back)"
             : "rolled back: the TPM's anti-rollback counter (\(now)) is behind this store (\(record.value)): the "
                 + "counter was replaced; the passcode classes are refused until an administrator decides "
                 + "(`keyseal tpm accept-rollback`)"
+        if mixed && events > 0 { message += "; " + mixedMessage }
         rolledBack = RollbackFinding(events: events, counterValue: now, message: message)
         if events > 0 {
             keybag.failedAttempts += Int(clamping: events)
@@ -278,8 +292,14 @@ extension KeychainEngine {
 
     /// Increments the TPM counter until it reaches the keybag's value (at most twice).
     func advanceCounter() throws {
-        guard let record = keybag.counter, let tpm = device as? TPMDeviceKey else { return }
+        guard keybag.counter != nil, device is TPMDeviceKey else { return }
         CrashPoint.reach("after-commit")
+        try raiseCounter()
+        CrashPoint.reach("after-increment")
+    }
+
+    private func raiseCounter() throws {
+        guard let record = keybag.counter, let tpm = device as? TPMDeviceKey else { return }
         let authorization = Self.counterAuthorization(deviceSecret: deviceSecret, storeID: storeID)
         var now = try tpm.readCounter(index: record.index)
         var steps = 0
@@ -287,7 +307,51 @@ extension KeychainEngine {
             now = try tpm.incrementCounter(index: record.index, authorization: authorization)
             steps += 1
         }
-        CrashPoint.reach("after-increment")
+        if now == record.value { lastCheckpoint = configuration.clock() }
+    }
+
+    // MARK: Item-level freshness
+
+    /// Whether the next item write makes a checkpoint: a TPM store with a counter, not rolled back, whose counter
+    /// last reached the keybag's value `checkpointInterval` or more ago (or not since open).
+    private var checkpointDue: Bool {
+        guard keybag.counter != nil, device is TPMDeviceKey, rolledBack == nil else { return false }
+        guard let lastCheckpoint else { return true }
+        return configuration.clock().timeIntervalSince(lastCheckpoint) >= configuration.checkpointInterval
+    }
+
+    /// Runs an item write in one transaction. When a checkpoint is due, the same transaction commits the keybag and
+    /// the ledger record with the counter's next value, and the TPM counter is incremented to it after the commit
+    /// (the commit-then-increment of counted events). The write stands whatever the increment does: a failed one
+    /// leaves the keybag one ahead, which the next checkpoint completes before it moves on (no checkpoint is made
+    /// while the counter cannot be brought up), or the next open.
+    func itemTransaction<T>(_ body: () throws(KeychainError) -> T) throws(KeychainError) -> T {
+        guard checkpointDue else { return try store.transaction(body) }
+        do {
+            try raiseCounter()
+        } catch {
+            return try store.transaction(body)
+        }
+        let saved = keybag
+        if let counter = keybag.counter { keybag.counter?.value = counter.value + 1 }
+        let result: T
+        do {
+            result = try store.transaction { () throws(KeychainError) -> T in
+                let result = try body()
+                try saveKeybag()
+                return result
+            }
+        } catch {
+            keybag = saved
+            throw error
+        }
+        do {
+            try advanceCounter()
+        } catch {
+            // Completed by the next checkpoint or open; the write itself is committed.
+            lastCheckpoint = nil
+        }
+        return result
     }
 
     func requireNotRolledBack() throws(KeychainError) {

@@ -93,7 +93,7 @@ extension KeychainEngine {
             throw KeychainError(KeychainStatus.itemNotFound, "no item has the id \(missing)")
         }
         guard !rows.isEmpty else { return [] }
-        try store.transaction { () throws(KeychainError) in
+        try itemTransaction { () throws(KeychainError) in
             for row in rows { try store.delete(row) }
         }
         try store.checkpoint()

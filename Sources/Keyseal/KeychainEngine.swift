@@ -39,6 +39,11 @@ final class KeychainEngine {
     var recoveryEscrowKey: SecretBytes?
     /// Why a TPM store has no anti-rollback counter (it could not be defined), for `status`.
     var counterProblem: String?
+    /// The counter value the ledger record carried at open (nil: a record from before checkpoints, or none).
+    var ledgerCheckpointAtOpen: UInt64?
+    /// When the counter last reached the keybag's value in this process (nil: not since open): item writes make a
+    /// checkpoint once this is older than the configuration's `checkpointInterval`.
+    var lastCheckpoint: Date?
     /// Hardware keys generated without being stored (`kSecAttrIsPermanent` false), by reference id.
     var transientKeys: [Data: TransientHardwareKey] = [:]
 
@@ -115,9 +120,11 @@ final class KeychainEngine {
                 lockState = .unlocked
                 let encoded = fresh.encoded(macKey: macKey)
                 let itemStore = store
-                // The empty ledger's record goes with the keybag that says there is one.
+                // The empty ledger's record goes with the keybag that says there is one, and its counter value.
+                var emptyLedger = LedgerDigest()
+                emptyLedger.checkpoint = fresh.counter?.value
                 itemStore.attachLedger(
-                    key: LedgerKey(KeyDerivation.ledgerKey(deviceSecret: ds, storeID: storeID)), record: LedgerDigest())
+                    key: LedgerKey(KeyDerivation.ledgerKey(deviceSecret: ds, storeID: storeID)), record: emptyLedger)
                 try itemStore.transaction { () throws(KeychainError) in
                     try itemStore.saveKeybag(body: encoded.body, mac: encoded.mac)
                     try itemStore.writeLedgerRecord()
@@ -196,6 +203,7 @@ final class KeychainEngine {
             return
         }
         store.attachLedger(key: key, record: record)
+        ledgerCheckpointAtOpen = record.checkpoint
         let differing = record.differingBuckets(from: actual)
         guard !differing.isEmpty else { return }
         var status = LedgerStatus(refusedBuckets: differing)
@@ -307,7 +315,10 @@ final class KeychainEngine {
     /// The passcode was verified by another path than ``unlock(passcode:)`` (recovery, re-seal): unlocked.
     func unlockAfterVerification() { lockState = .unlocked }
 
+    /// Writes the keybag (inside a transaction); the ledger record takes the keybag's counter value in the same
+    /// transaction, so that the two always carry the same one.
     func saveKeybag() throws(KeychainError) {
+        store.setLedgerCheckpoint(keybag.counter?.value)
         keybag.generation += 1
         let encoded = keybag.encoded(macKey: macKey)
         try store.saveKeybag(body: encoded.body, mac: encoded.mac)
@@ -604,7 +615,7 @@ final class KeychainEngine {
     func add(_ item: NewItem, caller: Caller, trusted: [String: AttributeValue] = [:]) throws -> ItemRecord? {
         let (row, attributes, group) = try prepare(item, caller: caller, now: configuration.clock(), trusted: trusted)
         var stored = row
-        stored.id = try store.transaction { () throws(KeychainError) in try store.insert(row) }
+        stored.id = try itemTransaction { () throws(KeychainError) in try store.insert(row) }
         groupCache.insert(group, for: item.itemClass)
         guard !item.returns.effective.isEmpty else { return nil }
         return record(stored, attributes: attributes, data: item.returns.contains(.data) ? item.data : nil,
@@ -639,7 +650,7 @@ final class KeychainEngine {
     func addBatch(_ items: [NewItem], caller: Caller) throws {
         let now = configuration.clock()
         let rows = try items.map { item in (try prepare(item, caller: caller, now: now), item.itemClass) }
-        try store.transaction { () throws(KeychainError) in
+        try itemTransaction { () throws(KeychainError) in
             for ((row, _, _), _) in rows { try store.insert(row) }
         }
         for ((_, _, group), itemClass) in rows { groupCache.insert(group, for: itemClass) }
@@ -739,7 +750,7 @@ final class KeychainEngine {
             updated.id = row.id
             updatedRows.append(updated)
         }
-        try store.transaction { () throws(KeychainError) in
+        try itemTransaction { () throws(KeychainError) in
             for row in updatedRows { try store.update(row) }
         }
         if let group = changes.accessGroup, let itemClass = matches.first.flatMap({ ItemClass(rawValue: $0.row.itemClass) }) {
@@ -756,7 +767,7 @@ final class KeychainEngine {
         let matches = try match(query, caller: caller, bound: nil)
         guard !matches.isEmpty else { throw KeychainError.itemNotFound }
         let blobs = try hardwareBlobs(matches)
-        try store.transaction { () throws(KeychainError) in
+        try itemTransaction { () throws(KeychainError) in
             for match in matches { try store.delete(match.row) }
         }
         // What the hardware holds for a deleted key goes after its row (a failure leaves an object no item names,

@@ -52,3 +52,31 @@ extension KeychainEngine {
         try store.transaction { () throws(KeychainError) in try saveKeybag() }
     }
 }
+
+extension KeychainStoreTestHooks {
+    /// Copies the keybag row of the closed store in `source` over the one in `target`: a copy of the store whose
+    /// keybag and ledger record come from different copies.
+    package static func copyKeybag(from source: URL, to target: URL) throws {
+        let from = try ItemStore(directory: source)
+        defer { from.close() }
+        guard let stored = try from.loadKeybag() else { throw KeychainError(KeychainStatus.decode, "no keybag") }
+        let into = try ItemStore(directory: target)
+        defer { into.close() }
+        try into.saveKeybag(body: stored.body, mac: stored.mac)
+    }
+}
+
+extension KeychainStore {
+    /// The counter value the ledger record of an embedded store carries now (nil: none).
+    package func ledgerCheckpointForTests() throws -> UInt64? { try withEngine { $0.store.ledgerRecord.checkpoint } }
+
+    /// Writes the ledger record of an embedded store without a counter value, as the code before checkpoints did.
+    package func dropLedgerCheckpointForTests() throws { try withEngine { try $0.dropLedgerCheckpointForTests() } }
+}
+
+extension KeychainEngine {
+    func dropLedgerCheckpointForTests() throws {
+        store.setLedgerCheckpoint(nil)
+        try store.transaction { () throws(KeychainError) in }
+    }
+}

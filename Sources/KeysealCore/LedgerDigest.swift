@@ -42,16 +42,23 @@ public struct LedgerKey: Sendable {
 /// id; per bucket, the number of entries and the XOR of their leaves (``LedgerKey``). Adding, updating or removing
 /// one entry is O(1): its old leaf is XORed out and its new one in. The stored record (``encoded(key:)``) is MACed
 /// under K_L, so without DS it can be neither forged nor changed — only replaced by an older copy as a whole.
+/// On a store with an anti-rollback counter the record also carries the counter value of the last checkpoint
+/// (``checkpoint``), which must equal the keybag's (docs/TPM.md "Item-level freshness").
 public struct LedgerDigest: Sendable, Equatable {
     public static let bucketCount = 128
     public static let leafBytes = 16
+    /// Version 1: the buckets; version 2: the buckets and the checkpoint's counter value.
     static let version: UInt8 = 1
+    static let checkpointVersion: UInt8 = 2
     static let bodyCount = 3 + bucketCount * (4 + leafBytes)
 
     /// Entries per bucket.
     public private(set) var counts: [UInt32]
     /// `leafBytes` per bucket.
     private var digests: [UInt8]
+    /// The anti-rollback counter value c of the last checkpoint, written with the keybag's in one transaction;
+    /// nil on stores without a counter and in records written before checkpoints.
+    public var checkpoint: UInt64?
 
     public init() {
         counts = Array(repeating: 0, count: Self.bucketCount)
@@ -101,18 +108,19 @@ public struct LedgerDigest: Sendable, Equatable {
         }
     }
 
-    /// The stored record: body = version ‖ bucket count (16 bits BE) ‖ per bucket: count (32 bits BE) ‖ digest;
-    /// mac = HMAC(K_L, 0x02 ‖ "keyseal/ledger-record" ‖ body).
+    /// The stored record: body = version ‖ bucket count (16 bits BE) ‖ per bucket: count (32 bits BE) ‖ digest
+    /// [‖ checkpoint (64 bits BE), version 2]; mac = HMAC(K_L, 0x02 ‖ "keyseal/ledger-record" ‖ body).
     public func encoded(key: LedgerKey) -> (body: Data, mac: Data) {
         var body: [UInt8] = []
-        body.reserveCapacity(Self.bodyCount)
-        body.append(Self.version)
+        body.reserveCapacity(Self.bodyCount + 8)
+        body.append(checkpoint == nil ? Self.version : Self.checkpointVersion)
         body.append(UInt8(Self.bucketCount >> 8))
         body.append(UInt8(Self.bucketCount & 0xFF))
         for bucket in 0..<Self.bucketCount {
             withUnsafeBytes(of: counts[bucket].bigEndian) { body.append(contentsOf: $0) }
             body.append(contentsOf: digests[bucket * Self.leafBytes..<(bucket + 1) * Self.leafBytes])
         }
+        if let checkpoint { withUnsafeBytes(of: checkpoint.bigEndian) { body.append(contentsOf: $0) } }
         return (Data(body), key.mac(body))
     }
 
@@ -123,7 +131,8 @@ public struct LedgerDigest: Sendable, Equatable {
         guard expected.count == mac.count, zip(expected, mac).reduce(UInt8(0), { $0 | ($1.0 ^ $1.1) }) == 0 else {
             throw KeychainError(KeychainStatus.decode, "the ledger record failed authentication (edited or corrupt)")
         }
-        guard bytes.count == bodyCount, bytes[0] == version,
+        guard (bytes.first == version && bytes.count == bodyCount)
+            || (bytes.first == checkpointVersion && bytes.count == bodyCount + 8),
             Int(bytes[1]) << 8 | Int(bytes[2]) == bucketCount
         else {
             throw KeychainError(KeychainStatus.decode, "the ledger record has an unknown format")
@@ -136,6 +145,9 @@ public struct LedgerDigest: Sendable, Equatable {
             digest.digests.replaceSubrange(
                 bucket * leafBytes..<(bucket + 1) * leafBytes, with: bytes[offset..<offset + leafBytes])
             offset += leafBytes
+        }
+        if bytes[0] == checkpointVersion {
+            digest.checkpoint = bytes[offset..<offset + 8].reduce(UInt64(0)) { $0 << 8 | UInt64($1) }
         }
         return digest
     }

@@ -40,6 +40,8 @@ public struct DaemonOptions: Sendable {
     public var argon2: Argon2Parameters?
     /// `--tpm-pcrs`: the PCRs a new TPM store's device and passcode objects are bound to (empty: unbound).
     public var tpmPCRs: [Int] = []
+    /// `--checkpoint-interval`: seconds between checkpoints of the item ledger on the anti-rollback counter.
+    public var checkpointInterval: TimeInterval = KeychainStore.Configuration.defaultCheckpointInterval
 
     public init(
         storeDirectory: URL, socket: SocketConfiguration, backend: Backend, autoLock: AutoLock = .stored,
@@ -90,6 +92,7 @@ public final class KeysealDaemon: Sendable {
         do {
             var configuration = KeychainStore.Configuration()
             if let argon2 = options.argon2 { configuration.argon2 = argon2 }
+            configuration.checkpointInterval = options.checkpointInterval
             store = try KeychainStore.embedded(
                 directory: options.storeDirectory, device: device, configuration: configuration)
         } catch {

@@ -658,6 +658,14 @@ public final class ItemStore {
         ledgerDirty = false
     }
 
+    /// Sets the record's checkpoint (the keybag's anti-rollback counter value) for the transaction that writes the
+    /// keybag; nothing when no ledger is attached.
+    public func setLedgerCheckpoint(_ value: UInt64?) {
+        guard ledgerKey != nil, ledgerRecord.checkpoint != value else { return }
+        ledgerRecord.checkpoint = value
+        ledgerDirty = true
+    }
+
     /// The set digest of the ledger as the file holds it: one leaf per ledger entry (row id, the item id of the row
     /// with that id, or none, and the entry's generation). The ledger (a few bytes a row) is read in id order, then
     /// the item ids through their covering index, so that the rows themselves are not read.

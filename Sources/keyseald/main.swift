@@ -43,6 +43,11 @@ struct Keyseald: AsyncParsableCommand {
         help: "When the store is created: bind its device and passcode objects to these PCRs' current values (SHA-256 bank), e.g. 7 or 7,14; default none.")
     var tpmPCRs: String?
 
+    @Option(
+        name: .customLong("checkpoint-interval"),
+        help: "TPM stores: seconds between checkpoints of the item ledger on the anti-rollback counter (default 900; 0: every item write).")
+    var checkpointInterval: Int?
+
     @Option(name: .customLong("pkcs11-module"), help: "The PKCS#11 module: a path or a p11-kit module name.")
     var pkcs11Module: String?
 
@@ -265,6 +270,12 @@ struct Keyseald: AsyncParsableCommand {
                 throw ValidationError("--tpm-pcrs needs --backend tpm")
             }
             options.tpmPCRs = try Self.pcrList(list)
+        }
+        if let text = checkpointInterval.map(String.init) ?? file["checkpoint-interval"] {
+            guard let seconds = Int(text), seconds >= 0 else {
+                throw ValidationError("--checkpoint-interval takes a number of seconds (0: every item write)")
+            }
+            options.checkpointInterval = TimeInterval(seconds)
         }
         #if DEBUG
         // Test daemons: the smallest Argon2id cost, so that passcode calls cost what they cost in the engine's

@@ -230,4 +230,29 @@ struct BootBindingTests {
         try Self.expectOK(cli("unlock", "--passcode-stdin", input: Self.passcode))
         #expect(try Self.counterValue(cli) == before + 2)
     }
+
+    @Test(
+        "checkpoint interval 0: a kill -9 after an item write's commit, before or after its increment, never bricks the store",
+        arguments: ["after-commit", "after-increment"])
+    func crashDuringCheckpoint(point: String) throws {
+        let daemon = try DaemonFixture(.tpm, arguments: ["--checkpoint-interval", "0"], tpmLimits: (32, 600, 2))
+        defer { daemon.remove() }
+        let cli = CLI(socket: daemon.socketPath)
+        try Self.expectOK(cli("add-generic-password", "-a", "acct", "-s", "first", "-w", "one"))
+        let before = try #require(try Self.counterValue(cli))
+        daemon.stop()
+        daemon.extraEnvironment["KEYSEAL_TEST_CRASH_AT"] = point
+        try daemon.start()
+        #expect(try cli("add-generic-password", "-a", "acct", "-s", "second", "-w", "two").status != 0)
+        #expect(daemon.stop() == 128 + SIGKILL)
+        daemon.extraEnvironment = [:]
+        try daemon.start()
+        #expect(try CLI.json(try cli("--json", "status"))["rolledBack"] as? Bool == false)
+        #expect(try Self.counterValue(cli) == before + 1)
+        // The write was committed with the checkpoint: it is there, and so is the earlier one.
+        #expect(try cli("find-generic-password", "-a", "acct", "-s", "second", "-w").stdoutText == "two\n")
+        #expect(try cli("find-generic-password", "-a", "acct", "-s", "first", "-w").stdoutText == "one\n")
+        try Self.expectOK(cli("add-generic-password", "-a", "acct", "-s", "third", "-w", "three"))
+        #expect(try Self.counterValue(cli) == before + 2)
+    }
 }

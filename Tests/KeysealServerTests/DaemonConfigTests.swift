@@ -37,6 +37,13 @@ struct DaemonConfigFileTests {
         #expect(config.flags["no-auto-lock"] == false)
     }
 
+    @Test("the boot-binding and checkpoint settings are configuration keys")
+    func bootBindingKeys() throws {
+        let config = try DaemonConfigFile.parse("tpm-pcrs = 7,14\ncheckpoint-interval = 0\n")
+        #expect(config["tpm-pcrs"] == "7,14")
+        #expect(config["checkpoint-interval"] == "0")
+    }
+
     @Test("an unknown key is an error naming the file and line")
     func unknownKey() {
         let message = Self.message { _ = try DaemonConfigFile.parse("store = /s\nstroe = /t\n", source: "k.conf") }

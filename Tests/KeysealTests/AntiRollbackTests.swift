@@ -22,4 +22,131 @@ struct AntiRollbackTests {
         let boot = try #require(try store.status().boot)
         #expect(boot.counterIndex != nil && boot.counterValue != nil && !boot.rolledBack)
     }
+
+    // MARK: Item-level freshness (docs/TPM.md "Item-level freshness")
+
+    static func open(_ directory: TemporaryDirectory, _ swtpm: SwtpmFixture, interval: TimeInterval = 0) throws
+        -> KeychainStore
+    {
+        try KeychainStore.embedded(
+            directory: directory.url, device: .tpm(tcti: swtpm.tcti),
+            configuration: KeychainStore.Configuration(checkpointInterval: interval))
+    }
+
+    static func add(_ store: KeychainStore, _ account: String, _ accessibility: Accessibility = .whenUnlocked) throws {
+        _ = try store.add(
+            NewItem(
+                itemClass: .genericPassword, attributes: [AttributeKey.account: .string(account)],
+                accessibility: accessibility, data: Data("secret-\(account)".utf8)))
+    }
+
+    static func find(_ store: KeychainStore, _ account: String) throws -> [ItemRecord] {
+        try store.copyMatching(
+            ItemQuery(itemClass: .genericPassword, attributes: [AttributeKey.account: .string(account)], returns: [.data]))
+    }
+
+    /// Closes `store`, copies its directory and returns the copy's path.
+    static func copy(_ directory: TemporaryDirectory, name: String) throws -> URL {
+        let copy = directory.url.deletingLastPathComponent().appending(path: directory.url.lastPathComponent + "-" + name)
+        try FileManager.default.copyItem(at: directory.url, to: copy)
+        return copy
+    }
+
+    static func putBack(_ copy: URL, over directory: TemporaryDirectory) throws {
+        try FileManager.default.removeItem(at: directory.url)
+        try FileManager.default.moveItem(at: copy, to: directory.url)
+    }
+
+    @Test("items written after a checkpoint, then the older copy put back: rolled back (errKeysealRolledBack)")
+    func itemRollbackDetected() throws {
+        let swtpm = try SwtpmFixture(maxTries: 32)
+        defer { swtpm.stop() }
+        let directory = try TemporaryDirectory(prefix: "keyseal-fresh")
+        defer { directory.remove() }
+        var store = try Self.open(directory, swtpm)
+        try Self.add(store, "old")
+        store.close()
+        let copy = try Self.copy(directory, name: "copy")
+        store = try Self.open(directory, swtpm)
+        try Self.add(store, "new")
+        store.close()
+        try Self.putBack(copy, over: directory)
+
+        store = try Self.open(directory, swtpm)
+        defer { store.close() }
+        #expect(try store.status().boot?.rolledBack == true)
+        do {
+            _ = try Self.find(store, "old")
+            Issue.record("the rolled-back store served a when-unlocked item")
+        } catch let error as KeychainError {
+            #expect(error.status == KeychainStatus.rolledBack)
+        }
+    }
+
+    @Test("an older copy's items and ledger record under the current keybag: rolled back, naming the mixed copies")
+    func mixedCopiesDetected() throws {
+        let swtpm = try SwtpmFixture(maxTries: 32)
+        defer { swtpm.stop() }
+        let directory = try TemporaryDirectory(prefix: "keyseal-fresh")
+        defer { directory.remove() }
+        var store = try Self.open(directory, swtpm)
+        try Self.add(store, "old", .always)
+        store.close()
+        let copy = try Self.copy(directory, name: "copy")
+        store = try Self.open(directory, swtpm)
+        try Self.delete(store, "old")
+        store.close()
+        // The current keybag (counter value = the TPM's) over the older copy's items and ledger record.
+        try KeychainStoreTestHooks.copyKeybag(from: directory.url, to: copy)
+        try Self.putBack(copy, over: directory)
+
+        store = try Self.open(directory, swtpm)
+        defer { store.close() }
+        let boot = try #require(try store.status().boot)
+        #expect(boot.rolledBack)
+        #expect(boot.detail.contains("different copies"))
+    }
+
+    static func delete(_ store: KeychainStore, _ account: String) throws {
+        try store.delete(
+            ItemQuery(itemClass: .genericPassword, attributes: [AttributeKey.account: .string(account)], limit: .all))
+    }
+
+    @Test("1,000 item adds with a 15-minute checkpoint interval make at most one increment of the counter")
+    func checkpointBudget() throws {
+        let swtpm = try SwtpmFixture(maxTries: 32)
+        defer { swtpm.stop() }
+        let directory = try TemporaryDirectory(prefix: "keyseal-fresh")
+        defer { directory.remove() }
+        let store = try Self.open(directory, swtpm, interval: 900)
+        defer { store.close() }
+        let before = try #require(try store.status().boot?.counterValue)
+        let start = ContinuousClock.now
+        for index in 0..<1_000 { try Self.add(store, "item-\(index)") }
+        let elapsed = ContinuousClock.now - start
+        let after = try #require(try store.status().boot?.counterValue)
+        print("checkpointBudget: 1000 adds, \(after - before) increment(s), \(elapsed)")
+        #expect(after - before <= 1)
+        #expect(try store.ledgerCheckpointForTests() == after)
+    }
+
+    @Test("a ledger record from before checkpoints opens and takes the counter value at the next checkpoint")
+    func oldRecordGetsCheckpoint() throws {
+        let swtpm = try SwtpmFixture(maxTries: 32)
+        defer { swtpm.stop() }
+        let directory = try TemporaryDirectory(prefix: "keyseal-fresh")
+        defer { directory.remove() }
+        var store = try Self.open(directory, swtpm)
+        try Self.add(store, "first")
+        try store.dropLedgerCheckpointForTests()
+        store.close()
+        store = try Self.open(directory, swtpm)
+        defer { store.close() }
+        #expect(try store.ledgerCheckpointForTests() == nil)
+        #expect(try store.status().boot?.rolledBack == false)
+        #expect(try Self.find(store, "first").count == 1)
+        try Self.add(store, "second")
+        let counter = try #require(try store.status().boot?.counterValue)
+        #expect(try store.ledgerCheckpointForTests() == counter)
+    }
 }
