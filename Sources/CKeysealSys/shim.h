@@ -9,6 +9,8 @@
 #include <sys/prctl.h>
 #include <sys/resource.h>
 #include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/syscall.h>
 
 /// The layout of Linux's `struct ucred` (SO_PEERCRED), declared here because glibc hides it without _GNU_SOURCE.
 typedef struct {
@@ -18,6 +20,31 @@ typedef struct {
 } keyseal_peer_credentials;
 
 static const int keyseal_so_peercred = SO_PEERCRED;
+
+#ifndef SO_PEERPIDFD
+#define SO_PEERPIDFD 77
+#endif
+#ifndef SYS_pidfd_open
+#define SYS_pidfd_open 434
+#endif
+
+/// `SO_PEERPIDFD` (Linux 6.5): a pidfd of the peer's process as of connect(); ENOPROTOOPT on older kernels.
+static const int keyseal_so_peerpidfd = SO_PEERPIDFD;
+
+/// syscall(2), declared here rather than through <unistd.h>, whose declarations belong to Glibc's module.
+extern long syscall(long number, ...);
+
+/// pidfd_open(2) (Linux 5.3), close-on-exec; -1 and errno on failure.
+static inline int keyseal_pidfd_open(int32_t pid) { return (int)syscall(SYS_pidfd_open, pid, 0); }
+
+/// A path's mode (stat, or lstat when `follow` is 0): 0 and `*mode` set, or -1 and errno. Swift code never sees
+/// `struct stat`, whose defining Clang module depends on which modules a compile job loaded first.
+static inline int keyseal_file_mode(const char *path, int follow, uint32_t *mode) {
+    struct stat info;
+    int result = follow ? stat(path, &info) : lstat(path, &info);
+    if (result == 0) *mode = (uint32_t)info.st_mode;
+    return result;
+}
 
 /// Makes the process non-dumpable (no core files, no ptrace by other processes of the same user).
 static inline int keyseal_set_nondumpable(void) { return prctl(PR_SET_DUMPABLE, 0, 0, 0, 0); }

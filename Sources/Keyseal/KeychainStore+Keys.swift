@@ -10,7 +10,7 @@ extension KeychainStore {
     /// (errSecUnimplemented on the host-key backend, never a software key instead), else in software, stored as a
     /// private key item.
     public func generateKey(_ request: KeyGenerationRequest) throws -> KeyDescription {
-        try generateKey(request, caller: .owner)
+        try generateKey(request, caller: .application)
     }
 
     package func generateKey(_ request: KeyGenerationRequest, caller: Caller) throws -> KeyDescription {

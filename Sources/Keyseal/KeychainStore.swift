@@ -425,7 +425,7 @@ public final class KeychainStore: Sendable {
 
     // MARK: Items
 
-    public func add(_ item: NewItem) throws -> ItemRecord? { try add(item, caller: .owner) }
+    public func add(_ item: NewItem) throws -> ItemRecord? { try add(item, caller: .application) }
 
     public func copyMatching(_ query: ItemQuery) throws -> [ItemRecord] { try copyMatching(query, caller: .owner) }
 
@@ -480,3 +480,47 @@ extension WireSecret {
     /// A wire passcode holding a copy of `secret`'s bytes.
     static func copying(_ secret: SecretBytes) -> WireSecret { secret.withUnsafeBytes { WireSecret($0) } }
 }
+
+/// The application identifier a process declares, as an app's identity on Apple's platforms: its default access
+/// group. Apple derives an app's default group from its signed identity (its first keychain access group) and
+/// invents no service, so neither does Keyseal: a generic password without `svce` keeps the empty service.
+public enum ApplicationIdentity {
+    private static let bundleIdentifierSource = Mutex<(@Sendable () -> String?)?>(nil)
+
+    @TaskLocal private static var declared: String?
+
+    /// The identifier set by ``withIdentifier(_:_:)`` for this task, else `KEYSEAL_APPLICATION_ID` when set and
+    /// not empty, else the bundle identifier the SecItem layer reports (`Bundle.main.bundleIdentifier`, nil for a
+    /// plain Linux executable), else nil.
+    public static var identifier: String? {
+        if let declared { return declared }
+        if let value = identifier(environment: ProcessInfo.processInfo.environment) { return value }
+        return bundleIdentifierSource.withLock { $0 }?()
+    }
+
+    /// `KEYSEAL_APPLICATION_ID` from `environment`, nil when unset or empty.
+    public static func identifier(environment: [String: String]) -> String? {
+        guard let value = environment["KEYSEAL_APPLICATION_ID"], !value.isEmpty else { return nil }
+        return value
+    }
+
+    /// Runs `body` as the application `identifier` (for this task only), like a process that declares it.
+    public static func withIdentifier<T>(_ identifier: String?, _ body: () throws -> T) rethrows -> T {
+        try $declared.withValue(identifier, operation: body)
+    }
+
+    /// Where the bundle identifier comes from (the SecItem layer, which links Foundation's `Bundle`).
+    public static func setBundleIdentifierSource(_ source: @escaping @Sendable () -> String?) {
+        bundleIdentifierSource.withLock { $0 = source }
+    }
+}
+
+extension Caller {
+    /// The process that owns an embedded store, with its declared application identifier (if any) as its
+    /// default group. Through keyseald the daemon's policy decides instead: a client cannot vouch for itself.
+    static var application: Caller {
+        guard let identifier = ApplicationIdentity.identifier else { return .owner }
+        return Caller(accessGroups: nil, defaultGroup: identifier, isAdministrator: true)
+    }
+}
+

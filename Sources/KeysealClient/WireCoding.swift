@@ -41,6 +41,7 @@ enum Opcode: UInt8 {
     case recover = 41
     case tpmReseal = 42
     case acceptRollback = 43
+    case onBehalf = 56
 }
 
 /// Response kinds.
@@ -488,6 +489,14 @@ extension WireRequest {
                 for pcr in pcrs.prefix(255) { writer.u8(UInt8(clamping: pcr)) }
             }
         case .acceptRollback: writer.u8(Opcode.acceptRollback.rawValue)
+        case .onBehalf(let pid, let request):
+            guard request.mayBeSentOnBehalf else {
+                throw WireError(
+                    status: WireStatusCode.param, message: "\(request.name) cannot be sent on behalf of another process")
+            }
+            writer.u8(Opcode.onBehalf.rawValue)
+            writer.u32(UInt32(bitPattern: pid))
+            try request.encode(into: &writer)
         }
     }
 
@@ -495,6 +504,16 @@ extension WireRequest {
     public static func decode(payload: UnsafeRawBufferPointer) throws(WireError) -> WireRequest {
         var reader = WireReader(payload)
         try checkVersion(&reader)
+        let request = try decodeBody(&reader)
+        if case .onBehalf(_, let inner) = request, !inner.mayBeSentOnBehalf {
+            throw WireReader.malformed("an on-behalf request carries \(inner.name)")
+        }
+        try reader.finish()
+        return request
+    }
+
+    /// One request after the version byte; an on-behalf request's inner request is read by a second call.
+    static func decodeBody(_ reader: inout WireReader, nested: Bool = false) throws(WireError) -> WireRequest {
         guard let opcode = Opcode(rawValue: try reader.u8()) else {
             throw WireError(status: WireStatusCode.decode, message: "unknown request")
         }
@@ -608,8 +627,11 @@ extension WireRequest {
             }
             request = .tpmReseal(passcode: passcode, pcrs: pcrs)
         case .acceptRollback: request = .acceptRollback
+        case .onBehalf:
+            guard !nested else { throw WireReader.malformed("an on-behalf request inside another") }
+            let pid = Int32(bitPattern: try reader.u32())
+            request = .onBehalf(pid: pid, try decodeBody(&reader, nested: true))
         }
-        try reader.finish()
         return request
     }
 

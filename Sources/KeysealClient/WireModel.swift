@@ -519,6 +519,18 @@ public enum WireRequest: Sendable {
     case tpmReseal(passcode: WireSecret?, pcrs: [Int]?)
     /// Keeps a rolled-back store as it is (administrators).
     case acceptRollback
+    /// An item request (or ping) made for the process `pid` of the sender's own uid, whose executable and unit
+    /// keyseald then reads itself and applies. Only a client the policy names as `vouching` may send it: the
+    /// Secret Service bridge, for its D-Bus callers.
+    indirect case onBehalf(pid: Int32, WireRequest)
+
+    /// Whether `onBehalf` may carry this request.
+    public var mayBeSentOnBehalf: Bool {
+        switch self {
+        case .ping, .add, .copyMatching, .update, .delete: true
+        default: false
+        }
+    }
 
     /// Whether only administrators may make this request (DESIGN §6).
     public var isManagement: Bool {
@@ -576,6 +588,7 @@ public enum WireRequest: Sendable {
         case .recover: "recover"
         case .tpmReseal: "tpm reseal"
         case .acceptRollback: "tpm accept-rollback"
+        case .onBehalf(_, let request): request.name
         }
     }
 }

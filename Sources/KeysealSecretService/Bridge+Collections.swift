@@ -55,7 +55,7 @@ extension SecretServiceBridge {
         var query = Self.query(collection: name, returns: 0)
         query.limit = .all
         do {
-            _ = try keyseal.send(.delete(query))
+            _ = try sendItem(.delete(query))
         } catch let error where error.status == -25300 {
         } catch {
             throw Self.busError(error)

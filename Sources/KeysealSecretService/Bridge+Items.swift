@@ -6,6 +6,12 @@ import KeysealCore
 extension SecretServiceBridge {
     // MARK: Items
 
+    /// An item request, made for the D-Bus caller when keyseald accepts this bridge as vouching.
+    func sendItem(_ request: WireRequest) throws(WireError) -> WireResponse {
+        guard vouching, let pid = bus?.currentSenderPid() else { return try keyseal.send(request) }
+        return try keyseal.send(.onBehalf(pid: pid, request))
+    }
+
     static func query(collection: String?, account: String? = nil, pairs: [String: String]? = nil, returns: UInt8)
         -> WireQuery
     {
@@ -34,7 +40,7 @@ extension SecretServiceBridge {
     /// Records matching `query`; none is an empty list.
     func find(_ query: WireQuery) throws -> [WireRecord] {
         do {
-            guard case .records(let records) = try keyseal.send(.copyMatching(query)) else { return [] }
+            guard case .records(let records) = try sendItem(.copyMatching(query)) else { return [] }
             return records
         } catch let error where error.status == -25300 {
             return []
@@ -85,7 +91,7 @@ extension SecretServiceBridge {
             ],
             accessibility: "ak", data: value.data)
         do {
-            _ = try keyseal.send(.add(item))
+            _ = try sendItem(.add(item))
         } catch {
             throw Self.busError(error)
         }
@@ -104,7 +110,7 @@ extension SecretServiceBridge {
 
     func update(_ collection: String, _ account: String, _ changes: WireChanges) throws {
         do {
-            _ = try keyseal.send(.update(Self.query(collection: collection, account: account, returns: 0), changes))
+            _ = try sendItem(.update(Self.query(collection: collection, account: account, returns: 0), changes))
         } catch {
             throw Self.busError(error, path: Self.itemPath(collection, account))
         }
@@ -114,7 +120,7 @@ extension SecretServiceBridge {
         var query = Self.query(collection: collection, account: account, returns: 0)
         query.limit = .all
         do {
-            _ = try keyseal.send(.delete(query))
+            _ = try sendItem(.delete(query))
         } catch {
             throw Self.busError(error, path: Self.itemPath(collection, account))
         }

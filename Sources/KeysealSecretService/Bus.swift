@@ -366,6 +366,8 @@ final class BusConnection: @unchecked Sendable {
     private let pending = PendingWork()
     /// Called on the bus thread when another connection takes the name.
     var onNameLost: (() -> Void)?
+    /// The pid behind each caller's unique name (a unique name belongs to one process and is never reused).
+    private var senderPids: [String: Int32] = [:]
 
     /// Connects to the session bus (`$DBUS_SESSION_BUS_ADDRESS`).
     init(objects: BusObjects) throws {
@@ -542,6 +544,19 @@ enum VariantInput {
 }
 
 extension BusConnection {
+    /// The pid of the process that sent the message being dispatched (a method call or a property access), as
+    /// the bus daemon reports it; nil outside a dispatch.
+    func currentSenderPid() -> Int32? {
+        guard let message = sd_bus_get_current_message(bus) else { return nil }
+        let reader = MessageReader(message: message)
+        let sender = Self.sender(reader)
+        if let pid = senderPids[sender] { return pid }
+        guard let pid = Self.caller(reader).pid, pid > 0 else { return nil }
+        if senderPids.count >= 4096 { senderPids.removeAll() }
+        senderPids[sender] = pid
+        return pid
+    }
+
     static func sender(_ message: MessageReader) -> String {
         sd_bus_message_get_sender(message.message).map { String(cString: $0) } ?? ""
     }

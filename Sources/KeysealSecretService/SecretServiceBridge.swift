@@ -71,6 +71,9 @@ public final class SecretServiceBridge: BusObjects, @unchecked Sendable {
     var labels: [String: String] = ["login": "Login", "session": "Session"]
     var aliases: [String: String] = ["default": "login", "login": "login", "session": "session"]
     var lastLocked: Bool?
+    /// Whether keyseald accepts this bridge as vouching (its policy names it): item requests then act for the
+    /// D-Bus caller, whose executable and unit keyseald reads and applies.
+    var vouching = false
     /// The last item record read, for the message being dispatched (a GetAll reads six properties of one item).
     var recordCache: (message: String, path: String, record: WireRecord)?
 
@@ -83,6 +86,7 @@ public final class SecretServiceBridge: BusObjects, @unchecked Sendable {
     /// serves until the name is lost or the process ends. Throws when another provider owns the name.
     public func run(replace: Bool, onReady: () -> Void = {}) throws {
         try keyseal.connect()
+        vouching = (try? keyseal.send(.onBehalf(pid: getpid(), .ping))) != nil
         let bus = try BusConnection(objects: self)
         self.bus = bus
         try registerObjects(bus)

@@ -6,7 +6,8 @@ import KeysealCore
 
 /// Adds an item. Returns the item per the return keys when `result` is given.
 public func SecItemAdd(_ attributes: CFDictionary, _ result: UnsafeMutablePointer<CFTypeRef?>?) -> OSStatus {
-    secItemCall {
+    _ = bundleIdentifierInstalled
+    return secItemCall {
         let store = KeychainStore.default
         guard let attributes = try ValueRefs.add(attributes, store: store) else { return }
         let item = try DictionaryRequests.add(attributes)
@@ -92,3 +93,11 @@ private func secItemCall(_ body: () throws -> Void) -> OSStatus {
         return errSecInternalComponent
     }
 }
+
+/// Gives the engine the app's bundle identifier (`Bundle.main.bundleIdentifier`, where one exists) as its
+/// application identifier when `KEYSEAL_APPLICATION_ID` is not set; done once, before the first add.
+let bundleIdentifierInstalled: Bool = {
+    ApplicationIdentity.setBundleIdentifierSource { Bundle.main.bundleIdentifier }
+    return true
+}()
+

@@ -210,7 +210,8 @@ struct KeyParameters {
 public func SecKeyCreateRandomKey(_ parameters: CFDictionary, _ error: UnsafeMutablePointer<Unmanaged<CFError>?>?)
     -> SecKey?
 {
-    secKeyCall(error) { try makeRandomKey(parameters) }
+    _ = bundleIdentifierInstalled
+    return secKeyCall(error) { try makeRandomKey(parameters) }
 }
 
 func makeRandomKey(_ parameters: [String: Any]) throws -> SecKey {

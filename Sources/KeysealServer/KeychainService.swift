@@ -344,6 +344,9 @@ public final class KeychainService: Sendable {
         case .exportBackup, .importBegin, .importChunk, .importEnd:
             // Served by exportBackup(…) and handleImport(…), which stream.
             throw KeychainError(KeychainStatus.internalComponent, "\(request.name) is a streamed request")
+        case .onBehalf:
+            // Unwrapped by the connection, which decides whom the inner request acts for.
+            throw KeychainError(KeychainStatus.internalComponent, "an on-behalf request reached the service wrapped")
         }
     }
 

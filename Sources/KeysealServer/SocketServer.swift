@@ -249,6 +249,16 @@ public final class SocketServer: Service {
             level: SocketOptionLevel(SOL_SOCKET), name: SocketOptionName(keyseal_so_peercred))
         return credentials.map { PeerCredentials(pid: $0.pid, uid: $0.uid, gid: $0.gid) }
     }
+
+    /// The peer's pidfd from `SO_PEERPIDFD`, nil where the kernel has no such option.
+    static func peerPidfd(_ channel: any Channel) -> Int32? {
+        guard let provider = channel as? any SocketOptionProvider else { return nil }
+        let pidfd: EventLoopFuture<Int32> = provider.unsafeGetSocketOption(
+            level: SocketOptionLevel(SOL_SOCKET), name: SocketOptionName(keyseal_so_peerpidfd))
+        var result: Int32?
+        pidfd.assumeIsolated().whenSuccess { result = $0 }
+        return result
+    }
 }
 
 /// Serves one connection on its event loop: decodes each frame, answers short requests at once (a lookup, an add,
@@ -266,6 +276,7 @@ final class ConnectionHandler: ChannelInboundHandler {
     private var idleTimer: Scheduled<Void>?
     private var id: Int?
     private var peer: PeerCredentials?
+    private var identity = PeerIdentity.unknown
     private var caller: Caller?
     /// Frames that arrived while a request was in flight or before the peer was identified.
     private var pending = CircularBuffer<ByteBuffer>()
@@ -298,7 +309,13 @@ final class ConnectionHandler: ChannelInboundHandler {
                     return
                 }
                 self.account.uid = peer.uid
-                self.caller = policy.caller(for: peer)
+                let (identity, source) = PeerIdentity.resolve(
+                    peer: peer, peerPidfd: SocketServer.peerPidfd(context.channel))
+                self.identity = identity
+                self.caller = policy.caller(for: peer, identity: identity)
+                self.server.logger.debug(
+                    "peer identified",
+                    metadata: ["peer": "\(peer)", "identity": "\(identity)", "pidfd": "\(source?.rawValue ?? "none")"])
                 self.busy = false
                 self.drain(context: context)
                 self.armIdleTimer(context: context)
@@ -378,11 +395,11 @@ final class ConnectionHandler: ChannelInboundHandler {
     }
 
     private func answer(_ frame: ByteBuffer, context: ChannelHandlerContext) {
-        guard let id, let caller, let peer, server.registry.begin(id) else {
+        guard let id, var caller, var peer, server.registry.begin(id) else {
             context.close(promise: nil)
             return
         }
-        let request: WireRequest
+        var request: WireRequest
         do {
             request = try frame.withUnsafeReadableBytes { raw in try WireRequest.decode(payload: raw) }
         } catch {
@@ -394,6 +411,24 @@ final class ConnectionHandler: ChannelInboundHandler {
             _ = server.registry.end(id)
             subscribe(context: context)
             return
+        }
+        if case .onBehalf(let pid, let inner) = request {
+            // A vouching client (the Secret Service bridge) acts for a process of its own uid: keyseald reads that
+            // process's executable and unit itself; the client only names its pid.
+            guard server.policy.vouches(for: peer, identity: identity) else {
+                reply(
+                    .failure(
+                        WireError(
+                            status: KeychainStatus.missingEntitlement,
+                            message: "this client may not act for another process: it is not vouching in the policy")),
+                    context: context)
+                return
+            }
+            let vouched = PeerCredentials(pid: pid, uid: peer.uid, gid: peer.gid)
+            let vouchedIdentity = PeerIdentity.resolve(peer: vouched, peerPidfd: nil).identity
+            caller = server.policy.caller(for: vouched, identity: vouchedIdentity)
+            peer = vouched
+            request = inner
         }
         switch request {
         case .exportBackup, .importBegin, .importChunk, .importEnd:
@@ -612,8 +647,8 @@ enum SocketFiles {
         // The path's directory part ("/" for a socket at the root, "" for a bare name).
         let directory = socket.path.lastIndex(of: "/").map { $0 == socket.path.startIndex ? "/" : String(socket.path[..<$0]) } ?? ""
         guard !directory.isEmpty else { return gid }
-        var info = stat()
-        if stat(directory, &info) != 0 {
+        var mode: UInt32 = 0
+        if keyseal_file_mode(directory, 1, &mode) != 0 {
             guard mkdir(directory, gid == nil ? 0o700 : 0o750) == 0 || errno == EEXIST else {
                 throw KeychainError(
                     KeychainStatus.io, "cannot create the socket directory \(directory): \(String(cString: strerror(errno)))")
@@ -632,9 +667,9 @@ enum SocketFiles {
 
     /// Removes a socket file left by a daemon that is gone; refuses when a daemon still answers on it.
     static func removeStaleSocket(_ path: String) throws {
-        var info = stat()
-        guard lstat(path, &info) == 0 else { return }
-        guard info.st_mode & S_IFMT == S_IFSOCK else {
+        var mode: UInt32 = 0
+        guard keyseal_file_mode(path, 0, &mode) == 0 else { return }
+        guard mode & S_IFMT == S_IFSOCK else {
             throw KeychainError(KeychainStatus.param, "\(path) exists and is not a socket")
         }
         let probe = KeysealConnection(socketPath: path)

@@ -4,6 +4,7 @@
 //   keyseal-wire-probe SOCKET status|lock|unlock PASSCODE|add GROUP ACCOUNT|find GROUP? ACCOUNT|delete ACCOUNT
 //                            |export PASSPHRASE|import PASSPHRASE|poll-status SECONDS|add-size GROUP ACCOUNT BYTES|find-all
 //                            |doctor|doctor-delete ID|add-class CLASS
+//   keyseal-wire-probe SOCKET as PID COMMAND …   (the request sent on behalf of process PID, as the bridge does)
 #if canImport(FoundationEssentials)
 import FoundationEssentials
 #else
@@ -14,10 +15,15 @@ import Glibc
 #endif
 import KeysealClient
 
-let arguments = Array(CommandLine.arguments.dropFirst())
+var arguments = Array(CommandLine.arguments.dropFirst())
 guard arguments.count >= 2 else {
     print("usage: keyseal-wire-probe SOCKET COMMAND …")
     exit(64)
+}
+var onBehalfOf: Int32?
+if arguments.count >= 4, arguments[1] == "as", let pid = Int32(arguments[2]) {
+    onBehalfOf = pid
+    arguments.removeSubrange(1...2)
 }
 let connection = KeysealConnection(socketPath: arguments[0])
 // Export and import stream several frames: a backup written to nowhere, or an import of an empty file.
@@ -101,7 +107,7 @@ default:
     exit(64)
 }
 do {
-    switch try connection.send(request) {
+    switch try connection.send(onBehalfOf.map { .onBehalf(pid: $0, request) } ?? request) {
     case .records(let records):
         let groups = records.compactMap { record -> String? in
             if case .string(let group)? = record.attributes["agrp"] { return group }

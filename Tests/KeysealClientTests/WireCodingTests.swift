@@ -114,6 +114,24 @@ struct WireCodingTests {
         #expect(settings.autoLockSeconds == 60)
     }
 
+    @Test("an on-behalf request carries one item request and its pid; nothing else decodes")
+    func onBehalf() throws {
+        let query = WireQuery(itemClass: "genp", attributes: ["acct": .string("a")], accessGroup: nil, limit: .one)
+        let decoded = try Self.roundTrip(.onBehalf(pid: 4242, .copyMatching(query)))
+        guard case .onBehalf(let pid, .copyMatching(let inner)) = decoded else {
+            Issue.record("not an on-behalf copy-matching")
+            return
+        }
+        #expect(pid == 4242 && inner.attributes["acct"] == .string("a"))
+        #expect(throws: WireError.self) { try WireRequest.onBehalf(pid: 1, .lock).encodedFrame() }
+        // Hand-made frames: a management request inside, and an on-behalf request inside another.
+        let version = try WireRequest.ping.encodedFrame()[4]
+        for body: [UInt8] in [[56, 0, 0, 0, 1, 4], [56, 0, 0, 0, 1, 56, 0, 0, 0, 1, 1]] {
+            #expect(throws: WireError.self) { try WireRequest.decode(payload: [version] + body) }
+        }
+        #expect(try WireRequest.decode(payload: [version, 56, 0, 0, 0, 1, 1]).name == "ping")
+    }
+
     @Test("responses round-trip")
     func responses() throws {
         let records = [

@@ -1,4 +1,5 @@
 import Foundation
+import KeysealClient
 import KeysealTestSupport
 import Testing
 
@@ -202,3 +203,42 @@ struct SecretServiceUserTests {
         #expect(try first.secretTool(["lookup", "app", "same"]).stdoutText == "first-secret")
     }
 }
+
+@Suite("Secret Service bridge: applications with identities")
+struct SecretServiceIdentityTests {
+    /// The access groups of every item in keyseald, read as root.
+    static func groups(_ daemon: DaemonFixture) throws -> [String] {
+        let query = WireQuery(itemClass: "genp", limit: .all, returns: 2)
+        let connection = KeysealConnection(socketPath: daemon.socketPath)
+        guard case .records(let records) = try connection.send(.copyMatching(query)) else { return [] }
+        return records.compactMap { record in
+            if case .string(let group)? = record.attributes["agrp"] { return group }
+            return nil
+        }
+    }
+
+    static func resolved(_ path: String) -> String { URL(fileURLWithPath: path).resolvingSymlinksInPath().path }
+
+    @Test(
+        "a vouching bridge stores a D-Bus caller's item in its executable's group; without vouching in the bridge's",
+        .enabled(if: getuid() == 0, "needs root to run as another user"))
+    func callerExecutable() throws {
+        let secretTool = Self.resolved(try requireTool("secret-tool", package: "libsecret-tools"))
+        let bridge = Self.resolved(try SecretServiceFixture.bridgeExecutable())
+        let root = try TemporaryDirectory(prefix: "keyseal-bridge-policy")
+        defer { root.remove() }
+        for vouching in [true, false] {
+            let policy = root.appending("policy-\(vouching)")
+            try ("exe \(secretTool): *com.example.secret-tool\n" + (vouching ? "vouching exe \(bridge)\n" : ""))
+                .write(to: policy, atomically: true, encoding: .utf8)
+            let daemon = try DaemonFixture.sharedWithNobody(["--policy", policy.path])
+            defer { daemon.remove() }
+            let session = try UserSecretSession(uid: 65534, daemon: daemon)
+            defer { session.remove() }
+            #expect(try session.secretTool(["store", "--label=L", "app", "one"], input: "s1").status == 0)
+            #expect(try session.secretTool(["lookup", "app", "one"]).stdoutText == "s1")
+            #expect(try Self.groups(daemon) == [vouching ? "com.example.secret-tool" : "uid.65534"])
+        }
+    }
+}
+

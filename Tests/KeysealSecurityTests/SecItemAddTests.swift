@@ -284,3 +284,52 @@ struct SecItemAddTests {
         }
     }
 }
+
+/// A declared application identifier (KEYSEAL_APPLICATION_ID, or the bundle identifier) is the default access
+/// group of an embedded store's adds, as an app's first keychain group is on Apple's platforms; no service is
+/// invented for a generic password without one. Through keyseald the identifier is not sent (a client cannot
+/// vouch for itself): the daemon's policy decides, and its administrator's default group is `default`.
+@Suite("Application identifier")
+struct ApplicationIdentifierTests {
+    @Test("an embedded add without an access group goes to the declared application's group; no service is invented")
+    func defaultGroup() throws {
+        try withStore { _ in
+            let add: [String: Any] = [
+                kSecClass: kSecClassGenericPassword, kSecAttrAccount: "app", kSecValueData: Data("v".utf8),
+            ]
+            let status = ApplicationIdentity.withIdentifier("com.example.app") { SecItemAdd(add as CFDictionary, nil) }
+            #expect(status == errSecSuccess)
+            var result: CFTypeRef?
+            let query: [String: Any] = [
+                kSecClass: kSecClassGenericPassword, kSecAttrAccount: "app", kSecReturnAttributes: true,
+            ]
+            #expect(SecItemCopyMatching(query as CFDictionary, &result) == errSecSuccess)
+            let attributes = result as? [String: Any]
+            let expected = TestBackend.throughDaemon ? "default" : "com.example.app"
+            #expect(attributes?[kSecAttrAccessGroup as String] as? String == expected)
+            #expect(attributes?[kSecAttrService as String] as? String == "")
+        }
+    }
+
+    @Test("without a declared identifier an embedded add goes to the group `default`")
+    func noIdentifier() throws {
+        try withStore { _ in
+            let status = ApplicationIdentity.withIdentifier(nil) {
+                SecItemAdd(genericPassword(account: "plain") as CFDictionary, nil)
+            }
+            #expect(status == errSecSuccess)
+            var result: CFTypeRef?
+            let query = genericQuery(account: "plain", [kSecReturnAttributes: true])
+            #expect(SecItemCopyMatching(query as CFDictionary, &result) == errSecSuccess)
+            #expect((result as? [String: Any])?[kSecAttrAccessGroup as String] as? String == "default")
+        }
+    }
+
+    @Test("KEYSEAL_APPLICATION_ID is read when set and not empty")
+    func environment() {
+        let declared = ApplicationIdentity.identifier(environment: ["KEYSEAL_APPLICATION_ID": "com.example.app"])
+        #expect(declared == "com.example.app")
+        #expect(ApplicationIdentity.identifier(environment: ["KEYSEAL_APPLICATION_ID": ""]) == nil)
+        #expect(ApplicationIdentity.identifier(environment: [:]) == nil)
+    }
+}

@@ -58,4 +58,105 @@ struct AccessPolicyTests {
             #expect("\(error)".contains("policy:2"))
         }
     }
+
+    static let app = PeerIdentity(executable: "/usr/bin/mail app", unit: "mail.service")
+
+    @Test("exe and unit rules come before user rules and a `*` group is the client's default")
+    func identityRules() throws {
+        let policy = try Self.parse(
+            """
+            user alice: shared
+            unit mail.service: spool *com.example.mail
+            exe /usr/bin/mail app: com.example.mail.cache
+            exe /usr/bin/other: other
+            """)
+        let caller = policy.caller(for: PeerCredentials(pid: 1, uid: 1001, gid: 1001), identity: Self.app) { _ in [] }
+        #expect(caller.accessGroups == ["com.example.mail.cache", "spool", "com.example.mail", "shared"])
+        #expect(caller.defaultGroup == "com.example.mail")
+        let plain = policy.caller(for: PeerCredentials(pid: 1, uid: 1001, gid: 1001)) { _ in [] }
+        #expect(plain.accessGroups == ["shared"])
+    }
+
+    @Test("an administrator keeps every group and takes its exe or unit rule's default group")
+    func administratorDefault() throws {
+        let policy = try Self.parse("exe /usr/bin/mail app: shared *com.example.mail\nuser 999: *ignored\n")
+        let caller = policy.caller(for: PeerCredentials(pid: 1, uid: 999, gid: 999), identity: Self.app) { _ in [] }
+        #expect(caller == Caller(accessGroups: nil, defaultGroup: "com.example.mail", isAdministrator: true))
+        #expect(policy.caller(for: PeerCredentials(pid: 1, uid: 999, gid: 999)) { _ in [] } == .owner)
+    }
+
+    @Test("a unit rule matches a user manager's unit only for the daemon's own uid")
+    func userUnits() throws {
+        let policy = try Self.parse("unit mail.service: mail\n")
+        let userMail = PeerIdentity(executable: "/x", unit: "user@1001.service", userUnit: "mail.service")
+        let other = policy.caller(for: PeerCredentials(pid: 1, uid: 1001, gid: 1001), identity: userMail) { _ in [] }
+        #expect(other.accessGroups == ["uid.1001"])
+        let own = try AccessPolicy.parse("unit mail.service: *mail\n", daemonUID: 1001)
+            .caller(for: PeerCredentials(pid: 1, uid: 1001, gid: 1001), identity: userMail) { _ in [] }
+        #expect(own.defaultGroup == "mail")
+    }
+
+    @Test("bad exe and unit lines are errors", arguments: [
+        "exe relative/path: g", "unit mail: g", "unit a/b.service: g", "exe /bin/x: *a *b", "exe /bin/x: *",
+    ])
+    func badIdentityLines(line: String) {
+        #expect(throws: KeychainError.self) { try Self.parse(line) }
+    }
+
+    @Test("the unit comes from the cgroup path: slices skipped, the user manager's unit next, nothing deeper")
+    func cgroupUnits() {
+        let v2 = "0::/system.slice/mail.service\n"
+        #expect(PeerIdentity.units(fromCgroup: v2) == ("mail.service", nil))
+        let user = "0::/user.slice/user-1000.slice/user@1000.service/app.slice/run-r1.scope\n"
+        #expect(PeerIdentity.units(fromCgroup: user) == ("user@1000.service", "run-r1.scope"))
+        // A delegated unit may create sub-cgroups with any name: they never name a unit.
+        let delegated = "0::/system.slice/build.service/evil.service\n"
+        #expect(PeerIdentity.units(fromCgroup: delegated) == ("build.service", nil))
+        let v1 = "12:cpu,cpuacct:/x\n1:name=systemd:/system.slice/cron.service\n"
+        #expect(PeerIdentity.units(fromCgroup: v1) == ("cron.service", nil))
+        #expect(PeerIdentity.units(fromCgroup: "0::/\n") == (nil, nil))
+        #expect(PeerIdentity.units(fromCgroup: "0::/init.scope\n") == ("init.scope", nil))
+    }
+
+    @Test("the start time is field 22 of /proc/PID/stat even when the command name holds `) (`")
+    func statStartTime() {
+        let stat = "42 (a) (b c) S 1 42 42 0 -1 4194560 1 0 0 0 0 0 0 0 20 0 1 0 987654 1000 10 18446744073709551615"
+        #expect(PeerIdentity.startTime(fromStat: stat) == 987654)
+        #expect(PeerIdentity.startTime(fromStat: "42 (x) S 1") == nil)
+    }
+
+    @Test("a live peer is identified by its executable through a pidfd")
+    func identifiesSelf() {
+        let me = PeerCredentials(pid: getpid(), uid: geteuid(), gid: getegid())
+        let (identity, source) = PeerIdentity.resolve(peer: me, peerPidfd: nil)
+        #expect(source == .pidfdOpen)
+        let exe = (try? FileManager.default.destinationOfSymbolicLink(atPath: "/proc/self/exe")) ?? "-"
+        #expect(identity.executable == exe)
+    }
+
+    @Test("a socket peer is identified through SO_PEERPIDFD (Linux 6.5 and later)")
+    func identifiesThroughPeerPidfd() {
+        var pair: [Int32] = [-1, -1]
+        #expect(socketpair(AF_UNIX, Int32(SOCK_STREAM.rawValue), 0, &pair) == 0)
+        defer { close(pair[0]); close(pair[1]) }
+        let pidfd = PeerIdentity.peerPidfd(socket: pair[0])
+        #expect(pidfd != nil, "SO_PEERPIDFD needs Linux 6.5 or later")
+        let me = PeerCredentials(pid: getpid(), uid: geteuid(), gid: getegid())
+        let (identity, source) = PeerIdentity.resolve(peer: me, peerPidfd: pidfd)
+        #expect(source == .peerPidfd)
+        #expect(identity.executable == (try? FileManager.default.destinationOfSymbolicLink(atPath: "/proc/self/exe")))
+    }
+
+    @Test("a process that started after the connection was accepted (a reused pid) is not identified")
+    func reusedPid() {
+        let me = PeerCredentials(pid: getpid(), uid: geteuid(), gid: getegid())
+        let (identity, _) = PeerIdentity.resolve(peer: me, peerPidfd: nil, acceptedTicks: 0)
+        #expect(identity == .unknown)
+    }
+
+    @Test("a pid whose process has another uid than the peer's is not identified")
+    func otherUID() {
+        let me = PeerCredentials(pid: getpid(), uid: geteuid() &+ 1, gid: getegid())
+        #expect(PeerIdentity.resolve(peer: me, peerPidfd: nil).identity == .unknown)
+    }
 }

@@ -223,4 +223,115 @@ struct DaemonIsolationTests {
         #expect(try asNobody(["find", "-", "mine"]) == "ok 1 com.example.shared")
         #expect(try asNobody(["add", "uid.65534", "x"]).hasPrefix("error -34018"))
     }
+
+    @Test("an executable named in the policy reaches its group; a copy of it at another path does not")
+    func policyByExecutable() throws {
+        guard getuid() == 0 else {
+            #expect(!runningInCI, "the policy test needs root to switch users")
+            return
+        }
+        let setpriv = try requireTool("setpriv", package: "util-linux")
+        let root = try TemporaryDirectory(prefix: "keyseald-exe-policy")
+        defer { root.remove() }
+        chmod(root.path, 0o711)
+        let built = try builtProductsDirectory().appendingPathComponent("keyseal-wire-probe").path
+        var copies: [String] = []
+        for name in ["granted", "copy"] {
+            let directory = root.appending(name)
+            try FileManager.default.createDirectory(at: directory, withIntermediateDirectories: false)
+            chmod(directory.path, 0o755)
+            let path = directory.appendingPathComponent("keyseal-wire-probe").path
+            try FileManager.default.copyItem(atPath: built, toPath: path)
+            chmod(path, 0o755)
+            copies.append(path)
+        }
+        let policy = root.appending("policy")
+        try "exe \(copies[0]): team *com.example.app\n".write(to: policy, atomically: true, encoding: .utf8)
+        let daemon = try DaemonFixture(arguments: ["--socket-group", "65534", "--policy", policy.path], start: false)
+        defer { daemon.remove() }
+        chmod(daemon.root.path, 0o711)
+        try daemon.start()
+        _ = try daemon.client().add(.password(service: "probe", account: "app", group: "com.example.app"))
+        func asNobody(_ probe: String, _ arguments: [String]) throws -> String {
+            try runProcess(
+                setpriv, ["--reuid", "65534", "--regid", "65534", "--clear-groups", probe, daemon.socketPath] + arguments
+            ).stdoutText.trimmingCharacters(in: .whitespacesAndNewlines)
+        }
+        #expect(try asNobody(copies[0], ["find", "-", "app"]) == "ok 1 com.example.app")
+        #expect(try asNobody(copies[0], ["add", "-", "mine"]) == "ok 0")
+        #expect(try asNobody(copies[0], ["find", "-", "mine"]) == "ok 1 com.example.app")
+        #expect(try asNobody(copies[1], ["find", "-", "app"]).hasPrefix("error -25300"))
+        #expect(try asNobody(copies[1], ["find", "com.example.app", "app"]).hasPrefix("error -34018"))
+        #expect(try asNobody(copies[1], ["add", "-", "theirs"]) == "ok 0")
+        #expect(try asNobody(copies[1], ["find", "-", "theirs"]) == "ok 1 uid.65534")
+    }
+
+    @Test("only a vouching client acts for another process, and only for a process of its own uid")
+    func vouchingClient() throws {
+        guard getuid() == 0 else {
+            #expect(!runningInCI, "the policy test needs root to switch users")
+            return
+        }
+        let setpriv = try requireTool("setpriv", package: "util-linux")
+        let root = try TemporaryDirectory(prefix: "keyseald-vouching")
+        defer { root.remove() }
+        chmod(root.path, 0o711)
+        let built = try builtProductsDirectory().appendingPathComponent("keyseal-wire-probe").path
+        var probes: [String: String] = [:]
+        for name in ["app", "bridge", "other"] {
+            let directory = root.appending(name)
+            try FileManager.default.createDirectory(at: directory, withIntermediateDirectories: false)
+            chmod(directory.path, 0o755)
+            let path = directory.appendingPathComponent("keyseal-wire-probe").path
+            try FileManager.default.copyItem(atPath: built, toPath: path)
+            chmod(path, 0o755)
+            probes[name] = path
+        }
+        let policy = root.appending("policy")
+        try "exe \(probes["app"]!): *com.example.app\nvouching exe \(probes["bridge"]!)\n"
+            .write(to: policy, atomically: true, encoding: .utf8)
+        let daemon = try DaemonFixture(arguments: ["--socket-group", "65534", "--policy", policy.path], start: false)
+        defer { daemon.remove() }
+        chmod(daemon.root.path, 0o711)
+        try daemon.start()
+        _ = try daemon.client().add(.password(service: "probe", account: "app", group: "com.example.app"))
+
+        // The granted application, running as uid 65534 and as root, each for a few seconds.
+        func running(_ arguments: [String]) throws -> Process {
+            let process = Process()
+            process.executableURL = URL(fileURLWithPath: arguments[0])
+            process.arguments = Array(arguments.dropFirst())
+            process.standardOutput = FileHandle.nullDevice
+            try process.run()
+            return process
+        }
+        let nobodyApp = try running(
+            [setpriv, "--reuid", "65534", "--regid", "65534", "--clear-groups", probes["app"]!, daemon.socketPath,
+             "poll-status", "4"])
+        let rootApp = try running([probes["app"]!, daemon.socketPath, "poll-status", "4"])
+        defer {
+            nobodyApp.waitUntilExit()
+            rootApp.waitUntilExit()
+        }
+        usleep(300_000)  // both have exec'd the granted binary
+        func asNobody(_ probe: String, _ arguments: [String]) throws -> String {
+            try runProcess(
+                setpriv, ["--reuid", "65534", "--regid", "65534", "--clear-groups", probe, daemon.socketPath] + arguments
+            ).stdoutText.trimmingCharacters(in: .whitespacesAndNewlines)
+        }
+        let app = "\(nobodyApp.processIdentifier)"
+        // The vouching client acting for the granted application of its own uid gets that application's groups.
+        #expect(try asNobody(probes["bridge"]!, ["as", app, "find", "-", "app"]) == "ok 1 com.example.app")
+        #expect(try asNobody(probes["bridge"]!, ["as", app, "add", "-", "vouched"]) == "ok 0")
+        #expect(try asNobody(probes["bridge"]!, ["as", app, "find", "-", "vouched"]) == "ok 1 com.example.app")
+        // A client the policy does not name as vouching cannot claim the application's identity.
+        #expect(try asNobody(probes["other"]!, ["as", app, "find", "-", "app"]).hasPrefix("error -34018"))
+        // The vouching client cannot lend itself another uid's process: the granted application run by root.
+        let other = "\(rootApp.processIdentifier)"
+        #expect(try asNobody(probes["bridge"]!, ["as", other, "find", "-", "app"]).hasPrefix("error -25300"))
+        let named = try asNobody(probes["bridge"]!, ["as", other, "find", "com.example.app", "app"])
+        #expect(named.hasPrefix("error -34018"))
+        // Acting for a process that has exited gives only the uid's own groups.
+        #expect(try asNobody(probes["bridge"]!, ["as", "999999", "find", "-", "app"]).hasPrefix("error -25300"))
+    }
 }

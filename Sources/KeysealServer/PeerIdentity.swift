@@ -1,0 +1,167 @@
+import CKeysealSys
+import FoundationEssentials
+import Glibc
+
+/// What a connection's peer runs: its executable and systemd unit, read once per connection from /proc through a
+/// pidfd so that a process that exits and whose pid is reused cannot lend its identity to another.
+///
+/// The pidfd comes from `SO_PEERPIDFD` (the peer as of connect(), Linux 6.5) or else from pidfd_open on the
+/// `SO_PEERCRED` pid; the latter is accepted only if that pid's process still has the peer's uid and started
+/// before the connection was accepted (/proc/PID/stat field 22), since a reused pid belongs to a later process.
+/// Either way the start time is read again after the executable and cgroup, and the pidfd must still show a
+/// running process: what was read belongs to the peer. Anything that does not check out leaves both unknown,
+/// and rules by executable or unit then do not apply (uid and gid rules still do).
+public struct PeerIdentity: Sendable, Hashable, CustomStringConvertible {
+    /// `/proc/PID/exe`; a replaced or deleted binary reads `… (deleted)` and matches no rule.
+    public var executable: String?
+    /// The systemd system unit (`foo.service`, `run-u7.scope`), nil outside one.
+    public var unit: String?
+    /// The unit under a user manager (`user@UID.service`), nil outside one.
+    public var userUnit: String?
+
+    public init(executable: String? = nil, unit: String? = nil, userUnit: String? = nil) {
+        self.executable = executable
+        self.unit = unit
+        self.userUnit = userUnit
+    }
+
+    public static let unknown = PeerIdentity()
+
+    public var description: String {
+        "exe \(executable ?? "?") unit \(unit ?? "-")" + (userUnit.map { " user-unit \($0)" } ?? "")
+    }
+
+    /// How the peer's pidfd was obtained.
+    public enum Source: String, Sendable {
+        case peerPidfd = "SO_PEERPIDFD"
+        case pidfdOpen = "pidfd_open"
+    }
+
+    /// Identifies `peer`. `peerPidfd` is the pidfd from `SO_PEERPIDFD` if the kernel gave one (this function
+    /// closes it); `acceptedTicks` is when the connection was accepted, in boot clock ticks.
+    public static func resolve(
+        peer: PeerCredentials, peerPidfd: Int32?, acceptedTicks: UInt64 = bootTicks(),
+        proc: String = "/proc"
+    ) -> (identity: PeerIdentity, source: Source?) {
+        let pidfd: Int32
+        let source: Source
+        if let peerPidfd, peerPidfd >= 0 {
+            pidfd = peerPidfd
+            source = .peerPidfd
+        } else {
+            pidfd = keyseal_pidfd_open(peer.pid)
+            source = .pidfdOpen
+            guard pidfd >= 0 else { return (.unknown, nil) }
+        }
+        defer { close(pidfd) }
+        guard peer.pid > 0, let before = processStart(pid: peer.pid, proc: proc),
+            effectiveUID(pid: peer.pid, proc: proc) == peer.uid
+        else { return (.unknown, source) }
+        if source == .pidfdOpen && before > acceptedTicks { return (.unknown, source) }
+        var identity = PeerIdentity()
+        identity.executable = readLink("\(proc)/\(peer.pid)/exe")
+        if let cgroup = readSmallFile("\(proc)/\(peer.pid)/cgroup") {
+            (identity.unit, identity.userUnit) = units(fromCgroup: cgroup)
+        }
+        guard processStart(pid: peer.pid, proc: proc) == before, isRunning(pidfd: pidfd) else {
+            return (.unknown, source)
+        }
+        return (identity, source)
+    }
+
+    /// Clock ticks since boot (CLOCK_BOOTTIME), the unit of /proc/PID/stat's start time.
+    public static func bootTicks() -> UInt64 {
+        var now = timespec()
+        guard clock_gettime(CLOCK_BOOTTIME, &now) == 0 else { return 0 }
+        let hertz = UInt64(max(sysconf(Int32(_SC_CLK_TCK)), 1))
+        return UInt64(now.tv_sec) * hertz + UInt64(now.tv_nsec) / (1_000_000_000 / hertz)
+    }
+
+    /// Whether the process behind `pidfd` still runs: a pidfd becomes readable when its process exits.
+    static func isRunning(pidfd: Int32) -> Bool {
+        var entry = pollfd(fd: pidfd, events: Int16(POLLIN), revents: 0)
+        return poll(&entry, 1, 0) == 0
+    }
+
+    /// The pidfd `SO_PEERPIDFD` gives for a connected Unix socket, nil where the kernel has no such option.
+    public static func peerPidfd(socket: Int32) -> Int32? {
+        var pidfd: Int32 = -1
+        var size = socklen_t(MemoryLayout<Int32>.size)
+        guard getsockopt(socket, SOL_SOCKET, keyseal_so_peerpidfd, &pidfd, &size) == 0, pidfd >= 0 else { return nil }
+        return pidfd
+    }
+
+    // MARK: /proc parsing
+
+    /// Field 22 of /proc/PID/stat: the start time in clock ticks since boot. The command name (field 2) may hold
+    /// spaces and parentheses, so fields are counted after its last `)`.
+    public static func processStart(pid: Int32, proc: String = "/proc") -> UInt64? {
+        guard let stat = readSmallFile("\(proc)/\(pid)/stat") else { return nil }
+        return startTime(fromStat: stat)
+    }
+
+    public static func startTime(fromStat stat: String) -> UInt64? {
+        guard let close = stat.lastIndex(of: ")") else { return nil }
+        let fields = stat[stat.index(after: close)...].split(whereSeparator: \.isWhitespace)
+        // fields[0] is field 3 (state); field 22 is fields[19].
+        guard fields.count > 19 else { return nil }
+        return UInt64(fields[19])
+    }
+
+    /// The effective uid from /proc/PID/status (`Uid:` real effective saved fs).
+    static func effectiveUID(pid: Int32, proc: String) -> UInt32? {
+        guard let status = readSmallFile("\(proc)/\(pid)/status") else { return nil }
+        for line in status.split(separator: "\n") where line.hasPrefix("Uid:") {
+            let fields = line.dropFirst(4).split(whereSeparator: \.isWhitespace)
+            return fields.count > 1 ? UInt32(fields[1]) : nil
+        }
+        return nil
+    }
+
+    /// The system unit and user unit from /proc/PID/cgroup. The unified hierarchy's line (`0::PATH`) is used, or
+    /// else cgroup v1's `name=systemd` line. Slices are skipped; the first other component is the unit, and under
+    /// a user manager (`user@UID.service`) the next one is the user unit. Later components are the unit's own
+    /// (a unit with delegation may create any names there), so they never name a unit.
+    public static func units(fromCgroup text: String) -> (unit: String?, userUnit: String?) {
+        let lines = text.split(separator: "\n")
+        let path =
+            lines.first { $0.hasPrefix("0::") }.map { $0.dropFirst(3) }
+            ?? lines.first { $0.contains(":name=systemd:") }.flatMap { line in
+                line.split(separator: ":", maxSplits: 2, omittingEmptySubsequences: false).last
+            }
+        guard let path else { return (nil, nil) }
+        var unit: String?
+        for component in path.split(separator: "/") where !component.hasSuffix(".slice") {
+            let name = String(component)
+            guard name.hasSuffix(".service") || name.hasSuffix(".scope") else { return (unit, nil) }
+            if let unit { return (unit, name) }
+            guard name.hasPrefix("user@") else { return (name, nil) }
+            unit = name
+        }
+        return (unit, nil)
+    }
+
+    static func readLink(_ path: String) -> String? {
+        var buffer = [CChar](repeating: 0, count: Int(PATH_MAX) + 1)
+        let count = readlink(path, &buffer, buffer.count - 1)
+        guard count > 0 else { return nil }
+        return String(decoding: buffer.prefix(count).map { UInt8(bitPattern: $0) }, as: UTF8.self)
+    }
+
+    /// Reads a /proc file (their size reads as 0) up to 64 KiB.
+    static func readSmallFile(_ path: String) -> String? {
+        let fd = open(path, O_RDONLY | O_CLOEXEC)
+        guard fd >= 0 else { return nil }
+        defer { close(fd) }
+        var bytes: [UInt8] = []
+        var buffer = [UInt8](repeating: 0, count: 4096)
+        while bytes.count < 65536 {
+            let count = read(fd, &buffer, buffer.count)
+            if count < 0 && errno == EINTR { continue }
+            guard count >= 0 else { return nil }
+            if count == 0 { break }
+            bytes += buffer.prefix(count)
+        }
+        return String(decoding: bytes, as: UTF8.self)
+    }
+}
