@@ -6,17 +6,20 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 export PATH="/opt/swift/usr/bin:$PATH"
 
-swift build -c release --product keyseal >/dev/null
-bin=$(swift build -c release --show-bin-path)
+# Debug builds of keyseal and of swift-argument-parser's generate-manual tool (the tool the generate-manual plugin
+# runs; called directly, it does not build every executable of the package in release first).
+swift build --product keyseal >/dev/null
+swift build --product generate-manual >/dev/null
+bin=$(swift build --show-bin-path)
 for shell in bash zsh fish; do
   "$bin/keyseal" --generate-completion-script "$shell" >"Scripts/completions/keyseal.$shell"
 done
 
-# The manual: swift-argument-parser's generate-manual plugin (it writes every executable's page; keep keyseal's).
-swift package --allow-writing-to-package-directory generate-manual --date "$(date -u +%Y-%m-%d)" \
-  --authors "The Keyseal authors" >/dev/null
-page=$(find .build/plugins -path '*GenerateManual*' -name keyseal.1 | head -n 1)
-[ -n "$page" ] || { echo "generate-cli-docs: the plugin wrote no keyseal.1" >&2; exit 1; }
+out=$(mktemp -d)
+trap 'rm -rf "$out"' EXIT
+"$bin/generate-manual" "$bin/keyseal" --date "$(date -u +%Y-%m-%d)" --authors "The Keyseal authors" \
+  --output-directory "$out" >/dev/null
+[ -f "$out/keyseal.1" ] || { echo "generate-cli-docs: generate-manual wrote no keyseal.1" >&2; exit 1; }
 mkdir -p docs/man
-cp "$page" docs/man/keyseal.1
+cp "$out/keyseal.1" docs/man/keyseal.1
 echo "generate-cli-docs: docs/man/keyseal.1 and Scripts/completions/keyseal.{bash,zsh,fish} written"
