@@ -17,6 +17,9 @@ let package = Package(
         .executable(name: "keyseald", targets: ["keyseald"]),
         .executable(name: "keyseal", targets: ["keyseal"]),
         .executable(name: "keyseal-secret-service", targets: ["keyseal-secret-service"]),
+        // For the Benchmarks package (Benchmarks/): the test fixtures and the device-key providers it measures; not
+        // for applications.
+        .library(name: "KeysealTestSupport", targets: ["KeysealTestSupport", "KeysealTPM", "KeysealPKCS11"]),
     ],
     dependencies: [
         .package(url: "https://github.com/apple/swift-crypto.git", from: "4.0.0"),
@@ -143,31 +146,16 @@ let package = Package(
             ],
             swiftSettings: swiftSettings),
         // Test helper: one wire request from a process of its own (e.g. run as another uid).
-        .executableTarget(name: "keyseal-wire-probe", dependencies: ["KeysealClient"], swiftSettings: swiftSettings),
+        .executableTarget(
+            name: "keyseal-wire-probe", dependencies: ["KeysealClient"], path: "Tests/keyseal-wire-probe",
+            swiftSettings: swiftSettings),
 
-        // Test fixtures: swtpm and SoftHSM2 processes, temporary stores. Never linked by a product.
+        // Test fixtures: swtpm and SoftHSM2 processes, temporary stores. Linked by no application product (only the
+        // KeysealTestSupport product, for Benchmarks/).
         .target(
             name: "KeysealTestSupport",
             dependencies: ["Keyseal", "KeysealCore", .product(name: "Crypto", package: "swift-crypto")],
             swiftSettings: swiftSettings),
-
-        // The benchmarks' floors in C straight on tpm2-tss and PKCS#11 (keyseal-bench only; in no product).
-        .target(name: "CKeysealBenchFloors", dependencies: ["CTSS2", "CP11Kit"]),
-        .executableTarget(
-            name: "keyseal-bench",
-            dependencies: [
-                "Keyseal", "KeysealSecurity", "KeysealCore", "KeysealClient", "KeysealTestSupport", "CSQLite", "CTSS2",
-                "KeysealTPM", "KeysealPKCS11", "CKeysealBenchFloors",
-                .product(name: "Crypto", package: "swift-crypto"),
-            ],
-            swiftSettings: swiftSettings),
-
-        // Export and import of a large store (backup benchmark).
-        .executableTarget(
-            name: "keyseal-backup-bench", dependencies: ["Keyseal", "KeysealCore"], swiftSettings: swiftSettings),
-        // The command line's start-up benchmark and its yardstick (a minimal Swift program with no Foundation).
-        .executableTarget(name: "keyseal-cli-bench", swiftSettings: swiftSettings),
-        .executableTarget(name: "keyseal-bench-minimal", swiftSettings: swiftSettings),
 
         .testTarget(name: "KeysealClientTests", dependencies: ["KeysealClient"], swiftSettings: swiftSettings),
         .testTarget(

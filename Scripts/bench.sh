@@ -1,17 +1,24 @@
 #!/usr/bin/env bash
-# Benchmarks (release build), each figure next to its floor or target, measured in the same run:
-#   engine  engine lookups and durable adds next to their SQLite floors; AES-256-GCM opens, swift-crypto next to libcrypto
-#   daemon  lookups through a keyseald process (1 and 8 clients) next to a two-process unix-socket ping-pong, and
-#           the daemon's resident memory
-#   unlock  unlock and store open per stack (host key, swtpm socket, tpm2-abrmd, tpm2-pkcs11, SoftHSM2), Argon2id
-#           shown apart, next to a raw ESAPI Esys_Unseal floor on each TPM stack
-#   keys    hardware key signing (swtpm, SoftHSM2) next to raw TPM2_Sign and C_Sign loops written in C
-#   cli     whole-process `keyseal find-generic-password -w` next to a minimal Swift program (keyseal-cli-bench)
-#   backup  export and import of 100,000 items, Argon2id shown apart (keyseal-backup-bench)
+# Benchmarks (release build), each figure next to its floor or target, measured in the same run. The suites are
+# the Benchmarks/ package on ordo-one's package-benchmark (p50/p99, allocations, throughput per benchmark):
+#   engine  Benchmarks/Engine: embedded lookups at 1,000 and 100,000 items and durable adds next to their SQLite
+#           floors; AES-256-GCM opens, swift-crypto next to libcrypto; the store open of 100,000 items
+#   daemon  Benchmarks/Daemon: lookups through a keyseald process (1 and 8 clients, 1,000 and 100,000 items, a 1 MiB
+#           value) next to a two-process unix-socket ping-pong of the same frames; the daemon's resident memory
+#   unlock  Benchmarks/Unlock: unlock and store open per stack (host key, swtpm socket, tpm2-abrmd, tpm2-pkcs11,
+#           SoftHSM2), Argon2id shown apart, next to raw ESAPI Esys_Unseal and Esys_CreatePrimary on each TPM stack
+#   keys    Benchmarks/Keys: hardware key signing (swtpm, SoftHSM2) by the provider, the library and keyseald next
+#           to raw TPM2_Sign and C_Sign in C; software P-256 sign next to swift-crypto's
+#   cli     Benchmarks/CLI: whole-process `keyseal find-generic-password -w` next to a minimal Swift program
+#   backup  Benchmarks/Backup: export and import of 100,000 items, Argon2id shown apart
 #   secrets the Secret Service bridge next to a headless gnome-keyring: stores of 1,000 items, in-process libsecret
 #           lookups, whole `secret-tool lookup` processes (Scripts/bench-secret-service.sh)
-# Figures are printed and written as JSON into bench-results/.
-# Options: --quick (shorter), --only engine,daemon,unlock,keys,cli,backup,secrets (some sections), --output DIR.
+# Each figure is printed with its p50, p99, throughput and allocations, then each same-run ratio (figure against
+# floor, Benchmarks/ratios.json) with its target: met or MISSED. The run is written into bench-results/ (or
+# --output DIR): package-benchmark's influx CSV export and bench-DATE.json (figures, ratios, threshold verdicts).
+# Options: --quick (fewer samples, same sizes), --only engine,daemon,unlock,keys,cli,backup,secrets (some sections),
+#   --output DIR, --check (exit 1 when a figure exceeds its threshold in Benchmarks/Thresholds/, naming it),
+#   --update-thresholds (write the thresholds from this run; see Scripts/bench_check.py for the tolerances).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 bash Scripts/bootstrap.sh
@@ -19,41 +26,56 @@ export PATH="/opt/swift/usr/bin:$PATH"
 
 only="engine,daemon,unlock,keys,cli,backup,secrets"
 output="bench-results"
-quick=()
+quick=0
+checks=()
 while [ $# -gt 0 ]; do
   case "$1" in
     --only) only="$2"; shift 2 ;;
     --output) output="$2"; shift 2 ;;
-    --quick) quick=(--quick); shift ;;
+    --quick) quick=1; shift ;;
+    --check) checks+=(--check); shift ;;
+    --update-thresholds) checks+=(--update-thresholds); shift ;;
     *) echo "bench: unknown option $1" >&2; exit 64 ;;
   esac
 done
 has() { [[ ",$only," == *",$1,"* ]]; }
+mkdir -p "$output"
+output=$(cd "$output" && pwd)
 
-for product in keyseald keyseal keyseal-bench keyseal-cli-bench keyseal-bench-minimal keyseal-backup-bench \
-  keyseal-secret-service; do
-  swift build -c release --product "$product" >/dev/null
+# The products the suites start (keyseald, keyseal) and the Secret Service bridge, built by the Benchmarks package
+# from the root package (one release build of it serves both).
+for product in keyseald keyseal keyseal-secret-service; do
+  (cd Benchmarks && swift build -c release --product "$product" >/dev/null)
 done
-bin=$(swift build -c release --show-bin-path)
+bin=$(cd Benchmarks && swift build -c release --show-bin-path)
 
-engine_sections=()
-for section in engine daemon unlock keys; do has "$section" && engine_sections+=("$section"); done
-if [ ${#engine_sections[@]} -gt 0 ]; then
-  sections=$(IFS=,; echo "${engine_sections[*]}")
-  "$bin/keyseal-bench" --output "$output" --only "$sections" "${quick[@]}"
-fi
-if has cli; then
-  "$bin/keyseal-cli-bench" --output "$output" --runs 200
-fi
-if has backup; then
-  items=100000
-  [ ${#quick[@]} -gt 0 ] && items=20000
-  "$bin/keyseal-backup-bench" --output "$output" --items "$items"
+suites=()
+for section in engine:Engine daemon:Daemon unlock:Unlock keys:Keys cli:CLI backup:Backup; do
+  has "${section%%:*}" && suites+=("${section##*:}")
+done
+status=0
+if [ ${#suites[@]} -gt 0 ]; then
+  scratch=$(mktemp -d /dev/shm/keyseal-bench.XXXXXX)
+  disk=$(mktemp -d /tmp/keyseal-bench-disk.XXXXXX)
+  trap 'rm -rf "$scratch" "$disk"' EXIT
+  stamp=$(date -u +%Y-%m-%dT%H-%M-%SZ)
+  run="$output/run-$stamp"
+  mkdir -p "$run"
+  targets=$(IFS='|'; echo "^(${suites[*]})\$")
+  (
+    cd Benchmarks
+    KEYSEAL_BENCH_BIN="$bin" KEYSEAL_BENCH_SCRATCH="$scratch" KEYSEAL_BENCH_DISK="$disk" KEYSEAL_BENCH_QUICK="$quick" \
+      TSS2_LOG="all+NONE" swift package --allow-writing-to-directory "$run" benchmark --target "$targets" \
+      --format influx --path "$run" --no-progress
+  ) || { status=$?; echo "bench: a benchmark failed (exit $status); its figures are missing below" >&2; }
+  python3 Scripts/bench_check.py "$run/Current_run.influx.csv" --output "$output/bench-$stamp.json" "${checks[@]}" \
+    || status=$?
 fi
 if has secrets; then
-  if [ ${#quick[@]} -gt 0 ]; then
+  if [ "$quick" = 1 ]; then
     bash Scripts/bench-secret-service.sh "$bin" "$output" 1000 500 30
   else
     bash Scripts/bench-secret-service.sh "$bin" "$output" 1000 2000 100
   fi
 fi
+exit "$status"

@@ -1,0 +1,314 @@
+// What the suites share. package-benchmark runs every benchmark in a process of its own, so what several benchmarks
+// use (a populated store) is made once per run in a scratch directory and reused from there.
+import Benchmark
+import CKeysealBenchFloors
+import Foundation
+import Keyseal
+import KeysealClient
+import KeysealSecurity
+
+#if canImport(Glibc)
+import Glibc
+#endif
+
+public struct BenchError: Error, CustomStringConvertible {
+    public var description: String
+    public init(_ description: String) { self.description = description }
+}
+
+/// The run's settings, from the environment Scripts/bench.sh sets.
+public enum BenchEnvironment {
+    static let environment = ProcessInfo.processInfo.environment
+    /// `KEYSEAL_BENCH_QUICK=1`: shorter runs (the same sizes, fewer samples).
+    public static let quick = environment["KEYSEAL_BENCH_QUICK"] == "1"
+    /// The large store of the issues' targets.
+    public static let largeItems = 100_000
+    /// `KEYSEAL_BENCH_SCRATCH`: the run's directory for stores shared between benchmarks (tmpfs by default: the
+    /// stores are populated one add at a time, and what is measured of them does not write).
+    public static let scratch = URL(
+        fileURLWithPath: environment["KEYSEAL_BENCH_SCRATCH"] ?? "/dev/shm/keyseal-bench-\(getuid())")
+    /// `KEYSEAL_BENCH_DISK`: a directory on a disk, for what commits (durable adds, their SQLite floor, backups).
+    public static let disk = URL(fileURLWithPath: environment["KEYSEAL_BENCH_DISK"] ?? "/tmp")
+    /// `KEYSEAL_BENCH_BIN`: where the release keyseald and keyseal are; else next to this executable.
+    public static var binaries: URL {
+        if let path = environment["KEYSEAL_BENCH_BIN"] { return URL(fileURLWithPath: path) }
+        return ownDirectory
+    }
+    /// This executable's directory, where the package's own helpers are (keyseal-bench-echo, keyseal-bench-minimal).
+    public static var ownDirectory: URL {
+        URL(fileURLWithPath: "/proc/self/exe").resolvingSymlinksInPath().deletingLastPathComponent()
+    }
+
+    public static func binary(_ name: String, own: Bool = false) throws -> URL {
+        let url = (own ? ownDirectory : binaries).appendingPathComponent(name)
+        guard FileManager.default.isExecutableFile(atPath: url.path) else {
+            throw BenchError("\(url.path) is missing: swift build -c release (Scripts/bench.sh builds it)")
+        }
+        return url
+    }
+
+    /// A fresh private directory of this process under `base`.
+    public static func privateDirectory(_ name: String, base: URL = scratch) throws -> URL {
+        let url = base.appendingPathComponent("\(name)-\(getpid())-\(UInt32.random(in: 0...UInt32.max))")
+        try FileManager.default.createDirectory(
+            at: url, withIntermediateDirectories: true, attributes: [.posixPermissions: 0o700])
+        return url
+    }
+}
+
+/// The configuration of the suites: wall clock in nanoseconds, throughput, allocations (the malloc interposer
+/// counts this process only: a daemon's allocations are not in the figures). The iteration caps are the issues'
+/// sample counts; `--quick` quarters them and the time.
+public func benchConfiguration(
+    metrics: [BenchmarkMetric] = [.wallClock, .throughput, .mallocCountTotal], maxIterations: Int = 20_000,
+    seconds: Int = 4, warmup: Int = 100
+) -> Benchmark.Configuration {
+    Benchmark.Configuration(
+        metrics: metrics, timeUnits: .nanoseconds, warmupIterations: warmup,
+        maxDuration: .seconds(BenchEnvironment.quick ? max(1, seconds / 4) : seconds),
+        maxIterations: BenchEnvironment.quick ? max(1, maxIterations / 4) : maxIterations)
+}
+
+/// A measurement taken once (resident memory, a whole export): custom metrics, one iteration, no warm-up.
+public func onceConfiguration(_ metrics: [BenchmarkMetric]) -> Benchmark.Configuration {
+    Benchmark.Configuration(
+        metrics: metrics, timeUnits: .nanoseconds, warmupIterations: 0, maxDuration: .seconds(600), maxIterations: 1)
+}
+
+/// Runs a setup step that throws in a benchmark's synchronous body, stopping the process with the error
+/// (package-benchmark reports the benchmark failed).
+public func orFail<T>(_ what: String, _ body: () throws -> T) -> T {
+    do {
+        return try body()
+    } catch {
+        FileHandle.standardError.write(Data("benchmark: \(what): \(error)\n".utf8))
+        exit(1)
+    }
+}
+
+public func nanoseconds() -> UInt64 {
+    var ts = timespec()
+    clock_gettime(CLOCK_MONOTONIC, &ts)
+    return UInt64(ts.tv_sec) * 1_000_000_000 + UInt64(ts.tv_nsec)
+}
+
+/// What a benchmark's setup makes and its closure uses (each benchmark runs in a process of its own).
+public final class Shared<Value>: @unchecked Sendable {
+    public var value: Value!
+    public init() {}
+}
+
+/// A custom metric in the unit its name says, not scaled.
+public func metric(_ name: String, biggerIsBetter: Bool = false) -> BenchmarkMetric {
+    .custom(name, polarity: biggerIsBetter ? .prefersLarger : .prefersSmaller, useScalingFactor: false)
+}
+
+/// User + system CPU seconds of process `pid` (0: this process), from /proc/PID/stat.
+public func processCPUSeconds(_ pid: Int32) -> Double {
+    let path = pid == 0 ? "/proc/self/stat" : "/proc/\(pid)/stat"
+    guard let text = try? String(contentsOfFile: path, encoding: .utf8), let close = text.lastIndex(of: ")") else {
+        return 0
+    }
+    let fields = text[text.index(after: close)...].split(separator: " ")
+    guard fields.count > 13, let user = Double(fields[11]), let system = Double(fields[12]) else { return 0 }
+    return (user + system) / Double(sysconf(Int32(_SC_CLK_TCK)))
+}
+
+// MARK: - Stores
+
+/// The item every lookup reads: service "bench.service", account "account-N", a short value.
+public func benchItem(_ index: Int) -> NewItem {
+    NewItem(
+        itemClass: .genericPassword,
+        attributes: [AttributeKey.service: .string("bench.service"), AttributeKey.account: .string("account-\(index)")],
+        data: Data("secret-value-\(index)".utf8))
+}
+
+/// The account of the 1 MiB item in every shared store.
+public let largeValueAccount = "large-value-1MiB"
+public let largeValueBytes = 1 << 20
+
+/// A store of `items` bench items (and the 1 MiB item) on a host key, populated once per run under the scratch
+/// directory: (directory, host key file). Populated one add at a time through the public API.
+public func sharedStore(items: Int) throws -> (directory: URL, hostKey: URL) {
+    let base = BenchEnvironment.scratch.appendingPathComponent("store-\(items)")
+    let directory = base.appendingPathComponent("store")
+    let hostKey = base.appendingPathComponent("host.key")
+    let done = base.appendingPathComponent("complete")
+    if FileManager.default.fileExists(atPath: done.path) { return (directory, hostKey) }
+    try? FileManager.default.removeItem(at: base)
+    try FileManager.default.createDirectory(at: base, withIntermediateDirectories: true, attributes: [.posixPermissions: 0o700])
+    let store = try KeychainStore.embedded(directory: directory, device: .hostKey(file: hostKey))
+    defer { store.close() }
+    for index in 0..<items { _ = try store.add(benchItem(index)) }
+    _ = try store.add(
+        NewItem(
+            itemClass: .genericPassword,
+            attributes: [AttributeKey.service: .string("bench.service"), AttributeKey.account: .string(largeValueAccount)],
+            data: Data(repeating: 0x4b, count: largeValueBytes)))
+    _ = FileManager.default.createFile(atPath: done.path, contents: Data(), attributes: [.posixPermissions: 0o600])
+    return (directory, hostKey)
+}
+
+/// A private copy of a shared store, for benchmarks that change it.
+public func copyOfSharedStore(items: Int, base: URL = BenchEnvironment.scratch) throws -> (directory: URL, hostKey: URL) {
+    let shared = try sharedStore(items: items)
+    let target = try BenchEnvironment.privateDirectory("copy-\(items)", base: base)
+    let directory = target.appendingPathComponent("store")
+    let hostKey = target.appendingPathComponent("host.key")
+    try FileManager.default.copyItem(at: shared.directory, to: directory)
+    try FileManager.default.copyItem(at: shared.hostKey, to: hostKey)
+    return (directory, hostKey)
+}
+
+/// The lookup every figure times: SecItemCopyMatching by service and account, returning the data.
+public func lookupQuery(account: String) -> [String: Any] {
+    [
+        kSecClass: kSecClassGenericPassword, kSecAttrService: "bench.service", kSecAttrAccount: account,
+        kSecReturnData: true,
+    ]
+}
+
+/// One SecItemCopyMatching by service and a random account of `items`, returning the data, on the default store.
+public func lookupOnce(items: Int, using generator: inout SystemRandomNumberGenerator) {
+    lookupAccount("account-\(Int.random(in: 0..<items, using: &generator))")
+}
+
+public func lookupAccount(_ account: String) {
+    var result: CFTypeRef?
+    let status = SecItemCopyMatching(lookupQuery(account: account) as CFDictionary, &result)
+    guard status == errSecSuccess, let data = result as? Data else { fatalError("lookup failed: \(status)") }
+    blackHole(data)
+}
+
+// MARK: - keyseald
+
+/// A release keyseald serving a store on a host key.
+public final class DaemonProcess: @unchecked Sendable {
+    let process = Process()
+    public let socket: String
+    let logPath: String
+
+    public convenience init(store: (directory: URL, hostKey: URL)) throws {
+        try self.init(
+            arguments: [
+                "--store", store.directory.path, "--backend", "host-key", "--host-key", store.hostKey.path,
+                "--no-auto-lock",
+            ])
+    }
+
+    /// keyseald with `arguments` (a store and a backend), on a socket of its own.
+    public convenience init(arguments: [String], environment: [String: String] = [:]) throws {
+        let run = try BenchEnvironment.privateDirectory("keyseald")
+        try self.init(
+            arguments: arguments, socket: run.appendingPathComponent("keyseal.sock").path,
+            logPath: run.appendingPathComponent("log").path, environment: environment)
+    }
+
+    public init(arguments: [String], socket: String, logPath: String, environment: [String: String] = [:]) throws {
+        self.socket = socket
+        self.logPath = logPath
+        _ = FileManager.default.createFile(atPath: logPath, contents: nil, attributes: [.posixPermissions: 0o600])
+        let log = try FileHandle(forWritingTo: URL(fileURLWithPath: logPath))
+        process.executableURL = try BenchEnvironment.binary("keyseald")
+        process.arguments = arguments + ["--socket", socket, "--log-level", "warning"]
+        process.standardOutput = log
+        process.standardError = log
+        process.standardInput = FileHandle.nullDevice
+        process.environment = ProcessInfo.processInfo.environment.merging(environment) { $1 }
+        try process.run()
+        let probe = try KeychainStore.daemon(socket: socket)
+        defer { probe.close() }
+        let deadline = Date().addingTimeInterval(120)
+        while (try? probe.status()) == nil {
+            guard process.isRunning, Date() < deadline else {
+                throw BenchError("keyseald did not start: \((try? String(contentsOfFile: logPath, encoding: .utf8)) ?? "")")
+            }
+            usleep(5_000)
+        }
+    }
+
+    public var pid: Int32 { process.processIdentifier }
+
+    /// A line of /proc/PID/status in KiB (VmRSS, VmHWM, RssAnon, RssFile).
+    public func memoryKiB(_ field: String) -> Int {
+        guard let text = try? String(contentsOfFile: "/proc/\(pid)/status", encoding: .utf8) else { return -1 }
+        for line in text.split(separator: "\n") where line.hasPrefix(field + ":") {
+            let number = line.dropFirst(field.count + 1).trimmingCharacters(in: .whitespaces).split(separator: " ").first
+            return Int(number ?? "") ?? -1
+        }
+        return -1
+    }
+
+    public func stop() {
+        if process.isRunning { kill(pid, SIGTERM) }
+        process.waitUntilExit()
+    }
+}
+
+// MARK: - The ping-pong floor
+
+/// A bare unix-socket request/reply between this process and keyseal-bench-echo, with the frame sizes of a
+/// daemon exchange: the cheapest that exchange could be.
+public final class PingPong: @unchecked Sendable {
+    let child = Process()
+    let fd: Int32
+    var request: [UInt8]
+    var reply: [UInt8]
+
+    /// - Parameters: requestBytes, replyBytes: the payloads (without the 4-byte length).
+    public init(requestBytes: Int, replyBytes: Int) throws {
+        let directory = try BenchEnvironment.privateDirectory("pingpong")
+        let path = directory.appendingPathComponent("floor.sock").path
+        child.executableURL = try BenchEnvironment.binary("keyseal-bench-echo", own: true)
+        child.arguments = [path, String(replyBytes)]
+        try child.run()
+        var fd: Int32 = -1
+        let deadline = Date().addingTimeInterval(10)
+        while fd < 0 {
+            fd = keyseal_pingpong_connect(path)
+            if fd >= 0 { break }
+            guard Date() < deadline else { throw BenchError("the ping-pong child did not listen") }
+            usleep(1_000)
+        }
+        self.fd = fd
+        var frame = [UInt8](repeating: 0x33, count: 4 + requestBytes)
+        withUnsafeBytes(of: UInt32(requestBytes).bigEndian) { for i in 0..<4 { frame[i] = $0[i] } }
+        request = frame
+        reply = [UInt8](repeating: 0, count: 4 + replyBytes)
+    }
+
+    public func roundTrip() {
+        let rc = request.withUnsafeBytes { out in
+            reply.withUnsafeMutableBytes { back in
+                keyseal_pingpong_round_trip(
+                    fd, out.baseAddress!.assumingMemoryBound(to: UInt8.self), out.count,
+                    back.baseAddress!.assumingMemoryBound(to: UInt8.self), back.count)
+            }
+        }
+        guard rc == 0 else { fatalError("ping-pong failed") }
+    }
+
+    public func close() {
+        Glibc.close(fd)
+        child.waitUntilExit()
+    }
+}
+
+/// The frame sizes of one lookup of `account` through `socket` (request, reply payloads), from the wire coding
+/// the client and the daemon use.
+public func lookupFrameSizes(socket: String, account: String) throws -> (request: Int, reply: Int) {
+    let query = rawLookup(account: account)
+    let connection = KeysealConnection(socketPath: socket)
+    defer { connection.disconnect() }
+    let response = try connection.send(.copyMatching(query))
+    return (try WireRequest.copyMatching(query).encodedFrame().count - 4, response.encodedFrame().count - 4)
+}
+
+/// The wire form of the bench lookup (generic password, service and account, return data).
+public func rawLookup(account: String) -> WireQuery {
+    WireQuery(
+        itemClass: ItemClass.genericPassword.rawValue,
+        attributes: [AttributeKey.service: .string("bench.service"), AttributeKey.account: .string(account)],
+        returns: ReturnOptions.data.rawValue)
+}
