@@ -1,5 +1,5 @@
 // swift-tools-version: 6.1
-// Keyseal's benchmarks on ordo-one's package-benchmark: p50/p99, allocations and throughput of each measurement,
+// Keyseal's benchmarks on ordo-one's package-benchmark (github.com/ordo-one/benchmark): p50/p99, allocations and
 // next to its floor measured in the same run. Run them with Scripts/bench.sh (README.md, docs/OPERATIONS.md).
 import PackageDescription
 
@@ -17,7 +17,7 @@ let package = Package(
     dependencies: [
         .package(path: ".."),
         // The malloc interposer counts allocations; the runtime interposer (ARC counts) is left out.
-        .package(url: "https://github.com/ordo-one/package-benchmark", from: "1.38.1", traits: ["MallocInterposer"]),
+        .package(url: "https://github.com/ordo-one/benchmark", from: "1.38.1", traits: ["MallocInterposer"]),
         .package(url: "https://github.com/apple/swift-crypto.git", from: "4.0.0"),
     ],
     targets: [
@@ -40,7 +40,7 @@ let package = Package(
                 .product(name: "KeysealSecurity", package: keyseal),
                 .product(name: "KeysealClient", package: keyseal),
                 .product(name: "KeysealTestSupport", package: keyseal),
-                .product(name: "Benchmark", package: "package-benchmark"),
+                .product(name: "Benchmark", package: "benchmark"),
             ],
             swiftSettings: swiftSettings),
         // The ping-pong floor's other process: answers each length-prefixed frame with a frame of a given size.
@@ -61,10 +61,10 @@ for suite in ["Engine", "Daemon", "Unlock", "Keys", "CLI", "Backup"] {
                 .product(name: "KeysealSecurity", package: keyseal),
                 .product(name: "KeysealClient", package: keyseal),
                 .product(name: "KeysealTestSupport", package: keyseal),
-                .product(name: "Benchmark", package: "package-benchmark"),
+                .product(name: "Benchmark", package: "benchmark"),
                 .product(name: "Crypto", package: "swift-crypto"),
             ],
             path: "Benchmarks/\(suite)",
             swiftSettings: swiftSettings,
-            plugins: [.plugin(name: "BenchmarkPlugin", package: "package-benchmark")]))
+            plugins: [.plugin(name: "BenchmarkPlugin", package: "benchmark")]))
 }

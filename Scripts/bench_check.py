@@ -64,7 +64,8 @@ def value(figures, term):
     _, metrics = find(figures, term["bench"])
     if metrics is None:
         return None
-    metric = metrics.get(term.get("metric", "Time (wall clock)"))
+    # The export drops the spaces of metric names.
+    metric = metrics.get(term.get("metric", "Time(wallclock)").replace(" ", ""))
     if metric is None:
         return None
     return metric["p"].get(float(term.get("p", 50))) * term.get("factor", 1)
@@ -94,7 +95,7 @@ def threshold_file(suite, benchmark):
 
 
 def metric_key(name):
-    return {"Time (wall clock)": "wallClock", "Malloc (total)": "mallocCountTotal"}.get(name)
+    return {"Time(wallclock)": "wallClock", "Malloc(total)": "mallocCountTotal"}.get(name)
 
 
 def check(figures):
@@ -138,15 +139,15 @@ def update(figures):
 
 
 def show(figures, results):
+    # ops/s is 1 / p50 of an iteration (package-benchmark's own throughput metric is in the export, in thousands).
     print(f'{"benchmark":<92} {"p50 µs":>10} {"p99 µs":>10} {"ops/s":>9} {"mallocs":>8}')
     for (suite, benchmark), metrics in sorted(figures.items()):
-        wall = metrics.get("Time (wall clock)", {"p": {}})["p"]
-        throughput = metrics.get("Throughput (# / s)", {"p": {}})["p"]
-        mallocs = metrics.get("Malloc (total)", {"p": {}})["p"]
+        wall = metrics.get("Time(wallclock)", {"p": {}})["p"]
+        mallocs = metrics.get("Malloc(total)", {"p": {}})["p"]
         cells = [
             f'{wall[50.0] / 1000:10.1f}' if 50.0 in wall else f'{"":>10}',
             f'{wall[99.0] / 1000:10.1f}' if 99.0 in wall else f'{"":>10}',
-            f'{throughput[50.0]:9.0f}' if 50.0 in throughput else f'{"":>9}',
+            f'{1e9 / wall[50.0]:9.0f}' if wall.get(50.0) else f'{"":>9}',
             f'{mallocs[50.0]:8.0f}' if 50.0 in mallocs else f'{"":>8}',
         ]
         print(f"{suite + ': ' + benchmark:<92} " + " ".join(cells))
