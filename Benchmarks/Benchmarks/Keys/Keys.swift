@@ -35,7 +35,7 @@ struct SignDevice {
         if stack == "swtpm" {
             let tpm = try SwtpmFixture(maxTries: 32)
             return SignDevice(
-                device: .tpm(tcti: tpm.tcti), daemonArguments: ["--backend", "swtpm", "--tcti", tpm.tcti],
+                device: .tpm(tcti: tpm.tcti), daemonArguments: ["--backend", "tpm", "--tcti", tpm.tcti],
                 environment: [:], floor: { keyseal_tpm_floor_open(tpm.tcti) },
                 provider: {
                     let key = TPMDeviceKey(tcti: tpm.tcti)

@@ -305,10 +305,10 @@ public func lookupFrameSizes(socket: String, account: String) throws -> (request
     return (try WireRequest.copyMatching(query).encodedFrame().count - 4, response.encodedFrame().count - 4)
 }
 
-/// The wire form of the bench lookup (generic password, service and account, return data).
-public func rawLookup(account: String) -> WireQuery {
-    WireQuery(
-        itemClass: ItemClass.genericPassword.rawValue,
+/// The bench lookup as the wire sends it (generic password, service and account, return data).
+public func rawLookup(account: String) -> ItemQuery {
+    ItemQuery(
+        itemClass: .genericPassword,
         attributes: [AttributeKey.service: .string("bench.service"), AttributeKey.account: .string(account)],
-        returns: ReturnOptions.data.rawValue)
+        returns: .data)
 }
