@@ -21,7 +21,7 @@ private func measure(_ count: Int, _ body: () throws -> Void) rethrows -> [Durat
 }
 
 /// SoftHSM2 only: its limits are those of a software token; tpm2-pkcs11 behind tpm2-abrmd is timed per unlock in
-/// keyseal-bench's unlock section (Scripts/bench.sh).
+/// the Unlock benchmark suite (Benchmarks/, Scripts/bench.sh).
 @Suite("PKCS#11 timings on SoftHSM2")
 struct PKCS11TimingTests {
     /// Run alone (`swift test --filter PKCS11TimingTests`, with `KEYSEAL_SOFTHSM_TOKENS=1` for a one-token
