@@ -25,12 +25,13 @@ ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 THRESHOLDS = os.path.join(ROOT, "Benchmarks", "Thresholds")
 RATIOS = os.path.join(ROOT, "Benchmarks", "ratios.json")
 
-# Tolerances of --update-thresholds: the limit is the figure of the run times the factor, plus the slack. Wall
-# clock moves by up to 2× at the median and far more at p99 on this machine when other builds run; allocation
-# counts are deterministic but for a few buffers that grow with the run.
+# Tolerances of --update-thresholds: the limit is the figure of the run times the factor, plus the slack (wall clock
+# in ns). Wall clock moves by up to 2× at the median and far more at p99 on this machine when other builds run (a
+# p99 of 30 samples is one sample: 5× was seen); allocation counts are deterministic but for a few buffers that
+# grow with the run.
 TOLERANCE = {
     ("wallClock", 50): (2.0, 0),
-    ("wallClock", 99): (4.0, 0),
+    ("wallClock", 99): (5.0, 2_000_000),
     ("mallocCountTotal", 50): (1.1, 10),
 }
 

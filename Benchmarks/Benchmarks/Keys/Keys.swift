@@ -36,7 +36,7 @@ struct SignDevice {
             let tpm = try SwtpmFixture(maxTries: 32)
             return SignDevice(
                 device: .tpm(tcti: tpm.tcti), daemonArguments: ["--backend", "tpm", "--tcti", tpm.tcti],
-                environment: [:], floor: { keyseal_tpm_floor_open(tpm.tcti) },
+                environment: [:], floor: { keyseal_tpm_floor_open(tpm.tcti, 1) },
                 provider: {
                     let key = TPMDeviceKey(tcti: tpm.tcti)
                     try key.open(provisioning: true)

@@ -174,7 +174,7 @@ let benchmarks: @Sendable () -> Void = {
                 setup: {
                     let directory = try BenchEnvironment.privateDirectory("esapi-\(name)")
                     backend.value = try BenchBackend.make(name, directory: directory)
-                    guard let opened = keyseal_tpm_floor_open(backend.value.tcti!) else {
+                    guard let opened = keyseal_tpm_floor_open(backend.value.tcti!, operation.hasPrefix("Esys_Unseal") ? 1 : 0) else {
                         throw BenchError("the ESAPI floor did not open on \(name)")
                     }
                     floor.value = opened

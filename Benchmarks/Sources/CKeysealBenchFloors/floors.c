@@ -110,7 +110,7 @@ out:
     return (int)rc;
 }
 
-keyseal_tpm_floor *keyseal_tpm_floor_open(const char *tcti_configuration) {
+keyseal_tpm_floor *keyseal_tpm_floor_open(const char *tcti_configuration, int children) {
     TSS2_RC rc = TSS2_RC_SUCCESS;
     keyseal_tpm_floor *floor = calloc(1, sizeof *floor);
     floor->primary = floor->key = floor->sealed = ESYS_TR_NONE;
@@ -118,8 +118,8 @@ keyseal_tpm_floor *keyseal_tpm_floor_open(const char *tcti_configuration) {
     TSS_CHECK(Tss2_TctiLdr_Initialize(tcti_configuration, &floor->tcti));
     TSS_CHECK(Esys_Initialize(&floor->context, floor->tcti, NULL));
     if (create_primary(floor, &floor->primary) != 0) goto out;
-    if (create_child(floor, 1, &floor->key) != 0) goto out;
-    if (create_child(floor, 0, &floor->sealed) != 0) goto out;
+    if (children && create_child(floor, 1, &floor->key) != 0) goto out;
+    if (children && create_child(floor, 0, &floor->sealed) != 0) goto out;
     return floor;
 out:
     keyseal_tpm_floor_close(floor);

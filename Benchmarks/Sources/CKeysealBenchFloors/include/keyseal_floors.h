@@ -11,9 +11,10 @@
 /// 32-byte authValue) and a 32-byte sealed data object (noDA, empty authorization), both loaded once. Each call is
 /// one command over a password session (the cheapest authorization ESAPI has): TPM2_Sign (ECDSA SHA-256, NULL
 /// ticket, 32-byte digest), TPM2_Unseal, or TPM2_CreatePrimary of the storage primary (flushed again). Returns 0 or
-/// the TSS2 code. Close flushes every object.
+/// the TSS2 code. Close flushes every object. Without `children` only the primary is loaded (a TPM without a resource
+/// manager has three transient slots: the primary, its two children and a second primary do not fit).
 typedef struct keyseal_tpm_floor keyseal_tpm_floor;
-keyseal_tpm_floor *keyseal_tpm_floor_open(const char *tcti);
+keyseal_tpm_floor *keyseal_tpm_floor_open(const char *tcti, int children);
 int keyseal_tpm_floor_sign(keyseal_tpm_floor *floor);
 int keyseal_tpm_floor_unseal(keyseal_tpm_floor *floor);
 int keyseal_tpm_floor_create_primary(keyseal_tpm_floor *floor);
