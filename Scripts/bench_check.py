@@ -34,6 +34,9 @@ TOLERANCE = {
     ("wallClock", 99): (5.0, 2_000_000),
     ("mallocCountTotal", 50): (1.1, 10),
 }
+# What waits for the disk's fsync: this machine's shared disk takes 0.2 to 4 ms a commit, from run to run.
+DISK_BOUND = re.compile(r"durable|commit")
+DISK_TOLERANCE = {("wallClock", 50): (2.0, 8_000_000), ("wallClock", 99): (5.0, 40_000_000)}
 
 
 def load(path):
@@ -128,6 +131,8 @@ def update(figures):
             for (tolerance_key, percentile), (factor, slack) in TOLERANCE.items():
                 if key != tolerance_key or float(percentile) not in metric["p"]:
                     continue
+                if DISK_BOUND.search(benchmark):
+                    factor, slack = DISK_TOLERANCE.get((tolerance_key, percentile), (factor, slack))
                 figure = metric["p"][float(percentile)]
                 measured.setdefault(key, {})[str(percentile)] = figure
                 limits.setdefault(key, {})[str(percentile)] = round(figure * factor + slack)
