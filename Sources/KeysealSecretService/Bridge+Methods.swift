@@ -75,7 +75,7 @@ extension SecretServiceBridge {
             itemChanged(collection, account)
             return { _ in }
         case (Self.sessionInterface, "Close"):
-            closeSession(path)
+            try closeSession(path, sender: Self.sender(message))
             return { _ in }
         case (Self.promptInterface, "Prompt"):
             try runPrompt(path)

@@ -95,6 +95,7 @@ public final class SecretServiceBridge: BusObjects, @unchecked Sendable {
             printError("keyseal-secret-service: another provider took \(Self.busName); exiting")
             self?.bus.stop()
         }
+        bus.onClientGone = { [weak self] name in self?.clientGone(name) }
         lastLocked = isLocked()
         watchLockState()
         onReady()

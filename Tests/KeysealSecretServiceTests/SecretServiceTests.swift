@@ -116,6 +116,13 @@ struct SecretServiceTests {
             fixture, ["-m", "pytest", "-q", "-p", "no:cacheprovider", Self.script("test_keyring_backend.py")])
     }
 
+    @Test("a session is closed when the client that opened it exits; a connected client's session stays")
+    func sessionClosedOnExit() throws {
+        let fixture = try SecretServiceFixture()
+        defer { fixture.remove() }
+        try Self.runPython(fixture, [Self.script("session_closed_on_exit.py")])
+    }
+
     /// A bridge in front of a keyseald with a passcode set, an item stored, then locked through `secret-tool lock`.
     static func lockedFixture(bridgeArguments: (SecretServiceFixture) -> [String]) throws -> SecretServiceFixture {
         let fixture = try SecretServiceFixture(daemon: nil, startBridge: false)
