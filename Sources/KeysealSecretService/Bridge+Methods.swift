@@ -40,8 +40,8 @@ extension SecretServiceBridge {
             }
         case (Self.collectionInterface, "SearchItems"):
             guard case .collection(let name)? = object(path) else { throw noSuchObject(path) }
-            let (unlocked, _) = try search(try message.stringMap(), in: name)
-            return { writer in try writer.objectPaths(unlocked) }
+            let (unlocked, locked) = try search(try message.stringMap(), in: name)
+            return { writer in try writer.objectPaths(unlocked + locked) }
         case (Self.collectionInterface, "CreateItem"):
             guard case .collection(let name)? = object(path) else { throw noSuchObject(path) }
             let properties = try message.properties()
