@@ -3,11 +3,12 @@ import Glibc
 import KeysealClient
 import KeysealCore
 
-/// One item as the bridge last saw it: its keyed pair digests (kept while locked) and its attributes (never its
-/// secret; dropped when the keychain locks).
+/// One item as the bridge last saw it: its attributes (never its secret; dropped when the keychain locks) or, while
+/// locked, its keyed pair digests (made from the attributes as they are dropped).
 struct IndexedItem {
     var collection: String
-    var digests: Set<Data>
+    /// nil while `record` holds the attributes they are made from.
+    var digests: Set<Data>?
     var record: WireRecord?
     /// When `record` was read (CLOCK_MONOTONIC, nanoseconds).
     var readAt: UInt64
@@ -41,10 +42,11 @@ extension SecretServiceBridge {
         else { return }
         var attributes = record
         attributes.data = nil
-        let pairs = (try? StringAttributes.pairs(Self.attributeValue(record.attributes[AttributeKey.stringAttributes])))
-            ?? [:]
-        index[path] = IndexedItem(
-            collection: collection, digests: digests(pairs), record: attributes, readAt: Self.now())
+        index[path] = IndexedItem(collection: collection, digests: nil, record: attributes, readAt: Self.now())
+    }
+
+    static func pairs(_ record: WireRecord) -> [String: String] {
+        (try? StringAttributes.pairs(attributeValue(record.attributes[AttributeKey.stringAttributes]))) ?? [:]
     }
 
     func forget(_ path: String) { index[path] = nil }
@@ -74,20 +76,22 @@ extension SecretServiceBridge {
                 addCollection(name, group: group, label: group)
             }
             guard sharesItemKnowledge, collections.contains(name) else { continue }
-            let pairs = (try? StringAttributes.pairs(Self.attributeValue(record.attributes[AttributeKey.stringAttributes])))
-                ?? [:]
             var attributes = record
             attributes.data = nil
-            fresh[path] = IndexedItem(collection: name, digests: digests(pairs), record: attributes, readAt: now)
+            fresh[path] = IndexedItem(collection: name, digests: nil, record: attributes, readAt: now)
         }
         index = fresh
         indexComplete = sharesItemKnowledge
     }
 
-    /// The keychain locked: every item's attributes are let go; the digests stay.
+    /// The keychain locked: every item's attributes are let go, and their pairs' digests kept.
     func dropMetadata() {
         recordCache = nil
-        for path in index.keys { index[path]?.record = nil }
+        for (path, entry) in index {
+            guard let record = entry.record else { continue }
+            index[path]?.digests = entry.digests ?? digests(Self.pairs(record))
+            index[path]?.record = nil
+        }
     }
 
     /// The items that hold `pairs` as the index knows them, for a search while locked. Without a complete index
@@ -101,7 +105,8 @@ extension SecretServiceBridge {
         }
         let wanted = digests(pairs)
         return index.filter { path, entry in
-            (collection == nil || entry.collection == collection) && wanted.isSubset(of: entry.digests)
+            (collection == nil || entry.collection == collection)
+                && wanted.isSubset(of: entry.digests ?? entry.record.map { digests(Self.pairs($0)) } ?? [])
                 && object(path) != nil
         }.map(\.key).sorted()
     }

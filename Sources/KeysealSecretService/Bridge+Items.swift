@@ -181,6 +181,9 @@ extension SecretServiceBridge {
             throw Self.busError(error, path: Self.itemPath(collection, account))
         }
         let path = Self.itemPath(collection, account)
+        if let record = index[path]?.record, index[path]?.digests == nil {
+            index[path]?.digests = digests(Self.pairs(record))
+        }
         index[path]?.record = nil
         if let changed = changes.attributes[AttributeKey.stringAttributes],
             let pairs = try? StringAttributes.pairs(Self.attributeValue(changed))
