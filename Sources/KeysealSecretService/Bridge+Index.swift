@@ -9,7 +9,7 @@ struct IndexedItem {
     var collection: String
     /// nil while `record` holds the attributes they are made from.
     var digests: Set<Data>?
-    var record: WireRecord?
+    var record: ItemRecord?
     /// When `record` was read (CLOCK_MONOTONIC, nanoseconds).
     var readAt: UInt64
 }
@@ -37,7 +37,7 @@ extension SecretServiceBridge {
     }
 
     /// Records what a request read of `record` (its attributes; never its value).
-    func remember(_ record: WireRecord) {
+    func remember(_ record: ItemRecord) {
         guard sharesItemKnowledge, let path = Self.path(of: record), case .item(let collection, _)? = object(path)
         else { return }
         var attributes = record
@@ -45,14 +45,14 @@ extension SecretServiceBridge {
         index[path] = IndexedItem(collection: collection, digests: nil, record: attributes, readAt: Self.now())
     }
 
-    static func pairs(_ record: WireRecord) -> [String: String] {
+    static func pairs(_ record: ItemRecord) -> [String: String] {
         (try? StringAttributes.pairs(attributeValue(record.attributes[AttributeKey.stringAttributes]))) ?? [:]
     }
 
     func forget(_ path: String) { index[path] = nil }
 
     /// The attributes of the item at `path` read within ``metadataLifetimeNanoseconds``, if any.
-    func recentRecord(_ path: String) -> WireRecord? {
+    func recentRecord(_ path: String) -> ItemRecord? {
         guard sharesItemKnowledge, let entry = index[path], let record = entry.record,
             Self.now() &- entry.readAt < Self.metadataLifetimeNanoseconds
         else { return nil }

@@ -7,7 +7,7 @@ extension SecretServiceBridge {
     // MARK: Items
 
     /// An item request, made for the D-Bus caller when keyseald accepts this bridge as vouching.
-    func sendItem(_ request: WireRequest) throws(WireError) -> WireResponse {
+    func sendItem(_ request: WireRequest) throws(KeychainError) -> WireResponse {
         guard vouching, let pid = bus?.currentSenderPid() else { return try keyseal.send(request) }
         return try keyseal.send(.onBehalf(pid: pid, request))
     }
@@ -15,7 +15,7 @@ extension SecretServiceBridge {
     /// A query for the bridge's items in `collection` (in its access group: ``collectionGroups``) or (nil) in every
     /// collection.
     func itemQuery(collection: String?, account: String? = nil, pairs: [String: String]? = nil, returns: UInt8)
-        -> WireQuery
+        -> ItemQuery
     {
         var query = Self.baseQuery(collection: collection, account: account, pairs: pairs, returns: returns)
         query.accessGroup = collection.flatMap { collectionGroups[$0] }
@@ -23,21 +23,22 @@ extension SecretServiceBridge {
     }
 
     static func baseQuery(collection: String?, account: String? = nil, pairs: [String: String]? = nil, returns: UInt8)
-        -> WireQuery
+        -> ItemQuery
     {
-        var attributes: [String: WireValue] = [:]
+        var attributes: [String: AttributeValue] = [:]
         if let collection { attributes[AttributeKey.service] = .string(servicePrefix + collection) }
         if let account { attributes[AttributeKey.account] = .string(account) }
         if let pairs, !pairs.isEmpty { attributes[AttributeKey.stringAttributes] = .data(StringAttributes.encode(pairs)) }
-        return WireQuery(
-            itemClass: "genp", attributes: attributes, limit: account == nil ? .all : .one, returns: returns)
+        return ItemQuery(
+            itemClass: .genericPassword, attributes: attributes, limit: account == nil ? .all : .one,
+            returns: ReturnOptions(rawValue: returns))
     }
 
     /// The bridge's items that hold `pairs`, in `collection` or (nil) in every collection: (unlocked, locked).
     /// keyseald searches while unlocked; while locked (attributes sealed) the items the bridge's index knows are
     /// answered as locked, so that the client can Unlock them (``lockedSearch(_:in:)``).
     func search(_ pairs: [String: String], in collection: String?) throws -> ([String], [String]) {
-        let records: [WireRecord]
+        let records: [ItemRecord]
         do {
             records = try find(itemQuery(collection: collection, pairs: pairs, returns: 2))
         } catch let error as BusError where error.name == BusError.isLocked {
@@ -55,7 +56,7 @@ extension SecretServiceBridge {
     }
 
     /// Registers the collection of an item found in an access group the bridge has no collection for yet.
-    func adoptCollection(of record: WireRecord) {
+    func adoptCollection(of record: ItemRecord) {
         guard case .string(let service)? = record.attributes[AttributeKey.service], service.hasPrefix(Self.servicePrefix)
         else { return }
         let name = String(service.dropFirst(Self.servicePrefix.count))
@@ -64,7 +65,7 @@ extension SecretServiceBridge {
         addCollection(name, group: group, label: group)
     }
 
-    static func path(of record: WireRecord) -> String? {
+    static func path(of record: ItemRecord) -> String? {
         guard case .string(let service)? = record.attributes[AttributeKey.service], service.hasPrefix(servicePrefix),
             case .string(let account)? = record.attributes[AttributeKey.account], isAccount(account)
         else { return nil }
@@ -72,7 +73,7 @@ extension SecretServiceBridge {
     }
 
     /// Records matching `query`; none is an empty list.
-    func find(_ query: WireQuery) throws -> [WireRecord] {
+    func find(_ query: ItemQuery) throws -> [ItemRecord] {
         do {
             guard case .records(let records) = try sendItem(.copyMatching(query)) else { return [] }
             return records
@@ -83,7 +84,7 @@ extension SecretServiceBridge {
         }
     }
 
-    func record(_ collection: String, _ account: String, withData: Bool = false) throws -> WireRecord {
+    func record(_ collection: String, _ account: String, withData: Bool = false) throws -> ItemRecord {
         let path = Self.itemPath(collection, account)
         if !withData, let recent = recentRecord(path) { return recent }
         let message = bus.currentMessage
@@ -117,7 +118,7 @@ extension SecretServiceBridge {
         return (SecretBytes(copying: record.data ?? Data()), Self.contentType(record))
     }
 
-    static func contentType(_ record: WireRecord) -> String {
+    static func contentType(_ record: ItemRecord) -> String {
         if case .string(let text)? = record.attributes[AttributeKey.description], !text.isEmpty { return text }
         return "text/plain"
     }
@@ -138,21 +139,21 @@ extension SecretServiceBridge {
             }),
             case .string(let account)? = existing.attributes[AttributeKey.account]
         {
-            try update(collection, account, WireChanges(
+            try update(collection, account, ItemChanges(
                 attributes: [AttributeKey.label: .string(label), AttributeKey.description: .string(contentType)],
                 data: value.data))
             itemChanged(collection, account)
             return Self.itemPath(collection, account)
         }
         let account = randomBytes(16).map { String($0, radix: 16).leftPadded(2) }.joined()
-        let item = WireNewItem(
-            itemClass: "genp",
+        let item = NewItem(
+            itemClass: .genericPassword,
             attributes: [
                 AttributeKey.service: .string(Self.servicePrefix + collection), AttributeKey.account: .string(account),
                 AttributeKey.label: .string(label), AttributeKey.description: .string(contentType),
                 AttributeKey.stringAttributes: .data(StringAttributes.encode(pairs)),
             ],
-            accessGroup: collectionGroups[collection], accessibility: "ak", data: value.data)
+            accessGroup: collectionGroups[collection], accessibility: .whenUnlocked, data: value.data)
         do {
             _ = try sendItem(.add(item))
         } catch {
@@ -169,12 +170,12 @@ extension SecretServiceBridge {
         return path
     }
 
-    static func attributeValue(_ value: WireValue?) -> AttributeValue? {
+    static func attributeValue(_ value: AttributeValue?) -> AttributeValue? {
         if case .data(let data)? = value { return .data(data) }
         return nil
     }
 
-    func update(_ collection: String, _ account: String, _ changes: WireChanges) throws {
+    func update(_ collection: String, _ account: String, _ changes: ItemChanges) throws {
         do {
             _ = try sendItem(.update(itemQuery(collection: collection, account: account, returns: 0), changes))
         } catch {

@@ -21,11 +21,11 @@ extension SecretServiceBridge {
         case (.item(let collection, let account)?, _, let property):
             // While locked an item's attributes are sealed: it shows an empty label and attributes (Locked says
             // why) and announces its properties once unlocked; its secret stays IsLocked.
-            let record: WireRecord
+            let record: ItemRecord
             do {
                 record = try self.record(collection, account)
             } catch let error as BusError where error.name == BusError.isLocked {
-                record = WireRecord(itemClass: "genp", attributes: [:])
+                record = ItemRecord(itemClass: .genericPassword, attributes: [:])
             }
             switch property {
             case "Attributes":
@@ -46,8 +46,8 @@ extension SecretServiceBridge {
             case "Created", "Modified":
                 let key = property == "Created" ? AttributeKey.creationDate : AttributeKey.modificationDate
                 var seconds: UInt64 = 0
-                if case .date(let since2001)? = record.attributes[key] {
-                    seconds = UInt64(max(0, since2001 + Date.timeIntervalBetween1970AndReferenceDate))
+                if case .date(let date)? = record.attributes[key] {
+                    seconds = UInt64(max(0, date.timeIntervalSince1970))
                 }
                 try reply.uint64(seconds)
             default: throw BusError(BusError.invalidArgs, "no property \(property)")
@@ -62,13 +62,13 @@ extension SecretServiceBridge {
         case (.collection(let collection)?, "Label"):
             labels[collection] = try value.string()
         case (.item(let collection, let account)?, "Label"):
-            try update(collection, account, WireChanges(attributes: [AttributeKey.label: .string(try value.string())]))
+            try update(collection, account, ItemChanges(attributes: [AttributeKey.label: .string(try value.string())]))
             itemChanged(collection, account)
         case (.item(let collection, let account)?, "Attributes"):
             let pairs = try value.stringMap()
             try update(
                 collection, account,
-                WireChanges(attributes: [AttributeKey.stringAttributes: .data(StringAttributes.encode(pairs))]))
+                ItemChanges(attributes: [AttributeKey.stringAttributes: .data(StringAttributes.encode(pairs))]))
             itemChanged(collection, account)
         default:
             throw BusError(BusError.invalidArgs, "\(name) cannot be set on \(path)")

@@ -212,7 +212,7 @@ struct SecretServiceTests {
         let fixture = try SecretServiceFixture()
         defer { fixture.remove() }
         try Self.runPython(fixture, [Self.script("collections_groups.py")])
-        let query = WireQuery(itemClass: "genp", limit: .all, returns: 2)
+        let query = ItemQuery(itemClass: .genericPassword, limit: .all, returns: ReturnOptions(rawValue: 2))
         guard case .records(let records) = try KeysealConnection(socketPath: fixture.daemon.socketPath).send(
             .copyMatching(query))
         else { throw FixtureError("no records") }
@@ -284,7 +284,7 @@ struct SecretServiceIdentityTests {
 
     /// The access groups of every item in keyseald, read as root.
     static func groups(_ daemon: DaemonFixture) throws -> [String] {
-        let query = WireQuery(itemClass: "genp", limit: .all, returns: 2)
+        let query = ItemQuery(itemClass: .genericPassword, limit: .all, returns: ReturnOptions(rawValue: 2))
         let connection = KeysealConnection(socketPath: daemon.socketPath)
         guard case .records(let records) = try connection.send(.copyMatching(query)) else { return [] }
         return records.compactMap { record in
