@@ -205,22 +205,29 @@ struct HardwareKeyTests {
             if name == "[vvar]" || name == "[vsyscall]" || name == "[vvar_vclock]" { continue }
             let bounds = fields[0].split(separator: "-").compactMap { UInt64($0, radix: 16) }
             guard bounds.count == 2, bounds[1] > bounds[0] else { continue }
-            let length = Int(bounds[1] - bounds[0])
-            let buffer = UnsafeMutableRawBufferPointer.allocate(byteCount: length, alignment: 16)
+            // In chunks, so that a page unmapped meanwhile by another thread costs one chunk, not the rest.
+            let chunk = 1 << 20
+            let buffer = UnsafeMutableRawBufferPointer.allocate(byteCount: chunk + inverted.count, alignment: 16)
             defer {
-                memset(buffer.baseAddress!, 0, length)
+                memset(buffer.baseAddress!, 0, buffer.count)
                 buffer.deallocate()
             }
-            let count = pread(fd, buffer.baseAddress, length, off_t(bounds[0]))
-            guard count >= inverted.count else { continue }
             let base = buffer.baseAddress!
-            var offset = 0
-            while offset + inverted.count <= count,
-                let hit = memchr(base + offset, Int32(~inverted[0]), count - offset - inverted.count + 1)
-            {
-                let position = base.distance(to: hit)
-                if (1..<inverted.count).allSatisfy({ buffer[position + $0] == ~inverted[$0] }) { found += 1 }
-                offset = position + 1
+            var start = bounds[0]
+            while start < bounds[1] {
+                let wanted = Int(min(UInt64(buffer.count), bounds[1] - start))
+                let count = pread(fd, base, wanted, off_t(Int64(bitPattern: start)))
+                defer { start += UInt64(chunk) }
+                guard count >= inverted.count else { continue }
+                var offset = 0
+                // Hits that start within this chunk; the overlap only completes a pattern across the boundary.
+                while offset < min(chunk, count - inverted.count + 1),
+                    let hit = memchr(base + offset, Int32(~inverted[0]), min(chunk, count - inverted.count + 1) - offset)
+                {
+                    let position = base.distance(to: hit)
+                    if (1..<inverted.count).allSatisfy({ buffer[position + $0] == ~inverted[$0] }) { found += 1 }
+                    offset = position + 1
+                }
             }
         }
         return found
