@@ -122,11 +122,42 @@ public struct PublicKeyMaterial: Sendable, Hashable {
 struct SoftwarePrivateKey: Sendable {
     let keyType: KeyType
     let material: SecretBytes
+    /// An EC key parsed once into swift-crypto (whose key storage is zeroized when released), for a key the engine
+    /// keeps prepared; nil where each use parses the material.
+    private let parsedEC: ParsedECKey?
+
+    /// An EC private key in swift-crypto's types.
+    private enum ParsedECKey: Sendable {
+        case p256(P256.Signing.PrivateKey)
+        case p384(P384.Signing.PrivateKey)
+        case p521(P521.Signing.PrivateKey)
+    }
 
     init(keyType: KeyType, material: SecretBytes) throws(KeychainError) {
         self.keyType = keyType
         self.material = material
+        parsedEC = nil
         _ = try publicKey()
+    }
+
+    /// A key kept for repeated use: an EC key is parsed here once (which checks it), an RSA key checked as
+    /// ``init(keyType:material:)`` does.
+    init(prepared keyType: KeyType, material: SecretBytes) throws(KeychainError) {
+        self.keyType = keyType
+        self.material = material
+        do {
+            parsedEC = try material.withUnsafeBytes { bytes throws -> ParsedECKey? in
+                switch keyType {
+                case .ec(256): .p256(try P256.Signing.PrivateKey(x963Representation: bytes))
+                case .ec(384): .p384(try P384.Signing.PrivateKey(x963Representation: bytes))
+                case .ec(521): .p521(try P521.Signing.PrivateKey(x963Representation: bytes))
+                default: nil
+                }
+            }
+        } catch {
+            throw KeychainError(KeychainStatus.param, "the data is not a \(keyType) private key")
+        }
+        if parsedEC == nil { _ = try publicKey() }
     }
 
     static func generate(_ keyType: KeyType) throws(KeychainError) -> SoftwarePrivateKey {
@@ -183,6 +214,16 @@ struct SoftwarePrivateKey: Sendable {
     /// ECDSA over a digest, as X9.62 DER.
     func ecdsaSign(digest: [UInt8]) throws(KeychainError) -> Data {
         let prehashed = PrehashedDigest(bytes: digest)
+        do {
+            switch parsedEC {
+            case .p256(let key): return try key.signature(for: prehashed).derRepresentation
+            case .p384(let key): return try key.signature(for: prehashed).derRepresentation
+            case .p521(let key): return try key.signature(for: prehashed).derRepresentation
+            case nil: break
+            }
+        } catch {
+            throw KeychainError(KeychainStatus.internalComponent, "ECDSA signing failed")
+        }
         switch keyType {
         case .ec(256):
             return try parse {

@@ -299,7 +299,8 @@ extension KeychainEngine {
     // MARK: Using keys
 
     /// Resolves a private key for one operation: the item is found as a lookup finds it (the caller's groups, the
-    /// lock state: a locked class is errSecInteractionNotAllowed), and a hardware key's authorization derived.
+    /// lock state: a locked class is errSecInteractionNotAllowed), and a hardware key's authorization derived — once,
+    /// then kept prepared while its class stays available and the store unchanged (``preparedKey(_:caller:)``).
     func withPrivateKey<T>(_ reference: KeyReference, caller: Caller, _ body: (PrivateKeyHandle) throws -> T) throws
         -> T
     {
@@ -312,23 +313,7 @@ extension KeychainEngine {
                 publicKey: key.publicKey)
             return try body(.hardware(handle))
         case .item(let persistentRef):
-            let record = try keyRecord(persistentRef, caller: caller)
-            guard record.string(AttributeKey.keyClass) == Self.keyClassPrivate else {
-                throw KeychainError(KeychainStatus.param, "the key is not a private key")
-            }
-            let data = record.data ?? Data()
-            if record.string(AttributeKey.tokenID) == Self.hardwareTokenID {
-                let value = try HardwareKeyValue(decoding: data)
-                let handle = HardwareKeyHandle(
-                    provider: try hardwareProvider(), blob: value.blob,
-                    authorization: hardwareAuthorization(value.seed),
-                    publicKey: try PublicKeyMaterial(keyType: .p256, bytes: value.publicKey))
-                return try body(.hardware(handle))
-            }
-            let publicKey = try Self.publicKeyOf(
-                keyClass: Self.keyClassPrivate, typeCode: record.string(AttributeKey.type) ?? "", data: data)
-            return try body(
-                .software(SoftwarePrivateKey(keyType: publicKey.keyType, material: SecretBytes(copying: data))))
+            return try body(preparedKey(persistentRef, caller: caller).handle)
         }
     }
 

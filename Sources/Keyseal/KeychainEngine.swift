@@ -21,8 +21,17 @@ final class KeychainEngine {
     let deviceSecret: SecretBytes
     private let macKey: SecretBytes
     let indexKey: IndexKey
-    /// The lock-state manager's keys: present exactly when the class is usable.
-    var classKeys: [Accessibility: ClassKey] = [:]
+    /// The lock-state manager's keys: present exactly when the class is usable. A class whose key goes or is
+    /// replaced takes its prepared keys with it.
+    var classKeys: [Accessibility: ClassKey] = [:] {
+        didSet {
+            var gone: Set<Accessibility> = []
+            for (accessibility, key) in oldValue where classKeys[accessibility] !== key { gone.insert(accessibility) }
+            preparedKeys.remove(classes: gone)
+        }
+    }
+    /// Stored private keys made ready for use (see ``PreparedKeys``).
+    var preparedKeys = PreparedKeys()
     private(set) var lockState: LockState
     var groupCache = GroupCache()
     private var closed = false
@@ -267,6 +276,7 @@ final class KeychainEngine {
         guard !closed else { return }
         closed = true
         for id in Array(transientKeys.keys) { releaseTransientKey(id) }
+        preparedKeys.removeAll()
         classKeys.removeAll()
         store.close()
         device.close()

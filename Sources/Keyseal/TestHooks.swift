@@ -80,3 +80,18 @@ extension KeychainEngine {
         try store.transaction { () throws(KeychainError) in }
     }
 }
+
+extension KeychainStore {
+    /// How many stored keys the engine of an embedded store keeps prepared (tests of the cache's drop rules).
+    package func preparedKeyCountForTests() throws -> Int { try withEngine { $0.preparedKeys.count } }
+
+    /// The authorization the engine keeps for a prepared hardware key, each byte inverted, so that a test can look
+    /// for the real bytes in memory without holding them; nil when the key is not prepared.
+    package func preparedAuthorizationInvertedForTests(_ key: KeyReference) throws -> [UInt8]? {
+        guard case .item(let reference) = key else { return nil }
+        return try withEngine { engine in
+            guard case .hardware(let handle)? = engine.preparedKeys.peek(reference)?.handle else { return nil }
+            return handle.authorization.withUnsafeBytes { $0.map { ~$0 } }
+        }
+    }
+}

@@ -145,6 +145,11 @@ public final class ItemStore {
         }
     }
 
+    /// Moves with every row this store writes (items, keybag, ledger), committed or rolled back. The store's
+    /// connection is the file's only writer (exclusive locking, and the engine holds `.lock`), so an unchanged value
+    /// means an unchanged file.
+    public var changeCount: Int64 { database.totalChanges }
+
     public func close() {
         cachedPrimaryKeyStatements = nil
         database.close()

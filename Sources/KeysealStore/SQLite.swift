@@ -292,4 +292,8 @@ public final class Statement {
 
 extension Database {
     public var lastInsertRowID: Int64 { sqlite3_last_insert_rowid(connection) }
+
+    /// Rows inserted, updated or deleted through this connection since it opened (`sqlite3_total_changes64`), rolled
+    /// back or not: a value that has not moved means nothing was written through it.
+    public var totalChanges: Int64 { sqlite3_total_changes64(connection) }
 }

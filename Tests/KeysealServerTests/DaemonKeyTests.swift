@@ -39,6 +39,32 @@ struct DaemonKeyTests {
         _ = try key.signature(for: Data("m".utf8))
     }
 
+    @Test(arguments: [DaemonFixture.Backend.tpm, .pkcs11])
+    func aHardwareKeyKeysealdHasUsedRefusesToSignOnceLocked(backend: DaemonFixture.Backend) throws {
+        let daemon = try DaemonFixture(backend)
+        defer { daemon.remove() }
+        let store = try daemon.client()
+        try store.setPasscode("pw")
+        let key = try store.generateHardwareP256Key(tag: Data("used".utf8), accessibility: .whenUnlocked)
+        _ = try key.signature(for: Data("m".utf8))
+        _ = try key.signature(for: Data("m".utf8))
+        _ = try store.lock()
+        #expect(throws: KeychainError.interactionNotAllowed) { _ = try key.signature(for: Data("m".utf8)) }
+    }
+
+    @Test(arguments: [DaemonFixture.Backend.tpm, .pkcs11])
+    func aKeyDeletedByAnotherClientIsGoneForEveryClient(backend: DaemonFixture.Backend) throws {
+        let daemon = try DaemonFixture(backend)
+        defer { daemon.remove() }
+        let first = try daemon.client()
+        let second = try daemon.client()
+        let key = try first.generateHardwareP256Key(tag: Data("shared".utf8))
+        _ = try key.signature(for: Data("m".utf8))
+        try second.delete(
+            ItemQuery(itemClass: .key, attributes: [AttributeKey.applicationTag: .data(Data("shared".utf8))]))
+        #expect(throws: KeychainError.itemNotFound) { _ = try key.signature(for: Data("m".utf8)) }
+    }
+
     @Test func anotherUserCannotUseAKeyOutsideItsGroups() throws {
         guard getuid() == 0 else {
             Issue.record("needs root to run the probe as uid 65534")
@@ -52,6 +78,9 @@ struct DaemonKeyTests {
             return
         }
         let hex = reference.map { String(format: "%02x", $0) }.joined()
+        #expect(try daemon.probeAsNobody(["sign", hex]).hasPrefix("error -25300"))
+        // Once the owner has used the key, the daemon keeps it prepared: the group is still checked at each use.
+        _ = try daemon.client().sign(key.reference, algorithm: Self.algorithm, data: Data("m".utf8))
         #expect(try daemon.probeAsNobody(["sign", hex]).hasPrefix("error -25300"))
     }
 }

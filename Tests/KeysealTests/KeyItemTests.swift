@@ -83,6 +83,33 @@ struct KeyItemTests {
         #expect(throws: KeychainError.duplicateItem) { try Self.addKeyAndCertificates(fixture.store, certificates: []) }
     }
 
+    @Test func aPreparedSoftwareKeyRefusesToSignOnceItsClassLocks() throws {
+        let fixture = try StoreFixture()
+        defer { fixture.remove() }
+        try fixture.store.setPasscode("pw")
+        let key = try Self.generate(fixture.store, tag: "prepared")
+        let algorithm = "algid:sign:ECDSA:message-X962:SHA256"
+        _ = try fixture.store.sign(key.reference, algorithm: algorithm, data: Data("m".utf8))
+        try #require(try fixture.store.preparedKeyCountForTests() == 1)
+        try fixture.store.lock()
+        #expect(try fixture.store.preparedKeyCountForTests() == 0)
+        #expect(throws: KeychainError.interactionNotAllowed) {
+            _ = try fixture.store.sign(key.reference, algorithm: algorithm, data: Data("m".utf8))
+        }
+    }
+
+    @Test func aPreparedSoftwareKeyIsGoneOnceItsItemIsDeleted() throws {
+        let fixture = try StoreFixture()
+        defer { fixture.remove() }
+        let key = try Self.generate(fixture.store, tag: "deleted")
+        let algorithm = "algid:sign:ECDSA:message-X962:SHA256"
+        _ = try fixture.store.sign(key.reference, algorithm: algorithm, data: Data("m".utf8))
+        try fixture.store.delete(Self.keyQuery(tag: "deleted"))
+        #expect(throws: KeychainError.itemNotFound) {
+            _ = try fixture.store.sign(key.reference, algorithm: algorithm, data: Data("m".utf8))
+        }
+    }
+
     @Test func softwareSignatureVerifiesWithSwiftCrypto() throws {
         let fixture = try StoreFixture()
         defer { fixture.remove() }
