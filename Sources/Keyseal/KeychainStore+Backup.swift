@@ -66,8 +66,6 @@ extension KeychainStore {
                 return try WireMapping.exportReport(report)
             } catch let error as KeychainError {
                 throw error
-            } catch let error as KeychainError {
-                throw error
             } catch {
                 throw KeychainError(KeychainStatus.internalComponent, "\(error)")
             }
@@ -104,8 +102,6 @@ extension KeychainStore {
                         source: { (count) throws(KeychainError) in try file.read(maxCount: count) },
                         progress: { done, total in progress?(done, total) })
                     return try WireMapping.importReport(report)
-                } catch let error as KeychainError {
-                    throw error
                 } catch let error as KeychainError {
                     throw error
                 } catch {

@@ -36,17 +36,8 @@ package enum WireMapping {
             triesLeft: status.triesLeft, nextTryAt: status.nextTryAt?.timeIntervalSince1970,
             autoLockSeconds: status.autoLockSeconds, itemCounts: counts,
             ledger: includeCounts && !status.ledger.verified
-                ? WireLedgerStatus(
-                    refusedBuckets: status.ledger.refusedBuckets, missingEntries: status.ledger.missingEntries,
-                    unexpectedEntries: status.ledger.unexpectedEntries, recordProblem: status.ledger.recordProblem,
-                    summary: status.ledger.summary)
-                : nil,
-            boot: status.boot.map {
-                WireBootStatus(
-                    pcrs: $0.pcrs, pcrsMatch: $0.pcrsMatch, recoveryRequired: $0.recoveryRequired,
-                    recoveryKeySet: $0.recoveryKeySet, rolledBack: $0.rolledBack, counterIndex: $0.counterIndex,
-                    counterValue: $0.counterValue, detail: $0.detail)
-            })
+                ? status.ledger : nil,
+            boot: status.boot)
     }
 
     package static func status(_ wire: WireStoreStatus) -> StoreStatus {
@@ -63,17 +54,7 @@ package enum WireMapping {
             failedAttempts: wire.failedAttempts, triesLeft: wire.triesLeft,
             nextTryAt: wire.nextTryAt.map { Date(timeIntervalSince1970: $0) }, autoLockSeconds: wire.autoLockSeconds,
             itemCounts: counts,
-            ledger: wire.ledger.map {
-                LedgerStatus(
-                    refusedBuckets: $0.refusedBuckets, missingEntries: $0.missingEntries,
-                    unexpectedEntries: $0.unexpectedEntries, recordProblem: $0.recordProblem)
-            } ?? LedgerStatus(),
-            boot: wire.boot.map {
-                BootStatus(
-                    pcrs: $0.pcrs, pcrsMatch: $0.pcrsMatch, recoveryRequired: $0.recoveryRequired,
-                    recoveryKeySet: $0.recoveryKeySet, rolledBack: $0.rolledBack, counterIndex: $0.counterIndex,
-                    counterValue: $0.counterValue, detail: $0.detail)
-            })
+            ledger: wire.ledger ?? LedgerStatus(), boot: wire.boot)
     }
 
 }

@@ -1187,17 +1187,19 @@ extension WireResponse {
                 let code = try reader.shortString()
                 counts[code] = try reader.int()
             }
-            let ledger = try reader.optional { r throws(KeychainError) -> WireLedgerStatus in
+            let ledger = try reader.optional { r throws(KeychainError) -> LedgerStatus in
                 var buckets: [Int] = []
                 for _ in 0..<Int(try r.u16()) { buckets.append(Int(try r.u16())) }
                 let missing = try r.int()
                 let unexpected = try r.int()
                 let problem = try r.optional { r throws(KeychainError) in try r.string() }
-                return WireLedgerStatus(
+                // The sender's summary: this side words it from the same counts.
+                _ = try r.string()
+                return LedgerStatus(
                     refusedBuckets: buckets, missingEntries: missing, unexpectedEntries: unexpected,
-                    recordProblem: problem, summary: try r.string())
+                    recordProblem: problem)
             }
-            let boot = try reader.optional { r throws(KeychainError) -> WireBootStatus in
+            let boot = try reader.optional { r throws(KeychainError) -> BootStatus in
                 var pcrs: [Int] = []
                 for _ in 0..<Int(try r.u8()) { pcrs.append(Int(try r.u8())) }
                 let match = try r.bool()
@@ -1206,7 +1208,7 @@ extension WireResponse {
                 let rolledBack = try r.bool()
                 let index = try r.optional { r throws(KeychainError) in try r.u32() }
                 let value = try r.optional { r throws(KeychainError) in try r.u64() }
-                return WireBootStatus(
+                return BootStatus(
                     pcrs: pcrs, pcrsMatch: match, recoveryRequired: recoveryRequired, recoveryKeySet: recoveryKeySet,
                     rolledBack: rolledBack, counterIndex: index, counterValue: value, detail: try r.string())
             }

@@ -177,15 +177,15 @@ public struct WireStoreStatus: Sendable, Hashable {
     public var itemCounts: [String: Int]
     /// What the daemon's open found of the generation ledger; nil when it verified, and for clients that are not
     /// administrators.
-    public var ledger: WireLedgerStatus?
+    public var ledger: LedgerStatus?
     /// Boot binding, recovery and anti-rollback (TPM stores); nil otherwise.
-    public var boot: WireBootStatus?
+    public var boot: BootStatus?
 
     public init(
         lockState: LockState, passcodeSet: Bool, backend: String, hardwareBacked: Bool,
         guessingHardwareLimited: Bool, detail: String, hardwareTriesLeft: Int? = nil, lockoutRetrySeconds: Int? = nil,
         failedAttempts: Int = 0, triesLeft: Int? = nil, nextTryAt: Double? = nil, autoLockSeconds: Int? = nil,
-        itemCounts: [String: Int] = [:], ledger: WireLedgerStatus? = nil, boot: WireBootStatus? = nil
+        itemCounts: [String: Int] = [:], ledger: LedgerStatus? = nil, boot: BootStatus? = nil
     ) {
         self.lockState = lockState
         self.passcodeSet = passcodeSet
@@ -202,54 +202,6 @@ public struct WireStoreStatus: Sendable, Hashable {
         self.itemCounts = itemCounts
         self.ledger = ledger
         self.boot = boot
-    }
-}
-
-/// Boot binding, recovery and anti-rollback (`BootStatus` in the library).
-public struct WireBootStatus: Sendable, Hashable {
-    public var pcrs: [Int]
-    public var pcrsMatch: Bool
-    public var recoveryRequired: Bool
-    public var recoveryKeySet: Bool
-    public var rolledBack: Bool
-    public var counterIndex: UInt32?
-    public var counterValue: UInt64?
-    public var detail: String
-
-    public init(
-        pcrs: [Int], pcrsMatch: Bool, recoveryRequired: Bool, recoveryKeySet: Bool, rolledBack: Bool,
-        counterIndex: UInt32?, counterValue: UInt64?, detail: String
-    ) {
-        self.pcrs = pcrs
-        self.pcrsMatch = pcrsMatch
-        self.recoveryRequired = recoveryRequired
-        self.recoveryKeySet = recoveryKeySet
-        self.rolledBack = rolledBack
-        self.counterIndex = counterIndex
-        self.counterValue = counterValue
-        self.detail = detail
-    }
-}
-
-/// The generation ledger's failures at open (`LedgerStatus` in the library).
-public struct WireLedgerStatus: Sendable, Hashable {
-    /// The buckets whose items are refused.
-    public var refusedBuckets: [Int]
-    public var missingEntries: Int
-    public var unexpectedEntries: Int
-    /// Why the record as a whole could not be used.
-    public var recordProblem: String?
-    /// The library's one-sentence summary.
-    public var summary: String
-
-    public init(
-        refusedBuckets: [Int], missingEntries: Int, unexpectedEntries: Int, recordProblem: String?, summary: String
-    ) {
-        self.refusedBuckets = refusedBuckets
-        self.missingEntries = missingEntries
-        self.unexpectedEntries = unexpectedEntries
-        self.recordProblem = recordProblem
-        self.summary = summary
     }
 }
 

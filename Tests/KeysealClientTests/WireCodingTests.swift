@@ -152,9 +152,8 @@ struct WireCodingTests {
                 WireStoreStatus(
                     lockState: .unlocked, passcodeSet: false, backend: "host-key", hardwareBacked: false,
                     guessingHardwareLimited: false, detail: "",
-                    ledger: WireLedgerStatus(
-                        refusedBuckets: [1, 127], missingEntries: 1, unexpectedEntries: 0, recordProblem: nil,
-                        summary: "2 of 128 ledger buckets failed verification"))),
+                    ledger: LedgerStatus(
+                        refusedBuckets: [1, 127], missingEntries: 1, unexpectedEntries: 0, recordProblem: nil))),
         ]
         for response in responses {
             #expect(try Self.roundTrip(response) == response)
