@@ -32,22 +32,3 @@ extension KeychainStore {
         }
     }
 }
-
-/// What `status` reports.
-public struct StoreStatus: Sendable, Equatable {
-    public var lockState: LockState
-    public var passcodeSet: Bool
-    public var device: DeviceKeyStatus
-    public var failedAttempts: Int
-    /// Tries left before a hardware lockout, where the hardware counts.
-    public var triesLeft: Int?
-    /// When the next passcode try is allowed, if a delay is running.
-    public var nextTryAt: Date?
-    /// Idle seconds before auto-lock; nil when disabled.
-    public var autoLockSeconds: Int?
-    public var itemCounts: [Accessibility: Int]
-    /// What the open found of the generation ledger (embedded stores; through keyseald it is logged at start).
-    public var ledger = LedgerStatus()
-    /// Boot binding, recovery and anti-rollback (TPM backend); nil on other backends.
-    public var boot: BootStatus?
-}

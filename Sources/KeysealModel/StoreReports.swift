@@ -1,3 +1,70 @@
+import FoundationEssentials
+
+/// What `status` reports.
+public struct StoreStatus: Sendable, Hashable {
+    public var lockState: LockState
+    public var passcodeSet: Bool
+    public var device: DeviceKeyStatus
+    public var failedAttempts: Int
+    /// Tries left before a hardware lockout, where the hardware counts.
+    public var triesLeft: Int?
+    /// When the next passcode try is allowed, if a delay is running.
+    public var nextTryAt: Date?
+    /// Idle seconds before auto-lock; nil when disabled.
+    public var autoLockSeconds: Int?
+    public var itemCounts: [Accessibility: Int]
+    /// What the open found of the generation ledger (embedded stores; through keyseald it is logged at start).
+    public var ledger = LedgerStatus()
+    /// Boot binding, recovery and anti-rollback (TPM backend); nil on other backends.
+    public var boot: BootStatus?
+
+    public init(
+        lockState: LockState, passcodeSet: Bool, device: DeviceKeyStatus, failedAttempts: Int = 0,
+        triesLeft: Int? = nil, nextTryAt: Date? = nil, autoLockSeconds: Int? = nil,
+        itemCounts: [Accessibility: Int] = [:], ledger: LedgerStatus = LedgerStatus(), boot: BootStatus? = nil
+    ) {
+        self.lockState = lockState
+        self.passcodeSet = passcodeSet
+        self.device = device
+        self.failedAttempts = failedAttempts
+        self.triesLeft = triesLeft
+        self.nextTryAt = nextTryAt
+        self.autoLockSeconds = autoLockSeconds
+        self.itemCounts = itemCounts
+        self.ledger = ledger
+        self.boot = boot
+    }
+}
+
+/// What a device key says about itself for `status`.
+public struct DeviceKeyStatus: Sendable, Hashable {
+    /// Backend name as recorded in the store: `host-key`, `tpm`, `pkcs11`, `software`.
+    public var backend: String
+    /// Whether the device secret is held by hardware (a TPM or a token).
+    public var hardwareBacked: Bool
+    /// Whether the hardware itself limits passcode guessing (TPM dictionary-attack protection with a lockout
+    /// authorization set). When false, only Argon2id and the store's escalating delays limit guessing.
+    public var guessingHardwareLimited: Bool
+    /// One sentence for people: why guessing is or is not hardware-limited, what backs the key.
+    public var detail: String
+    /// Passcode tries the hardware allows before it locks out, where the hardware counts.
+    public var hardwareTriesLeft: Int?
+    /// Seconds until the hardware accepts passcode tries again, when it is in lockout.
+    public var lockoutRetrySeconds: Int?
+
+    public init(
+        backend: String, hardwareBacked: Bool, guessingHardwareLimited: Bool, detail: String,
+        hardwareTriesLeft: Int? = nil, lockoutRetrySeconds: Int? = nil
+    ) {
+        self.backend = backend
+        self.hardwareBacked = hardwareBacked
+        self.guessingHardwareLimited = guessingHardwareLimited
+        self.detail = detail
+        self.hardwareTriesLeft = hardwareTriesLeft
+        self.lockoutRetrySeconds = lockoutRetrySeconds
+    }
+}
+
 /// Boot binding and anti-rollback as `status` shows them (docs/TPM.md).
 public struct BootStatus: Sendable, Hashable {
     /// The PCRs (SHA-256 bank) the device and passcode objects are bound to; empty: unbound.
