@@ -153,3 +153,24 @@ public struct SecretServiceDH: Sendable {
         return bytes
     }
 }
+
+/// Keyed digests of Secret Service attribute pairs under a key of the process's own, made at start and never stored
+/// (swift-crypto's `SymmetricKey` clears it when let go): what the Secret Service bridge keeps of its items'
+/// attributes while the keychain is locked, so that a search can name the matching items as locked.
+public struct SecretServicePairDigester: Sendable {
+    private let key = SymmetricKey(size: .bits256)
+
+    public init() {}
+
+    /// The digest of one (name, value) pair (length-prefixed, so no two pairs share bytes).
+    public func digest(name: String, value: String) -> Data {
+        var mac = HMAC<SHA256>(key: key)
+        for field in [name, value] {
+            let bytes = Array(field.utf8)
+            let count = UInt32(bytes.count)
+            mac.update(data: [UInt8(count >> 24), UInt8((count >> 16) & 0xff), UInt8((count >> 8) & 0xff), UInt8(count & 0xff)])
+            mac.update(data: bytes)
+        }
+        return Data(mac.finalize())
+    }
+}

@@ -6,18 +6,28 @@ import KeysealCore
 extension SecretServiceBridge {
     // MARK: Collections
 
+    /// A collection is one of the caller's access groups: CreateCollection's label names the group (an existing
+    /// collection of that group is returned). keyseald decides whether the caller holds it: a group its policy does
+    /// not grant is refused with AccessDenied and no collection is made.
     func createCollection(_ properties: [String: PropertyValue], alias: String) throws -> String {
         if !alias.isEmpty, let existing = aliases[alias] { return Self.collectionPath(existing) }
-        var label = "collection"
-        if case .string(let text)? = properties[Self.collectionInterface + ".Label"], !text.isEmpty { label = text }
-        var name = Self.sanitized(label)
+        guard case .string(let group)? = properties[Self.collectionInterface + ".Label"], !group.isEmpty else {
+            throw BusError(
+                BusError.invalidArgs,
+                "a collection is one of your access groups: give its name as the collection's Label")
+        }
+        if let name = collectionGroups.first(where: { $0.value == group })?.key {
+            if !alias.isEmpty { aliases[Self.sanitized(alias)] = name }
+            return Self.collectionPath(name)
+        }
+        try requireGranted(group)
+        var name = Self.sanitized(group)
         if collections.contains(name) {
             var suffix = 1
             while collections.contains("\(name)_\(suffix)") { suffix += 1 }
             name = "\(name)_\(suffix)"
         }
-        collections.append(name)
-        labels[name] = label
+        addCollection(name, group: group, label: group)
         if !alias.isEmpty { aliases[Self.sanitized(alias)] = name }
         let path = Self.collectionPath(name)
         bus.emit(path: Self.root, interface: Self.serviceInterface, member: "CollectionCreated") {
@@ -25,6 +35,31 @@ extension SecretServiceBridge {
         }
         bus.propertiesChanged(path: Self.root, interface: Self.serviceInterface, ["Collections"])
         return path
+    }
+
+    func addCollection(_ name: String, group: String, label: String) {
+        collections.append(name)
+        collectionGroups[name] = group
+        labels[name] = label
+    }
+
+    /// Throws AccessDenied unless keyseald grants `group` to the caller (a search in it is refused with -34018
+    /// otherwise; not found and locked mean it is granted).
+    func requireGranted(_ group: String) throws {
+        var query = Self.baseQuery(collection: nil, returns: 2)
+        query.accessGroup = group
+        query.limit = .one
+        do {
+            _ = try sendItem(.copyMatching(query))
+        } catch let error where error.status == -34018 {
+            throw BusError(
+                BusError.accessDenied,
+                "keyseald's policy does not grant the access group \(group) to this caller; a collection is one of "
+                    + "the caller's access groups")
+        } catch let error where error.status == -25300 || error.status == -25308 {
+        } catch {
+            throw Self.busError(error)
+        }
     }
 
     /// A name that is a valid object path element: [A-Za-z0-9_], at most 64 bytes, never empty.
@@ -52,7 +87,7 @@ extension SecretServiceBridge {
     }
 
     func deleteCollection(_ name: String) throws {
-        var query = Self.query(collection: name, returns: 0)
+        var query = itemQuery(collection: name, returns: 0)
         query.limit = .all
         do {
             _ = try sendItem(.delete(query))
@@ -63,6 +98,9 @@ extension SecretServiceBridge {
         bus.propertiesChanged(path: Self.collectionPath(name), interface: Self.collectionInterface, ["Items"])
         guard name != "login", name != "session" else { return }
         collections.removeAll { $0 == name }
+        collectionGroups[name] = nil
+        labels[name] = nil
+        index = index.filter { $0.value.collection != name }
         for (alias, target) in aliases where target == name { aliases[alias] = alias == "default" ? "login" : nil }
         let path = Self.collectionPath(name)
         bus.emit(path: Self.root, interface: Self.serviceInterface, member: "CollectionDeleted") {

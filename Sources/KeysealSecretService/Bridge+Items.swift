@@ -12,7 +12,17 @@ extension SecretServiceBridge {
         return try keyseal.send(.onBehalf(pid: pid, request))
     }
 
-    static func query(collection: String?, account: String? = nil, pairs: [String: String]? = nil, returns: UInt8)
+    /// A query for the bridge's items in `collection` (in its access group: ``collectionGroups``) or (nil) in every
+    /// collection.
+    func itemQuery(collection: String?, account: String? = nil, pairs: [String: String]? = nil, returns: UInt8)
+        -> ItemQuery
+    {
+        var query = Self.baseQuery(collection: collection, account: account, pairs: pairs, returns: returns)
+        query.accessGroup = collection.flatMap { collectionGroups[$0] }
+        return query
+    }
+
+    static func baseQuery(collection: String?, account: String? = nil, pairs: [String: String]? = nil, returns: UInt8)
         -> ItemQuery
     {
         var attributes: [String: AttributeValue] = [:]
@@ -25,10 +35,34 @@ extension SecretServiceBridge {
     }
 
     /// The bridge's items that hold `pairs`, in `collection` or (nil) in every collection: (unlocked, locked).
-    /// A locked keychain cannot be searched (attributes are sealed): IsLocked.
+    /// keyseald searches while unlocked; while locked (attributes sealed) the items the bridge's index knows are
+    /// answered as locked, so that the client can Unlock them (``lockedSearch(_:in:)``).
     func search(_ pairs: [String: String], in collection: String?) throws -> ([String], [String]) {
-        let records = try find(Self.query(collection: collection, pairs: pairs, returns: 2))
-        return (records.compactMap(Self.path(of:)), [])
+        let records: [ItemRecord]
+        do {
+            records = try find(itemQuery(collection: collection, pairs: pairs, returns: 2))
+        } catch let error as BusError where error.name == BusError.isLocked {
+            return ([], try lockedSearch(pairs, in: collection))
+        }
+        var paths: [String] = []
+        paths.reserveCapacity(records.count)
+        for record in records {
+            adoptCollection(of: record)
+            guard let path = Self.path(of: record) else { continue }
+            remember(record)
+            paths.append(path)
+        }
+        return (paths, [])
+    }
+
+    /// Registers the collection of an item found in an access group the bridge has no collection for yet.
+    func adoptCollection(of record: ItemRecord) {
+        guard case .string(let service)? = record.attributes[AttributeKey.service], service.hasPrefix(Self.servicePrefix)
+        else { return }
+        let name = String(service.dropFirst(Self.servicePrefix.count))
+        guard !collections.contains(name), name == Self.sanitized(name), case .string(let group)? = record.attributes["agrp"]
+        else { return }
+        addCollection(name, group: group, label: group)
     }
 
     static func path(of record: ItemRecord) -> String? {
@@ -52,12 +86,41 @@ extension SecretServiceBridge {
 
     func record(_ collection: String, _ account: String, withData: Bool = false) throws -> ItemRecord {
         let path = Self.itemPath(collection, account)
+        if !withData, let recent = recentRecord(path) { return recent }
         let message = bus.currentMessage
         if !withData, let cached = recordCache, cached.message == message, cached.path == path { return cached.record }
-        guard let record = try find(Self.query(collection: collection, account: account, returns: withData ? 3 : 2)).first
-        else { throw noSuchObject(path) }
+        guard let record = try find(itemQuery(collection: collection, account: account, returns: withData ? 3 : 2)).first
+        else {
+            forget(path)
+            throw noSuchObject(path)
+        }
         if !withData { recordCache = (message, path, record) }
+        remember(record)
         return record
+    }
+
+    /// The value of the item at `path` alone (found by its whole primary key: keyseald opens no attributes) and
+    /// its content type from the attributes a search just read; both with one request otherwise.
+    func secretValue(_ collection: String, _ account: String) throws -> (SecretBytes, String) {
+        let path = Self.itemPath(collection, account)
+        if let recent = recentRecord(path) {
+            guard case .records(let records)? = try? sendItem(
+                .copyMatching(itemQuery(collection: collection, account: account, returns: 1))),
+                let data = records.first?.data
+            else { return try secretValue(uncached: collection, account) }
+            return (SecretBytes(copying: data), Self.contentType(recent))
+        }
+        return try secretValue(uncached: collection, account)
+    }
+
+    private func secretValue(uncached collection: String, _ account: String) throws -> (SecretBytes, String) {
+        let record = try record(collection, account, withData: true)
+        return (SecretBytes(copying: record.data ?? Data()), Self.contentType(record))
+    }
+
+    static func contentType(_ record: ItemRecord) -> String {
+        if case .string(let text)? = record.attributes[AttributeKey.description], !text.isEmpty { return text }
+        return "text/plain"
     }
 
     func createItem(
@@ -70,7 +133,7 @@ extension SecretServiceBridge {
         if case .string(let text)? = properties[Self.itemInterface + ".Label"] { label = text }
         let (value, contentType) = try decodeSecret(secret, sender: sender)
         if replace,
-            let existing = try find(Self.query(collection: collection, pairs: pairs, returns: 2)).first(where: {
+            let existing = try find(itemQuery(collection: collection, pairs: pairs, returns: 2)).first(where: {
                 (try? StringAttributes.pairs(Self.attributeValue($0.attributes[AttributeKey.stringAttributes])))
                     == pairs
             }),
@@ -90,13 +153,16 @@ extension SecretServiceBridge {
                 AttributeKey.label: .string(label), AttributeKey.description: .string(contentType),
                 AttributeKey.stringAttributes: .data(StringAttributes.encode(pairs)),
             ],
-            accessibility: .whenUnlocked, data: value.data)
+            accessGroup: collectionGroups[collection], accessibility: .whenUnlocked, data: value.data)
         do {
             _ = try sendItem(.add(item))
         } catch {
             throw Self.busError(error)
         }
         let path = Self.itemPath(collection, account)
+        if sharesItemKnowledge {
+            index[path] = IndexedItem(collection: collection, digests: digests(pairs), record: nil, readAt: 0)
+        }
         bus.emit(path: Self.collectionPath(collection), interface: Self.collectionInterface, member: "ItemCreated") {
             writer in try writer.objectPath(path)
         }
@@ -111,14 +177,24 @@ extension SecretServiceBridge {
 
     func update(_ collection: String, _ account: String, _ changes: ItemChanges) throws {
         do {
-            _ = try sendItem(.update(Self.query(collection: collection, account: account, returns: 0), changes))
+            _ = try sendItem(.update(itemQuery(collection: collection, account: account, returns: 0), changes))
         } catch {
             throw Self.busError(error, path: Self.itemPath(collection, account))
+        }
+        let path = Self.itemPath(collection, account)
+        if let record = index[path]?.record, index[path]?.digests == nil {
+            index[path]?.digests = digests(Self.pairs(record))
+        }
+        index[path]?.record = nil
+        if let changed = changes.attributes[AttributeKey.stringAttributes],
+            let pairs = try? StringAttributes.pairs(Self.attributeValue(changed))
+        {
+            index[path]?.digests = digests(pairs)
         }
     }
 
     func deleteItem(_ collection: String, _ account: String) throws {
-        var query = Self.query(collection: collection, account: account, returns: 0)
+        var query = itemQuery(collection: collection, account: account, returns: 0)
         query.limit = .all
         do {
             _ = try sendItem(.delete(query))
@@ -126,6 +202,7 @@ extension SecretServiceBridge {
             throw Self.busError(error, path: Self.itemPath(collection, account))
         }
         let path = Self.itemPath(collection, account)
+        forget(path)
         bus.emit(path: Self.collectionPath(collection), interface: Self.collectionInterface, member: "ItemDeleted") {
             writer in try writer.objectPath(path)
         }
@@ -143,10 +220,7 @@ extension SecretServiceBridge {
         -> WireSecretStruct
     {
         _ = try self.session(session, sender: sender)
-        let record = try record(collection, account, withData: true)
-        let value = SecretBytes(copying: record.data ?? Data())
-        var contentType = "text/plain"
-        if case .string(let text)? = record.attributes[AttributeKey.description], !text.isEmpty { contentType = text }
+        let (value, contentType) = try secretValue(collection, account)
         return try encodeSecret(value, contentType: contentType, session: session, sender: sender)
     }
 

@@ -28,6 +28,7 @@ extension SecretServiceBridge {
     func lockChanged(_ locked: Bool) {
         guard locked != lastLocked else { return }
         lastLocked = locked
+        if locked { dropMetadata() } else { rebuildIndex() }
         for collection in collections {
             let path = Self.collectionPath(collection)
             bus.propertiesChanged(path: path, interface: Self.collectionInterface, ["Locked", "Items"])

@@ -40,8 +40,8 @@ extension SecretServiceBridge {
             }
         case (Self.collectionInterface, "SearchItems"):
             guard case .collection(let name)? = object(path) else { throw noSuchObject(path) }
-            let (unlocked, _) = try search(try message.stringMap(), in: name)
-            return { writer in try writer.objectPaths(unlocked) }
+            let (unlocked, locked) = try search(try message.stringMap(), in: name)
+            return { writer in try writer.objectPaths(unlocked + locked) }
         case (Self.collectionInterface, "CreateItem"):
             guard case .collection(let name)? = object(path) else { throw noSuchObject(path) }
             let properties = try message.properties()
@@ -75,7 +75,7 @@ extension SecretServiceBridge {
             itemChanged(collection, account)
             return { _ in }
         case (Self.sessionInterface, "Close"):
-            closeSession(path)
+            try closeSession(path, sender: Self.sender(message))
             return { _ in }
         case (Self.promptInterface, "Prompt"):
             try runPrompt(path)

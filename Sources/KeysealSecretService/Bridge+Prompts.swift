@@ -32,7 +32,14 @@ extension SecretServiceBridge {
     func completePrompt(_ path: String, dismissed: Bool) {
         guard let prompt = prompts[path], !prompt.done else { return }
         prompt.done = true
-        if !dismissed { lockChanged(false) }
+        if !dismissed {
+            lockChanged(false)
+            // The items unlocked: their proxies (libsecret's, read while locked) learn their attributes.
+            for object in prompt.objects {
+                guard case .item? = self.object(object) else { continue }
+                bus.propertiesChanged(path: object, interface: Self.itemInterface, ["Locked", "Attributes", "Label"])
+            }
+        }
         bus.emit(path: path, interface: Self.promptInterface, member: "Completed") { writer in
             try writer.bool(dismissed)
             try writer.open("v", "ao")

@@ -11,14 +11,22 @@ extension SecretServiceBridge {
         case (_, Self.serviceInterface, "Collections"):
             try reply.objectPaths(collections.map(Self.collectionPath))
         case (.collection(let collection)?, _, "Items"):
-            // A locked keychain lists no items (their attributes are sealed); Locked says why.
-            let records = (try? find(Self.query(collection: collection, returns: 2))) ?? []
-            try reply.objectPaths(records.compactMap(Self.path(of:)))
+            // While locked: the items the index knows (none without one); Locked says why.
+            let paths = (try? search([:], in: collection)).map { $0.0 + $0.1 } ?? []
+            try reply.objectPaths(paths)
         case (.collection(let collection)?, _, "Label"): try reply.string(labels[collection] ?? collection)
-        case (.collection?, _, "Locked"), (.item?, _, "Locked"): try reply.bool(isLocked())
+        // The lock state as keyseald's lock-state subscription last announced it (no request per read).
+        case (.collection?, _, "Locked"), (.item?, _, "Locked"): try reply.bool(lastLocked ?? isLocked())
         case (.collection?, _, "Created"), (.collection?, _, "Modified"): try reply.uint64(0)
         case (.item(let collection, let account)?, _, let property):
-            let record = try record(collection, account)
+            // While locked an item's attributes are sealed: it shows an empty label and attributes (Locked says
+            // why) and announces its properties once unlocked; its secret stays IsLocked.
+            let record: ItemRecord
+            do {
+                record = try self.record(collection, account)
+            } catch let error as BusError where error.name == BusError.isLocked {
+                record = ItemRecord(itemClass: .genericPassword, attributes: [:])
+            }
             switch property {
             case "Attributes":
                 try reply.stringMap(

@@ -47,9 +47,22 @@ extension SecretServiceBridge {
         }
     }
 
-    func closeSession(_ path: String) {
+    /// Closes the session at `path` for its owner; its AES key is zeroized as it is let go (``SecretBytes``).
+    func closeSession(_ path: String, sender: String) throws {
+        guard sessions[path]?.sender == sender else {
+            throw BusError(BusError.noSession, "no open session \(path) for this caller")
+        }
         sessions[path] = nil
         sessionOrder.removeAll { $0 == path }
+    }
+
+    /// A client left the bus: its sessions are closed (a session is usable only by the name that opened it, and a
+    /// unique name is never reused, so they could never be used again).
+    func clientGone(_ name: String) {
+        let owned = sessions.filter { $0.value.sender == name }.map(\.key)
+        guard !owned.isEmpty else { return }
+        for path in owned { sessions[path] = nil }
+        sessionOrder.removeAll { owned.contains($0) }
     }
 
     func session(_ path: String, sender: String) throws -> Session {

@@ -366,8 +366,10 @@ final class BusConnection: @unchecked Sendable {
     private let pending = PendingWork()
     /// Called on the bus thread when another connection takes the name.
     var onNameLost: (() -> Void)?
+    /// Called on the bus thread when a client's unique name leaves the bus (the client disconnected or exited).
+    var onClientGone: ((String) -> Void)?
     /// The pid behind each caller's unique name (a unique name belongs to one process and is never reused).
-    private var senderPids: [String: Int32] = [:]
+    fileprivate var senderPids: [String: Int32] = [:]
 
     /// Connects to the session bus (`$DBUS_SESSION_BUS_ADDRESS`).
     init(objects: BusObjects) throws {
@@ -403,6 +405,23 @@ final class BusConnection: @unchecked Sendable {
                 }, Unmanaged.passUnretained(self).toOpaque()),
             "sd_bus_match_signal")
         slots.append(match)
+        // A unique name whose owner becomes "" has left the bus for good (unique names are never reused).
+        var gone: OpaquePointer?
+        try sdbus(
+            sd_bus_match_signal(
+                bus, &gone, "org.freedesktop.DBus", "/org/freedesktop/DBus", "org.freedesktop.DBus", "NameOwnerChanged",
+                { message, userdata, _ in
+                    let reader = MessageReader(message: message!)
+                    guard let name = try? reader.string(), name.hasPrefix(":"), (try? reader.string()) != nil,
+                        let owner = try? reader.string(), owner.isEmpty
+                    else { return 0 }
+                    let connection = Unmanaged<BusConnection>.fromOpaque(userdata!).takeUnretainedValue()
+                    connection.senderPids[name] = nil
+                    connection.onClientGone?(name)
+                    return 0
+                }, Unmanaged.passUnretained(self).toOpaque()),
+            "sd_bus_match_signal")
+        slots.append(gone)
     }
 
     deinit {

@@ -70,6 +70,15 @@ public final class SecretServiceBridge: BusObjects, @unchecked Sendable {
     var collections: [String] = ["login", "session"]
     var labels: [String: String] = ["login": "Login", "session": "Session"]
     var aliases: [String: String] = ["default": "login", "login": "login", "session": "session"]
+    /// The access group of each collection other than login and session (which are the caller's default group,
+    /// which keyseald applies): name → group.
+    var collectionGroups: [String: String] = [:]
+    /// What the bridge knows of its items between requests, by object path (Bridge+Index.swift).
+    var index: [String: IndexedItem] = [:]
+    /// Whether ``index`` was built from a listing of every item (while unlocked), so that a search while locked can
+    /// answer from it.
+    var indexComplete = false
+    let digester = SecretServicePairDigester()
     var lastLocked: Bool?
     /// Whether keyseald accepts this bridge as vouching (its policy names it): item requests then act for the
     /// D-Bus caller, whose executable and unit keyseald reads and applies.
@@ -95,7 +104,9 @@ public final class SecretServiceBridge: BusObjects, @unchecked Sendable {
             printError("keyseal-secret-service: another provider took \(Self.busName); exiting")
             self?.bus.stop()
         }
+        bus.onClientGone = { [weak self] name in self?.clientGone(name) }
         lastLocked = isLocked()
+        if lastLocked == false { rebuildIndex() }
         watchLockState()
         onReady()
         try bus.run()

@@ -211,9 +211,13 @@ public final class UserSecretSession: @unchecked Sendable {
 
     /// Runs `secret-tool` as this user on this user's bus.
     public func secretTool(_ arguments: [String], input: String? = nil) throws -> ProcessResult {
+        try run(try requireTool("secret-tool", package: "libsecret-tools"), arguments, input: input)
+    }
+
+    /// Runs a client program as this user on this user's bus.
+    public func run(_ executable: String, _ arguments: [String], input: String? = nil) throws -> ProcessResult {
         try runProcess(
-            setpriv, asUser + [try requireTool("secret-tool", package: "libsecret-tools")] + arguments,
-            environment: environment, input: input.map { Data($0.utf8) })
+            setpriv, asUser + [executable] + arguments, environment: environment, input: input.map { Data($0.utf8) })
     }
 
     public func remove() {

@@ -116,6 +116,13 @@ struct SecretServiceTests {
             fixture, ["-m", "pytest", "-q", "-p", "no:cacheprovider", Self.script("test_keyring_backend.py")])
     }
 
+    @Test("a session is closed when the client that opened it exits; a connected client's session stays")
+    func sessionClosedOnExit() throws {
+        let fixture = try SecretServiceFixture()
+        defer { fixture.remove() }
+        try Self.runPython(fixture, [Self.script("session_closed_on_exit.py")])
+    }
+
     /// A bridge in front of a keyseald with a passcode set, an item stored, then locked through `secret-tool lock`.
     static func lockedFixture(bridgeArguments: (SecretServiceFixture) -> [String]) throws -> SecretServiceFixture {
         let fixture = try SecretServiceFixture(daemon: nil, startBridge: false)
@@ -157,7 +164,7 @@ struct SecretServiceTests {
         #expect(try fixture.secretTool(["lookup", "app", "while-locked"]).stdoutText.isEmpty)
     }
 
-    @Test("locked, with an askpass program: IsLocked from searches, the Unlock prompt unlocks, a store prompts")
+    @Test("locked, with an askpass program: a search names the item locked, its secret stays IsLocked, the prompt unlocks")
     func lockedWithPrompt() throws {
         let fixture = try Self.lockedFixture { ["--askpass", $0.askpassProgram.path] }
         defer { fixture.remove() }
@@ -167,6 +174,56 @@ struct SecretServiceTests {
         _ = try fixture.secretTool(["lock", "--collection=login"])
         #expect(try fixture.secretTool(["store", "--label=L", "app", "after"], input: "v2").status == 0)
         #expect(try fixture.secretTool(["lookup", "app", "after"]).stdoutText == "v2")
+    }
+
+    @Test("locked: `secret-tool search --unlock` finds the item as locked, unlocks it through the prompt and prints it")
+    func searchUnlockWhileLocked() throws {
+        let fixture = try Self.lockedFixture { ["--askpass", $0.askpassProgram.path] }
+        defer { fixture.remove() }
+        let search = try fixture.secretTool(["search", "--unlock", "app", "before"])
+        #expect(search.status == 0, "\(search.stderrText)\n\(fixture.bridgeLog())")
+        #expect(search.stdoutText.contains("secret = kept"), "\(search.stdoutText)\(search.stderrText)")
+        #expect(try Self.keyseal(fixture, ["status"]).stdoutText.contains("state:            unlocked"))
+    }
+
+    @Test("locked: libsecret's lookup unlocks the item it found through the prompt and reads it")
+    func lookupUnlocksWhileLocked() throws {
+        let fixture = try Self.lockedFixture { ["--askpass", $0.askpassProgram.path] }
+        defer { fixture.remove() }
+        let lookup = try fixture.secretTool(["lookup", "app", "before"])
+        #expect(lookup.stdoutText == "kept", "\(lookup.stderrText)\n\(fixture.bridgeLog())")
+    }
+
+    @Test("locked, bridge started while locked: a search answers IsLocked (it has never seen the attributes)")
+    func lockedSearchWithoutIndex() throws {
+        let fixture = try Self.lockedFixture { _ in [] }
+        defer { fixture.remove() }
+        fixture.stopBridge()
+        // startBridge waits for "serving" in the log: the first bridge's line must not answer for the second.
+        try Data().write(to: URL(fileURLWithPath: fixture.bridgeLogPath))
+        try fixture.startBridge([])
+        let search = try fixture.secretTool(["search", "app", "before"])
+        #expect(search.status != 0 && search.stdoutText.isEmpty)
+        #expect(search.stderrText.contains("locked"), "\(search.stderrText)")
+    }
+
+    @Test("collections are access groups: an item in each of two, a search on each collection finds only its own")
+    func collectionsAreGroups() throws {
+        let fixture = try SecretServiceFixture()
+        defer { fixture.remove() }
+        try Self.runPython(fixture, [Self.script("collections_groups.py")])
+        let query = ItemQuery(itemClass: .genericPassword, limit: .all, returns: ReturnOptions(rawValue: 2))
+        guard case .records(let records) = try KeysealConnection(socketPath: fixture.daemon.socketPath).send(
+            .copyMatching(query))
+        else { throw FixtureError("no records") }
+        var groups: [String: String] = [:]
+        for record in records {
+            if case .string(let service)? = record.attributes["svce"], case .string(let group)? = record.attributes["agrp"] {
+                groups[service] = group
+            }
+        }
+        #expect(groups["freedesktop-secret:com_example_work"] == "com.example.work", "\(groups)")
+        #expect(groups["freedesktop-secret:login"].map { $0 != "com.example.work" } == true, "\(groups)")
     }
 
     @Test("a wrong passcode from the askpass program dismisses the prompt and leaves the keychain locked")
@@ -206,6 +263,25 @@ struct SecretServiceUserTests {
 
 @Suite("Secret Service bridge: applications with identities")
 struct SecretServiceIdentityTests {
+    @Test(
+        "CreateCollection for a group the policy does not grant is refused; a granted group stores",
+        .enabled(if: getuid() == 0, "needs root to run as another user"))
+    func collectionRefused() throws {
+        let root = try TemporaryDirectory(prefix: "keyseal-bridge-groups")
+        defer { root.remove() }
+        let policy = root.appending("policy")
+        try "user 65534: uid.65534 com.example.granted\n".write(to: policy, atomically: true, encoding: .utf8)
+        let daemon = try DaemonFixture.sharedWithNobody(["--policy", policy.path])
+        defer { daemon.remove() }
+        let session = try UserSecretSession(uid: 65534, daemon: daemon)
+        defer { session.remove() }
+        let result = try session.run(
+            try SecretServiceTests.python(),
+            [SecretServiceTests.script("collection_refused.py"), "com.example.granted", "com.example.other"])
+        #expect(result.status == 0, "\(result.stdoutText)\n\(result.stderrText)")
+        #expect(try Self.groups(daemon).contains("com.example.granted"))
+    }
+
     /// The access groups of every item in keyseald, read as root.
     static func groups(_ daemon: DaemonFixture) throws -> [String] {
         let query = ItemQuery(itemClass: .genericPassword, limit: .all, returns: ReturnOptions(rawValue: 2))
