@@ -3,59 +3,6 @@ import FoundationEssentials
 import KeysealCore
 import _CryptoExtras
 
-/// The asymmetric key types Keyseal generates, stores and uses.
-public enum KeyType: Sendable, Hashable, CustomStringConvertible {
-    /// NIST P-256, P-384 or P-521 (Apple's `kSecAttrKeyTypeECSECPrimeRandom`, `type` = "73").
-    case ec(bits: Int)
-    /// RSA of 2048 to 4096 bits (`kSecAttrKeyTypeRSA`, `type` = "42").
-    case rsa(bits: Int)
-
-    public static let p256 = KeyType.ec(bits: 256)
-    public static let p384 = KeyType.ec(bits: 384)
-    public static let p521 = KeyType.ec(bits: 521)
-
-    /// Apple's `type` attribute of keys.
-    public static let ecTypeCode = "73"
-    public static let rsaTypeCode = "42"
-
-    /// A key type from Apple's `type` code and size; errSecParam for anything Keyseal does not offer.
-    public init(typeCode: String, bits: Int) throws(KeychainError) {
-        switch typeCode {
-        case Self.ecTypeCode where [256, 384, 521].contains(bits): self = .ec(bits: bits)
-        case Self.rsaTypeCode where (2048...4096).contains(bits) && bits % 8 == 0: self = .rsa(bits: bits)
-        case Self.ecTypeCode, Self.rsaTypeCode:
-            throw KeychainError(KeychainStatus.param, "a key of type \(typeCode) cannot have \(bits) bits")
-        default:
-            throw KeychainError(KeychainStatus.param, "key type \(typeCode) is not supported (EC \"73\" or RSA \"42\")")
-        }
-    }
-
-    public var typeCode: String {
-        switch self {
-        case .ec: Self.ecTypeCode
-        case .rsa: Self.rsaTypeCode
-        }
-    }
-
-    public var bits: Int {
-        switch self {
-        case .ec(let bits), .rsa(let bits): bits
-        }
-    }
-
-    public var isEC: Bool { if case .ec = self { true } else { false } }
-
-    /// The bytes of an EC coordinate or scalar.
-    var coordinateSize: Int { (bits + 7) / 8 }
-
-    public var description: String {
-        switch self {
-        case .ec(let bits): "ec\(bits)"
-        case .rsa(let bits): "rsa\(bits)"
-        }
-    }
-}
-
 /// A public key as Apple exports it: EC as X9.63 `04 ‖ X ‖ Y`, RSA as PKCS#1 `RSAPublicKey`.
 public struct PublicKeyMaterial: Sendable, Hashable {
     public let keyType: KeyType

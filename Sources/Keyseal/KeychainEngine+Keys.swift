@@ -4,40 +4,6 @@ import KeysealCore
 import KeysealStore
 import _CryptoExtras
 
-/// How to generate a key pair (Apple's `SecKeyCreateRandomKey` parameters).
-public struct KeyGenerationRequest: Sendable {
-    public var keyType: KeyType
-    /// `kSecAttrTokenIDSecureEnclave`: generated inside the device key's hardware, P-256 only.
-    public var inHardware: Bool
-    /// Stored as an item (`kSecAttrIsPermanent`). A software key that is not stored never reaches the engine.
-    public var isPermanent: Bool
-    /// Further attributes of the private key item (`labl`, `atag`, `crtr`, `desc`, `icmt`, …).
-    public var attributes: [String: AttributeValue]
-    public var accessGroup: String?
-    public var accessibility: Accessibility
-    public var accessControlFlags: UInt?
-    public var synchronizable: Bool
-    /// `kSecAttrIsExtractable` of a software key (a hardware key never is).
-    public var isExtractable: Bool
-
-    public init(
-        keyType: KeyType, inHardware: Bool = false, isPermanent: Bool = true,
-        attributes: [String: AttributeValue] = [:], accessGroup: String? = nil,
-        accessibility: Accessibility = .whenUnlocked, accessControlFlags: UInt? = nil, synchronizable: Bool = false,
-        isExtractable: Bool = true
-    ) {
-        self.keyType = keyType
-        self.inHardware = inHardware
-        self.isPermanent = isPermanent
-        self.attributes = attributes
-        self.accessGroup = accessGroup
-        self.accessibility = accessibility
-        self.accessControlFlags = accessControlFlags
-        self.synchronizable = synchronizable
-        self.isExtractable = isExtractable
-    }
-}
-
 /// Where a private key the engine uses lives.
 public enum KeyReference: Sendable, Hashable {
     /// A stored key: its item's persistent reference.

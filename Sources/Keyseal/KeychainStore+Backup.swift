@@ -63,9 +63,7 @@ extension KeychainStore {
                     passphrase: SecretBytes(utf8: passphrase), availableOnly: availableOnly,
                     sink: { (bytes) throws(KeychainError) in try file.write(bytes) },
                     progress: { done, total in progress?(done, total) })
-                return try WireMapping.exportReport(report)
-            } catch let error as KeychainError {
-                throw error
+                return report
             } catch let error as KeychainError {
                 throw error
             } catch {
@@ -103,9 +101,7 @@ extension KeychainStore {
                         passphrase: SecretBytes(utf8: passphrase), replace: replace,
                         source: { (count) throws(KeychainError) in try file.read(maxCount: count) },
                         progress: { done, total in progress?(done, total) })
-                    return try WireMapping.importReport(report)
-                } catch let error as KeychainError {
-                    throw error
+                    return report
                 } catch let error as KeychainError {
                     throw error
                 } catch {
@@ -198,76 +194,4 @@ package final class BackupImport: @unchecked Sendable {
 
     /// Abandons the import: nothing was written.
     package func cancel() { pipeline.cancel() }
-}
-
-extension WireMapping {
-    static func accessibilityCounts(_ counts: [String: Int]) throws(KeychainError) -> [Accessibility: Int] {
-        var result: [Accessibility: Int] = [:]
-        for (code, count) in counts { result[try accessibility(code), default: 0] += count }
-        return result
-    }
-
-    static func codeCounts(_ counts: [Accessibility: Int]) -> [String: Int] {
-        Dictionary(uniqueKeysWithValues: counts.map { ($0.key.rawValue, $0.value) })
-    }
-
-    package static func wire(_ report: ExportReport) -> WireExportReport {
-        WireExportReport(
-            exported: codeCounts(report.exported), skippedPasscodeOnly: report.skippedPasscodeOnly,
-            skippedUnavailable: codeCounts(report.skippedUnavailable),
-            keyDerivationSeconds: report.keyDerivationSeconds, undecryptable: report.undecryptable.map(wire))
-    }
-
-    package static func wire(_ item: UndecryptableItem) -> WireUndecryptableItem {
-        WireUndecryptableItem(
-            id: item.id, itemClass: item.itemClass, accessibility: item.accessibility, accessGroup: item.accessGroup,
-            reason: item.reason.rawValue, detail: item.detail)
-    }
-
-    package static func undecryptable(_ item: WireUndecryptableItem) throws(KeychainError) -> UndecryptableItem {
-        guard let reason = UndecryptableItem.Reason(rawValue: item.reason) else {
-            throw KeychainError(KeychainStatus.decode, "unknown reason \(item.reason) from keyseald")
-        }
-        return UndecryptableItem(
-            id: item.id, itemClass: item.itemClass, accessibility: item.accessibility, accessGroup: item.accessGroup,
-            reason: reason, detail: item.detail)
-    }
-
-    package static func exportReport(_ report: WireExportReport) throws(KeychainError) -> ExportReport {
-        ExportReport(
-            exported: try accessibilityCounts(report.exported), skippedPasscodeOnly: report.skippedPasscodeOnly,
-            skippedUnavailable: try accessibilityCounts(report.skippedUnavailable),
-            keyDerivationSeconds: report.keyDerivationSeconds,
-            undecryptable: try report.undecryptable.map { item throws(KeychainError) in try undecryptable(item) })
-    }
-
-    package static func wire(_ item: ImportReport.SkippedItem) -> WireSkippedItem {
-        WireSkippedItem(
-            itemClass: item.itemClass, accessibility: item.accessibility.rawValue, accessGroup: item.accessGroup,
-            service: item.service, account: item.account, reason: item.reason.rawValue, detail: item.detail)
-    }
-
-    package static func wire(_ report: ImportReport, includeSkipped: Bool = true) -> WireImportReport {
-        WireImportReport(
-            total: report.total, restored: codeCounts(report.restored), replaced: report.replaced,
-            skipped: includeSkipped ? report.skipped.map(wire) : [], keyDerivationSeconds: report.keyDerivationSeconds)
-    }
-
-    package static func importReport(_ report: WireImportReport) throws(KeychainError) -> ImportReport {
-        var skipped: [ImportReport.SkippedItem] = []
-        skipped.reserveCapacity(report.skipped.count)
-        for item in report.skipped {
-            guard let reason = ImportReport.SkipReason(rawValue: item.reason) else {
-                throw KeychainError(KeychainStatus.decode, "unknown skip reason \(item.reason) from keyseald")
-            }
-            skipped.append(
-                ImportReport.SkippedItem(
-                    itemClass: item.itemClass, accessibility: try accessibility(item.accessibility),
-                    accessGroup: item.accessGroup, service: item.service, account: item.account, reason: reason,
-                    detail: item.detail))
-        }
-        return ImportReport(
-            total: report.total, restored: try accessibilityCounts(report.restored), replaced: report.replaced,
-            skipped: skipped, keyDerivationSeconds: report.keyDerivationSeconds)
-    }
 }

@@ -20,7 +20,7 @@ extension KeychainStore {
                     KeychainStatus.unimplemented, "through keyseald every generated key is stored (kSecAttrIsPermanent)"
                 )
             }
-            return try Self.key(try Self.request(connection, .generateKey(WireMapping.wire(request))))
+            return try Self.key(try Self.request(connection, .generateKey(request)))
         }
     }
 

@@ -276,7 +276,7 @@ public final class KeychainStore: Sendable {
         return try route({ try $0.status() }) { connection throws(KeychainError) -> StoreStatus in
             let response = try Self.request(connection, .status)
             guard case .status(let status) = response else { throw Self.unexpected(response) }
-            return WireMapping.status(status)
+            return status
         }
     }
 
@@ -374,9 +374,7 @@ public final class KeychainStore: Sendable {
 
     private static func undecryptable(_ response: WireResponse) throws(KeychainError) -> [UndecryptableItem] {
         guard case .undecryptable(let items) = response else { throw unexpected(response) }
-        var result: [UndecryptableItem] = []
-        for item in items { result.append(try WireMapping.undecryptable(item)) }
-        return result
+        return items
     }
 
     /// Like ``protectHardwareLockout()``, handing the value to `keep` before the TPM is changed: `keep` puts it

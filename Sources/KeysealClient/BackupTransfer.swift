@@ -80,8 +80,8 @@ extension KeysealConnection {
         passphrase: SecretBytes, availableOnly: Bool,
         sink: ([UInt8]) throws(KeychainError) -> Void,
         progress: (_ done: Int, _ total: Int) -> Void = { _, _ in }
-    ) throws(KeychainError) -> WireExportReport {
-        try exchange { fd throws(KeychainError) -> WireExportReport in
+    ) throws(KeychainError) -> ExportReport {
+        try exchange { fd throws(KeychainError) -> ExportReport in
             try Self.write(fd, .exportBackup(passphrase: passphrase, availableOnly: availableOnly))
             while true {
                 let response = try Self.readResponse(fd, path: socketPath)
@@ -106,8 +106,8 @@ extension KeysealConnection {
         passphrase: SecretBytes, replace: Bool,
         source: (_ maxCount: Int) throws(KeychainError) -> [UInt8]?,
         progress: (_ done: Int, _ total: Int) -> Void = { _, _ in }
-    ) throws(KeychainError) -> WireImportReport {
-        try exchange { fd throws(KeychainError) -> WireImportReport in
+    ) throws(KeychainError) -> ImportReport {
+        try exchange { fd throws(KeychainError) -> ImportReport in
             try Self.write(fd, .importBegin(passphrase: passphrase, replace: replace))
             var response = try Self.readResponse(fd, path: socketPath)
             guard case .importProgress = response else { throw Self.unexpected(response, during: "import") }
@@ -121,7 +121,7 @@ extension KeysealConnection {
                 progress(done, total)
             }
             try Self.write(fd, .importEnd)
-            var skipped: [WireSkippedItem] = []
+            var skipped: [ImportReport.SkippedItem] = []
             while true {
                 response = try Self.readResponse(fd, path: socketPath)
                 switch response {

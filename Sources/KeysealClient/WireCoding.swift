@@ -482,15 +482,15 @@ extension WireRequest {
             writer.blob(bytes)
         case .generateKey(let generation):
             writer.u8(Opcode.generateKey.rawValue)
-            writer.shortString(generation.keyType)
-            writer.int(generation.bits)
+            writer.shortString(generation.keyType.typeCode)
+            writer.int(generation.keyType.bits)
             writer.bool(generation.inHardware)
             writer.attributes(generation.attributes)
             writer.optional(generation.accessGroup) { $0.string($1) }
-            writer.shortString(generation.accessibility)
-            writer.optional(generation.accessControlFlags) { $0.u64($1) }
+            writer.shortString(generation.accessibility.rawValue)
+            writer.optional(generation.accessControlFlags) { $0.u64(UInt64($1)) }
             writer.bool(generation.synchronizable)
-            writer.bool(generation.extractable)
+            writer.bool(generation.isExtractable)
         case .keyOperation(let operation):
             writer.u8(Opcode.keyOperation.rawValue)
             writer.blob(operation.reference)
@@ -611,19 +611,20 @@ extension WireRequest {
             guard raw.count <= Wire.backupChunk else { throw WireReader.malformed("backup chunk over the limit") }
             request = .importChunk(Array(raw))
         case .generateKey:
-            let keyType = try reader.shortString()
-            let bits = try reader.int()
+            let typeCode = try reader.shortString()
+            let keyType = try KeyType(typeCode: typeCode, bits: try reader.int())
             let inHardware = try reader.bool()
             let attributes = try reader.attributes()
             let group = try reader.optional { r throws(KeychainError) in try r.string() }
-            let accessibility = try reader.shortString()
-            let flags = try reader.optional { r throws(KeychainError) in try r.u64() }
+            let accessibility = try reader.accessibility()
+            let flags = try reader.accessControlFlags()
             let synchronizable = try reader.bool()
+            // Through keyseald every generated key is stored.
             request = .generateKey(
-                WireKeyGeneration(
-                    keyType: keyType, bits: bits, inHardware: inHardware, attributes: attributes, accessGroup: group,
-                    accessibility: accessibility, accessControlFlags: flags, synchronizable: synchronizable,
-                    extractable: try reader.bool()))
+                KeyGenerationRequest(
+                    keyType: keyType, inHardware: inHardware, isPermanent: true, attributes: attributes,
+                    accessGroup: group, accessibility: accessibility, accessControlFlags: flags,
+                    synchronizable: synchronizable, isExtractable: try reader.bool()))
         case .keyOperation:
             let reference = try reader.data()
             guard let kind = WireKeyOperation.Kind(rawValue: try reader.u8()) else {
@@ -719,87 +720,93 @@ extension WireWriter {
 }
 
 extension WireWriter {
-    mutating func counts(_ counts: [String: Int]) {
+    mutating func counts(_ counts: [Accessibility: Int]) {
         u16(UInt16(clamping: counts.count))
-        for (code, count) in counts.sorted(by: { $0.key < $1.key }).prefix(Int(UInt16.max)) {
-            shortString(code)
+        for (accessibility, count) in counts.sorted(by: { $0.key.rawValue < $1.key.rawValue }).prefix(Int(UInt16.max)) {
+            shortString(accessibility.rawValue)
             int(count)
         }
     }
 
-    mutating func undecryptable(_ items: [WireUndecryptableItem]) {
+    mutating func undecryptable(_ items: [UndecryptableItem]) {
         u32(UInt32(clamping: items.count))
         for item in items {
             string(item.id)
             string(item.itemClass)
             string(item.accessibility)
             string(item.accessGroup)
-            shortString(item.reason)
+            shortString(item.reason.rawValue)
             string(item.detail)
         }
     }
 
-    mutating func skipped(_ items: [WireSkippedItem]) {
+    mutating func skipped(_ items: [ImportReport.SkippedItem]) {
         u32(UInt32(clamping: items.count))
         for item in items {
             shortString(item.itemClass)
-            shortString(item.accessibility)
+            shortString(item.accessibility.rawValue)
             string(item.accessGroup)
             optional(item.service) { $0.string($1) }
             optional(item.account) { $0.string($1) }
-            shortString(item.reason)
+            shortString(item.reason.rawValue)
             string(item.detail)
         }
     }
 }
 
 extension WireReader {
-    mutating func counts() throws(KeychainError) -> [String: Int] {
+    mutating func counts() throws(KeychainError) -> [Accessibility: Int] {
         let count = Int(try u16())
         guard count * 9 <= remaining else { throw Self.malformed("count entries exceed the frame") }
-        var counts: [String: Int] = [:]
+        var counts: [Accessibility: Int] = [:]
         for _ in 0..<count {
-            let code = try shortString()
-            guard counts.updateValue(try int(), forKey: code) == nil else { throw Self.malformed("duplicate count") }
+            guard let accessibility = Accessibility(rawValue: try shortString()) else {
+                throw Self.malformed("unknown accessibility in a count")
+            }
+            guard counts.updateValue(try int(), forKey: accessibility) == nil else { throw Self.malformed("duplicate count") }
         }
         return counts
     }
 
-    mutating func undecryptable() throws(KeychainError) -> [WireUndecryptableItem] {
+    mutating func undecryptable() throws(KeychainError) -> [UndecryptableItem] {
         let count = Int(try u32())
         // An entry takes at least 21 bytes: a count the frame cannot hold is rejected before allocating.
         guard count * 21 <= remaining else { throw Self.malformed("undecryptable entries exceed the frame") }
-        var items: [WireUndecryptableItem] = []
+        var items: [UndecryptableItem] = []
         items.reserveCapacity(count)
         for _ in 0..<count {
             let id = try string()
             let itemClass = try string()
             let accessibility = try string()
             let group = try string()
-            let reason = try shortString()
+            guard let reason = UndecryptableItem.Reason(rawValue: try shortString()) else {
+                throw Self.malformed("unknown reason for an undecryptable row")
+            }
             items.append(
-                WireUndecryptableItem(
+                UndecryptableItem(
                     id: id, itemClass: itemClass, accessibility: accessibility, accessGroup: group, reason: reason,
                     detail: try string()))
         }
         return items
     }
 
-    mutating func skipped() throws(KeychainError) -> [WireSkippedItem] {
+    mutating func skipped() throws(KeychainError) -> [ImportReport.SkippedItem] {
         let count = Int(try u32())
         // An entry takes at least 13 bytes: a count the frame cannot hold is rejected before allocating.
         guard count * 13 <= remaining else { throw Self.malformed("skipped entries exceed the frame") }
-        var items: [WireSkippedItem] = []
+        var items: [ImportReport.SkippedItem] = []
         items.reserveCapacity(count)
         for _ in 0..<count {
             let itemClass = try shortString()
-            let accessibility = try shortString()
+            let accessibility = try self.accessibility()
             let group = try string()
             let service = try optional { r throws(KeychainError) in try r.string() }
             let account = try optional { r throws(KeychainError) in try r.string() }
-            let reason = try shortString()
+            guard let reason = ImportReport.SkipReason(rawValue: try shortString()) else {
+                throw Self.malformed("unknown reason for a skipped item")
+            }
             items.append(
-                WireSkippedItem(
+                ImportReport.SkippedItem(
                     itemClass: itemClass, accessibility: accessibility, accessGroup: group, service: service,
                     account: account, reason: reason, detail: try string()))
         }
@@ -1032,22 +1039,23 @@ extension WireResponse {
             writer.u8(ResponseKind.status.rawValue)
             writer.lockState(status.lockState)
             writer.bool(status.passcodeSet)
-            writer.shortString(status.backend)
-            writer.bool(status.hardwareBacked)
-            writer.bool(status.guessingHardwareLimited)
-            writer.string(status.detail)
-            writer.optional(status.hardwareTriesLeft) { $0.int($1) }
-            writer.optional(status.lockoutRetrySeconds) { $0.int($1) }
+            writer.shortString(status.device.backend)
+            writer.bool(status.device.hardwareBacked)
+            writer.bool(status.device.guessingHardwareLimited)
+            writer.string(status.device.detail)
+            writer.optional(status.device.hardwareTriesLeft) { $0.int($1) }
+            writer.optional(status.device.lockoutRetrySeconds) { $0.int($1) }
             writer.int(status.failedAttempts)
             writer.optional(status.triesLeft) { $0.int($1) }
-            writer.optional(status.nextTryAt) { $0.double($1) }
+            writer.optional(status.nextTryAt) { $0.double($1.timeIntervalSince1970) }
             writer.optional(status.autoLockSeconds) { $0.int($1) }
             writer.u16(UInt16(clamping: status.itemCounts.count))
-            for (code, count) in status.itemCounts.prefix(Int(UInt16.max)) {
-                writer.shortString(code)
+            for (accessibility, count) in status.itemCounts.prefix(Int(UInt16.max)) {
+                writer.shortString(accessibility.rawValue)
                 writer.int(count)
             }
-            writer.optional(status.ledger) { writer, ledger in
+            // A verified ledger is sent as none (and so is a client's, which keyseald clears).
+            writer.optional(status.ledger.verified ? nil : status.ledger) { writer, ledger in
                 writer.u16(UInt16(clamping: ledger.refusedBuckets.count))
                 for bucket in ledger.refusedBuckets.prefix(Int(UInt16.max)) { writer.u16(UInt16(clamping: bucket)) }
                 writer.int(ledger.missingEntries)
@@ -1182,22 +1190,26 @@ extension WireResponse {
             let next = try reader.optional { r throws(KeychainError) in try r.double() }
             let autoLock = try reader.optional { r throws(KeychainError) in try r.int() }
             let countEntries = Int(try reader.u16())
-            var counts: [String: Int] = [:]
+            var counts: [Accessibility: Int] = [:]
             for _ in 0..<countEntries {
                 let code = try reader.shortString()
-                counts[code] = try reader.int()
+                let count = try reader.int()
+                // A code this side does not know (a newer keyseald's) is left out of the counts.
+                if let accessibility = Accessibility(rawValue: code) { counts[accessibility] = count }
             }
-            let ledger = try reader.optional { r throws(KeychainError) -> WireLedgerStatus in
+            let ledger = try reader.optional { r throws(KeychainError) -> LedgerStatus in
                 var buckets: [Int] = []
                 for _ in 0..<Int(try r.u16()) { buckets.append(Int(try r.u16())) }
                 let missing = try r.int()
                 let unexpected = try r.int()
                 let problem = try r.optional { r throws(KeychainError) in try r.string() }
-                return WireLedgerStatus(
+                // The sender's summary: this side words it from the same counts.
+                _ = try r.string()
+                return LedgerStatus(
                     refusedBuckets: buckets, missingEntries: missing, unexpectedEntries: unexpected,
-                    recordProblem: problem, summary: try r.string())
+                    recordProblem: problem)
             }
-            let boot = try reader.optional { r throws(KeychainError) -> WireBootStatus in
+            let boot = try reader.optional { r throws(KeychainError) -> BootStatus in
                 var pcrs: [Int] = []
                 for _ in 0..<Int(try r.u8()) { pcrs.append(Int(try r.u8())) }
                 let match = try r.bool()
@@ -1206,16 +1218,18 @@ extension WireResponse {
                 let rolledBack = try r.bool()
                 let index = try r.optional { r throws(KeychainError) in try r.u32() }
                 let value = try r.optional { r throws(KeychainError) in try r.u64() }
-                return WireBootStatus(
+                return BootStatus(
                     pcrs: pcrs, pcrsMatch: match, recoveryRequired: recoveryRequired, recoveryKeySet: recoveryKeySet,
                     rolledBack: rolledBack, counterIndex: index, counterValue: value, detail: try r.string())
             }
             response = .status(
-                WireStoreStatus(
-                    lockState: state, passcodeSet: passcodeSet, backend: backend, hardwareBacked: hardwareBacked,
-                    guessingHardwareLimited: limited, detail: detail, hardwareTriesLeft: hardwareTries,
-                    lockoutRetrySeconds: lockoutRetry, failedAttempts: failed, triesLeft: tries, nextTryAt: next,
-                    autoLockSeconds: autoLock, itemCounts: counts, ledger: ledger, boot: boot))
+                StoreStatus(
+                    lockState: state, passcodeSet: passcodeSet,
+                    device: DeviceKeyStatus(
+                        backend: backend, hardwareBacked: hardwareBacked, guessingHardwareLimited: limited,
+                        detail: detail, hardwareTriesLeft: hardwareTries, lockoutRetrySeconds: lockoutRetry),
+                    failedAttempts: failed, triesLeft: tries, nextTryAt: next.map { Date(timeIntervalSince1970: $0) },
+                    autoLockSeconds: autoLock, itemCounts: counts, ledger: ledger ?? LedgerStatus(), boot: boot))
         case .secret: response = .secret(try reader.secret())
         case .lockState: response = .lockState(try reader.lockState())
         case .message: response = .message(try reader.optional { r throws(KeychainError) in try r.string() })
@@ -1232,7 +1246,7 @@ extension WireResponse {
             let unavailable = try reader.counts()
             let seconds = try reader.double()
             response = .exportReport(
-                WireExportReport(
+                ExportReport(
                     exported: exported, skippedPasscodeOnly: passcodeOnly, skippedUnavailable: unavailable,
                     keyDerivationSeconds: seconds, undecryptable: try reader.undecryptable()))
         case .importProgress:
@@ -1245,7 +1259,7 @@ extension WireResponse {
             let replaced = try reader.int()
             let skipped = try reader.skipped()
             response = .importReport(
-                WireImportReport(
+                ImportReport(
                     total: total, restored: restored, replaced: replaced, skipped: skipped,
                     keyDerivationSeconds: try reader.double()))
         case .undecryptable: response = .undecryptable(try reader.undecryptable())

@@ -30,36 +30,6 @@ public enum Wire {
     }
 }
 
-/// A key generation (`KeyGenerationRequest` in the library). Through keyseald every generated key is stored.
-public struct WireKeyGeneration: Sendable, Hashable {
-    /// Apple's `type` code: "73" EC, "42" RSA.
-    public var keyType: String
-    public var bits: Int
-    public var inHardware: Bool
-    public var attributes: [String: AttributeValue]
-    public var accessGroup: String?
-    public var accessibility: String
-    public var accessControlFlags: UInt64?
-    public var synchronizable: Bool
-    public var extractable: Bool
-
-    public init(
-        keyType: String, bits: Int, inHardware: Bool = false, attributes: [String: AttributeValue] = [:],
-        accessGroup: String? = nil, accessibility: String = "ak", accessControlFlags: UInt64? = nil,
-        synchronizable: Bool = false, extractable: Bool = true
-    ) {
-        self.keyType = keyType
-        self.bits = bits
-        self.inHardware = inHardware
-        self.attributes = attributes
-        self.accessGroup = accessGroup
-        self.accessibility = accessibility
-        self.accessControlFlags = accessControlFlags
-        self.synchronizable = synchronizable
-        self.extractable = extractable
-    }
-}
-
 /// An operation with a stored key, named by its item's persistent reference: done by keyseald, which answers
 /// with the result only (private material never crosses the socket).
 public struct WireKeyOperation: Sendable, Hashable {
@@ -158,101 +128,6 @@ public struct WireCertificate: Sendable, Hashable {
     }
 }
 
-/// What `status` reports (`StoreStatus` in the library).
-public struct WireStoreStatus: Sendable, Hashable {
-    public var lockState: LockState
-    public var passcodeSet: Bool
-    public var backend: String
-    public var hardwareBacked: Bool
-    public var guessingHardwareLimited: Bool
-    public var detail: String
-    public var hardwareTriesLeft: Int?
-    public var lockoutRetrySeconds: Int?
-    public var failedAttempts: Int
-    public var triesLeft: Int?
-    /// Seconds since 1970 of the next allowed passcode try.
-    public var nextTryAt: Double?
-    public var autoLockSeconds: Int?
-    /// Item counts by stored accessibility code; empty for clients that are not administrators.
-    public var itemCounts: [String: Int]
-    /// What the daemon's open found of the generation ledger; nil when it verified, and for clients that are not
-    /// administrators.
-    public var ledger: WireLedgerStatus?
-    /// Boot binding, recovery and anti-rollback (TPM stores); nil otherwise.
-    public var boot: WireBootStatus?
-
-    public init(
-        lockState: LockState, passcodeSet: Bool, backend: String, hardwareBacked: Bool,
-        guessingHardwareLimited: Bool, detail: String, hardwareTriesLeft: Int? = nil, lockoutRetrySeconds: Int? = nil,
-        failedAttempts: Int = 0, triesLeft: Int? = nil, nextTryAt: Double? = nil, autoLockSeconds: Int? = nil,
-        itemCounts: [String: Int] = [:], ledger: WireLedgerStatus? = nil, boot: WireBootStatus? = nil
-    ) {
-        self.lockState = lockState
-        self.passcodeSet = passcodeSet
-        self.backend = backend
-        self.hardwareBacked = hardwareBacked
-        self.guessingHardwareLimited = guessingHardwareLimited
-        self.detail = detail
-        self.hardwareTriesLeft = hardwareTriesLeft
-        self.lockoutRetrySeconds = lockoutRetrySeconds
-        self.failedAttempts = failedAttempts
-        self.triesLeft = triesLeft
-        self.nextTryAt = nextTryAt
-        self.autoLockSeconds = autoLockSeconds
-        self.itemCounts = itemCounts
-        self.ledger = ledger
-        self.boot = boot
-    }
-}
-
-/// Boot binding, recovery and anti-rollback (`BootStatus` in the library).
-public struct WireBootStatus: Sendable, Hashable {
-    public var pcrs: [Int]
-    public var pcrsMatch: Bool
-    public var recoveryRequired: Bool
-    public var recoveryKeySet: Bool
-    public var rolledBack: Bool
-    public var counterIndex: UInt32?
-    public var counterValue: UInt64?
-    public var detail: String
-
-    public init(
-        pcrs: [Int], pcrsMatch: Bool, recoveryRequired: Bool, recoveryKeySet: Bool, rolledBack: Bool,
-        counterIndex: UInt32?, counterValue: UInt64?, detail: String
-    ) {
-        self.pcrs = pcrs
-        self.pcrsMatch = pcrsMatch
-        self.recoveryRequired = recoveryRequired
-        self.recoveryKeySet = recoveryKeySet
-        self.rolledBack = rolledBack
-        self.counterIndex = counterIndex
-        self.counterValue = counterValue
-        self.detail = detail
-    }
-}
-
-/// The generation ledger's failures at open (`LedgerStatus` in the library).
-public struct WireLedgerStatus: Sendable, Hashable {
-    /// The buckets whose items are refused.
-    public var refusedBuckets: [Int]
-    public var missingEntries: Int
-    public var unexpectedEntries: Int
-    /// Why the record as a whole could not be used.
-    public var recordProblem: String?
-    /// The library's one-sentence summary.
-    public var summary: String
-
-    public init(
-        refusedBuckets: [Int], missingEntries: Int, unexpectedEntries: Int, recordProblem: String?, summary: String
-    ) {
-        self.refusedBuckets = refusedBuckets
-        self.missingEntries = missingEntries
-        self.unexpectedEntries = unexpectedEntries
-        self.recordProblem = recordProblem
-        self.summary = summary
-    }
-}
-
 /// The daemon's settings.
 public struct WireSettings: Sendable, Hashable {
     /// Idle seconds before auto-lock; nil: never.
@@ -293,7 +168,7 @@ public enum WireRequest: Sendable {
     /// the rows deleted.
     case deleteUndecryptable(ids: [String]?)
     /// Generates a key pair and stores it (answered with `.key`).
-    case generateKey(WireKeyGeneration)
+    case generateKey(KeyGenerationRequest)
     /// Uses or describes a stored key (answered with `.keyResult` or `.key`).
     case keyOperation(WireKeyOperation)
     /// Certificates (query class `cert`) or identities (class `idnt`) described for printing: answered with
@@ -389,7 +264,7 @@ public enum WireResponse: Sendable, Hashable {
     case ok
     case failure(KeychainError)
     case records([ItemRecord])
-    case status(WireStoreStatus)
+    case status(StoreStatus)
     case lockState(LockState)
     /// A sentence for people, or nil (e.g. why `lock` changed nothing).
     case message(String?)
@@ -399,15 +274,15 @@ public enum WireResponse: Sendable, Hashable {
     /// The next piece of an export, and the items written so far of the total.
     case backupChunk(bytes: [UInt8], done: Int, total: Int)
     /// The export is complete.
-    case exportReport(WireExportReport)
+    case exportReport(ExportReport)
     /// Items of the backup read and authenticated so far, of the total (0 until the header has been read).
     case importProgress(done: Int, total: Int)
     /// Items the import left out (sent in several responses when there are many).
-    case importSkipped([WireSkippedItem])
+    case importSkipped([ImportReport.SkippedItem])
     /// The import is complete (committed).
-    case importReport(WireImportReport)
+    case importReport(ImportReport)
     /// Rows no SecItem call can reach (listed, or deleted).
-    case undecryptable([WireUndecryptableItem])
+    case undecryptable([UndecryptableItem])
     /// A stored key: its reference, public key and attributes.
     case key(WireKey)
     /// What a key operation produced (a signature, a plaintext, a shared secret).
@@ -416,97 +291,4 @@ public enum WireResponse: Sendable, Hashable {
     case secret(SecretBytes)
     /// Certificates or identities described (``WireRequest/certificates(_:)``).
     case certificates([WireCertificate])
-}
-
-/// A row no SecItem call can reach (`UndecryptableItem` in the library).
-public struct WireUndecryptableItem: Sendable, Hashable {
-    /// The item id in hex.
-    public var id: String
-    public var itemClass: String
-    /// Accessibility code.
-    public var accessibility: String
-    public var accessGroup: String
-    /// `unsupported-class`, `unknown-accessibility`, `no-class-key`, `generation` or `authentication`.
-    public var reason: String
-    public var detail: String
-
-    public init(id: String, itemClass: String, accessibility: String, accessGroup: String, reason: String, detail: String) {
-        self.id = id
-        self.itemClass = itemClass
-        self.accessibility = accessibility
-        self.accessGroup = accessGroup
-        self.reason = reason
-        self.detail = detail
-    }
-}
-
-/// What an export wrote (`ExportReport` in the library). Counts are keyed by accessibility code.
-public struct WireExportReport: Sendable, Hashable {
-    public var exported: [String: Int]
-    public var skippedPasscodeOnly: Int
-    public var skippedUnavailable: [String: Int]
-    public var keyDerivationSeconds: Double
-    /// Rows left out because no SecItem call can reach them.
-    public var undecryptable: [WireUndecryptableItem]
-
-    public init(
-        exported: [String: Int] = [:], skippedPasscodeOnly: Int = 0, skippedUnavailable: [String: Int] = [:],
-        keyDerivationSeconds: Double = 0, undecryptable: [WireUndecryptableItem] = []
-    ) {
-        self.exported = exported
-        self.skippedPasscodeOnly = skippedPasscodeOnly
-        self.skippedUnavailable = skippedUnavailable
-        self.keyDerivationSeconds = keyDerivationSeconds
-        self.undecryptable = undecryptable
-    }
-
-    public var exportedCount: Int { exported.values.reduce(0, +) }
-}
-
-/// One item an import left out (`ImportReport.SkippedItem` in the library).
-public struct WireSkippedItem: Sendable, Hashable {
-    public var itemClass: String
-    /// Accessibility code.
-    public var accessibility: String
-    public var accessGroup: String
-    public var service: String?
-    public var account: String?
-    /// `other-device`, `exists` or `duplicate-in-backup`.
-    public var reason: String
-    public var detail: String
-
-    public init(
-        itemClass: String, accessibility: String, accessGroup: String, service: String?, account: String?,
-        reason: String, detail: String
-    ) {
-        self.itemClass = itemClass
-        self.accessibility = accessibility
-        self.accessGroup = accessGroup
-        self.service = service
-        self.account = account
-        self.reason = reason
-        self.detail = detail
-    }
-}
-
-/// What an import restored (`ImportReport` in the library). Counts are keyed by accessibility code.
-public struct WireImportReport: Sendable, Hashable {
-    public var total: Int
-    public var restored: [String: Int]
-    public var replaced: Int
-    public var skipped: [WireSkippedItem]
-    public var keyDerivationSeconds: Double
-
-    public init(
-        total: Int = 0, restored: [String: Int] = [:], replaced: Int = 0, skipped: [WireSkippedItem] = [],
-        keyDerivationSeconds: Double = 0
-    ) {
-        self.total = total
-        self.restored = restored
-        self.replaced = replaced
-        self.skipped = skipped
-        self.keyDerivationSeconds = keyDerivationSeconds
-    }
-
-    public var restoredCount: Int { restored.values.reduce(0, +) }
 }

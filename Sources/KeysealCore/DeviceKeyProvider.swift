@@ -1,34 +1,5 @@
 import struct FoundationEssentials.Data
 
-/// What a device key says about itself for `status`.
-public struct DeviceKeyStatus: Sendable, Equatable {
-    /// Backend name as recorded in the store: `host-key`, `tpm`, `pkcs11`, `software`.
-    public var backend: String
-    /// Whether the device secret is held by hardware (a TPM or a token).
-    public var hardwareBacked: Bool
-    /// Whether the hardware itself limits passcode guessing (TPM dictionary-attack protection with a lockout
-    /// authorization set). When false, only Argon2id and the store's escalating delays limit guessing.
-    public var guessingHardwareLimited: Bool
-    /// One sentence for people: why guessing is or is not hardware-limited, what backs the key.
-    public var detail: String
-    /// Passcode tries the hardware allows before it locks out, where the hardware counts.
-    public var hardwareTriesLeft: Int?
-    /// Seconds until the hardware accepts passcode tries again, when it is in lockout.
-    public var lockoutRetrySeconds: Int?
-
-    public init(
-        backend: String, hardwareBacked: Bool, guessingHardwareLimited: Bool, detail: String,
-        hardwareTriesLeft: Int? = nil, lockoutRetrySeconds: Int? = nil
-    ) {
-        self.backend = backend
-        self.hardwareBacked = hardwareBacked
-        self.guessingHardwareLimited = guessingHardwareLimited
-        self.detail = detail
-        self.hardwareTriesLeft = hardwareTriesLeft
-        self.lockoutRetrySeconds = lockoutRetrySeconds
-    }
-}
-
 /// The device key: hardware (or a host key file) that seals the store's device secret DS, the passcode secret
 /// PS, and the device-bound secret of backups.
 ///

@@ -45,7 +45,7 @@ public struct LedgerKey: Sendable {
 /// On a store with an anti-rollback counter the record also carries the counter value of the last checkpoint
 /// (``checkpoint``), which must equal the keybag's (docs/TPM.md "Item-level freshness").
 public struct LedgerDigest: Sendable, Equatable {
-    public static let bucketCount = 128
+    public static let bucketCount = LedgerStatus.bucketCount
     public static let leafBytes = 16
     /// Version 1: the buckets; version 2: the buckets and the checkpoint's counter value.
     static let version: UInt8 = 1

@@ -179,13 +179,18 @@ public final class KeychainService: Sendable {
         case .ping: return .ok
         case .lockState: return .lockState(store.lockState)
         case .status:
-            var status = WireMapping.wire(try store.status(), includeCounts: caller.isAdministrator)
+            var status = try store.status()
+            if !caller.isAdministrator {
+                // Item counts and the ledger's findings are for administrators only.
+                status.itemCounts = [:]
+                status.ledger = LedgerStatus()
+            }
             if softwareTPM {
-                status.hardwareBacked = false
-                status.detail = "a software TPM (swtpm) started by keyseald for development: not hardware-backed"
-            } else if !caller.isAdministrator && status.backend == "host-key" {
+                status.device.hardwareBacked = false
+                status.device.detail = "a software TPM (swtpm) started by keyseald for development: not hardware-backed"
+            } else if !caller.isAdministrator && status.device.backend == "host-key" {
                 // Where the host key lives is for administrators only.
-                status.detail =
+                status.device.detail =
                     "not hardware-backed: the device key is a file on this host; passcode guessing is limited by "
                     + "Argon2id and the store's escalating delays only"
             }
@@ -254,15 +259,14 @@ public final class KeychainService: Sendable {
             quotas.forget()
             return .ok
         case .undecryptableItems:
-            return .undecryptable(try store.undecryptableItems().map(WireMapping.wire))
+            return .undecryptable(try store.undecryptableItems())
         case .deleteUndecryptable(let ids):
             let deleted = try store.deleteUndecryptable(ids: ids)
             logger.info("deleted undecryptable items", metadata: ["items.deleted": "\(deleted.count)"])
-            return .undecryptable(deleted.map(WireMapping.wire))
+            return .undecryptable(deleted)
         // Keys: generated and used here; a client gets public keys and results, never private material. The item
         // lookups behind them apply the caller's groups and the lock state as any lookup does.
-        case .generateKey(let wire):
-            let request = try WireMapping.keyGeneration(wire)
+        case .generateKey(let request):
             let key = try quotaWrites.withLock { _ in
                 guard !caller.isAdministrator else {
                     defer { quotas.forget() }
@@ -403,7 +407,7 @@ public final class KeychainService: Sendable {
                 }
                 logger.info(
                     "exported", metadata: ["peer.uid": "\(peer.uid)", "backup.items": "\(report.exportedCount)"])
-                continuation.yield(.exportReport(WireMapping.wire(report)))
+                continuation.yield(.exportReport(report))
             } catch {
                 logger.info("export failed", metadata: ["peer.uid": "\(peer.uid)", "error": "\(error)"])
                 continuation.yield(Self.failure(error))
@@ -456,7 +460,9 @@ public final class KeychainService: Sendable {
                         "peer.uid": "\(peer.uid)", "backup.restored": "\(report.restoredCount)",
                         "backup.skipped": "\(report.skipped.count)", "backup.replaced": "\(report.replaced)",
                     ])
-                return Self.skippedFrames(report.skipped) + [.importReport(WireMapping.wire(report, includeSkipped: false))]
+                var summary = report
+                summary.skipped = []
+                return Self.skippedFrames(report.skipped) + [.importReport(summary)]
             default:
                 throw KeychainError(KeychainStatus.internalComponent, "not an import request")
             }
@@ -470,10 +476,9 @@ public final class KeychainService: Sendable {
     /// The skipped items in responses of about half a megabyte each (every frame stays under the limit).
     static func skippedFrames(_ skipped: [ImportReport.SkippedItem]) -> [WireResponse] {
         var frames: [WireResponse] = []
-        var batch: [WireSkippedItem] = []
+        var batch: [ImportReport.SkippedItem] = []
         var size = 0
-        for item in skipped {
-            let entry = WireMapping.wire(item)
+        for entry in skipped {
             let entrySize = 64 + entry.accessGroup.utf8.count + (entry.service?.utf8.count ?? 0)
                 + (entry.account?.utf8.count ?? 0) + entry.detail.utf8.count
             if size + entrySize > (512 << 10) && !batch.isEmpty {

@@ -35,15 +35,17 @@ struct ProgressLine {
     }
 }
 
-private func countsByClass(_ counts: [String: Int]) -> [(String, Int)] {
-    AccessibleName.all.compactMap { entry in counts[entry.code].map { (entry.name, $0) } }
+private func countsByClass(_ counts: [Accessibility: Int]) -> [(String, Int)] {
+    AccessibleName.all.compactMap { entry in
+        Accessibility(rawValue: entry.code).flatMap { counts[$0] }.map { (entry.name, $0) }
+    }
 }
 
-private func describe(_ counts: [String: Int]) -> String {
+private func describe(_ counts: [Accessibility: Int]) -> String {
     countsByClass(counts).map { "\($0.0) \($0.1)" }.joined(separator: ", ")
 }
 
-private func json(_ counts: [String: Int]) -> JSON {
+private func json(_ counts: [Accessibility: Int]) -> JSON {
     .object(countsByClass(counts).map { ($0.0, .int(Int64($0.1))) })
 }
 
@@ -83,7 +85,7 @@ struct ExportCommand: ClientCommand {
         do { writer = try BackupFileWriter(path: output) } catch { throw CommandFailure(error) }
         defer { writer.discard() }
         var progress = ProgressLine("exporting")
-        let report: WireExportReport
+        let report: ExportReport
         do {
             report = try client.connection.exportBackup(
                 passphrase: passphrase, availableOnly: availableOnly,
@@ -110,7 +112,7 @@ struct ExportCommand: ClientCommand {
                         .object([
                             ("id", .string(item.id)), ("class", .string(item.itemClass)),
                             ("accessible", .string(AccessibleName.name(item.accessibility))),
-                            ("accessGroup", .string(item.accessGroup)), ("reason", .string(item.reason)),
+                            ("accessGroup", .string(item.accessGroup)), ("reason", .string(item.reason.rawValue)),
                         ])
                     })))
             Console.out(JSON.object(members).rendered)
@@ -130,7 +132,7 @@ struct ExportCommand: ClientCommand {
             Console.out(
                 "not exported, undecryptable: \(count) item\(count == 1 ? "" : "s") (`keyseal doctor` lists and deletes them)")
             for item in report.undecryptable {
-                Console.out("  \(item.id)  \(item.itemClass)  group \(item.accessGroup)  \(item.reason)")
+                Console.out("  \(item.id)  \(item.itemClass)  group \(item.accessGroup)  \(item.reason.rawValue)")
             }
         }
     }
@@ -162,7 +164,7 @@ struct ImportCommand: ClientCommand {
         defer { reader.close() }
         let passphrase = try SecretInput.passcode("backup passphrase", fromStandardInput: passphraseStdin)
         var progress = ProgressLine("importing")
-        let report: WireImportReport
+        let report: ImportReport
         do {
             report = try client.connection.importBackup(
                 passphrase: passphrase, replace: replace,
@@ -177,12 +179,12 @@ struct ImportCommand: ClientCommand {
             let skipped = report.skipped.map { item -> JSON in
                 var members: [(String, JSON)] = [
                     ("class", .string(ItemClassName.name(item.itemClass))),
-                    ("accessible", .string(AccessibleName.name(item.accessibility))),
+                    ("accessible", .string(AccessibleName.name(item.accessibility.rawValue))),
                     ("accessGroup", .string(item.accessGroup)),
                 ]
                 if let service = item.service { members.append((item.itemClass == "inet" ? "server" : "service", .string(service))) }
                 if let account = item.account { members.append(("account", .string(account))) }
-                members += [("reason", .string(item.reason)), ("detail", .string(item.detail))]
+                members += [("reason", .string(item.reason.rawValue)), ("detail", .string(item.detail))]
                 return .object(members)
             }
             Console.out(JSON.object([
@@ -201,7 +203,7 @@ struct ImportCommand: ClientCommand {
             Console.out("skipped \(report.skipped.count):")
             for item in report.skipped {
                 let name = [item.service, item.account].compactMap { $0 }.joined(separator: " / ")
-                Console.out("  \(name.isEmpty ? "(no name)" : name) [\(AccessibleName.name(item.accessibility))]: \(item.detail.isEmpty ? item.reason : item.detail)")
+                Console.out("  \(name.isEmpty ? "(no name)" : name) [\(AccessibleName.name(item.accessibility.rawValue))]: \(item.detail.isEmpty ? item.reason.rawValue : item.detail)")
             }
         }
     }

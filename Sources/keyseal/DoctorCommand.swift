@@ -48,7 +48,7 @@ struct DoctorCommand: ClientCommand {
                 .object([
                     ("id", .string(item.id)), ("class", .string(item.itemClass)),
                     ("accessible", .string(AccessibleName.name(item.accessibility))),
-                    ("accessGroup", .string(item.accessGroup)), ("reason", .string(item.reason)),
+                    ("accessGroup", .string(item.accessGroup)), ("reason", .string(item.reason.rawValue)),
                     ("detail", .string(item.detail)),
                 ])
             }
@@ -66,7 +66,7 @@ struct DoctorCommand: ClientCommand {
         for item in items {
             Console.out(
                 "  \(item.id)  \(item.itemClass)  \(AccessibleName.name(item.accessibility))  group \(item.accessGroup)"
-                    + "  \(item.reason): \(item.detail)")
+                    + "  \(item.reason.rawValue): \(item.detail)")
         }
     }
 }

@@ -442,7 +442,9 @@ struct DumpKeychain: ClientCommand {
             for index in items.indices { items[index].wipeData() }
         }
         var counts: [String: Int] = [:]
-        if !lockedClasses.isEmpty, case .status(let status)? = try? client.send(.status) { counts = status.itemCounts }
+        if !lockedClasses.isEmpty, case .status(let status)? = try? client.send(.status) {
+            for (accessibility, count) in status.itemCounts { counts[accessibility.rawValue] = count }
+        }
         if global.json {
             let locked = lockedClasses.map { code -> JSON in
                 var members: [(String, JSON)] = [("accessible", .string(AccessibleName.name(code)))]

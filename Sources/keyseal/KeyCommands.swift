@@ -126,9 +126,9 @@ struct CreateKey: ClientCommand {
         let (code, bits) = Self.types[type]!
         var attributes: [String: AttributeValue] = ["atag": .data(Data(tag.utf8))]
         if let label { attributes["labl"] = .string(label) }
-        let generation = WireKeyGeneration(
-            keyType: code, bits: bits, inHardware: hardware, attributes: attributes, accessGroup: accessGroup,
-            accessibility: accessible.code ?? "ak")
+        let generation = KeyGenerationRequest(
+            keyType: try KeyType(typeCode: code, bits: bits), inHardware: hardware, attributes: attributes,
+            accessGroup: accessGroup, accessibility: accessible.accessibility ?? .whenUnlocked)
         guard case .key(let key) = try client.send(.generateKey(generation)) else { throw unexpected }
         if global.json {
             Console.out(KeyOutput.json(key).rendered)

@@ -28,24 +28,26 @@ struct StatusCommand: ClientCommand {
     func execute(_ client: DaemonClient) throws {
         guard case .status(let status) = try client.send(.status) else { throw unexpected }
         let now = Date().timeIntervalSince1970
-        let wait = status.nextTryAt.map { max(0, Int(($0 - now).rounded(.up))) }
+        let wait = status.nextTryAt.map { max(0, Int(($0.timeIntervalSince1970 - now).rounded(.up))) }
         let counts = AccessibleName.all.compactMap { entry in
-            status.itemCounts[entry.code].map { (entry.name, $0) }
+            Accessibility(rawValue: entry.code).flatMap { status.itemCounts[$0] }.map { (entry.name, $0) }
         }
+        let device = status.device
         if global.json {
             var members: [(String, JSON)] = [
                 ("lockState", .string(status.lockState.name)), ("passcodeSet", .bool(status.passcodeSet)),
-                ("backend", .string(status.backend)), ("hardwareBacked", .bool(status.hardwareBacked)),
-                ("guessingHardwareLimited", .bool(status.guessingHardwareLimited)), ("detail", .string(status.detail)),
+                ("backend", .string(device.backend)), ("hardwareBacked", .bool(device.hardwareBacked)),
+                ("guessingHardwareLimited", .bool(device.guessingHardwareLimited)), ("detail", .string(device.detail)),
                 ("autoLockSeconds", status.autoLockSeconds.map { .int(Int64($0)) } ?? .null),
                 ("failedAttempts", .int(Int64(status.failedAttempts))),
                 ("triesLeft", status.triesLeft.map { .int(Int64($0)) } ?? .null),
-                ("hardwareTriesLeft", status.hardwareTriesLeft.map { .int(Int64($0)) } ?? .null),
-                ("nextTryAt", status.nextTryAt.map { .string(Formatting.iso8601(unixSeconds: $0)) } ?? .null),
-                ("retryAfterSeconds", (wait.flatMap { $0 > 0 ? $0 : nil } ?? status.lockoutRetrySeconds).map { .int(Int64($0)) } ?? .null),
+                ("hardwareTriesLeft", device.hardwareTriesLeft.map { .int(Int64($0)) } ?? .null),
+                ("nextTryAt", status.nextTryAt.map { .string(Formatting.iso8601(unixSeconds: $0.timeIntervalSince1970)) } ?? .null),
+                ("retryAfterSeconds", (wait.flatMap { $0 > 0 ? $0 : nil } ?? device.lockoutRetrySeconds).map { .int(Int64($0)) } ?? .null),
             ]
             members.append(("items", .object(counts.map { ($0.0, .int(Int64($0.1))) })))
-            if let ledger = status.ledger {
+            if !status.ledger.verified {
+                let ledger = status.ledger
                 members.append(
                     ("ledger",
                         .object([
@@ -80,27 +82,27 @@ struct StatusCommand: ClientCommand {
         }
         Console.out("state:            \(status.lockState.name)")
         Console.out("passcode:         \(status.passcodeSet ? "set" : "not set")")
-        let backing = status.hardwareBacked ? "hardware-backed" : "not hardware-backed"
+        let backing = device.hardwareBacked ? "hardware-backed" : "not hardware-backed"
         let guessing =
-            status.guessingHardwareLimited
+            device.guessingHardwareLimited
             ? "passcode guessing hardware-limited" : "passcode guessing not hardware-limited"
-        Console.out("backend:          \(status.backend) (\(backing); \(guessing))")
-        if !status.detail.isEmpty { Console.out("                  \(status.detail)") }
+        Console.out("backend:          \(device.backend) (\(backing); \(guessing))")
+        if !device.detail.isEmpty { Console.out("                  \(device.detail)") }
         Console.out("auto-lock:        \(status.autoLockSeconds.map { "after \($0) s idle" } ?? "never")")
         Console.out("failed attempts:  \(status.failedAttempts)")
         if let triesLeft = status.triesLeft { Console.out("tries left:       \(triesLeft)") }
-        if status.passcodeSet, let hardware = status.hardwareTriesLeft {
+        if status.passcodeSet, let hardware = device.hardwareTriesLeft {
             Console.out("hardware tries:   \(hardware) before the TPM's last try, which Keyseal keeps in reserve")
         }
         if let wait, wait > 0 {
             Console.out("next try:         in \(WaitTime.describe(seconds: wait))")
-        } else if let lockout = status.lockoutRetrySeconds {
+        } else if let lockout = device.lockoutRetrySeconds {
             Console.out("next try:         in \(WaitTime.describe(seconds: lockout)) (the TPM: its last try kept in reserve, or its lockout)")
         }
         if !counts.isEmpty {
             Console.out("items:            " + counts.map { "\($0.0) \($0.1)" }.joined(separator: ", "))
         }
-        if let ledger = status.ledger { Console.out("ledger:           \(ledger.summary)") }
+        if !status.ledger.verified { Console.out("ledger:           \(status.ledger.summary)") }
         if let boot = status.boot {
             let bound = boot.pcrs.isEmpty ? "none" : boot.pcrs.map(String.init).joined(separator: ",")
             let match = boot.pcrs.isEmpty ? "" : boot.pcrsMatch ? " (match now)" : " (do not match now)"

@@ -138,23 +138,25 @@ struct WireCodingTests {
             ItemRecord(itemClass: .genericPassword, attributes: Self.attributes, data: Data(repeating: 7, count: 1000)),
             ItemRecord(itemClass: .internetPassword, attributes: [:], persistentRef: Data([9])),
         ]
-        let status = WireStoreStatus(
-            lockState: .locked, passcodeSet: true, backend: "tpm", hardwareBacked: false,
-            guessingHardwareLimited: false, detail: "swtpm", hardwareTriesLeft: 3, lockoutRetrySeconds: nil,
-            failedAttempts: 2, triesLeft: 3, nextTryAt: 1_800_000_000.5, autoLockSeconds: 300,
-            itemCounts: ["ak": 3, "dku": 1])
+        let status = StoreStatus(
+            lockState: .locked, passcodeSet: true,
+            device: DeviceKeyStatus(
+                backend: "tpm", hardwareBacked: false, guessingHardwareLimited: false, detail: "swtpm",
+                hardwareTriesLeft: 3, lockoutRetrySeconds: nil),
+            failedAttempts: 2, triesLeft: 3, nextTryAt: Date(timeIntervalSince1970: 1_800_000_000.5),
+            autoLockSeconds: 300, itemCounts: [.whenUnlocked: 3, .alwaysThisDeviceOnly: 1])
         let responses: [WireResponse] = [
             .ok, .records(records), .records([]), .status(status), .lockState(.beforeFirstUnlock),
             .message("no passcode is set"), .message(nil), .settings(WireSettings(autoLockSeconds: nil)),
             .lockStateChanged(.unlocked),
             .failure(KeychainError(status: -25293, message: "wrong passcode", retryAfterSeconds: 60, triesLeft: 2)),
             .status(
-                WireStoreStatus(
-                    lockState: .unlocked, passcodeSet: false, backend: "host-key", hardwareBacked: false,
-                    guessingHardwareLimited: false, detail: "",
-                    ledger: WireLedgerStatus(
-                        refusedBuckets: [1, 127], missingEntries: 1, unexpectedEntries: 0, recordProblem: nil,
-                        summary: "2 of 128 ledger buckets failed verification"))),
+                StoreStatus(
+                    lockState: .unlocked, passcodeSet: false,
+                    device: DeviceKeyStatus(
+                        backend: "host-key", hardwareBacked: false, guessingHardwareLimited: false, detail: ""),
+                    ledger: LedgerStatus(
+                        refusedBuckets: [1, 127], missingEntries: 1, unexpectedEntries: 0, recordProblem: nil))),
         ]
         for response in responses {
             #expect(try Self.roundTrip(response) == response)

@@ -4,9 +4,10 @@ import Testing
 
 @Suite("Wire coding of key requests")
 struct WireKeyCodingTests {
-    static let generation = WireKeyGeneration(
-        keyType: "73", bits: 256, inHardware: true, attributes: ["atag": .data(Data([1, 2])), "labl": .string("k")],
-        accessGroup: "g", accessibility: "aku", accessControlFlags: 1 << 30, synchronizable: false, extractable: false)
+    static let generation = KeyGenerationRequest(
+        keyType: .p256, inHardware: true, attributes: ["atag": .data(Data([1, 2])), "labl": .string("k")],
+        accessGroup: "g", accessibility: .whenUnlockedThisDeviceOnly, accessControlFlags: 1 << 30,
+        synchronizable: false, isExtractable: false)
     static let operation = WireKeyOperation(
         reference: Data("ksr1-reference".utf8), kind: .keyExchange, algorithm: "algid:keyexchange:ECDH:KDFX963:SHA256",
         data: Data(repeating: 4, count: 65), requestedSize: 32, sharedInfo: Data([9]))

@@ -1,9 +1,7 @@
 import FoundationEssentials
-import Glibc
-import KeysealCore
 
 /// What an export wrote (DESIGN §7).
-public struct ExportReport: Sendable, Equatable {
+public struct ExportReport: Sendable, Hashable {
     /// Items written, by accessibility class.
     public var exported: [Accessibility: Int]
     /// When-passcode-set-this-device-only items: never exported.
@@ -12,7 +10,7 @@ public struct ExportReport: Sendable, Equatable {
     public var skippedUnavailable: [Accessibility: Int]
     /// Seconds spent deriving the passphrase key (Argon2id, once per file).
     public var keyDerivationSeconds: Double
-    /// Rows left out because no SecItem call can reach them (see ``KeychainStore/undecryptableItems()``); the rest
+    /// Rows left out because no SecItem call can reach them (see `KeychainStore.undecryptableItems()`); the rest
     /// of the store is in the backup.
     public var undecryptable: [UndecryptableItem]
 
@@ -50,7 +48,7 @@ public struct ExportReport: Sendable, Equatable {
 }
 
 /// What an import restored and what it left out, and why (DESIGN §7).
-public struct ImportReport: Sendable, Equatable {
+public struct ImportReport: Sendable, Hashable {
     /// Why an item of the backup was not restored.
     public enum SkipReason: String, Sendable, Hashable, CaseIterable {
         /// A this-device-only item, and this is not the device that made the backup.
