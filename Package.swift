@@ -41,11 +41,16 @@ let package = Package(
 
         // OSStatus names and messages: a leaf shared by the engine and the command line.
         .target(name: "KeysealStatus", swiftSettings: swiftSettings),
+        // The request, record, status and report types, and `SecretBytes`: defined once for the engine, the wire and
+        // the command line (no crypto, no SQLite, no NIO; FoundationEssentials for Data and Date).
+        .target(name: "KeysealModel", dependencies: ["KeysealStatus"], swiftSettings: swiftSettings),
         // Item model, query validation, OSStatus, lock state, keybag and envelope crypto (swift-crypto; opens through
         // libcrypto, docs/ARCHITECTURE.md).
         .target(
             name: "KeysealCore",
-            dependencies: ["KeysealStatus", "CLibCrypto", .product(name: "Crypto", package: "swift-crypto")],
+            dependencies: [
+                "KeysealStatus", "KeysealModel", "CLibCrypto", .product(name: "Crypto", package: "swift-crypto"),
+            ],
             swiftSettings: swiftSettings),
         // SQLite persistence: schema, migrations, rows of ciphertext.
         .target(name: "KeysealStore", dependencies: ["KeysealCore", "CSQLite"], swiftSettings: swiftSettings),
@@ -59,7 +64,7 @@ let package = Package(
             dependencies: ["KeysealCore", "CP11Kit", .product(name: "Crypto", package: "swift-crypto")],
             swiftSettings: swiftSettings),
         // The wire protocol's client side: a blocking socket, FoundationEssentials only (no NIO, no GRDB).
-        .target(name: "KeysealClient", swiftSettings: swiftSettings),
+        .target(name: "KeysealClient", dependencies: ["KeysealModel"], swiftSettings: swiftSettings),
         // The native library: engine (embedded mode), daemon mode, KeychainStore, Keychain.
         .target(
             name: "Keyseal",
@@ -120,7 +125,8 @@ let package = Package(
         .executableTarget(
             name: "keyseal",
             dependencies: [
-                "KeysealClient", "KeysealStatus", .product(name: "ArgumentParser", package: "swift-argument-parser"),
+                "KeysealClient", "KeysealModel", "KeysealStatus",
+                .product(name: "ArgumentParser", package: "swift-argument-parser"),
             ],
             swiftSettings: swiftSettings,
             // The Swift runtime linked in: no dozen shared libraries to load and relocate at each start

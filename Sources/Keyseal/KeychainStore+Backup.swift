@@ -25,7 +25,7 @@ extension KeychainStore {
         do {
             file = try BackupFileWriter(path: url.path)
         } catch {
-            throw WireMapping.error(error)
+            throw error
         }
         do {
             let report: ExportReport
@@ -33,13 +33,13 @@ extension KeychainStore {
                 report = try exportEmbedded(
                     passphrase: SecretBytes(utf8: passphrase), availableOnly: availableOnly,
                     sink: { (bytes) throws(KeychainError) in
-                        do throws(WireError) { try file.write(bytes) } catch { throw WireMapping.error(error) }
+                        do throws(KeychainError) { try file.write(bytes) } catch { throw error }
                     }, progress: progress ?? { _, _ in })
             } else {
                 report = try exportThroughDaemon(
                     passphrase: passphrase, availableOnly: availableOnly, file: file, progress: progress)
             }
-            do throws(WireError) { try file.commit() } catch { throw WireMapping.error(error) }
+            do throws(KeychainError) { try file.commit() } catch { throw error }
             return report
         } catch {
             file.discard()
@@ -60,12 +60,12 @@ extension KeychainStore {
         }) { connection throws(KeychainError) -> ExportReport in
             do {
                 let report = try connection.exportBackup(
-                    passphrase: WireSecret(utf8: passphrase), availableOnly: availableOnly,
-                    sink: { (bytes) throws(WireError) in try file.write(bytes) },
+                    passphrase: SecretBytes(utf8: passphrase), availableOnly: availableOnly,
+                    sink: { (bytes) throws(KeychainError) in try file.write(bytes) },
                     progress: { done, total in progress?(done, total) })
                 return try WireMapping.exportReport(report)
-            } catch let error as WireError {
-                throw WireMapping.error(error)
+            } catch let error as KeychainError {
+                throw error
             } catch let error as KeychainError {
                 throw error
             } catch {
@@ -91,7 +91,7 @@ extension KeychainStore {
         do {
             file = try BackupFileReader(path: url.path)
         } catch {
-            throw WireMapping.error(error)
+            throw error
         }
         defer { file.close() }
         guard try isEmbedded() else {
@@ -100,12 +100,12 @@ extension KeychainStore {
             }) { connection throws(KeychainError) -> ImportReport in
                 do {
                     let report = try connection.importBackup(
-                        passphrase: WireSecret(utf8: passphrase), replace: replace,
-                        source: { (count) throws(WireError) in try file.read(maxCount: count) },
+                        passphrase: SecretBytes(utf8: passphrase), replace: replace,
+                        source: { (count) throws(KeychainError) in try file.read(maxCount: count) },
                         progress: { done, total in progress?(done, total) })
                     return try WireMapping.importReport(report)
-                } catch let error as WireError {
-                    throw WireMapping.error(error)
+                } catch let error as KeychainError {
+                    throw error
                 } catch let error as KeychainError {
                     throw error
                 } catch {
@@ -120,8 +120,8 @@ extension KeychainStore {
                 try session.feed(bytes)
                 if let total = session.total { progress?(session.done, total) }
             }
-        } catch let error as WireError {
-            throw WireMapping.error(error)
+        } catch let error as KeychainError {
+            throw error
         }
         return try session.finish(replace: replace)
     }

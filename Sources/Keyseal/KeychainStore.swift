@@ -184,11 +184,7 @@ public final class KeychainStore: Sendable {
 
     /// Sends one request to the daemon; a daemon failure becomes its KeychainError.
     static func request(_ connection: KeysealConnection, _ request: WireRequest) throws(KeychainError) -> WireResponse {
-        do {
-            return try connection.send(request)
-        } catch {
-            throw WireMapping.error(error)
-        }
+        try connection.send(request)
     }
 
     static func unexpected(_ response: WireResponse) -> KeychainError {
@@ -218,7 +214,7 @@ public final class KeychainStore: Sendable {
             guard case .lockState(let state) = try Self.request(connection, .lockState) else {
                 throw KeychainError(KeychainStatus.decode, "unexpected response from keyseald")
             }
-            return WireMapping.lockState(state)
+            return state
         }
         return state ?? .locked
     }
@@ -239,26 +235,26 @@ public final class KeychainStore: Sendable {
 
     package func setPasscode(_ passcode: SecretBytes) throws {
         try route({ try $0.setPasscode(passcode) }) { connection throws(KeychainError) in
-            try Self.expectOK(try Self.request(connection, .setPasscode(WireSecret.copying(passcode))))
+            try Self.expectOK(try Self.request(connection, .setPasscode(passcode)))
         }
     }
 
     package func changePasscode(from old: SecretBytes, to new: SecretBytes) throws {
         try route({ try $0.changePasscode(from: old, to: new) }) { connection throws(KeychainError) in
             try Self.expectOK(
-                try Self.request(connection, .changePasscode(old: WireSecret.copying(old), new: WireSecret.copying(new))))
+                try Self.request(connection, .changePasscode(old: old, new: new)))
         }
     }
 
     package func removePasscode(_ passcode: SecretBytes) throws {
         try route({ try $0.removePasscode(passcode) }) { connection throws(KeychainError) in
-            try Self.expectOK(try Self.request(connection, .removePasscode(WireSecret.copying(passcode))))
+            try Self.expectOK(try Self.request(connection, .removePasscode(passcode)))
         }
     }
 
     package func unlock(passcode: SecretBytes) throws {
         try route({ try $0.unlock(passcode: passcode) }) { connection throws(KeychainError) in
-            try Self.expectOK(try Self.request(connection, .unlock(passcode: WireSecret.copying(passcode))))
+            try Self.expectOK(try Self.request(connection, .unlock(passcode: passcode)))
         }
     }
 
@@ -316,16 +312,16 @@ public final class KeychainStore: Sendable {
         guard let connection else { return }
         try Self.expectOK(
             try Self.request(
-                connection, .recover(key: WireSecret.copying(recoveryKey), passcode: passcode.map(WireSecret.copying))))
+                connection, .recover(key: recoveryKey, passcode: passcode)))
     }
 
     /// A new recovery key (replacing any earlier one), returned once as text (16 groups of 4 hex digits). TPM
     /// stores; the passcode when one is set. Administrators only.
     package func createRecoveryKey(passcode: SecretBytes?) throws -> SecretBytes {
         try route({ try $0.createRecoveryKey(passcode: passcode) }) { connection throws(KeychainError) -> SecretBytes in
-            let response = try Self.request(connection, .createRecoveryKey(passcode: passcode.map(WireSecret.copying)))
+            let response = try Self.request(connection, .createRecoveryKey(passcode: passcode))
             guard case .secret(let secret) = response else { throw Self.unexpected(response) }
-            return secret.withUnsafeBytes { SecretBytes(copying: $0) }
+            return secret
         }
     }
 
@@ -333,7 +329,7 @@ public final class KeychainStore: Sendable {
     /// unbound). The passcode when one is set. Administrators only.
     package func resealTPM(passcode: SecretBytes?, pcrs: [Int]?) throws {
         try route({ try $0.resealDeviceObjects(passcode: passcode, pcrs: pcrs) }) { connection throws(KeychainError) in
-            try Self.expectOK(try Self.request(connection, .tpmReseal(passcode: passcode.map(WireSecret.copying), pcrs: pcrs)))
+            try Self.expectOK(try Self.request(connection, .tpmReseal(passcode: passcode, pcrs: pcrs)))
         }
     }
 
@@ -416,11 +412,7 @@ public final class KeychainStore: Sendable {
             _ = handler(lockState)
             return
         }
-        do {
-            try KeysealConnection.watchLockState(socketPath: socket) { handler(WireMapping.lockState($0)) }
-        } catch {
-            throw WireMapping.error(error)
-        }
+        try KeysealConnection.watchLockState(socketPath: socket) { handler($0) }
     }
 
     // MARK: Items
@@ -438,9 +430,9 @@ public final class KeychainStore: Sendable {
     /// Through the daemon the caller is ignored: the daemon decides who the caller is.
     package func add(_ item: NewItem, caller: Caller) throws -> ItemRecord? {
         try route({ try $0.add(item, caller: caller) }) { connection throws(KeychainError) -> ItemRecord? in
-            let response = try Self.request(connection, .add(WireMapping.wire(item)))
+            let response = try Self.request(connection, .add(item))
             guard case .records(let records) = response else { throw Self.unexpected(response) }
-            return try records.first.map { record throws(KeychainError) in try WireMapping.record(record) }
+            return records.first
         }
     }
 
@@ -453,32 +445,24 @@ public final class KeychainStore: Sendable {
     /// fails with errSecDataTooLarge before any value is opened (the daemon's bound on one response).
     package func copyMatching(_ query: ItemQuery, caller: Caller, resultLimit: Int? = nil) throws -> [ItemRecord] {
         try route({ try $0.copyMatching(query, caller: caller, resultLimit: resultLimit) }) { connection throws(KeychainError) -> [ItemRecord] in
-            let response = try Self.request(connection, .copyMatching(WireMapping.wire(query)))
+            let response = try Self.request(connection, .copyMatching(query))
             guard case .records(let records) = response else { throw Self.unexpected(response) }
-            var result: [ItemRecord] = []
-            result.reserveCapacity(records.count)
-            for record in records { result.append(try WireMapping.record(record)) }
-            return result
+            return records
         }
     }
 
     package func update(_ query: ItemQuery, with changes: ItemChanges, caller: Caller) throws {
         try route({ try $0.update(query, changes: changes, caller: caller) }) { connection throws(KeychainError) in
             try Self.expectOK(
-                try Self.request(connection, .update(WireMapping.wire(query), WireMapping.wire(changes))))
+                try Self.request(connection, .update(query, changes)))
         }
     }
 
     package func delete(_ query: ItemQuery, caller: Caller) throws {
         try route({ try $0.delete(query, caller: caller) }) { connection throws(KeychainError) in
-            try Self.expectOK(try Self.request(connection, .delete(WireMapping.wire(query))))
+            try Self.expectOK(try Self.request(connection, .delete(query)))
         }
     }
-}
-
-extension WireSecret {
-    /// A wire passcode holding a copy of `secret`'s bytes.
-    static func copying(_ secret: SecretBytes) -> WireSecret { secret.withUnsafeBytes { WireSecret($0) } }
 }
 
 /// The application identifier a process declares, as an app's identity on Apple's platforms: its default access

@@ -41,14 +41,14 @@ private let systemClose = Darwin.close
 extension KeysealConnection {
     /// Runs a multi-frame exchange on this connection's socket, holding it for the whole exchange. Any error closes
     /// the socket.
-    func exchange<T: Sendable>(_ body: (Int32) throws(WireError) -> T) throws(WireError) -> T {
-        try descriptor.withLock { fd throws(WireError) -> T in
+    func exchange<T: Sendable>(_ body: (Int32) throws(KeychainError) -> T) throws(KeychainError) -> T {
+        try descriptor.withLock { fd throws(KeychainError) -> T in
             if fd >= 0 && Self.peerClosed(fd) {
                 _ = close(fd)
                 fd = -1
             }
             if fd < 0 { fd = try Self.open(socketPath) }
-            do throws(WireError) {
+            do throws(KeychainError) {
                 return try body(fd)
             } catch {
                 _ = close(fd)
@@ -59,7 +59,7 @@ extension KeysealConnection {
     }
 
     /// Sends one request frame, zeroizing it afterwards when it carries a secret.
-    static func write(_ fd: Int32, _ request: WireRequest) throws(WireError) {
+    static func write(_ fd: Int32, _ request: WireRequest) throws(KeychainError) {
         var frame = try request.encodedFrame()
         defer {
             if request.carriesSecret { frame.withUnsafeMutableBytes { raw in for index in raw.indices { raw[index] = 0 } } }
@@ -67,9 +67,9 @@ extension KeysealConnection {
         try writeAll(fd, frame)
     }
 
-    static func unexpected(_ response: WireResponse, during what: String) -> WireError {
+    static func unexpected(_ response: WireResponse, during what: String) -> KeychainError {
         if case .failure(let error) = response { return error }
-        return WireError(status: WireStatusCode.decode, message: "unexpected response from keyseald during \(what)")
+        return KeychainError(status: KeychainStatus.decode, message: "unexpected response from keyseald during \(what)")
     }
 
     /// Exports the daemon's store (administrators only; others get errSecMissingEntitlement, −34018). The backup's
@@ -77,11 +77,11 @@ extension KeysealConnection {
     /// items written so far and the total. A wrong or locked class is errSecInteractionNotAllowed (−25308) unless
     /// `availableOnly`. When `sink` throws, the exchange stops and the error is rethrown.
     public func exportBackup(
-        passphrase: WireSecret, availableOnly: Bool,
-        sink: ([UInt8]) throws(WireError) -> Void,
+        passphrase: SecretBytes, availableOnly: Bool,
+        sink: ([UInt8]) throws(KeychainError) -> Void,
         progress: (_ done: Int, _ total: Int) -> Void = { _, _ in }
-    ) throws(WireError) -> WireExportReport {
-        try exchange { fd throws(WireError) -> WireExportReport in
+    ) throws(KeychainError) -> WireExportReport {
+        try exchange { fd throws(KeychainError) -> WireExportReport in
             try Self.write(fd, .exportBackup(passphrase: passphrase, availableOnly: availableOnly))
             while true {
                 let response = try Self.readResponse(fd, path: socketPath)
@@ -103,11 +103,11 @@ extension KeysealConnection {
     /// so far and the total. A wrong passphrase is errSecAuthFailed (−25293); a truncated, edited or unknown-
     /// version file is errSecDecode (−26275); in every failure the store is unchanged.
     public func importBackup(
-        passphrase: WireSecret, replace: Bool,
-        source: (_ maxCount: Int) throws(WireError) -> [UInt8]?,
+        passphrase: SecretBytes, replace: Bool,
+        source: (_ maxCount: Int) throws(KeychainError) -> [UInt8]?,
         progress: (_ done: Int, _ total: Int) -> Void = { _, _ in }
-    ) throws(WireError) -> WireImportReport {
-        try exchange { fd throws(WireError) -> WireImportReport in
+    ) throws(KeychainError) -> WireImportReport {
+        try exchange { fd throws(KeychainError) -> WireImportReport in
             try Self.write(fd, .importBegin(passphrase: passphrase, replace: replace))
             var response = try Self.readResponse(fd, path: socketPath)
             guard case .importProgress = response else { throw Self.unexpected(response, during: "import") }
@@ -146,12 +146,12 @@ public final class BackupFileWriter {
     private var finished = false
 
     /// Creates the temporary file. A destination that already exists is errSecParam (−50), before any work.
-    public init(path: String) throws(WireError) {
-        guard !path.isEmpty else { throw WireError(status: WireStatusCode.param, message: "the backup path is empty") }
+    public init(path: String) throws(KeychainError) {
+        guard !path.isEmpty else { throw KeychainError(status: KeychainStatus.param, message: "the backup path is empty") }
         self.path = path
         if access(path, F_OK) == 0 {
-            throw WireError(
-                status: WireStatusCode.param, message: "\(path) already exists; remove it or choose another name")
+            throw KeychainError(
+                status: KeychainStatus.param, message: "\(path) already exists; remove it or choose another name")
         }
         let directory: String
         let name: String
@@ -171,8 +171,8 @@ public final class BackupFileWriter {
             if opened >= 0 || errno != EEXIST { break }
         }
         guard opened >= 0 else {
-            throw WireError(
-                status: WireStatusCode.io,
+            throw KeychainError(
+                status: KeychainStatus.io,
                 message: "cannot create a file in \(directory): \(String(cString: strerror(errno)))")
         }
         _ = fchmod(opened, 0o600)
@@ -183,28 +183,28 @@ public final class BackupFileWriter {
     deinit { discard() }
 
     /// Appends bytes.
-    public func write(_ bytes: [UInt8]) throws(WireError) {
-        guard fd >= 0 else { throw WireError(status: WireStatusCode.io, message: "the backup file is closed") }
+    public func write(_ bytes: [UInt8]) throws(KeychainError) {
+        guard fd >= 0 else { throw KeychainError(status: KeychainStatus.io, message: "the backup file is closed") }
         var written = 0
         while written < bytes.count {
             let result = bytes.withUnsafeBytes { raw in systemWrite(fd, raw.baseAddress! + written, raw.count - written) }
             if result < 0 {
                 if errno == EINTR { continue }
-                throw WireError(
-                    status: WireStatusCode.io, message: "cannot write \(path): \(String(cString: strerror(errno)))")
+                throw KeychainError(
+                    status: KeychainStatus.io, message: "cannot write \(path): \(String(cString: strerror(errno)))")
             }
             written += result
         }
     }
 
     /// Syncs the file and gives it its name. Fails (errSecParam) if the destination appeared meanwhile.
-    public func commit() throws(WireError) {
-        guard fd >= 0 else { throw WireError(status: WireStatusCode.io, message: "the backup file is closed") }
+    public func commit() throws(KeychainError) {
+        guard fd >= 0 else { throw KeychainError(status: KeychainStatus.io, message: "the backup file is closed") }
         guard fsync(fd) == 0, close(fd) == 0 else {
             let reason = String(cString: strerror(errno))
             fd = -1
             discard()
-            throw WireError(status: WireStatusCode.io, message: "cannot write \(path): \(reason)")
+            throw KeychainError(status: KeychainStatus.io, message: "cannot write \(path): \(reason)")
         }
         fd = -1
         if link(temporaryPath, path) == 0 {
@@ -217,8 +217,8 @@ public final class BackupFileWriter {
             guard noLinks, !exists, rename(temporaryPath, path) == 0 else {
                 let reason = exists ? "it already exists" : String(cString: strerror(noLinks ? errno : code))
                 discard()
-                throw WireError(
-                    status: exists ? WireStatusCode.param : WireStatusCode.io, message: "cannot create \(path): \(reason)")
+                throw KeychainError(
+                    status: exists ? KeychainStatus.param : KeychainStatus.io, message: "cannot create \(path): \(reason)")
             }
         }
         finished = true
@@ -244,16 +244,16 @@ public final class BackupFileReader {
     public let size: Int
     private var fd: Int32
 
-    public init(path: String) throws(WireError) {
+    public init(path: String) throws(KeychainError) {
         self.path = path
         fd = open(path, O_RDONLY | O_CLOEXEC)
         guard fd >= 0 else {
-            throw WireError(status: WireStatusCode.io, message: "cannot open \(path): \(String(cString: strerror(errno)))")
+            throw KeychainError(status: KeychainStatus.io, message: "cannot open \(path): \(String(cString: strerror(errno)))")
         }
         var info = stat()
         guard fstat(fd, &info) == 0, info.st_mode & S_IFMT == S_IFREG else {
             _ = systemClose(fd)
-            throw WireError(status: WireStatusCode.param, message: "\(path) is not a regular file")
+            throw KeychainError(status: KeychainStatus.param, message: "\(path) is not a regular file")
         }
         size = Int(info.st_size)
     }
@@ -261,14 +261,14 @@ public final class BackupFileReader {
     deinit { close() }
 
     /// The next bytes (at most `maxCount`), or nil at the end of the file.
-    public func read(maxCount: Int = Wire.backupChunk) throws(WireError) -> [UInt8]? {
+    public func read(maxCount: Int = Wire.backupChunk) throws(KeychainError) -> [UInt8]? {
         guard fd >= 0 else { return nil }
         var buffer = [UInt8](repeating: 0, count: maxCount)
         while true {
             let count = buffer.withUnsafeMutableBytes { raw in systemRead(fd, raw.baseAddress!, raw.count) }
             if count < 0 {
                 if errno == EINTR { continue }
-                throw WireError(status: WireStatusCode.io, message: "cannot read \(path): \(String(cString: strerror(errno)))")
+                throw KeychainError(status: KeychainStatus.io, message: "cannot read \(path): \(String(cString: strerror(errno)))")
             }
             if count == 0 { return nil }
             buffer.removeLast(buffer.count - count)

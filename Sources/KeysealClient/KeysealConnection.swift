@@ -47,8 +47,8 @@ public final class KeysealConnection: Sendable {
     }
 
     /// Opens the connection now (otherwise the first request does), so that an unreachable daemon shows early.
-    public func connect() throws(WireError) {
-        try descriptor.withLock { fd throws(WireError) in
+    public func connect() throws(KeychainError) {
+        try descriptor.withLock { fd throws(KeychainError) in
             if fd < 0 { fd = try Self.open(socketPath) }
         }
     }
@@ -62,18 +62,18 @@ public final class KeysealConnection: Sendable {
         }
     }
 
-    /// Sends `request` and returns the response; a `.failure` response is thrown as its `WireError`.
-    public func send(_ request: WireRequest) throws(WireError) -> WireResponse {
+    /// Sends `request` and returns the response; a `.failure` response is thrown as its `KeychainError`.
+    public func send(_ request: WireRequest) throws(KeychainError) -> WireResponse {
         var frame = try request.encodedFrame()
         defer {
             if request.isManagement { for index in frame.indices { frame[index] = 0 } }
         }
-        let response = try descriptor.withLock { fd throws(WireError) -> WireResponse in
+        let response = try descriptor.withLock { fd throws(KeychainError) -> WireResponse in
             // A connection the daemon closed meanwhile (idle timeout, restart) is not polled for before each request:
             // sending on it fails (EPIPE), nothing reached the daemon, and the request goes on a new connection.
             let reused = fd >= 0
             if fd < 0 { fd = try Self.open(socketPath) }
-            do throws(WireError) {
+            do throws(KeychainError) {
                 try Self.writeAll(fd, frame)
             } catch {
                 // Nothing reached the daemon: a stale connection is reopened and the request sent once more. A new
@@ -89,7 +89,7 @@ public final class KeysealConnection: Sendable {
                 fd = -1
                 guard reused else { throw error }
                 fd = try Self.open(socketPath)
-                do throws(WireError) {
+                do throws(KeychainError) {
                     try Self.writeAll(fd, frame)
                 } catch {
                     _ = close(fd)
@@ -97,7 +97,7 @@ public final class KeysealConnection: Sendable {
                     throw error
                 }
             }
-            do throws(WireError) {
+            do throws(KeychainError) {
                 return try receiveBuffer.readResponse(fd, path: socketPath)
             } catch {
                 _ = close(fd)
@@ -112,8 +112,8 @@ public final class KeysealConnection: Sendable {
     /// Subscribes to lock-state changes on a connection of its own and calls `handler` with the current state and
     /// then every change, until `handler` returns false or the daemon goes away (then it throws).
     public static func watchLockState(
-        socketPath: String, _ handler: (WireLockState) -> Bool
-    ) throws(WireError) {
+        socketPath: String, _ handler: (LockState) -> Bool
+    ) throws(KeychainError) {
         let fd = try open(socketPath)
         defer { _ = close(fd) }
         try writeAll(fd, try WireRequest.subscribeLockState.encodedFrame())
@@ -122,20 +122,20 @@ public final class KeysealConnection: Sendable {
             case .lockStateChanged(let state), .lockState(let state):
                 if !handler(state) { return }
             case .failure(let error): throw error
-            default: throw WireError(status: WireStatusCode.decode, message: "unexpected response to a subscription")
+            default: throw KeychainError(status: KeychainStatus.decode, message: "unexpected response to a subscription")
             }
         }
     }
 
     // MARK: - Socket calls
 
-    static func unreachable(_ path: String, _ reason: String) -> WireError {
-        WireError(status: WireStatusCode.noSuchKeychain, message: "cannot reach keyseald at \(path): \(reason)")
+    static func unreachable(_ path: String, _ reason: String) -> KeychainError {
+        KeychainError(status: KeychainStatus.noSuchKeychain, message: "cannot reach keyseald at \(path): \(reason)")
     }
 
     static func errnoText() -> String { String(cString: strerror(errno)) }
 
-    static func open(_ path: String) throws(WireError) -> Int32 {
+    static func open(_ path: String) throws(KeychainError) -> Int32 {
         var address = sockaddr_un()
         address.sun_family = sa_family_t(AF_UNIX)
         let capacity = MemoryLayout.size(ofValue: address.sun_path)
@@ -165,7 +165,7 @@ public final class KeysealConnection: Sendable {
             _ = close(fd)
             throw unreachable(path, reason)
         }
-        do throws(WireError) {
+        do throws(KeychainError) {
             try checkServer(fd, path: path)
         } catch {
             _ = close(fd)
@@ -182,7 +182,7 @@ public final class KeysealConnection: Sendable {
     }
 
     /// Refuses a server whose peer credentials are not one of ``trustedServerUIDs()``.
-    static func checkServer(_ fd: Int32, path: String) throws(WireError) {
+    static func checkServer(_ fd: Int32, path: String) throws(KeychainError) {
         #if canImport(Darwin)
         var uid: uid_t = 0
         var gid: gid_t = 0
@@ -211,7 +211,7 @@ public final class KeysealConnection: Sendable {
         return ready != 0
     }
 
-    static func writeAll(_ fd: Int32, _ bytes: [UInt8]) throws(WireError) {
+    static func writeAll(_ fd: Int32, _ bytes: [UInt8]) throws(KeychainError) {
         var sent = 0
         while sent < bytes.count {
             let result = bytes.withUnsafeBytes { raw in
@@ -223,36 +223,36 @@ public final class KeysealConnection: Sendable {
             }
             if result < 0 {
                 if errno == EINTR { continue }
-                throw WireError(status: WireStatusCode.io, message: "keyseald connection lost: \(errnoText())")
+                throw KeychainError(status: KeychainStatus.io, message: "keyseald connection lost: \(errnoText())")
             }
             sent += result
         }
     }
 
-    static func readExactly(_ fd: Int32, into buffer: UnsafeMutableRawBufferPointer, path: String) throws(WireError) {
+    static func readExactly(_ fd: Int32, into buffer: UnsafeMutableRawBufferPointer, path: String) throws(KeychainError) {
         var done = 0
         while done < buffer.count {
             let result = recv(fd, buffer.baseAddress! + done, buffer.count - done, 0)
             if result < 0 {
                 if errno == EINTR { continue }
-                throw WireError(status: WireStatusCode.io, message: "keyseald connection lost: \(errnoText())")
+                throw KeychainError(status: KeychainStatus.io, message: "keyseald connection lost: \(errnoText())")
             }
             if result == 0 {
-                throw WireError(status: WireStatusCode.io, message: "keyseald at \(path) closed the connection")
+                throw KeychainError(status: KeychainStatus.io, message: "keyseald at \(path) closed the connection")
             }
             done += result
         }
     }
 
-    static func readExactly(_ fd: Int32, into bytes: inout [UInt8], path: String) throws(WireError) {
+    static func readExactly(_ fd: Int32, into bytes: inout [UInt8], path: String) throws(KeychainError) {
         let result = bytes.withUnsafeMutableBytes { raw in
-            Result { () throws(WireError) in try readExactly(fd, into: raw, path: path) }
+            Result { () throws(KeychainError) in try readExactly(fd, into: raw, path: path) }
         }
         try result.get()
     }
 
-    static func readResponse(_ fd: Int32, path: String) throws(WireError) -> WireResponse {
-        try WireResponse.readResponse { () throws(WireError) -> [UInt8] in
+    static func readResponse(_ fd: Int32, path: String) throws(KeychainError) -> WireResponse {
+        try WireResponse.readResponse { () throws(KeychainError) -> [UInt8] in
             var header = [UInt8](repeating: 0, count: 4)
             try readExactly(fd, into: &header, path: path)
             let length = try wireFrameLength(header)
@@ -275,29 +275,29 @@ final class ReceiveBuffer: @unchecked Sendable {
     /// Zeroes and frees the memory.
     func release() {
         guard let base = storage.baseAddress else { return }
-        wireWipe(storage)
+        zeroize(base, storage.count)
         base.deallocate()
         storage = UnsafeMutableRawBufferPointer(start: nil, count: 0)
     }
 
     /// Reads one response from `fd`: a frame's payload into this buffer, decoded in place and then zeroed. A
     /// response sent in parts is joined by ``WireResponse/readResponse(limit:_:)``.
-    func readResponse(_ fd: Int32, path: String) throws(WireError) -> WireResponse {
+    func readResponse(_ fd: Int32, path: String) throws(KeychainError) -> WireResponse {
         var header: UInt32 = 0
-        try withUnsafeMutableBytes(of: &header) { raw throws(WireError) in
+        try withUnsafeMutableBytes(of: &header) { raw throws(KeychainError) in
             try KeysealConnection.readExactly(fd, into: raw, path: path)
         }
-        let length = try withUnsafeBytes(of: &header) { raw throws(WireError) in try wireFrameLength(raw) }
+        let length = try withUnsafeBytes(of: &header) { raw throws(KeychainError) in try wireFrameLength(raw) }
         if storage.count < length {
             release()
             storage = UnsafeMutableRawBufferPointer.allocate(byteCount: max(length, 4096), alignment: 16)
         }
         let payload = UnsafeMutableRawBufferPointer(rebasing: storage[0..<length])
-        defer { wireWipe(payload) }
+        defer { zeroize(payload.baseAddress!, payload.count) }
         try KeysealConnection.readExactly(fd, into: payload, path: path)
         if WireResponse.isPiece(UnsafeRawBufferPointer(payload)) {
             var first: [UInt8]? = Array(payload)
-            return try WireResponse.readResponse { () throws(WireError) -> [UInt8] in
+            return try WireResponse.readResponse { () throws(KeychainError) -> [UInt8] in
                 if let bytes = first {
                     first = nil
                     return bytes

@@ -143,7 +143,7 @@ struct WireWriter {
         }
     }
 
-    mutating func value(_ value: WireValue) {
+    mutating func value(_ value: AttributeValue) {
         switch value {
         case .string(let text):
             u8(ValueTag.string.rawValue)
@@ -157,13 +157,13 @@ struct WireWriter {
         case .int(let number):
             u8(ValueTag.int.rawValue)
             i64(number)
-        case .date(let seconds):
+        case .date(let date):
             u8(ValueTag.date.rawValue)
-            double(seconds)
+            double(date.timeIntervalSinceReferenceDate)
         }
     }
 
-    mutating func attributes(_ map: [String: WireValue]) {
+    mutating func attributes(_ map: [String: AttributeValue]) {
         u16(UInt16(clamping: map.count))
         for (key, value) in map.prefix(Int(UInt16.max)) {
             shortString(key)
@@ -171,8 +171,16 @@ struct WireWriter {
         }
     }
 
-    mutating func secret(_ secret: WireSecret) {
+    mutating func secret(_ secret: SecretBytes) {
         secret.withUnsafeBytes { blob($0) }
+    }
+
+    mutating func lockState(_ state: LockState) {
+        switch state {
+        case .beforeFirstUnlock: u8(0)
+        case .unlocked: u8(1)
+        case .locked: u8(2)
+        }
     }
 
     /// Fills in the frame length and returns the frame.
@@ -187,7 +195,7 @@ struct WireWriter {
 
     /// Zeroes the buffer (after a frame carrying a passcode was sent).
     mutating func wipe() {
-        wireWipe(&bytes)
+        zeroize(&bytes)
     }
 }
 
@@ -201,25 +209,25 @@ struct WireReader: ~Copyable {
 
     init(_ bytes: UnsafeRawBufferPointer) { self.bytes = bytes }
 
-    static func malformed(_ what: String) -> WireError {
-        WireError(status: WireStatusCode.decode, message: "malformed frame: \(what)")
+    static func malformed(_ what: String) -> KeychainError {
+        KeychainError(status: KeychainStatus.decode, message: "malformed frame: \(what)")
     }
 
     var remaining: Int { bytes.count - offset }
 
-    mutating func take(_ count: Int) throws(WireError) -> UnsafeRawBufferPointer {
+    mutating func take(_ count: Int) throws(KeychainError) -> UnsafeRawBufferPointer {
         guard count >= 0, count <= remaining else { throw Self.malformed("truncated") }
         defer { offset += count }
         return UnsafeRawBufferPointer(rebasing: bytes[offset..<offset + count])
     }
 
-    mutating func u8() throws(WireError) -> UInt8 {
+    mutating func u8() throws(KeychainError) -> UInt8 {
         guard remaining >= 1 else { throw Self.malformed("truncated") }
         defer { offset += 1 }
         return bytes[offset]
     }
 
-    mutating func bool() throws(WireError) -> Bool {
+    mutating func bool() throws(KeychainError) -> Bool {
         switch try u8() {
         case 0: return false
         case 1: return true
@@ -227,38 +235,38 @@ struct WireReader: ~Copyable {
         }
     }
 
-    mutating func u16() throws(WireError) -> UInt16 {
+    mutating func u16() throws(KeychainError) -> UInt16 {
         let raw = try take(2)
         return UInt16(raw[0]) << 8 | UInt16(raw[1])
     }
 
-    mutating func u32() throws(WireError) -> UInt32 {
+    mutating func u32() throws(KeychainError) -> UInt32 {
         let raw = try take(4)
         return UInt32(raw[0]) << 24 | UInt32(raw[1]) << 16 | UInt32(raw[2]) << 8 | UInt32(raw[3])
     }
 
-    mutating func u64() throws(WireError) -> UInt64 {
+    mutating func u64() throws(KeychainError) -> UInt64 {
         let high = try u32()
         return UInt64(high) << 32 | UInt64(try u32())
     }
 
-    mutating func i64() throws(WireError) -> Int64 { Int64(bitPattern: try u64()) }
+    mutating func i64() throws(KeychainError) -> Int64 { Int64(bitPattern: try u64()) }
 
-    mutating func int() throws(WireError) -> Int {
+    mutating func int() throws(KeychainError) -> Int {
         let value = try i64()
         guard let result = Int(exactly: value) else { throw Self.malformed("integer out of range") }
         return result
     }
 
-    mutating func double() throws(WireError) -> Double { Double(bitPattern: try u64()) }
+    mutating func double() throws(KeychainError) -> Double { Double(bitPattern: try u64()) }
 
-    mutating func blob() throws(WireError) -> UnsafeRawBufferPointer { try take(Int(try u32())) }
+    mutating func blob() throws(KeychainError) -> UnsafeRawBufferPointer { try take(Int(try u32())) }
 
-    mutating func data() throws(WireError) -> Data { Data(try blob()) }
+    mutating func data() throws(KeychainError) -> Data { Data(try blob()) }
 
-    mutating func string() throws(WireError) -> String { try Self.text(try blob()) }
+    mutating func string() throws(KeychainError) -> String { try Self.text(try blob()) }
 
-    mutating func strings() throws(WireError) -> [String] {
+    mutating func strings() throws(KeychainError) -> [String] {
         let count = Int(try u16())
         // A string takes at least its 4-byte length.
         guard count <= remaining / 4 else { throw Self.malformed("string count over the payload") }
@@ -267,16 +275,16 @@ struct WireReader: ~Copyable {
         return values
     }
 
-    mutating func shortString() throws(WireError) -> String { try Self.text(try take(Int(try u8()))) }
+    mutating func shortString() throws(KeychainError) -> String { try Self.text(try take(Int(try u8()))) }
 
-    static func text(_ raw: UnsafeRawBufferPointer) throws(WireError) -> String {
+    static func text(_ raw: UnsafeRawBufferPointer) throws(KeychainError) -> String {
         guard let text = String(validating: raw.bindMemory(to: UInt8.self), as: UTF8.self) else {
             throw malformed("invalid UTF-8")
         }
         return text
     }
 
-    mutating func optional<T>(_ read: (inout WireReader) throws(WireError) -> T) throws(WireError) -> T? {
+    mutating func optional<T>(_ read: (inout WireReader) throws(KeychainError) -> T) throws(KeychainError) -> T? {
         switch try u8() {
         case 0: return nil
         case 1: return try read(&self)
@@ -284,7 +292,7 @@ struct WireReader: ~Copyable {
         }
     }
 
-    mutating func value() throws(WireError) -> WireValue {
+    mutating func value() throws(KeychainError) -> AttributeValue {
         guard let tag = ValueTag(rawValue: try u8()) else { throw Self.malformed("unknown value tag") }
         switch tag {
         case .string: return .string(try string())
@@ -294,16 +302,16 @@ struct WireReader: ~Copyable {
         case .date:
             let seconds = try double()
             guard seconds.isFinite else { throw Self.malformed("bad date") }
-            return .date(seconds)
+            return .date(Date(timeIntervalSinceReferenceDate: seconds))
         }
     }
 
-    mutating func attributes() throws(WireError) -> [String: WireValue] {
+    mutating func attributes() throws(KeychainError) -> [String: AttributeValue] {
         let count = Int(try u16())
         // Each entry takes at least 3 bytes (key length, tag, one value byte): a count the frame cannot hold is
         // rejected before anything is allocated.
         guard count * 3 <= remaining else { throw Self.malformed("attribute count exceeds the frame") }
-        var map: [String: WireValue] = [:]
+        var map: [String: AttributeValue] = [:]
         map.reserveCapacity(count)
         for _ in 0..<count {
             let key = try shortString()
@@ -313,14 +321,46 @@ struct WireReader: ~Copyable {
         return map
     }
 
-    mutating func secret() throws(WireError) -> WireSecret { WireSecret(try blob()) }
+    mutating func secret() throws(KeychainError) -> SecretBytes { SecretBytes(copying: try blob()) }
 
-    mutating func lockState() throws(WireError) -> WireLockState {
-        guard let state = WireLockState(rawValue: try u8()) else { throw Self.malformed("unknown lock state") }
-        return state
+    mutating func lockState() throws(KeychainError) -> LockState {
+        switch try u8() {
+        case 0: return .beforeFirstUnlock
+        case 1: return .unlocked
+        case 2: return .locked
+        default: throw Self.malformed("unknown lock state")
+        }
     }
 
-    func finish() throws(WireError) {
+    // Codes a well-formed frame may carry that name nothing the engine knows: refused with the engine's statuses
+    // (the connection stays open, as for any refused request).
+
+    mutating func itemClass() throws(KeychainError) -> ItemClass {
+        let code = try shortString()
+        guard let itemClass = ItemClass(rawValue: code) else {
+            throw KeychainError(KeychainStatus.noSuchClass, "unknown item class \(code)")
+        }
+        return itemClass
+    }
+
+    mutating func accessibility() throws(KeychainError) -> Accessibility {
+        let code = try shortString()
+        guard let accessibility = Accessibility(rawValue: code) else {
+            throw KeychainError(KeychainStatus.param, "unknown accessibility \(code)")
+        }
+        return accessibility
+    }
+
+    mutating func accessControlFlags() throws(KeychainError) -> UInt? {
+        try optional { r throws(KeychainError) -> UInt in
+            guard let flags = UInt(exactly: try r.u64()) else {
+                throw KeychainError(KeychainStatus.param, "bad access control flags")
+            }
+            return flags
+        }
+    }
+
+    func finish() throws(KeychainError) {
         guard remaining == 0 else { throw Self.malformed("trailing bytes") }
     }
 }
@@ -328,24 +368,24 @@ struct WireReader: ~Copyable {
 // MARK: - Frames
 
 /// Reads the payload length from a frame header, checking it against the frame limit.
-public func wireFrameLength(_ header: some Collection<UInt8>) throws(WireError) -> Int {
+public func wireFrameLength(_ header: some Collection<UInt8>) throws(KeychainError) -> Int {
     guard header.count >= 4 else { throw WireReader.malformed("truncated header") }
     var length = 0
     for byte in header.prefix(4) { length = length << 8 | Int(byte) }
     guard length <= Wire.maxFrame else {
-        throw WireError(
-            status: WireStatusCode.dataTooLarge, message: "frame of \(length) bytes exceeds the limit of \(Wire.maxFrame)")
+        throw KeychainError(
+            status: KeychainStatus.dataTooLarge, message: "frame of \(length) bytes exceeds the limit of \(Wire.maxFrame)")
     }
     guard length >= 2 else { throw WireReader.malformed("frame too short") }
     return length
 }
 
 /// Checks the version byte that starts every payload.
-func checkVersion(_ reader: inout WireReader) throws(WireError) {
+func checkVersion(_ reader: inout WireReader) throws(KeychainError) {
     let version = try reader.u8()
     guard version == Wire.version else {
-        throw WireError(
-            status: WireStatusCode.decode,
+        throw KeychainError(
+            status: KeychainStatus.decode,
             message: "unsupported protocol version \(version) (this side speaks \(Wire.version))")
     }
 }
@@ -355,25 +395,25 @@ func checkVersion(_ reader: inout WireReader) throws(WireError) {
 extension WireRequest {
     /// The whole frame, length prefix included. Throws errSecDataTooLarge for a value over the limit or a frame
     /// over the frame limit, before anything is sent.
-    public func encodedFrame() throws(WireError) -> [UInt8] {
+    public func encodedFrame() throws(KeychainError) -> [UInt8] {
         var writer = WireWriter()
         try encode(into: &writer)
         let frame = writer.finish()
         guard frame.count - 4 <= Wire.maxFrame else {
-            throw WireError(
-                status: WireStatusCode.dataTooLarge,
+            throw KeychainError(
+                status: KeychainStatus.dataTooLarge,
                 message: "the request is \(frame.count - 4) bytes; the frame limit is \(Wire.maxFrame)")
         }
         return frame
     }
 
-    static func checkValue(_ data: Data?) throws(WireError) {
+    static func checkValue(_ data: Data?) throws(KeychainError) {
         guard let data, data.count > Wire.valueLimit else { return }
-        throw WireError(
-            status: WireStatusCode.dataTooLarge, message: "the secret is \(data.count) bytes; the limit is \(Wire.valueLimit)")
+        throw KeychainError(
+            status: KeychainStatus.dataTooLarge, message: "the secret is \(data.count) bytes; the limit is \(Wire.valueLimit)")
     }
 
-    func encode(into writer: inout WireWriter) throws(WireError) {
+    func encode(into writer: inout WireWriter) throws(KeychainError) {
         switch self {
         case .ping: writer.u8(Opcode.ping.rawValue)
         case .status: writer.u8(Opcode.status.rawValue)
@@ -400,14 +440,14 @@ extension WireRequest {
         case .add(let item):
             try Self.checkValue(item.data)
             writer.u8(Opcode.add.rawValue)
-            writer.shortString(item.itemClass)
+            writer.shortString(item.itemClass.rawValue)
             writer.attributes(item.attributes)
             writer.optional(item.accessGroup) { $0.string($1) }
-            writer.shortString(item.accessibility)
-            writer.optional(item.accessControlFlags) { $0.u64($1) }
+            writer.shortString(item.accessibility.rawValue)
+            writer.optional(item.accessControlFlags) { $0.u64(UInt64($1)) }
             writer.bool(item.synchronizable)
             writer.blob(item.data)
-            writer.u8(item.returns)
+            writer.u8(item.returns.rawValue)
         case .copyMatching(let query):
             writer.u8(Opcode.copyMatching.rawValue)
             writer.query(query)
@@ -417,8 +457,8 @@ extension WireRequest {
             writer.query(query)
             writer.attributes(changes.attributes)
             writer.optional(changes.accessGroup) { $0.string($1) }
-            writer.optional(changes.accessibility) { $0.shortString($1) }
-            writer.optional(changes.accessControlFlags) { $0.u64($1) }
+            writer.optional(changes.accessibility) { $0.shortString($1.rawValue) }
+            writer.optional(changes.accessControlFlags) { $0.u64(UInt64($1)) }
             writer.optional(changes.synchronizable) { $0.bool($1) }
             writer.optional(changes.data) { $0.blob($1) }
         case .delete(let query):
@@ -434,8 +474,8 @@ extension WireRequest {
             writer.bool(replace)
         case .importChunk(let bytes):
             guard bytes.count <= Wire.backupChunk else {
-                throw WireError(
-                    status: WireStatusCode.dataTooLarge,
+                throw KeychainError(
+                    status: KeychainStatus.dataTooLarge,
                     message: "a backup chunk is \(bytes.count) bytes; the limit is \(Wire.backupChunk)")
             }
             writer.u8(Opcode.importChunk.rawValue)
@@ -491,8 +531,8 @@ extension WireRequest {
         case .acceptRollback: writer.u8(Opcode.acceptRollback.rawValue)
         case .onBehalf(let pid, let request):
             guard request.mayBeSentOnBehalf else {
-                throw WireError(
-                    status: WireStatusCode.param, message: "\(request.name) cannot be sent on behalf of another process")
+                throw KeychainError(
+                    status: KeychainStatus.param, message: "\(request.name) cannot be sent on behalf of another process")
             }
             writer.u8(Opcode.onBehalf.rawValue)
             writer.u32(UInt32(bitPattern: pid))
@@ -501,7 +541,7 @@ extension WireRequest {
     }
 
     /// Decodes a request payload (the bytes after the length prefix).
-    public static func decode(payload: UnsafeRawBufferPointer) throws(WireError) -> WireRequest {
+    public static func decode(payload: UnsafeRawBufferPointer) throws(KeychainError) -> WireRequest {
         var reader = WireReader(payload)
         try checkVersion(&reader)
         let request = try decodeBody(&reader)
@@ -513,9 +553,9 @@ extension WireRequest {
     }
 
     /// One request after the version byte; an on-behalf request's inner request is read by a second call.
-    static func decodeBody(_ reader: inout WireReader, nested: Bool = false) throws(WireError) -> WireRequest {
+    static func decodeBody(_ reader: inout WireReader, nested: Bool = false) throws(KeychainError) -> WireRequest {
         guard let opcode = Opcode(rawValue: try reader.u8()) else {
-            throw WireError(status: WireStatusCode.decode, message: "unknown request")
+            throw KeychainError(status: KeychainStatus.decode, message: "unknown request")
         }
         let request: WireRequest
         switch opcode {
@@ -530,33 +570,33 @@ extension WireRequest {
             request = .changePasscode(old: old, new: try reader.secret())
         case .removePasscode: request = .removePasscode(try reader.secret())
         case .getSettings: request = .getSettings
-        case .setSettings: request = .setSettings(WireSettings(autoLockSeconds: try reader.optional { r throws(WireError) in try r.int() }))
+        case .setSettings: request = .setSettings(WireSettings(autoLockSeconds: try reader.optional { r throws(KeychainError) in try r.int() }))
         case .subscribeLockState: request = .subscribeLockState
         case .add:
-            let itemClass = try reader.shortString()
+            let itemClass = try reader.itemClass()
             let attributes = try reader.attributes()
-            let group = try reader.optional { r throws(WireError) in try r.string() }
-            let accessibility = try reader.shortString()
-            let flags = try reader.optional { r throws(WireError) in try r.u64() }
+            let group = try reader.optional { r throws(KeychainError) in try r.string() }
+            let accessibility = try reader.accessibility()
+            let flags = try reader.accessControlFlags()
             let sync = try reader.bool()
             let data = try reader.data()
             let returns = try reader.u8()
             request = .add(
-                WireNewItem(
+                NewItem(
                     itemClass: itemClass, attributes: attributes, accessGroup: group, accessibility: accessibility,
-                    accessControlFlags: flags, synchronizable: sync, data: data, returns: returns))
+                    accessControlFlags: flags, synchronizable: sync, data: data, returns: ReturnOptions(rawValue: returns)))
         case .copyMatching: request = .copyMatching(try reader.query())
         case .update:
             let query = try reader.query()
             let attributes = try reader.attributes()
-            let group = try reader.optional { r throws(WireError) in try r.string() }
-            let accessibility = try reader.optional { r throws(WireError) in try r.shortString() }
-            let flags = try reader.optional { r throws(WireError) in try r.u64() }
-            let sync = try reader.optional { r throws(WireError) in try r.bool() }
-            let data = try reader.optional { r throws(WireError) in try r.data() }
+            let group = try reader.optional { r throws(KeychainError) in try r.string() }
+            let accessibility = try reader.optional { r throws(KeychainError) in try r.accessibility() }
+            let flags = try reader.accessControlFlags()
+            let sync = try reader.optional { r throws(KeychainError) in try r.bool() }
+            let data = try reader.optional { r throws(KeychainError) in try r.data() }
             request = .update(
                 query,
-                WireChanges(
+                ItemChanges(
                     attributes: attributes, accessGroup: group, accessibility: accessibility, accessControlFlags: flags,
                     synchronizable: sync, data: data))
         case .delete: request = .delete(try reader.query())
@@ -575,9 +615,9 @@ extension WireRequest {
             let bits = try reader.int()
             let inHardware = try reader.bool()
             let attributes = try reader.attributes()
-            let group = try reader.optional { r throws(WireError) in try r.string() }
+            let group = try reader.optional { r throws(KeychainError) in try r.string() }
             let accessibility = try reader.shortString()
-            let flags = try reader.optional { r throws(WireError) in try r.u64() }
+            let flags = try reader.optional { r throws(KeychainError) in try r.u64() }
             let synchronizable = try reader.bool()
             request = .generateKey(
                 WireKeyGeneration(
@@ -591,11 +631,11 @@ extension WireRequest {
             }
             let algorithm = try reader.string()
             let data = try reader.data()
-            let size = try reader.optional { r throws(WireError) in try r.int() }
+            let size = try reader.optional { r throws(KeychainError) in try r.int() }
             request = .keyOperation(
                 WireKeyOperation(
                     reference: reference, kind: kind, algorithm: algorithm, data: data, requestedSize: size,
-                    sharedInfo: try reader.optional { r throws(WireError) in try r.data() }))
+                    sharedInfo: try reader.optional { r throws(KeychainError) in try r.data() }))
         case .certificates: request = .certificates(try reader.query())
         case .createCSR:
             let reference = try reader.data()
@@ -603,7 +643,7 @@ extension WireRequest {
         case .importEnd: request = .importEnd
         case .undecryptableItems: request = .undecryptableItems
         case .deleteUndecryptable:
-            let ids = try reader.optional { r throws(WireError) -> [String] in
+            let ids = try reader.optional { r throws(KeychainError) -> [String] in
                 let count = Int(try r.u32())
                 // An id takes at least 4 bytes: a count the frame cannot hold is rejected before allocating.
                 guard count * 4 <= r.remaining else { throw WireReader.malformed("ids exceed the frame") }
@@ -614,13 +654,13 @@ extension WireRequest {
             }
             request = .deleteUndecryptable(ids: ids)
         case .createRecoveryKey:
-            request = .createRecoveryKey(passcode: try reader.optional { r throws(WireError) in try r.secret() })
+            request = .createRecoveryKey(passcode: try reader.optional { r throws(KeychainError) in try r.secret() })
         case .recover:
             let key = try reader.secret()
-            request = .recover(key: key, passcode: try reader.optional { r throws(WireError) in try r.secret() })
+            request = .recover(key: key, passcode: try reader.optional { r throws(KeychainError) in try r.secret() })
         case .tpmReseal:
-            let passcode = try reader.optional { r throws(WireError) in try r.secret() }
-            let pcrs = try reader.optional { r throws(WireError) -> [Int] in
+            let passcode = try reader.optional { r throws(KeychainError) in try r.secret() }
+            let pcrs = try reader.optional { r throws(KeychainError) -> [Int] in
                 var pcrs: [Int] = []
                 for _ in 0..<Int(try r.u8()) { pcrs.append(Int(try r.u8())) }
                 return pcrs
@@ -635,10 +675,10 @@ extension WireRequest {
         return request
     }
 
-    public static func decode(payload: [UInt8]) throws(WireError) -> WireRequest {
+    public static func decode(payload: [UInt8]) throws(KeychainError) -> WireRequest {
         do {
             return try payload.withUnsafeBytes { raw in try decode(payload: raw) }
-        } catch let error as WireError {
+        } catch let error as KeychainError {
             throw error
         } catch {
             throw WireReader.malformed("\(error)")
@@ -647,12 +687,16 @@ extension WireRequest {
 }
 
 extension WireWriter {
-    mutating func query(_ query: WireQuery) {
-        shortString(query.itemClass)
+    mutating func query(_ query: ItemQuery) {
+        shortString(query.itemClass.rawValue)
         attributes(query.attributes)
         optional(query.accessGroup) { $0.string($1) }
-        optional(query.accessibility) { $0.shortString($1) }
-        u8(query.synchronizable)
+        optional(query.accessibility) { $0.shortString($1.rawValue) }
+        switch query.synchronizable {
+        case .no: u8(0)
+        case .yes: u8(1)
+        case .any: u8(2)
+        }
         optional(query.persistentRef) { $0.blob($1) }
         switch query.limit {
         case .one: u8(0)
@@ -662,14 +706,15 @@ extension WireWriter {
             int(n)
         }
         bool(query.limitGiven)
-        u8(query.returns)
+        u8(query.returns.rawValue)
     }
 
-    mutating func record(_ record: WireRecord) {
-        shortString(record.itemClass)
+    mutating func record(_ record: ItemRecord) {
+        shortString(record.itemClass.rawValue)
         attributes(record.attributes)
         optional(record.data) { $0.blob($1) }
         optional(record.persistentRef) { $0.blob($1) }
+        optional(record.keyPersistentRef) { $0.blob($1) }
     }
 }
 
@@ -709,7 +754,7 @@ extension WireWriter {
 }
 
 extension WireReader {
-    mutating func counts() throws(WireError) -> [String: Int] {
+    mutating func counts() throws(KeychainError) -> [String: Int] {
         let count = Int(try u16())
         guard count * 9 <= remaining else { throw Self.malformed("count entries exceed the frame") }
         var counts: [String: Int] = [:]
@@ -720,7 +765,7 @@ extension WireReader {
         return counts
     }
 
-    mutating func undecryptable() throws(WireError) -> [WireUndecryptableItem] {
+    mutating func undecryptable() throws(KeychainError) -> [WireUndecryptableItem] {
         let count = Int(try u32())
         // An entry takes at least 21 bytes: a count the frame cannot hold is rejected before allocating.
         guard count * 21 <= remaining else { throw Self.malformed("undecryptable entries exceed the frame") }
@@ -740,7 +785,7 @@ extension WireReader {
         return items
     }
 
-    mutating func skipped() throws(WireError) -> [WireSkippedItem] {
+    mutating func skipped() throws(KeychainError) -> [WireSkippedItem] {
         let count = Int(try u32())
         // An entry takes at least 13 bytes: a count the frame cannot hold is rejected before allocating.
         guard count * 13 <= remaining else { throw Self.malformed("skipped entries exceed the frame") }
@@ -750,8 +795,8 @@ extension WireReader {
             let itemClass = try shortString()
             let accessibility = try shortString()
             let group = try string()
-            let service = try optional { r throws(WireError) in try r.string() }
-            let account = try optional { r throws(WireError) in try r.string() }
+            let service = try optional { r throws(KeychainError) in try r.string() }
+            let account = try optional { r throws(KeychainError) in try r.string() }
             let reason = try shortString()
             items.append(
                 WireSkippedItem(
@@ -761,34 +806,45 @@ extension WireReader {
         return items
     }
 
-    mutating func query() throws(WireError) -> WireQuery {
-        let itemClass = try shortString()
+    mutating func query() throws(KeychainError) -> ItemQuery {
+        let itemClass = try self.itemClass()
         let attributes = try self.attributes()
-        let group = try optional { r throws(WireError) in try r.string() }
-        let accessibility = try optional { r throws(WireError) in try r.shortString() }
-        let sync = try u8()
-        guard sync <= 2 else { throw Self.malformed("bad synchronizable match") }
-        let persistentRef = try optional { r throws(WireError) in try r.data() }
-        let limit: WireQuery.Limit
+        let group = try optional { r throws(KeychainError) in try r.string() }
+        let accessibility = try optional { r throws(KeychainError) in try r.accessibility() }
+        let sync: SyncMatch
+        switch try u8() {
+        case 0: sync = .no
+        case 1: sync = .yes
+        case 2: sync = .any
+        default: throw Self.malformed("bad synchronizable match")
+        }
+        let persistentRef = try optional { r throws(KeychainError) in try r.data() }
+        let limit: MatchLimit
         switch try u8() {
         case 0: limit = .one
         case 1: limit = .all
-        case 2: limit = .count(try int())
+        case 2:
+            let count = try int()
+            guard count >= 1 else { throw KeychainError(KeychainStatus.param, "the match limit must be positive") }
+            limit = .count(count)
         default: throw Self.malformed("bad match limit")
         }
         let limitGiven = try bool()
         let returns = try u8()
-        return WireQuery(
+        return ItemQuery(
             itemClass: itemClass, attributes: attributes, accessGroup: group, accessibility: accessibility,
-            synchronizable: sync, persistentRef: persistentRef, limit: limit, limitGiven: limitGiven, returns: returns)
+            synchronizable: sync, persistentRef: persistentRef, limit: limit, limitGiven: limitGiven,
+            returns: ReturnOptions(rawValue: returns))
     }
 
-    mutating func record() throws(WireError) -> WireRecord {
-        let itemClass = try shortString()
+    mutating func record() throws(KeychainError) -> ItemRecord {
+        let itemClass = try self.itemClass()
         let attributes = try self.attributes()
-        let data = try optional { r throws(WireError) in try r.data() }
-        let persistentRef = try optional { r throws(WireError) in try r.data() }
-        return WireRecord(itemClass: itemClass, attributes: attributes, data: data, persistentRef: persistentRef)
+        let data = try optional { r throws(KeychainError) in try r.data() }
+        let persistentRef = try optional { r throws(KeychainError) in try r.data() }
+        return ItemRecord(
+            itemClass: itemClass, attributes: attributes, data: data, persistentRef: persistentRef,
+            keyPersistentRef: try optional { r throws(KeychainError) in try r.data() })
     }
 }
 
@@ -808,7 +864,8 @@ extension WireResponse {
         guard case .records(let records) = self else { return 256 }
         var bound = 16
         for record in records {
-            bound += 16 + record.itemClass.utf8.count + (record.data?.count ?? 0) + (record.persistentRef?.count ?? 0)
+            bound += 24 + record.itemClass.rawValue.utf8.count + (record.data?.count ?? 0)
+                + (record.persistentRef?.count ?? 0) + (record.keyPersistentRef?.count ?? 0)
             for (key, value) in record.attributes {
                 bound += 16 + key.utf8.count
                 switch value {
@@ -827,7 +884,7 @@ extension WireResponse {
     public func encodedFrames() -> [[UInt8]] {
         var frame = encodedFrame()
         guard frame.count - 4 > Wire.maxFrame else { return [frame] }
-        defer { wireWipe(&frame) }
+        defer { zeroize(&frame) }
         let pieceSize = Wire.maxFrame - 2
         var frames: [[UInt8]] = []
         var offset = 4
@@ -858,11 +915,11 @@ public struct WireRecordsEncoder {
         writer.u8(ResponseKind.records.rawValue)
         writer.u32(UInt32(clamping: count))
         pending = Array(writer.bytes[4...])
-        wireWipe(&writer.bytes)
+        zeroize(&writer.bytes)
     }
 
     /// Appends one record's encoding.
-    public mutating func append(_ record: WireRecord) {
+    public mutating func append(_ record: ItemRecord) {
         var writer = WireWriter(capacity: WireResponse.records([record]).sizeBound)
         writer.record(record)
         if pending.capacity < pending.count + writer.bytes.count - 5 {
@@ -870,11 +927,11 @@ public struct WireRecordsEncoder {
             var larger: [UInt8] = []
             larger.reserveCapacity(max(2 * pending.capacity, pending.count + writer.bytes.count))
             larger.append(contentsOf: pending)
-            wireWipe(&pending)
+            zeroize(&pending)
             pending = larger
         }
         pending.append(contentsOf: writer.bytes[5...])
-        wireWipe(&writer.bytes)
+        zeroize(&writer.bytes)
     }
 
     /// A `part` frame when a whole piece is ready, else nil.
@@ -893,7 +950,7 @@ public struct WireRecordsEncoder {
             let length = UInt32(pending.count)
             for index in 0..<4 { frame[index] = UInt8(truncatingIfNeeded: length >> (24 - 8 * index)) }
             frame.append(contentsOf: pending)
-            wireWipe(&pending)
+            zeroize(&pending)
             pending = []
             return [frame]
         }
@@ -911,7 +968,7 @@ public struct WireRecordsEncoder {
         var rest: [UInt8] = []
         if pending.count > count { rest.reserveCapacity(max(pending.count - count, Self.pieceSize + 6)) }
         rest.append(contentsOf: pending[count...])
-        wireWipe(&pending)
+        zeroize(&pending)
         pending = rest
         return writer.finish()
     }
@@ -921,31 +978,31 @@ extension WireResponse {
     /// Reads one response payload with `readPayload` (which reads one frame's payload), joining the pieces of a
     /// response sent in parts. Every buffer that held response bytes is zeroed before it is released.
     public static func readResponse(
-        limit: Int = Wire.maxResponse, _ readPayload: () throws(WireError) -> [UInt8]
-    ) throws(WireError) -> WireResponse {
+        limit: Int = Wire.maxResponse, _ readPayload: () throws(KeychainError) -> [UInt8]
+    ) throws(KeychainError) -> WireResponse {
         var payload = try readPayload()
-        defer { wireWipe(&payload) }
+        defer { zeroize(&payload) }
         guard isPiece(payload) else { return try decode(payload: payload) }
         var joined: [UInt8] = []
-        defer { wireWipe(&joined) }
+        defer { zeroize(&joined) }
         while true {
             guard isPiece(payload) else {
                 throw WireReader.malformed("a response sent in parts was interrupted by another response")
             }
             guard joined.count + payload.count - 2 <= limit else {
-                throw WireError(status: WireStatusCode.dataTooLarge, message: "the response is over \(limit) bytes")
+                throw KeychainError(status: KeychainStatus.dataTooLarge, message: "the response is over \(limit) bytes")
             }
             if joined.capacity < joined.count + payload.count {
                 // Grow by hand so that no reallocation leaves a copy of response bytes behind unzeroed.
                 var larger: [UInt8] = []
                 larger.reserveCapacity(max(2 * joined.capacity, joined.count + payload.count))
                 larger.append(contentsOf: joined)
-                wireWipe(&joined)
+                zeroize(&joined)
                 joined = larger
             }
             joined.append(contentsOf: payload[2...])
             let last = payload[1] == ResponseKind.lastPart.rawValue
-            wireWipe(&payload)
+            zeroize(&payload)
             if last { break }
             payload = try readPayload()
         }
@@ -977,7 +1034,7 @@ extension WireResponse {
             for record in records { writer.record(record) }
         case .status(let status):
             writer.u8(ResponseKind.status.rawValue)
-            writer.u8(status.lockState.rawValue)
+            writer.lockState(status.lockState)
             writer.bool(status.passcodeSet)
             writer.shortString(status.backend)
             writer.bool(status.hardwareBacked)
@@ -1018,7 +1075,7 @@ extension WireResponse {
             writer.secret(secret)
         case .lockState(let state):
             writer.u8(ResponseKind.lockState.rawValue)
-            writer.u8(state.rawValue)
+            writer.lockState(state)
         case .message(let text):
             writer.u8(ResponseKind.message.rawValue)
             writer.optional(text) { $0.string($1) }
@@ -1027,7 +1084,7 @@ extension WireResponse {
             writer.optional(settings.autoLockSeconds) { $0.int($1) }
         case .lockStateChanged(let state):
             writer.u8(ResponseKind.lockStateChanged.rawValue)
-            writer.u8(state.rawValue)
+            writer.lockState(state)
         case .backupChunk(let bytes, let done, let total):
             writer.u8(ResponseKind.backupChunk.rawValue)
             writer.blob(bytes)
@@ -1091,11 +1148,11 @@ extension WireResponse {
     }
 
     /// Decodes a response payload (the bytes after the length prefix).
-    public static func decode(payload: UnsafeRawBufferPointer) throws(WireError) -> WireResponse {
+    public static func decode(payload: UnsafeRawBufferPointer) throws(KeychainError) -> WireResponse {
         var reader = WireReader(payload)
         try checkVersion(&reader)
         guard let kind = ResponseKind(rawValue: try reader.u8()) else {
-            throw WireError(status: WireStatusCode.decode, message: "unknown response")
+            throw KeychainError(status: KeychainStatus.decode, message: "unknown response")
         }
         let response: WireResponse
         switch kind {
@@ -1104,14 +1161,14 @@ extension WireResponse {
         case .failure:
             let status = Int32(bitPattern: try reader.u32())
             let message = try reader.string()
-            let retry = try reader.optional { r throws(WireError) in try r.int() }
-            let tries = try reader.optional { r throws(WireError) in try r.int() }
-            response = .failure(WireError(status: status, message: message, retryAfterSeconds: retry, triesLeft: tries))
+            let retry = try reader.optional { r throws(KeychainError) in try r.int() }
+            let tries = try reader.optional { r throws(KeychainError) in try r.int() }
+            response = .failure(KeychainError(status: status, message: message, retryAfterSeconds: retry, triesLeft: tries))
         case .records:
             let count = Int(try reader.u32())
             // A record takes at least 6 bytes: a count the frame cannot hold is rejected before allocating.
             guard count * 6 <= reader.remaining else { throw WireReader.malformed("record count exceeds the frame") }
-            var records: [WireRecord] = []
+            var records: [ItemRecord] = []
             records.reserveCapacity(count)
             for _ in 0..<count { records.append(try reader.record()) }
             response = .records(records)
@@ -1122,37 +1179,37 @@ extension WireResponse {
             let hardwareBacked = try reader.bool()
             let limited = try reader.bool()
             let detail = try reader.string()
-            let hardwareTries = try reader.optional { r throws(WireError) in try r.int() }
-            let lockoutRetry = try reader.optional { r throws(WireError) in try r.int() }
+            let hardwareTries = try reader.optional { r throws(KeychainError) in try r.int() }
+            let lockoutRetry = try reader.optional { r throws(KeychainError) in try r.int() }
             let failed = try reader.int()
-            let tries = try reader.optional { r throws(WireError) in try r.int() }
-            let next = try reader.optional { r throws(WireError) in try r.double() }
-            let autoLock = try reader.optional { r throws(WireError) in try r.int() }
+            let tries = try reader.optional { r throws(KeychainError) in try r.int() }
+            let next = try reader.optional { r throws(KeychainError) in try r.double() }
+            let autoLock = try reader.optional { r throws(KeychainError) in try r.int() }
             let countEntries = Int(try reader.u16())
             var counts: [String: Int] = [:]
             for _ in 0..<countEntries {
                 let code = try reader.shortString()
                 counts[code] = try reader.int()
             }
-            let ledger = try reader.optional { r throws(WireError) -> WireLedgerStatus in
+            let ledger = try reader.optional { r throws(KeychainError) -> WireLedgerStatus in
                 var buckets: [Int] = []
                 for _ in 0..<Int(try r.u16()) { buckets.append(Int(try r.u16())) }
                 let missing = try r.int()
                 let unexpected = try r.int()
-                let problem = try r.optional { r throws(WireError) in try r.string() }
+                let problem = try r.optional { r throws(KeychainError) in try r.string() }
                 return WireLedgerStatus(
                     refusedBuckets: buckets, missingEntries: missing, unexpectedEntries: unexpected,
                     recordProblem: problem, summary: try r.string())
             }
-            let boot = try reader.optional { r throws(WireError) -> WireBootStatus in
+            let boot = try reader.optional { r throws(KeychainError) -> WireBootStatus in
                 var pcrs: [Int] = []
                 for _ in 0..<Int(try r.u8()) { pcrs.append(Int(try r.u8())) }
                 let match = try r.bool()
                 let recoveryRequired = try r.bool()
                 let recoveryKeySet = try r.bool()
                 let rolledBack = try r.bool()
-                let index = try r.optional { r throws(WireError) in try r.u32() }
-                let value = try r.optional { r throws(WireError) in try r.u64() }
+                let index = try r.optional { r throws(KeychainError) in try r.u32() }
+                let value = try r.optional { r throws(KeychainError) in try r.u64() }
                 return WireBootStatus(
                     pcrs: pcrs, pcrsMatch: match, recoveryRequired: recoveryRequired, recoveryKeySet: recoveryKeySet,
                     rolledBack: rolledBack, counterIndex: index, counterValue: value, detail: try r.string())
@@ -1165,9 +1222,9 @@ extension WireResponse {
                     autoLockSeconds: autoLock, itemCounts: counts, ledger: ledger, boot: boot))
         case .secret: response = .secret(try reader.secret())
         case .lockState: response = .lockState(try reader.lockState())
-        case .message: response = .message(try reader.optional { r throws(WireError) in try r.string() })
+        case .message: response = .message(try reader.optional { r throws(KeychainError) in try r.string() })
         case .settings:
-            response = .settings(WireSettings(autoLockSeconds: try reader.optional { r throws(WireError) in try r.int() }))
+            response = .settings(WireSettings(autoLockSeconds: try reader.optional { r throws(KeychainError) in try r.int() }))
         case .lockStateChanged: response = .lockStateChanged(try reader.lockState())
         case .backupChunk:
             let bytes = Array(try reader.blob())
@@ -1218,11 +1275,11 @@ extension WireResponse {
             certificates.reserveCapacity(count)
             for _ in 0..<count {
                 let reference = try reader.data()
-                let keyReference = try reader.optional { r throws(WireError) in try r.data() }
+                let keyReference = try reader.optional { r throws(KeychainError) in try r.data() }
                 let der = try reader.data()
                 let sha1 = try reader.data()
                 let sha256 = try reader.data()
-                let summary = try reader.optional { r throws(WireError) in try r.string() }
+                let summary = try reader.optional { r throws(KeychainError) in try r.string() }
                 let commonNames = try reader.strings()
                 let emailAddresses = try reader.strings()
                 let notBefore = try reader.double()
@@ -1239,10 +1296,10 @@ extension WireResponse {
         return response
     }
 
-    public static func decode(payload: [UInt8]) throws(WireError) -> WireResponse {
+    public static func decode(payload: [UInt8]) throws(KeychainError) -> WireResponse {
         do {
             return try payload.withUnsafeBytes { raw in try decode(payload: raw) }
-        } catch let error as WireError {
+        } catch let error as KeychainError {
             throw error
         } catch {
             throw WireReader.malformed("\(error)")

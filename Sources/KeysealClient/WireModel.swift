@@ -5,13 +5,13 @@ import Glibc
 import FoundationEssentials
 #endif
 
-/// Constants of the keyseald wire protocol (version 1).
+/// Constants of the keyseald wire protocol (version 2: a record carries an identity's private-key reference).
 ///
 /// A frame is a 4-byte big-endian payload length followed by the payload; every payload starts with the
 /// protocol version byte, then a request opcode or a response kind. The frame limit is above the value limit so
 /// that a value of the largest allowed size always fits with its attributes.
 public enum Wire {
-    public static let version: UInt8 = 1
+    public static let version: UInt8 = 2
     /// The largest secret the daemon accepts (DESIGN §5); the client refuses larger values before sending.
     public static let valueLimit = 1 << 20
     /// The largest payload either side accepts: 2 MiB plus headroom for attributes.
@@ -30,222 +30,13 @@ public enum Wire {
     }
 }
 
-/// Overwrites `buffer` with zeros in a way the optimizer does not remove (a plain loop before a release may be
-/// dropped as a dead store).
-public func wireWipe(_ buffer: UnsafeMutableRawBufferPointer) {
-    guard let base = buffer.baseAddress, buffer.count > 0 else { return }
-    #if canImport(Glibc) || canImport(Musl)
-    explicit_bzero(base, buffer.count)
-    #else
-    memset_s(base, buffer.count, 0, buffer.count)
-    #endif
-}
-
-/// Zeroes a byte array in place (its whole allocation's used part) before it is released.
-public func wireWipe(_ bytes: inout [UInt8]) {
-    bytes.withUnsafeMutableBytes { wireWipe($0) }
-}
-
-/// OSStatus values the client produces itself (the same numbers as `KeychainStatus`).
-public enum WireStatusCode {
-    public static let param: Int32 = -50
-    public static let notAvailable: Int32 = -25291
-    public static let noSuchKeychain: Int32 = -25294
-    public static let dataTooLarge: Int32 = -25302
-    public static let decode: Int32 = -26275
-    public static let io: Int32 = -36
-    public static let missingEntitlement: Int32 = -34018
-}
-
-/// A failure reported by the daemon, or by the client before or while talking to it.
-public struct WireError: Error, Sendable, Hashable, CustomStringConvertible {
-    public var status: Int32
-    public var message: String
-    public var retryAfterSeconds: Int?
-    public var triesLeft: Int?
-
-    public init(status: Int32, message: String, retryAfterSeconds: Int? = nil, triesLeft: Int? = nil) {
-        self.status = status
-        self.message = message
-        self.retryAfterSeconds = retryAfterSeconds
-        self.triesLeft = triesLeft
-    }
-
-    public var description: String { "\(message) (\(status))" }
-}
-
-/// A passcode on its way through the protocol: zeroized when released, never printed.
-public final class WireSecret: @unchecked Sendable, CustomStringConvertible, CustomDebugStringConvertible {
-    private let storage: UnsafeMutableRawBufferPointer
-
-    public init(_ bytes: some Collection<UInt8>) {
-        storage = UnsafeMutableRawBufferPointer.allocate(byteCount: max(bytes.count, 1), alignment: 1)
-        storage.initializeMemory(as: UInt8.self, repeating: 0)
-        _ = storage.initializeMemory(as: UInt8.self, from: bytes)
-        count = bytes.count
-    }
-
-    public convenience init(utf8 text: String) { self.init(text.utf8) }
-
-    public let count: Int
-
-    deinit {
-        // Wiped before release; the buffer is immutable after init, hence @unchecked Sendable.
-        wireWipe(storage)
-        storage.deallocate()
-    }
-
-    public func withUnsafeBytes<R>(_ body: (UnsafeRawBufferPointer) throws -> R) rethrows -> R {
-        try body(UnsafeRawBufferPointer(rebasing: storage[0..<count]))
-    }
-
-    /// Whether the bytes are valid UTF-8, checked without making a String of them.
-    public var isValidUTF8: Bool {
-        withUnsafeBytes { raw in
-            var bytes = raw.makeIterator()
-            var decoder = UTF8()
-            while true {
-                switch decoder.decode(&bytes) {
-                case .scalarValue: continue
-                case .emptyInput: return true
-                case .error: return false
-                }
-            }
-        }
-    }
-
-    /// The passcode as a String (the engine's API); nil when it is not valid UTF-8.
-    public var utf8String: String? {
-        withUnsafeBytes { String(validating: $0.bindMemory(to: UInt8.self), as: UTF8.self) }
-    }
-
-    public var description: String { "<redacted>" }
-    public var debugDescription: String { description }
-}
-
-/// An attribute value (`AttributeValue` in the library).
-public enum WireValue: Sendable, Hashable {
-    case string(String)
-    case data(Data)
-    case bool(Bool)
-    case int(Int64)
-    /// Seconds since 2001-01-01 (`timeIntervalSinceReferenceDate`).
-    case date(Double)
-}
-
-public enum WireLockState: UInt8, Sendable, Hashable {
-    case beforeFirstUnlock = 0
-    case unlocked = 1
-    case locked = 2
-}
-
-/// A find, update or delete query (`ItemQuery` in the library).
-public struct WireQuery: Sendable, Hashable {
-    public enum Limit: Sendable, Hashable {
-        case one
-        case all
-        case count(Int)
-    }
-
-    public var itemClass: String
-    public var attributes: [String: WireValue]
-    public var accessGroup: String?
-    public var accessibility: String?
-    /// 0: non-synchronizable only, 1: synchronizable only, 2: both.
-    public var synchronizable: UInt8
-    public var persistentRef: Data?
-    public var limit: Limit
-    public var limitGiven: Bool
-    public var returns: UInt8
-
-    public init(
-        itemClass: String, attributes: [String: WireValue] = [:], accessGroup: String? = nil,
-        accessibility: String? = nil, synchronizable: UInt8 = 0, persistentRef: Data? = nil, limit: Limit = .one,
-        limitGiven: Bool = false, returns: UInt8 = 0
-    ) {
-        self.itemClass = itemClass
-        self.attributes = attributes
-        self.accessGroup = accessGroup
-        self.accessibility = accessibility
-        self.synchronizable = synchronizable
-        self.persistentRef = persistentRef
-        self.limit = limit
-        self.limitGiven = limitGiven
-        self.returns = returns
-    }
-}
-
-/// An add (`NewItem` in the library).
-public struct WireNewItem: Sendable, Hashable {
-    public var itemClass: String
-    public var attributes: [String: WireValue]
-    public var accessGroup: String?
-    public var accessibility: String
-    public var accessControlFlags: UInt64?
-    public var synchronizable: Bool
-    public var data: Data
-    public var returns: UInt8
-
-    public init(
-        itemClass: String, attributes: [String: WireValue] = [:], accessGroup: String? = nil,
-        accessibility: String = "ak", accessControlFlags: UInt64? = nil, synchronizable: Bool = false,
-        data: Data = Data(), returns: UInt8 = 0
-    ) {
-        self.itemClass = itemClass
-        self.attributes = attributes
-        self.accessGroup = accessGroup
-        self.accessibility = accessibility
-        self.accessControlFlags = accessControlFlags
-        self.synchronizable = synchronizable
-        self.data = data
-        self.returns = returns
-    }
-}
-
-/// The changes of an update (`ItemChanges` in the library).
-public struct WireChanges: Sendable, Hashable {
-    public var attributes: [String: WireValue]
-    public var accessGroup: String?
-    public var accessibility: String?
-    public var accessControlFlags: UInt64?
-    public var synchronizable: Bool?
-    public var data: Data?
-
-    public init(
-        attributes: [String: WireValue] = [:], accessGroup: String? = nil, accessibility: String? = nil,
-        accessControlFlags: UInt64? = nil, synchronizable: Bool? = nil, data: Data? = nil
-    ) {
-        self.attributes = attributes
-        self.accessGroup = accessGroup
-        self.accessibility = accessibility
-        self.accessControlFlags = accessControlFlags
-        self.synchronizable = synchronizable
-        self.data = data
-    }
-}
-
-/// One found item (`ItemRecord` in the library).
-public struct WireRecord: Sendable, Hashable {
-    public var itemClass: String
-    public var attributes: [String: WireValue]
-    public var data: Data?
-    public var persistentRef: Data?
-
-    public init(itemClass: String, attributes: [String: WireValue], data: Data? = nil, persistentRef: Data? = nil) {
-        self.itemClass = itemClass
-        self.attributes = attributes
-        self.data = data
-        self.persistentRef = persistentRef
-    }
-}
-
 /// A key generation (`KeyGenerationRequest` in the library). Through keyseald every generated key is stored.
 public struct WireKeyGeneration: Sendable, Hashable {
     /// Apple's `type` code: "73" EC, "42" RSA.
     public var keyType: String
     public var bits: Int
     public var inHardware: Bool
-    public var attributes: [String: WireValue]
+    public var attributes: [String: AttributeValue]
     public var accessGroup: String?
     public var accessibility: String
     public var accessControlFlags: UInt64?
@@ -253,7 +44,7 @@ public struct WireKeyGeneration: Sendable, Hashable {
     public var extractable: Bool
 
     public init(
-        keyType: String, bits: Int, inHardware: Bool = false, attributes: [String: WireValue] = [:],
+        keyType: String, bits: Int, inHardware: Bool = false, attributes: [String: AttributeValue] = [:],
         accessGroup: String? = nil, accessibility: String = "ak", accessControlFlags: UInt64? = nil,
         synchronizable: Bool = false, extractable: Bool = true
     ) {
@@ -310,13 +101,13 @@ public struct WireKey: Sendable, Hashable {
     public var isPrivate: Bool
     public var inHardware: Bool
     public var extractable: Bool
-    public var attributes: [String: WireValue]
+    public var attributes: [String: AttributeValue]
     /// The public key as a DER `SubjectPublicKeyInfo` (for PEM output).
     public var subjectPublicKeyInfo: Data
 
     public init(
         reference: Data, keyType: String, bits: Int, publicKey: Data, isPrivate: Bool, inHardware: Bool,
-        extractable: Bool, attributes: [String: WireValue], subjectPublicKeyInfo: Data = Data()
+        extractable: Bool, attributes: [String: AttributeValue], subjectPublicKeyInfo: Data = Data()
     ) {
         self.subjectPublicKeyInfo = subjectPublicKeyInfo
         self.reference = reference
@@ -346,12 +137,12 @@ public struct WireCertificate: Sendable, Hashable {
     /// Seconds since 1970 of the validity period's ends.
     public var notBefore: Double
     public var notAfter: Double
-    public var attributes: [String: WireValue]
+    public var attributes: [String: AttributeValue]
 
     public init(
         reference: Data, keyReference: Data? = nil, der: Data, sha1: Data, sha256: Data, subjectSummary: String?,
         commonNames: [String], emailAddresses: [String], notBefore: Double, notAfter: Double,
-        attributes: [String: WireValue]
+        attributes: [String: AttributeValue]
     ) {
         self.reference = reference
         self.keyReference = keyReference
@@ -369,7 +160,7 @@ public struct WireCertificate: Sendable, Hashable {
 
 /// What `status` reports (`StoreStatus` in the library).
 public struct WireStoreStatus: Sendable, Hashable {
-    public var lockState: WireLockState
+    public var lockState: LockState
     public var passcodeSet: Bool
     public var backend: String
     public var hardwareBacked: Bool
@@ -391,7 +182,7 @@ public struct WireStoreStatus: Sendable, Hashable {
     public var boot: WireBootStatus?
 
     public init(
-        lockState: WireLockState, passcodeSet: Bool, backend: String, hardwareBacked: Bool,
+        lockState: LockState, passcodeSet: Bool, backend: String, hardwareBacked: Bool,
         guessingHardwareLimited: Bool, detail: String, hardwareTriesLeft: Int? = nil, lockoutRetrySeconds: Int? = nil,
         failedAttempts: Int = 0, triesLeft: Int? = nil, nextTryAt: Double? = nil, autoLockSeconds: Int? = nil,
         itemCounts: [String: Int] = [:], ledger: WireLedgerStatus? = nil, boot: WireBootStatus? = nil
@@ -475,22 +266,22 @@ public enum WireRequest: Sendable {
     case status
     case lockState
     case lock
-    case unlock(passcode: WireSecret)
-    case setPasscode(WireSecret)
-    case changePasscode(old: WireSecret, new: WireSecret)
-    case removePasscode(WireSecret)
+    case unlock(passcode: SecretBytes)
+    case setPasscode(SecretBytes)
+    case changePasscode(old: SecretBytes, new: SecretBytes)
+    case removePasscode(SecretBytes)
     case getSettings
     case setSettings(WireSettings)
     /// Turns the connection into a stream of `.lockStateChanged` events, the current state first.
     case subscribeLockState
-    case add(WireNewItem)
-    case copyMatching(WireQuery)
-    case update(WireQuery, WireChanges)
-    case delete(WireQuery)
+    case add(NewItem)
+    case copyMatching(ItemQuery)
+    case update(ItemQuery, ItemChanges)
+    case delete(ItemQuery)
     /// Export the whole store: answered by `.backupChunk` responses, then `.exportReport` (or `.failure`).
-    case exportBackup(passphrase: WireSecret, availableOnly: Bool)
+    case exportBackup(passphrase: SecretBytes, availableOnly: Bool)
     /// Starts an import on this connection: answered by `.importProgress`.
-    case importBegin(passphrase: WireSecret, replace: Bool)
+    case importBegin(passphrase: SecretBytes, replace: Bool)
     /// The next piece of the backup file (at most ``Wire/backupChunk`` bytes): answered by `.importProgress`.
     case importChunk([UInt8])
     /// The file is complete: answered by `.importSkipped` responses, then `.importReport` (or `.failure`).
@@ -507,16 +298,16 @@ public enum WireRequest: Sendable {
     case keyOperation(WireKeyOperation)
     /// Certificates (query class `cert`) or identities (class `idnt`) described for printing: answered with
     /// `.certificates`.
-    case certificates(WireQuery)
+    case certificates(ItemQuery)
     /// A PKCS#10 request for the subject (RFC 4514 text, `CN=…,O=…`) signed by the stored key: answered with
     /// `.keyResult` (DER).
     case createCSR(reference: Data, subject: String)
     /// A new recovery key (administrators; the passcode when one is set). Answered with `.secret`.
-    case createRecoveryKey(passcode: WireSecret?)
+    case createRecoveryKey(passcode: SecretBytes?)
     /// Opens a store that needs recovery with its recovery key (and the passcode when one is set).
-    case recover(key: WireSecret, passcode: WireSecret?)
+    case recover(key: SecretBytes, passcode: SecretBytes?)
     /// Seals the device objects again to the current PCR values, or to `pcrs` (administrators).
-    case tpmReseal(passcode: WireSecret?, pcrs: [Int]?)
+    case tpmReseal(passcode: SecretBytes?, pcrs: [Int]?)
     /// Keeps a rolled-back store as it is (administrators).
     case acceptRollback
     /// An item request (or ping) made for the process `pid` of the sender's own uid, whose executable and unit
@@ -582,7 +373,7 @@ public enum WireRequest: Sendable {
             case .decrypt: "decrypt"
             case .keyExchange: "key-exchange"
             }
-        case .certificates(let query): query.itemClass == "idnt" ? "find-identity" : "find-certificate"
+        case .certificates(let query): query.itemClass == .identity ? "find-identity" : "find-certificate"
         case .createCSR: "create-csr"
         case .createRecoveryKey: "recovery-key create"
         case .recover: "recover"
@@ -596,15 +387,15 @@ public enum WireRequest: Sendable {
 /// A response from the daemon.
 public enum WireResponse: Sendable, Hashable {
     case ok
-    case failure(WireError)
-    case records([WireRecord])
+    case failure(KeychainError)
+    case records([ItemRecord])
     case status(WireStoreStatus)
-    case lockState(WireLockState)
+    case lockState(LockState)
     /// A sentence for people, or nil (e.g. why `lock` changed nothing).
     case message(String?)
     case settings(WireSettings)
     /// A lock-state change on a subscribed connection.
-    case lockStateChanged(WireLockState)
+    case lockStateChanged(LockState)
     /// The next piece of an export, and the items written so far of the total.
     case backupChunk(bytes: [UInt8], done: Int, total: Int)
     /// The export is complete.
@@ -622,7 +413,7 @@ public enum WireResponse: Sendable, Hashable {
     /// What a key operation produced (a signature, a plaintext, a shared secret).
     case keyResult(Data)
     /// A secret shown once (a new recovery key).
-    case secret(WireSecret)
+    case secret(SecretBytes)
     /// Certificates or identities described (``WireRequest/certificates(_:)``).
     case certificates([WireCertificate])
 }
@@ -718,17 +509,4 @@ public struct WireImportReport: Sendable, Hashable {
     }
 
     public var restoredCount: Int { restored.values.reduce(0, +) }
-}
-
-/// A secret in a response compares by its bytes (in constant time) and hashes by its length only, so that no hash
-/// of a secret is ever computed.
-extension WireSecret: Hashable {
-    public static func == (lhs: WireSecret, rhs: WireSecret) -> Bool {
-        guard lhs.count == rhs.count else { return false }
-        return lhs.withUnsafeBytes { a in
-            rhs.withUnsafeBytes { b in zip(a, b).reduce(UInt8(0)) { $0 | ($1.0 ^ $1.1) } == 0 }
-        }
-    }
-
-    public func hash(into hasher: inout Hasher) { hasher.combine(count) }
 }

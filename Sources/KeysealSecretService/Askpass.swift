@@ -29,10 +29,10 @@ struct Askpass: Sendable {
     }
 
     /// The first line the program prints, if it exits 0 within `timeoutSeconds`; the program is killed otherwise.
-    func read(timeoutSeconds: Int) -> WireSecret? {
+    func read(timeoutSeconds: Int) -> SecretBytes? {
         defer { close(output) }
         var buffer = [UInt8](repeating: 0, count: 4096)
-        defer { wireWipe(&buffer) }
+        defer { zeroize(&buffer) }
         var filled = 0
         let deadline = time(nil) + timeoutSeconds
         while filled < buffer.count {
@@ -50,6 +50,6 @@ struct Askpass: Sendable {
         guard status & 0x7f == 0, (status >> 8) & 0xff == 0 else { return nil }
         let end = buffer[..<filled].firstIndex(of: 10) ?? filled
         guard end > 0 else { return nil }
-        return WireSecret(buffer[..<end])
+        return SecretBytes(copying: buffer[..<end])
     }
 }

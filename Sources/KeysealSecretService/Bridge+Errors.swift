@@ -6,7 +6,7 @@ import KeysealCore
 extension SecretServiceBridge {
     // MARK: Errors
 
-    static func busError(_ error: WireError, path: String? = nil) -> BusError {
+    static func busError(_ error: KeychainError, path: String? = nil) -> BusError {
         switch error.status {
         case -25308: BusError(BusError.isLocked, "the Keyseal keychain is locked: \(error.message)")
         case -25300: BusError(BusError.noSuchObject, path.map { "no such item: \($0)" } ?? error.message)

@@ -7,20 +7,21 @@ extension SecretServiceBridge {
     // MARK: Items
 
     /// An item request, made for the D-Bus caller when keyseald accepts this bridge as vouching.
-    func sendItem(_ request: WireRequest) throws(WireError) -> WireResponse {
+    func sendItem(_ request: WireRequest) throws(KeychainError) -> WireResponse {
         guard vouching, let pid = bus?.currentSenderPid() else { return try keyseal.send(request) }
         return try keyseal.send(.onBehalf(pid: pid, request))
     }
 
     static func query(collection: String?, account: String? = nil, pairs: [String: String]? = nil, returns: UInt8)
-        -> WireQuery
+        -> ItemQuery
     {
-        var attributes: [String: WireValue] = [:]
+        var attributes: [String: AttributeValue] = [:]
         if let collection { attributes[AttributeKey.service] = .string(servicePrefix + collection) }
         if let account { attributes[AttributeKey.account] = .string(account) }
         if let pairs, !pairs.isEmpty { attributes[AttributeKey.stringAttributes] = .data(StringAttributes.encode(pairs)) }
-        return WireQuery(
-            itemClass: "genp", attributes: attributes, limit: account == nil ? .all : .one, returns: returns)
+        return ItemQuery(
+            itemClass: .genericPassword, attributes: attributes, limit: account == nil ? .all : .one,
+            returns: ReturnOptions(rawValue: returns))
     }
 
     /// The bridge's items that hold `pairs`, in `collection` or (nil) in every collection: (unlocked, locked).
@@ -30,7 +31,7 @@ extension SecretServiceBridge {
         return (records.compactMap(Self.path(of:)), [])
     }
 
-    static func path(of record: WireRecord) -> String? {
+    static func path(of record: ItemRecord) -> String? {
         guard case .string(let service)? = record.attributes[AttributeKey.service], service.hasPrefix(servicePrefix),
             case .string(let account)? = record.attributes[AttributeKey.account], isAccount(account)
         else { return nil }
@@ -38,7 +39,7 @@ extension SecretServiceBridge {
     }
 
     /// Records matching `query`; none is an empty list.
-    func find(_ query: WireQuery) throws -> [WireRecord] {
+    func find(_ query: ItemQuery) throws -> [ItemRecord] {
         do {
             guard case .records(let records) = try sendItem(.copyMatching(query)) else { return [] }
             return records
@@ -49,7 +50,7 @@ extension SecretServiceBridge {
         }
     }
 
-    func record(_ collection: String, _ account: String, withData: Bool = false) throws -> WireRecord {
+    func record(_ collection: String, _ account: String, withData: Bool = false) throws -> ItemRecord {
         let path = Self.itemPath(collection, account)
         let message = bus.currentMessage
         if !withData, let cached = recordCache, cached.message == message, cached.path == path { return cached.record }
@@ -75,21 +76,21 @@ extension SecretServiceBridge {
             }),
             case .string(let account)? = existing.attributes[AttributeKey.account]
         {
-            try update(collection, account, WireChanges(
+            try update(collection, account, ItemChanges(
                 attributes: [AttributeKey.label: .string(label), AttributeKey.description: .string(contentType)],
                 data: value.data))
             itemChanged(collection, account)
             return Self.itemPath(collection, account)
         }
         let account = randomBytes(16).map { String($0, radix: 16).leftPadded(2) }.joined()
-        let item = WireNewItem(
-            itemClass: "genp",
+        let item = NewItem(
+            itemClass: .genericPassword,
             attributes: [
                 AttributeKey.service: .string(Self.servicePrefix + collection), AttributeKey.account: .string(account),
                 AttributeKey.label: .string(label), AttributeKey.description: .string(contentType),
                 AttributeKey.stringAttributes: .data(StringAttributes.encode(pairs)),
             ],
-            accessibility: "ak", data: value.data)
+            accessibility: .whenUnlocked, data: value.data)
         do {
             _ = try sendItem(.add(item))
         } catch {
@@ -103,12 +104,12 @@ extension SecretServiceBridge {
         return path
     }
 
-    static func attributeValue(_ value: WireValue?) -> AttributeValue? {
+    static func attributeValue(_ value: AttributeValue?) -> AttributeValue? {
         if case .data(let data)? = value { return .data(data) }
         return nil
     }
 
-    func update(_ collection: String, _ account: String, _ changes: WireChanges) throws {
+    func update(_ collection: String, _ account: String, _ changes: ItemChanges) throws {
         do {
             _ = try sendItem(.update(Self.query(collection: collection, account: account, returns: 0), changes))
         } catch {

@@ -70,7 +70,7 @@ extension SecretServiceBridge {
             guard case .item(let collection, let account)? = object(path) else { throw noSuchObject(path) }
             let secret = try message.secret()
             let (value, contentType) = try decodeSecret(secret, sender: Self.sender(message))
-            try update(collection, account, WireChanges(
+            try update(collection, account, ItemChanges(
                 attributes: [AttributeKey.description: .string(contentType)], data: value.data))
             itemChanged(collection, account)
             return { _ in }

@@ -38,8 +38,8 @@ extension SecretServiceBridge {
             case "Created", "Modified":
                 let key = property == "Created" ? AttributeKey.creationDate : AttributeKey.modificationDate
                 var seconds: UInt64 = 0
-                if case .date(let since2001)? = record.attributes[key] {
-                    seconds = UInt64(max(0, since2001 + Date.timeIntervalBetween1970AndReferenceDate))
+                if case .date(let date)? = record.attributes[key] {
+                    seconds = UInt64(max(0, date.timeIntervalSince1970))
                 }
                 try reply.uint64(seconds)
             default: throw BusError(BusError.invalidArgs, "no property \(property)")
@@ -54,13 +54,13 @@ extension SecretServiceBridge {
         case (.collection(let collection)?, "Label"):
             labels[collection] = try value.string()
         case (.item(let collection, let account)?, "Label"):
-            try update(collection, account, WireChanges(attributes: [AttributeKey.label: .string(try value.string())]))
+            try update(collection, account, ItemChanges(attributes: [AttributeKey.label: .string(try value.string())]))
             itemChanged(collection, account)
         case (.item(let collection, let account)?, "Attributes"):
             let pairs = try value.stringMap()
             try update(
                 collection, account,
-                WireChanges(attributes: [AttributeKey.stringAttributes: .data(StringAttributes.encode(pairs))]))
+                ItemChanges(attributes: [AttributeKey.stringAttributes: .data(StringAttributes.encode(pairs))]))
             itemChanged(collection, account)
         default:
             throw BusError(BusError.invalidArgs, "\(name) cannot be set on \(path)")

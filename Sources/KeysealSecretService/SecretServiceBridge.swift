@@ -75,7 +75,7 @@ public final class SecretServiceBridge: BusObjects, @unchecked Sendable {
     /// D-Bus caller, whose executable and unit keyseald reads and applies.
     var vouching = false
     /// The last item record read, for the message being dispatched (a GetAll reads six properties of one item).
-    var recordCache: (message: String, path: String, record: WireRecord)?
+    var recordCache: (message: String, path: String, record: ItemRecord)?
 
     public init(configuration: Configuration) {
         self.configuration = configuration

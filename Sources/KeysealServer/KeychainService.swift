@@ -151,7 +151,7 @@ public final class KeychainService: Sendable {
         if request.isManagement && !caller.isAdministrator {
             logger.info("refused", metadata: ["request.name": "\(request.name)", "peer.uid": "\(peer.uid)"])
             return .failure(
-                WireError(
+                KeychainError(
                     status: KeychainStatus.missingEntitlement,
                     message: "only an administrator may use \(request.name) (uid \(peer.uid) is a client)"))
         }
@@ -160,8 +160,8 @@ public final class KeychainService: Sendable {
     }
 
     private static func failure(_ error: any Error) -> WireResponse {
-        if let error = error as? KeychainError { return .failure(WireMapping.wire(error)) }
-        return .failure(WireError(status: KeychainStatus.internalComponent, message: "\(error)"))
+        if let error = error as? KeychainError { return .failure(error) }
+        return .failure(KeychainError(status: KeychainStatus.internalComponent, message: "\(error)"))
     }
 
     /// Requests that cost about one lookup: at most one item, no key derivation.
@@ -177,7 +177,7 @@ public final class KeychainService: Sendable {
     private func respond(_ request: WireRequest, caller: Caller) throws -> WireResponse {
         switch request {
         case .ping: return .ok
-        case .lockState: return .lockState(WireMapping.wire(store.lockState))
+        case .lockState: return .lockState(store.lockState)
         case .status:
             var status = WireMapping.wire(try store.status(), includeCounts: caller.isAdministrator)
             if softwareTPM {
@@ -217,12 +217,11 @@ public final class KeychainService: Sendable {
             autoLock.withLock { $0 = settings.autoLockSeconds }
             return .ok
         case .subscribeLockState:
-            return .lockStateChanged(WireMapping.wire(store.lockState))
+            return .lockStateChanged(store.lockState)
         // Every item request is checked whole (class, attribute keys, types, sizes) before it reads or writes anything:
         // adds and updates here, before their quota checks; lookups and deletes by the engine's own first statement
         // (the same RequestValidation), so that the hot path checks once.
-        case .add(let item):
-            let new = try WireMapping.item(item)
+        case .add(let new):
             try RequestValidation.validate(new, valueLimit: store.valueLimit)
             let record = try quotaWrites.withLock { _ in
                 guard !caller.isAdministrator else {
@@ -230,26 +229,17 @@ public final class KeychainService: Sendable {
                     return try store.add(new, caller: caller)
                 }
                 let group = new.accessGroup ?? caller.defaultGroup
-                let bytes = Self.storedSize(item)
+                let bytes = Self.storedSize(new)
                 try quotas.check(group: group, items: 1, bytes: bytes, store: store)
                 let record = try store.add(new, caller: caller)
                 quotas.added(group: group, bytes: bytes)
                 return record
             }
-            return .records(record.map { [WireMapping.wire($0)] } ?? [])
-        case .copyMatching(let wireQuery):
-            let query = try WireMapping.query(wireQuery)
-            var records = try store.copyMatching(query, caller: caller, resultLimit: limits.responseBytes)
-            // Each record's value is let go once its wire copy is made, so that a large result is not held twice.
-            var wire: [WireRecord] = []
-            wire.reserveCapacity(records.count)
-            for index in records.indices {
-                wire.append(WireMapping.wire(records[index]))
-                records[index].data = nil
-            }
-            return .records(wire)
+            return .records(record.map { [$0] } ?? [])
+        case .copyMatching(let query):
+            return .records(try store.copyMatching(query, caller: caller, resultLimit: limits.responseBytes))
         case .update(let query, let changes):
-            let parsed = (query: try WireMapping.query(query), changes: try WireMapping.changes(changes))
+            let parsed = (query: query, changes: changes)
             try RequestValidation.validate(parsed.query)
             try RequestValidation.validate(
                 parsed.changes, itemClass: parsed.query.itemClass, valueLimit: store.valueLimit)
@@ -259,8 +249,7 @@ public final class KeychainService: Sendable {
                 try store.update(parsed.query, with: parsed.changes, caller: caller)
             }
             return .ok
-        case .delete(let wire):
-            let query = try WireMapping.query(wire)
+        case .delete(let query):
             try store.delete(query, caller: caller)
             quotas.forget()
             return .ok
@@ -305,8 +294,8 @@ public final class KeychainService: Sendable {
             }
         // Certificates and identities described for the command line: the engine parses and hashes the DER, so the
         // client links no X.509 code.
-        case .certificates(let wireQuery):
-            var query = try WireMapping.query(wireQuery)
+        case .certificates(let certificateQuery):
+            var query = certificateQuery
             guard query.itemClass == .certificate || query.itemClass == .identity else {
                 throw KeychainError(KeychainStatus.param, "a certificate description is for certificates or identities")
             }
@@ -325,11 +314,11 @@ public final class KeychainService: Sendable {
             let key = try store.createRecoveryKey(passcode: try passcode.map(Self.passcode))
             broadcaster.publish(store.lockState)
             logger.notice("a new recovery key was created")
-            return .secret(key.withUnsafeBytes { WireSecret($0) })
+            return .secret(key)
         case .recover(let key, let passcode):
             defer { broadcaster.publish(store.lockState) }
             try store.recover(
-                recoveryKey: key.withUnsafeBytes { SecretBytes(copying: $0) }, passcode: try passcode.map(Self.passcode))
+                recoveryKey: key, passcode: try passcode.map(Self.passcode))
             logger.notice("the store was recovered with its recovery key and sealed to the current PCR values")
             return .ok
         case .tpmReseal(let passcode, let pcrs):
@@ -353,7 +342,7 @@ public final class KeychainService: Sendable {
     // MARK: - Quotas
 
     /// About what an add stores: its value, attributes and the envelopes' overhead.
-    static func storedSize(_ item: WireNewItem) -> Int {
+    static func storedSize(_ item: NewItem) -> Int {
         var size = item.data.count + 128
         for (key, value) in item.attributes {
             size += key.utf8.count + 8
@@ -383,14 +372,14 @@ public final class KeychainService: Sendable {
     private func refusal(_ request: WireRequest, peer: PeerCredentials) -> WireResponse {
         logger.info("refused", metadata: ["request.name": "\(request.name)", "peer.uid": "\(peer.uid)"])
         return .failure(
-            WireError(
+            KeychainError(
                 status: KeychainStatus.missingEntitlement,
                 message: "only an administrator may use \(request.name) (uid \(peer.uid) is a client)"))
     }
 
     /// An export for an administrator: `.backupChunk` responses as the engine writes them (the engine runs on the
     /// pool, holding the store only for its own work), then `.exportReport`, or a `.failure`.
-    func exportBackup(passphrase: WireSecret, availableOnly: Bool, caller: Caller, peer: PeerCredentials)
+    func exportBackup(passphrase: SecretBytes, availableOnly: Bool, caller: Caller, peer: PeerCredentials)
         -> AsyncStream<WireResponse>
     {
         let (stream, continuation) = AsyncStream.makeStream(of: WireResponse.self)
@@ -400,7 +389,7 @@ public final class KeychainService: Sendable {
             return stream
         }
         activity.touch()
-        let secret = passphrase.withUnsafeBytes { SecretBytes(copying: $0) }
+        let secret = passphrase
         Task { [self] in
             do {
                 let report = try await offload { [store] in
@@ -439,7 +428,7 @@ public final class KeychainService: Sendable {
         do {
             switch request {
             case .importBegin(let passphrase, let replace):
-                let secret = passphrase.withUnsafeBytes { SecretBytes(copying: $0) }
+                let secret = passphrase
                 guard !secret.isEmpty else {
                     throw KeychainError(KeychainStatus.param, "the backup passphrase is empty")
                 }
@@ -500,9 +489,9 @@ public final class KeychainService: Sendable {
     }
 
     /// The passcode's bytes in the zeroizing type, checked to be UTF-8 without making a String of them.
-    private static func passcode(_ secret: WireSecret) throws -> SecretBytes {
+    private static func passcode(_ secret: SecretBytes) throws -> SecretBytes {
         guard secret.isValidUTF8 else { throw KeychainError(KeychainStatus.param, "the passcode is not valid UTF-8") }
-        return secret.withUnsafeBytes { SecretBytes(copying: $0) }
+        return secret
     }
 
     /// Locks if the store has been idle for the auto-lock timeout, or unlocked for the maximum unlocked time.

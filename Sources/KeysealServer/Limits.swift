@@ -55,11 +55,11 @@ final class PeerLedger: Sendable {
     init(limits: DaemonLimits) { self.limits = limits }
 
     /// Counts a new connection of `uid`; nil when that is over the limit (then nothing is counted).
-    func open(_ uid: UInt32) -> WireError? {
+    func open(_ uid: UInt32) -> KeychainError? {
         usage.withLock { usage in
             let current = usage[uid, default: Usage()]
             guard current.connections < limits.connectionsPerUID else {
-                return WireError(
+                return KeychainError(
                     status: KeychainStatus.allocate,
                     message: "uid \(uid) already has \(current.connections) connections to keyseald (the limit)")
             }
@@ -76,12 +76,12 @@ final class PeerLedger: Sendable {
     }
 
     /// Moves `uid`'s pending total by `delta`; an error when an increase takes it over the limit.
-    func changePending(_ uid: UInt32, by delta: Int) -> WireError? {
+    func changePending(_ uid: UInt32, by delta: Int) -> KeychainError? {
         usage.withLock { usage in
             usage[uid, default: Usage()].pending += delta
             let pending = usage[uid]?.pending ?? 0
             guard delta <= 0 || pending <= limits.pendingBytesPerUID else {
-                return WireError(
+                return KeychainError(
                     status: KeychainStatus.allocate,
                     message:
                         "uid \(uid) has \(pending) bytes of incomplete requests buffered (the limit is \(limits.pendingBytesPerUID))"

@@ -44,11 +44,11 @@ struct FrameDecoder: ByteToMessageDecoder {
         }
         let length = Int(header)
         guard length <= Wire.maxFrame else {
-            throw WireError(
+            throw KeychainError(
                 status: KeychainStatus.dataTooLarge,
                 message: "frame of \(length) bytes exceeds the limit of \(Wire.maxFrame)")
         }
-        guard length >= 2 else { throw WireError(status: KeychainStatus.decode, message: "malformed frame: too short") }
+        guard length >= 2 else { throw KeychainError(status: KeychainStatus.decode, message: "malformed frame: too short") }
         guard buffer.readableBytes >= 4 + length else {
             arm(context)
             return .needMoreData
@@ -80,7 +80,7 @@ struct FrameDecoder: ByteToMessageDecoder {
         let seconds = Double(timeout.nanoseconds) / 1e9
         stall = context.eventLoop.assumeIsolated().scheduleTask(in: timeout) {
             context.fireErrorCaught(
-                WireError(
+                KeychainError(
                     status: KeychainStatus.io,
                     message: "an incomplete frame waited \(seconds) s for the rest of its bytes"))
         }
@@ -376,7 +376,7 @@ final class ConnectionHandler: ChannelInboundHandler {
     }
 
     func errorCaught(context: ChannelHandlerContext, error: any Error) {
-        if let error = error as? WireError {
+        if let error = error as? KeychainError {
             // A malformed, oversized or stalled frame: say why, then close this connection only.
             fail(context: context, error)
         } else {
@@ -385,7 +385,7 @@ final class ConnectionHandler: ChannelInboundHandler {
         }
     }
 
-    private func fail(context: ChannelHandlerContext, _ error: WireError) {
+    private func fail(context: ChannelHandlerContext, _ error: KeychainError) {
         guard !closing else { return }
         closing = true
         server.logger.info("closing a connection", metadata: ["peer": "\(peer.map { "\($0)" } ?? "?")", "error": "\(error)"])
@@ -410,8 +410,15 @@ final class ConnectionHandler: ChannelInboundHandler {
         do {
             request = try frame.withUnsafeReadableBytes { raw in try WireRequest.decode(payload: raw) }
         } catch {
+            let failure = error as? KeychainError ?? KeychainError(status: KeychainStatus.decode, message: "\(error)")
+            guard failure.status == KeychainStatus.decode else {
+                // A well-formed frame naming what the engine does not know (an item class, an accessibility): refused
+                // with the engine's status, and the connection stays open as for any refused request.
+                reply(.failure(failure), context: context)
+                return
+            }
             _ = server.registry.end(id)
-            fail(context: context, error as? WireError ?? WireError(status: KeychainStatus.decode, message: "\(error)"))
+            fail(context: context, failure)
             return
         }
         if case .subscribeLockState = request {
@@ -425,7 +432,7 @@ final class ConnectionHandler: ChannelInboundHandler {
             guard server.policy.vouches(for: peer, identity: identity) else {
                 reply(
                     .failure(
-                        WireError(
+                        KeychainError(
                             status: KeychainStatus.missingEntitlement,
                             message: "this client may not act for another process: it is not vouching in the policy")),
                     context: context)
@@ -458,7 +465,7 @@ final class ConnectionHandler: ChannelInboundHandler {
                 case .success(let response): self.reply(response, context: context)
                 case .failure(let error):  // the pool is shutting down
                     self.reply(
-                        .failure(WireError(status: KeychainStatus.notAvailable, message: "keyseald is stopping: \(error)")),
+                        .failure(KeychainError(status: KeychainStatus.notAvailable, message: "keyseald is stopping: \(error)")),
                         context: context)
                 }
                 self.drain(context: context)
@@ -515,9 +522,9 @@ final class ConnectionHandler: ChannelInboundHandler {
         // A response in parts is joined from each part's payload after its version and kind bytes.
         if frames.count > 1 && frames.reduce(0, { $0 + $1.count - 6 }) > Wire.maxResponse {
             // More than a client joins: say so instead of sending what it would refuse.
-            for index in frames.indices { wireWipe(&frames[index]) }
+            for index in frames.indices { zeroize(&frames[index]) }
             frames = WireResponse.failure(
-                WireError(
+                KeychainError(
                     status: KeychainStatus.dataTooLarge,
                     message: "the result is over \(Wire.maxResponse) bytes; ask for fewer items or no data")
             ).encodedFrames()
@@ -593,12 +600,12 @@ final class ConnectionHandler: ChannelInboundHandler {
         let (subscriber, stream) = broadcaster.subscribe()
         let current = server.service.store.lockState
         context.writeAndFlush(
-            wrapOutboundOut(ByteBuffer(bytes: WireResponse.lockStateChanged(WireMapping.wire(current)).encodedFrame())),
+            wrapOutboundOut(ByteBuffer(bytes: WireResponse.lockStateChanged(current).encodedFrame())),
             promise: nil)
         let channel = context.channel
         let task = Task {
             for await state in stream {
-                let frame = ByteBuffer(bytes: WireResponse.lockStateChanged(WireMapping.wire(state)).encodedFrame())
+                let frame = ByteBuffer(bytes: WireResponse.lockStateChanged(state).encodedFrame())
                 do {
                     try await channel.writeAndFlush(frame)
                 } catch {
@@ -613,13 +620,13 @@ final class ConnectionHandler: ChannelInboundHandler {
 /// The frames of a `.records` response, encoded one at a time; each record is let go once it is encoded.
 /// Used only on its connection's event loop.
 final class RecordFrames {
-    private var records: [WireRecord]
+    private var records: [ItemRecord]
     private var index = 0
     private var encoder: WireRecordsEncoder
     /// The last frames, in reverse order, once every record is encoded.
     private var tail: [[UInt8]]?
 
-    init(_ records: [WireRecord]) {
+    init(_ records: [ItemRecord]) {
         self.records = records
         encoder = WireRecordsEncoder(count: records.count)
     }
@@ -631,7 +638,7 @@ final class RecordFrames {
             if let part = encoder.nextPart() { return part }
             if index < records.count {
                 encoder.append(records[index])
-                records[index] = WireRecord(itemClass: "", attributes: [:])
+                records[index] = ItemRecord(itemClass: .genericPassword, attributes: [:])
                 index += 1
             } else {
                 tail = encoder.finish().reversed()

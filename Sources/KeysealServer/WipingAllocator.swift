@@ -16,7 +16,7 @@ enum WipingAllocator {
     static func buffer(consuming frame: inout [UInt8]) -> ByteBuffer {
         var buffer = allocator.buffer(capacity: frame.count)
         buffer.writeBytes(frame)
-        wireWipe(&frame)
+        zeroize(&frame)
         return buffer
     }
 }
@@ -35,7 +35,9 @@ final class ReceiveScrubber: ChannelInboundHandler {
         moved.writeImmutableBuffer(received)
         // The mutable accessors would copy the shared storage and zero the copy; the bytes are zeroed where they
         // are. Nothing reads them again: the pool rewrites the buffer from its start on the next read.
-        received.withUnsafeReadableBytes { raw in wireWipe(UnsafeMutableRawBufferPointer(mutating: raw)) }
+        received.withUnsafeReadableBytes { raw in
+            if let base = raw.baseAddress, raw.count > 0 { zeroize(UnsafeMutableRawPointer(mutating: base), raw.count) }
+        }
         context.fireChannelRead(wrapInboundOut(moved))
     }
 }

@@ -204,8 +204,8 @@ func lookupFrameSizes(record: ItemRecord) throws -> (request: Int, reply: Int) {
         itemClass: .genericPassword,
         attributes: [AttributeKey.service: .string("bench.service"), AttributeKey.account: .string("account-12345")],
         returns: .data)
-    let request = try WireRequest.copyMatching(WireMapping.wire(query)).encodedFrame().count - 4
-    let reply = WireResponse.records([WireMapping.wire(record)]).encodedFrame().count - 4
+    let request = try WireRequest.copyMatching(query).encodedFrame().count - 4
+    let reply = WireResponse.records([record]).encodedFrame().count - 4
     return (request, reply)
 }
 
@@ -305,11 +305,10 @@ func daemonSection(scratch: URL, items: Int, lookupCount: Int, results: Results)
     results.add(try measure("daemon: ping (wire client, no engine)", count: lookupCount) { _ in
         _ = try connection.send(.ping)
     })
-    let rawQuery = WireMapping.wire(
-        ItemQuery(
-            itemClass: .genericPassword,
-            attributes: [AttributeKey.service: .string("bench.service"), AttributeKey.account: .string("account-12345")],
-            returns: .data))
+    let rawQuery = ItemQuery(
+        itemClass: .genericPassword,
+        attributes: [AttributeKey.service: .string("bench.service"), AttributeKey.account: .string("account-12345")],
+        returns: .data)
     results.add(try measure("daemon: raw copy-matching (wire client, no SecItem layer)", count: lookupCount) { _ in
         _ = try connection.send(.copyMatching(rawQuery))
     })

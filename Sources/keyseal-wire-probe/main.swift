@@ -31,11 +31,11 @@ if arguments.count == 3 && (arguments[1] == "export" || arguments[1] == "import"
     do {
         if arguments[1] == "export" {
             let report = try connection.exportBackup(
-                passphrase: WireSecret(utf8: arguments[2]), availableOnly: false, sink: { _ in })
+                passphrase: SecretBytes(utf8: arguments[2]), availableOnly: false, sink: { _ in })
             print("ok \(report.exportedCount)")
         } else {
             let report = try connection.importBackup(
-                passphrase: WireSecret(utf8: arguments[2]), replace: false, source: { _ in nil })
+                passphrase: SecretBytes(utf8: arguments[2]), replace: false, source: { _ in nil })
             print("ok \(report.restoredCount)")
         }
     } catch {
@@ -61,31 +61,35 @@ switch (arguments[1], arguments.count) {
 case ("status", 2): request = .status
 case ("lock", 2): request = .lock
 case ("settings", 2): request = .getSettings
-case ("unlock", 3): request = .unlock(passcode: WireSecret(utf8: arguments[2]))
+case ("unlock", 3): request = .unlock(passcode: SecretBytes(utf8: arguments[2]))
 case ("add", 4):
     request = .add(
-        WireNewItem(
-            itemClass: "genp", attributes: ["acct": .string(arguments[3]), "svce": .string("probe")],
+        NewItem(
+            itemClass: .genericPassword, attributes: ["acct": .string(arguments[3]), "svce": .string("probe")],
             accessGroup: group(arguments[2]), data: Array("secret".utf8).withUnsafeBytes { Data($0) }))
 case ("add-size", 5):
     request = .add(
-        WireNewItem(
-            itemClass: "genp", attributes: ["acct": .string(arguments[3]), "svce": .string("probe")],
+        NewItem(
+            itemClass: .genericPassword, attributes: ["acct": .string(arguments[3]), "svce": .string("probe")],
             accessGroup: group(arguments[2]), data: Data(repeating: 7, count: Int(arguments[4]) ?? 0)))
 case ("find-all", 2):
     request = .copyMatching(
-        WireQuery(itemClass: "genp", attributes: ["svce": .string("probe")], accessGroup: nil, limit: .all, returns: 3))
+        ItemQuery(itemClass: .genericPassword, attributes: ["svce": .string("probe")], accessGroup: nil, limit: .all, returns: [.data, .attributes]))
 case ("find", 4):
     request = .copyMatching(
-        WireQuery(
-            itemClass: "genp", attributes: ["acct": .string(arguments[3])], accessGroup: group(arguments[2]),
-            limit: .all, returns: 3))
+        ItemQuery(
+            itemClass: .genericPassword, attributes: ["acct": .string(arguments[3])], accessGroup: group(arguments[2]),
+            limit: .all, returns: [.data, .attributes]))
 case ("doctor", 2): request = .undecryptableItems
 case ("doctor-delete", 3): request = .deleteUndecryptable(ids: [arguments[2]])
 case ("add-class", 3):
+    guard let itemClass = ItemClass(rawValue: arguments[2]) else {
+        print("error -25306 unknown item class")
+        exit(1)
+    }
     request = .add(
-        WireNewItem(
-            itemClass: arguments[2], attributes: ["labl": .string("probe")],
+        NewItem(
+            itemClass: itemClass, attributes: ["labl": .string("probe")],
             data: Array("secret".utf8).withUnsafeBytes { Data($0) }))
 case ("sign", 3):
     // A key named by its persistent reference in hex.

@@ -87,7 +87,7 @@ struct ExportCommand: ClientCommand {
         do {
             report = try client.connection.exportBackup(
                 passphrase: passphrase, availableOnly: availableOnly,
-                sink: { bytes throws(WireError) in try writer.write(bytes) },
+                sink: { bytes throws(KeychainError) in try writer.write(bytes) },
                 progress: { progress.update($0, $1) })
             progress.finish()
             try writer.commit()
@@ -166,7 +166,7 @@ struct ImportCommand: ClientCommand {
         do {
             report = try client.connection.importBackup(
                 passphrase: passphrase, replace: replace,
-                source: { maxCount throws(WireError) in try reader.read(maxCount: maxCount) },
+                source: { maxCount throws(KeychainError) in try reader.read(maxCount: maxCount) },
                 progress: { progress.update($0, $1) })
         } catch {
             progress.finish()

@@ -88,8 +88,8 @@ struct RecoverCommand: ClientCommand {
 
     func execute(_ client: DaemonClient) throws {
         guard case .status(let status) = try client.send(.status) else { throw unexpected }
-        let key: WireSecret
-        var passcode: WireSecret?
+        let key: SecretBytes
+        var passcode: SecretBytes?
         if recoveryKeyStdin {
             let what = status.passcodeSet ? ["recovery key", "passcode"] : ["recovery key"]
             let lines = try SecretInput.lines(what.count, what: what)
@@ -191,7 +191,7 @@ enum RecoveryKeyOutput {
         return fd
     }
 
-    static func writeLine(prefix: String, _ key: WireSecret, to fd: Int32, what: String) throws {
+    static func writeLine(prefix: String, _ key: SecretBytes, to fd: Int32, what: String) throws {
         var line = [UInt8](repeating: 0, count: prefix.utf8.count + key.count + 1)
         defer { SecretInput.wipe(&line) }
         line.replaceSubrange(0..<prefix.utf8.count, with: prefix.utf8)

@@ -69,8 +69,9 @@ enum CertificateOutput {
                 lines.append("    \"\(name)\"<blob>=0x\(upperHex(data))")
             case .bool(let flag):
                 lines.append("    \"\(name)\"<uint32>=\(flag ? 1 : 0)")
-            case .date(let seconds):
-                lines.append("    \"\(name)\"<timedate>=\"\(Formatting.iso8601(referenceSeconds: seconds))\"")
+            case .date(let date):
+                lines.append(
+                    "    \"\(name)\"<timedate>=\"\(Formatting.iso8601(referenceSeconds: date.timeIntervalSinceReferenceDate))\"")
             }
         }
         return lines
@@ -98,9 +99,9 @@ enum CertificateOutput {
         return .object(members)
     }
 
-    /// The stored certificates (`itemClass` "cert") or identities ("idnt"), described by keyseald.
-    static func find(_ client: DaemonClient, itemClass: String) throws -> [WireCertificate] {
-        let query = WireQuery(itemClass: itemClass, synchronizable: 2, limit: .all, limitGiven: true)
+    /// The stored certificates (`.certificate`) or identities (`.identity`), described by keyseald.
+    static func find(_ client: DaemonClient, itemClass: ItemClass) throws -> [WireCertificate] {
+        let query = ItemQuery(itemClass: itemClass, synchronizable: .any, limit: .all, limitGiven: true)
         guard case .certificates(let found) = try client.send(.certificates(query)) else { throw unexpected }
         return found
     }
@@ -145,7 +146,7 @@ struct AddCertificates: ClientCommand {
             }
             for (index, der) in certificates.enumerated() {
                 do {
-                    _ = try client.send(.add(WireNewItem(itemClass: "cert", data: der)))
+                    _ = try client.send(.add(NewItem(itemClass: .certificate, data: der)))
                     added += 1
                 } catch {
                     let where_ = certificates.count > 1 ? "\(file), certificate \(index + 1)" : file
@@ -184,7 +185,7 @@ struct FindCertificate: ClientCommand {
     var hashes = false
 
     func execute(_ client: DaemonClient) throws {
-        var found = try CertificateOutput.find(client, itemClass: "cert").filter { certificate in
+        var found = try CertificateOutput.find(client, itemClass: .certificate).filter { certificate in
             (name.map { CertificateOutput.matches(certificate, name: $0) } ?? true)
                 && (email.map { wanted in
                     certificate.emailAddresses.contains { $0.lowercased() == wanted.lowercased() }
@@ -233,7 +234,7 @@ struct DeleteCertificate: ClientCommand {
 
     func execute(_ client: DaemonClient) throws {
         let wanted = hash.flatMap { Formatting.bytes(hex: $0) }.map { Data($0) }
-        let found = try CertificateOutput.find(client, itemClass: "cert").filter { certificate in
+        let found = try CertificateOutput.find(client, itemClass: .certificate).filter { certificate in
             if let wanted { return certificate.sha1 == wanted || certificate.sha256 == wanted }
             return CertificateOutput.matches(certificate, name: name ?? "")
         }
@@ -243,7 +244,7 @@ struct DeleteCertificate: ClientCommand {
                 status: -25299, message: "\(found.count) certificates match \"\(name ?? "")\": name one with -Z HASH")
         }
         _ = try client.send(
-            .delete(WireQuery(itemClass: "cert", synchronizable: 2, persistentRef: certificate.reference, limit: .all)))
+            .delete(ItemQuery(itemClass: .certificate, synchronizable: .any, persistentRef: certificate.reference, limit: .all)))
         if global.json {
             Console.out(
                 JSON.object([
@@ -263,7 +264,7 @@ struct FindIdentity: ClientCommand {
     var validOnly = false
 
     func execute(_ client: DaemonClient) throws {
-        var identities = try CertificateOutput.find(client, itemClass: "idnt")
+        var identities = try CertificateOutput.find(client, itemClass: .identity)
         if validOnly { identities = identities.filter { CertificateOutput.invalidity($0) == nil } }
         if global.json {
             Console.out(

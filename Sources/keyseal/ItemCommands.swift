@@ -6,15 +6,15 @@ import Foundation
 import ArgumentParser
 import KeysealClient
 
-private let genericPassword = "genp"
-private let internetPassword = "inet"
+private let genericPassword = ItemClass.genericPassword
+private let internetPassword = ItemClass.internetPassword
 
 /// The attribute flags of an item command, as `security` spells them.
 protocol ItemFlags: ParsableArguments {
-    static var itemClass: String { get }
+    static var itemClass: ItemClass { get }
     var accessGroup: String? { get }
     /// The attributes given, under Apple's keys; bad values are usage errors.
-    func attributes() throws -> [String: WireValue]
+    func attributes() throws -> [String: AttributeValue]
 }
 
 extension ItemFlags {
@@ -22,7 +22,7 @@ extension ItemFlags {
 }
 
 struct GenericPasswordFlags: ItemFlags {
-    static var itemClass: String { genericPassword }
+    static var itemClass: ItemClass { genericPassword }
 
     @Option(name: .customShort("a"), help: ArgumentHelp("Account name.", valueName: "account"))
     var account: String?
@@ -43,22 +43,22 @@ struct GenericPasswordFlags: ItemFlags {
     @Option(name: .long, help: ArgumentHelp("Access group (default: your first group).", valueName: "group"))
     var accessGroup: String?
 
-    func attributes() throws -> [String: WireValue] {
-        var map: [String: WireValue] = [:]
-        map[AttributeName.account] = account.map(WireValue.string)
-        map[AttributeName.service] = service.map(WireValue.string)
-        map[AttributeName.label] = label.map(WireValue.string)
-        map[AttributeName.comment] = comment.map(WireValue.string)
-        map[AttributeName.description] = kind.map(WireValue.string)
+    func attributes() throws -> [String: AttributeValue] {
+        var map: [String: AttributeValue] = [:]
+        map[AttributeName.account] = account.map(AttributeValue.string)
+        map[AttributeName.service] = service.map(AttributeValue.string)
+        map[AttributeName.label] = label.map(AttributeValue.string)
+        map[AttributeName.comment] = comment.map(AttributeValue.string)
+        map[AttributeName.description] = kind.map(AttributeValue.string)
         map[AttributeName.generic] = generic.map { .data(Data($0.utf8)) }
-        map[AttributeName.creator] = creator.map(WireValue.string)
-        map[AttributeName.type] = type.map(WireValue.string)
+        map[AttributeName.creator] = creator.map(AttributeValue.string)
+        map[AttributeName.type] = type.map(AttributeValue.string)
         return map
     }
 }
 
 struct InternetPasswordFlags: ItemFlags {
-    static var itemClass: String { internetPassword }
+    static var itemClass: ItemClass { internetPassword }
 
     @Option(name: .customShort("a"), help: ArgumentHelp("Account name.", valueName: "account"))
     var account: String?
@@ -93,10 +93,10 @@ struct InternetPasswordFlags: ItemFlags {
 
     func validate() throws { _ = try attributes() }
 
-    func attributes() throws -> [String: WireValue] {
-        var map: [String: WireValue] = [:]
-        map[AttributeName.account] = account.map(WireValue.string)
-        map[AttributeName.server] = server.map(WireValue.string)
+    func attributes() throws -> [String: AttributeValue] {
+        var map: [String: AttributeValue] = [:]
+        map[AttributeName.account] = account.map(AttributeValue.string)
+        map[AttributeName.server] = server.map(AttributeValue.string)
         if let text = self.protocol {
             guard let code = FourCharNames.protocols.code(text) else {
                 throw ValidationError("-r: unknown protocol \(text) (a scheme name like https, or a 4-character code)")
@@ -107,19 +107,19 @@ struct InternetPasswordFlags: ItemFlags {
             guard (0...65535).contains(port) else { throw ValidationError("-P: a port is 0–65535") }
             map[AttributeName.port] = .int(Int64(port))
         }
-        map[AttributeName.path] = path.map(WireValue.string)
-        map[AttributeName.securityDomain] = domain.map(WireValue.string)
+        map[AttributeName.path] = path.map(AttributeValue.string)
+        map[AttributeName.securityDomain] = domain.map(AttributeValue.string)
         if let text = authenticationType {
             guard let code = FourCharNames.authenticationTypes.code(text) else {
                 throw ValidationError("-t: unknown authentication type \(text) (default, form, http, ntlm, … or a 4-character code)")
             }
             map[AttributeName.authenticationType] = .string(code)
         }
-        map[AttributeName.label] = label.map(WireValue.string)
-        map[AttributeName.comment] = comment.map(WireValue.string)
-        map[AttributeName.description] = kind.map(WireValue.string)
-        map[AttributeName.creator] = creator.map(WireValue.string)
-        map[AttributeName.type] = type.map(WireValue.string)
+        map[AttributeName.label] = label.map(AttributeValue.string)
+        map[AttributeName.comment] = comment.map(AttributeValue.string)
+        map[AttributeName.description] = kind.map(AttributeValue.string)
+        map[AttributeName.creator] = creator.map(AttributeValue.string)
+        map[AttributeName.type] = type.map(AttributeValue.string)
         return map
     }
 }
@@ -197,6 +197,7 @@ struct AccessibleFlag: ParsableArguments {
     }
 
     var code: String? { accessible.flatMap(AccessibleName.code) }
+    var accessibility: Accessibility? { code.flatMap(Accessibility.init(rawValue:)) }
 }
 
 // MARK: - add
@@ -224,9 +225,9 @@ extension AddCommand {
             throw CommandFailure(
                 status: -25302, message: "the password is \(count) bytes; the limit is \(Wire.valueLimit)")
         }
-        let newItem = WireNewItem(
+        let newItem = NewItem(
             itemClass: Flags.itemClass, attributes: attributes, accessGroup: item.accessGroup,
-            accessibility: options.accessible.code ?? "ak", data: data ?? Data())
+            accessibility: options.accessible.accessibility ?? .whenUnlocked, data: data ?? Data())
         let outcome = try add(client, newItem, attributes: attributes, data: data)
         if global.json { Console.out(JSON.object([("result", .string(outcome))]).rendered) }
     }
@@ -234,7 +235,7 @@ extension AddCommand {
     /// Adds; with -U a duplicate is updated instead: only the attributes given change, and the accessibility
     /// stays unless --accessible is given.
     private func add(
-        _ client: DaemonClient, _ newItem: WireNewItem, attributes: [String: WireValue], data: Data?
+        _ client: DaemonClient, _ newItem: NewItem, attributes: [String: AttributeValue], data: Data?
     ) throws(CommandFailure) -> String {
         do {
             _ = try client.send(.add(newItem))
@@ -242,12 +243,12 @@ extension AddCommand {
         } catch {
             guard error.status == -25299 && options.upsert else { throw error }
         }
-        var key: [String: WireValue] = [:]
+        var key: [String: AttributeValue] = [:]
         for name in AttributeName.primaryKey(internet: Flags.isInternet) {
             key[name] = attributes[name] ?? (name == AttributeName.port ? .int(0) : .string(""))
         }
-        let query = WireQuery(itemClass: Flags.itemClass, attributes: key, accessGroup: item.accessGroup, limit: .one)
-        var changes = WireChanges(accessibility: options.accessible.code, data: data)
+        let query = ItemQuery(itemClass: Flags.itemClass, attributes: key, accessGroup: item.accessGroup, limit: .one)
+        var changes = ItemChanges(accessibility: options.accessible.accessibility, data: data)
         changes.attributes = attributes.filter { key[$0.key] == nil }
         _ = try client.send(.update(query, changes))
         return "updated"
@@ -321,9 +322,10 @@ extension FindCommand {
         let printSecretOnly = output.printSecretOnly
         let printSecret = output.printSecret
         let wantsSecret = printSecretOnly || printSecret
-        let query = WireQuery(
+        let query = ItemQuery(
             itemClass: Flags.itemClass, attributes: try item.attributes(), accessGroup: item.accessGroup,
-            accessibility: accessible.code, synchronizable: 2, limit: .one, returns: wantsSecret ? 3 : 2)
+            accessibility: accessible.accessibility, synchronizable: .any, limit: .one,
+            returns: wantsSecret ? [.data, .attributes] : .attributes)
         guard case .records(let records) = try client.send(.copyMatching(query)), var record = records.first else {
             throw CommandFailure(status: -25300, message: "The specified item could not be found in the keychain.")
         }
@@ -373,13 +375,14 @@ protocol DeleteCommand: ClientCommand {
 
 extension DeleteCommand {
     func execute(_ client: DaemonClient) throws {
-        var query = WireQuery(
+        var query = ItemQuery(
             itemClass: Flags.itemClass, attributes: try item.attributes(), accessGroup: item.accessGroup,
-            accessibility: accessible.code, synchronizable: 2, limit: .all, limitGiven: true, returns: 4)
+            accessibility: accessible.accessibility, synchronizable: .any, limit: .all, limitGiven: true,
+            returns: .persistentRef)
         guard case .records(let records) = try client.send(.copyMatching(query)) else { throw unexpected }
         query.limit = .all
         query.limitGiven = false
-        query.returns = 0
+        query.returns = []
         _ = try client.send(.delete(query))
         if global.json {
             Console.out(JSON.object([("deleted", .int(Int64(records.count)))]).rendered)
@@ -419,7 +422,7 @@ struct DumpKeychain: ClientCommand {
     var secrets = false
 
     func execute(_ client: DaemonClient) throws {
-        var items: [WireRecord] = []
+        var items: [ItemRecord] = []
         var lockedClasses: [String] = []
         for itemClass in [genericPassword, internetPassword] {
             if let found = try find(client, itemClass: itemClass, accessibility: nil) {
@@ -463,10 +466,10 @@ struct DumpKeychain: ClientCommand {
     }
 
     /// The matching records; nil when a class they are in is locked.
-    private func find(_ client: DaemonClient, itemClass: String, accessibility: String?) throws(CommandFailure) -> [WireRecord]? {
-        let query = WireQuery(
-            itemClass: itemClass, accessibility: accessibility, synchronizable: 2, limit: .all, limitGiven: true,
-            returns: secrets ? 3 : 2)
+    private func find(_ client: DaemonClient, itemClass: ItemClass, accessibility: String?) throws(CommandFailure) -> [ItemRecord]? {
+        let query = ItemQuery(
+            itemClass: itemClass, accessibility: accessibility.flatMap(Accessibility.init(rawValue:)), synchronizable: .any,
+            limit: .all, limitGiven: true, returns: secrets ? [.data, .attributes] : .attributes)
         let response: WireResponse
         do {
             response = try client.send(.copyMatching(query))
@@ -484,7 +487,7 @@ struct DumpKeychain: ClientCommand {
 
 enum ItemPrinter {
     /// `security`'s layout: the class, then one attribute per line.
-    static func text(_ record: WireRecord) -> String {
+    static func text(_ record: ItemRecord) -> String {
         var out = "class: \"\(record.itemClass)\"\nattributes:\n"
         for (key, _) in AttributeName.ordered {
             guard let value = record.attributes[key] else { continue }
@@ -493,13 +496,13 @@ enum ItemPrinter {
         return out
     }
 
-    private static func typed(_ value: WireValue) -> String {
+    private static func typed(_ value: AttributeValue) -> String {
         switch value {
         case .string(let text): "<blob>=\(quoted(Data(text.utf8)))"
         case .data(let data): "<blob>=\(quoted(data))"
         case .bool(let flag): "<sint32>=\(flag ? 1 : 0)"
         case .int(let number): "<uint32>=\(number)"
-        case .date(let seconds): "<timedate>=\"\(Formatting.iso8601(referenceSeconds: seconds))\""
+        case .date(let date): "<timedate>=\"\(Formatting.iso8601(referenceSeconds: date.timeIntervalSinceReferenceDate))\""
         }
     }
 
@@ -514,8 +517,8 @@ enum ItemPrinter {
     static func passwordLine(_ data: Data) -> String { "password: " + quoted(data) }
 
     /// The `--json` shape of CLI.md: long attribute names; the secret only when asked for.
-    static func json(_ record: WireRecord, secret: Bool) -> JSON {
-        var members: [(String, JSON)] = [("class", .string(ItemClassName.name(record.itemClass)))]
+    static func json(_ record: ItemRecord, secret: Bool) -> JSON {
+        var members: [(String, JSON)] = [("class", .string(ItemClassName.name(record.itemClass.rawValue)))]
         for (key, name) in AttributeName.ordered {
             guard let value = record.attributes[key] else { continue }
             let element: JSON
@@ -534,7 +537,8 @@ enum ItemPrinter {
                 }
             case (_, .bool(let flag)): element = .bool(flag)
             case (_, .int(let number)): element = .int(number)
-            case (_, .date(let seconds)): element = .string(Formatting.iso8601(referenceSeconds: seconds))
+            case (_, .date(let date)):
+                element = .string(Formatting.iso8601(referenceSeconds: date.timeIntervalSinceReferenceDate))
             }
             members.append((name, element))
         }
@@ -549,7 +553,7 @@ enum ItemPrinter {
     }
 }
 
-extension WireRecord {
+extension ItemRecord {
     /// Overwrites the secret in place before it is released.
     mutating func wipeData() {
         data?.withUnsafeMutableBytes { raw in

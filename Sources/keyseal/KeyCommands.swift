@@ -26,8 +26,8 @@ struct KeySelection: ParsableArguments {
         if let hash, Formatting.bytes(hex: hash) == nil { throw ValidationError("--hash: not hex") }
     }
 
-    var attributes: [String: WireValue] {
-        var attributes: [String: WireValue] = [:]
+    var attributes: [String: AttributeValue] {
+        var attributes: [String: AttributeValue] = [:]
         if let tag { attributes["atag"] = .data(Data(tag.utf8)) }
         if let label { attributes["labl"] = .string(label) }
         if let hash, let bytes = Formatting.bytes(hex: hash) { attributes["klbl"] = .data(Data(bytes)) }
@@ -35,11 +35,12 @@ struct KeySelection: ParsableArguments {
     }
 
     /// The matching keys' persistent references and attributes.
-    func find(_ client: DaemonClient, privateOnly: Bool = false) throws -> [WireRecord] {
+    func find(_ client: DaemonClient, privateOnly: Bool = false) throws -> [ItemRecord] {
         var attributes = self.attributes
         if privateOnly { attributes["kcls"] = .string("1") }
-        let query = WireQuery(
-            itemClass: "keys", attributes: attributes, synchronizable: 2, limit: .all, limitGiven: true, returns: 2 | 4)
+        let query = ItemQuery(
+            itemClass: .key, attributes: attributes, synchronizable: .any, limit: .all, limitGiven: true,
+            returns: [.attributes, .persistentRef])
         guard case .records(let records) = try client.send(.copyMatching(query)) else { throw unexpected }
         return records
     }
@@ -61,7 +62,7 @@ enum KeyOutput {
 
     static func typeName(_ key: WireKey) -> String { (key.keyType == "42" ? "rsa" : "ec") + "\(key.bits)" }
 
-    static func string(_ value: WireValue?) -> String? {
+    static func string(_ value: AttributeValue?) -> String? {
         switch value {
         case .string(let text)?: text
         case .data(let data)?: String(data: data, encoding: .utf8)
@@ -123,7 +124,7 @@ struct CreateKey: ClientCommand {
 
     func execute(_ client: DaemonClient) throws {
         let (code, bits) = Self.types[type]!
-        var attributes: [String: WireValue] = ["atag": .data(Data(tag.utf8))]
+        var attributes: [String: AttributeValue] = ["atag": .data(Data(tag.utf8))]
         if let label { attributes["labl"] = .string(label) }
         let generation = WireKeyGeneration(
             keyType: code, bits: bits, inHardware: hardware, attributes: attributes, accessGroup: accessGroup,
@@ -178,7 +179,7 @@ struct DeleteKey: ClientCommand {
 
     func execute(_ client: DaemonClient) throws {
         let found = try selection.find(client)
-        let query = WireQuery(itemClass: "keys", attributes: selection.attributes, synchronizable: 2, limit: .all)
+        let query = ItemQuery(itemClass: .key, attributes: selection.attributes, synchronizable: .any, limit: .all)
         _ = try client.send(.delete(query))
         if global.json {
             Console.out(JSON.object([("deleted", .int(Int64(found.count)))]).rendered)

@@ -70,7 +70,7 @@ extension ClientCommand {
         } catch let failure as CommandFailure {
             failure.report(command: Self.displayName, json: global.json)
             throw ExitCode(failure.exitCode)
-        } catch let error as WireError {
+        } catch let error as KeychainError {
             let failure = CommandFailure(error)
             failure.report(command: Self.displayName, json: global.json)
             throw ExitCode(failure.exitCode)

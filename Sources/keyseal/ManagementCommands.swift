@@ -7,7 +7,7 @@ import ArgumentParser
 import KeysealClient
 import KeysealStatus
 
-extension WireLockState {
+extension LockState {
     var name: String {
         switch self {
         case .beforeFirstUnlock: "before-first-unlock"
@@ -208,8 +208,8 @@ struct PasscodeCommand: ParsableCommand {
         var allowWeakPasscode = false
 
         func execute(_ client: DaemonClient) throws {
-            let old: WireSecret
-            let new: WireSecret
+            let old: SecretBytes
+            let new: SecretBytes
             if passcodeStdin {
                 let lines = try SecretInput.lines(2, what: ["current passcode", "new passcode"])
                 (old, new) = (lines[0], lines[1])
@@ -241,7 +241,7 @@ struct PasscodeCommand: ParsableCommand {
         }
     }
 
-    static func checkStrength(_ passcode: WireSecret, allowWeak: Bool) throws(CommandFailure) {
+    static func checkStrength(_ passcode: SecretBytes, allowWeak: Bool) throws(CommandFailure) {
         try SecretStrength.check(
             passcode, what: "new passcode", minimum: SecretStrength.passcodeMinimum,
             overrideFlag: "--allow-weak-passcode", allowWeak: allowWeak)

@@ -132,7 +132,7 @@ struct CommandFailure: Error {
         self.triesLeft = triesLeft
     }
 
-    init(_ error: WireError) {
+    init(_ error: KeychainError) {
         self.init(
             status: error.status, message: error.message, retryAfterSeconds: error.retryAfterSeconds,
             triesLeft: error.triesLeft)

@@ -21,7 +21,7 @@ private let systemWrite = Darwin.write
 #endif
 
 /// Reads passcodes and secrets from standard input or a terminal without echo. Every buffer that held one is
-/// wiped before it is released; what is kept is a `WireSecret` (zeroized on release, never printed).
+/// wiped before it is released; what is kept is a `SecretBytes` (zeroized on release, never printed).
 enum SecretInput {
     /// Reads standard input to its end, at most `limit` bytes (one more tells the caller it was too long).
     static func readStandardInput(limit: Int) throws(CommandFailure) -> [UInt8] {
@@ -44,10 +44,10 @@ enum SecretInput {
     }
 
     /// `count` lines of standard input (a trailing carriage return is dropped), each non-empty.
-    static func lines(_ count: Int, what: [String]) throws(CommandFailure) -> [WireSecret] {
+    static func lines(_ count: Int, what: [String]) throws(CommandFailure) -> [SecretBytes] {
         var input = try readStandardInput(limit: 64 << 10)
         defer { wipe(&input) }
-        var lines: [WireSecret] = []
+        var lines: [SecretBytes] = []
         var start = 0
         var index = 0
         while lines.count < count && start <= input.count {
@@ -55,7 +55,7 @@ enum SecretInput {
             var end = index
             if end > start && input[end - 1] == UInt8(ascii: "\r") { end -= 1 }
             if start == input.count && index == input.count { break }
-            lines.append(WireSecret(input[start..<end]))
+            lines.append(SecretBytes(copying: input[start..<end]))
             start = index + 1
         }
         guard lines.count == count else {
@@ -70,7 +70,7 @@ enum SecretInput {
     }
 
     /// A secret typed on the terminal without echo.
-    static func prompt(_ label: String) throws -> WireSecret {
+    static func prompt(_ label: String) throws -> SecretBytes {
         let tty = open("/dev/tty", O_RDWR | O_CLOEXEC)
         guard tty >= 0 else {
             throw ValidationError("no terminal to prompt on for the \(label); use the --…-stdin flag and write it to standard input")
@@ -107,11 +107,11 @@ enum SecretInput {
             bytes.append(byte)
         }
         byte = 0
-        return WireSecret(bytes)
+        return SecretBytes(copying: bytes)
     }
 
     /// A non-empty passcode: one line of standard input, or typed on the terminal (twice when `confirm`).
-    static func passcode(_ label: String, fromStandardInput: Bool, confirm: Bool = false) throws -> WireSecret {
+    static func passcode(_ label: String, fromStandardInput: Bool, confirm: Bool = false) throws -> SecretBytes {
         if fromStandardInput { return try lines(1, what: [label])[0] }
         let first = try prompt(label)
         guard first.count > 0 else { throw CommandFailure(status: -50, message: "the \(label) is empty") }
@@ -181,7 +181,7 @@ enum SecretStrength {
     ]
 
     /// Throws errSecParam naming the weakness and the override unless `allowWeak`.
-    static func check(_ secret: WireSecret, what: String, minimum: Int, overrideFlag: String, allowWeak: Bool)
+    static func check(_ secret: SecretBytes, what: String, minimum: Int, overrideFlag: String, allowWeak: Bool)
         throws(CommandFailure)
     {
         guard !allowWeak else { return }

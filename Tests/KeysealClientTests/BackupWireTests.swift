@@ -9,7 +9,7 @@ struct BackupWireTests {
 
     @Test("export and import requests round-trip, carry their passphrase and are administrator-only")
     func requestsRoundTrip() throws {
-        let passphrase = WireSecret(utf8: "pässphrase")
+        let passphrase = SecretBytes(utf8: "pässphrase")
         let requests: [WireRequest] = [
             .exportBackup(passphrase: passphrase, availableOnly: true),
             .importBegin(passphrase: passphrase, replace: true),
@@ -37,7 +37,7 @@ struct BackupWireTests {
 
     @Test("a chunk over the limit is refused before sending")
     func oversizedChunk() {
-        #expect(throws: WireError.self) {
+        #expect(throws: KeychainError.self) {
             _ = try WireRequest.importChunk([UInt8](repeating: 0, count: Wire.backupChunk + 1)).encodedFrame()
         }
     }
@@ -67,6 +67,6 @@ struct BackupWireTests {
     func hugeSkippedCount() {
         var frame = WireResponse.importSkipped([]).encodedFrame()
         frame.replaceSubrange(6..<10, with: [0x7f, 0xff, 0xff, 0xff])
-        #expect(throws: WireError.self) { _ = try WireResponse.decode(payload: Self.payload(frame)) }
+        #expect(throws: KeychainError.self) { _ = try WireResponse.decode(payload: Self.payload(frame)) }
     }
 }

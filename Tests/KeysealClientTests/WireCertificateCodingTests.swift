@@ -13,7 +13,7 @@ struct WireCertificateCodingTests {
     static func payload(_ frame: [UInt8]) -> [UInt8] { Array(frame.dropFirst(4)) }
 
     @Test func certificateRequestsRoundTrip() throws {
-        let query = WireQuery(itemClass: "idnt", synchronizable: 2, limit: .all, limitGiven: true)
+        let query = ItemQuery(itemClass: .identity, synchronizable: .any, limit: .all, limitGiven: true)
         guard
             case .certificates(let decoded) = try WireRequest.decode(
                 payload: Self.payload(try WireRequest.certificates(query).encodedFrame()))
@@ -43,7 +43,7 @@ struct WireCertificateCodingTests {
     @Test func everyTruncationOfACertificatesResponseIsAnError() throws {
         let full = Self.payload(WireResponse.certificates([Self.certificate]).encodedFrame())
         for cut in 0..<full.count {
-            #expect(throws: WireError.self) { try WireResponse.decode(payload: Array(full.prefix(cut))) }
+            #expect(throws: KeychainError.self) { try WireResponse.decode(payload: Array(full.prefix(cut))) }
         }
     }
 }

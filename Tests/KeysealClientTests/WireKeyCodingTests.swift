@@ -48,12 +48,12 @@ struct WireKeyCodingTests {
         ]
         for full in frames {
             for cut in 0..<full.count {
-                #expect(throws: WireError.self) { try WireRequest.decode(payload: Array(full.prefix(cut))) }
+                #expect(throws: KeychainError.self) { try WireRequest.decode(payload: Array(full.prefix(cut))) }
             }
         }
         let response = Self.payload(WireResponse.key(Self.key).encodedFrame())
         for cut in 0..<response.count {
-            #expect(throws: WireError.self) { try WireResponse.decode(payload: Array(response.prefix(cut))) }
+            #expect(throws: KeychainError.self) { try WireResponse.decode(payload: Array(response.prefix(cut))) }
         }
     }
 }

@@ -208,7 +208,7 @@ struct SecretServiceUserTests {
 struct SecretServiceIdentityTests {
     /// The access groups of every item in keyseald, read as root.
     static func groups(_ daemon: DaemonFixture) throws -> [String] {
-        let query = WireQuery(itemClass: "genp", limit: .all, returns: 2)
+        let query = ItemQuery(itemClass: .genericPassword, limit: .all, returns: ReturnOptions(rawValue: 2))
         let connection = KeysealConnection(socketPath: daemon.socketPath)
         guard case .records(let records) = try connection.send(.copyMatching(query)) else { return [] }
         return records.compactMap { record in

@@ -34,6 +34,47 @@ struct DaemonIsolationTests {
         return error.status
     }
 
+    /// Reads one frame's payload (5 s at most); nil on EOF or timeout.
+    static func readPayload(_ fd: Int32) -> [UInt8]? {
+        var timeout = timeval(tv_sec: 5, tv_usec: 0)
+        setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &timeout, socklen_t(MemoryLayout<timeval>.size))
+        func read(_ count: Int) -> [UInt8]? {
+            var bytes = [UInt8](repeating: 0, count: count)
+            var done = 0
+            while done < count {
+                let got = bytes.withUnsafeMutableBytes { recv(fd, $0.baseAddress! + done, count - done, 0) }
+                if got <= 0 { return nil }
+                done += got
+            }
+            return bytes
+        }
+        guard let header = read(4), let length = try? wireFrameLength(header) else { return nil }
+        return read(length)
+    }
+
+    @Test("a well-formed frame naming an unknown item class is errSecNoSuchClass, and the connection stays served")
+    func unknownItemClassIsRefusedNotDropped() throws {
+        let daemon = try DaemonFixture()
+        defer { daemon.remove() }
+        let fd = try Self.raw(daemon.socketPath)
+        defer { close(fd) }
+        // A valid lookup frame whose class code is changed to one the engine does not know (same length).
+        var frame = try WireRequest.copyMatching(ItemQuery(itemClass: .genericPassword)).encodedFrame()
+        let code = Array("genp".utf8)
+        let at = try #require((0...(frame.count - 4)).first { Array(frame[$0..<$0 + 4]) == code })
+        frame.replaceSubrange(at..<at + 4, with: Array("zzzz".utf8))
+        try Self.send(fd, frame)
+        let refusal = try #require(Self.readPayload(fd))
+        guard case .failure(let error) = try WireResponse.decode(payload: refusal) else {
+            Issue.record("not a failure")
+            return
+        }
+        #expect(error.status == KeychainStatus.noSuchClass)
+        try Self.send(fd, try WireRequest.ping.encodedFrame())
+        let pong = try #require(Self.readPayload(fd))
+        #expect(try WireResponse.decode(payload: pong) == .ok)
+    }
+
     @Test("garbage, truncated, oversized and unknown frames and a stalled client leave a normal client served")
     func badClients() throws {
         let daemon = try DaemonFixture()
@@ -116,7 +157,7 @@ struct DaemonIsolationTests {
         defer { daemon.remove() }
         let fd = try Self.raw(daemon.socketPath)
         defer { close(fd) }
-        let long = try WireRequest.unlock(passcode: WireSecret(utf8: "no passcode is set")).encodedFrame()
+        let long = try WireRequest.unlock(passcode: SecretBytes(utf8: "no passcode is set")).encodedFrame()
         let short = try WireRequest.status.encodedFrame()
         try Self.send(fd, long + short)
         let first = try KeysealConnection.readResponse(fd, path: daemon.socketPath)

@@ -245,7 +245,7 @@ struct DaemonLimitsTests {
         let fd = try Self.raw(daemon.socketPath)
         defer { close(fd) }
         // 200 lookups of the 1 MiB value, about 40 KiB of requests: unread, their replies would be 200 MiB.
-        let frame = try WireRequest.copyMatching(WireMapping.wire(ItemQuery.password(account: "big", returns: .data)))
+        let frame = try WireRequest.copyMatching(ItemQuery.password(account: "big", returns: .data))
             .encodedFrame()
         var timeout = timeval(tv_sec: 2, tv_usec: 0)
         setsockopt(fd, SOL_SOCKET, SO_SNDTIMEO, &timeout, socklen_t(MemoryLayout<timeval>.size))

@@ -19,8 +19,8 @@ struct WireValidationTests {
         }
     }
 
-    static func rawAdd(_ itemClass: String, _ attributes: [String: WireValue] = [:]) -> WireRequest {
-        .add(WireNewItem(itemClass: itemClass, attributes: attributes, accessibility: "ak", data: Data("s".utf8)))
+    static func rawAdd(_ itemClass: ItemClass, _ attributes: [String: AttributeValue] = [:]) -> WireRequest {
+        .add(NewItem(itemClass: itemClass, attributes: attributes, accessibility: .whenUnlocked, data: Data("s".utf8)))
     }
 
     @Test("a raw add of a key, certificate or identity without valid material, or of an unknown attribute, is refused; passcode changes and exports keep working")
@@ -32,13 +32,13 @@ struct WireValidationTests {
         let store = try daemon.client()
         _ = try store.add(.password(account: "good"))
 
-        for itemClass in ["keys", "cert", "idnt"] {
+        for itemClass: ItemClass in [.key, .certificate, .identity] {
             #expect(
                 Self.wireStatus(connection, Self.rawAdd(itemClass, ["labl": .string("x")])) == KeychainStatus.param,
                 "class \(itemClass)")
         }
         #expect(
-            Self.wireStatus(connection, Self.rawAdd("genp", ["acct": .string("odd"), "zzzz": .string("x")]))
+            Self.wireStatus(connection, Self.rawAdd(.genericPassword, ["acct": .string("odd"), "zzzz": .string("x")]))
                 == KeychainStatus.noSuchAttr)
 
         // The damage the finding describes: after a passcode change, rows of those classes could not be decrypted,

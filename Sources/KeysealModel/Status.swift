@@ -67,6 +67,11 @@ public struct KeychainError: Error, Sendable, Equatable, Hashable, CustomStringC
         self.notTried = notTried
     }
 
+    /// The wire's spelling: a status and the message the other side sent.
+    public init(status: OSStatus, message: String, retryAfterSeconds: Int? = nil, triesLeft: Int? = nil) {
+        self.init(status, message, retryAfterSeconds: retryAfterSeconds, triesLeft: triesLeft)
+    }
+
     public var name: String { KeychainStatus.name(status) ?? "OSStatus \(status)" }
     public var description: String { "\(message) (\(status))" }
 

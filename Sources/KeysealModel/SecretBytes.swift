@@ -73,6 +73,26 @@ public struct SecretBytes: Sendable, CustomStringConvertible, CustomDebugStringC
         }
     }
 
+    /// Whether the bytes are valid UTF-8, checked without making a String of them.
+    public var isValidUTF8: Bool {
+        withUnsafeBytes { raw in
+            var bytes = raw.makeIterator()
+            var decoder = UTF8()
+            while true {
+                switch decoder.decode(&bytes) {
+                case .scalarValue: continue
+                case .emptyInput: return true
+                case .error: return false
+                }
+            }
+        }
+    }
+
+    /// The bytes as a String (for an API that takes one, such as a passcode); nil when they are not valid UTF-8.
+    public var utf8String: String? {
+        withUnsafeBytes { String(validating: $0.bindMemory(to: UInt8.self), as: UTF8.self) }
+    }
+
     public var description: String { "<redacted \(count) bytes>" }
     public var debugDescription: String { description }
 
@@ -119,6 +139,20 @@ public func zeroize(_ pointer: UnsafeMutableRawPointer, _ count: Int) {
     #else
     memset_s(pointer, count, 0, count)
     #endif
+}
+
+/// Zeroes a byte array in place (a frame that carried a secret) before it is released.
+public func zeroize(_ bytes: inout [UInt8]) {
+    bytes.withUnsafeMutableBytes { buffer in
+        if let base = buffer.baseAddress, buffer.count > 0 { zeroize(base, buffer.count) }
+    }
+}
+
+/// A secret compares by its bytes in constant time and hashes by its length only, so that no hash of a secret is
+/// ever computed (a response that carries one is Hashable).
+extension SecretBytes: Hashable {
+    public static func == (lhs: SecretBytes, rhs: SecretBytes) -> Bool { lhs.constantTimeEquals(rhs) }
+    public func hash(into hasher: inout Hasher) { hasher.combine(count) }
 }
 
 /// Fills `buffer` from the system's cryptographically secure generator (the kernel's `getrandom` on Linux).

@@ -52,7 +52,7 @@ public struct ReturnOptions: OptionSet, Sendable, Hashable {
 }
 
 /// A parsed query: what CopyMatching, Update and Delete match.
-public struct ItemQuery: Sendable {
+public struct ItemQuery: Sendable, Hashable {
     public var itemClass: ItemClass
     /// Attributes to match, other than the access group, accessibility and `sync`.
     public var attributes: [String: AttributeValue]
@@ -84,7 +84,7 @@ public struct ItemQuery: Sendable {
 }
 
 /// A parsed add.
-public struct NewItem: Sendable {
+public struct NewItem: Sendable, Hashable {
     public var itemClass: ItemClass
     /// Attributes other than the access group, accessibility and `sync`.
     public var attributes: [String: AttributeValue]
@@ -113,7 +113,7 @@ public struct NewItem: Sendable {
 }
 
 /// A parsed update: the attributes (and data) to change on every matched item.
-public struct ItemChanges: Sendable {
+public struct ItemChanges: Sendable, Hashable {
     /// Attributes other than the access group, accessibility and `sync`.
     public var attributes: [String: AttributeValue]
     public var accessGroup: String?
@@ -141,7 +141,7 @@ public struct ItemChanges: Sendable {
 }
 
 /// One item as a find returns it.
-public struct ItemRecord: Sendable {
+public struct ItemRecord: Sendable, Hashable {
     public var itemClass: ItemClass
     /// Every attribute, including `agrp`, `pdmn`, `sync`, `cdat`, `mdat` and primary-key defaults.
     public var attributes: [String: AttributeValue]
