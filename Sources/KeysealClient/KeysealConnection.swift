@@ -33,6 +33,8 @@ private let systemConnect = Darwin.connect
 public final class KeysealConnection: Sendable {
     public let socketPath: String
     let descriptor = Mutex<Int32>(-1)
+    /// Used only while `descriptor` is held.
+    let receiveBuffer = ReceiveBuffer()
 
     public init(socketPath: String) {
         self.socketPath = socketPath
@@ -56,6 +58,7 @@ public final class KeysealConnection: Sendable {
         descriptor.withLock { fd in
             if fd >= 0 { _ = close(fd) }
             fd = -1
+            receiveBuffer.release()
         }
     }
 
@@ -66,10 +69,8 @@ public final class KeysealConnection: Sendable {
             if request.isManagement { for index in frame.indices { frame[index] = 0 } }
         }
         let response = try descriptor.withLock { fd throws(KeychainError) -> WireResponse in
-            if fd >= 0 && Self.peerClosed(fd) {
-                _ = close(fd)
-                fd = -1
-            }
+            // A connection the daemon closed meanwhile (idle timeout, restart) is not polled for before each request:
+            // sending on it fails (EPIPE), nothing reached the daemon, and the request goes on a new connection.
             let reused = fd >= 0
             if fd < 0 { fd = try Self.open(socketPath) }
             do throws(KeychainError) {
@@ -97,7 +98,7 @@ public final class KeysealConnection: Sendable {
                 }
             }
             do throws(KeychainError) {
-                return try Self.readResponse(fd, path: socketPath)
+                return try receiveBuffer.readResponse(fd, path: socketPath)
             } catch {
                 _ = close(fd)
                 fd = -1
@@ -259,5 +260,55 @@ public final class KeysealConnection: Sendable {
             try readExactly(fd, into: &payload, path: path)
             return payload
         }
+    }
+}
+
+/// A connection's receive buffer, kept from one response to the next so that a response is read without allocating
+/// (a large value's pages stay resident instead of being mapped and zero-filled anew each time). It grows to the
+/// largest frame received, at most ``Wire/maxFrame``; the bytes of each response are zeroed once it is decoded, and
+/// the memory is zeroed before it is freed. Used only under its connection's lock.
+final class ReceiveBuffer: @unchecked Sendable {
+    private(set) var storage = UnsafeMutableRawBufferPointer(start: nil, count: 0)
+
+    deinit { release() }
+
+    /// Zeroes and frees the memory.
+    func release() {
+        guard let base = storage.baseAddress else { return }
+        zeroize(base, storage.count)
+        base.deallocate()
+        storage = UnsafeMutableRawBufferPointer(start: nil, count: 0)
+    }
+
+    /// Reads one response from `fd`: a frame's payload into this buffer, decoded in place and then zeroed. A
+    /// response sent in parts is joined by ``WireResponse/readResponse(limit:_:)``.
+    func readResponse(_ fd: Int32, path: String) throws(KeychainError) -> WireResponse {
+        var header: UInt32 = 0
+        try withUnsafeMutableBytes(of: &header) { raw throws(KeychainError) in
+            try KeysealConnection.readExactly(fd, into: raw, path: path)
+        }
+        let length = try withUnsafeBytes(of: &header) { raw throws(KeychainError) in try wireFrameLength(raw) }
+        if storage.count < length {
+            release()
+            storage = UnsafeMutableRawBufferPointer.allocate(byteCount: max(length, 4096), alignment: 16)
+        }
+        let payload = UnsafeMutableRawBufferPointer(rebasing: storage[0..<length])
+        defer { zeroize(payload.baseAddress!, payload.count) }
+        try KeysealConnection.readExactly(fd, into: payload, path: path)
+        if WireResponse.isPiece(UnsafeRawBufferPointer(payload)) {
+            var first: [UInt8]? = Array(payload)
+            return try WireResponse.readResponse { () throws(KeychainError) -> [UInt8] in
+                if let bytes = first {
+                    first = nil
+                    return bytes
+                }
+                var header = [UInt8](repeating: 0, count: 4)
+                try KeysealConnection.readExactly(fd, into: &header, path: path)
+                var next = [UInt8](repeating: 0, count: try wireFrameLength(header))
+                try KeysealConnection.readExactly(fd, into: &next, path: path)
+                return next
+            }
+        }
+        return try WireResponse.decode(payload: UnsafeRawBufferPointer(payload))
     }
 }

@@ -1018,6 +1018,10 @@ extension WireResponse {
 
     /// Whether a payload is a piece of a response sent in parts.
     static func isPiece(_ payload: [UInt8]) -> Bool {
+        payload.withUnsafeBytes { isPiece($0) }
+    }
+
+    static func isPiece(_ payload: UnsafeRawBufferPointer) -> Bool {
         payload.count >= 2 && payload[0] == Wire.version
             && (payload[1] == ResponseKind.part.rawValue || payload[1] == ResponseKind.lastPart.rawValue)
     }

@@ -274,6 +274,8 @@ final class ConnectionHandler: ChannelInboundHandler {
     private let account: ConnectionAccount
     /// Armed while no request is in flight and no subscription is held.
     private var idleTimer: Scheduled<Void>?
+    /// When the last request arrived or was answered: the idle timeout counts from there.
+    private var lastActivity = NIODeadline.now()
     private var id: Int?
     private var peer: PeerCredentials?
     private var identity = PeerIdentity.unknown
@@ -346,8 +348,6 @@ final class ConnectionHandler: ChannelInboundHandler {
 
     func channelRead(context: ChannelHandlerContext, data: NIOAny) {
         guard subscription == nil, !closing else { return }  // a subscriber's input is left unread
-        idleTimer?.cancel()
-        idleTimer = nil
         pending.append(unwrapInboundIn(data))
         drain(context: context)
         armIdleTimer(context: context)
@@ -355,13 +355,20 @@ final class ConnectionHandler: ChannelInboundHandler {
 
     /// Closes the connection after the idle timeout unless a request arrives, one is in flight or it subscribes.
     /// No frame is sent: the client's library sees the closed connection and opens a new one for its next request.
-    private func armIdleTimer(context: ChannelHandlerContext) {
-        guard let timeout = server.service.limits.idleTimeout, !busy, !closing, subscription == nil, idleTimer == nil
-        else { return }
+    /// Called after each request: the timer is not moved at every request (a timer task each time) but, when it
+    /// fires early, set again for the rest of the timeout counted from the last request.
+    private func armIdleTimer(context: ChannelHandlerContext, activity: Bool = true) {
+        guard let timeout = server.service.limits.idleTimeout else { return }
+        if activity { lastActivity = .now() }
+        guard !busy, !closing, subscription == nil, idleTimer == nil else { return }
         let nanoseconds = timeout.components.seconds * 1_000_000_000 + timeout.components.attoseconds / 1_000_000_000
-        idleTimer = context.eventLoop.assumeIsolated().scheduleTask(in: .nanoseconds(nanoseconds)) {
+        idleTimer = context.eventLoop.assumeIsolated().scheduleTask(deadline: lastActivity + .nanoseconds(nanoseconds)) {
             self.idleTimer = nil
             guard !self.busy, !self.closing, self.subscription == nil else { return }
+            guard NIODeadline.now() >= self.lastActivity + .nanoseconds(nanoseconds) else {
+                self.armIdleTimer(context: context, activity: false)
+                return
+            }
             self.server.logger.debug("closing an idle connection", metadata: ["peer": "\(self.peer.map { "\($0)" } ?? "?")"])
             self.closing = true
             context.close(promise: nil)

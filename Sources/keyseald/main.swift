@@ -239,6 +239,7 @@ struct Keyseald: AsyncParsableCommand {
         if level > .debug { setenv("TSS2_LOG", "all+NONE", 1) }
         let logger = Logger(label: "keyseald")
         for failure in Hardening.apply() { logger.warning("hardening incomplete: \(failure)") }
+        if !Memory.tuneHeap() { logger.warning("the heap thresholds were not set (mallopt)") }
         if tpmProtectLockout && tpmLockoutFile == nil && isatty(STDOUT_FILENO) != 1 {
             // A pipe or the journal would keep the value, or lose it in a buffer: refuse before anything changes.
             Self.fail(
