@@ -197,6 +197,7 @@ struct HardwareKeyTests {
         let fd = open("/proc/self/mem", O_RDONLY)
         guard fd >= 0 else { throw FixtureError("cannot open /proc/self/mem: \(String(cString: strerror(errno)))") }
         defer { close(fd) }
+        let page = Int(sysconf(Int32(_SC_PAGESIZE)))
         var found = 0
         for line in maps.split(separator: "\n") {
             let fields = line.split(separator: " ", omittingEmptySubsequences: true)
@@ -205,7 +206,7 @@ struct HardwareKeyTests {
             if name == "[vvar]" || name == "[vsyscall]" || name == "[vvar_vclock]" { continue }
             let bounds = fields[0].split(separator: "-").compactMap { UInt64($0, radix: 16) }
             guard bounds.count == 2, bounds[1] > bounds[0] else { continue }
-            // In chunks, so that a page unmapped meanwhile by another thread costs one chunk, not the rest.
+            // In chunks of 1 MiB; the maps were read before, so pages may have gone since (see below).
             let chunk = 1 << 20
             let buffer = UnsafeMutableRawBufferPointer.allocate(byteCount: chunk + inverted.count, alignment: 16)
             defer {
@@ -217,13 +218,19 @@ struct HardwareKeyTests {
             while start < bounds[1] {
                 let wanted = Int(min(UInt64(buffer.count), bounds[1] - start))
                 let count = pread(fd, base, wanted, off_t(Int64(bitPattern: start)))
-                defer { start += UInt64(chunk) }
-                guard count >= inverted.count else { continue }
-                var offset = 0
+                // A page unmapped meanwhile by another thread (the region was read from the maps before) ends a
+                // read early or fails it: skip that page only and go on after it.
+                guard count > 0 else {
+                    start += UInt64(page)
+                    continue
+                }
+                let complete = count == wanted
                 // Hits that start within this chunk; the overlap only completes a pattern across the boundary.
-                while offset < min(chunk, count - inverted.count + 1),
-                    let hit = memchr(base + offset, Int32(~inverted[0]), min(chunk, count - inverted.count + 1) - offset)
-                {
+                let searchable = complete ? min(chunk, count - inverted.count + 1) : count - inverted.count + 1
+                defer { start += UInt64(complete ? chunk : count) }
+                guard searchable > 0 else { continue }
+                var offset = 0
+                while offset < searchable, let hit = memchr(base + offset, Int32(~inverted[0]), searchable - offset) {
                     let position = base.distance(to: hit)
                     if (1..<inverted.count).allSatisfy({ buffer[position + $0] == ~inverted[$0] }) { found += 1 }
                     offset = position + 1
@@ -243,8 +250,12 @@ struct HardwareKeyTests {
         let key = try Self.generate(fixture.store)
         try Self.sign(fixture.store, key)
         let inverted = try #require(try fixture.store.preparedAuthorizationInvertedForTests(key.reference))
-        // The scan sees the prepared key's copy while the class is available.
-        #expect(try Self.occurrences(ofInverted: inverted) >= 1)
+        // The scan sees the prepared key's copy while the class is available (the control: a scanner that misses it
+        // could miss a leftover too). Other tests of this process map and unmap memory while a scan runs, so the
+        // control may take a second scan; one that never sees the copy fails the test.
+        var seen = 0
+        for _ in 0..<5 where seen == 0 { seen = try Self.occurrences(ofInverted: inverted) }
+        #expect(seen >= 1)
         try fixture.store.lock()
         #expect(try Self.occurrences(ofInverted: inverted) == 0)
     }
