@@ -220,6 +220,18 @@ public final class UserSecretSession: @unchecked Sendable {
             setpriv, asUser + [executable] + arguments, environment: environment, input: input.map { Data($0.utf8) })
     }
 
+    /// A copy of `file` in this user's directory, owned by the user, for a program run as the user: the checkout
+    /// the original lives in may be closed to other users (a CI clone under a private temporary directory).
+    public func readableCopy(of file: String) throws -> String {
+        let copy = directory.appendingPathComponent(URL(fileURLWithPath: file).lastPathComponent)
+        try? FileManager.default.removeItem(at: copy)
+        try FileManager.default.copyItem(at: URL(fileURLWithPath: file), to: copy)
+        guard chown(copy.path, uid, 65534) == 0, chmod(copy.path, 0o600) == 0 else {
+            throw FixtureError("cannot hand \(copy.path) to uid \(uid): \(String(cString: strerror(errno)))")
+        }
+        return copy.path
+    }
+
     public func remove() {
         for process in processes.reversed() where process.isRunning {
             kill(process.processIdentifier, SIGKILL)

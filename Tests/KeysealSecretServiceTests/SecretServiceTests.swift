@@ -277,7 +277,10 @@ struct SecretServiceIdentityTests {
         defer { session.remove() }
         let result = try session.run(
             try SecretServiceTests.python(),
-            [SecretServiceTests.script("collection_refused.py"), "com.example.granted", "com.example.other"])
+            [
+                try session.readableCopy(of: SecretServiceTests.script("collection_refused.py")), "com.example.granted",
+                "com.example.other",
+            ])
         #expect(result.status == 0, "\(result.stdoutText)\n\(result.stderrText)")
         #expect(try Self.groups(daemon).contains("com.example.granted"))
     }
