@@ -274,8 +274,11 @@ public final class ItemStore {
             shape += "i"
             values.append(.blob(Data(itemID)))
         }
-        if let groups = filter.groups {
+        if var groups = filter.groups {
             if groups.isEmpty { return }
+            for index in groups.indices where groups[index].pairDigests.count > 1 {
+                groups[index].pairDigests = try rarestFirst(groups[index].pairDigests)
+            }
             for term in groups {
                 shape += "|"
                 // Digests bind the group and the class themselves; a row whose plaintext group or class was
@@ -309,7 +312,14 @@ public final class ItemStore {
                     var parts: [String] = byDigest ? [] : ["i.agrp = ?"]
                     if term.primaryKeyDigest != nil { parts.append("i.pk = ?") }
                     parts += Self.digestTerms(term.digests.map(\.0))
-                    parts += term.pairDigests.map { _ in "i.id IN (SELECT row_id FROM item_pairs WHERE digest = ?)" }
+                    // The rarest pair (first, ``rarestFirst(_:)``) lists the candidate rows; each other pair is one
+                    // probe of the index per candidate. An IN list per pair would copy every row of a common pair
+                    // (a schema name every item holds) into a temporary B-tree on each search.
+                    parts += term.pairDigests.indices.map { index in
+                        index == 0
+                            ? "i.id IN (SELECT row_id FROM item_pairs WHERE digest = ?)"
+                            : "EXISTS (SELECT 1 FROM item_pairs p WHERE p.digest = ? AND p.row_id = i.id)"
+                    }
                     return "(" + parts.joined(separator: " AND ") + ")"
                 }
                 sql += " AND (" + terms.joined(separator: " OR ") + ")"
@@ -441,6 +451,30 @@ public final class ItemStore {
         }
         try runRows(statement, bind: { statement throws(SQLiteError) in try Self.bind(values, to: statement, from: 1) }) {
             statement throws(KeychainError) in try body(Self.row(statement))
+        }
+    }
+
+    /// How many rows a pair digest lists, counted up to this bound: enough to tell a pair that names one item from
+    /// one that every item holds, at a bounded cost per search.
+    static let pairCountBound = 32
+
+    /// `digests` ordered by how many rows each lists (counted up to ``pairCountBound``), fewest first.
+    private func rarestFirst(_ digests: [Data]) throws(KeychainError) -> [Data] {
+        do {
+            let statement = try database.statement(
+                key: "pairs:count",
+                sql: { "SELECT count(*) FROM (SELECT 1 FROM item_pairs WHERE digest = ?1 LIMIT \(Self.pairCountBound))" })
+            var counted: [(count: Int64, digest: Data)] = []
+            counted.reserveCapacity(digests.count)
+            for digest in digests {
+                defer { statement.reset() }
+                try statement.bind(1, digest)
+                counted.append((try statement.step() ? statement.int64(0) : 0, digest))
+            }
+            return counted.enumerated().sorted { ($0.element.count, $0.offset) < ($1.element.count, $1.offset) }
+                .map(\.element.digest)
+        } catch {
+            throw error.keychainError
         }
     }
 

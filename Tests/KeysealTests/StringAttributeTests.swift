@@ -47,6 +47,26 @@ struct StringAttributeTests {
         #expect(try Self.accounts(fixture.store, ["user": "mail"]) == [])
     }
 
+    /// A search lists its candidates from its rarest pair and probes the others (ItemStore.rarestFirst): pairs held by
+    /// more items than the count bound (the candidates then come from one of them), by one item and by none still
+    /// intersect exactly, in any order: the index never loses a candidate.
+    @Test func pairsOfEveryFrequencyIntersect() throws {
+        let fixture = try StoreFixture()
+        defer { fixture.remove() }
+        for index in 0..<80 {
+            _ = try fixture.store.add(
+                Self.item("m\(index)", ["xdg:schema": "bench", "app": "mail", "user": "u\(index)", "half": "\(index % 2)"]))
+        }
+        _ = try fixture.store.add(Self.item("c", ["xdg:schema": "bench", "app": "chat", "user": "u7"]))
+        #expect(try Self.accounts(fixture.store, ["xdg:schema": "bench", "app": "mail", "user": "u7"]) == ["m7"])
+        #expect(try Self.accounts(fixture.store, ["user": "u7", "xdg:schema": "bench"]) == ["c", "m7"])
+        #expect(try Self.accounts(fixture.store, ["app": "chat", "user": "u7"]) == ["c"])
+        #expect(try Self.accounts(fixture.store, ["xdg:schema": "bench", "app": "mail", "user": "nobody"]) == [])
+        // Two pairs both above the bound: their intersection, not either one.
+        let odd = try Self.accounts(fixture.store, ["xdg:schema": "bench", "app": "mail", "half": "1"])
+        #expect(odd == (0..<80).filter { $0 % 2 == 1 }.map { "m\($0)" }.sorted())
+    }
+
     @Test func theAttributesComeBackAsStored() throws {
         let fixture = try StoreFixture()
         defer { fixture.remove() }
