@@ -1,4 +1,5 @@
 import FoundationEssentials
+import Glibc
 import KeysealClient
 import KeysealCore
 
@@ -109,7 +110,12 @@ extension KeychainStore {
         _ key: KeyReference, _ kind: WireKeyOperation.Kind, algorithm: String, data: Data, requestedSize: Int? = nil,
         sharedInfo: Data? = nil, caller: Caller, _ body: (PrivateKeyHandle) throws -> Data
     ) throws -> Data {
-        try route({ engine in try engine.withPrivateKey(key, caller: caller, body) }) {
+        try route({ engine in
+            try engine.withPrivateKey(key, caller: caller) { handle in
+                SlowDeviceHook.wait()
+                return try body(handle)
+            }
+        }) {
             connection throws(KeychainError) -> Data in
             let operation = WireKeyOperation(
                 reference: try Self.itemReference(key), kind: kind, algorithm: algorithm, data: data,
@@ -130,5 +136,21 @@ extension KeychainStore {
     private static func key(_ response: WireResponse) throws(KeychainError) -> KeyDescription {
         guard case .key(let key) = response else { throw unexpected(response) }
         return try WireMapping.key(key)
+    }
+}
+
+/// A test hook: a debug build run with `KEYSEAL_TESTING_KEY_DELAY_FILE=<file>` waits, before each private-key
+/// operation (sign, decrypt, key exchange, once the key is usable), the milliseconds the file holds, as a slow device
+/// would (none while the file is missing or holds no number). Compiled out of release builds.
+enum SlowDeviceHook {
+    static func wait() {
+        #if DEBUG
+        guard let path = getenv("KEYSEAL_TESTING_KEY_DELAY_FILE"),
+            let contents = try? Data(contentsOf: URL(fileURLWithPath: String(cString: path))),
+            let milliseconds = Int(String(decoding: contents.filter { (0x30...0x39).contains($0) }, as: UTF8.self)),
+            milliseconds > 0
+        else { return }
+        usleep(UInt32(min(milliseconds, 60_000)) * 1000)
+        #endif
     }
 }

@@ -80,8 +80,8 @@ final class ActivityClock: Sendable {
     var idle: Duration { ContinuousClock.now - last.withLock { $0 } }
 }
 
-/// Serves wire requests on the store: roles, the engine calls (on a thread pool, never on an event loop),
-/// lock-state publication and the auto-lock setting.
+/// Serves wire requests on the store: roles, the engine calls (short ones and key operations measured fast on the
+/// connection's event loop, the rest on a thread pool), lock-state publication and the auto-lock setting.
 public final class KeychainService: Sendable {
     public let store: KeychainStore
     let pool: NIOThreadPool
@@ -97,11 +97,14 @@ public final class KeychainService: Sendable {
     private let quotaWrites = Mutex(())
     /// Reported as not hardware-backed whatever the device says (a development swtpm).
     let softwareTPM: Bool
+    /// Where key operations run: the event loop while measured fast, else the pool.
+    let keyOperations: KeyOperationPlacement
     let logger: Logger
 
     public init(
         store: KeychainStore, autoLockSeconds: Int?, maxUnlockedSeconds: Int? = nil, limits: DaemonLimits = DaemonLimits(),
-        softwareTPM: Bool = false, pool: NIOThreadPool = .singleton, logger: Logger
+        softwareTPM: Bool = false, pool: NIOThreadPool = .singleton,
+        keyOperationBound: Duration? = nil, logger: Logger
     ) {
         self.store = store
         self.autoLock = Mutex(autoLockSeconds)
@@ -110,6 +113,7 @@ public final class KeychainService: Sendable {
         self.quotas = QuotaLedger(limits: limits)
         self.softwareTPM = softwareTPM
         self.pool = pool
+        self.keyOperations = KeyOperationPlacement(bound: keyOperationBound ?? KeyOperationPlacement.defaultBound)
         self.logger = logger
         broadcaster.publish(store.lockState)
     }
@@ -119,15 +123,19 @@ public final class KeychainService: Sendable {
         try await pool.runIfActive(body)
     }
 
-    /// Answers a short request (``isShort(_:)``) on the calling thread, the connection's event loop. Never throws:
-    /// every failure is a `.failure` response.
+    /// Whether `request` is answered on the connection's event loop: a short request (``isShort(_:)``), or a key
+    /// operation while its key has been measured fast (``KeyOperationPlacement``).
+    func answersOnEventLoop(_ request: WireRequest) -> Bool {
+        if Self.isShort(request) { return true }
+        guard let reference = Self.keyOperationReference(request) else { return false }
+        return keyOperations.runsOnEventLoop(reference)
+    }
+
+    /// Answers a request ``answersOnEventLoop(_:)`` admits on the calling thread, the connection's event loop. Never
+    /// throws: every failure is a `.failure` response.
     func answerNow(_ request: WireRequest, caller: Caller, peer: PeerCredentials) -> WireResponse {
         if let refusal = admit(request, caller: caller, peer: peer) { return refusal }
-        do {
-            return try respond(request, caller: caller)
-        } catch {
-            return Self.failure(error)
-        }
+        return measured(request, caller: caller)
     }
 
     /// Answers a long request on the thread pool, never on an event loop; the future completes on `eventLoop`.
@@ -137,12 +145,35 @@ public final class KeychainService: Sendable {
         if let refusal = admit(request, caller: caller, peer: peer) { return eventLoop.makeSucceededFuture(refusal) }
         return pool.runIfActive(eventLoop: eventLoop) { [self] () -> WireResponse in
             defer { if request.isPasscodeChange { Memory.returnFreedPages() } }
+            return measured(request, caller: caller)
+        }
+    }
+
+    /// The response, a failure as a `.failure`; a key operation's time is recorded for its placement wherever it ran.
+    private func measured(_ request: WireRequest, caller: Caller) -> WireResponse {
+        guard let reference = Self.keyOperationReference(request) else {
             do {
                 return try respond(request, caller: caller)
             } catch {
                 return Self.failure(error)
             }
         }
+        let start = ContinuousClock.now
+        let response: WireResponse
+        do {
+            response = try respond(request, caller: caller)
+        } catch {
+            response = Self.failure(error)
+        }
+        let succeeded = if case .failure = response { false } else { true }
+        keyOperations.record(reference, elapsed: ContinuousClock.now - start, succeeded: succeeded)
+        return response
+    }
+
+    /// The key a private-key operation (sign, decrypt, key exchange) uses; nil for any other request.
+    static func keyOperationReference(_ request: WireRequest) -> Data? {
+        guard case .keyOperation(let operation) = request, operation.kind != .describe else { return nil }
+        return operation.reference
     }
 
     /// Refuses a management request from a client; otherwise records an administrator's item request or unlock as

@@ -42,6 +42,9 @@ public struct DaemonOptions: Sendable {
     public var tpmPCRs: [Int] = []
     /// `--checkpoint-interval`: seconds between checkpoints of the item ledger on the anti-rollback counter.
     public var checkpointInterval: TimeInterval = KeychainStore.Configuration.defaultCheckpointInterval
+    /// The time within which a key operation counts as fast, so that the key's next ones may run on the event loop
+    /// (nil: 2 ms). Only debug builds of keyseald let tests change it.
+    public var keyOperationBound: Duration?
 
     public init(
         storeDirectory: URL, socket: SocketConfiguration, backend: Backend, autoLock: AutoLock = .stored,
@@ -151,7 +154,7 @@ public final class KeysealDaemon: Sendable {
         let isSoftwareTPM = if case .swtpm = options.backend { true } else { false }
         let service = KeychainService(
             store: store, autoLockSeconds: autoLock, maxUnlockedSeconds: options.maxUnlocked, limits: options.limits,
-            softwareTPM: isSoftwareTPM, logger: logger)
+            softwareTPM: isSoftwareTPM, keyOperationBound: options.keyOperationBound, logger: logger)
         let server = SocketServer(
             socket: options.socket, service: service, policy: policy, logger: logger,
             group: Self.connectionLoop, frameTimeout: options.frameTimeout, ready: ready)

@@ -450,7 +450,7 @@ final class ConnectionHandler: ChannelInboundHandler {
             return
         default: break
         }
-        if KeychainService.isShort(request) {
+        if server.service.answersOnEventLoop(request) {
             reply(server.service.answerNow(request, caller: caller, peer: peer), context: context)
             return
         }

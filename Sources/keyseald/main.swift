@@ -285,6 +285,12 @@ struct Keyseald: AsyncParsableCommand {
             options.argon2 = Argon2Parameters(memoryKiB: 64, iterations: 1, parallelism: 1)
             logger.warning("debug build: KEYSEAL_TESTING_ARGON2=minimal lowers the Argon2id cost of new passcodes")
         }
+        // Test daemons: the time within which a key operation counts as fast (KeychainService's placement of key
+        // operations), so that a test can make a delayed one fast or slow at will.
+        if let text = environment["KEYSEAL_TESTING_KEY_BOUND_MS"], let milliseconds = Int(text), milliseconds > 0 {
+            options.keyOperationBound = .milliseconds(milliseconds)
+            logger.warning("debug build: KEYSEAL_TESTING_KEY_BOUND_MS=\(milliseconds) sets the fast key operation bound")
+        }
         #endif
         // tpm2-abrmd's TCTI (also under tpm2-pkcs11) reports D-Bus failures through GLib, on stderr unless GLib's
         // messages are routed here; tpm2-pkcs11 logs on stderr unless told otherwise.

@@ -1,0 +1,111 @@
+import Crypto
+import Foundation
+import Keyseal
+import KeysealClient
+import KeysealCore
+import KeysealTestSupport
+import Synchronization
+import Testing
+
+/// Where keyseald runs a key operation: on the connection's event loop only while the key's last operations were
+/// fast, so that a slow device never holds up another client for more than one operation. A debug keyseald delays
+/// each key operation by the milliseconds in `KEYSEAL_TESTING_KEY_DELAY_FILE` (a slow device) and takes its bound
+/// for a fast operation from `KEYSEAL_TESTING_KEY_BOUND_MS`.
+@Suite("Key operations on the event loop", .serialized)
+struct DaemonKeyPlacementTests {
+    static let algorithm = "algid:sign:ECDSA:message-X962:SHA256"
+    /// The fast operations in a row after which a key's operations run on the event loop (KeyOperationPlacement).
+    static let fastRun = 8
+    /// How long the slow device takes for each key operation.
+    static let slow = 1_000
+
+    /// A keyseald on swtpm whose key operations wait for the delay file's milliseconds, with `bound` for a fast one.
+    static func daemon(delay: Int, bound: Int?) throws -> (DaemonFixture, URL) {
+        let daemon = try DaemonFixture(.tpm, start: false)
+        let delayFile = daemon.root.appending("key-delay")
+        try Data("\(delay)".utf8).write(to: delayFile)
+        daemon.extraEnvironment["KEYSEAL_TESTING_KEY_DELAY_FILE"] = delayFile.path
+        if let bound { daemon.extraEnvironment["KEYSEAL_TESTING_KEY_BOUND_MS"] = "\(bound)" }
+        try daemon.start()
+        return (daemon, delayFile)
+    }
+
+    /// Starts `operation` on a thread of its own and, 200 ms later, pings keyseald from another connection: how long
+    /// the ping took. Throws what the operation threw.
+    static func pingDuring(_ operation: @escaping @Sendable () throws -> Void, socket: String) throws -> Duration {
+        let pinger = KeysealConnection(socketPath: socket)
+        defer { pinger.disconnect() }
+        #expect(try pinger.send(.ping) == .ok)
+        let failure = Mutex<String?>(nil)
+        let done = DispatchSemaphore(value: 0)
+        Thread.detachNewThread {
+            do { try operation() } catch { failure.withLock { $0 = "\(error)" } }
+            done.signal()
+        }
+        Thread.sleep(forTimeInterval: 0.2)
+        let start = ContinuousClock.now
+        let pong = try pinger.send(.ping)
+        let elapsed = ContinuousClock.now - start
+        #expect(pong == .ok)
+        done.wait()
+        if let failure = failure.withLock({ $0 }) { throw FixtureError("the key operation failed: \(failure)") }
+        return elapsed
+    }
+
+    @Test("a key on a slow device signs on the pool: another client's ping is answered while the sign runs")
+    func aSlowDeviceNeverHoldsUpAnotherClient() throws {
+        let (daemon, _) = try Self.daemon(delay: Self.slow, bound: nil)
+        defer { daemon.remove() }
+        let store = try daemon.client()
+        let key = try store.generateKey(KeyGenerationRequest(keyType: .p256, inHardware: true))
+        for _ in 0..<2 {
+            let ping = try Self.pingDuring(
+                { _ = try store.sign(key.reference, algorithm: Self.algorithm, data: Data("m".utf8)) },
+                socket: daemon.socketPath)
+            #expect(ping < .milliseconds(400), "the ping waited for a slow sign: \(ping)")
+        }
+    }
+
+    @Test("a key measured fast signs on the event loop; one slow sign sends the next ones to the pool")
+    func oneSlowOperationSendsTheNextOnesToThePool() throws {
+        // 400 ms counts as fast here, so that a debug keyseald's swtpm signs count as fast whatever the load.
+        let (daemon, delayFile) = try Self.daemon(delay: 0, bound: 400)
+        defer { daemon.remove() }
+        let store = try daemon.client()
+        let key = try store.generateKey(KeyGenerationRequest(keyType: .p256, inHardware: true))
+        let sign: @Sendable () throws -> Void = {
+            _ = try store.sign(key.reference, algorithm: Self.algorithm, data: Data("m".utf8))
+        }
+        for _ in 0..<Self.fastRun { try sign() }
+        try Data("\(Self.slow)".utf8).write(to: delayFile)
+        // Measured fast: this sign runs on the event loop, and the ping waits for it.
+        let held = try Self.pingDuring(sign, socket: daemon.socketPath)
+        #expect(held > .milliseconds(500), "a key measured fast did not sign on the event loop: \(held)")
+        // That sign was slow: the next one runs on the pool.
+        let answered = try Self.pingDuring(sign, socket: daemon.socketPath)
+        #expect(answered < .milliseconds(400), "the sign after a slow one held up the ping: \(answered)")
+        // Fewer than the fast run again, still on the pool.
+        try Data("0".utf8).write(to: delayFile)
+        for _ in 0..<(Self.fastRun - 1) { try sign() }
+        try Data("\(Self.slow)".utf8).write(to: delayFile)
+        let pooled = try Self.pingDuring(sign, socket: daemon.socketPath)
+        #expect(pooled < .milliseconds(400), "a key with too few fast signs since a slow one held up the ping: \(pooled)")
+    }
+
+    @Test("signs on the event loop verify, and a locked class refuses them with errSecInteractionNotAllowed")
+    func signsOnTheEventLoopKeepTheirRules() throws {
+        let (daemon, _) = try Self.daemon(delay: 0, bound: 400)
+        defer { daemon.remove() }
+        let store = try daemon.client()
+        try store.setPasscode("pw")
+        let key = try store.generateHardwareP256Key(tag: Data("loop".utf8), accessibility: .whenUnlocked)
+        let message = Data("on the event loop".utf8)
+        for _ in 0..<(Self.fastRun + 2) {
+            #expect(key.publicKey.isValidSignature(try key.signature(for: message), for: message))
+        }
+        _ = try store.lock()
+        #expect(throws: KeychainError.interactionNotAllowed) { _ = try key.signature(for: message) }
+        try store.unlock(passcode: "pw")
+        #expect(key.publicKey.isValidSignature(try key.signature(for: message), for: message))
+    }
+}
