@@ -92,6 +92,25 @@ struct DaemonKeyPlacementTests {
         #expect(pooled < .milliseconds(400), "a key with too few fast signs since a slow one held up the ping: \(pooled)")
     }
 
+    @Test("refused signs (a locked class) do not count as fast: the key's next sign still runs on the pool")
+    func refusedOperationsDoNotCountAsFast() throws {
+        let (daemon, delayFile) = try Self.daemon(delay: 0, bound: 400)
+        defer { daemon.remove() }
+        let store = try daemon.client()
+        try store.setPasscode("pw")
+        let key = try store.generateKey(
+            KeyGenerationRequest(keyType: .p256, inHardware: true, accessibility: .whenUnlocked))
+        let sign: @Sendable () throws -> Void = {
+            _ = try store.sign(key.reference, algorithm: Self.algorithm, data: Data("m".utf8))
+        }
+        _ = try store.lock()
+        for _ in 0..<Self.fastRun { #expect(throws: KeychainError.interactionNotAllowed) { try sign() } }
+        try store.unlock(passcode: "pw")
+        try Data("\(Self.slow)".utf8).write(to: delayFile)
+        let ping = try Self.pingDuring(sign, socket: daemon.socketPath)
+        #expect(ping < .milliseconds(400), "refused signs let a slow one run on the event loop: \(ping)")
+    }
+
     @Test("signs on the event loop verify, and a locked class refuses them with errSecInteractionNotAllowed")
     func signsOnTheEventLoopKeepTheirRules() throws {
         let (daemon, _) = try Self.daemon(delay: 0, bound: 400)
