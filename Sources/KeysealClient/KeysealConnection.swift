@@ -239,15 +239,23 @@ public final class KeysealConnection: Sendable {
     static func readExactly(_ fd: Int32, into buffer: UnsafeMutableRawBufferPointer, path: String) throws(KeychainError) {
         var done = 0
         while done < buffer.count {
-            let result = recv(fd, buffer.baseAddress! + done, buffer.count - done, 0)
-            if result < 0 {
-                if errno == EINTR { continue }
-                throw KeychainError(status: KeychainStatus.io, message: "keyseald connection lost: \(KeysealConnection.errnoText())")
-            }
+            done += try receive(fd, into: buffer.baseAddress! + done, count: buffer.count - done, path: path)
+        }
+    }
+
+    /// One `recv` of at most `count` bytes (retried when interrupted): how many arrived, at least one. A closed
+    /// connection or a failure is errSecIO.
+    static func receive(_ fd: Int32, into pointer: UnsafeMutableRawPointer, count: Int, path: String)
+        throws(KeychainError) -> Int
+    {
+        while true {
+            let result = recv(fd, pointer, count, 0)
+            if result > 0 { return result }
             if result == 0 {
                 throw KeychainError(status: KeychainStatus.io, message: "keyseald at \(path) closed the connection")
             }
-            done += result
+            if errno == EINTR { continue }
+            throw KeychainError(status: KeychainStatus.io, message: "keyseald connection lost: \(errnoText())")
         }
     }
 
@@ -366,15 +374,7 @@ final class ReceiveBuffer: @unchecked Sendable {
         }
         let base = storage.baseAddress!
         while end - start < count {
-            let result = recv(fd, base + end, storage.count - end, 0)
-            if result < 0 {
-                if errno == EINTR { continue }
-                throw KeychainError(status: KeychainStatus.io, message: "keyseald connection lost: \(KeysealConnection.errnoText())")
-            }
-            if result == 0 {
-                throw KeychainError(status: KeychainStatus.io, message: "keyseald at \(path) closed the connection")
-            }
-            end += result
+            end += try KeysealConnection.receive(fd, into: base + end, count: storage.count - end, path: path)
         }
     }
 }

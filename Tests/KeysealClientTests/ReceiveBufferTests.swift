@@ -12,11 +12,16 @@ import Glibc
 /// received on a connection that is gone is taken for the next one's.
 @Suite("Receive buffer")
 struct ReceiveBufferTests {
-    /// A connected pair of unix stream sockets: (the client's end, the daemon's end).
-    static func pair() throws -> (Int32, Int32) {
+    /// Runs `body` with a connected pair of unix stream sockets (the client's end, the daemon's end) and a receive
+    /// buffer, then closes both ends (`body` may close the daemon's end itself: -1 marks it closed).
+    static func withPair(_ body: (Int32, inout Int32, ReceiveBuffer) throws -> Void) throws {
         var fds: [Int32] = [0, 0]
         try #require(socketpair(AF_UNIX, Int32(SOCK_STREAM.rawValue), 0, &fds) == 0)
-        return (fds[0], fds[1])
+        defer {
+            close(fds[0])
+            if fds[1] >= 0 { close(fds[1]) }
+        }
+        try body(fds[0], &fds[1], ReceiveBuffer())
     }
 
     static func write(_ fd: Int32, _ bytes: [UInt8]) {
@@ -44,81 +49,67 @@ struct ReceiveBufferTests {
     }
 
     @Test func responsesSentTogetherComeOutOneAtATime() throws {
-        let (client, daemon) = try Self.pair()
-        defer {
-            close(client)
-            close(daemon)
+        try Self.withPair { client, daemon, buffer throws in
+            Self.write(daemon, Self.record("one", value: 10).encodedFrame() + Self.record("two", value: 20).encodedFrame())
+            #expect(Self.account(try buffer.readResponse(client, path: "test")) == "one")
+            // The second response was received with the first: it is answered without another byte from the socket.
+            #expect(Self.account(try buffer.readResponse(client, path: "test")) == "two")
         }
-        let buffer = ReceiveBuffer()
-        Self.write(daemon, Self.record("one", value: 10).encodedFrame() + Self.record("two", value: 20).encodedFrame())
-        #expect(Self.account(try buffer.readResponse(client, path: "test")) == "one")
-        // The second response was received with the first: it is answered without another byte from the socket.
-        #expect(Self.account(try buffer.readResponse(client, path: "test")) == "two")
     }
 
     @Test func aResponseSplitIntoSmallWritesIsJoined() throws {
-        let (client, daemon) = try Self.pair()
-        defer {
-            close(client)
-            close(daemon)
-        }
-        let buffer = ReceiveBuffer()
-        let frame = Self.record("split", value: 9_000).encodedFrame()
-        let writer = Thread {
-            for offset in stride(from: 0, to: frame.count, by: 3) {
-                Self.write(daemon, Array(frame[offset..<min(offset + 3, frame.count)]))
-                if offset < 12 { usleep(2_000) }
+        try Self.withPair { client, daemon, buffer throws in
+            let end = daemon
+            let frame = Self.record("split", value: 9_000).encodedFrame()
+            let writer = Thread {
+                for offset in stride(from: 0, to: frame.count, by: 3) {
+                    Self.write(end, Array(frame[offset..<min(offset + 3, frame.count)]))
+                    if offset < 12 { usleep(2_000) }
+                }
             }
+            writer.start()
+            #expect(Self.account(try buffer.readResponse(client, path: "test")) == "split")
         }
-        writer.start()
-        #expect(Self.account(try buffer.readResponse(client, path: "test")) == "split")
     }
 
     @Test func aResponseInPartsFollowedByAnotherIsJoined() throws {
-        let (client, daemon) = try Self.pair()
-        defer {
-            close(client)
-            close(daemon)
+        try Self.withPair { client, daemon, buffer throws in
+            // Three values of 1 MiB: more than one frame (Wire.maxFrame), so the response comes in parts.
+            let large = WireResponse.records((0..<3).map { index in
+                ItemRecord(
+                    itemClass: .genericPassword, attributes: ["acct": .string("large\(index)")],
+                    data: Data(repeating: 7, count: 1 << 20))
+            })
+            let end = daemon
+            let frames = large.encodedFrames()
+            #expect(frames.count > 1)
+            let writer = Thread { Self.write(end, frames.flatMap { $0 } + Self.record("after", value: 1).encodedFrame()) }
+            writer.start()
+            guard case .records(let records) = try buffer.readResponse(client, path: "test") else {
+                Issue.record("not records")
+                return
+            }
+            #expect(records.map { $0.data?.count } == [1 << 20, 1 << 20, 1 << 20])
+            #expect(Self.account(try buffer.readResponse(client, path: "test")) == "after")
         }
-        let buffer = ReceiveBuffer()
-        // Three values of 1 MiB: more than one frame (Wire.maxFrame), so the response comes in parts.
-        let large = WireResponse.records((0..<3).map { index in
-            ItemRecord(
-                itemClass: .genericPassword, attributes: ["acct": .string("large\(index)")],
-                data: Data(repeating: 7, count: 1 << 20))
-        })
-        let frames = large.encodedFrames()
-        #expect(frames.count > 1)
-        let writer = Thread { Self.write(daemon, frames.flatMap { $0 } + Self.record("after", value: 1).encodedFrame()) }
-        writer.start()
-        guard case .records(let records) = try buffer.readResponse(client, path: "test") else {
-            Issue.record("not records")
-            return
-        }
-        #expect(records.map { $0.data?.count } == [1 << 20, 1 << 20, 1 << 20])
-        #expect(Self.account(try buffer.readResponse(client, path: "test")) == "after")
     }
 
     @Test func whatWasReceivedOnAClosedConnectionIsDropped() throws {
-        let (client, daemon) = try Self.pair()
-        defer {
-            close(client)
-            close(daemon)
+        try Self.withPair { client, daemon, buffer throws in
+            Self.write(daemon, Self.record("old", value: 1).encodedFrame() + Self.record("stale", value: 1).encodedFrame())
+            #expect(Self.account(try buffer.readResponse(client, path: "test")) == "old")
+            buffer.dropPending()
+            Self.write(daemon, Self.record("new", value: 1).encodedFrame())
+            #expect(Self.account(try buffer.readResponse(client, path: "test")) == "new")
         }
-        let buffer = ReceiveBuffer()
-        Self.write(daemon, Self.record("old", value: 1).encodedFrame() + Self.record("stale", value: 1).encodedFrame())
-        #expect(Self.account(try buffer.readResponse(client, path: "test")) == "old")
-        buffer.dropPending()
-        Self.write(daemon, Self.record("new", value: 1).encodedFrame())
-        #expect(Self.account(try buffer.readResponse(client, path: "test")) == "new")
     }
 
     @Test func aClosedSocketMidFrameIsAnError() throws {
-        let (client, daemon) = try Self.pair()
-        defer { close(client) }
-        let buffer = ReceiveBuffer()
-        Self.write(daemon, Array(Self.record("cut", value: 100).encodedFrame().prefix(20)))
-        close(daemon)
-        #expect(throws: KeychainError.self) { _ = try buffer.readResponse(client, path: "test") }
+        try Self.withPair { client, daemon, buffer throws in
+            Self.write(daemon, Array(Self.record("cut", value: 100).encodedFrame().prefix(20)))
+            close(daemon)
+            daemon = -1
+            #expect(throws: KeychainError.self) { _ = try buffer.readResponse(client, path: "test") }
+        }
     }
 }
