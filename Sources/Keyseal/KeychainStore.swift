@@ -476,7 +476,12 @@ public enum ApplicationIdentity {
     /// plain Linux executable), else nil.
     public static var identifier: String? {
         if let declared { return declared }
-        if let value = identifier(environment: ProcessInfo.processInfo.environment) { return value }
+        // One variable read, not the whole environment copied into a dictionary (this runs on every add).
+        if let value = getenv("KEYSEAL_APPLICATION_ID").map({ String(cString: $0) }),
+            let declared = identifier(environment: ["KEYSEAL_APPLICATION_ID": value])
+        {
+            return declared
+        }
         return bundleIdentifierSource.withLock { $0 }?()
     }
 
