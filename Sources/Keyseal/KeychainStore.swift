@@ -449,6 +449,15 @@ public final class KeychainStore: Sendable {
         }
     }
 
+    /// Whether a copy-matching of `query` for `caller` is bounded by `rows` candidate rows and `bytes` of sealed
+    /// data (``KeychainEngine/isSmall(_:caller:rows:bytes:)``); false for a store that is not embedded.
+    package func isSmall(_ query: ItemQuery, caller: Caller, rows: Int, bytes: Int) -> Bool {
+        backend.withLock { backend in
+            guard case .embedded(let engine) = backend else { return false }
+            return engine.isSmall(query, caller: caller, rows: rows, bytes: bytes)
+        }
+    }
+
     package func update(_ query: ItemQuery, with changes: ItemChanges, caller: Caller) throws {
         try route({ try $0.update(query, changes: changes, caller: caller) }) { connection throws(KeychainError) in
             try Self.expectOK(
