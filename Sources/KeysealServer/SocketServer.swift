@@ -285,6 +285,9 @@ final class ConnectionHandler: ChannelInboundHandler {
     private var busy = true
     /// Replies wait to be read (the channel is over its high water mark): nothing more is answered meanwhile.
     private var waitingForReader = false
+    /// A key operation was just answered on the event loop: this connection's next frame waits for the loop's next
+    /// turn, so that a client pipelining key operations does not hold up the other connections for all of them.
+    private var yielding = false
     private var closing = false
     private var subscription: (id: Int, task: Task<Void, Never>)?
     /// The backup import in progress on this connection, if any.
@@ -394,9 +397,9 @@ final class ConnectionHandler: ChannelInboundHandler {
         context.writeAndFlush(wrapOutboundOut(frame)).assumeIsolated().whenComplete { _ in context.close(promise: nil) }
     }
 
-    /// Answers pending frames in order until one goes to the pool.
+    /// Answers pending frames in order until one goes to the pool or a key operation ran on the event loop.
     private func drain(context: ChannelHandlerContext) {
-        while !busy, !closing, subscription == nil, let frame = pending.popFirst() {
+        while !busy, !yielding, !closing, subscription == nil, let frame = pending.popFirst() {
             answer(frame, context: context)
         }
     }
@@ -452,6 +455,10 @@ final class ConnectionHandler: ChannelInboundHandler {
         }
         if server.service.answersOnEventLoop(request) {
             reply(server.service.answerNow(request, caller: caller, peer: peer), context: context)
+            if KeychainService.keyOperationReference(request) != nil {
+                yielding = true
+                context.eventLoop.assumeIsolated().execute { self.endTurn(context: context) }
+            }
             return
         }
         // While the pool works, nothing more is read from this client: what it pipelines waits in the socket.
@@ -471,6 +478,20 @@ final class ConnectionHandler: ChannelInboundHandler {
                 self.drain(context: context)
                 self.armIdleTimer(context: context)
             }
+    }
+
+    /// Ends the turn given up after a key operation on the event loop (run once the loop's current reads are handled).
+    /// Frames that came meanwhile are answered after the loop has polled every socket again: a task due a moment ahead
+    /// lets the loop poll first, where one due at once would run in this same turn.
+    private func endTurn(context: ChannelHandlerContext) {
+        guard !pending.isEmpty else {
+            yielding = false
+            return
+        }
+        context.eventLoop.assumeIsolated().scheduleTask(in: .microseconds(50)) {
+            self.yielding = false
+            self.drain(context: context)
+        }
     }
 
     /// A backup transfer step, off the event loop: an export streams its chunks and then its report as the engine

@@ -1,11 +1,12 @@
 import Crypto
 import Foundation
 import Keyseal
-import KeysealClient
 import KeysealCore
 import KeysealTestSupport
 import Synchronization
 import Testing
+
+@testable import KeysealClient
 
 /// Where keyseald runs a key operation: on the connection's event loop only while the key's last operations were
 /// fast, so that a slow device never holds up another client for more than one operation. A debug keyseald delays
@@ -109,6 +110,42 @@ struct DaemonKeyPlacementTests {
         try Data("\(Self.slow)".utf8).write(to: delayFile)
         let ping = try Self.pingDuring(sign, socket: daemon.socketPath)
         #expect(ping < .milliseconds(400), "refused signs let a slow one run on the event loop: \(ping)")
+    }
+
+    @Test("signs pipelined on one connection run on the event loop one per turn: another client's ping goes between")
+    func pipelinedSignsLetOtherClientsIn() throws {
+        let (daemon, delayFile) = try Self.daemon(delay: 0, bound: 400)
+        defer { daemon.remove() }
+        let store = try daemon.client()
+        let key = try store.generateKey(KeyGenerationRequest(keyType: .p256, inHardware: true))
+        for _ in 0..<Self.fastRun { _ = try store.sign(key.reference, algorithm: Self.algorithm, data: Data("m".utf8)) }
+        guard case .item(let reference) = key.reference else {
+            Issue.record("a stored key has an item reference")
+            return
+        }
+        // 100 ms each counts as fast (bound 400 ms): six pipelined signs all run on the event loop, 600 ms in all.
+        try Data("100".utf8).write(to: delayFile)
+        let frame = try WireRequest.keyOperation(
+            WireKeyOperation(reference: reference, kind: .sign, algorithm: Self.algorithm, data: Data("m".utf8))
+        ).encodedFrame()
+        let pinger = KeysealConnection(socketPath: daemon.socketPath)
+        defer { pinger.disconnect() }
+        #expect(try pinger.send(.ping) == .ok)
+        let fd = try KeysealConnection.open(daemon.socketPath)
+        defer { close(fd) }
+        try KeysealConnection.writeAll(fd, Array(repeating: frame, count: 6).flatMap { $0 })
+        Thread.sleep(forTimeInterval: 0.15)
+        let start = ContinuousClock.now
+        #expect(try pinger.send(.ping) == .ok)
+        let ping = ContinuousClock.now - start
+        #expect(ping < .milliseconds(300), "the ping waited for the other connection's pipelined signs: \(ping)")
+        for _ in 0..<6 {
+            let payload = try #require(DaemonIsolationTests.readPayload(fd))
+            guard case .keyResult = try WireResponse.decode(payload: payload) else {
+                Issue.record("a pipelined sign was not answered with its signature")
+                return
+            }
+        }
     }
 
     @Test("signs on the event loop verify, and a locked class refuses them with errSecInteractionNotAllowed")
