@@ -170,6 +170,8 @@ struct FindParserTests {
         let missing = try cli("find-generic-password", "-a", "nobody", "-w")
         #expect(missing.status == 44)
         #expect(missing.stdoutText.isEmpty)
-        #expect(missing.stderrText.contains("(-25300)"))
+        #expect(
+            missing.stderrText
+                == "keyseal: find-generic-password: The specified item could not be found in the keychain. (-25300)\n")
     }
 }
