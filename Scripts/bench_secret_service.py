@@ -1,6 +1,8 @@
 """One Secret Service provider's figures, measured through libsecret (PyGObject) on $DBUS_SESSION_BUS_ADDRESS:
 stores of ITEMS items, in-process lookups, and whole `secret-tool lookup` processes. Prints one JSON object.
-Run by Scripts/bench-secret-service.sh once per provider (keyseal-secret-service and gnome-keyring) in one run."""
+Run by Scripts/bench-secret-service.sh once per provider (keyseal-secret-service and gnome-keyring) in one run, and
+with FLOOR (a fourth argument, `floor`) against Benchmarks/Floors/secret-service-floor.c, a provider that does no
+work: no stores then, and every lookup answers "floor"."""
 import json
 import random
 import subprocess
@@ -15,6 +17,7 @@ from gi.repository import Gio, Secret  # noqa: E402
 items = int(sys.argv[1])
 lookups = int(sys.argv[2])
 processes = int(sys.argv[3])
+floor = len(sys.argv) > 4 and sys.argv[4] == "floor"
 schema = Secret.Schema.new(
     "org.keyseal.Bench", Secret.SchemaFlags.NONE,
     {"service": Secret.SchemaAttributeType.STRING, "user": Secret.SchemaAttributeType.STRING},
@@ -23,7 +26,7 @@ schema = Secret.Schema.new(
 Secret.Service.get_sync(Secret.ServiceFlags.OPEN_SESSION, None)
 
 started = time.perf_counter()
-for index in range(items):
+for index in range(0 if floor else items):
     ok = Secret.password_store_sync(
         schema, {"service": "bench", "user": f"user{index}"}, Secret.COLLECTION_DEFAULT, f"item {index}",
         f"secret-{index}", None)
@@ -34,7 +37,8 @@ rng = random.Random(7)
 started = time.perf_counter()
 for _ in range(lookups):
     index = rng.randrange(items)
-    assert Secret.password_lookup_sync(schema, {"service": "bench", "user": f"user{index}"}, None) == f"secret-{index}"
+    expected = "floor" if floor else f"secret-{index}"
+    assert Secret.password_lookup_sync(schema, {"service": "bench", "user": f"user{index}"}, None) == expected
 lookup_seconds = time.perf_counter() - started
 
 # The bus itself: org.freedesktop.DBus.Peer.Ping to the provider on the same GDBus connection libsecret uses, a
@@ -53,7 +57,7 @@ for _ in range(processes):
     index = rng.randrange(items)
     out = subprocess.run(
         ["secret-tool", "lookup", "service", "bench", "user", f"user{index}"], capture_output=True, check=True)
-    assert out.stdout == f"secret-{index}".encode()
+    assert out.stdout == (b"floor" if floor else f"secret-{index}".encode())
 process_seconds = time.perf_counter() - started
 
 print(json.dumps({

@@ -720,6 +720,27 @@ final class KeychainEngine {
         return records
     }
 
+    /// Whether `query` selects at most `rows` candidate rows holding at most `bytes` of sealed data, as the store's
+    /// indexes select them before any attribute is opened: a bound on the work a copy-matching of it can do, read
+    /// by stepping through at most `rows + 1` rows. A query the engine would refuse counts as small (refusing it
+    /// is quick).
+    func isSmall(_ query: ItemQuery, caller: Caller, rows: Int, bytes: Int) -> Bool {
+        guard (try? RequestValidation.validate(query)) != nil, let (filter, _) = try? rowFilter(query, caller: caller)
+        else { return true }
+        var seen = 0
+        var sealed = 0
+        do {
+            try store.forEachRow(filter) { row in
+                seen += 1
+                sealed += row.sealed.attributes.count + row.sealed.value.count
+                return seen <= rows && sealed <= bytes
+            }
+        } catch {
+            return true
+        }
+        return seen <= rows && sealed <= bytes
+    }
+
     func update(_ query: ItemQuery, changes: ItemChanges, caller: Caller) throws {
         try RequestValidation.validate(query)
         try RequestValidation.validate(changes, itemClass: query.itemClass, valueLimit: configuration.valueLimit)

@@ -449,6 +449,15 @@ public final class KeychainStore: Sendable {
         }
     }
 
+    /// Whether a copy-matching of `query` for `caller` is bounded by `rows` candidate rows and `bytes` of sealed
+    /// data (``KeychainEngine/isSmall(_:caller:rows:bytes:)``); false for a store that is not embedded.
+    package func isSmall(_ query: ItemQuery, caller: Caller, rows: Int, bytes: Int) -> Bool {
+        backend.withLock { backend in
+            guard case .embedded(let engine) = backend else { return false }
+            return engine.isSmall(query, caller: caller, rows: rows, bytes: bytes)
+        }
+    }
+
     package func update(_ query: ItemQuery, with changes: ItemChanges, caller: Caller) throws {
         try route({ try $0.update(query, changes: changes, caller: caller) }) { connection throws(KeychainError) in
             try Self.expectOK(
@@ -476,7 +485,12 @@ public enum ApplicationIdentity {
     /// plain Linux executable), else nil.
     public static var identifier: String? {
         if let declared { return declared }
-        if let value = identifier(environment: ProcessInfo.processInfo.environment) { return value }
+        // One variable read, not the whole environment copied into a dictionary (this runs on every add).
+        if let value = getenv("KEYSEAL_APPLICATION_ID").map({ String(cString: $0) }),
+            let declared = identifier(environment: ["KEYSEAL_APPLICATION_ID": value])
+        {
+            return declared
+        }
         return bundleIdentifierSource.withLock { $0 }?()
     }
 

@@ -49,7 +49,10 @@ public final class KeysealConnection: Sendable {
     /// Opens the connection now (otherwise the first request does), so that an unreachable daemon shows early.
     public func connect() throws(KeychainError) {
         try descriptor.withLock { fd throws(KeychainError) in
-            if fd < 0 { fd = try Self.open(socketPath) }
+            if fd < 0 {
+                receiveBuffer.dropPending()
+                fd = try Self.open(socketPath)
+            }
         }
     }
 
@@ -72,7 +75,10 @@ public final class KeysealConnection: Sendable {
             // A connection the daemon closed meanwhile (idle timeout, restart) is not polled for before each request:
             // sending on it fails (EPIPE), nothing reached the daemon, and the request goes on a new connection.
             let reused = fd >= 0
-            if fd < 0 { fd = try Self.open(socketPath) }
+            if fd < 0 {
+                receiveBuffer.dropPending()
+                fd = try Self.open(socketPath)
+            }
             do throws(KeychainError) {
                 try Self.writeAll(fd, frame)
             } catch {
@@ -88,6 +94,7 @@ public final class KeysealConnection: Sendable {
                 _ = close(fd)
                 fd = -1
                 guard reused else { throw error }
+                receiveBuffer.dropPending()
                 fd = try Self.open(socketPath)
                 do throws(KeychainError) {
                     try Self.writeAll(fd, frame)
@@ -225,7 +232,7 @@ public final class KeysealConnection: Sendable {
             }
             if result < 0 {
                 if errno == EINTR { continue }
-                throw KeychainError(status: KeychainStatus.io, message: "keyseald connection lost: \(errnoText())")
+                throw KeychainError(status: KeychainStatus.io, message: "keyseald connection lost: \(KeysealConnection.errnoText())")
             }
             sent += result
         }
@@ -234,15 +241,23 @@ public final class KeysealConnection: Sendable {
     static func readExactly(_ fd: Int32, into buffer: UnsafeMutableRawBufferPointer, path: String) throws(KeychainError) {
         var done = 0
         while done < buffer.count {
-            let result = recv(fd, buffer.baseAddress! + done, buffer.count - done, 0)
-            if result < 0 {
-                if errno == EINTR { continue }
-                throw KeychainError(status: KeychainStatus.io, message: "keyseald connection lost: \(errnoText())")
-            }
+            done += try receive(fd, into: buffer.baseAddress! + done, count: buffer.count - done, path: path)
+        }
+    }
+
+    /// One `recv` of at most `count` bytes (retried when interrupted): how many arrived, at least one. A closed
+    /// connection or a failure is errSecIO.
+    static func receive(_ fd: Int32, into pointer: UnsafeMutableRawPointer, count: Int, path: String)
+        throws(KeychainError) -> Int
+    {
+        while true {
+            let result = recv(fd, pointer, count, 0)
+            if result > 0 { return result }
             if result == 0 {
                 throw KeychainError(status: KeychainStatus.io, message: "keyseald at \(path) closed the connection")
             }
-            done += result
+            if errno == EINTR { continue }
+            throw KeychainError(status: KeychainStatus.io, message: "keyseald connection lost: \(errnoText())")
         }
     }
 
@@ -267,10 +282,16 @@ public final class KeysealConnection: Sendable {
 
 /// A connection's receive buffer, kept from one response to the next so that a response is read without allocating
 /// (a large value's pages stay resident instead of being mapped and zero-filled anew each time). It grows to the
-/// largest frame received, at most ``Wire/maxFrame``; the bytes of each response are zeroed once it is decoded, and
-/// the memory is zeroed before it is freed. Used only under its connection's lock.
+/// largest frame received, at most ``Wire/maxFrame``; the bytes of each frame are zeroed once it is decoded, and the
+/// memory is zeroed before it is freed. Each `recv` takes as much as the buffer holds, so that a response usually
+/// arrives with one system call, header and payload together; bytes received beyond the frame (none in this
+/// protocol, where the daemon answers each request with one response) wait for the next frame on the same
+/// connection and are dropped with it (``dropPending()``). Used only under its connection's lock.
 final class ReceiveBuffer: @unchecked Sendable {
     private(set) var storage = UnsafeMutableRawBufferPointer(start: nil, count: 0)
+    /// The received bytes not handed out yet: `storage[start..<end]`.
+    private var start = 0
+    private var end = 0
 
     deinit { release() }
 
@@ -280,37 +301,82 @@ final class ReceiveBuffer: @unchecked Sendable {
         zeroize(base, storage.count)
         base.deallocate()
         storage = UnsafeMutableRawBufferPointer(start: nil, count: 0)
+        start = 0
+        end = 0
+    }
+
+    /// Forgets (and zeroes) what was received and not handed out: the connection it came from is gone.
+    func dropPending() {
+        if let base = storage.baseAddress, end > start { zeroize(base + start, end - start) }
+        start = 0
+        end = 0
     }
 
     /// Reads one response from `fd`: a frame's payload into this buffer, decoded in place and then zeroed. A
     /// response sent in parts is joined by ``WireResponse/readResponse(limit:_:)``.
     func readResponse(_ fd: Int32, path: String) throws(KeychainError) -> WireResponse {
-        var header: UInt32 = 0
-        try withUnsafeMutableBytes(of: &header) { raw throws(KeychainError) in
-            try KeysealConnection.readExactly(fd, into: raw, path: path)
-        }
-        let length = try withUnsafeBytes(of: &header) { raw throws(KeychainError) in try wireFrameLength(raw) }
-        if storage.count < length {
-            release()
-            storage = UnsafeMutableRawBufferPointer.allocate(byteCount: max(length, 4096), alignment: 16)
-        }
-        let payload = UnsafeMutableRawBufferPointer(rebasing: storage[0..<length])
-        defer { zeroize(payload.baseAddress!, payload.count) }
-        try KeysealConnection.readExactly(fd, into: payload, path: path)
+        let payload = try nextFrame(fd, path: path)
         if WireResponse.isPiece(UnsafeRawBufferPointer(payload)) {
+            // Each piece is copied out and let go before the next is read (reading may move the buffer).
             var first: [UInt8]? = Array(payload)
+            consume(payload)
             return try WireResponse.readResponse { () throws(KeychainError) -> [UInt8] in
                 if let bytes = first {
                     first = nil
                     return bytes
                 }
-                var header = [UInt8](repeating: 0, count: 4)
-                try KeysealConnection.readExactly(fd, into: &header, path: path)
-                var next = [UInt8](repeating: 0, count: try wireFrameLength(header))
-                try KeysealConnection.readExactly(fd, into: &next, path: path)
-                return next
+                let next = try nextFrame(fd, path: path)
+                defer { consume(next) }
+                return Array(next)
             }
         }
+        defer { consume(payload) }
         return try WireResponse.decode(payload: UnsafeRawBufferPointer(payload))
+    }
+
+    /// The payload of the next frame, in this buffer until ``consume(_:)``.
+    private func nextFrame(_ fd: Int32, path: String) throws(KeychainError) -> UnsafeMutableRawBufferPointer {
+        try fill(fd, count: 4, path: path)
+        let length = try wireFrameLength(UnsafeRawBufferPointer(rebasing: storage[start..<start + 4]))
+        try fill(fd, count: 4 + length, path: path)
+        return UnsafeMutableRawBufferPointer(rebasing: storage[start + 4..<start + 4 + length])
+    }
+
+    /// Zeroes the frame whose payload is `payload` (and its header) and moves past it.
+    private func consume(_ payload: UnsafeMutableRawBufferPointer) {
+        guard let base = storage.baseAddress else { return }
+        zeroize(base + start, 4 + payload.count)
+        start += 4 + payload.count
+        if start == end {
+            start = 0
+            end = 0
+        }
+    }
+
+    /// Receives until at least `count` bytes are pending, moving or growing the buffer first if they would not fit.
+    private func fill(_ fd: Int32, count: Int, path: String) throws(KeychainError) {
+        guard end - start < count else { return }
+        if storage.count - start < count {
+            let pending = end - start
+            if storage.count >= count, let base = storage.baseAddress {
+                if start > 0 {
+                    base.copyMemory(from: base + start, byteCount: pending)
+                    zeroize(base + pending, end - pending)
+                }
+            } else {
+                let grown = UnsafeMutableRawBufferPointer.allocate(byteCount: max(count, 4096), alignment: 16)
+                if let base = storage.baseAddress, pending > 0 {
+                    grown.baseAddress!.copyMemory(from: base + start, byteCount: pending)
+                }
+                release()
+                storage = grown
+            }
+            start = 0
+            end = pending
+        }
+        let base = storage.baseAddress!
+        while end - start < count {
+            end += try KeysealConnection.receive(fd, into: base + end, count: storage.count - end, path: path)
+        }
     }
 }

@@ -19,9 +19,14 @@ public struct SecretServiceDH: Sendable {
     /// g^x mod p, 128 bytes big-endian.
     public let publicKey: [UInt8]
 
+    /// The private exponent's length: 256 random bits. The group offers about 80 bits of security; an exponent of
+    /// twice the security strength keeps the discrete logarithm (Pollard's kangaroo over the exponent, 2^128) harder
+    /// than the group itself (NIST SP 800-56A rev. 3 §5.6.1.1.1, RFC 7919 §5.2), and each exponentiation costs a
+    /// quarter of a full 1024-bit exponent's.
+    static let privateKeyLength = 32
+
     public init() throws(KeychainError) {
-        // 1024 random bits: an exponent below p - 1 once reduced by the exponentiation itself.
-        privateKey = SecretBytes.random(count: Self.publicKeyLength)
+        privateKey = SecretBytes.random(count: Self.privateKeyLength)
         publicKey = try Self.power(base: [2], exponent: privateKey)
     }
 
