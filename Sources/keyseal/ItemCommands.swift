@@ -562,7 +562,7 @@ struct DumpKeychain: ClientCommand {
 enum ItemPrinter {
     /// `security`'s layout: the class, then one attribute per line.
     static func text(_ record: ItemRecord) -> String {
-        var out = "class: \"\(record.itemClass)\"\nattributes:\n"
+        var out = "class: \"\(record.itemClass.rawValue)\"\nattributes:\n"
         for (key, _) in AttributeName.ordered {
             guard let value = record.attributes[key] else { continue }
             out += "    \"\(key)\"" + typed(value) + "\n"
