@@ -133,12 +133,14 @@ let package = Package(
             ],
             swiftSettings: swiftSettings,
             // The Swift runtime linked in: no dozen shared libraries to load and relocate at each start
-            // (measured: median 12.3 → 8.8 ms per `keyseal find-generic-password -w`).
+            // (measured: median 12.3 → 8.8 ms per `keyseal find-generic-password -w`). Release builds only: the
+            // debug build's KeysealServerTests link this module (FindParserTests), and a test binary cannot take
+            // the static runtime.
             linkerSettings: [
-                .unsafeFlags(["-static-stdlib"], .when(platforms: [.linux])),
+                .unsafeFlags(["-static-stdlib"], .when(platforms: [.linux], configuration: .release)),
                 // FoundationEssentials' own static dependencies, which -static-stdlib does not name.
-                .linkedLibrary("_FoundationCollections", .when(platforms: [.linux])),
-                .linkedLibrary("_FoundationCShims", .when(platforms: [.linux])),
+                .linkedLibrary("_FoundationCollections", .when(platforms: [.linux], configuration: .release)),
+                .linkedLibrary("_FoundationCShims", .when(platforms: [.linux], configuration: .release)),
             ]),
         // The freedesktop Secret Service over keyseald: sd-bus on a thread of its own, items through the wire.
         .target(
@@ -171,6 +173,8 @@ let package = Package(
             name: "KeysealServerTests",
             dependencies: [
                 "KeysealServer", "Keyseal", "KeysealClient", "KeysealCore", "KeysealTestSupport",
+                // The command line's parsers, compared in FindParserTests.
+                "keyseal", .product(name: "ArgumentParser", package: "swift-argument-parser"),
                 .product(name: "Crypto", package: "swift-crypto"),
                 .product(name: "X509", package: "swift-certificates"),
             ],

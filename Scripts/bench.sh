@@ -43,9 +43,9 @@ has() { [[ ",$only," == *",$1,"* ]]; }
 mkdir -p "$output"
 output=$(cd "$output" && pwd)
 
-# The products the suites start (keyseald, keyseal) and the Secret Service bridge, built by the Benchmarks package
-# from the root package (one release build of it serves both).
-for product in keyseald keyseal keyseal-secret-service; do
+# The products the suites start (keyseald, keyseal), the Secret Service bridge, built by the Benchmarks package
+# from the root package (one release build of it serves both), and the CLI suite's minimal program.
+for product in keyseald keyseal keyseal-secret-service keyseal-bench-minimal; do
   (cd Benchmarks && swift build -c release --product "$product" >/dev/null)
 done
 bin=$(cd Benchmarks && swift build -c release --show-bin-path)

@@ -6,7 +6,7 @@ packages=(
   pkg-config libsqlite3-dev sqlite3 libargon2-dev libssl-dev
   libtss2-dev tpm2-tools swtpm swtpm-tools
   softhsm2 p11-kit libp11-kit-dev gnutls-bin
-  bsdutils util-linux
+  bsdutils util-linux mount strace
   tpm2-abrmd libtss2-tcti-tabrmd0 dbus libtpm2-pkcs11-1 libtpm2-pkcs11-tools
   qemu-system-x86 busybox-static cpio kmod e2fsprogs
   libsystemd-dev libsecret-tools gnome-keyring python3-gi gir1.2-secret-1 python3-venv python3-pip

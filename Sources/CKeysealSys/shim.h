@@ -60,9 +60,13 @@ static inline int keyseal_malloc_trim(void) { return malloc_trim(0); }
 
 /// Keeps blocks up to `mmap_threshold` bytes on the heap and up to `trim_threshold` free bytes at its top, instead of
 /// glibc's defaults (128 KiB, 256 KiB, raised only as blocks are freed): a 1 MiB value's buffers then reuse resident
-/// pages instead of mapping fresh zero pages (a page fault each 4 KiB) at every request. Returns 0 on failure.
-static inline int keyseal_tune_heap(int mmap_threshold, int trim_threshold) {
-    return mallopt(M_MMAP_THRESHOLD, mmap_threshold) && mallopt(M_TRIM_THRESHOLD, trim_threshold);
+/// pages instead of mapping fresh zero pages (a page fault each 4 KiB) at every request. At most `arena_max` arenas
+/// (glibc's default: 8 per core, one per thread that allocates): `malloc_trim` returns the free top of the main
+/// arena but only the free chunks of the others, so each other arena keeps up to `trim_threshold` resident.
+/// Returns 0 on failure.
+static inline int keyseal_tune_heap(int mmap_threshold, int trim_threshold, int arena_max) {
+    return mallopt(M_MMAP_THRESHOLD, mmap_threshold) && mallopt(M_TRIM_THRESHOLD, trim_threshold)
+        && mallopt(M_ARENA_MAX, arena_max);
 }
 
 /// Allocation functions for the daemon's network buffers, which carry passcodes and secrets: a block is zeroed in

@@ -181,14 +181,16 @@ public final class KeysealConnection: Sendable {
         return fd
     }
 
-    /// The uids a client talks to: root, its own, and the system daemon's account `keyseal` when it exists.
-    static func trustedServerUIDs() -> [uid_t] {
-        var uids: [uid_t] = [0, geteuid()]
-        if let account = getpwnam("keyseal") { uids.append(account.pointee.pw_uid) }
-        return uids
+    /// Whether a client talks to a server running as `uid`: root, its own uid, or the system daemon's account
+    /// `keyseal` when it exists. The account is looked up only for another uid, so that the usual connection asks
+    /// no name service (NSS: /etc/nsswitch.conf, nscd, libnss_systemd loaded into the process).
+    static func isTrustedServer(_ uid: uid_t) -> Bool {
+        if uid == 0 || uid == geteuid() { return true }
+        guard let account = getpwnam("keyseal") else { return false }
+        return account.pointee.pw_uid == uid
     }
 
-    /// Refuses a server whose peer credentials are not one of ``trustedServerUIDs()``.
+    /// Refuses a server whose peer credentials are not trusted (``isTrustedServer(_:)``).
     static func checkServer(_ fd: Int32, path: String) throws(KeychainError) {
         #if canImport(Darwin)
         var uid: uid_t = 0
@@ -203,7 +205,7 @@ public final class KeysealConnection: Sendable {
         }
         let uid = uid_t(credentials.1)
         #endif
-        guard trustedServerUIDs().contains(uid) else {
+        guard isTrustedServer(uid) else {
             throw unreachable(
                 path,
                 "the server runs as uid \(uid), not as root, keyseal or you (uid \(geteuid())); nothing was sent to it "

@@ -94,28 +94,70 @@ public struct PeerIdentity: Sendable, Hashable, CustomStringConvertible {
     // MARK: /proc parsing
 
     /// Field 22 of /proc/PID/stat: the start time in clock ticks since boot. The command name (field 2) may hold
-    /// spaces and parentheses, so fields are counted after its last `)`.
+    /// spaces and parentheses, so fields are counted after its last `)`. Parsed as bytes: this runs twice for every
+    /// connection.
     public static func processStart(pid: Int32, proc: String = "/proc") -> UInt64? {
-        guard let stat = readSmallFile("\(proc)/\(pid)/stat") else { return nil }
+        guard let stat = readSmallBytes("\(proc)/\(pid)/stat") else { return nil }
         return startTime(fromStat: stat)
     }
 
-    public static func startTime(fromStat stat: String) -> UInt64? {
-        guard let close = stat.lastIndex(of: ")") else { return nil }
-        let fields = stat[stat.index(after: close)...].split(whereSeparator: \.isWhitespace)
-        // fields[0] is field 3 (state); field 22 is fields[19].
-        guard fields.count > 19 else { return nil }
-        return UInt64(fields[19])
+    public static func startTime(fromStat stat: String) -> UInt64? { startTime(fromStat: Array(stat.utf8)) }
+
+    static func startTime(fromStat stat: [UInt8]) -> UInt64? {
+        guard let close = stat.lastIndex(of: UInt8(ascii: ")")) else { return nil }
+        // The fields after the command name: [0] is field 3 (state); field 22 is [19].
+        return field(19, of: stat[(close + 1)...]).flatMap(decimal)
     }
 
     /// The effective uid from /proc/PID/status (`Uid:` real effective saved fs).
     static func effectiveUID(pid: Int32, proc: String) -> UInt32? {
-        guard let status = readSmallFile("\(proc)/\(pid)/status") else { return nil }
-        for line in status.split(separator: "\n") where line.hasPrefix("Uid:") {
-            let fields = line.dropFirst(4).split(whereSeparator: \.isWhitespace)
-            return fields.count > 1 ? UInt32(fields[1]) : nil
+        guard let status = readSmallBytes("\(proc)/\(pid)/status") else { return nil }
+        let key = Array("Uid:".utf8)
+        var lineStart = status.startIndex
+        while lineStart < status.endIndex {
+            let lineEnd = status[lineStart...].firstIndex(of: UInt8(ascii: "\n")) ?? status.endIndex
+            let line = status[lineStart..<lineEnd]
+            if line.starts(with: key) {
+                return field(1, of: line.dropFirst(key.count)).flatMap(decimal).flatMap { UInt32(exactly: $0) }
+            }
+            lineStart = lineEnd + 1
         }
         return nil
+    }
+
+    /// The `index`th field (from 0) of `bytes` separated by ASCII whitespace.
+    static func field(_ index: Int, of bytes: ArraySlice<UInt8>) -> ArraySlice<UInt8>? {
+        var current = -1
+        var start: Int?
+        for position in bytes.indices {
+            let byte = bytes[position]
+            let space = byte == 0x20 || byte == 0x09 || byte == 0x0A
+            if space {
+                if let begun = start {
+                    if current == index { return bytes[begun..<position] }
+                    start = nil
+                }
+            } else if start == nil {
+                current += 1
+                start = position
+            }
+        }
+        if let begun = start, current == index { return bytes[begun...] }
+        return nil
+    }
+
+    /// A decimal number of ASCII digits only, nil otherwise or on overflow.
+    static func decimal(_ digits: ArraySlice<UInt8>) -> UInt64? {
+        guard !digits.isEmpty else { return nil }
+        var value: UInt64 = 0
+        for byte in digits {
+            guard byte >= 0x30, byte <= 0x39 else { return nil }
+            let (times, overflowTimes) = value.multipliedReportingOverflow(by: 10)
+            let (sum, overflowSum) = times.addingReportingOverflow(UInt64(byte - 0x30))
+            guard !overflowTimes, !overflowSum else { return nil }
+            value = sum
+        }
+        return value
     }
 
     /// The system unit and user unit from /proc/PID/cgroup. The unified hierarchy's line (`0::PATH`) is used, or
@@ -150,6 +192,10 @@ public struct PeerIdentity: Sendable, Hashable, CustomStringConvertible {
 
     /// Reads a /proc file (their size reads as 0) up to 64 KiB.
     static func readSmallFile(_ path: String) -> String? {
+        readSmallBytes(path).map { String(decoding: $0, as: UTF8.self) }
+    }
+
+    static func readSmallBytes(_ path: String) -> [UInt8]? {
         let fd = open(path, O_RDONLY | O_CLOEXEC)
         guard fd >= 0 else { return nil }
         defer { close(fd) }
@@ -162,6 +208,6 @@ public struct PeerIdentity: Sendable, Hashable, CustomStringConvertible {
             if count == 0 { break }
             bytes += buffer.prefix(count)
         }
-        return String(decoding: bytes, as: UTF8.self)
+        return bytes
     }
 }

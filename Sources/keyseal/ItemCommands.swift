@@ -12,9 +12,13 @@ private let internetPassword = ItemClass.internetPassword
 /// The attribute flags of an item command, as `security` spells them.
 protocol ItemFlags: ParsableArguments {
     static var itemClass: ItemClass { get }
+    /// The short names of the attribute options (`a`, `s`, …), for the find commands' own parser (FindParser).
+    static var attributeOptions: Set<Character> { get }
     var accessGroup: String? { get }
     /// The attributes given, under Apple's keys; bad values are usage errors.
     func attributes() throws -> [String: AttributeValue]
+    /// The attributes of the attribute options given as text, by short name; bad values are usage errors.
+    static func attributes(_ given: [Character: String]) throws -> [String: AttributeValue]
 }
 
 extension ItemFlags {
@@ -43,16 +47,24 @@ struct GenericPasswordFlags: ItemFlags {
     @Option(name: .long, help: ArgumentHelp("Access group (default: your first group).", valueName: "group"))
     var accessGroup: String?
 
+    static let attributeOptions: Set<Character> = ["a", "s", "l", "j", "D", "G", "c", "C"]
+
     func attributes() throws -> [String: AttributeValue] {
+        try Self.attributes(
+            ["a": account, "s": service, "l": label, "j": comment, "D": kind, "G": generic, "c": creator, "C": type]
+                .compactMapValues { $0 })
+    }
+
+    static func attributes(_ given: [Character: String]) throws -> [String: AttributeValue] {
         var map: [String: AttributeValue] = [:]
-        map[AttributeName.account] = account.map(AttributeValue.string)
-        map[AttributeName.service] = service.map(AttributeValue.string)
-        map[AttributeName.label] = label.map(AttributeValue.string)
-        map[AttributeName.comment] = comment.map(AttributeValue.string)
-        map[AttributeName.description] = kind.map(AttributeValue.string)
-        map[AttributeName.generic] = generic.map { .data(Data($0.utf8)) }
-        map[AttributeName.creator] = creator.map(AttributeValue.string)
-        map[AttributeName.type] = type.map(AttributeValue.string)
+        map[AttributeName.account] = given["a"].map(AttributeValue.string)
+        map[AttributeName.service] = given["s"].map(AttributeValue.string)
+        map[AttributeName.label] = given["l"].map(AttributeValue.string)
+        map[AttributeName.comment] = given["j"].map(AttributeValue.string)
+        map[AttributeName.description] = given["D"].map(AttributeValue.string)
+        map[AttributeName.generic] = given["G"].map { .data(Data($0.utf8)) }
+        map[AttributeName.creator] = given["c"].map(AttributeValue.string)
+        map[AttributeName.type] = given["C"].map(AttributeValue.string)
         return map
     }
 }
@@ -91,35 +103,45 @@ struct InternetPasswordFlags: ItemFlags {
     @Option(name: .long, help: ArgumentHelp("Access group (default: your first group).", valueName: "group"))
     var accessGroup: String?
 
+    static let attributeOptions: Set<Character> = ["a", "s", "r", "P", "p", "d", "t", "l", "j", "D", "c", "C"]
+
     func validate() throws { _ = try attributes() }
 
     func attributes() throws -> [String: AttributeValue] {
+        try Self.attributes(
+            [
+                "a": account, "s": server, "r": self.protocol, "P": port.map { String($0) }, "p": path, "d": domain,
+                "t": authenticationType, "l": label, "j": comment, "D": kind, "c": creator, "C": type,
+            ].compactMapValues { $0 })
+    }
+
+    static func attributes(_ given: [Character: String]) throws -> [String: AttributeValue] {
         var map: [String: AttributeValue] = [:]
-        map[AttributeName.account] = account.map(AttributeValue.string)
-        map[AttributeName.server] = server.map(AttributeValue.string)
-        if let text = self.protocol {
+        map[AttributeName.account] = given["a"].map(AttributeValue.string)
+        map[AttributeName.server] = given["s"].map(AttributeValue.string)
+        if let text = given["r"] {
             guard let code = FourCharNames.protocols.code(text) else {
                 throw ValidationError("-r: unknown protocol \(text) (a scheme name like https, or a 4-character code)")
             }
             map[AttributeName.protocol] = .string(code)
         }
-        if let port {
-            guard (0...65535).contains(port) else { throw ValidationError("-P: a port is 0–65535") }
+        if let text = given["P"] {
+            guard let port = Int(text), (0...65535).contains(port) else { throw ValidationError("-P: a port is 0–65535") }
             map[AttributeName.port] = .int(Int64(port))
         }
-        map[AttributeName.path] = path.map(AttributeValue.string)
-        map[AttributeName.securityDomain] = domain.map(AttributeValue.string)
-        if let text = authenticationType {
+        map[AttributeName.path] = given["p"].map(AttributeValue.string)
+        map[AttributeName.securityDomain] = given["d"].map(AttributeValue.string)
+        if let text = given["t"] {
             guard let code = FourCharNames.authenticationTypes.code(text) else {
                 throw ValidationError("-t: unknown authentication type \(text) (default, form, http, ntlm, … or a 4-character code)")
             }
             map[AttributeName.authenticationType] = .string(code)
         }
-        map[AttributeName.label] = label.map(AttributeValue.string)
-        map[AttributeName.comment] = comment.map(AttributeValue.string)
-        map[AttributeName.description] = kind.map(AttributeValue.string)
-        map[AttributeName.creator] = creator.map(AttributeValue.string)
-        map[AttributeName.type] = type.map(AttributeValue.string)
+        map[AttributeName.label] = given["l"].map(AttributeValue.string)
+        map[AttributeName.comment] = given["j"].map(AttributeValue.string)
+        map[AttributeName.description] = given["D"].map(AttributeValue.string)
+        map[AttributeName.creator] = given["c"].map(AttributeValue.string)
+        map[AttributeName.type] = given["C"].map(AttributeValue.string)
         return map
     }
 }
@@ -318,25 +340,75 @@ protocol FindCommand: ClientCommand {
 }
 
 extension FindCommand {
-    func execute(_ client: DaemonClient) throws {
-        let printSecretOnly = output.printSecretOnly
-        let printSecret = output.printSecret
-        let wantsSecret = printSecretOnly || printSecret
-        let query = ItemQuery(
+    /// The command as a plain value, the one FindParser produces for the same command line.
+    func invocation() throws -> FindInvocation {
+        FindInvocation(
             itemClass: Flags.itemClass, attributes: try item.attributes(), accessGroup: item.accessGroup,
-            accessibility: accessible.accessibility, synchronizable: .any, limit: .one,
+            accessibility: accessible.accessibility,
+            output: output.printSecretOnly ? .secretOnly : output.printSecret ? .attributesAndSecret : .attributes,
+            socket: global.socket, json: global.json)
+    }
+
+    func run() throws {
+        let status = try invocation().run()
+        if status != 0 { throw ExitCode(status) }
+    }
+
+    func execute(_ client: DaemonClient) throws { try invocation().execute(client) }
+}
+
+/// A find command, however its command line was parsed (by ArgumentParser or by FindParser): all its execution
+/// reads.
+struct FindInvocation: Equatable {
+    enum Output: Equatable {
+        /// Neither -w nor -g.
+        case attributes
+        /// -w.
+        case secretOnly
+        /// -g.
+        case attributesAndSecret
+    }
+
+    var itemClass: ItemClass
+    var attributes: [String: AttributeValue]
+    var accessGroup: String?
+    var accessibility: Accessibility?
+    var output: Output
+    /// --socket and --json.
+    var socket: String?
+    var json: Bool
+
+    var displayName: String { itemClass == internetPassword ? "find-internet-password" : "find-generic-password" }
+
+    /// Finds the item and prints it; a failure is reported as every client command reports it. Returns the exit
+    /// status.
+    func run() -> Int32 {
+        do {
+            try execute(DaemonClient(socketPath: GlobalOptions.socketPath(socket)))
+            return 0
+        } catch {
+            error.report(command: displayName, json: json)
+            return error.exitCode
+        }
+    }
+
+    func execute(_ client: DaemonClient) throws(CommandFailure) {
+        let wantsSecret = output != .attributes
+        let query = ItemQuery(
+            itemClass: itemClass, attributes: attributes, accessGroup: accessGroup,
+            accessibility: accessibility, synchronizable: .any, limit: .one,
             returns: wantsSecret ? [.data, .attributes] : .attributes)
         guard case .records(let records) = try client.send(.copyMatching(query)), var record = records.first else {
             throw CommandFailure(status: -25300, message: "The specified item could not be found in the keychain.")
         }
         defer { record.wipeData() }
-        if global.json {
+        if json {
             Console.out(ItemPrinter.json(record, secret: wantsSecret).rendered)
-        } else if printSecretOnly {
+        } else if output == .secretOnly {
             Console.outBytes(record.data ?? Data())
         } else {
             Console.write(ItemPrinter.text(record))
-            if printSecret { Console.err(ItemPrinter.passwordLine(record.data ?? Data())) }
+            if output == .attributesAndSecret { Console.err(ItemPrinter.passwordLine(record.data ?? Data())) }
         }
     }
 }
@@ -490,7 +562,7 @@ struct DumpKeychain: ClientCommand {
 enum ItemPrinter {
     /// `security`'s layout: the class, then one attribute per line.
     static func text(_ record: ItemRecord) -> String {
-        var out = "class: \"\(record.itemClass)\"\nattributes:\n"
+        var out = "class: \"\(record.itemClass.rawValue)\"\nattributes:\n"
         for (key, _) in AttributeName.ordered {
             guard let value = record.attributes[key] else { continue }
             out += "    \"\(key)\"" + typed(value) + "\n"

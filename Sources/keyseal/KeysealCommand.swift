@@ -37,7 +37,10 @@ struct KeysealCommand: ParsableCommand {
         ])
 
     static func main() {
-        main(ArgumentRewriter.rewrite(Array(CommandLine.arguments.dropFirst())))
+        let arguments = Array(CommandLine.arguments.dropFirst())
+        // The lookups scripts run most take a path of their own (docs/ARCHITECTURE.md, "The command line").
+        if let find = FindParser.parse(arguments) { FindParser.exit(find.run()) }
+        main(ArgumentRewriter.rewrite(arguments))
     }
 }
 
@@ -49,7 +52,12 @@ struct GlobalOptions: ParsableArguments {
     @Flag(name: .long, help: "Print one JSON document on standard output.")
     var json = false
 
-    var socketPath: String { socket ?? Wire.defaultSocketPath(environment: ProcessInfo.processInfo.environment) }
+    var socketPath: String { Self.socketPath(socket) }
+
+    /// The socket given, else the default of the environment.
+    static func socketPath(_ socket: String?) -> String {
+        socket ?? Wire.defaultSocketPath(environment: ProcessInfo.processInfo.environment)
+    }
 }
 
 /// A command that talks to keyseald: failures print one line (and the JSON error document) and exit with the

@@ -239,7 +239,6 @@ struct Keyseald: AsyncParsableCommand {
         if level > .debug { setenv("TSS2_LOG", "all+NONE", 1) }
         let logger = Logger(label: "keyseald")
         for failure in Hardening.apply() { logger.warning("hardening incomplete: \(failure)") }
-        if !Memory.tuneHeap() { logger.warning("the heap thresholds were not set (mallopt)") }
         if tpmProtectLockout && tpmLockoutFile == nil && isatty(STDOUT_FILENO) != 1 {
             // A pipe or the journal would keep the value, or lose it in a buffer: refuse before anything changes.
             Self.fail(
@@ -304,6 +303,10 @@ struct Keyseald: AsyncParsableCommand {
         }
         do {
             let daemon = try KeysealDaemon(options: options, logger: logger)
+            // The store's open (its keybag, row hints and ledger check) runs on glibc's default thresholds, which map
+            // and unmap its large temporary blocks, and what it freed on the heap is returned before serving.
+            if !Memory.tuneHeap() { logger.warning("the heap thresholds were not set (mallopt)") }
+            Memory.returnFreedPages()
             if tpmProtectLockout {
                 do {
                     if let tpmLockoutFile {

@@ -60,6 +60,20 @@ struct CLIScenarioTests {
         }
     }
 
+    @Test("-g prints security's layout: the class by its code, the attributes, the password on stderr")
+    func attributeLayout() throws {
+        let daemon = try DaemonFixture(.hostKey)
+        defer { daemon.remove() }
+        let cli = CLI(socket: daemon.socketPath)
+        try cli("add-generic-password", "-a", "alice", "-s", "layout", "-w", "s3cret")
+        let generic = try cli("find-generic-password", "-a", "alice", "-s", "layout", "-g")
+        #expect(generic.stdoutText.hasPrefix("class: \"genp\"\nattributes:\n"))
+        #expect(generic.stdoutText.contains("    \"acct\"<blob>=\"alice\"\n"))
+        #expect(generic.stderrText == "password: \"s3cret\"\n")
+        try cli("add-internet-password", "-a", "bob", "-s", "example.com", "-w", "pw")
+        #expect(try cli("find-internet-password", "-a", "bob", "-s", "example.com").stdoutText.hasPrefix("class: \"inet\"\n"))
+    }
+
     @Test("a wrong passcode exits 51 and unlocks nothing; the right one unlocks every class", arguments: backends)
     func unlock(backend: DaemonFixture.Backend) throws {
         let daemon = try DaemonFixture(backend)
