@@ -123,15 +123,25 @@ public final class KeychainService: Sendable {
         try await pool.runIfActive(body)
     }
 
-    /// Whether `request` is answered on the connection's event loop: a short request (``isShort(_:)``), or a key
-    /// operation while its key has been measured fast (``KeyOperationPlacement``).
-    func answersOnEventLoop(_ request: WireRequest) -> Bool {
+    /// Whether `request` is answered on the connection's event loop: a short request (``isShort(_:)``), a
+    /// copy-matching the store's indexes bound to a few small rows for `caller` (``smallQueryRows``,
+    /// ``smallQueryBytes``; a Secret Service search by attributes is one), or a key operation while its key has been
+    /// measured fast (``KeyOperationPlacement``).
+    func answersOnEventLoop(_ request: WireRequest, caller: Caller) -> Bool {
         if Self.isShort(request) { return true }
+        if case .copyMatching(let query) = request {
+            return store.isSmall(query, caller: caller, rows: Self.smallQueryRows, bytes: Self.smallQueryBytes)
+        }
         guard let reference = Self.keyOperationReference(request) else { return false }
         return keyOperations.runsOnEventLoop(reference)
     }
 
-    /// Answers a request ``answersOnEventLoop(_:)`` admits on the calling thread, the connection's event loop. Never
+    /// A copy-matching of at most this many candidate rows, holding at most ``smallQueryBytes`` of sealed data, costs
+    /// about as much as a few lookups, and is answered on the event loop.
+    static let smallQueryRows = 8
+    static let smallQueryBytes = 64 << 10
+
+    /// Answers a request ``answersOnEventLoop(_:caller:)`` admits on the calling thread, the connection's event loop. Never
     /// throws: every failure is a `.failure` response.
     func answerNow(_ request: WireRequest, caller: Caller, peer: PeerCredentials) -> WireResponse {
         if let refusal = admit(request, caller: caller, peer: peer) { return refusal }

@@ -453,7 +453,8 @@ final class ConnectionHandler: ChannelInboundHandler {
             return
         default: break
         }
-        if server.service.answersOnEventLoop(request) {
+        if server.service.answersOnEventLoop(request, caller: caller) {
+            server.logger.trace("answered on the event loop", metadata: ["request.name": "\(request.name)"])
             reply(server.service.answerNow(request, caller: caller, peer: peer), context: context)
             if KeychainService.keyOperationReference(request) != nil {
                 yielding = true
@@ -461,6 +462,7 @@ final class ConnectionHandler: ChannelInboundHandler {
             }
             return
         }
+        server.logger.trace("answered on the thread pool", metadata: ["request.name": "\(request.name)"])
         // While the pool works, nothing more is read from this client: what it pipelines waits in the socket.
         busy = true
         try? context.channel.syncOptions?.setOption(ChannelOptions.autoRead, value: false)

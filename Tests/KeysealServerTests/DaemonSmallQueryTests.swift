@@ -1,0 +1,61 @@
+import Foundation
+import Keyseal
+import KeysealCore
+import KeysealTestSupport
+import Testing
+
+@testable import KeysealClient
+@testable import KeysealServer
+
+/// keyseald answers a copy-matching of many results on its thread pool, so that other clients on the same event loop
+/// are not held up, unless the store's indexes bound it to a few small rows (KeychainService.answersOnEventLoop):
+/// then it is answered on the event loop like a single lookup. keyseald's trace log says where each request ran.
+@Suite("Small queries on the event loop")
+struct DaemonSmallQueryTests {
+    static func query(service: String, account: String? = nil) -> ItemQuery {
+        var attributes: [String: AttributeValue] = [AttributeKey.service: .string(service)]
+        if let account { attributes[AttributeKey.account] = .string(account) }
+        return ItemQuery(itemClass: .genericPassword, attributes: attributes, limit: .all, returns: .data)
+    }
+
+    static func add(_ connection: KeysealConnection, service: String, account: String, bytes: Int = 8) throws {
+        let item = NewItem(
+            itemClass: .genericPassword,
+            attributes: [AttributeKey.service: .string(service), AttributeKey.account: .string(account)],
+            data: Data(repeating: 7, count: bytes))
+        _ = try connection.send(.add(item))
+    }
+
+    /// The placement keyseald logged for each copy-matching, in order.
+    static func placements(_ daemon: DaemonFixture) throws -> [String] {
+        let log = try String(contentsOfFile: daemon.logPath, encoding: .utf8)
+        return log.split(separator: "\n").filter { $0.contains("request.name=copy-matching") }.compactMap { line in
+            line.contains("answered on the event loop") ? "loop" : line.contains("answered on the thread pool") ? "pool" : nil
+        }
+    }
+
+    @Test func fewRowsRunOnTheEventLoopAndManyOnThePool() throws {
+        let daemon = try DaemonFixture(.hostKey, arguments: ["--log-level", "trace"])
+        defer { daemon.remove() }
+        let connection = KeysealConnection(socketPath: daemon.socketPath)
+        defer { connection.disconnect() }
+        for index in 0..<3 { try Self.add(connection, service: "few", account: "f\(index)") }
+        for index in 0..<(KeychainService.smallQueryRows + 4) {
+            try Self.add(connection, service: "many", account: "m\(index)")
+        }
+        try Self.add(connection, service: "large", account: "l", bytes: 200_000)
+        // The results are whole wherever they ran.
+        guard case .records(let few) = try connection.send(.copyMatching(Self.query(service: "few"))),
+            case .records(let many) = try connection.send(.copyMatching(Self.query(service: "many"))),
+            case .records(let large) = try connection.send(.copyMatching(Self.query(service: "large")))
+        else {
+            Issue.record("no records")
+            return
+        }
+        #expect(few.count == 3)
+        #expect(many.count == KeychainService.smallQueryRows + 4)
+        #expect(large.first?.data?.count == 200_000)
+        _ = daemon.stop()
+        #expect(try Self.placements(daemon) == ["loop", "pool", "pool"])
+    }
+}
