@@ -142,19 +142,20 @@ let benchmarks: @Sendable () -> Void = {
     // layer, on the wire client.
     let wireDaemon = Shared<DaemonProcess>()
     let connection = Shared<KeysealConnection>()
+    let wireSetup: @Sendable () throws -> Void = {
+        wireDaemon.value = try DaemonProcess(store: try sharedStore(items: 1_000))
+        connection.value = KeysealConnection(socketPath: wireDaemon.value.socket)
+    }
+    let wireTeardown: @Sendable () throws -> Void = {
+        connection.value.disconnect()
+        wireDaemon.value.stop()
+    }
     Benchmark(
         "daemon: ping (wire client, no engine)", configuration: benchConfiguration(),
         closure: { benchmark in
             for _ in benchmark.scaledIterations { blackHole(orFail("ping") { try connection.value.send(.ping) }) }
         },
-        setup: {
-            wireDaemon.value = try DaemonProcess(store: try sharedStore(items: 1_000))
-            connection.value = KeysealConnection(socketPath: wireDaemon.value.socket)
-        },
-        teardown: {
-            connection.value.disconnect()
-            wireDaemon.value.stop()
-        })
+        setup: wireSetup, teardown: wireTeardown)
     let rawQuery = rawLookup(account: "account-12")
     Benchmark(
         "daemon: raw copy-matching (wire client, no SecItem layer, 1000 items)", configuration: benchConfiguration(),
@@ -163,14 +164,7 @@ let benchmarks: @Sendable () -> Void = {
                 blackHole(orFail("copy-matching") { try connection.value.send(.copyMatching(rawQuery)) })
             }
         },
-        setup: {
-            wireDaemon.value = try DaemonProcess(store: try sharedStore(items: 1_000))
-            connection.value = KeysealConnection(socketPath: wireDaemon.value.socket)
-        },
-        teardown: {
-            connection.value.disconnect()
-            wireDaemon.value.stop()
-        })
+        setup: wireSetup, teardown: wireTeardown)
 
     // A 1 MiB value through the daemon (target: ≤ 2× the ping-pong of the same frames plus the embedded lookup).
     let largeDaemon = Shared<DaemonProcess>()
