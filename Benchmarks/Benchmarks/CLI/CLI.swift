@@ -9,6 +9,9 @@ import KeysealBenchSupport
 import Glibc
 #endif
 
+/// The environment of every program started here (`KEY=value`, without the harness's malloc interposer).
+let childEnvironment = BenchEnvironment.childEnvironment.map { "\($0.key)=\($0.value)" }
+
 /// Runs `argv` with stdout to /dev/null and waits; stops the benchmark on a failure.
 func run(_ argv: [String]) {
     var actions = posix_spawn_file_actions_t()
@@ -17,8 +20,10 @@ func run(_ argv: [String]) {
     posix_spawn_file_actions_addopen(&actions, 1, "/dev/null", O_WRONLY, 0)
     let cArguments = argv.map { strdup($0) } + [nil]
     defer { for pointer in cArguments { free(pointer) } }
+    let cEnvironment = childEnvironment.map { strdup($0) } + [nil]
+    defer { for pointer in cEnvironment { free(pointer) } }
     var pid: pid_t = 0
-    guard posix_spawn(&pid, argv[0], &actions, nil, cArguments, environ) == 0 else { fatalError("cannot start \(argv[0])") }
+    guard posix_spawn(&pid, argv[0], &actions, nil, cArguments, cEnvironment) == 0 else { fatalError("cannot start \(argv[0])") }
     var status: Int32 = 0
     waitpid(pid, &status, 0)
     guard status == 0 else { fatalError("\(argv.joined(separator: " ")) exited with \(status)") }
