@@ -789,6 +789,62 @@ final class KeychainEngine {
         }
     }
 
+    /// Adds `item`, or, when an item of its class, access group and service already carries exactly its string
+    /// attributes (``AttributeKey/stringAttributes``, compared as decoded pair sets), gives that item `item`'s label,
+    /// description and value instead: it keeps its account, accessibility and creation date. The Secret Service's
+    /// `CreateItem` with `replace`. The search and the write are one item transaction under the engine's lock, so
+    /// that two callers storing the same attributes leave one item. Of several such items, the lowest row is
+    /// replaced. Returns nil when it added, else the replaced item's account.
+    ///
+    /// Every check of an add applies (validation, the value limit, the caller's group, the class key); an item
+    /// without string attributes is errSecParam; while a class key the search needs is unavailable nothing is
+    /// written (errSecInteractionNotAllowed).
+    func addReplacingAttributes(_ item: NewItem, caller: Caller) throws -> String? {
+        let now = configuration.clock()
+        let (row, _, group) = try prepare(item, caller: caller, now: now)
+        guard item.itemClass == .genericPassword, let encoded = item.attributes[AttributeKey.stringAttributes] else {
+            throw KeychainError(
+                KeychainStatus.param,
+                "an add that replaces by string attributes needs a generic password carrying \(AttributeKey.stringAttributes)")
+        }
+        let pairs = try StringAttributes.pairs(encoded)
+        let service = item.attributes[AttributeKey.service] ?? AttributeKey.defaultValue(AttributeKey.service)
+        var query = ItemQuery(
+            itemClass: .genericPassword, attributes: [AttributeKey.stringAttributes: encoded], accessGroup: group,
+            limit: .all, returns: .attributes)
+        query.attributes[AttributeKey.service] = service
+        let replaced = try itemTransaction { () throws(KeychainError) -> String? in
+            let matches: [Match]
+            do {
+                matches = try match(query, caller: caller, bound: nil)
+            } catch let error as KeychainError {
+                throw error
+            } catch {
+                throw KeychainError(KeychainStatus.internalComponent, "\(error)")
+            }
+            let equal = matches.filter { (try? StringAttributes.pairs($0.attributes[AttributeKey.stringAttributes])) == pairs }
+            guard let target = equal.min(by: { $0.row.id < $1.row.id }) else {
+                _ = try store.insert(row)
+                return nil
+            }
+            let accessibility = try Self.accessibility(of: target.row)
+            var attributes = target.attributes
+            attributes[AttributeKey.label] = item.attributes[AttributeKey.label]
+            attributes[AttributeKey.description] = item.attributes[AttributeKey.description]
+            attributes[AttributeKey.modificationDate] = .date(now)
+            var updated = try seal(
+                itemID: target.row.itemID, itemClass: .genericPassword, group: target.row.accessGroup,
+                accessibility: accessibility, generation: target.row.generation + 1, attributes: attributes,
+                secret: item.data, classKey: try requireClassKey(accessibility))
+            updated.id = target.row.id
+            try store.update(updated)
+            guard case .string(let account)? = attributes[AttributeKey.account] else { return "" }
+            return account
+        }
+        if replaced == nil { groupCache.insert(group, for: .genericPassword) }
+        return replaced
+    }
+
     func delete(_ query: ItemQuery, caller: Caller) throws {
         try RequestValidation.validate(query)
         if query.limitGiven && query.limit != .all {

@@ -465,6 +465,17 @@ public final class KeychainStore: Sendable {
         }
     }
 
+    /// Adds `item`, or gives its label, description and value to the item of the same class, access group and
+    /// service whose string attributes equal `item`'s (``KeychainEngine/addReplacingAttributes(_:caller:)``), in
+    /// one step. Returns nil when it added, else the replaced item's account.
+    package func addReplacingAttributes(_ item: NewItem, caller: Caller) throws -> String? {
+        try route({ try $0.addReplacingAttributes(item, caller: caller) }) { connection throws(KeychainError) -> String? in
+            let response = try Self.request(connection, .addReplacingAttributes(item))
+            guard case .records(let records) = response, records.count <= 1 else { throw Self.unexpected(response) }
+            return try records.first.map(Wire.replacedAccount)
+        }
+    }
+
     package func delete(_ query: ItemQuery, caller: Caller) throws {
         try route({ try $0.delete(query, caller: caller) }) { connection throws(KeychainError) in
             try Self.expectOK(try Self.request(connection, .delete(query)))

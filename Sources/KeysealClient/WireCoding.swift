@@ -27,6 +27,7 @@ enum Opcode: UInt8 {
     case copyMatching = 17
     case update = 18
     case delete = 19
+    case addReplacingAttributes = 20
     case exportBackup = 24
     case importBegin = 25
     case importChunk = 26
@@ -437,9 +438,10 @@ extension WireRequest {
             writer.u8(Opcode.setSettings.rawValue)
             writer.optional(settings.autoLockSeconds) { $0.int($1) }
         case .subscribeLockState: writer.u8(Opcode.subscribeLockState.rawValue)
-        case .add(let item):
+        case .add(let item), .addReplacingAttributes(let item):
             try Self.checkValue(item.data)
-            writer.u8(Opcode.add.rawValue)
+            let opcode: Opcode = if case .add = self { .add } else { .addReplacingAttributes }
+            writer.u8(opcode.rawValue)
             writer.shortString(item.itemClass.rawValue)
             writer.attributes(item.attributes)
             writer.optional(item.accessGroup) { $0.string($1) }
@@ -572,7 +574,7 @@ extension WireRequest {
         case .getSettings: request = .getSettings
         case .setSettings: request = .setSettings(WireSettings(autoLockSeconds: try reader.optional { r throws(KeychainError) in try r.int() }))
         case .subscribeLockState: request = .subscribeLockState
-        case .add:
+        case .add, .addReplacingAttributes:
             let itemClass = try reader.itemClass()
             let attributes = try reader.attributes()
             let group = try reader.optional { r throws(KeychainError) in try r.string() }
@@ -581,10 +583,10 @@ extension WireRequest {
             let sync = try reader.bool()
             let data = try reader.data()
             let returns = try reader.u8()
-            request = .add(
-                NewItem(
-                    itemClass: itemClass, attributes: attributes, accessGroup: group, accessibility: accessibility,
-                    accessControlFlags: flags, synchronizable: sync, data: data, returns: ReturnOptions(rawValue: returns)))
+            let item = NewItem(
+                itemClass: itemClass, attributes: attributes, accessGroup: group, accessibility: accessibility,
+                accessControlFlags: flags, synchronizable: sync, data: data, returns: ReturnOptions(rawValue: returns))
+            request = opcode == .add ? .add(item) : .addReplacingAttributes(item)
         case .copyMatching: request = .copyMatching(try reader.query())
         case .update:
             let query = try reader.query()

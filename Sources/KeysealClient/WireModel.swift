@@ -28,6 +28,20 @@ public enum Wire {
         if let runtime = environment["XDG_RUNTIME_DIR"], !runtime.isEmpty { return runtime + "/keyseal/keyseal.sock" }
         return "/run/keyseal/keyseal.sock"
     }
+
+    /// The answer to ``WireRequest/addReplacingAttributes(_:)`` when it replaced: `.records` with this one record,
+    /// which carries the replaced item's account only (an add answers `.records([])`).
+    public static func replacedRecord(account: String) -> ItemRecord {
+        ItemRecord(itemClass: .genericPassword, attributes: [AttributeKey.account: .string(account)])
+    }
+
+    /// The account of a ``replacedRecord(account:)``; any other record is errSecDecode.
+    public static func replacedAccount(_ record: ItemRecord) throws(KeychainError) -> String {
+        guard record.itemClass == .genericPassword, record.attributes.count == 1,
+            case .string(let account)? = record.attributes[AttributeKey.account]
+        else { throw KeychainError(status: KeychainStatus.decode, message: "unexpected response from keyseald") }
+        return account
+    }
 }
 
 /// An operation with a stored key, named by its item's persistent reference: done by keyseald, which answers
@@ -150,6 +164,11 @@ public enum WireRequest: Sendable {
     /// Turns the connection into a stream of `.lockStateChanged` events, the current state first.
     case subscribeLockState
     case add(NewItem)
+    /// Adds a generic password carrying string attributes, or, when an item of its access group and service carries
+    /// exactly the same ones, gives that item the new label, description and value instead, in one step (the Secret
+    /// Service's `CreateItem` with `replace`). Answered with `.records`: none when it added, one
+    /// (``Wire/replacedRecord(account:)``) naming the replaced item's account.
+    case addReplacingAttributes(NewItem)
     case copyMatching(ItemQuery)
     case update(ItemQuery, ItemChanges)
     case delete(ItemQuery)
@@ -193,7 +212,7 @@ public enum WireRequest: Sendable {
     /// Whether `onBehalf` may carry this request.
     public var mayBeSentOnBehalf: Bool {
         switch self {
-        case .ping, .add, .copyMatching, .update, .delete: true
+        case .ping, .add, .addReplacingAttributes, .copyMatching, .update, .delete: true
         default: false
         }
     }
@@ -233,6 +252,7 @@ public enum WireRequest: Sendable {
         case .setSettings: "settings"
         case .subscribeLockState: "subscribe"
         case .add: "add"
+        case .addReplacingAttributes: "add-replacing"
         case .copyMatching: "copy-matching"
         case .update: "update"
         case .delete: "delete"

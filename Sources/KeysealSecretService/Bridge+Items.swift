@@ -132,19 +132,6 @@ extension SecretServiceBridge {
         var label = ""
         if case .string(let text)? = properties[Self.itemInterface + ".Label"] { label = text }
         let (value, contentType) = try decodeSecret(secret, sender: sender)
-        if replace,
-            let existing = try find(itemQuery(collection: collection, pairs: pairs, returns: 2)).first(where: {
-                (try? StringAttributes.pairs(Self.attributeValue($0.attributes[AttributeKey.stringAttributes])))
-                    == pairs
-            }),
-            case .string(let account)? = existing.attributes[AttributeKey.account]
-        {
-            try update(collection, account, ItemChanges(
-                attributes: [AttributeKey.label: .string(label), AttributeKey.description: .string(contentType)],
-                data: value.data))
-            itemChanged(collection, account)
-            return Self.itemPath(collection, account)
-        }
         let account = randomBytes(16).map { String($0, radix: 16).leftPadded(2) }.joined()
         let item = NewItem(
             itemClass: .genericPassword,
@@ -154,11 +141,34 @@ extension SecretServiceBridge {
                 AttributeKey.stringAttributes: .data(StringAttributes.encode(pairs)),
             ],
             accessGroup: collectionGroups[collection], accessibility: .whenUnlocked, data: value.data)
-        do {
-            _ = try sendItem(.add(item))
+        // With replace, keyseald finds the item whose attributes are exactly these and replaces it, or adds this one,
+        // in one step: two clients storing the same attributes at once leave one item.
+        let replaced: String?
+        do throws(KeychainError) {
+            guard replace else {
+                _ = try sendItem(.add(item))
+                return added(collection, account, pairs)
+            }
+            let response = try sendItem(.addReplacingAttributes(item))
+            guard case .records(let records) = response, records.count <= 1 else {
+                throw KeychainError(status: KeychainStatus.decode, message: "unexpected response from keyseald")
+            }
+            replaced = try records.first.map(Wire.replacedAccount)
         } catch {
             throw Self.busError(error)
         }
+        guard let replaced else { return added(collection, account, pairs) }
+        let path = Self.itemPath(collection, replaced)
+        // Its string attributes are these; its label, content type and value are new (read again when asked for).
+        if sharesItemKnowledge {
+            index[path] = IndexedItem(collection: collection, digests: digests(pairs), record: nil, readAt: 0)
+        }
+        itemChanged(collection, replaced)
+        return path
+    }
+
+    /// Records a new item of `collection` and announces it.
+    private func added(_ collection: String, _ account: String, _ pairs: [String: String]) -> String {
         let path = Self.itemPath(collection, account)
         if sharesItemKnowledge {
             index[path] = IndexedItem(collection: collection, digests: digests(pairs), record: nil, readAt: 0)

@@ -208,7 +208,7 @@ public final class KeychainService: Sendable {
     /// Requests that cost about one lookup: at most one item, no key derivation.
     static func isShort(_ request: WireRequest) -> Bool {
         switch request {
-        case .ping, .lockState, .status, .lock, .getSettings, .add: return true
+        case .ping, .lockState, .status, .lock, .getSettings, .add, .addReplacingAttributes: return true
         case .copyMatching(let query): return query.limit == .one
         default: return false
         }
@@ -282,6 +282,22 @@ public final class KeychainService: Sendable {
                 return record
             }
             return .records(record.map { [$0] } ?? [])
+        case .addReplacingAttributes(let new):
+            // Admitted as an add: the group must have room for one more item, whether it adds or replaces.
+            try RequestValidation.validate(new, valueLimit: store.valueLimit)
+            let replaced = try quotaWrites.withLock { _ in
+                guard !caller.isAdministrator else {
+                    defer { quotas.forget() }
+                    return try store.addReplacingAttributes(new, caller: caller)
+                }
+                let group = new.accessGroup ?? caller.defaultGroup
+                let bytes = Self.storedSize(new)
+                try quotas.check(group: group, items: 1, bytes: bytes, store: store)
+                let replaced = try store.addReplacingAttributes(new, caller: caller)
+                if replaced == nil { quotas.added(group: group, bytes: bytes) } else { quotas.forget() }
+                return replaced
+            }
+            return .records(replaced.map { [Wire.replacedRecord(account: $0)] } ?? [])
         case .copyMatching(let query):
             return .records(try store.copyMatching(query, caller: caller, resultLimit: limits.responseBytes))
         case .update(let query, let changes):
@@ -581,7 +597,8 @@ extension WireRequest {
     /// An item request or an unlock: what holds off auto-lock when an administrator sends it.
     var holdsOffAutoLock: Bool {
         switch self {
-        case .add, .copyMatching, .update, .delete, .unlock, .setPasscode, .changePasscode: return true
+        case .add, .addReplacingAttributes, .copyMatching, .update, .delete, .unlock, .setPasscode, .changePasscode:
+            return true
         case .certificates, .createCSR: return true
         case .exportBackup, .importBegin, .importChunk, .importEnd: return true
         default: return false

@@ -8,7 +8,8 @@ public enum BadRequest: String, CaseIterable, Sendable, CustomStringConvertible 
     case addKey, addCertificate, addIdentity, addUnknownAttribute, addAttributeOfAnotherClass, addWrongType,
         addOversizedLabel, addOversizedGroup, addGroupAsAttribute, addCreationDate, addEnforcedAccessControl,
         findKeyWrongType, findUnknownAttribute, findWrongType, addKeyWithToken, updateCertificateData,
-        updateUnknownAttribute, updateReadOnly, updateOversizedData
+        updateUnknownAttribute, updateReadOnly, updateOversizedData, replacingAddWithoutStringAttributes,
+        replacingAddUnknownAttribute, replacingAddOversizedValue
 
     public var description: String { rawValue }
 
@@ -22,6 +23,9 @@ public enum BadRequest: String, CaseIterable, Sendable, CustomStringConvertible 
         // that claims a token (hardware keys are generated, never imported), a certificate's DER changed.
         case .addKey, .addCertificate, .addIdentity, .findKeyWrongType, .addKeyWithToken, .updateCertificateData:
             KeychainStatus.param
+        case .replacingAddWithoutStringAttributes: KeychainStatus.param
+        case .replacingAddUnknownAttribute: KeychainStatus.noSuchAttr
+        case .replacingAddOversizedValue: KeychainStatus.dataTooLarge
         case .addUnknownAttribute, .addAttributeOfAnotherClass, .findUnknownAttribute, .updateUnknownAttribute:
             KeychainStatus.noSuchAttr
         case .addWrongType, .addGroupAsAttribute, .findWrongType: KeychainStatus.param
@@ -49,7 +53,18 @@ public enum BadRequest: String, CaseIterable, Sendable, CustomStringConvertible 
         func update(_ changes: ItemChanges) -> OSStatus {
             KeysealTestSupport.status { try store.update(.password(account: "anyone"), with: changes) }
         }
+        func replacingAdd(_ attributes: [String: AttributeValue], data: Data = Data("s".utf8)) -> OSStatus {
+            var all: [String: AttributeValue] = [AttributeKey.account: .string("bad-\(rawValue)")]
+            all.merge(attributes) { _, new in new }
+            let item = NewItem(itemClass: .genericPassword, attributes: all, data: data)
+            return KeysealTestSupport.status { _ = try store.addReplacingAttributes(item, caller: .owner) }
+        }
+        let pairs: AttributeValue = .data(StringAttributes.encode(["k": "v"]))
         switch self {
+        case .replacingAddWithoutStringAttributes: return replacingAdd([:])
+        case .replacingAddUnknownAttribute: return replacingAdd([AttributeKey.stringAttributes: pairs, "zzzz": .string("x")])
+        case .replacingAddOversizedValue:
+            return replacingAdd([AttributeKey.stringAttributes: pairs], data: Data(count: (1 << 20) + 1))
         case .addKey: return add(.key, [AttributeKey.label: .string("k")])
         case .addCertificate: return add(.certificate)
         case .addIdentity: return add(.identity)

@@ -59,6 +59,40 @@ struct WireCodingTests {
         #expect(decoded == item)
     }
 
+    @Test("an add replacing by string attributes round-trips, alone and on behalf; a replaced answer names the account")
+    func addReplacingAttributesRoundTrip() throws {
+        let item = NewItem(
+            itemClass: .genericPassword,
+            attributes: ["acct": .string("a"), "svce": .string("s"), "ksat": .data(Data([1, 0, 0, 0, 1, 0x6b, 2, 0, 0, 0, 0]))],
+            accessGroup: "g", data: Data([0xc3, 0x28]))
+        guard case .addReplacingAttributes(let decoded) = try Self.roundTrip(.addReplacingAttributes(item)) else {
+            Issue.record("not an add replacing by attributes")
+            return
+        }
+        #expect(decoded == item)
+        guard case .onBehalf(7, .addReplacingAttributes(let inner)) = try Self.roundTrip(.onBehalf(pid: 7, .addReplacingAttributes(item)))
+        else {
+            Issue.record("not on behalf")
+            return
+        }
+        #expect(inner == item)
+        // The opcode is its own: the frame differs from a plain add's in that byte only.
+        let plain = Self.payload(try WireRequest.add(item).encodedFrame())
+        let replacing = Self.payload(try WireRequest.addReplacingAttributes(item).encodedFrame())
+        #expect(plain.count == replacing.count && zip(plain, replacing).filter { $0 != $1 }.count == 1)
+        // The answer: the replaced item's account in one record; any other record is a decode error.
+        let record = try #require(
+            try { () throws -> ItemRecord? in
+                guard case .records(let records) = try Self.roundTrip(.records([Wire.replacedRecord(account: "acc")])) else { return nil }
+                return records.first
+            }())
+        #expect(try Wire.replacedAccount(record) == "acc")
+        #expect(throws: KeychainError.self) {
+            try Wire.replacedAccount(ItemRecord(itemClass: .genericPassword, attributes: ["acct": .string("a"), "labl": .string("")]))
+        }
+        #expect(throws: KeychainError.self) { try Wire.replacedAccount(ItemRecord(itemClass: .key, attributes: ["acct": .string("a")])) }
+    }
+
     @Test("queries with every limit round-trip", arguments: [MatchLimit.one, .all, .count(7)])
     func queryRoundTrip(limit: MatchLimit) throws {
         let query = ItemQuery(
@@ -274,9 +308,11 @@ struct WireCodingTests {
     @Test("every truncation of valid frames is an error, never a crash")
     func truncations() throws {
         let item = NewItem(itemClass: .genericPassword, attributes: Self.attributes, accessGroup: "g", data: Data([1, 2]))
-        let full = Self.payload(try WireRequest.add(item).encodedFrame())
-        for cut in 0..<full.count {
-            #expect(throws: KeychainError.self) { try WireRequest.decode(payload: Array(full.prefix(cut))) }
+        for request in [WireRequest.add(item), .addReplacingAttributes(item), .onBehalf(pid: 3, .addReplacingAttributes(item))] {
+            let full = Self.payload(try request.encodedFrame())
+            for cut in 0..<full.count {
+                #expect(throws: KeychainError.self) { try WireRequest.decode(payload: Array(full.prefix(cut))) }
+            }
         }
         let response = Self.payload(
             WireResponse.records([ItemRecord(itemClass: .genericPassword, attributes: Self.attributes, data: Data([1]))])

@@ -116,6 +116,17 @@ struct SecretServiceTests {
             fixture, ["-m", "pytest", "-q", "-p", "no:cacheprovider", Self.script("test_keyring_backend.py")])
     }
 
+    /// One user's two sessions, each with its session bus and its bridge, in front of one keyseald: libsecret's
+    /// store (CreateItem with replace) from both at the same moment, round after round, leaves one item each time.
+    @Test("two clients on two bridges storing the same attributes at once leave one item")
+    func concurrentStoresLeaveOneItem() throws {
+        let first = try SecretServiceFixture()
+        defer { first.remove() }
+        let second = try SecretServiceFixture(daemon: first.daemon)
+        defer { second.remove() }
+        try Self.runPython(first, [Self.script("concurrent_store.py"), first.busAddress, second.busAddress, "40"])
+    }
+
     @Test("a session is closed when the client that opened it exits; a connected client's session stays")
     func sessionClosedOnExit() throws {
         let fixture = try SecretServiceFixture()

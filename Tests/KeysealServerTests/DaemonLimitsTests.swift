@@ -185,6 +185,45 @@ struct DaemonLimitsTests {
         for index in 0..<5 { _ = try store.add(.password(account: "admin\(index)", group: "uid.65534")) }
     }
 
+    @Test("another user's replacing add adds, then replaces; it is refused another's group, over the quota and while locked")
+    func replacingAddIsAdmittedAsAnAdd() throws {
+        guard getuid() == 0 else {
+            #expect(!runningInCI, "the other-user tests need root to switch users")
+            return
+        }
+        let daemon = try Self.sharedDaemon(["--quota-items", "2"])
+        defer { daemon.remove() }
+        let store = try daemon.client()
+        func values() throws -> [String: String] {
+            let records = try store.copyMatching(
+                ItemQuery(
+                    itemClass: .genericPassword, attributes: [AttributeKey.service: .string("probe")],
+                    accessGroup: "uid.65534", limit: .all, returns: [.attributes, .data]))
+            return Dictionary(uniqueKeysWithValues: records.map {
+                ($0.string(AttributeKey.account) ?? "?", String(decoding: $0.data ?? Data(), as: UTF8.self))
+            })
+        }
+        // "ok 0": added; "ok 1": replaced, the item keeping its account.
+        #expect(try Self.asNobody(daemon, ["store", "-", "first", "one"]) == "ok 0")
+        #expect(try Self.asNobody(daemon, ["store", "-", "second", "one"]) == "ok 1")
+        #expect(try values() == ["first": "secret"])
+        // Locked: refused, and nothing written.
+        try store.setPasscode("1234")
+        try store.lock()
+        #expect(try Self.asNobody(daemon, ["store", "-", "fifth", "one"])?.hasPrefix("error -25308") == true)
+        #expect(try Self.asNobody(daemon, ["store", "-", "fifth", "new"])?.hasPrefix("error -25308") == true)
+        try store.unlock(passcode: "1234")
+        #expect(try values() == ["first": "secret"])
+        // A group the user does not hold: refused, naming it.
+        let foreign = try #require(try Self.asNobody(daemon, ["store", "default", "third", "one"]))
+        #expect(foreign.hasPrefix("error -34018") && foreign.contains("default"), "\(foreign)")
+        // The quota counts it as an add, whether it would add or replace.
+        #expect(try Self.asNobody(daemon, ["store", "-", "third", "two"]) == "ok 0")
+        #expect(try Self.asNobody(daemon, ["store", "-", "fourth", "three"])?.hasPrefix("error -108") == true)
+        #expect(try Self.asNobody(daemon, ["store", "-", "fourth", "two"])?.hasPrefix("error -108") == true)
+        #expect(try values() == ["first": "secret", "third": "secret"])
+    }
+
     // MARK: Results
 
     @Test("a lookup whose stored size is over --max-response fails with errSecDataTooLarge; smaller ones are served")

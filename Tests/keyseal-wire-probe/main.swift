@@ -3,7 +3,7 @@
 //
 //   keyseal-wire-probe SOCKET status|lock|unlock PASSCODE|add GROUP ACCOUNT|find GROUP? ACCOUNT|delete ACCOUNT
 //                            |export PASSPHRASE|import PASSPHRASE|poll-status SECONDS|add-size GROUP ACCOUNT BYTES|find-all
-//                            |doctor|doctor-delete ID|add-class CLASS
+//                            |doctor|doctor-delete ID|add-class CLASS|store GROUP ACCOUNT PAIR-VALUE
 //   keyseal-wire-probe SOCKET as PID COMMAND …   (the request sent on behalf of process PID, as the bridge does)
 #if canImport(FoundationEssentials)
 import FoundationEssentials
@@ -56,6 +56,16 @@ if arguments.count == 3 && arguments[1] == "poll-status", let seconds = Double(a
     exit(0)
 }
 func group(_ text: String) -> String? { text == "-" ? nil : text }
+/// One string attribute pair in the engine's encoding (StringAttributes: tag 1 name, tag 2 value, 32-bit lengths).
+func onePair(_ name: String, _ value: String) -> Data {
+    var bytes: [UInt8] = []
+    for (tag, field) in [(UInt8(1), Array(name.utf8)), (2, Array(value.utf8))] {
+        bytes.append(tag)
+        bytes += withUnsafeBytes(of: UInt32(field.count).bigEndian, Array.init)
+        bytes += field
+    }
+    return Data(bytes)
+}
 let request: WireRequest
 switch (arguments[1], arguments.count) {
 case ("status", 2): request = .status
@@ -72,6 +82,16 @@ case ("add-size", 5):
         NewItem(
             itemClass: .genericPassword, attributes: ["acct": .string(arguments[3]), "svce": .string("probe")],
             accessGroup: group(arguments[2]), data: Data(repeating: 7, count: Int(arguments[4]) ?? 0)))
+case ("store", 5):
+    // The Secret Service's CreateItem with replace: the attribute probe=PAIR-VALUE; "ok 0" added, "ok 1" replaced.
+    request = .addReplacingAttributes(
+        NewItem(
+            itemClass: .genericPassword,
+            attributes: [
+                "acct": .string(arguments[3]), "svce": .string("probe"),
+                "ksat": .data(onePair("probe", arguments[4])),
+            ],
+            accessGroup: group(arguments[2]), data: Array("secret".utf8).withUnsafeBytes { Data($0) }))
 case ("find-all", 2):
     request = .copyMatching(
         ItemQuery(itemClass: .genericPassword, attributes: ["svce": .string("probe")], accessGroup: nil, limit: .all, returns: [.data, .attributes]))
