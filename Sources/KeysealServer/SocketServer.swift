@@ -453,9 +453,9 @@ final class ConnectionHandler: ChannelInboundHandler {
             return
         default: break
         }
-        if server.service.answersOnEventLoop(request, caller: caller) {
+        if let response = server.service.answerOnEventLoop(request, caller: caller, peer: peer) {
             server.logger.trace("answered on the event loop", metadata: ["request.name": "\(request.name)"])
-            reply(server.service.answerNow(request, caller: caller, peer: peer), context: context)
+            reply(response, context: context)
             if KeychainService.keyOperationReference(request) != nil {
                 yielding = true
                 context.eventLoop.assumeIsolated().execute { self.endTurn(context: context) }
