@@ -8,6 +8,20 @@ import KeysealTPM
 import Glibc
 #endif
 
+/// What a copy-matching on keyseald's event loop may step through
+/// (``KeychainEngine/copyMatching(_:caller:resultLimit:within:)``).
+package struct ScanBound: Sendable {
+    /// Candidate rows, counted as the indexes select them, before any is opened.
+    package var rows: Int
+    /// Their sealed attributes and values, in bytes.
+    package var bytes: Int
+
+    package init(rows: Int, bytes: Int) {
+        self.rows = rows
+        self.bytes = bytes
+    }
+}
+
 /// The one implementation of the keychain semantics: SecItem calls over the encrypted store, guarded by the
 /// lock-state manager. Not thread-safe: ``KeychainStore`` serializes every call.
 final class KeychainEngine {
@@ -667,6 +681,27 @@ final class KeychainEngine {
     }
 
     func copyMatching(_ query: ItemQuery, caller: Caller, resultLimit: Int? = nil) throws -> [ItemRecord] {
+        try copyMatching(query, caller: caller, resultLimit: resultLimit, scan: nil)
+    }
+
+    /// ``copyMatching(_:caller:resultLimit:)`` where the work must stay small (keyseald's event loop): nil once the rows
+    /// the store's indexes select for `query` are over `bound`, found by stepping through at most `bound.rows + 1`
+    /// rows and opening at most `bound.rows` of them. An identity (a key joined with its certificates) has no such
+    /// bound: nil. A query the engine refuses throws, as ``copyMatching(_:caller:resultLimit:)`` does.
+    func copyMatching(_ query: ItemQuery, caller: Caller, resultLimit: Int?, within bound: ScanBound) throws
+        -> [ItemRecord]?
+    {
+        guard query.itemClass != .identity else { return nil }
+        do {
+            return try copyMatching(query, caller: caller, resultLimit: resultLimit, scan: bound)
+        } catch is OverScanBound {
+            return nil
+        }
+    }
+
+    private func copyMatching(_ query: ItemQuery, caller: Caller, resultLimit: Int?, scan: ScanBound?) throws
+        -> [ItemRecord]
+    {
         switch query.itemClass {
         case .identity:
             try RequestValidation.validate(query)
@@ -675,19 +710,22 @@ final class KeychainEngine {
             // The attributes tell whether a key's material may leave: they are read even when not asked for.
             var withAttributes = query
             withAttributes.returns.insert(.attributes)
-            var records = try findItems(withAttributes, caller: caller, resultLimit: resultLimit)
+            var records = try findItems(withAttributes, caller: caller, resultLimit: resultLimit, scan: scan)
             try checkKeyData(records)
             if !query.returns.contains(.attributes) {
                 for index in records.indices { records[index].attributes = [:] }
             }
             return records
         default:
-            return try findItems(query, caller: caller, resultLimit: resultLimit)
+            return try findItems(query, caller: caller, resultLimit: resultLimit, scan: scan)
         }
     }
 
-    /// The lookup of stored items, as `SecItemCopyMatching` does it for the password classes.
-    func findItems(_ query: ItemQuery, caller: Caller, resultLimit: Int? = nil) throws -> [ItemRecord] {
+    /// The lookup of stored items, as `SecItemCopyMatching` does it for the password classes. `scan`: see
+    /// ``copyMatching(_:caller:resultLimit:within:)``; over it, ``OverScanBound`` is thrown.
+    func findItems(_ query: ItemQuery, caller: Caller, resultLimit: Int? = nil, scan: ScanBound? = nil) throws
+        -> [ItemRecord]
+    {
         try RequestValidation.validate(query)
         // A request for the value alone, found by digests only, needs no attribute decryption: opening the value
         // authenticates the header, and the header carries the digests the rows were found by (DESIGN.md §2, §4).
@@ -702,7 +740,7 @@ final class KeychainEngine {
         }
         var matches = try match(
             query, caller: caller, filter: (filter, decidesQuery), bound: query.limit.bound,
-            valueProvesMatch: valueProvesMatch, byteLimit: resultLimit)
+            valueProvesMatch: valueProvesMatch, byteLimit: resultLimit, scan: scan)
         guard !matches.isEmpty else { throw KeychainError.itemNotFound }
         // Each row's ciphertext is let go once its record is made, so that a large result is not held twice.
         var records: [ItemRecord] = []
@@ -718,27 +756,6 @@ final class KeychainEngine {
             records.append(record(match.row, attributes: match.attributes, data: data, returns: query.returns))
         }
         return records
-    }
-
-    /// Whether `query` selects at most `rows` candidate rows holding at most `bytes` of sealed data, as the store's
-    /// indexes select them before any attribute is opened: a bound on the work a copy-matching of it can do, read
-    /// by stepping through at most `rows + 1` rows. A query the engine would refuse counts as small (refusing it
-    /// is quick).
-    func isSmall(_ query: ItemQuery, caller: Caller, rows: Int, bytes: Int) -> Bool {
-        guard (try? RequestValidation.validate(query)) != nil, let (filter, _) = try? rowFilter(query, caller: caller)
-        else { return true }
-        var seen = 0
-        var sealed = 0
-        do {
-            try store.forEachRow(filter) { row in
-                seen += 1
-                sealed += row.sealed.attributes.count + row.sealed.value.count
-                return seen <= rows && sealed <= bytes
-            }
-        } catch {
-            return true
-        }
-        return seen <= rows && sealed <= bytes
     }
 
     func update(_ query: ItemQuery, changes: ItemChanges, caller: Caller) throws {
@@ -878,14 +895,25 @@ final class KeychainEngine {
     /// the row was found by, and the attribute ciphertext through its SHA-256. The class key is still required.
     private func match(
         _ query: ItemQuery, caller: Caller, filter given: (RowFilter, decidesQuery: Bool)? = nil, bound: Int?,
-        valueProvesMatch: Bool = false, byteLimit: Int? = nil
+        valueProvesMatch: Bool = false, byteLimit: Int? = nil, scan: ScanBound? = nil
     ) throws -> [Match] {
         let (filter, decidesQuery) = try given ?? rowFilter(query, caller: caller)
         let skipAttributes = valueProvesMatch && decidesQuery
         let withValues = query.returns.contains(.data)
         var matches: [Match] = []
         var bytes = 0
+        var scanned = (rows: 0, bytes: 0)
+        var overScanBound = false
         try store.forEachRow(filter) { (row) throws(KeychainError) -> Bool in
+            if let scan {
+                // Counted before anything is opened: every candidate row, whether or not it matches.
+                scanned.rows += 1
+                scanned.bytes += row.sealed.attributes.count + row.sealed.value.count
+                guard scanned.rows <= scan.rows && scanned.bytes <= scan.bytes else {
+                    overScanBound = true
+                    return false
+                }
+            }
             let accessibility = try Self.accessibility(of: row)
             let key = try requireClassKey(accessibility)
             let aad = row.header(storeID: storeID).encoded()
@@ -913,8 +941,12 @@ final class KeychainEngine {
             if let bound { return matches.count < bound }
             return true
         }
+        if overScanBound { throw OverScanBound() }
         return matches
     }
+
+    /// A scan gave up at its ``ScanBound``; never leaves the engine.
+    struct OverScanBound: Error {}
 
     /// A row that matched, its decrypted attributes (empty when the value alone proves the match) and its encoded
     /// header, the envelope's associated data.

@@ -449,13 +449,12 @@ public final class KeychainStore: Sendable {
         }
     }
 
-    /// Whether a copy-matching of `query` for `caller` is bounded by `rows` candidate rows and `bytes` of sealed
-    /// data (``KeychainEngine/isSmall(_:caller:rows:bytes:)``); false for a store that is not embedded.
-    package func isSmall(_ query: ItemQuery, caller: Caller, rows: Int, bytes: Int) -> Bool {
-        backend.withLock { backend in
-            guard case .embedded(let engine) = backend else { return false }
-            return engine.isSmall(query, caller: caller, rows: rows, bytes: bytes)
-        }
+    /// ``copyMatching(_:caller:resultLimit:)`` with bounded work (``KeychainEngine/copyMatching(_:caller:resultLimit:within:)``):
+    /// nil when the rows the query selects are over `bound`, and for a store that is not embedded.
+    package func copyMatching(
+        _ query: ItemQuery, caller: Caller, resultLimit: Int?, within bound: ScanBound
+    ) throws -> [ItemRecord]? {
+        try route({ try $0.copyMatching(query, caller: caller, resultLimit: resultLimit, within: bound) }) { _ in nil }
     }
 
     package func update(_ query: ItemQuery, with changes: ItemChanges, caller: Caller) throws {

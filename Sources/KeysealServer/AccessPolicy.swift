@@ -160,6 +160,18 @@ public struct AccessPolicy: Sendable {
         }
     }
 
+    /// Whether any rule or vouching entry names an executable or a unit: only then does keyseald need to know what a
+    /// peer runs (``PeerIdentity``, read from `/proc` for every connection). A policy of uids and gids decides without.
+    public var identifiesPeers: Bool {
+        !vouching.isEmpty
+            || rules.contains { rule in
+                switch rule.subject {
+                case .executable, .unit: true
+                case .user, .group: false
+                }
+            }
+    }
+
     /// Whether a peer may send requests on behalf of other processes of its uid.
     public func vouches(for peer: PeerCredentials, identity: PeerIdentity) -> Bool {
         vouching.contains { subject in matches(subject, peer: peer, identity: identity) }

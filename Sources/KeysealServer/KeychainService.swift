@@ -123,27 +123,37 @@ public final class KeychainService: Sendable {
         try await pool.runIfActive(body)
     }
 
-    /// Whether `request` is answered on the connection's event loop: a short request (``isShort(_:)``), a
-    /// copy-matching the store's indexes bound to a few small rows for `caller` (``smallQueryRows``,
-    /// ``smallQueryBytes``; a Secret Service search by attributes is one), or a key operation while its key has been
-    /// measured fast (``KeyOperationPlacement``).
-    func answersOnEventLoop(_ request: WireRequest, caller: Caller) -> Bool {
-        if Self.isShort(request) { return true }
+    /// The response to `request` when it is answered on the connection's event loop, else nil (the thread pool answers
+    /// it): a short request (``isShort(_:)``); a copy-matching while the rows the store's indexes select for `caller`
+    /// stay within ``smallQuery`` (a Secret Service search by attributes is one), tried on the loop and given up after
+    /// that bounded work when they do not; a key operation while its key has been measured fast
+    /// (``KeyOperationPlacement``). Never throws: every failure is a `.failure` response.
+    func answerOnEventLoop(_ request: WireRequest, caller: Caller, peer: PeerCredentials) -> WireResponse? {
+        if Self.isShort(request) { return answerNow(request, caller: caller, peer: peer) }
         if case .copyMatching(let query) = request {
-            return store.isSmall(query, caller: caller, rows: Self.smallQueryRows, bytes: Self.smallQueryBytes)
+            if let refusal = admit(request, caller: caller, peer: peer) { return refusal }
+            do {
+                guard
+                    let records = try store.copyMatching(
+                        query, caller: caller, resultLimit: limits.responseBytes, within: Self.smallQuery)
+                else { return nil }
+                return .records(records)
+            } catch {
+                return Self.failure(error)
+            }
         }
-        guard let reference = Self.keyOperationReference(request) else { return false }
-        return keyOperations.runsOnEventLoop(reference)
+        guard let reference = Self.keyOperationReference(request), keyOperations.runsOnEventLoop(reference) else {
+            return nil
+        }
+        return answerNow(request, caller: caller, peer: peer)
     }
 
-    /// A copy-matching of at most this many candidate rows, holding at most ``smallQueryBytes`` of sealed data, costs
-    /// about as much as a few lookups, and is answered on the event loop.
-    static let smallQueryRows = 8
-    static let smallQueryBytes = 64 << 10
+    /// A copy-matching of at most this many candidate rows and sealed bytes costs about as much as a few lookups, and
+    /// is answered on the event loop.
+    static let smallQuery = ScanBound(rows: 8, bytes: 64 << 10)
 
-    /// Answers a request ``answersOnEventLoop(_:caller:)`` admits on the calling thread, the connection's event loop. Never
-    /// throws: every failure is a `.failure` response.
-    func answerNow(_ request: WireRequest, caller: Caller, peer: PeerCredentials) -> WireResponse {
+    /// Answers a request on the calling thread. Never throws: every failure is a `.failure` response.
+    private func answerNow(_ request: WireRequest, caller: Caller, peer: PeerCredentials) -> WireResponse {
         if let refusal = admit(request, caller: caller, peer: peer) { return refusal }
         return measured(request, caller: caller)
     }

@@ -101,19 +101,38 @@ final class ConnectionRegistry: Sendable {
 
     private struct State {
         var shuttingDown = false
+        /// The listening socket is closed: a connection it accepted before is not served.
+        var listenerClosed = false
         var next = 0
         var entries: [Int: Entry] = [:]
+        /// Waiting for the last connection to close.
+        var waiters: [CheckedContinuation<Void, Never>] = []
     }
 
     private let state = Mutex(State())
 
-    /// Registers a connection; nil when the server is shutting down.
+    /// Registers a connection; nil when the server is shutting down or no longer listening.
     func register(_ channel: any Channel) -> Int? {
         state.withLock { state in
-            guard !state.shuttingDown else { return nil }
+            guard !state.shuttingDown && !state.listenerClosed else { return nil }
             state.next += 1
             state.entries[state.next] = Entry(channel: channel)
             return state.next
+        }
+    }
+
+    /// Refuses the connections the listening socket accepted but that are not registered yet.
+    func listenerDidClose() { state.withLock { $0.listenerClosed = true } }
+
+    /// Returns once no connection is registered.
+    func allClosed() async {
+        await withCheckedContinuation { (continuation: CheckedContinuation<Void, Never>) in
+            let closed = state.withLock { state -> Bool in
+                guard !state.entries.isEmpty else { return true }
+                state.waiters.append(continuation)
+                return false
+            }
+            if closed { continuation.resume() }
         }
     }
 
@@ -134,7 +153,15 @@ final class ConnectionRegistry: Sendable {
         }
     }
 
-    func remove(_ id: Int) { _ = state.withLock { $0.entries.removeValue(forKey: id) } }
+    func remove(_ id: Int) {
+        let waiters = state.withLock { state -> [CheckedContinuation<Void, Never>] in
+            state.entries.removeValue(forKey: id)
+            guard state.entries.isEmpty else { return [] }
+            defer { state.waiters = [] }
+            return state.waiters
+        }
+        for waiter in waiters { waiter.resume() }
+    }
 
     /// Stops new requests and closes every idle connection.
     func shutDown() {
@@ -160,8 +187,8 @@ public struct SocketConfiguration: Sendable {
     }
 }
 
-/// The Unix-socket server: one task per connection in a discarding task group, each catching its own errors.
-/// On graceful shutdown it stops accepting, lets in-flight requests finish, closes every connection and
+/// The Unix-socket server: each connection is served on its event loop by its own handler, which catches its own
+/// errors. On graceful shutdown it stops accepting, lets in-flight requests finish, closes every connection and
 /// removes the socket.
 public final class SocketServer: Service {
     let socket: SocketConfiguration
@@ -199,19 +226,21 @@ public final class SocketServer: Service {
         try SocketFiles.removeStaleSocket(socket.path)
         let timeout = TimeAmount.nanoseconds(
             frameTimeout.components.seconds * 1_000_000_000 + frameTimeout.components.attoseconds / 1_000_000_000)
+        // Each accepted connection is set up on its event loop and served by its ConnectionHandler there: no task
+        // and no thread hop per connection (ConnectionRegistry keeps them for shutdown).
         let server = try await ServerBootstrap(group: group)
             .serverChannelOption(.backlog, value: 256)
             .childChannelOption(.allocator, value: WipingAllocator.allocator)
-            .bind(unixDomainSocketPath: socket.path) { [self] channel in
+            .childChannelInitializer { [self] channel in
                 channel.eventLoop.makeCompletedFuture {
                     let account = ConnectionAccount(ledger: peers)
                     try channel.pipeline.syncOperations.addHandler(ReceiveScrubber())
                     try channel.pipeline.syncOperations.addHandler(
                         ByteToMessageHandler(FrameDecoder(timeout: timeout, account: account)))
                     try channel.pipeline.syncOperations.addHandler(ConnectionHandler(server: self, account: account))
-                    return channel
                 }
             }
+            .bind(unixDomainSocketPath: socket.path).get()
         defer { SocketFiles.remove(socket.path) }
         try SocketFiles.setPermissions(socket.path, gid: gid)
         logger.info("listening", metadata: ["socket.path": "\(socket.path)"])
@@ -219,21 +248,16 @@ public final class SocketServer: Service {
 
         let registry = self.registry
         await withGracefulShutdownHandler {
-            await withDiscardingTaskGroup { tasks in
-                do {
-                    try await server.executeThenClose { inbound in
-                        for try await connection in inbound {
-                            // The connection is served by its ConnectionHandler; the task lasts as long as the
-                            // connection, so that shutdown waits for every connection to close.
-                            tasks.addTask { try? await connection.closeFuture.get() }
-                        }
-                    }
-                } catch {
-                    logger.error("accepting stopped", metadata: ["error": "\(error)"])
-                }
+            // Until the listening socket closes (at shutdown, or on an error), then until every connection has.
+            do {
+                try await server.closeFuture.get()
+            } catch {
+                logger.error("accepting stopped", metadata: ["error": "\(error)"])
             }
+            registry.listenerDidClose()
+            await registry.allClosed()
         } onGracefulShutdown: {
-            server.channel.close(promise: nil)
+            server.close(promise: nil)
             registry.shutDown()
         }
         logger.info("stopped accepting; every connection closed")
@@ -314,8 +338,11 @@ final class ConnectionHandler: ChannelInboundHandler {
                     return
                 }
                 self.account.uid = peer.uid
-                let (identity, source) = PeerIdentity.resolve(
-                    peer: peer, peerPidfd: SocketServer.peerPidfd(context.channel))
+                // What the peer runs matters only to a policy that names executables or units.
+                let (identity, source) =
+                    policy.identifiesPeers
+                    ? PeerIdentity.resolve(peer: peer, peerPidfd: SocketServer.peerPidfd(context.channel))
+                    : (PeerIdentity.unknown, nil)
                 self.identity = identity
                 self.caller = policy.caller(for: peer, identity: identity)
                 self.server.logger.debug(
@@ -453,9 +480,9 @@ final class ConnectionHandler: ChannelInboundHandler {
             return
         default: break
         }
-        if server.service.answersOnEventLoop(request, caller: caller) {
+        if let response = server.service.answerOnEventLoop(request, caller: caller, peer: peer) {
             server.logger.trace("answered on the event loop", metadata: ["request.name": "\(request.name)"])
-            reply(server.service.answerNow(request, caller: caller, peer: peer), context: context)
+            reply(response, context: context)
             if KeychainService.keyOperationReference(request) != nil {
                 yielding = true
                 context.eventLoop.assumeIsolated().execute { self.endTurn(context: context) }

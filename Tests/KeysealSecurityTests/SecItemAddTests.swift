@@ -325,6 +325,28 @@ struct ApplicationIdentifierTests {
         }
     }
 
+    /// The variable as a process sets it: an exit test runs in a child process of its own, so that setting the
+    /// environment cannot touch other tests.
+    @Test("a process whose environment declares KEYSEAL_APPLICATION_ID adds to that application's group")
+    func environmentOfAProcess() async {
+        await #expect(processExitsWith: .success) {
+            setenv("KEYSEAL_APPLICATION_ID", "com.example.environment", 1)
+            let group: String? = try? withStore { _ in
+                let add: [String: Any] = [
+                    kSecClass: kSecClassGenericPassword, kSecAttrAccount: "env", kSecValueData: Data("v".utf8),
+                ]
+                guard SecItemAdd(add as CFDictionary, nil) == errSecSuccess else { return nil }
+                var result: CFTypeRef?
+                let query: [String: Any] = [
+                    kSecClass: kSecClassGenericPassword, kSecAttrAccount: "env", kSecReturnAttributes: true,
+                ]
+                guard SecItemCopyMatching(query as CFDictionary, &result) == errSecSuccess else { return nil }
+                return (result as? [String: Any])?[kSecAttrAccessGroup as String] as? String
+            }
+            exit(group == (TestBackend.throughDaemon ? "default" : "com.example.environment") ? 0 : 1)
+        }
+    }
+
     @Test("KEYSEAL_APPLICATION_ID is read when set and not empty")
     func environment() {
         let declared = ApplicationIdentity.identifier(environment: ["KEYSEAL_APPLICATION_ID": "com.example.app"])

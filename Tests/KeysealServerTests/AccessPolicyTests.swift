@@ -77,6 +77,17 @@ struct AccessPolicyTests {
         #expect(plain.accessGroups == ["shared"])
     }
 
+    /// keyseald reads what a peer runs from /proc only for a policy that names executables or units; every such
+    /// policy must say so, or its exe and unit rules would never match.
+    @Test("only a policy naming an executable or a unit needs to know what a peer runs")
+    func identifiesPeers() throws {
+        #expect(try !Self.parse("user alice: shared\ngroup 100: team\n").identifiesPeers)
+        #expect(try !Self.parse("").identifiesPeers)
+        #expect(try Self.parse("user alice: shared\nexe /usr/bin/mail: mail\n").identifiesPeers)
+        #expect(try Self.parse("unit mail.service: mail\n").identifiesPeers)
+        #expect(try Self.parse("vouching exe /usr/bin/bridge\n").identifiesPeers)
+    }
+
     @Test("an administrator keeps every group and takes its exe or unit rule's default group")
     func administratorDefault() throws {
         let policy = try Self.parse("exe /usr/bin/mail app: shared *com.example.mail\nuser 999: *ignored\n")

@@ -67,6 +67,33 @@ struct DaemonKeyPlacementTests {
         }
     }
 
+    /// Graceful shutdown: keyseald stops accepting, answers what is in flight, closes every connection, then exits.
+    @Test("at SIGTERM a sign in flight gets its signature, an idle connection is closed, and keyseald exits 0")
+    func shutdownAnswersWhatIsInFlight() throws {
+        let (daemon, _) = try Self.daemon(delay: Self.slow, bound: nil)
+        defer { daemon.remove() }
+        let idle = KeysealConnection(socketPath: daemon.socketPath)
+        #expect(try idle.send(.ping) == .ok)
+        let store = try daemon.client()
+        let key = try store.generateKey(KeyGenerationRequest(keyType: .p256, inHardware: true))
+        let outcome = Mutex<(signature: Data?, at: ContinuousClock.Instant)?>(nil)
+        let done = DispatchSemaphore(value: 0)
+        Thread.detachNewThread {
+            let signature = try? store.sign(key.reference, algorithm: Self.algorithm, data: Data("m".utf8))
+            outcome.withLock { $0 = (signature, .now) }
+            done.signal()
+        }
+        Thread.sleep(forTimeInterval: 0.2)
+        let signalled = ContinuousClock.now
+        let status = daemon.stop(signal: SIGTERM)
+        #expect(done.wait(timeout: .now() + 30) == .success)
+        let result = try #require(outcome.withLock { $0 })
+        #expect(result.signature != nil, "the sign in flight was not answered")
+        #expect(result.at > signalled, "the sign finished before the signal: nothing was in flight")
+        #expect(status == 0)
+        #expect(throws: KeychainError.self) { _ = try idle.send(.ping) }
+    }
+
     @Test("a key measured fast signs on the event loop; one slow sign sends the next ones to the pool")
     func oneSlowOperationSendsTheNextOnesToThePool() throws {
         // 400 ms counts as fast here, so that a debug keyseald's swtpm signs count as fast whatever the load.

@@ -8,7 +8,7 @@ import Testing
 @testable import KeysealServer
 
 /// keyseald answers a copy-matching of many results on its thread pool, so that other clients on the same event loop
-/// are not held up, unless the store's indexes bound it to a few small rows (KeychainService.answersOnEventLoop):
+/// are not held up, unless the store's indexes bound it to a few small rows (KeychainService.answerOnEventLoop):
 /// then it is answered on the event loop like a single lookup. keyseald's trace log says where each request ran.
 @Suite("Small queries on the event loop")
 struct DaemonSmallQueryTests {
@@ -40,7 +40,7 @@ struct DaemonSmallQueryTests {
         let connection = KeysealConnection(socketPath: daemon.socketPath)
         defer { connection.disconnect() }
         for index in 0..<3 { try Self.add(connection, service: "few", account: "f\(index)") }
-        for index in 0..<(KeychainService.smallQueryRows + 4) {
+        for index in 0..<(KeychainService.smallQuery.rows + 4) {
             try Self.add(connection, service: "many", account: "m\(index)")
         }
         try Self.add(connection, service: "large", account: "l", bytes: 200_000)
@@ -53,7 +53,7 @@ struct DaemonSmallQueryTests {
             return
         }
         #expect(few.count == 3)
-        #expect(many.count == KeychainService.smallQueryRows + 4)
+        #expect(many.count == KeychainService.smallQuery.rows + 4)
         #expect(large.first?.data?.count == 200_000)
         _ = daemon.stop()
         #expect(try Self.placements(daemon) == ["loop", "pool", "pool"])

@@ -5,8 +5,9 @@ import KeysealTestSupport
 import Testing
 
 /// keyseald answers a copy-matching on the connection's event loop when the store's indexes bound its work
-/// (KeychainStore.isSmall): few candidate rows and little sealed data. The bound must follow the rows the query
-/// selects, so that a query that would open many items or large values is never taken for a small one.
+/// (KeychainStore.copyMatching(_:caller:resultLimit:within:)): few candidate rows and little sealed data, else it gives
+/// up (nil) and the thread pool answers. The bound must follow the rows the query selects, so that a query that would
+/// open many items or large values is never answered there, and what it answers must be the whole answer.
 @Suite("Small queries")
 struct SmallQueryTests {
     static func item(_ account: String, service: String = "svc", bytes: Int = 8) -> NewItem {
@@ -20,6 +21,20 @@ struct SmallQueryTests {
         ItemQuery(itemClass: .genericPassword, attributes: attributes, limit: .all, returns: .data)
     }
 
+    /// The records answered within `rows` and `bytes`, nil when given up; a refusal (no match) is answered too.
+    static func within(
+        _ store: KeychainStore, _ query: ItemQuery, caller: Caller = .owner, rows: Int = 8, bytes: Int = 1 << 16
+    ) -> [ItemRecord]?? {
+        do {
+            return .some(
+                try store.copyMatching(query, caller: caller, resultLimit: nil, within: ScanBound(rows: rows, bytes: bytes)))
+        } catch {
+            return .some([])
+        }
+    }
+
+    static func answered(_ result: [ItemRecord]??) -> Bool { result.flatMap { $0 } != nil }
+
     @Test func theBoundFollowsTheRowsTheQuerySelects() throws {
         let fixture = try StoreFixture(.hostKey)
         defer { fixture.remove() }
@@ -27,11 +42,13 @@ struct SmallQueryTests {
         _ = try fixture.store.add(Self.item("lone", service: "other"))
         let store = fixture.store
         // By account: one row. By the service 12 items share: more than 8. The whole class: 13.
-        #expect(store.isSmall(Self.query([AttributeKey.account: .string("a3")]), caller: .owner, rows: 8, bytes: 1 << 16))
-        #expect(store.isSmall(Self.query([AttributeKey.service: .string("other")]), caller: .owner, rows: 8, bytes: 1 << 16))
-        #expect(!store.isSmall(Self.query([AttributeKey.service: .string("svc")]), caller: .owner, rows: 8, bytes: 1 << 16))
-        #expect(!store.isSmall(Self.query([:]), caller: .owner, rows: 8, bytes: 1 << 16))
-        #expect(store.isSmall(Self.query([:]), caller: .owner, rows: 13, bytes: 1 << 16))
+        #expect(Self.within(store, Self.query([AttributeKey.account: .string("a3")]))??.count == 1)
+        #expect(Self.within(store, Self.query([AttributeKey.service: .string("other")]))??.count == 1)
+        #expect(Self.within(store, Self.query([AttributeKey.account: .string("none")]))??.count == 0)
+        #expect(!Self.answered(Self.within(store, Self.query([AttributeKey.service: .string("svc")]))))
+        #expect(!Self.answered(Self.within(store, Self.query([:]))))
+        // With room for all 13 rows, the whole answer.
+        #expect(Self.within(store, Self.query([:]), rows: 13)??.count == 13)
     }
 
     @Test func largeValuesAreNotSmall() throws {
@@ -40,8 +57,8 @@ struct SmallQueryTests {
         _ = try fixture.store.add(Self.item("big", bytes: 300_000))
         _ = try fixture.store.add(Self.item("small", bytes: 10))
         let store = fixture.store
-        #expect(!store.isSmall(Self.query([AttributeKey.account: .string("big")]), caller: .owner, rows: 8, bytes: 1 << 18))
-        #expect(store.isSmall(Self.query([AttributeKey.account: .string("small")]), caller: .owner, rows: 8, bytes: 1 << 18))
+        #expect(!Self.answered(Self.within(store, Self.query([AttributeKey.account: .string("big")]), bytes: 1 << 18)))
+        #expect(Self.within(store, Self.query([AttributeKey.account: .string("small")]), bytes: 1 << 18)??.count == 1)
     }
 
     @Test func anotherGroupsRowsDoNotCount() throws {
@@ -55,7 +72,15 @@ struct SmallQueryTests {
         }
         let mine = Caller(accessGroups: ["default"], defaultGroup: "default", isAdministrator: false)
         // The caller holds none of the ten rows: its query has no candidates.
-        #expect(fixture.store.isSmall(Self.query([:]), caller: mine, rows: 8, bytes: 1 << 16))
-        #expect(!fixture.store.isSmall(Self.query([:]), caller: .owner, rows: 8, bytes: 1 << 16))
+        #expect(Self.within(fixture.store, Self.query([:]), caller: mine)??.count == 0)
+        #expect(!Self.answered(Self.within(fixture.store, Self.query([:]))))
+    }
+
+    /// An identity joins a key with its certificates: no row bound covers that work, so it is never answered there.
+    @Test func identitiesAreNotAnsweredWithinABound() throws {
+        let fixture = try StoreFixture(.hostKey)
+        defer { fixture.remove() }
+        let query = ItemQuery(itemClass: .identity, attributes: [:], limit: .all, returns: .attributes)
+        #expect(!Self.answered(Self.within(fixture.store, query, rows: 1_000, bytes: 1 << 30)))
     }
 }
