@@ -22,6 +22,14 @@ package struct ScanBound: Sendable {
     }
 }
 
+/// What an add that replaces by string attributes did (``KeychainEngine/addReplacingAttributes(_:caller:scan:)``).
+package enum ReplacingAdd: Sendable, Equatable {
+    case added
+    case replaced(account: String)
+    /// Its search went over the scan bound it was given: nothing was written.
+    case overBound
+}
+
 /// The one implementation of the keychain semantics: SecItem calls over the encrypted store, guarded by the
 /// lock-state manager. Not thread-safe: ``KeychainStore`` serializes every call.
 final class KeychainEngine {
@@ -817,6 +825,16 @@ final class KeychainEngine {
     /// without string attributes is errSecParam; while a class key the search needs is unavailable nothing is
     /// written (errSecInteractionNotAllowed).
     func addReplacingAttributes(_ item: NewItem, caller: Caller) throws -> String? {
+        switch try addReplacingAttributes(item, caller: caller, scan: nil) {
+        case .added, .overBound: return nil
+        case .replaced(let account): return account
+        }
+    }
+
+    /// ``addReplacingAttributes(_:caller:)`` where the work must stay small (keyseald's event loop): `.overBound`,
+    /// with nothing written, once the rows the search steps through are over `scan` (as
+    /// ``copyMatching(_:caller:resultLimit:within:)`` counts them).
+    func addReplacingAttributes(_ item: NewItem, caller: Caller, scan: ScanBound?) throws -> ReplacingAdd {
         let now = configuration.clock()
         let (row, _, group) = try prepare(item, caller: caller, now: now)
         guard item.itemClass == .genericPassword, let encoded = item.attributes[AttributeKey.stringAttributes] else {
@@ -830,19 +848,22 @@ final class KeychainEngine {
             itemClass: .genericPassword, attributes: [AttributeKey.stringAttributes: encoded], accessGroup: group,
             limit: .all, returns: .attributes)
         query.attributes[AttributeKey.service] = service
-        let replaced = try itemTransaction { () throws(KeychainError) -> String? in
+        let outcome = try itemTransaction { () throws(KeychainError) -> ReplacingAdd in
             let matches: [Match]
             do {
-                matches = try match(query, caller: caller, bound: nil)
+                matches = try match(query, caller: caller, bound: nil, scan: scan)
             } catch let error as KeychainError {
                 throw error
+            } catch is OverScanBound {
+                // Nothing is written yet: the transaction ends empty.
+                return .overBound
             } catch {
                 throw KeychainError(KeychainStatus.internalComponent, "\(error)")
             }
             let equal = matches.filter { (try? StringAttributes.pairs($0.attributes[AttributeKey.stringAttributes])) == pairs }
             guard let target = equal.min(by: { $0.row.id < $1.row.id }) else {
                 _ = try store.insert(row)
-                return nil
+                return .added
             }
             let accessibility = try Self.accessibility(of: target.row)
             var attributes = target.attributes
@@ -855,11 +876,11 @@ final class KeychainEngine {
                 secret: item.data, classKey: try requireClassKey(accessibility))
             updated.id = target.row.id
             try store.update(updated)
-            guard case .string(let account)? = attributes[AttributeKey.account] else { return "" }
-            return account
+            guard case .string(let account)? = attributes[AttributeKey.account] else { return .replaced(account: "") }
+            return .replaced(account: account)
         }
-        if replaced == nil { groupCache.insert(group, for: .genericPassword) }
-        return replaced
+        if case .added = outcome { groupCache.insert(group, for: .genericPassword) }
+        return outcome
     }
 
     func delete(_ query: ItemQuery, caller: Caller) throws {

@@ -467,6 +467,13 @@ public final class KeychainStore: Sendable {
     /// Adds `item`, or gives its label, description and value to the item of the same class, access group and
     /// service whose string attributes equal `item`'s (``KeychainEngine/addReplacingAttributes(_:caller:)``), in
     /// one step. Returns nil when it added, else the replaced item's account.
+    /// ``addReplacingAttributes(_:caller:)`` with bounded work (``KeychainEngine/addReplacingAttributes(_:caller:scan:)``):
+    /// `.overBound`, with nothing written, when its search steps through more than `bound`; always `.overBound` for a
+    /// store that is not embedded.
+    package func addReplacingAttributes(_ item: NewItem, caller: Caller, within bound: ScanBound) throws -> ReplacingAdd {
+        try route({ try $0.addReplacingAttributes(item, caller: caller, scan: bound) }) { _ in .overBound }
+    }
+
     package func addReplacingAttributes(_ item: NewItem, caller: Caller) throws -> String? {
         try route({ try $0.addReplacingAttributes(item, caller: caller) }) { connection throws(KeychainError) -> String? in
             let response = try Self.request(connection, .addReplacingAttributes(item))

@@ -126,7 +126,8 @@ public final class KeychainService: Sendable {
     /// The response to `request` when it is answered on the connection's event loop, else nil (the thread pool answers
     /// it): a short request (``isShort(_:)``); a copy-matching while the rows the store's indexes select for `caller`
     /// stay within ``smallQuery`` (a Secret Service search by attributes is one), tried on the loop and given up after
-    /// that bounded work when they do not; a key operation while its key has been measured fast
+    /// that bounded work when they do not; an add that replaces by string attributes (a Secret Service store) under
+    /// the same bound for its search; a key operation while its key has been measured fast
     /// (``KeyOperationPlacement``). Never throws: every failure is a `.failure` response.
     func answerOnEventLoop(_ request: WireRequest, caller: Caller, peer: PeerCredentials) -> WireResponse? {
         if Self.isShort(request) { return answerNow(request, caller: caller, peer: peer) }
@@ -142,10 +143,48 @@ public final class KeychainService: Sendable {
                 return Self.failure(error)
             }
         }
+        if case .addReplacingAttributes(let new) = request {
+            // A Secret Service store: its search for the item to replace is bounded as a copy-matching's.
+            if let refusal = admit(request, caller: caller, peer: peer) { return refusal }
+            do {
+                return try replacingAdd(new, caller: caller, within: Self.smallQuery)
+            } catch {
+                return Self.failure(error)
+            }
+        }
         guard let reference = Self.keyOperationReference(request), keyOperations.runsOnEventLoop(reference) else {
             return nil
         }
         return answerNow(request, caller: caller, peer: peer)
+    }
+
+    /// An add that replaces by string attributes, admitted as an add: the group must have room for one more item,
+    /// whether it adds or replaces. nil when its search went over `bound` (nothing written).
+    private func replacingAdd(_ new: NewItem, caller: Caller, within bound: ScanBound?) throws -> WireResponse? {
+        try RequestValidation.validate(new, valueLimit: store.valueLimit)
+        let outcome = try quotaWrites.withLock { _ -> ReplacingAdd in
+            let write: () throws -> ReplacingAdd = { [store] in
+                guard let bound else {
+                    return try store.addReplacingAttributes(new, caller: caller).map { .replaced(account: $0) } ?? .added
+                }
+                return try store.addReplacingAttributes(new, caller: caller, within: bound)
+            }
+            guard !caller.isAdministrator else {
+                defer { quotas.forget() }
+                return try write()
+            }
+            let group = new.accessGroup ?? caller.defaultGroup
+            let bytes = Self.storedSize(new)
+            try quotas.check(group: group, items: 1, bytes: bytes, store: store)
+            let outcome = try write()
+            if outcome == .added { quotas.added(group: group, bytes: bytes) } else { quotas.forget() }
+            return outcome
+        }
+        switch outcome {
+        case .added: return .records([])
+        case .replaced(let account): return .records([Wire.replacedRecord(account: account)])
+        case .overBound: return nil
+        }
     }
 
     /// A copy-matching of at most this many candidate rows and sealed bytes costs about as much as a few lookups, and
@@ -218,7 +257,7 @@ public final class KeychainService: Sendable {
     /// Requests that cost about one lookup: at most one item, no key derivation.
     static func isShort(_ request: WireRequest) -> Bool {
         switch request {
-        case .ping, .lockState, .status, .lock, .getSettings, .add, .addReplacingAttributes: return true
+        case .ping, .lockState, .status, .lock, .getSettings, .add: return true
         case .copyMatching(let query): return query.limit == .one
         default: return false
         }
@@ -293,21 +332,9 @@ public final class KeychainService: Sendable {
             }
             return .records(record.map { [$0] } ?? [])
         case .addReplacingAttributes(let new):
-            // Admitted as an add: the group must have room for one more item, whether it adds or replaces.
-            try RequestValidation.validate(new, valueLimit: store.valueLimit)
-            let replaced = try quotaWrites.withLock { _ in
-                guard !caller.isAdministrator else {
-                    defer { quotas.forget() }
-                    return try store.addReplacingAttributes(new, caller: caller)
-                }
-                let group = new.accessGroup ?? caller.defaultGroup
-                let bytes = Self.storedSize(new)
-                try quotas.check(group: group, items: 1, bytes: bytes, store: store)
-                let replaced = try store.addReplacingAttributes(new, caller: caller)
-                if replaced == nil { quotas.added(group: group, bytes: bytes) } else { quotas.forget() }
-                return replaced
-            }
-            return .records(replaced.map { [Wire.replacedRecord(account: $0)] } ?? [])
+            // Unbounded here (the thread pool): never over a bound.
+            return try replacingAdd(new, caller: caller, within: nil) ?? .failure(
+                KeychainError(KeychainStatus.internalComponent, "an unbounded replacing add gave up"))
         case .copyMatching(let query):
             return .records(try store.copyMatching(query, caller: caller, resultLimit: limits.responseBytes))
         case .update(let query, let changes):

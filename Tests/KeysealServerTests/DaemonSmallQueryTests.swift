@@ -26,10 +26,10 @@ struct DaemonSmallQueryTests {
         _ = try connection.send(.add(item))
     }
 
-    /// The placement keyseald logged for each copy-matching, in order.
-    static func placements(_ daemon: DaemonFixture) throws -> [String] {
+    /// The placement keyseald logged for each request named `name`, in order.
+    static func placements(_ daemon: DaemonFixture, of name: String = "copy-matching") throws -> [String] {
         let log = try String(contentsOfFile: daemon.logPath, encoding: .utf8)
-        return log.split(separator: "\n").filter { $0.contains("request.name=copy-matching") }.compactMap { line in
+        return log.split(separator: "\n").filter { $0.contains("request.name=\(name) ") || $0.hasSuffix("request.name=\(name)") }.compactMap { line in
             line.contains("answered on the event loop") ? "loop" : line.contains("answered on the thread pool") ? "pool" : nil
         }
     }
@@ -57,5 +57,37 @@ struct DaemonSmallQueryTests {
         #expect(large.first?.data?.count == 200_000)
         _ = daemon.stop()
         #expect(try Self.placements(daemon) == ["loop", "pool", "pool"])
+    }
+
+    /// A Secret Service store (an add that replaces by string attributes) searches under the same bound: one whose
+    /// pairs many items hold is done on the pool, having written nothing on the loop.
+    @Test func aReplacingAddOverTheBoundRunsOnThePool() throws {
+        let daemon = try DaemonFixture(.hostKey, arguments: ["--log-level", "trace"])
+        defer { daemon.remove() }
+        let connection = KeysealConnection(socketPath: daemon.socketPath)
+        defer { connection.disconnect() }
+        func storing(_ account: String, _ pairs: [String: String]) -> NewItem {
+            NewItem(
+                itemClass: .genericPassword,
+                attributes: [
+                    AttributeKey.service: .string("ss"), AttributeKey.account: .string(account),
+                    AttributeKey.stringAttributes: .data(StringAttributes.encode(pairs)),
+                ],
+                data: Data("v".utf8))
+        }
+        for index in 0..<(KeychainService.smallQuery.rows + 4) {
+            #expect(try connection.send(.addReplacingAttributes(storing("m\(index)", ["xdg:schema": "s", "n": "\(index)"]))) == .records([]))
+        }
+        #expect(try connection.send(.addReplacingAttributes(storing("schema", ["xdg:schema": "s"]))) == .records([]))
+        guard case .records(let all) = try connection.send(.copyMatching(Self.query(service: "ss"))) else {
+            Issue.record("no records")
+            return
+        }
+        #expect(all.count == KeychainService.smallQuery.rows + 5)
+        _ = daemon.stop()
+        let placements = try Self.placements(daemon, of: WireRequest.addReplacingAttributes(storing("x", [:])).name)
+        #expect(placements.count == KeychainService.smallQuery.rows + 5)
+        #expect(placements.last == "pool")
+        #expect(placements.dropLast().allSatisfy { $0 == "loop" })
     }
 }

@@ -76,6 +76,40 @@ struct SmallQueryTests {
         #expect(!Self.answered(Self.within(fixture.store, Self.query([:]))))
     }
 
+    /// A Secret Service store searches for the item it replaces under the same bound: over it, nothing is written and
+    /// the pool does the store from the start.
+    @Test func aReplacingAddGivesUpPastTheBoundWithoutWriting() throws {
+        let fixture = try StoreFixture(.hostKey)
+        defer { fixture.remove() }
+        let store = fixture.store
+        func storing(_ account: String, _ pairs: [String: String], secret: String) -> NewItem {
+            NewItem(
+                itemClass: .genericPassword,
+                attributes: [
+                    AttributeKey.service: .string("ss"), AttributeKey.account: .string(account),
+                    AttributeKey.stringAttributes: .data(StringAttributes.encode(pairs)),
+                ],
+                data: Data(secret.utf8))
+        }
+        // Twelve items share the schema pair; one carries only it.
+        for index in 0..<12 {
+            _ = try store.add(storing("i\(index)", ["xdg:schema": "s", "user": "u\(index)"], secret: "v\(index)"))
+        }
+        let bound = ScanBound(rows: 8, bytes: 1 << 16)
+        // By a pair one item holds: within the bound, added then replaced.
+        #expect(try store.addReplacingAttributes(storing("a", ["user": "lone"], secret: "1"), caller: .owner, within: bound) == .added)
+        #expect(
+            try store.addReplacingAttributes(storing("b", ["user": "lone"], secret: "2"), caller: .owner, within: bound)
+                == .replaced(account: "a"))
+        // By the pair all twelve hold: over the bound, and nothing written.
+        let schemaOnly = storing("c", ["xdg:schema": "s"], secret: "3")
+        #expect(try store.addReplacingAttributes(schemaOnly, caller: .owner, within: bound) == .overBound)
+        let all = try store.copyMatching(ItemQuery(itemClass: .genericPassword, limit: .all, returns: .attributes))
+        #expect(all.count == 13)
+        // Unbounded (the pool), the same store adds it.
+        #expect(try store.addReplacingAttributes(schemaOnly, caller: .owner) == nil)
+    }
+
     /// An identity joins a key with its certificates: no row bound covers that work, so it is never answered there.
     @Test func identitiesAreNotAnsweredWithinABound() throws {
         let fixture = try StoreFixture(.hostKey)
