@@ -860,7 +860,12 @@ final class KeychainEngine {
             } catch {
                 throw KeychainError(KeychainStatus.internalComponent, "\(error)")
             }
-            let equal = matches.filter { (try? StringAttributes.pairs($0.attributes[AttributeKey.stringAttributes])) == pairs }
+            // Only an item that carries string attributes is replaced: one without (a plain add's item) has no pairs to
+            // be equal to, even to an empty set.
+            let equal = matches.filter { match in
+                guard let stored = match.attributes[AttributeKey.stringAttributes] else { return false }
+                return (try? StringAttributes.pairs(stored)) == pairs
+            }
             guard let target = equal.min(by: { $0.row.id < $1.row.id }) else {
                 _ = try store.insert(row)
                 return .added

@@ -124,14 +124,30 @@ final class QuotaLedger: Sendable {
 
     init(limits: DaemonLimits) { self.limits = limits }
 
-    /// Refuses a write that would take `group` over a quota: `items` more items, `bytes` more bytes.
+    /// Refuses a write that would take `group` over a quota: `items` more items, `bytes` more bytes. A count kept
+    /// here may be over the truth (``replaced(group:bytes:)``): before refusing on it, the group is counted again.
     func check(group: String, items: Int, bytes: Int, store: KeychainStore) throws {
-        let usage = try state.withLock { state in
+        var usage = try state.withLock { state in
             if let usage = state.usage[group] { return usage }
             let counted = try store.usage(accessGroup: group)
             state.usage[group] = counted
             return counted
         }
+        if exceeds(usage, items: items, bytes: bytes) {
+            usage = try state.withLock { state in
+                let counted = try store.usage(accessGroup: group)
+                state.usage[group] = counted
+                return counted
+            }
+        }
+        try refuse(group: group, usage: usage, items: items, bytes: bytes)
+    }
+
+    private func exceeds(_ usage: (items: Int, bytes: Int), items: Int, bytes: Int) -> Bool {
+        (items > 0 && usage.items + items > limits.itemsPerGroup) || usage.bytes + bytes > limits.bytesPerGroup
+    }
+
+    private func refuse(group: String, usage: (items: Int, bytes: Int), items: Int, bytes: Int) throws {
         if items > 0 && usage.items + items > limits.itemsPerGroup {
             throw KeychainError(
                 KeychainStatus.allocate,
@@ -149,6 +165,16 @@ final class QuotaLedger: Sendable {
     func added(group: String, bytes: Int) {
         state.withLock { state in
             if let usage = state.usage[group] { state.usage[group] = (usage.items + 1, usage.bytes + bytes) }
+        }
+    }
+
+    /// Counts an add that replaced an item of `group` instead (the Secret Service's CreateItem): as many items, and
+    /// the new value's `bytes` more, since the bytes it freed are not known here. Over the truth, never under, so that
+    /// replacing small items with large ones cannot pass the byte quota; ``check(group:items:bytes:store:)`` counts the
+    /// group again before it refuses.
+    func replaced(group: String, bytes: Int) {
+        state.withLock { state in
+            if let usage = state.usage[group] { state.usage[group] = (usage.items, usage.bytes + bytes) }
         }
     }
 

@@ -224,6 +224,51 @@ struct DaemonLimitsTests {
         #expect(try values() == ["first": "secret", "third": "secret"])
     }
 
+    /// Naming a group one does not hold is −34018 whether or not that group is at its quota: the answer must not
+    /// tell how full another group is.
+    @Test("an add or store into a group the user does not hold is -34018, also when that group is at its quota")
+    func foreignGroupBeforeQuota() throws {
+        guard getuid() == 0 else {
+            #expect(!runningInCI, "the other-user tests need root to switch users")
+            return
+        }
+        let daemon = try Self.sharedDaemon(["--quota-items", "2"])
+        defer { daemon.remove() }
+        let store = try daemon.client()
+        for command in [["add", "victim", "x"], ["store", "victim", "x", "one"]] {
+            let empty = try #require(try Self.asNobody(daemon, command))
+            #expect(empty.hasPrefix("error -34018"), "\(empty)")
+        }
+        for index in 0..<2 { _ = try store.add(.password(account: "v\(index)", group: "victim")) }
+        for command in [["add", "victim", "x"], ["store", "victim", "x", "one"]] {
+            let full = try #require(try Self.asNobody(daemon, command))
+            #expect(full.hasPrefix("error -34018"), "\(full)")
+        }
+    }
+
+    /// A replace is counted as its new value's bytes more (what it freed is not known to the quota): replacing small
+    /// items with large ones is held to the byte quota, and repeated replaces of one item are let through once the
+    /// group is counted again.
+    @Test("replacing stores are held to the byte quota and counted again before being refused")
+    func replacesAndTheByteQuota() throws {
+        guard getuid() == 0 else {
+            #expect(!runningInCI, "the other-user tests need root to switch users")
+            return
+        }
+        let daemon = try Self.sharedDaemon(["--quota-items", "10", "--quota-bytes", "64K"])
+        defer { daemon.remove() }
+        // One item replaced twenty times with 8 KiB: 160 KiB counted, 8 KiB held.
+        #expect(try Self.asNobody(daemon, ["store-size", "-", "one", "same", "16"]) == "ok 0")
+        for _ in 0..<20 { #expect(try Self.asNobody(daemon, ["store-size", "-", "one", "same", "\(8 << 10)"]) == "ok 1") }
+        // Three small items each replaced with 30 KiB: the third would hold 90 KiB.
+        for index in 0..<3 {
+            #expect(try Self.asNobody(daemon, ["store-size", "-", "s\(index)", "p\(index)", "16"]) == "ok 0")
+        }
+        #expect(try Self.asNobody(daemon, ["store-size", "-", "s0", "p0", "\(30 << 10)"]) == "ok 1")
+        let third = try #require(try Self.asNobody(daemon, ["store-size", "-", "s1", "p1", "\(30 << 10)"]))
+        #expect(third.hasPrefix("error -108"), "\(third)")
+    }
+
     // MARK: Results
 
     @Test("a lookup whose stored size is over --max-response fails with errSecDataTooLarge; smaller ones are served")

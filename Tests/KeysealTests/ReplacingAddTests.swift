@@ -119,6 +119,20 @@ extension StringAttributeTests {
         #expect(try Self.everyItem(fixture.store).isEmpty)
     }
 
+    /// An item added without string attributes has no pairs to be equal to: a replacing add with an empty set adds.
+    @Test func anItemWithoutStringAttributesIsNotReplacedByAnEmptySet() throws {
+        let fixture = try StoreFixture()
+        defer { fixture.remove() }
+        _ = try fixture.store.add(Self.storing("plain", nil, secret: "orig"))
+        #expect(try fixture.store.addReplacingAttributes(Self.storing("new", [:], secret: "other"), caller: .owner) == nil)
+        let items = try Self.everyItem(fixture.store)
+        #expect(items["plain"]?.value == "orig")
+        #expect(items["new"]?.value == "other")
+        // Items that do carry an empty set are equal to it.
+        #expect(
+            try fixture.store.addReplacingAttributes(Self.storing("newer", [:], secret: "third"), caller: .owner) == "new")
+    }
+
     /// Locked: refused whether the new item's class key is missing or only the candidate's (the search cannot tell
     /// whether it is equal without opening it), and nothing is written.
     @Test(arguments: [Accessibility.whenUnlocked, .afterFirstUnlock])

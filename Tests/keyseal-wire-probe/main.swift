@@ -92,6 +92,16 @@ case ("store", 5):
                 "ksat": .data(onePair("probe", arguments[4])),
             ],
             accessGroup: group(arguments[2]), data: Array("secret".utf8).withUnsafeBytes { Data($0) }))
+case ("store-size", 6):
+    // `store` with a value of SIZE bytes: store-size GROUP ACCOUNT PAIR-VALUE SIZE.
+    request = .addReplacingAttributes(
+        NewItem(
+            itemClass: .genericPassword,
+            attributes: [
+                "acct": .string(arguments[3]), "svce": .string("probe"),
+                "ksat": .data(onePair("probe", arguments[4])),
+            ],
+            accessGroup: group(arguments[2]), data: Data(repeating: 7, count: Int(arguments[5]) ?? 0)))
 case ("find-all", 2):
     request = .copyMatching(
         ItemQuery(itemClass: .genericPassword, attributes: ["svce": .string("probe")], accessGroup: nil, limit: .all, returns: [.data, .attributes]))
