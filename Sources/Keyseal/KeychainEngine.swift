@@ -15,10 +15,16 @@ package struct ScanBound: Sendable {
     package var rows: Int
     /// Their sealed attributes and values, in bytes.
     package var bytes: Int
+    /// SQLite's virtual-machine instructions for the search, rows it rejects itself included
+    /// (``KeysealStore/Database/withWorkBound(instructions:_:)``).
+    package var instructions: Int
 
-    package init(rows: Int, bytes: Int) {
+    /// 20,000 instructions: a search of 8 candidates by three pairs runs a small fraction of them, and a few hundred
+    /// microseconds of SQLite work on this machine.
+    package init(rows: Int, bytes: Int, instructions: Int = 20_000) {
         self.rows = rows
         self.bytes = bytes
+        self.instructions = instructions
     }
 }
 
@@ -930,7 +936,7 @@ final class KeychainEngine {
         var bytes = 0
         var scanned = (rows: 0, bytes: 0)
         var overScanBound = false
-        try store.forEachRow(filter) { (row) throws(KeychainError) -> Bool in
+        let visit = { [self] (row: ItemRow) throws(KeychainError) -> Bool in
             if let scan {
                 // Counted before anything is opened: every candidate row, whether or not it matches.
                 scanned.rows += 1
@@ -966,6 +972,16 @@ final class KeychainEngine {
             matches.append(Match(row: row, attributes: attributes, aad: aad))
             if let bound { return matches.count < bound }
             return true
+        }
+        if let scan {
+            // SQLite's own work is bounded too: rows its terms reject (another pair's probe, a digest that differs)
+            // never reach `visit`.
+            let finished: Void? = try store.database.withWorkBound(instructions: scan.instructions) {
+                () throws(KeychainError) in try store.forEachRow(filter, visit)
+            }
+            if finished == nil { overScanBound = true }
+        } else {
+            try store.forEachRow(filter, visit)
         }
         if overScanBound { throw OverScanBound() }
         return matches

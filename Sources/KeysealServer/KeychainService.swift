@@ -267,7 +267,6 @@ public final class KeychainService: Sendable {
     static func isShort(_ request: WireRequest) -> Bool {
         switch request {
         case .ping, .lockState, .status, .lock, .getSettings, .add: return true
-        case .copyMatching(let query): return query.limit == .one
         default: return false
         }
     }

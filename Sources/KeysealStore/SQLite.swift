@@ -43,6 +43,23 @@ public struct SQLiteError: Error, CustomStringConvertible {
     }
 }
 
+/// The instructions a bounded piece of work may still run (``Database/withWorkBound(instructions:_:)``).
+private final class WorkBudget {
+    /// SQLite calls the progress handler every this many instructions.
+    static let period: Int32 = 100
+    private var calls: Int
+    private(set) var exhausted = false
+
+    init(calls: Int) { self.calls = calls }
+
+    /// Nonzero (interrupt) once the budget is spent.
+    func spend() -> Int32 {
+        calls -= 1
+        if calls < 0 { exhausted = true }
+        return exhausted ? 1 : 0
+    }
+}
+
 /// One SQLite connection with a cache of prepared statements. Not thread-safe: its owner serializes access.
 public final class Database {
     private var handle: OpaquePointer?
@@ -81,6 +98,27 @@ public final class Database {
     var connection: OpaquePointer {
         guard let handle else { preconditionFailure("database used after close()") }
         return handle
+    }
+
+    /// Runs `body` with the work of the statements it steps bounded: once they have executed about `instructions`
+    /// of SQLite's virtual-machine instructions (every row a statement visits costs some, whether it returns it or
+    /// rejects it), the statement running fails with SQLITE_INTERRUPT and this returns nil. Without a bound a query
+    /// whose terms reject rows inside SQLite could visit any number of them unseen by its caller.
+    public func withWorkBound<T>(instructions: Int, _ body: () throws(KeychainError) -> T) throws(KeychainError) -> T? {
+        let budget = WorkBudget(calls: max(1, instructions / Int(WorkBudget.period)))
+        sqlite3_progress_handler(connection, WorkBudget.period, { context in
+            guard let context else { return 0 }
+            return Unmanaged<WorkBudget>.fromOpaque(context).takeUnretainedValue().spend()
+        }, Unmanaged.passUnretained(budget).toOpaque())
+        defer { sqlite3_progress_handler(connection, 0, nil, nil) }
+        defer { withExtendedLifetime(budget) {} }
+        do {
+            let result = try body()
+            return budget.exhausted ? nil : result
+        } catch {
+            if budget.exhausted { return nil }
+            throw error
+        }
     }
 
     func check(_ rc: Int32, _ function: String) throws(SQLiteError) {

@@ -110,6 +110,53 @@ struct SmallQueryTests {
         #expect(try store.addReplacingAttributes(schemaOnly, caller: .owner) == nil)
     }
 
+    /// Rows SQLite rejects itself never reach the engine's count: a search by two pairs that many items hold apart but
+    /// none together visits every one of them inside SQLite. Its work there is bounded too.
+    @Test func rowsSQLiteRejectsCountAgainstTheBound() throws {
+        let fixture = try StoreFixture(.hostKey)
+        defer { fixture.remove() }
+        func item(_ account: String, _ pairs: [String: String]) -> NewItem {
+            NewItem(
+                itemClass: .genericPassword,
+                attributes: [
+                    AttributeKey.service: .string("ss"), AttributeKey.account: .string(account),
+                    AttributeKey.stringAttributes: .data(StringAttributes.encode(pairs)),
+                ],
+                data: Data("v".utf8))
+        }
+        var items: [NewItem] = []
+        for index in 0..<1_500 {
+            items.append(item("a\(index)", ["a": "1", "k": "\(index)"]))
+            items.append(item("b\(index)", ["b": "1", "k": "\(index)"]))
+        }
+        try fixture.store.addBatch(items)
+        func pairs(_ pairs: [String: String]) -> ItemQuery {
+            ItemQuery(
+                itemClass: .genericPassword,
+                attributes: [AttributeKey.stringAttributes: .data(StringAttributes.encode(pairs))], limit: .all,
+                returns: .attributes)
+        }
+        // No item holds both: nothing reaches the engine, and SQLite visits 1,500 rows.
+        #expect(!Self.answered(Self.within(fixture.store, pairs(["a": "1", "b": "1"]))))
+        // A pair one item holds is answered.
+        #expect(Self.within(fixture.store, pairs(["a": "1", "k": "7"]))??.count == 1)
+    }
+
+    /// A query for one result is bounded as any other: by a service many items share and an attribute none has, it
+    /// would open every one of them.
+    @Test func aQueryForOneResultIsBoundedToo() throws {
+        let fixture = try StoreFixture(.hostKey)
+        defer { fixture.remove() }
+        for index in 0..<12 { _ = try fixture.store.add(Self.item("a\(index)")) }
+        var query = Self.query([AttributeKey.service: .string("svc"), AttributeKey.label: .string("none")])
+        query.limit = .one
+        #expect(!Self.answered(Self.within(fixture.store, query)))
+        // By its whole primary key, one row.
+        var lookup = Self.query([AttributeKey.service: .string("svc"), AttributeKey.account: .string("a3")])
+        lookup.limit = .one
+        #expect(Self.within(fixture.store, lookup)??.count == 1)
+    }
+
     /// An identity joins a key with its certificates: no row bound covers that work, so it is never answered there.
     @Test func identitiesAreNotAnsweredWithinABound() throws {
         let fixture = try StoreFixture(.hostKey)
