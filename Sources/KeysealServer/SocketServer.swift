@@ -172,6 +172,15 @@ final class ConnectionRegistry: Sendable {
         for channel in idle { channel.close(promise: nil) }
     }
 
+    /// Closes every connection, busy or not: the end of a shutdown whose busy connections did not finish in time.
+    func closeAll() {
+        let all = state.withLock { state -> [any Channel] in
+            state.shuttingDown = true
+            return state.entries.values.map(\.channel)
+        }
+        for channel in all { channel.close(promise: nil) }
+    }
+
     var count: Int { state.withLock { $0.entries.count } }
 }
 
@@ -256,9 +265,12 @@ public final class SocketServer: Service {
             }
             registry.listenerDidClose()
             await registry.allClosed()
-        } onGracefulShutdown: {
+        } onGracefulShutdown: { [group] in
             server.close(promise: nil)
             registry.shutDown()
+            // A busy connection whose client stopped reading (a streamed result it never reads) would hold the
+            // shutdown forever: after the frame timeout, every connection still open is closed.
+            group.next().scheduleTask(in: timeout) { registry.closeAll() }
         }
         logger.info("stopped accepting; every connection closed")
     }

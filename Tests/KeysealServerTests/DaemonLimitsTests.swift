@@ -311,6 +311,29 @@ struct DaemonLimitsTests {
         #expect(try store.copyMatching(.password(account: "big0", returns: .attributes)).count == 1)
     }
 
+    /// A client that asks for a streamed result and never reads it keeps its connection busy: shutdown closes it
+    /// after the frame timeout instead of waiting for it forever.
+    @Test("at SIGTERM a connection whose streamed result is never read is closed after the frame timeout")
+    func shutdownDoesNotWaitForAReaderThatNeverReads() throws {
+        let daemon = try DaemonFixture(arguments: ["--frame-timeout", "1"])
+        defer { daemon.remove() }
+        let store = try daemon.client()
+        for index in 0..<6 {
+            _ = try store.add(.password(account: "big\(index)", secret: String(repeating: "x", count: 1 << 20)))
+        }
+        let fd = try Self.raw(daemon.socketPath)
+        defer { close(fd) }
+        var all = ItemQuery.password(account: nil, returns: [.data, .attributes])
+        all.limit = .all
+        let frame = try WireRequest.copyMatching(all).encodedFrame()
+        #expect(frame.withUnsafeBytes { send(fd, $0.baseAddress, $0.count, Int32(MSG_NOSIGNAL)) } == frame.count)
+        usleep(500_000)  // the result is streaming, and waits for this reader
+        let start = ContinuousClock.now
+        #expect(daemon.stop(signal: SIGTERM) == 0)
+        let took = ContinuousClock.now - start
+        #expect(took < .seconds(8), "keyseald took \(took) to stop")
+    }
+
     /// The daemon's peak resident memory in KiB (VmHWM).
     static func peakKiB(_ daemon: DaemonFixture) throws -> Int {
         let pid = try #require(daemon.process?.processIdentifier)
