@@ -83,13 +83,7 @@ struct SmallQueryTests {
         defer { fixture.remove() }
         let store = fixture.store
         func storing(_ account: String, _ pairs: [String: String], secret: String) -> NewItem {
-            NewItem(
-                itemClass: .genericPassword,
-                attributes: [
-                    AttributeKey.service: .string("ss"), AttributeKey.account: .string(account),
-                    AttributeKey.stringAttributes: .data(StringAttributes.encode(pairs)),
-                ],
-                data: Data(secret.utf8))
+            StringAttributeTests.storing(account, pairs, secret: secret)
         }
         // Twelve items share the schema pair; one carries only it.
         for index in 0..<12 {
@@ -115,15 +109,7 @@ struct SmallQueryTests {
     @Test func rowsSQLiteRejectsCountAgainstTheBound() throws {
         let fixture = try StoreFixture(.hostKey)
         defer { fixture.remove() }
-        func item(_ account: String, _ pairs: [String: String]) -> NewItem {
-            NewItem(
-                itemClass: .genericPassword,
-                attributes: [
-                    AttributeKey.service: .string("ss"), AttributeKey.account: .string(account),
-                    AttributeKey.stringAttributes: .data(StringAttributes.encode(pairs)),
-                ],
-                data: Data("v".utf8))
-        }
+        let item = { StringAttributeTests.storing($0, $1, secret: "v") }
         var items: [NewItem] = []
         for index in 0..<1_500 {
             items.append(item("a\(index)", ["a": "1", "k": "\(index)"]))

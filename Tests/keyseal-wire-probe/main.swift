@@ -82,8 +82,10 @@ case ("add-size", 5):
         NewItem(
             itemClass: .genericPassword, attributes: ["acct": .string(arguments[3]), "svce": .string("probe")],
             accessGroup: group(arguments[2]), data: Data(repeating: 7, count: Int(arguments[4]) ?? 0)))
-case ("store", 5):
+case ("store", 5), ("store-size", 6):
     // The Secret Service's CreateItem with replace: the attribute probe=PAIR-VALUE; "ok 0" added, "ok 1" replaced.
+    // store-size GROUP ACCOUNT PAIR-VALUE SIZE stores a value of SIZE bytes instead of "secret".
+    let value = arguments.count == 6 ? Data(repeating: 7, count: Int(arguments[5]) ?? 0) : Data("secret".utf8)
     request = .addReplacingAttributes(
         NewItem(
             itemClass: .genericPassword,
@@ -91,17 +93,7 @@ case ("store", 5):
                 "acct": .string(arguments[3]), "svce": .string("probe"),
                 "ksat": .data(onePair("probe", arguments[4])),
             ],
-            accessGroup: group(arguments[2]), data: Array("secret".utf8).withUnsafeBytes { Data($0) }))
-case ("store-size", 6):
-    // `store` with a value of SIZE bytes: store-size GROUP ACCOUNT PAIR-VALUE SIZE.
-    request = .addReplacingAttributes(
-        NewItem(
-            itemClass: .genericPassword,
-            attributes: [
-                "acct": .string(arguments[3]), "svce": .string("probe"),
-                "ksat": .data(onePair("probe", arguments[4])),
-            ],
-            accessGroup: group(arguments[2]), data: Data(repeating: 7, count: Int(arguments[5]) ?? 0)))
+            accessGroup: group(arguments[2]), data: value))
 case ("find-all", 2):
     request = .copyMatching(
         ItemQuery(itemClass: .genericPassword, attributes: ["svce": .string("probe")], accessGroup: nil, limit: .all, returns: [.data, .attributes]))
