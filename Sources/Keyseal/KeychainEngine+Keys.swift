@@ -112,7 +112,7 @@ extension KeychainEngine {
             }
             let provider = try hardwareProvider()
             _ = try requireClassKey(request.accessibility)
-            if let group = request.accessGroup, !caller.holds(group) { throw Self.missingEntitlement(group) }
+            if let group = request.accessGroup, !caller.holds(group) { throw KeychainError.missingEntitlement(group) }
             let seed = SecretBytes.random(count: 32)
             let generated = try KeyAlgorithms.hardware {
                 try provider.generateP256Key(authorization: hardwareAuthorization(seed))

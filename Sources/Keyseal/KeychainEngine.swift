@@ -666,7 +666,7 @@ final class KeychainEngine {
     {
         try RequestValidation.validate(item, valueLimit: configuration.valueLimit)
         let group = item.accessGroup ?? caller.defaultGroup
-        guard caller.holds(group) else { throw Self.missingEntitlement(group) }
+        guard caller.holds(group) else { throw KeychainError.missingEntitlement(group) }
         let classKey = try requireClassKey(item.accessibility)
         var attributes = item.attributes
         attributes.merge(trusted) { _, engine in engine }
@@ -776,7 +776,7 @@ final class KeychainEngine {
         try RequestValidation.validate(query)
         try RequestValidation.validate(changes, itemClass: query.itemClass, valueLimit: configuration.valueLimit)
         guard !changes.isEmpty else { throw KeychainError(KeychainStatus.param, "nothing to update") }
-        if let group = changes.accessGroup, !caller.holds(group) { throw Self.missingEntitlement(group) }
+        if let group = changes.accessGroup, !caller.holds(group) { throw KeychainError.missingEntitlement(group) }
         if let accessibility = changes.accessibility { _ = try requireClassKey(accessibility) }
 
         let matches = try match(query, caller: caller, bound: nil)
@@ -1084,7 +1084,7 @@ final class KeychainEngine {
         }
         let groups: [String]?
         if let group = query.accessGroup {
-            guard caller.holds(group) else { throw Self.missingEntitlement(group) }
+            guard caller.holds(group) else { throw KeychainError.missingEntitlement(group) }
             groups = [group]
         } else {
             groups = caller.accessGroups
@@ -1234,7 +1234,4 @@ final class KeychainEngine {
         return accessibility
     }
 
-    static func missingEntitlement(_ group: String) -> KeychainError {
-        KeychainError(KeychainStatus.missingEntitlement, "the caller does not hold the access group \(group)")
-    }
 }

@@ -89,6 +89,11 @@ public struct KeychainError: Error, Sendable, Equatable, Hashable, CustomStringC
     public static let authFailed = KeychainError(KeychainStatus.authFailed)
     public static let decode = KeychainError(KeychainStatus.decode)
     public static let missingEntitlement = KeychainError(KeychainStatus.missingEntitlement)
+
+    /// The refusal of a group the caller does not hold (−34018), naming it.
+    public static func missingEntitlement(_ group: String) -> KeychainError {
+        KeychainError(KeychainStatus.missingEntitlement, "the caller does not hold the access group \(group)")
+    }
     public static let notAvailable = KeychainError(KeychainStatus.notAvailable)
     public static let readOnlyAttr = KeychainError(KeychainStatus.readOnlyAttr)
     public static let io = KeychainError(KeychainStatus.io)

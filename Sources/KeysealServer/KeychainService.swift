@@ -174,7 +174,7 @@ public final class KeychainService: Sendable {
                 return try write()
             }
             let group = new.accessGroup ?? caller.defaultGroup
-            guard caller.holds(group) else { throw Self.missingEntitlement(group) }
+            guard caller.holds(group) else { throw KeychainError.missingEntitlement(group) }
             let bytes = Self.storedSize(new)
             try quotas.check(group: group, items: 1, bytes: bytes, store: store)
             let outcome = try write()
@@ -190,10 +190,6 @@ public final class KeychainService: Sendable {
         case .replaced(let account): return .records([Wire.replacedRecord(account: account)])
         case .overBound: return nil
         }
-    }
-
-    static func missingEntitlement(_ group: String) -> KeychainError {
-        KeychainError(KeychainStatus.missingEntitlement, "the caller does not hold the access group \(group)")
     }
 
     /// A copy-matching of at most this many candidate rows and sealed bytes costs about as much as a few lookups, and
@@ -334,7 +330,7 @@ public final class KeychainService: Sendable {
                 let group = new.accessGroup ?? caller.defaultGroup
                 // A group the caller does not hold is refused before its usage is looked at: a quota answer would
                 // tell how full another group is.
-                guard caller.holds(group) else { throw Self.missingEntitlement(group) }
+                guard caller.holds(group) else { throw KeychainError.missingEntitlement(group) }
                 let bytes = Self.storedSize(new)
                 try quotas.check(group: group, items: 1, bytes: bytes, store: store)
                 let record = try store.add(new, caller: caller)

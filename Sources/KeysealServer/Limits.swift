@@ -127,20 +127,19 @@ final class QuotaLedger: Sendable {
     /// Refuses a write that would take `group` over a quota: `items` more items, `bytes` more bytes. A count kept
     /// here may be over the truth (``replaced(group:bytes:)``): before refusing on it, the group is counted again.
     func check(group: String, items: Int, bytes: Int, store: KeychainStore) throws {
-        var usage = try state.withLock { state in
-            if let usage = state.usage[group] { return usage }
+        var usage = try usage(of: group, store: store, recount: false)
+        if exceeds(usage, items: items, bytes: bytes) { usage = try self.usage(of: group, store: store, recount: true) }
+        try refuse(group: group, usage: usage, items: items, bytes: bytes)
+    }
+
+    /// The group's kept count, or (none kept, or `recount`) its count from the store, then kept.
+    private func usage(of group: String, store: KeychainStore, recount: Bool) throws -> (items: Int, bytes: Int) {
+        try state.withLock { state in
+            if !recount, let usage = state.usage[group] { return usage }
             let counted = try store.usage(accessGroup: group)
             state.usage[group] = counted
             return counted
         }
-        if exceeds(usage, items: items, bytes: bytes) {
-            usage = try state.withLock { state in
-                let counted = try store.usage(accessGroup: group)
-                state.usage[group] = counted
-                return counted
-            }
-        }
-        try refuse(group: group, usage: usage, items: items, bytes: bytes)
     }
 
     private func exceeds(_ usage: (items: Int, bytes: Int), items: Int, bytes: Int) -> Bool {
