@@ -25,12 +25,12 @@ fi
 
 # Hardware fixtures fail (never skip) when swtpm or SoftHSM2 is missing.
 export CI="${CI:-true}"
-engine_suites="KeysealSecurityTests|LockMatrix|Tamper|KeychainTests|RequestValidationTests|UndecryptableTests|StringAttributeTests"
+engine_suites="KeysealSecurityTests|LockMatrix|Tamper|KeychainTests|RequestValidationTests|UndecryptableTests|StringAttributeTests|GroupUsageTests"
 # Keys, certificates and identities: hardware keys in swtpm and SoftHSM2 (on the host key, a software double).
 engine_suites+="|KeyItemTests|KeysealTests.HardwareKeyTests|KeysealX509Tests"
 # Through the daemon (daemon-tabrmd: keyseald on a TPM behind tpm2-abrmd on a private session bus): the same suites
 # except Tamper, which edits the store file under an embedded engine.
-daemon_suites="KeysealSecurityTests|LockMatrix|KeychainTests|RequestValidationTests|UndecryptableTests|StringAttributeTests"
+daemon_suites="KeysealSecurityTests|LockMatrix|KeychainTests|RequestValidationTests|UndecryptableTests|StringAttributeTests|GroupUsageTests"
 # tabrmd: the engine embedded, every store of the test process on one TPM behind one tpm2-abrmd on a private session
 # bus (ResourceManagerFixture.shared: tpm2-tss finds the bus only through the process's environment).
 for backend in tpm pkcs11 tabrmd daemon-host-key daemon-tpm daemon-pkcs11 daemon-tabrmd; do

@@ -169,21 +169,11 @@ public final class KeychainService: Sendable {
                 }
                 return try store.addReplacingAttributes(new, caller: caller, within: bound)
             }
-            guard !caller.isAdministrator else {
-                defer { quotas.forget() }
-                return try write()
-            }
+            guard !caller.isAdministrator else { return try write() }
             let group = new.accessGroup ?? caller.defaultGroup
             guard caller.holds(group) else { throw KeychainError.missingEntitlement(group) }
-            let bytes = Self.storedSize(new)
-            try quotas.check(group: group, items: 1, bytes: bytes, store: store)
-            let outcome = try write()
-            switch outcome {
-            case .added: quotas.added(group: group, bytes: bytes)
-            case .replaced: quotas.replaced(group: group, bytes: bytes)
-            case .overBound: break
-            }
-            return outcome
+            try quotas.check(group: group, items: 1, bytes: Self.storedSize(new), store: store)
+            return try write()
         }
         switch outcome {
         case .added: return .records([])
@@ -323,19 +313,13 @@ public final class KeychainService: Sendable {
         case .add(let new):
             try RequestValidation.validate(new, valueLimit: store.valueLimit)
             let record = try quotaWrites.withLock { _ in
-                guard !caller.isAdministrator else {
-                    defer { quotas.forget() }
-                    return try store.add(new, caller: caller)
-                }
+                guard !caller.isAdministrator else { return try store.add(new, caller: caller) }
                 let group = new.accessGroup ?? caller.defaultGroup
                 // A group the caller does not hold is refused before its usage is looked at: a quota answer would
                 // tell how full another group is.
                 guard caller.holds(group) else { throw KeychainError.missingEntitlement(group) }
-                let bytes = Self.storedSize(new)
-                try quotas.check(group: group, items: 1, bytes: bytes, store: store)
-                let record = try store.add(new, caller: caller)
-                quotas.added(group: group, bytes: bytes)
-                return record
+                try quotas.check(group: group, items: 1, bytes: Self.storedSize(new), store: store)
+                return try store.add(new, caller: caller)
             }
             return .records(record.map { [$0] } ?? [])
         case .addReplacingAttributes(let new):
@@ -350,14 +334,12 @@ public final class KeychainService: Sendable {
             try RequestValidation.validate(
                 parsed.changes, itemClass: parsed.query.itemClass, valueLimit: store.valueLimit)
             try quotaWrites.withLock { _ in
-                defer { quotas.forget() }
                 if !caller.isAdministrator { try checkQuota(update: parsed, caller: caller) }
                 try store.update(parsed.query, with: parsed.changes, caller: caller)
             }
             return .ok
         case .delete(let query):
             try store.delete(query, caller: caller)
-            quotas.forget()
             return .ok
         case .undecryptableItems:
             return .undecryptable(try store.undecryptableItems())
@@ -369,16 +351,10 @@ public final class KeychainService: Sendable {
         // lookups behind them apply the caller's groups and the lock state as any lookup does.
         case .generateKey(let request):
             let key = try quotaWrites.withLock { _ in
-                guard !caller.isAdministrator else {
-                    defer { quotas.forget() }
-                    return try store.generateKey(request, caller: caller)
-                }
+                guard !caller.isAdministrator else { return try store.generateKey(request, caller: caller) }
                 let group = request.accessGroup ?? caller.defaultGroup
-                let bytes = 512 + request.keyType.bits
-                try quotas.check(group: group, items: 1, bytes: bytes, store: store)
-                let key = try store.generateKey(request, caller: caller)
-                quotas.added(group: group, bytes: bytes)
-                return key
+                try quotas.check(group: group, items: 1, bytes: 512 + request.keyType.bits, store: store)
+                return try store.generateKey(request, caller: caller)
             }
             return .key(try WireMapping.wire(key))
         case .keyOperation(let operation):
@@ -554,7 +530,6 @@ public final class KeychainService: Sendable {
                 let replace = session.replace
                 session.backupImport = nil
                 let report = try await offload { try backupImport.finish(replace: replace) }
-                quotas.forget()
                 logger.info(
                     "imported",
                     metadata: [

@@ -112,41 +112,16 @@ final class ConnectionAccount: @unchecked Sendable {
     }
 }
 
-/// The per-group usage of non-administrators, counted from the store when first needed and kept up to date by their
-/// adds; any other write forgets it (it is counted again on the next add).
+/// The per-group quotas of non-administrators, checked against the store's own count of the group (one lookup in its
+/// `group_usage` table, which the store keeps exact through every write), so that nothing is remembered here.
 final class QuotaLedger: Sendable {
-    private struct State {
-        var usage: [String: (items: Int, bytes: Int)] = [:]
-    }
-
-    private let state = Mutex(State())
     let limits: DaemonLimits
 
     init(limits: DaemonLimits) { self.limits = limits }
 
-    /// Refuses a write that would take `group` over a quota: `items` more items, `bytes` more bytes. A count kept
-    /// here may be over the truth (``replaced(group:bytes:)``): before refusing on it, the group is counted again.
+    /// Refuses a write that would take `group` over a quota: `items` more items, `bytes` more bytes.
     func check(group: String, items: Int, bytes: Int, store: KeychainStore) throws {
-        var usage = try usage(of: group, store: store, recount: false)
-        if exceeds(usage, items: items, bytes: bytes) { usage = try self.usage(of: group, store: store, recount: true) }
-        try refuse(group: group, usage: usage, items: items, bytes: bytes)
-    }
-
-    /// The group's kept count, or (none kept, or `recount`) its count from the store, then kept.
-    private func usage(of group: String, store: KeychainStore, recount: Bool) throws -> (items: Int, bytes: Int) {
-        try state.withLock { state in
-            if !recount, let usage = state.usage[group] { return usage }
-            let counted = try store.usage(accessGroup: group)
-            state.usage[group] = counted
-            return counted
-        }
-    }
-
-    private func exceeds(_ usage: (items: Int, bytes: Int), items: Int, bytes: Int) -> Bool {
-        (items > 0 && usage.items + items > limits.itemsPerGroup) || usage.bytes + bytes > limits.bytesPerGroup
-    }
-
-    private func refuse(group: String, usage: (items: Int, bytes: Int), items: Int, bytes: Int) throws {
+        let usage = try store.usage(accessGroup: group)
         if items > 0 && usage.items + items > limits.itemsPerGroup {
             throw KeychainError(
                 KeychainStatus.allocate,
@@ -159,24 +134,4 @@ final class QuotaLedger: Sendable {
             )
         }
     }
-
-    /// Counts an add that succeeded.
-    func added(group: String, bytes: Int) {
-        state.withLock { state in
-            if let usage = state.usage[group] { state.usage[group] = (usage.items + 1, usage.bytes + bytes) }
-        }
-    }
-
-    /// Counts an add that replaced an item of `group` instead (the Secret Service's CreateItem): as many items, and
-    /// the new value's `bytes` more, since the bytes it freed are not known here. Over the truth, never under, so that
-    /// replacing small items with large ones cannot pass the byte quota; ``check(group:items:bytes:store:)`` counts the
-    /// group again before it refuses.
-    func replaced(group: String, bytes: Int) {
-        state.withLock { state in
-            if let usage = state.usage[group] { state.usage[group] = (usage.items, usage.bytes + bytes) }
-        }
-    }
-
-    /// Forgets every count (after a write whose effect on the groups is not known here).
-    func forget() { state.withLock { $0.usage = [:] } }
 }

@@ -98,7 +98,7 @@ enum BindValue {
 
 /// The SQLite store of a keychain: schema, migrations, keybag and item rows. Not thread-safe.
 public final class ItemStore {
-    public static let schemaVersion = 4
+    public static let schemaVersion = 5
     public static let databaseName = "keyseal.db"
 
     public let database: Database
@@ -197,6 +197,35 @@ public final class ItemStore {
         """
         CREATE TABLE item_pairs(digest BLOB NOT NULL, row_id INTEGER NOT NULL, PRIMARY KEY(digest, row_id)) WITHOUT ROWID;
         CREATE INDEX item_pairs_row ON item_pairs(row_id);
+        """,
+        // 5: each access group's item count and stored bytes (sealed attributes and values), for the daemon's
+        // quotas: one lookup instead of a scan of `items`. Triggers on `items` keep it exact through every write;
+        // a group's row goes with its last item, so that the table names only the groups `items` names.
+        """
+        CREATE TABLE group_usage(agrp TEXT PRIMARY KEY, items INTEGER NOT NULL, bytes INTEGER NOT NULL) WITHOUT ROWID;
+        INSERT INTO group_usage(agrp, items, bytes)
+            SELECT agrp, count(*), sum(length(attrs) + length(value)) FROM items GROUP BY agrp;
+        CREATE TRIGGER group_usage_insert AFTER INSERT ON items BEGIN
+            INSERT INTO group_usage(agrp, items, bytes) VALUES (NEW.agrp, 1, length(NEW.attrs) + length(NEW.value))
+                ON CONFLICT(agrp) DO UPDATE SET items = items + 1, bytes = bytes + excluded.bytes;
+        END;
+        CREATE TRIGGER group_usage_delete AFTER DELETE ON items BEGIN
+            UPDATE group_usage SET items = items - 1, bytes = bytes - length(OLD.attrs) - length(OLD.value)
+                WHERE agrp = OLD.agrp;
+            DELETE FROM group_usage WHERE agrp = OLD.agrp AND items <= 0;
+        END;
+        CREATE TRIGGER group_usage_update AFTER UPDATE OF agrp, attrs, value ON items WHEN NEW.agrp = OLD.agrp BEGIN
+            UPDATE group_usage
+                SET bytes = bytes + length(NEW.attrs) + length(NEW.value) - length(OLD.attrs) - length(OLD.value)
+                WHERE agrp = NEW.agrp;
+        END;
+        CREATE TRIGGER group_usage_move AFTER UPDATE OF agrp, attrs, value ON items WHEN NEW.agrp <> OLD.agrp BEGIN
+            UPDATE group_usage SET items = items - 1, bytes = bytes - length(OLD.attrs) - length(OLD.value)
+                WHERE agrp = OLD.agrp;
+            DELETE FROM group_usage WHERE agrp = OLD.agrp AND items <= 0;
+            INSERT INTO group_usage(agrp, items, bytes) VALUES (NEW.agrp, 1, length(NEW.attrs) + length(NEW.value))
+                ON CONFLICT(agrp) DO UPDATE SET items = items + 1, bytes = bytes + excluded.bytes;
+        END;
         """,
     ]
 
@@ -828,11 +857,11 @@ public final class ItemStore {
         }
     }
 
-    /// How many items `group` holds and their stored size (sealed attributes and values), for quotas.
+    /// How many items `group` holds and their stored size (sealed attributes and values), for quotas: one lookup in
+    /// `group_usage`, which the triggers on `items` keep exact (schema 5).
     public func usage(accessGroup group: String) throws(KeychainError) -> (items: Int, bytes: Int) {
         do {
-            let statement = try database.statement(
-                "SELECT count(*), coalesce(sum(length(attrs) + length(value)), 0) FROM items WHERE agrp = ?1")
+            let statement = try database.statement("SELECT items, bytes FROM group_usage WHERE agrp = ?1")
             defer { statement.reset() }
             try statement.bind(1, group)
             guard try statement.step() else { return (0, 0) }

@@ -142,7 +142,7 @@ struct StringAttributeTests {
         defer { fixture.remove() }
         _ = try fixture.store.add(.password(account: "old"))
         fixture.close()
-        try fixture.sql("DROP TABLE item_pairs; DELETE FROM schema_version WHERE version = 4")
+        try fixture.sql(GroupUsageTests.undoSchemaFive + "DROP TABLE item_pairs; DELETE FROM schema_version WHERE version >= 4")
         try fixture.reopen()
         #expect(try fixture.store.copyMatching(.password(account: "old")).count == 1)
         _ = try fixture.store.add(Self.item("new", ["k": "v"]))

@@ -325,12 +325,14 @@ struct LedgerTamperTests {
         try fixture.reopen()
         try fixture.store.unmarkLedgerForTests()
         fixture.close()
-        try fixture.sql("DROP TABLE ledger_record; DROP TABLE item_pairs; DELETE FROM schema_version WHERE version >= 3;")
+        try fixture.sql(
+            GroupUsageTests.undoSchemaFive
+                + "DROP TABLE ledger_record; DROP TABLE item_pairs; DELETE FROM schema_version WHERE version >= 3;")
         try fixture.reopen()
         #expect(try fixture.store.status().ledger.verified)
         try tamper.expectOthersIntact(fixture)
         fixture.close()
-        #expect(try fixture.sql("SELECT max(version) FROM schema_version") == "4")
+        #expect(try fixture.sql("SELECT max(version) FROM schema_version") == "5")
         #expect(try fixture.sql("SELECT count(*) FROM ledger_record") == "1")
         #expect(try fixture.sql("SELECT instr(CAST(body AS TEXT), '\"ledgerVersion\":1') > 0 FROM keybag") == "1")
         try replayA(fixture)
