@@ -246,10 +246,10 @@ struct DaemonLimitsTests {
         }
     }
 
-    /// A replace is counted as its new value's bytes more (what it freed is not known to the quota): replacing small
-    /// items with large ones is held to the byte quota, and repeated replaces of one item are let through once the
-    /// group is counted again.
-    @Test("replacing stores are held to the byte quota and counted again before being refused")
+    /// A replace is checked as an add of its new value against the group's exact usage: replacing small items with
+    /// large ones is held to the byte quota, and repeated replaces of one item, which free what they add, are let
+    /// through.
+    @Test("replacing stores are held to the byte quota by the group's exact usage")
     func replacesAndTheByteQuota() throws {
         guard getuid() == 0 else {
             #expect(!runningInCI, "the other-user tests need root to switch users")
@@ -267,6 +267,41 @@ struct DaemonLimitsTests {
         #expect(try Self.asNobody(daemon, ["store-size", "-", "s0", "p0", "\(30 << 10)"]) == "ok 1")
         let third = try #require(try Self.asNobody(daemon, ["store-size", "-", "s1", "p1", "\(30 << 10)"]))
         #expect(third.hasPrefix("error -108"), "\(third)")
+    }
+
+    /// The bytes `group` holds as the store counts them (`group_usage`), from a copy of the daemon's files.
+    static func storedBytes(_ daemon: DaemonFixture, group: String) throws -> Int {
+        let path = daemon.storeDirectory.appendingPathComponent("keyseal.db").path
+        return Int(try StoreFixture.sqlOnDisk(databasePath: path, "SELECT bytes FROM group_usage WHERE agrp = '\(group)'"))
+            ?? -1
+    }
+
+    /// The byte quota follows the group's stored bytes exactly, whatever wrote them: after the user's own growing
+    /// updates an add fits to the byte and one byte more is refused; the user's deletes free room at once.
+    @Test("after growing updates an add is refused past the byte quota exactly; deletes free room")
+    func growingUpdatesThenAnAddAtTheByteQuota() throws {
+        guard getuid() == 0 else {
+            #expect(!runningInCI, "the other-user tests need root to switch users")
+            return
+        }
+        let quota = 64 << 10
+        let daemon = try Self.sharedDaemon(["--quota-items", "10", "--quota-bytes", "64K"])
+        defer { daemon.remove() }
+        #expect(try Self.asNobody(daemon, ["add-size", "-", "a", "16"]) == "ok 0")
+        #expect(try Self.asNobody(daemon, ["update-size", "-", "a", "\(20 << 10)"]) == "ok")
+        #expect(try Self.asNobody(daemon, ["update-size", "-", "a", "\(40 << 10)"]) == "ok")
+        let held = try Self.storedBytes(daemon, group: "uid.65534")
+        #expect(held > 40 << 10 && held < 48 << 10, "\(held)")
+        // An add is checked as its value, 128 bytes of envelope and each attribute's key, value and 8 bytes
+        // (KeychainService.storedSize): for account "b" and service "probe", the value and 158.
+        let fits = quota - held - 158
+        let over = try #require(try Self.asNobody(daemon, ["add-size", "-", "b", "\(fits + 1)"]))
+        #expect(over.hasPrefix("error -108") && over.contains("\(held) bytes"), "\(over)")
+        #expect(try Self.asNobody(daemon, ["add-size", "-", "b", "\(fits)"]) == "ok 0")
+        // Full: even a small add is refused, until the user deletes an item.
+        #expect(try Self.asNobody(daemon, ["add-size", "-", "c", "16"])?.hasPrefix("error -108") == true)
+        #expect(try Self.asNobody(daemon, ["delete", "-", "a"]) == "ok")
+        #expect(try Self.asNobody(daemon, ["add-size", "-", "c", "16"]) == "ok 0")
     }
 
     // MARK: Results

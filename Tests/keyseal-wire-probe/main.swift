@@ -1,9 +1,10 @@
 // A test helper: sends one request to keyseald and prints the outcome on one line, so that tests can act as a
 // process of another user (`setpriv --reuid …`). Not installed; not a user interface.
 //
-//   keyseal-wire-probe SOCKET status|lock|unlock PASSCODE|add GROUP ACCOUNT|find GROUP? ACCOUNT|delete ACCOUNT
+//   keyseal-wire-probe SOCKET status|lock|unlock PASSCODE|add GROUP ACCOUNT|find GROUP? ACCOUNT
 //                            |export PASSPHRASE|import PASSPHRASE|poll-status SECONDS|add-size GROUP ACCOUNT BYTES|find-all
 //                            |doctor|doctor-delete ID|add-class CLASS|store GROUP ACCOUNT PAIR-VALUE
+//                            |update-size GROUP ACCOUNT BYTES|delete GROUP ACCOUNT
 //   keyseal-wire-probe SOCKET as PID COMMAND …   (the request sent on behalf of process PID, as the bridge does)
 #if canImport(FoundationEssentials)
 import FoundationEssentials
@@ -82,6 +83,18 @@ case ("add-size", 5):
         NewItem(
             itemClass: .genericPassword, attributes: ["acct": .string(arguments[3]), "svce": .string("probe")],
             accessGroup: group(arguments[2]), data: Data(repeating: 7, count: Int(arguments[4]) ?? 0)))
+case ("update-size", 5):
+    // The value of the probe item ACCOUNT in GROUP set to BYTES bytes.
+    request = .update(
+        ItemQuery(
+            itemClass: .genericPassword, attributes: ["acct": .string(arguments[3]), "svce": .string("probe")],
+            accessGroup: group(arguments[2])),
+        ItemChanges(data: Data(repeating: 7, count: Int(arguments[4]) ?? 0)))
+case ("delete", 4):
+    request = .delete(
+        ItemQuery(
+            itemClass: .genericPassword, attributes: ["acct": .string(arguments[3]), "svce": .string("probe")],
+            accessGroup: group(arguments[2])))
 case ("store", 5), ("store-size", 6):
     // The Secret Service's CreateItem with replace: the attribute probe=PAIR-VALUE; "ok 0" added, "ok 1" replaced.
     // store-size GROUP ACCOUNT PAIR-VALUE SIZE stores a value of SIZE bytes instead of "secret".
