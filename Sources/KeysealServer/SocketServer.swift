@@ -321,9 +321,12 @@ final class ConnectionHandler: ChannelInboundHandler {
     private var busy = true
     /// Replies wait to be read (the channel is over its high water mark): nothing more is answered meanwhile.
     private var waitingForReader = false
-    /// A key operation was just answered on the event loop: this connection's next frame waits for the loop's next
-    /// turn, so that a client pipelining key operations does not hold up the other connections for all of them.
+    /// This connection has had its turn on the event loop (a key operation, or ``turnBudget`` of answers): its next
+    /// frame waits for the loop's next turn and nothing more is read from it meanwhile, so that a client pipelining
+    /// requests holds up the other connections for one turn at most.
     private var yielding = false
+    /// When this connection's current turn of answers on the event loop began.
+    private var turnStart: NIODeadline?
     private var closing = false
     private var subscription: (id: Int, task: Task<Void, Never>)?
     /// The backup import in progress on this connection, if any.
@@ -436,11 +439,33 @@ final class ConnectionHandler: ChannelInboundHandler {
         context.writeAndFlush(wrapOutboundOut(frame)).assumeIsolated().whenComplete { _ in context.close(promise: nil) }
     }
 
-    /// Answers pending frames in order until one goes to the pool or a key operation ran on the event loop.
+    /// How long one connection's answers may hold the event loop before the other connections are served: a client
+    /// pipelining requests answered on the loop (each bounded by ``KeychainService/smallQuery``) gets this much at a
+    /// time, and a request of another client waits at most about this long behind it.
+    static let turnBudget = TimeAmount.microseconds(500)
+
+    /// Answers pending frames in order until one goes to the pool, a key operation ran on the event loop or this
+    /// connection's turn is over.
     private func drain(context: ChannelHandlerContext) {
         while !busy, !yielding, !closing, subscription == nil, let frame = pending.popFirst() {
+            let start = turnStart ?? .now()
+            turnStart = start
             answer(frame, context: context)
+            if !busy, !yielding, !closing, NIODeadline.now() - start > Self.turnBudget { yieldTurn(context: context) }
         }
+    }
+
+    func channelReadComplete(context: ChannelHandlerContext) {
+        // The loop goes on to the other connections' reads: the next reads from this one begin a new turn.
+        turnStart = nil
+        context.fireChannelReadComplete()
+    }
+
+    /// Ends this connection's turn: nothing more is read from it until the loop has polled every socket again.
+    private func yieldTurn(context: ChannelHandlerContext) {
+        yielding = true
+        try? context.channel.syncOptions?.setOption(ChannelOptions.autoRead, value: false)
+        context.eventLoop.assumeIsolated().execute { self.endTurn(context: context) }
     }
 
     private func answer(_ frame: ByteBuffer, context: ChannelHandlerContext) {
@@ -495,10 +520,7 @@ final class ConnectionHandler: ChannelInboundHandler {
         if let response = server.service.answerOnEventLoop(request, caller: caller, peer: peer) {
             server.logger.trace("answered on the event loop", metadata: ["request.name": "\(request.name)"])
             reply(response, context: context)
-            if KeychainService.keyOperationReference(request) != nil {
-                yielding = true
-                context.eventLoop.assumeIsolated().execute { self.endTurn(context: context) }
-            }
+            if KeychainService.keyOperationReference(request) != nil { yieldTurn(context: context) }
             return
         }
         server.logger.trace("answered on the thread pool", metadata: ["request.name": "\(request.name)"])
@@ -508,6 +530,7 @@ final class ConnectionHandler: ChannelInboundHandler {
         server.service.answerOnPool(request, caller: caller, peer: peer, eventLoop: context.eventLoop)
             .assumeIsolated().whenComplete { result in
                 self.busy = false
+                self.turnStart = nil
                 try? context.channel.syncOptions?.setOption(ChannelOptions.autoRead, value: true)
                 switch result {
                 case .success(let response): self.reply(response, context: context)
@@ -526,13 +549,22 @@ final class ConnectionHandler: ChannelInboundHandler {
     /// lets the loop poll first, where one due at once would run in this same turn.
     private func endTurn(context: ChannelHandlerContext) {
         guard !pending.isEmpty else {
-            yielding = false
+            resume(context: context)
             return
         }
         context.eventLoop.assumeIsolated().scheduleTask(in: .microseconds(50)) {
-            self.yielding = false
+            self.resume(context: context)
             self.drain(context: context)
         }
+    }
+
+    /// Begins this connection's next turn: it is read from again unless a request went to the pool or its replies
+    /// wait for it to read them.
+    private func resume(context: ChannelHandlerContext) {
+        yielding = false
+        turnStart = nil
+        guard !busy, !closing else { return }
+        try? context.channel.syncOptions?.setOption(ChannelOptions.autoRead, value: true)
     }
 
     /// A backup transfer step, off the event loop: an export streams its chunks and then its report as the engine

@@ -1,4 +1,5 @@
 import Foundation
+import Synchronization
 import Keyseal
 import KeysealCore
 import KeysealTestSupport
@@ -89,5 +90,54 @@ struct DaemonSmallQueryTests {
         #expect(placements.count == KeychainService.smallQuery.rows + 5)
         #expect(placements.last == "pool")
         #expect(placements.dropLast().allSatisfy { $0 == "loop" })
+    }
+
+    /// Requests answered on the event loop, pipelined on one connection, are answered a few at a time: the loop
+    /// polls every other socket between turns, so one client's burst does not hold up another's request for long.
+    @Test func pipelinedQueriesOnTheLoopLetOtherClientsIn() throws {
+        let daemon = try DaemonFixture(.hostKey)
+        defer { daemon.remove() }
+        let connection = KeysealConnection(socketPath: daemon.socketPath)
+        defer { connection.disconnect() }
+        for index in 0..<KeychainService.smallQuery.rows { try Self.add(connection, service: "s", account: "a\(index)") }
+        // Each request decrypts the attributes of every candidate row, and none matches: the answer is small.
+        var attributes: [String: AttributeValue] = [AttributeKey.service: .string("s")]
+        attributes[AttributeKey.label] = .string("none of them")
+        let frame = try WireRequest.copyMatching(
+            ItemQuery(itemClass: .genericPassword, attributes: attributes, limit: .all, returns: .attributes)
+        ).encodedFrame()
+        let burst = 20_000
+        let fd = try KeysealConnection.open(daemon.socketPath)
+        let answered = Mutex(0)
+        let stopped = DispatchGroup()
+        for work in [
+            { try? KeysealConnection.writeAll(fd, Array(repeating: frame, count: burst).flatMap { $0 }) },
+            { while DaemonIsolationTests.readPayload(fd) != nil { answered.withLock { $0 += 1 } } },
+        ] as [@Sendable () -> Void] {
+            stopped.enter()
+            Thread { work(); stopped.leave() }.start()
+        }
+        defer {
+            // Both threads stop before the descriptor is closed (and its number reused).
+            shutdown(fd, Int32(SHUT_RDWR))
+            stopped.wait()
+            close(fd)
+        }
+        Thread.sleep(forTimeInterval: 0.2)
+        var pings: [Duration] = []
+        while answered.withLock({ $0 }) < burst * 3 / 4, pings.count < 200 {
+            let start = ContinuousClock.now
+            #expect(try connection.send(.ping) == .ok)
+            pings.append(ContinuousClock.now - start)
+        }
+        let sorted = pings.sorted()
+        guard sorted.count > 10 else {
+            Issue.record("the burst was answered before the pings could measure it: \(sorted)")
+            return
+        }
+        // Each ping waits for at most one turn of the other connection. Without turns, the pings waited for whole reads
+        // of the burst (seconds); the slowest bound leaves room for a busy machine's scheduling.
+        #expect(sorted[sorted.count / 2] < .milliseconds(5), "pings waited behind another connection's queries: \(sorted)")
+        #expect(sorted.last! < .milliseconds(250), "a ping waited behind another connection's queries: \(sorted.last!)")
     }
 }
