@@ -242,7 +242,7 @@ final class BackupWriter {
         } catch {
             throw KeychainError(KeychainStatus.internalComponent, "encryption failed")
         }
-        zeroizeArray(&inner)
+        zeroize(&inner)
         var plain: [UInt8] = [1]
         plain.reserveCapacity(innerBox.ciphertext.count + 128)
         appendField(&plain, tag: 1, accessibility.rawValue.utf8)
@@ -287,12 +287,6 @@ final class BackupWriter {
         output += box.ciphertext
         output += box.tag
         sequence += 1
-    }
-}
-
-func zeroizeArray(_ bytes: inout [UInt8]) {
-    bytes.withUnsafeMutableBytes { raw in
-        if let base = raw.baseAddress { zeroize(base, raw.count) }
     }
 }
 
@@ -617,7 +611,7 @@ package final class BackupReader: @unchecked Sendable {
         }
         var innerBytes = [UInt8](inner)
         inner.resetBytes(in: 0..<inner.count)
-        defer { zeroizeArray(&innerBytes) }
+        defer { zeroize(&innerBytes) }
         let parts = try Self.fields(innerBytes[...])
         guard parts.count == 2, parts[0].0 == 1, parts[1].0 == 2 else { throw Self.corrupt("bad item contents") }
         let attributes = try AttributeCodec.decode(Data(parts[0].1))

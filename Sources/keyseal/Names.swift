@@ -1,26 +1,21 @@
+import KeysealModel
+
 // The names the command line accepts and prints for stored codes: accessibility classes, internet protocols and
 // authentication types, item classes and attribute keys.
 
-/// Accessibility classes: the long names of CLI.md, Apple's constant names and the stored codes.
+/// Accessibility classes: the long names of CLI.md, Apple's constant names and the stored codes, as the model
+/// (`Accessibility`) defines them.
 enum AccessibleName {
     /// (stored code, long name, Apple's constant), in DESIGN §3's order.
-    static let all: [(code: String, name: String, constant: String)] = [
-        ("ak", "when-unlocked", "kSecAttrAccessibleWhenUnlocked"),
-        ("ck", "after-first-unlock", "kSecAttrAccessibleAfterFirstUnlock"),
-        ("dk", "always", "kSecAttrAccessibleAlways"),
-        ("aku", "when-unlocked-this-device-only", "kSecAttrAccessibleWhenUnlockedThisDeviceOnly"),
-        ("cku", "after-first-unlock-this-device-only", "kSecAttrAccessibleAfterFirstUnlockThisDeviceOnly"),
-        ("dku", "always-this-device-only", "kSecAttrAccessibleAlwaysThisDeviceOnly"),
-        ("akpu", "when-passcode-set-this-device-only", "kSecAttrAccessibleWhenPasscodeSetThisDeviceOnly"),
-    ]
-
-    /// The stored code for any accepted spelling, or nil.
-    static func code(_ text: String) -> String? {
-        all.first { $0.code == text || $0.name == text || $0.constant == text }?.code
+    static let all: [(code: String, name: String, constant: String)] = Accessibility.allCases.map {
+        ($0.rawValue, $0.name, $0.appleConstantName)
     }
 
+    /// The stored code for any accepted spelling, or nil.
+    static func code(_ text: String) -> String? { Accessibility(parsing: text)?.rawValue }
+
     /// The long name of a stored code (the code itself when unknown).
-    static func name(_ code: String) -> String { all.first { $0.code == code }?.name ?? code }
+    static func name(_ code: String) -> String { Accessibility(rawValue: code)?.name ?? code }
 
     static let help = all.map(\.name).joined(separator: ", ")
 }
