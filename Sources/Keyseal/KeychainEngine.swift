@@ -36,6 +36,13 @@ package enum ReplacingAdd: Sendable, Equatable {
     case overBound
 }
 
+/// Decides whether a write may grow an access group (keyseald's quotas). Called before anything is written, once for
+/// each group the write adds items or bytes to, with the group's usage before the write and what the write adds to it
+/// (items, and sealed attribute and value bytes, as the store's `group_usage` counts them); throws to refuse the whole
+/// write.
+package typealias GroupAdmission = (_ group: String, _ usage: (items: Int, bytes: Int), _ adds: (items: Int, bytes: Int))
+    throws -> Void
+
 /// The one implementation of the keychain semantics: SecItem calls over the encrypted store, guarded by the
 /// lock-state manager. Not thread-safe: ``KeychainStore`` serializes every call.
 final class KeychainEngine {
@@ -772,7 +779,7 @@ final class KeychainEngine {
         return records
     }
 
-    func update(_ query: ItemQuery, changes: ItemChanges, caller: Caller) throws {
+    func update(_ query: ItemQuery, changes: ItemChanges, caller: Caller, admit: GroupAdmission? = nil) throws {
         try RequestValidation.validate(query)
         try RequestValidation.validate(changes, itemClass: query.itemClass, valueLimit: configuration.valueLimit)
         guard !changes.isEmpty else { throw KeychainError(KeychainStatus.param, "nothing to update") }
@@ -812,11 +819,31 @@ final class KeychainEngine {
             updated.id = row.id
             updatedRows.append(updated)
         }
+        if let admit { try Self.admit(from: matches.map(\.row), to: updatedRows, admit: admit, usage: store.usage) }
         try itemTransaction { () throws(KeychainError) in
             for row in updatedRows { try store.update(row) }
         }
         if let group = changes.accessGroup, let itemClass = matches.first.flatMap({ ItemClass(rawValue: $0.row.itemClass) }) {
             groupCache.insert(group, for: itemClass)
+        }
+    }
+
+    /// Calls `admit` for each group that rows going from `old` to `new` (the same items, in order) grow, with what
+    /// they add to it: an update that grows values or moves items is charged exactly, however many items it matched.
+    static func admit(
+        from old: [ItemRow], to new: [ItemRow], admit: GroupAdmission,
+        usage: (String) throws(KeychainError) -> (items: Int, bytes: Int)
+    ) throws {
+        var adds: [String: (items: Int, bytes: Int)] = [:]
+        func size(_ row: ItemRow) -> Int { row.sealed.attributes.count + row.sealed.value.count }
+        for (before, after) in zip(old, new) {
+            adds[before.accessGroup, default: (0, 0)].items -= 1
+            adds[before.accessGroup, default: (0, 0)].bytes -= size(before)
+            adds[after.accessGroup, default: (0, 0)].items += 1
+            adds[after.accessGroup, default: (0, 0)].bytes += size(after)
+        }
+        for (group, added) in adds.sorted(by: { $0.key < $1.key }) where added.items > 0 || added.bytes > 0 {
+            try admit(group, try usage(group), (max(added.items, 0), max(added.bytes, 0)))
         }
     }
 

@@ -457,8 +457,12 @@ public final class KeychainStore: Sendable {
         try route({ try $0.copyMatching(query, caller: caller, resultLimit: resultLimit, within: bound) }) { _ in nil }
     }
 
-    package func update(_ query: ItemQuery, with changes: ItemChanges, caller: Caller) throws {
-        try route({ try $0.update(query, changes: changes, caller: caller) }) { connection throws(KeychainError) in
+    /// An update for `caller`; with `admit` (embedded stores: keyseald's quotas), each access group the update would
+    /// grow is admitted first (``GroupAdmission``).
+    package func update(
+        _ query: ItemQuery, with changes: ItemChanges, caller: Caller, admit: GroupAdmission? = nil
+    ) throws {
+        try route({ try $0.update(query, changes: changes, caller: caller, admit: admit) }) { connection throws(KeychainError) in
             try Self.expectOK(
                 try Self.request(connection, .update(query, changes)))
         }

@@ -334,8 +334,15 @@ public final class KeychainService: Sendable {
             try RequestValidation.validate(
                 parsed.changes, itemClass: parsed.query.itemClass, valueLimit: store.valueLimit)
             try quotaWrites.withLock { _ in
-                if !caller.isAdministrator { try checkQuota(update: parsed, caller: caller) }
-                try store.update(parsed.query, with: parsed.changes, caller: caller)
+                guard !caller.isAdministrator else {
+                    return try store.update(parsed.query, with: parsed.changes, caller: caller)
+                }
+                // Each group the update grows is charged what it adds, counted from the rows the update matched and
+                // the rows it would write (only groups the caller holds: its own items, and a target group the
+                // engine has checked), before anything is written.
+                try store.update(parsed.query, with: parsed.changes, caller: caller) { [quotas] group, usage, adds in
+                    try quotas.check(group: group, usage: usage, items: adds.items, bytes: adds.bytes)
+                }
             }
             return .ok
         case .delete(let query):
@@ -353,6 +360,8 @@ public final class KeychainService: Sendable {
             let key = try quotaWrites.withLock { _ in
                 guard !caller.isAdministrator else { return try store.generateKey(request, caller: caller) }
                 let group = request.accessGroup ?? caller.defaultGroup
+                // As for an add: a group the caller does not hold is refused before its usage is looked at.
+                guard caller.holds(group) else { throw KeychainError.missingEntitlement(group) }
                 try quotas.check(group: group, items: 1, bytes: 512 + request.keyType.bits, store: store)
                 return try store.generateKey(request, caller: caller)
             }
@@ -434,18 +443,6 @@ public final class KeychainService: Sendable {
             }
         }
         return size
-    }
-
-    /// An update by a non-administrator that sets a value or moves items: the target group (the one named, else
-    /// each of the caller's groups that the query may reach) must have room for one more item and the new value,
-    /// the old value not subtracted.
-    private func checkQuota(update: (query: ItemQuery, changes: ItemChanges), caller: Caller) throws {
-        let bytes = update.changes.data.map { $0.count + 128 } ?? 0
-        let moves = update.changes.accessGroup != nil
-        guard bytes > 0 || moves else { return }
-        let targets =
-            update.changes.accessGroup.map { [$0] } ?? update.query.accessGroup.map { [$0] } ?? caller.accessGroups ?? [caller.defaultGroup]
-        for group in targets { try quotas.check(group: group, items: moves ? 1 : 0, bytes: bytes, store: store) }
     }
 
     // MARK: - Backup

@@ -121,7 +121,11 @@ final class QuotaLedger: Sendable {
 
     /// Refuses a write that would take `group` over a quota: `items` more items, `bytes` more bytes.
     func check(group: String, items: Int, bytes: Int, store: KeychainStore) throws {
-        let usage = try store.usage(accessGroup: group)
+        try check(group: group, usage: try store.usage(accessGroup: group), items: items, bytes: bytes)
+    }
+
+    /// Refuses a write that would take `group`, holding `usage`, over a quota.
+    func check(group: String, usage: (items: Int, bytes: Int), items: Int, bytes: Int) throws {
         if items > 0 && usage.items + items > limits.itemsPerGroup {
             throw KeychainError(
                 KeychainStatus.allocate,

@@ -246,6 +246,47 @@ struct DaemonLimitsTests {
         }
     }
 
+    /// An update that moves an item, or names a group, and a key generation into a group the caller does not hold
+    /// are refused as such (−34018) whatever that group holds: none answers the quota's −108 with the group's usage.
+    @Test("updates and key generations naming a group the caller does not hold are −34018, never the quota's answer")
+    func foreignGroupBeforeQuotaForUpdatesAndKeys() throws {
+        guard getuid() == 0 else {
+            #expect(!runningInCI, "the other-user tests need root to switch users")
+            return
+        }
+        let daemon = try Self.sharedDaemon(["--quota-items", "2"])
+        defer { daemon.remove() }
+        let store = try daemon.client()
+        for index in 0..<2 { _ = try store.add(.password(account: "v\(index)", group: "victim")) }
+        #expect(try Self.asNobody(daemon, ["add-size", "-", "mine", "16"]) == "ok 0")
+        for command in [["move", "-", "mine", "victim"], ["update-size", "victim", "v0", "16"], ["genkey", "victim"]] {
+            let answer = try #require(try Self.asNobody(daemon, command))
+            #expect(answer.hasPrefix("error -34018"), "\(command): \(answer)")
+        }
+    }
+
+    /// An update is charged what it adds to each group for every item it matches: one request setting a large value
+    /// on many items cannot pass the byte quota.
+    @Test("an update of many items is charged for each of them against the byte quota")
+    func anUpdateOfManyItemsIsChargedForEach() throws {
+        guard getuid() == 0 else {
+            #expect(!runningInCI, "the other-user tests need root to switch users")
+            return
+        }
+        let daemon = try Self.sharedDaemon(["--quota-items", "20", "--quota-bytes", "64K"])
+        defer { daemon.remove() }
+        for index in 0..<10 { #expect(try Self.asNobody(daemon, ["add-size", "-", "a\(index)", "16"]) == "ok 0") }
+        let before = try Self.storedBytes(daemon, group: "uid.65534")
+        // 10 × 8 KiB is over 64 KiB: refused whole, nothing written.
+        let over = try #require(try Self.asNobody(daemon, ["update-size", "-", "*", "\(8 << 10)"]))
+        #expect(over.hasPrefix("error -108"), "\(over)")
+        #expect(try Self.storedBytes(daemon, group: "uid.65534") == before)
+        // 10 × 4 KiB fits.
+        #expect(try Self.asNobody(daemon, ["update-size", "-", "*", "\(4 << 10)"]) == "ok")
+        let after = try Self.storedBytes(daemon, group: "uid.65534")
+        #expect(after > 40 << 10 && after < 48 << 10, "\(after)")
+    }
+
     /// A replace is checked as an add of its new value against the group's exact usage: replacing small items with
     /// large ones is held to the byte quota, and repeated replaces of one item, which free what they add, are let
     /// through.

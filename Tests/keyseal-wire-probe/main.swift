@@ -4,7 +4,8 @@
 //   keyseal-wire-probe SOCKET status|lock|unlock PASSCODE|add GROUP ACCOUNT|find GROUP? ACCOUNT
 //                            |export PASSPHRASE|import PASSPHRASE|poll-status SECONDS|add-size GROUP ACCOUNT BYTES|find-all
 //                            |doctor|doctor-delete ID|add-class CLASS|store GROUP ACCOUNT PAIR-VALUE
-//                            |update-size GROUP ACCOUNT BYTES|delete GROUP ACCOUNT
+//                            |update-size GROUP ACCOUNT|* BYTES|move GROUP ACCOUNT TARGET|genkey GROUP
+//                            |delete GROUP ACCOUNT
 //   keyseal-wire-probe SOCKET as PID COMMAND …   (the request sent on behalf of process PID, as the bridge does)
 #if canImport(FoundationEssentials)
 import FoundationEssentials
@@ -84,12 +85,26 @@ case ("add-size", 5):
             itemClass: .genericPassword, attributes: ["acct": .string(arguments[3]), "svce": .string("probe")],
             accessGroup: group(arguments[2]), data: Data(repeating: 7, count: Int(arguments[4]) ?? 0)))
 case ("update-size", 5):
-    // The value of the probe item ACCOUNT in GROUP set to BYTES bytes.
+    // The value of the probe item ACCOUNT in GROUP (every probe item for "*") set to BYTES bytes.
+    var attributes: [String: AttributeValue] = ["svce": .string("probe")]
+    if arguments[3] != "*" { attributes["acct"] = .string(arguments[3]) }
+    request = .update(
+        ItemQuery(
+            itemClass: .genericPassword, attributes: attributes, accessGroup: group(arguments[2]),
+            limit: arguments[3] == "*" ? .all : .one),
+        ItemChanges(data: Data(repeating: 7, count: Int(arguments[4]) ?? 0)))
+case ("move", 5):
+    // The probe item ACCOUNT in GROUP moved to the access group TARGET.
+    var changes = ItemChanges()
+    changes.accessGroup = arguments[4]
     request = .update(
         ItemQuery(
             itemClass: .genericPassword, attributes: ["acct": .string(arguments[3]), "svce": .string("probe")],
             accessGroup: group(arguments[2])),
-        ItemChanges(data: Data(repeating: 7, count: Int(arguments[4]) ?? 0)))
+        changes)
+case ("genkey", 3):
+    // A software P-256 key stored in GROUP.
+    request = .generateKey(KeyGenerationRequest(keyType: .ec(bits: 256), accessGroup: group(arguments[2])))
 case ("delete", 4):
     request = .delete(
         ItemQuery(
