@@ -636,14 +636,14 @@ final class KeychainEngine {
 
     func usage(accessGroup group: String) throws -> (items: Int, bytes: Int) { try store.usage(accessGroup: group) }
 
-    func status() throws -> StoreStatus {
+    func status(itemCounts: Bool = true) throws -> StoreStatus {
         var device = try self.device.status()
         if let resealProblem {
             device.detail += "; the sealed secrets still use the older format, which the token's PIN holder can attack "
                 + "offline, because sealing them again failed: \(resealProblem)"
         }
         var counts: [Accessibility: Int] = [:]
-        for (code, count) in try store.countsByAccessibility() {
+        for (code, count) in itemCounts ? try store.countsByAccessibility() : [:] {
             if let accessibility = Accessibility(rawValue: code) { counts[accessibility] = count }
         }
         let wait = remainingDelay(now: configuration.clock())

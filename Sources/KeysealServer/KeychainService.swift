@@ -263,7 +263,7 @@ public final class KeychainService: Sendable {
         case .ping: return .ok
         case .lockState: return .lockState(store.lockState)
         case .status:
-            var status = try store.status()
+            var status = try store.status(itemCounts: caller.isAdministrator)
             if !caller.isAdministrator {
                 // Item counts and the ledger's findings are for administrators only.
                 status.itemCounts = [:]

@@ -124,14 +124,15 @@ final class QuotaLedger: Sendable {
         try check(group: group, usage: try store.usage(accessGroup: group), items: items, bytes: bytes)
     }
 
-    /// Refuses a write that would take `group`, holding `usage`, over a quota.
+    /// Refuses a write that would take `group`, holding `usage`, over a quota. Compared without overflow: a count
+    /// near `Int.max` (a store file edited by root) refuses the write rather than trapping.
     func check(group: String, usage: (items: Int, bytes: Int), items: Int, bytes: Int) throws {
-        if items > 0 && usage.items + items > limits.itemsPerGroup {
+        if items > 0 && usage.items > limits.itemsPerGroup - items {
             throw KeychainError(
                 KeychainStatus.allocate,
                 "the access group \(group) holds \(usage.items) items; the quota is \(limits.itemsPerGroup)")
         }
-        if usage.bytes + bytes > limits.bytesPerGroup {
+        if usage.bytes > limits.bytesPerGroup - bytes {
             throw KeychainError(
                 KeychainStatus.allocate,
                 "the access group \(group) holds \(usage.bytes) bytes; adding \(bytes) would pass the quota of \(limits.bytesPerGroup)"

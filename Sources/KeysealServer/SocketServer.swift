@@ -214,6 +214,8 @@ public final class SocketServer: Service {
     let peers: PeerLedger
     /// Set once the socket accepts connections.
     public let ready: @Sendable () -> Void
+    /// Each event loop's queue of connections waiting for their next turn (``TurnQueue``).
+    private let turnQueues = Mutex<[ObjectIdentifier: TurnQueue]>([:])
 
     public init(
         socket: SocketConfiguration, service: KeychainService, policy: AccessPolicy, logger: Logger,
@@ -275,6 +277,16 @@ public final class SocketServer: Service {
         logger.info("stopped accepting; every connection closed")
     }
 
+    /// The queue of connections waiting for a turn on `eventLoop`.
+    func turnQueue(_ eventLoop: any EventLoop) -> TurnQueue {
+        turnQueues.withLock { queues in
+            if let queue = queues[ObjectIdentifier(eventLoop)] { return queue }
+            let queue = TurnQueue(eventLoop: eventLoop)
+            queues[ObjectIdentifier(eventLoop)] = queue
+            return queue
+        }
+    }
+
     /// The peer's uid, gid and pid (`SO_PEERCRED`); on the channel's event loop the future is already complete.
     static func peerCredentials(_ channel: any Channel) -> EventLoopFuture<PeerCredentials> {
         guard let provider = channel as? any SocketOptionProvider else {
@@ -294,6 +306,39 @@ public final class SocketServer: Service {
         var result: Int32?
         pidfd.assumeIsolated().whenSuccess { result = $0 }
         return result
+    }
+}
+
+/// The connections of one event loop that gave up their turn (``ConnectionHandler/turnBudget`` of answers, or a key
+/// operation), served one turn at a time in the order they gave it up, with a poll of every socket between two
+/// turns. SwiftNIO runs every task that is due before it polls again, so a task per waiting connection would let
+/// connections that pipeline on several sockets pass the turn among themselves while the others' requests wait
+/// unread; one task at a time, each scheduled a moment after the previous turn ended, lets the loop poll first.
+/// Used only on its event loop.
+final class TurnQueue: @unchecked Sendable {
+    private let eventLoop: any EventLoop
+    private var waiting = CircularBuffer<() -> Void>()
+    private var scheduled = false
+
+    init(eventLoop: any EventLoop) { self.eventLoop = eventLoop }
+
+    /// Runs `turn` after the turns already waiting, each after the loop has polled its sockets again.
+    func enqueue(_ turn: @escaping () -> Void) {
+        eventLoop.preconditionInEventLoop()
+        waiting.append(turn)
+        scheduleNext()
+    }
+
+    private func scheduleNext() {
+        guard !scheduled, !waiting.isEmpty else { return }
+        scheduled = true
+        // Due a moment after now, which is after the turn that just ended: not due when the loop next looks for due
+        // tasks, so it polls its sockets first.
+        eventLoop.assumeIsolatedUnsafeUnchecked().scheduleTask(in: .microseconds(50)) {
+            self.scheduled = false
+            self.waiting.popFirst()?()
+            self.scheduleNext()
+        }
     }
 }
 
@@ -461,11 +506,20 @@ final class ConnectionHandler: ChannelInboundHandler {
         context.fireChannelReadComplete()
     }
 
-    /// Ends this connection's turn: nothing more is read from it until the loop has polled every socket again.
+    /// Ends this connection's turn: nothing more is read from it, and its pending frames wait in its event loop's
+    /// ``TurnQueue`` behind the other connections that gave up their turn, with a poll of every socket between turns.
     private func yieldTurn(context: ChannelHandlerContext) {
         yielding = true
         try? context.channel.syncOptions?.setOption(ChannelOptions.autoRead, value: false)
-        context.eventLoop.assumeIsolated().execute { self.endTurn(context: context) }
+        // Once the loop's current reads are handled: with no frame pending (a key operation's client waits for its
+        // answer), the connection is read from again at once, in the loop's next poll.
+        context.eventLoop.assumeIsolated().execute {
+            guard !self.pending.isEmpty else { return self.resume(context: context) }
+            self.server.turnQueue(context.eventLoop).enqueue {
+                self.resume(context: context)
+                self.drain(context: context)
+            }
+        }
     }
 
     private func answer(_ frame: ByteBuffer, context: ChannelHandlerContext) {
@@ -542,20 +596,6 @@ final class ConnectionHandler: ChannelInboundHandler {
                 self.drain(context: context)
                 self.armIdleTimer(context: context)
             }
-    }
-
-    /// Ends the turn given up after a key operation on the event loop (run once the loop's current reads are handled).
-    /// Frames that came meanwhile are answered after the loop has polled every socket again: a task due a moment ahead
-    /// lets the loop poll first, where one due at once would run in this same turn.
-    private func endTurn(context: ChannelHandlerContext) {
-        guard !pending.isEmpty else {
-            resume(context: context)
-            return
-        }
-        context.eventLoop.assumeIsolated().scheduleTask(in: .microseconds(50)) {
-            self.resume(context: context)
-            self.drain(context: context)
-        }
     }
 
     /// Begins this connection's next turn: it is read from again unless a request went to the pool or its replies

@@ -858,14 +858,23 @@ public final class ItemStore {
     }
 
     /// How many items `group` holds and their stored size (sealed attributes and values), for quotas: one lookup in
-    /// `group_usage`, which the triggers on `items` keep exact (schema 5).
+    /// `group_usage`, which the triggers on `items` keep exact (schema 5). The table is not authenticated: a row no
+    /// write of the triggers can leave (a negative count, edited into the file) is not believed, and the group's
+    /// items are counted instead.
     public func usage(accessGroup group: String) throws(KeychainError) -> (items: Int, bytes: Int) {
         do {
             let statement = try database.statement("SELECT items, bytes FROM group_usage WHERE agrp = ?1")
             defer { statement.reset() }
             try statement.bind(1, group)
             guard try statement.step() else { return (0, 0) }
-            return (Int(statement.int64(0)), Int(statement.int64(1)))
+            let usage = (items: Int(statement.int64(0)), bytes: Int(statement.int64(1)))
+            guard usage.items < 0 || usage.bytes < 0 else { return usage }
+            let count = try database.statement(
+                "SELECT count(*), coalesce(sum(length(attrs) + length(value)), 0) FROM items WHERE agrp = ?1")
+            defer { count.reset() }
+            try count.bind(1, group)
+            _ = try count.step()
+            return (Int(count.int64(0)), Int(count.int64(1)))
         } catch {
             throw error.keychainError
         }

@@ -265,6 +265,35 @@ struct DaemonLimitsTests {
         }
     }
 
+    /// `group_usage` is not authenticated: root can edit it. A count no write leaves (negative) is not believed, the
+    /// group's items are counted instead; a count near `Int.max` refuses the add, and keyseald keeps serving.
+    @Test("an edited group_usage neither lifts the quota with a negative count nor stops keyseald with a huge one")
+    func editedUsageCounts() throws {
+        guard getuid() == 0 else {
+            #expect(!runningInCI, "the other-user tests need root to switch users")
+            return
+        }
+        let daemon = try Self.sharedDaemon(["--quota-items", "3"])
+        defer { daemon.remove() }
+        let sqlite = try requireTool("sqlite3", package: "sqlite3")
+        let database = daemon.storeDirectory.appendingPathComponent("keyseal.db").path
+        func edit(_ statement: String) throws {
+            #expect(daemon.stop() == 0)
+            _ = try runProcess(sqlite, [database, statement])
+            try daemon.start()
+        }
+        #expect(try Self.asNobody(daemon, ["add-size", "-", "a0", "16"]) == "ok 0")
+        try edit("UPDATE group_usage SET items = -1000, bytes = -1000 WHERE agrp = 'uid.65534'")
+        #expect(try Self.asNobody(daemon, ["add-size", "-", "a1", "16"]) == "ok 0")
+        #expect(try Self.asNobody(daemon, ["add-size", "-", "a2", "16"]) == "ok 0")
+        let refused = try #require(try Self.asNobody(daemon, ["add-size", "-", "a3", "16"]))
+        #expect(refused.hasPrefix("error -108"), "\(refused)")
+        try edit("UPDATE group_usage SET items = 1, bytes = 9223372036854775807 WHERE agrp = 'uid.65534'")
+        let huge = try #require(try Self.asNobody(daemon, ["add-size", "-", "a4", "16"]))
+        #expect(huge.hasPrefix("error -108"), "\(huge)")
+        _ = try daemon.client().status()  // keyseald still serves: a trap would have ended it
+    }
+
     /// An update is charged what it adds to each group for every item it matches: one request setting a large value
     /// on many items cannot pass the byte quota.
     @Test("an update of many items is charged for each of them against the byte quota")
