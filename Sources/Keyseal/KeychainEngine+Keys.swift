@@ -95,7 +95,9 @@ extension KeychainEngine {
 
     // MARK: Generation
 
-    func generateKey(_ request: KeyGenerationRequest, caller: Caller) throws -> KeyDescription {
+    /// `admit`: keyseald's quotas, asked with the key item's exact size before it is written (a hardware key
+    /// refused there is deleted from the token).
+    func generateKey(_ request: KeyGenerationRequest, caller: Caller, admit: GroupAdmission? = nil) throws -> KeyDescription {
         var attributes = request.attributes
         for key in [
             AttributeKey.keyClass, AttributeKey.applicationLabel, AttributeKey.tokenID, AttributeKey.isExtractable,
@@ -146,7 +148,7 @@ extension KeychainEngine {
             synchronizable: request.synchronizable, data: value, returns: [.attributes, .persistentRef])
         let record: ItemRecord?
         do {
-            record = try add(item, caller: caller, trusted: trusted)
+            record = try add(item, caller: caller, trusted: trusted, admit: admit)
         } catch {
             if let hardwareBlob, let provider = device.hardwareKeys { try? provider.deleteKey(keyBlob: hardwareBlob) }
             throw error

@@ -657,8 +657,12 @@ final class KeychainEngine {
     // MARK: - SecItem
 
     /// `trusted`: attributes the engine itself sets (a generated key's token), past the caller's checks.
-    func add(_ item: NewItem, caller: Caller, trusted: [String: AttributeValue] = [:]) throws -> ItemRecord? {
+    /// `admit`: keyseald's quotas, asked with the sealed row's exact size before it is written.
+    func add(
+        _ item: NewItem, caller: Caller, trusted: [String: AttributeValue] = [:], admit: GroupAdmission? = nil
+    ) throws -> ItemRecord? {
         let (row, attributes, group) = try prepare(item, caller: caller, now: configuration.clock(), trusted: trusted)
+        if let admit { try admitAdding(row, admit: admit) }
         var stored = row
         stored.id = try itemTransaction { () throws(KeychainError) in try store.insert(row) }
         groupCache.insert(group, for: item.itemClass)
@@ -828,6 +832,14 @@ final class KeychainEngine {
         }
     }
 
+    /// Calls `admit` for the group `row` would be added to, with one item and its sealed size.
+    private func admitAdding(_ row: ItemRow, admit: GroupAdmission) throws {
+        try admit(row.accessGroup, try store.usage(accessGroup: row.accessGroup), (1, Self.storedSize(row)))
+    }
+
+    /// What a row adds to its group's usage: its sealed attributes and value, as `group_usage` counts them.
+    static func storedSize(_ row: ItemRow) -> Int { row.sealed.attributes.count + row.sealed.value.count }
+
     /// Calls `admit` for each group that rows going from `old` to `new` (the same items, in order) grow, with what
     /// they add to it: an update that grows values or moves items is charged exactly, however many items it matched.
     static func admit(
@@ -835,12 +847,11 @@ final class KeychainEngine {
         usage: (String) throws(KeychainError) -> (items: Int, bytes: Int)
     ) throws {
         var adds: [String: (items: Int, bytes: Int)] = [:]
-        func size(_ row: ItemRow) -> Int { row.sealed.attributes.count + row.sealed.value.count }
         for (before, after) in zip(old, new) {
             adds[before.accessGroup, default: (0, 0)].items -= 1
-            adds[before.accessGroup, default: (0, 0)].bytes -= size(before)
+            adds[before.accessGroup, default: (0, 0)].bytes -= storedSize(before)
             adds[after.accessGroup, default: (0, 0)].items += 1
-            adds[after.accessGroup, default: (0, 0)].bytes += size(after)
+            adds[after.accessGroup, default: (0, 0)].bytes += storedSize(after)
         }
         for (group, added) in adds.sorted(by: { $0.key < $1.key }) where added.items > 0 || added.bytes > 0 {
             try admit(group, try usage(group), (max(added.items, 0), max(added.bytes, 0)))
@@ -857,8 +868,8 @@ final class KeychainEngine {
     /// Every check of an add applies (validation, the value limit, the caller's group, the class key); an item
     /// without string attributes is errSecParam; while a class key the search needs is unavailable nothing is
     /// written (errSecInteractionNotAllowed).
-    func addReplacingAttributes(_ item: NewItem, caller: Caller) throws -> String? {
-        switch try addReplacingAttributes(item, caller: caller, scan: nil) {
+    func addReplacingAttributes(_ item: NewItem, caller: Caller, admit: GroupAdmission? = nil) throws -> String? {
+        switch try addReplacingAttributes(item, caller: caller, scan: nil, admit: admit) {
         case .added, .overBound: return nil
         case .replaced(let account): return account
         }
@@ -867,7 +878,11 @@ final class KeychainEngine {
     /// ``addReplacingAttributes(_:caller:)`` where the work must stay small (keyseald's event loop): `.overBound`,
     /// with nothing written, once the rows the search steps through are over `scan` (as
     /// ``copyMatching(_:caller:resultLimit:within:)`` counts them).
-    func addReplacingAttributes(_ item: NewItem, caller: Caller, scan: ScanBound?) throws -> ReplacingAdd {
+    /// `admit` (keyseald's quotas) is asked as for an add, whether it adds or replaces: one more item and the sealed
+    /// row's size.
+    func addReplacingAttributes(
+        _ item: NewItem, caller: Caller, scan: ScanBound?, admit: GroupAdmission? = nil
+    ) throws -> ReplacingAdd {
         let now = configuration.clock()
         let (row, _, group) = try prepare(item, caller: caller, now: now)
         guard item.itemClass == .genericPassword, let encoded = item.attributes[AttributeKey.stringAttributes] else {
@@ -875,6 +890,7 @@ final class KeychainEngine {
                 KeychainStatus.param,
                 "an add that replaces by string attributes needs a generic password carrying \(AttributeKey.stringAttributes)")
         }
+        if let admit { try admitAdding(row, admit: admit) }
         let pairs = try StringAttributes.pairs(encoded)
         let service = item.attributes[AttributeKey.service] ?? AttributeKey.defaultValue(AttributeKey.service)
         var query = ItemQuery(

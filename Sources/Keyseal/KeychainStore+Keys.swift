@@ -14,8 +14,11 @@ extension KeychainStore {
         try generateKey(request, caller: .application)
     }
 
-    package func generateKey(_ request: KeyGenerationRequest, caller: Caller) throws -> KeyDescription {
-        try route({ try $0.generateKey(request, caller: caller) }) { connection throws(KeychainError) in
+    /// `admit` (embedded stores: keyseald's quotas): ``GroupAdmission``, with the key item's exact size.
+    package func generateKey(
+        _ request: KeyGenerationRequest, caller: Caller, admit: GroupAdmission? = nil
+    ) throws -> KeyDescription {
+        try route({ try $0.generateKey(request, caller: caller, admit: admit) }) { connection throws(KeychainError) in
             guard request.isPermanent else {
                 throw KeychainError(
                     KeychainStatus.unimplemented, "through keyseald every generated key is stored (kSecAttrIsPermanent)"

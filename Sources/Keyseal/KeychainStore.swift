@@ -430,8 +430,9 @@ public final class KeychainStore: Sendable {
     public func delete(_ query: ItemQuery) throws { try delete(query, caller: .owner) }
 
     /// Through the daemon the caller is ignored: the daemon decides who the caller is.
-    package func add(_ item: NewItem, caller: Caller) throws -> ItemRecord? {
-        try route({ try $0.add(item, caller: caller) }) { connection throws(KeychainError) -> ItemRecord? in
+    /// `admit` (embedded stores: keyseald's quotas): ``GroupAdmission``, with the sealed item's exact size.
+    package func add(_ item: NewItem, caller: Caller, admit: GroupAdmission? = nil) throws -> ItemRecord? {
+        try route({ try $0.add(item, caller: caller, admit: admit) }) { connection throws(KeychainError) -> ItemRecord? in
             let response = try Self.request(connection, .add(item))
             guard case .records(let records) = response else { throw Self.unexpected(response) }
             return records.first
@@ -478,12 +479,14 @@ public final class KeychainStore: Sendable {
     /// ``addReplacingAttributes(_:caller:)`` with bounded work (``KeychainEngine/addReplacingAttributes(_:caller:scan:)``):
     /// `.overBound`, with nothing written, when its search steps through more than `bound`; always `.overBound` for a
     /// store that is not embedded.
-    package func addReplacingAttributes(_ item: NewItem, caller: Caller, within bound: ScanBound) throws -> ReplacingAdd {
-        try route({ try $0.addReplacingAttributes(item, caller: caller, scan: bound) }) { _ in .overBound }
+    package func addReplacingAttributes(
+        _ item: NewItem, caller: Caller, within bound: ScanBound, admit: GroupAdmission? = nil
+    ) throws -> ReplacingAdd {
+        try route({ try $0.addReplacingAttributes(item, caller: caller, scan: bound, admit: admit) }) { _ in .overBound }
     }
 
-    package func addReplacingAttributes(_ item: NewItem, caller: Caller) throws -> String? {
-        try route({ try $0.addReplacingAttributes(item, caller: caller) }) { connection throws(KeychainError) -> String? in
+    package func addReplacingAttributes(_ item: NewItem, caller: Caller, admit: GroupAdmission? = nil) throws -> String? {
+        try route({ try $0.addReplacingAttributes(item, caller: caller, admit: admit) }) { connection throws(KeychainError) -> String? in
             let response = try Self.request(connection, .addReplacingAttributes(item))
             guard case .records(let records) = response, records.count <= 1 else { throw Self.unexpected(response) }
             return try records.first.map(Wire.replacedAccount)

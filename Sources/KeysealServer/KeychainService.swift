@@ -158,22 +158,17 @@ public final class KeychainService: Sendable {
         return answerNow(request, caller: caller, peer: peer)
     }
 
-    /// An add that replaces by string attributes, admitted as an add: the group must have room for one more item,
-    /// whether it adds or replaces. nil when its search went over `bound` (nothing written).
+    /// An add that replaces by string attributes, admitted as an add: the group must have room for one more item and
+    /// the sealed item, whether it adds or replaces. nil when its search went over `bound` (nothing written).
     private func replacingAdd(_ new: NewItem, caller: Caller, within bound: ScanBound?) throws -> WireResponse? {
         try RequestValidation.validate(new, valueLimit: store.valueLimit)
         let outcome = try quotaWrites.withLock { _ -> ReplacingAdd in
-            let write: () throws -> ReplacingAdd = { [store] in
-                guard let bound else {
-                    return try store.addReplacingAttributes(new, caller: caller).map { .replaced(account: $0) } ?? .added
-                }
-                return try store.addReplacingAttributes(new, caller: caller, within: bound)
+            let admit = try admission(group: new.accessGroup, caller: caller)
+            guard let bound else {
+                return try store.addReplacingAttributes(new, caller: caller, admit: admit).map { .replaced(account: $0) }
+                    ?? .added
             }
-            guard !caller.isAdministrator else { return try write() }
-            let group = new.accessGroup ?? caller.defaultGroup
-            guard caller.holds(group) else { throw KeychainError.missingEntitlement(group) }
-            try quotas.check(group: group, items: 1, bytes: Self.storedSize(new), store: store)
-            return try write()
+            return try store.addReplacingAttributes(new, caller: caller, within: bound, admit: admit)
         }
         switch outcome {
         case .added: return .records([])
@@ -313,13 +308,7 @@ public final class KeychainService: Sendable {
         case .add(let new):
             try RequestValidation.validate(new, valueLimit: store.valueLimit)
             let record = try quotaWrites.withLock { _ in
-                guard !caller.isAdministrator else { return try store.add(new, caller: caller) }
-                let group = new.accessGroup ?? caller.defaultGroup
-                // A group the caller does not hold is refused before its usage is looked at: a quota answer would
-                // tell how full another group is.
-                guard caller.holds(group) else { throw KeychainError.missingEntitlement(group) }
-                try quotas.check(group: group, items: 1, bytes: Self.storedSize(new), store: store)
-                return try store.add(new, caller: caller)
+                try store.add(new, caller: caller, admit: try admission(group: new.accessGroup, caller: caller))
             }
             return .records(record.map { [$0] } ?? [])
         case .addReplacingAttributes(let new):
@@ -340,9 +329,7 @@ public final class KeychainService: Sendable {
                 // Each group the update grows is charged what it adds, counted from the rows the update matched and
                 // the rows it would write (only groups the caller holds: its own items, and a target group the
                 // engine has checked), before anything is written.
-                try store.update(parsed.query, with: parsed.changes, caller: caller) { [quotas] group, usage, adds in
-                    try quotas.check(group: group, usage: usage, items: adds.items, bytes: adds.bytes)
-                }
+                try store.update(parsed.query, with: parsed.changes, caller: caller, admit: quotaAdmission)
             }
             return .ok
         case .delete(let query):
@@ -358,12 +345,13 @@ public final class KeychainService: Sendable {
         // lookups behind them apply the caller's groups and the lock state as any lookup does.
         case .generateKey(let request):
             let key = try quotaWrites.withLock { _ in
-                guard !caller.isAdministrator else { return try store.generateKey(request, caller: caller) }
-                let group = request.accessGroup ?? caller.defaultGroup
-                // As for an add: a group the caller does not hold is refused before its usage is looked at.
-                guard caller.holds(group) else { throw KeychainError.missingEntitlement(group) }
-                try quotas.check(group: group, items: 1, bytes: 512 + request.keyType.bits, store: store)
-                return try store.generateKey(request, caller: caller)
+                guard let admit = try admission(group: request.accessGroup, caller: caller) else {
+                    return try store.generateKey(request, caller: caller)
+                }
+                // A group without room for one more item is refused before a key is generated (in a hardware token,
+                // a slow operation); the key item's bytes are charged exactly before it is written.
+                try quotas.check(group: request.accessGroup ?? caller.defaultGroup, items: 1, bytes: 0, store: store)
+                return try store.generateKey(request, caller: caller, admit: admit)
             }
             return .key(try WireMapping.wire(key))
         case .keyOperation(let operation):
@@ -431,18 +419,20 @@ public final class KeychainService: Sendable {
 
     // MARK: - Quotas
 
-    /// About what an add stores: its value, attributes and the envelopes' overhead.
-    static func storedSize(_ item: NewItem) -> Int {
-        var size = item.data.count + 128
-        for (key, value) in item.attributes {
-            size += key.utf8.count + 8
-            switch value {
-            case .string(let text): size += text.utf8.count
-            case .data(let data): size += data.count
-            case .bool, .int, .date: size += 8
-            }
-        }
-        return size
+    /// The quota admission of a non-administrator's add into `group` (nil: the caller's default group), which the
+    /// engine asks with the sealed item's exact size; nil for an administrator, whose writes are not counted. A group
+    /// the caller does not hold is refused here, before its usage is looked at: a quota answer would tell how full
+    /// another group is.
+    private func admission(group: String?, caller: Caller) throws -> GroupAdmission? {
+        guard !caller.isAdministrator else { return nil }
+        let group = group ?? caller.defaultGroup
+        guard caller.holds(group) else { throw KeychainError.missingEntitlement(group) }
+        return quotaAdmission
+    }
+
+    /// The quotas, asked by the engine for each group a write grows, with what the write adds to it.
+    private var quotaAdmission: GroupAdmission {
+        { [quotas] group, usage, adds in try quotas.check(group: group, usage: usage, items: adds.items, bytes: adds.bytes) }
     }
 
     // MARK: - Backup

@@ -294,6 +294,23 @@ struct DaemonLimitsTests {
         _ = try daemon.client().status()  // keyseald still serves: a trap would have ended it
     }
 
+    /// A generated key is charged what its item stores, its attributes included, not a size assumed for its key type:
+    /// a key with a label larger than the byte quota is refused, and nothing is written.
+    @Test("a generated key is charged what its item stores, attributes included")
+    func keyGenerationIsChargedItsItem() throws {
+        guard getuid() == 0 else {
+            #expect(!runningInCI, "the other-user tests need root to switch users")
+            return
+        }
+        let daemon = try Self.sharedDaemon(["--quota-bytes", "20000"])
+        defer { daemon.remove() }
+        let refused = try #require(try Self.asNobody(daemon, ["genkey", "-", "60000"]))
+        #expect(refused.hasPrefix("error -108"), "\(refused)")
+        #expect(try Self.storedBytes(daemon, group: "uid.65534") == -1)
+        #expect(try Self.asNobody(daemon, ["genkey", "-", "100"]) == "ok")
+        #expect(try Self.storedBytes(daemon, group: "uid.65534") > 100)
+    }
+
     /// An update is charged what it adds to each group for every item it matches: one request setting a large value
     /// on many items cannot pass the byte quota.
     @Test("an update of many items is charged for each of them against the byte quota")
@@ -347,7 +364,8 @@ struct DaemonLimitsTests {
     }
 
     /// The byte quota follows the group's stored bytes exactly, whatever wrote them: after the user's own growing
-    /// updates an add fits to the byte and one byte more is refused; the user's deletes free room at once.
+    /// updates an add is refused exactly when what it would store passes the quota; the user's deletes free room at
+    /// once.
     @Test("after growing updates an add is refused past the byte quota exactly; deletes free room")
     func growingUpdatesThenAnAddAtTheByteQuota() throws {
         guard getuid() == 0 else {
@@ -362,16 +380,28 @@ struct DaemonLimitsTests {
         #expect(try Self.asNobody(daemon, ["update-size", "-", "a", "\(40 << 10)"]) == "ok")
         let held = try Self.storedBytes(daemon, group: "uid.65534")
         #expect(held > 40 << 10 && held < 48 << 10, "\(held)")
-        // An add is checked as its value, 128 bytes of envelope and each attribute's key, value and 8 bytes
-        // (KeychainService.storedSize): for account "b" and service "probe", the value and 158.
-        let fits = quota - held - 158
-        let over = try #require(try Self.asNobody(daemon, ["add-size", "-", "b", "\(fits + 1)"]))
-        #expect(over.hasPrefix("error -108") && over.contains("\(held) bytes"), "\(over)")
-        #expect(try Self.asNobody(daemon, ["add-size", "-", "b", "\(fits)"]) == "ok 0")
-        // Full: even a small add is refused, until the user deletes an item.
-        #expect(try Self.asNobody(daemon, ["add-size", "-", "c", "16"])?.hasPrefix("error -108") == true)
+        // An add is charged what it will store (sealed and padded) before it is written. Values shrinking by 64 bytes
+        // from the whole room: each is refused while its charge, which the refusal names, is over the room, and the
+        // first one admitted leaves the group within its quota.
+        var value = quota - held
+        var refusals = 0
+        while value > 0 {
+            let answer = try #require(try Self.asNobody(daemon, ["add-size", "-", "b", "\(value)"]))
+            if answer == "ok 0" { break }
+            #expect(answer.hasPrefix("error -108") && answer.contains("holds \(held) bytes"), "\(answer)")
+            let charged = answer.split(separator: " ").drop { $0 != "adding" }.dropFirst().first.flatMap { Int($0) }
+            #expect((charged ?? 0) > quota - held && (charged ?? 0) > value, "\(answer)")
+            refusals += 1
+            value -= 64
+        }
+        #expect(refusals > 0 && value > 0, "\(refusals) refusals, then \(value) bytes")
+        let full = try Self.storedBytes(daemon, group: "uid.65534")
+        #expect(full <= quota && full - held >= value, "\(held) → \(full) bytes after a value of \(value)")
+        // Full: a value the size of what room is left (its envelope makes it more) is refused, until the user deletes
+        // an item.
+        #expect(try Self.asNobody(daemon, ["add-size", "-", "c", "\(quota - full)"])?.hasPrefix("error -108") == true)
         #expect(try Self.asNobody(daemon, ["delete", "-", "a"]) == "ok")
-        #expect(try Self.asNobody(daemon, ["add-size", "-", "c", "16"]) == "ok 0")
+        #expect(try Self.asNobody(daemon, ["add-size", "-", "c", "\(quota - full)"]) == "ok 0")
     }
 
     // MARK: Results

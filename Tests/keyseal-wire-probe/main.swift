@@ -4,7 +4,7 @@
 //   keyseal-wire-probe SOCKET status|lock|unlock PASSCODE|add GROUP ACCOUNT|find GROUP? ACCOUNT
 //                            |export PASSPHRASE|import PASSPHRASE|poll-status SECONDS|add-size GROUP ACCOUNT BYTES|find-all
 //                            |doctor|doctor-delete ID|add-class CLASS|store GROUP ACCOUNT PAIR-VALUE
-//                            |update-size GROUP ACCOUNT|* BYTES|move GROUP ACCOUNT TARGET|genkey GROUP
+//                            |update-size GROUP ACCOUNT|* BYTES|move GROUP ACCOUNT TARGET|genkey GROUP [LABEL-BYTES]
 //                            |delete GROUP ACCOUNT
 //   keyseal-wire-probe SOCKET as PID COMMAND …   (the request sent on behalf of process PID, as the bridge does)
 #if canImport(FoundationEssentials)
@@ -102,9 +102,11 @@ case ("move", 5):
             itemClass: .genericPassword, attributes: ["acct": .string(arguments[3]), "svce": .string("probe")],
             accessGroup: group(arguments[2])),
         changes)
-case ("genkey", 3):
-    // A software P-256 key stored in GROUP.
-    request = .generateKey(KeyGenerationRequest(keyType: .ec(bits: 256), accessGroup: group(arguments[2])))
+case ("genkey", 3), ("genkey", 4):
+    // A software P-256 key stored in GROUP, with a label of BYTES bytes when given.
+    var generation = KeyGenerationRequest(keyType: .ec(bits: 256), accessGroup: group(arguments[2]))
+    if arguments.count == 4 { generation.attributes[AttributeKey.label] = .string(String(repeating: "k", count: Int(arguments[3]) ?? 0)) }
+    request = .generateKey(generation)
 case ("delete", 4):
     request = .delete(
         ItemQuery(
