@@ -44,8 +44,8 @@ mkdir -p "$output"
 output=$(cd "$output" && pwd)
 
 # The products the suites start (keyseald, keyseal), the Secret Service bridge, built by the Benchmarks package
-# from the root package (one release build of it serves both), and the CLI suite's minimal program.
-for product in keyseald keyseal keyseal-secret-service keyseal-bench-minimal; do
+# from the root package (one release build of it serves both), the CLI suite's minimal program and the ping-pong floor's echo.
+for product in keyseald keyseal keyseal-secret-service keyseal-bench-minimal keyseal-bench-echo; do
   (cd Benchmarks && swift build -c release --product "$product" >/dev/null)
 done
 bin=$(cd Benchmarks && swift build -c release --show-bin-path)
