@@ -156,7 +156,7 @@ public final class KeychainStore: Sendable {
         _ embedded: (KeychainEngine) throws -> T, daemon: (KeysealConnection) throws(KeychainError) -> T
     ) throws(KeychainError) -> T {
         do {
-            let connection = try backend.withLock { backend throws -> KeysealConnection? in
+            let connection = try EngineWait.lock(backend) { backend throws -> KeysealConnection? in
                 switch backend {
                 case .embedded: return nil
                 case .daemon(let connection): return connection
@@ -166,7 +166,7 @@ public final class KeychainStore: Sendable {
                 }
             }
             if let connection { return try daemon(connection) }
-            return try backend.withLock { backend throws -> T in
+            return try EngineWait.lock(backend) { backend throws -> T in
                 switch backend {
                 case .embedded(let engine): return try embedded(engine)
                 case .daemon: throw KeychainError(KeychainStatus.internalComponent, "backend changed")
@@ -286,7 +286,7 @@ public final class KeychainStore: Sendable {
 
     /// The pending recovery, when the store waits for ``recover(recoveryKey:passcode:)``.
     var recoveryPending: RecoveryPending? {
-        backend.withLock { backend in
+        try? EngineWait.lock(backend) { backend in
             if case .recoveryPending(let pending) = backend { return pending }
             return nil
         }

@@ -128,8 +128,14 @@ public final class KeychainService: Sendable {
     /// stay within ``smallQuery`` (a Secret Service search by attributes is one), tried on the loop and given up after
     /// that bounded work when they do not; an add that replaces by string attributes (a Secret Service store) under
     /// the same bound for its search; a key operation while its key has been measured fast
-    /// (``KeyOperationPlacement``). Never throws: every failure is a `.failure` response.
+    /// (``KeyOperationPlacement``). Never throws: every failure is a `.failure` response. Nothing here waits for the
+    /// engine or the quota lock: where another request holds one (on the pool), the request gives up having done
+    /// nothing and goes to the pool too (``EngineWait``), so that the loop goes on serving its other connections.
     func answerOnEventLoop(_ request: WireRequest, caller: Caller, peer: PeerCredentials) -> WireResponse? {
+        EngineWait.withoutWaiting { answerWithoutWaiting(request, caller: caller, peer: peer) } ?? nil
+    }
+
+    private func answerWithoutWaiting(_ request: WireRequest, caller: Caller, peer: PeerCredentials) -> WireResponse? {
         if Self.isShort(request) { return answerNow(request, caller: caller, peer: peer) }
         if case .copyMatching(let query) = request {
             if let refusal = admit(request, caller: caller, peer: peer) { return refusal }
@@ -162,7 +168,7 @@ public final class KeychainService: Sendable {
     /// the sealed item, whether it adds or replaces. nil when its search went over `bound` (nothing written).
     private func replacingAdd(_ new: NewItem, caller: Caller, within bound: ScanBound?) throws -> WireResponse? {
         try RequestValidation.validate(new, valueLimit: store.valueLimit)
-        let outcome = try quotaWrites.withLock { _ -> ReplacingAdd in
+        let outcome = try EngineWait.lock(quotaWrites) { _ -> ReplacingAdd in
             let admit = try admission(group: new.accessGroup, caller: caller)
             guard let bound else {
                 return try store.addReplacingAttributes(new, caller: caller, admit: admit).map { .replaced(account: $0) }
@@ -307,7 +313,7 @@ public final class KeychainService: Sendable {
         // (the same RequestValidation), so that the hot path checks once.
         case .add(let new):
             try RequestValidation.validate(new, valueLimit: store.valueLimit)
-            let record = try quotaWrites.withLock { _ in
+            let record = try EngineWait.lock(quotaWrites) { _ in
                 try store.add(new, caller: caller, admit: try admission(group: new.accessGroup, caller: caller))
             }
             return .records(record.map { [$0] } ?? [])
@@ -322,7 +328,7 @@ public final class KeychainService: Sendable {
             try RequestValidation.validate(parsed.query)
             try RequestValidation.validate(
                 parsed.changes, itemClass: parsed.query.itemClass, valueLimit: store.valueLimit)
-            try quotaWrites.withLock { _ in
+            try EngineWait.lock(quotaWrites) { _ in
                 guard !caller.isAdministrator else {
                     return try store.update(parsed.query, with: parsed.changes, caller: caller)
                 }
@@ -344,7 +350,7 @@ public final class KeychainService: Sendable {
         // Keys: generated and used here; a client gets public keys and results, never private material. The item
         // lookups behind them apply the caller's groups and the lock state as any lookup does.
         case .generateKey(let request):
-            let key = try quotaWrites.withLock { _ in
+            let key = try EngineWait.lock(quotaWrites) { _ in
                 guard let admit = try admission(group: request.accessGroup, caller: caller) else {
                     return try store.generateKey(request, caller: caller)
                 }

@@ -420,6 +420,9 @@ final class ConnectionHandler: ChannelInboundHandler {
     }
 
     func channelInactive(context: ChannelHandlerContext) {
+        // Frames the client sent before it went are not answered: a queued turn of this connection does nothing.
+        closing = true
+        pending.removeAll()
         backupImport.discard()
         if let id { server.registry.remove(id) }
         id = nil
@@ -524,6 +527,7 @@ final class ConnectionHandler: ChannelInboundHandler {
 
     private func answer(_ frame: ByteBuffer, context: ChannelHandlerContext) {
         guard let id, var caller, var peer, server.registry.begin(id) else {
+            closing = true
             context.close(promise: nil)
             return
         }

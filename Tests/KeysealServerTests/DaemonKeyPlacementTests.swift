@@ -67,6 +67,51 @@ struct DaemonKeyPlacementTests {
         }
     }
 
+    /// Nothing answered on an event loop waits there for the engine: while a slow sign holds the engine on the pool,
+    /// lookups from connections on both event loops give up on the loop and wait on the pool, and a ping on either
+    /// loop is answered at once. Waiting on the loop, each lookup held up its loop's every connection for the rest of
+    /// the sign.
+    @Test("while a slow sign holds the engine, lookups waiting for it do not hold up pings on their event loops")
+    func requestsWaitingForTheEngineLeaveTheLoopsFree() throws {
+        let (daemon, _) = try Self.daemon(delay: Self.slow, bound: nil)
+        defer { daemon.remove() }
+        let store = try daemon.client()
+        let key = try store.generateKey(KeyGenerationRequest(keyType: .p256, inHardware: true))
+        _ = try store.add(.password(account: "a"))
+        // keyseald hands accepted connections to its event loops in turn: consecutive ones are on different loops.
+        let lookups = (0..<4).map { _ in KeysealConnection(socketPath: daemon.socketPath) }
+        let pingers = (0..<2).map { _ in KeysealConnection(socketPath: daemon.socketPath) }
+        defer { for connection in lookups + pingers { connection.disconnect() } }
+        for connection in lookups + pingers { #expect(try connection.send(.ping) == .ok) }
+        let done = DispatchGroup()
+        let found = Mutex(0)
+        done.enter()
+        Thread.detachNewThread {
+            _ = try? store.sign(key.reference, algorithm: Self.algorithm, data: Data("m".utf8))
+            done.leave()
+        }
+        Thread.sleep(forTimeInterval: 0.2)
+        for connection in lookups {
+            done.enter()
+            Thread.detachNewThread {
+                if case .records(let records)? = try? connection.send(.copyMatching(.password(account: "a"))) {
+                    found.withLock { $0 += records.count }
+                }
+                done.leave()
+            }
+        }
+        Thread.sleep(forTimeInterval: 0.1)
+        for pinger in pingers {
+            let start = ContinuousClock.now
+            #expect(try pinger.send(.ping) == .ok)
+            let elapsed = ContinuousClock.now - start
+            #expect(elapsed < .milliseconds(250), "a ping waited behind a lookup waiting for the engine: \(elapsed)")
+        }
+        done.wait()
+        // The lookups were answered all the same, on the pool once the sign was done.
+        #expect(found.withLock { $0 } == lookups.count)
+    }
+
     /// Graceful shutdown: keyseald stops accepting, answers what is in flight, closes every connection, then exits.
     @Test("at SIGTERM a sign in flight gets its signature, an idle connection is closed, and keyseald exits 0")
     func shutdownAnswersWhatIsInFlight() throws {
