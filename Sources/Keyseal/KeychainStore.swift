@@ -30,6 +30,8 @@ public final class KeychainStore: Sendable {
     }
 
     private let backend: Mutex<Backend>
+    /// Whether a thread that waits for `backend` (not a keyseald event loop) holds it (``EngineWait``).
+    private let engineHeldByWaiter = Atomic(false)
     /// A description for messages (the store directory, or why none is available).
     public let location: String
     /// The largest secret this store accepts.
@@ -156,7 +158,7 @@ public final class KeychainStore: Sendable {
         _ embedded: (KeychainEngine) throws -> T, daemon: (KeysealConnection) throws(KeychainError) -> T
     ) throws(KeychainError) -> T {
         do {
-            let connection = try EngineWait.lock(backend) { backend throws -> KeysealConnection? in
+            let connection = try EngineWait.lock(backend, heldByWaiter: engineHeldByWaiter) { backend throws -> KeysealConnection? in
                 switch backend {
                 case .embedded: return nil
                 case .daemon(let connection): return connection
@@ -166,7 +168,7 @@ public final class KeychainStore: Sendable {
                 }
             }
             if let connection { return try daemon(connection) }
-            return try EngineWait.lock(backend) { backend throws -> T in
+            return try EngineWait.lock(backend, heldByWaiter: engineHeldByWaiter) { backend throws -> T in
                 switch backend {
                 case .embedded(let engine): return try embedded(engine)
                 case .daemon: throw KeychainError(KeychainStatus.internalComponent, "backend changed")
@@ -286,7 +288,7 @@ public final class KeychainStore: Sendable {
 
     /// The pending recovery, when the store waits for ``recover(recoveryKey:passcode:)``.
     var recoveryPending: RecoveryPending? {
-        try? EngineWait.lock(backend) { backend in
+        try? EngineWait.lock(backend, heldByWaiter: engineHeldByWaiter) { backend in
             if case .recoveryPending(let pending) = backend { return pending }
             return nil
         }

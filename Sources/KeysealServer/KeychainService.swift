@@ -95,6 +95,8 @@ public final class KeychainService: Sendable {
     let quotas: QuotaLedger
     /// Serializes non-administrators' writes, so that a quota check and the write it admits are one step.
     private let quotaWrites = Mutex(())
+    /// Whether a thread that waits for `quotaWrites` (a pool thread) holds it (``EngineWait``).
+    private let quotaWritesHeldByWaiter = Atomic(false)
     /// Reported as not hardware-backed whatever the device says (a development swtpm).
     let softwareTPM: Bool
     /// Where key operations run: the event loop while measured fast, else the pool.
@@ -168,7 +170,7 @@ public final class KeychainService: Sendable {
     /// the sealed item, whether it adds or replaces. nil when its search went over `bound` (nothing written).
     private func replacingAdd(_ new: NewItem, caller: Caller, within bound: ScanBound?) throws -> WireResponse? {
         try RequestValidation.validate(new, valueLimit: store.valueLimit)
-        let outcome = try EngineWait.lock(quotaWrites) { _ -> ReplacingAdd in
+        let outcome = try EngineWait.lock(quotaWrites, heldByWaiter: quotaWritesHeldByWaiter) { _ -> ReplacingAdd in
             let admit = try admission(group: new.accessGroup, caller: caller)
             guard let bound else {
                 return try store.addReplacingAttributes(new, caller: caller, admit: admit).map { .replaced(account: $0) }
@@ -313,7 +315,7 @@ public final class KeychainService: Sendable {
         // (the same RequestValidation), so that the hot path checks once.
         case .add(let new):
             try RequestValidation.validate(new, valueLimit: store.valueLimit)
-            let record = try EngineWait.lock(quotaWrites) { _ in
+            let record = try EngineWait.lock(quotaWrites, heldByWaiter: quotaWritesHeldByWaiter) { _ in
                 try store.add(new, caller: caller, admit: try admission(group: new.accessGroup, caller: caller))
             }
             return .records(record.map { [$0] } ?? [])
@@ -328,7 +330,7 @@ public final class KeychainService: Sendable {
             try RequestValidation.validate(parsed.query)
             try RequestValidation.validate(
                 parsed.changes, itemClass: parsed.query.itemClass, valueLimit: store.valueLimit)
-            try EngineWait.lock(quotaWrites) { _ in
+            try EngineWait.lock(quotaWrites, heldByWaiter: quotaWritesHeldByWaiter) { _ in
                 guard !caller.isAdministrator else {
                     return try store.update(parsed.query, with: parsed.changes, caller: caller)
                 }
@@ -350,7 +352,7 @@ public final class KeychainService: Sendable {
         // Keys: generated and used here; a client gets public keys and results, never private material. The item
         // lookups behind them apply the caller's groups and the lock state as any lookup does.
         case .generateKey(let request):
-            let key = try EngineWait.lock(quotaWrites) { _ in
+            let key = try EngineWait.lock(quotaWrites, heldByWaiter: quotaWritesHeldByWaiter) { _ in
                 guard let admit = try admission(group: request.accessGroup, caller: caller) else {
                     return try store.generateKey(request, caller: caller)
                 }
