@@ -100,6 +100,9 @@ final class ConnectionAccount: @unchecked Sendable {
     let ledger: PeerLedger
     var uid: UInt32?
     private(set) var pending = 0
+    /// Set by the connection's handler while it holds ``ConnectionHandler/heldFrameLimit`` decoded frames: the decoder
+    /// then leaves the rest of what was read undecoded until the handler asks for more.
+    var holdFrames = false
 
     init(ledger: PeerLedger) { self.ledger = ledger }
 

@@ -30,6 +30,9 @@ struct FrameDecoder: ByteToMessageDecoder {
     }
 
     mutating func decode(context: ChannelHandlerContext, buffer: inout ByteBuffer) throws -> DecodingState {
+        // The handler has enough frames waiting: the rest stays in the buffer (nothing more is read meanwhile), so
+        // that decoding a burst costs no more than the turns that answer it.
+        guard !account.holdFrames else { return .needMoreData }
         let state = try decodeFrame(context: context, buffer: &buffer)
         try account.setPending(state == .needMoreData ? buffer.readableBytes : 0)
         return state
@@ -63,8 +66,9 @@ struct FrameDecoder: ByteToMessageDecoder {
     mutating func decodeLast(context: ChannelHandlerContext, buffer: inout ByteBuffer, seenEOF: Bool) throws
         -> DecodingState
     {
-        // A truncated last frame is dropped with its connection.
-        while try decode(context: context, buffer: &buffer) == .continue {}
+        // The peer has gone (keyseald does not keep half-closed connections): no reply could reach it, so what it
+        // sent and was not yet decoded is dropped unread, as is a truncated last frame.
+        buffer.moveReaderIndex(to: buffer.writerIndex)
         disarm()
         try? account.setPending(0)
         return .needMoreData
@@ -443,6 +447,8 @@ final class ConnectionHandler: ChannelInboundHandler {
         guard subscription == nil, !closing else { return }  // a subscriber's input is left unread
         pending.append(unwrapInboundIn(data))
         drain(context: context)
+        // Frames wait (a request on the pool, the end of a turn): past this many, the rest of a burst stays undecoded.
+        if pending.count >= Self.heldFrameLimit { account.holdFrames = true }
         armIdleTimer(context: context)
     }
 
@@ -501,6 +507,20 @@ final class ConnectionHandler: ChannelInboundHandler {
             answer(frame, context: context)
             if !busy, !yielding, !closing, NIODeadline.now() - start > Self.turnBudget { yieldTurn(context: context) }
         }
+        decodeHeldFrames(context: context)
+    }
+
+    /// How many decoded frames a connection holds before the decoder leaves the rest of what was read in its buffer.
+    /// A client that pipelines a burst and closes (or keeps waiting for a turn) costs the loop the decoding of about
+    /// this many frames per turn, not of everything one read brought in.
+    static let heldFrameLimit = 64
+
+    /// Once every decoded frame is answered and this connection may answer more: decodes what the decoder held back
+    /// (an empty read through the pipeline runs its decoding loop again).
+    private func decodeHeldFrames(context: ChannelHandlerContext) {
+        guard account.holdFrames, pending.isEmpty, !busy, !yielding, !closing, subscription == nil else { return }
+        account.holdFrames = false
+        context.channel.pipeline.syncOperations.fireChannelRead(NIOAny(ByteBuffer()))
     }
 
     func channelReadComplete(context: ChannelHandlerContext) {
@@ -517,7 +537,7 @@ final class ConnectionHandler: ChannelInboundHandler {
         // Once the loop's current reads are handled: with no frame pending (a key operation's client waits for its
         // answer), the connection is read from again at once, in the loop's next poll.
         context.eventLoop.assumeIsolated().execute {
-            guard !self.pending.isEmpty else { return self.resume(context: context) }
+            guard !self.pending.isEmpty || self.account.holdFrames else { return self.resume(context: context) }
             self.server.turnQueue(context.eventLoop).enqueue {
                 self.resume(context: context)
                 self.drain(context: context)

@@ -125,10 +125,7 @@ struct DaemonBackupTests {
 
     @Test("export and import are refused to a client that is not an administrator")
     func nonAdministratorsAreRefused() throws {
-        guard getuid() == 0 else {
-            #expect(!runningInCI, "the other-user test needs root to switch users")
-            return
-        }
+        guard runningAsRoot("the other-user test needs root to switch users") else { return }
         let setpriv = try requireTool("setpriv", package: "util-linux")
         let daemon = try DaemonFixture(arguments: ["--socket-group", "65534"], start: false)
         defer { daemon.remove() }

@@ -195,11 +195,7 @@ struct DaemonIsolationTests {
 
     @Test("another user sees nothing of the first user's groups and is refused management operations")
     func otherUser() throws {
-        guard getuid() == 0 else {
-            // Switching users needs root; CI runs as root here.
-            #expect(!runningInCI, "the other-user test needs root to switch users")
-            return
-        }
+        guard runningAsRoot("the other-user test needs root to switch users") else { return }
         let setpriv = try requireTool("setpriv", package: "util-linux")
         let daemon = try DaemonFixture(arguments: ["--socket-group", "65534"], start: false)
         defer { daemon.remove() }
@@ -245,10 +241,7 @@ struct DaemonIsolationTests {
 
     @Test("a policy file gives a user its access groups")
     func policyGroups() throws {
-        guard getuid() == 0 else {
-            #expect(!runningInCI, "the policy test needs root to switch users")
-            return
-        }
+        guard runningAsRoot("the policy test needs root to switch users") else { return }
         let setpriv = try requireTool("setpriv", package: "util-linux")
         let root = try TemporaryDirectory(prefix: "keyseald-policy")
         defer { root.remove() }
@@ -274,10 +267,7 @@ struct DaemonIsolationTests {
 
     @Test("an executable named in the policy reaches its group; a copy of it at another path does not")
     func policyByExecutable() throws {
-        guard getuid() == 0 else {
-            #expect(!runningInCI, "the policy test needs root to switch users")
-            return
-        }
+        guard runningAsRoot("the policy test needs root to switch users") else { return }
         let setpriv = try requireTool("setpriv", package: "util-linux")
         let root = try TemporaryDirectory(prefix: "keyseald-exe-policy")
         defer { root.remove() }
@@ -316,10 +306,7 @@ struct DaemonIsolationTests {
 
     @Test("only a vouching client acts for another process, and only for a process of its own uid")
     func vouchingClient() throws {
-        guard getuid() == 0 else {
-            #expect(!runningInCI, "the policy test needs root to switch users")
-            return
-        }
+        guard runningAsRoot("the policy test needs root to switch users") else { return }
         let setpriv = try requireTool("setpriv", package: "util-linux")
         let root = try TemporaryDirectory(prefix: "keyseald-vouching")
         defer { root.remove() }

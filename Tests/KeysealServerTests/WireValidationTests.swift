@@ -75,10 +75,7 @@ struct WireValidationTests {
 
     @Test("only administrators may list or delete undecryptable rows")
     func doctorIsForAdministrators() throws {
-        guard getuid() == 0 else {
-            #expect(!runningInCI, "the other-user test needs root to switch users")
-            return
-        }
+        guard runningAsRoot("the other-user test needs root to switch users") else { return }
         let daemon = try DaemonFixture.sharedWithNobody()
         defer { daemon.remove() }
         let asNobody = daemon.probeAsNobody

@@ -5,7 +5,7 @@
 //                            |export PASSPHRASE|import PASSPHRASE|poll-status SECONDS|add-size GROUP ACCOUNT BYTES|find-all
 //                            |doctor|doctor-delete ID|add-class CLASS|store GROUP ACCOUNT PAIR-VALUE
 //                            |update-size GROUP ACCOUNT|* BYTES|move GROUP ACCOUNT TARGET|genkey GROUP [LABEL-BYTES]
-//                            |delete GROUP ACCOUNT
+//                            |delete GROUP ACCOUNT|churn SECONDS THREADS FRAMES
 //   keyseal-wire-probe SOCKET as PID COMMAND …   (the request sent on behalf of process PID, as the bridge does)
 #if canImport(FoundationEssentials)
 import FoundationEssentials
@@ -15,7 +15,10 @@ import Foundation
 #if canImport(Glibc)
 import Glibc
 #endif
+import Dispatch
+import class Foundation.Thread
 import KeysealClient
+import Synchronization
 
 var arguments = Array(CommandLine.arguments.dropFirst())
 guard arguments.count >= 2 else {
@@ -55,6 +58,65 @@ if arguments.count == 3 && arguments[1] == "poll-status", let seconds = Double(a
         usleep(500_000)
     }
     print("ok \(answered)")
+    exit(0)
+}
+/// `churn SECONDS THREADS FRAMES`: each thread opens a connection, writes what the socket takes of FRAMES lookups
+/// pipelined, closes it 2 ms later and opens the next, until SECONDS have passed.
+enum Churn {
+    /// A connected unix socket to `path`, nil when the connection fails.
+    static func connectUnix(_ path: String) -> Int32? {
+        let fd = socket(AF_UNIX, Int32(SOCK_STREAM.rawValue) | Int32(SOCK_CLOEXEC.rawValue), 0)
+        guard fd >= 0 else { return nil }
+        var address = sockaddr_un()
+        address.sun_family = sa_family_t(AF_UNIX)
+        withUnsafeMutableBytes(of: &address.sun_path) { raw in
+            raw.copyBytes(from: Array(path.utf8.prefix(raw.count - 1)))
+        }
+        let connected = withUnsafePointer(to: &address) {
+            $0.withMemoryRebound(to: sockaddr.self, capacity: 1) {
+                connect(fd, $0, socklen_t(MemoryLayout<sockaddr_un>.size))
+            }
+        }
+        guard connected == 0 else {
+            close(fd)
+            return nil
+        }
+        return fd
+    }
+
+    /// The connections opened.
+    static func run(path: String, seconds: Double, threads: Int, frames: Int) throws -> Int {
+        let query = ItemQuery(
+            itemClass: .genericPassword, attributes: [AttributeKey.account: .string("churn")], limit: .one,
+            returns: .data)
+        let burst = Array(repeating: try WireRequest.copyMatching(query).encodedFrame(), count: frames).flatMap { $0 }
+        let end = ContinuousClock.now + .milliseconds(Int(seconds * 1000))
+        let opened = Mutex(0)
+        let done = DispatchGroup()
+        for _ in 0..<threads {
+            done.enter()
+            Thread {
+                while ContinuousClock.now < end {
+                    guard let fd = connectUnix(path) else {
+                        usleep(1_000)
+                        continue
+                    }
+                    opened.withLock { $0 += 1 }
+                    _ = burst.withUnsafeBytes { send(fd, $0.baseAddress, $0.count, Int32(MSG_DONTWAIT | MSG_NOSIGNAL)) }
+                    usleep(2_000)
+                    close(fd)
+                }
+                done.leave()
+            }.start()
+        }
+        done.wait()
+        return opened.withLock { $0 }
+    }
+}
+if arguments.count == 5 && arguments[1] == "churn", let seconds = Double(arguments[2]), let threads = Int(arguments[3]),
+    let frames = Int(arguments[4])
+{
+    print("ok \(try Churn.run(path: arguments[0], seconds: seconds, threads: threads, frames: frames))")
     exit(0)
 }
 func group(_ text: String) -> String? { text == "-" ? nil : text }
