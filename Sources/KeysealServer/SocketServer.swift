@@ -31,8 +31,12 @@ struct FrameDecoder: ByteToMessageDecoder {
 
     mutating func decode(context: ChannelHandlerContext, buffer: inout ByteBuffer) throws -> DecodingState {
         // The handler has enough frames waiting: the rest stays in the buffer (nothing more is read meanwhile), so
-        // that decoding a burst costs no more than the turns that answer it.
-        guard !account.holdFrames else { return .needMoreData }
+        // that decoding a burst costs no more than the turns that answer it. Held bytes count as pending: whatever
+        // keeps them there, they stay within the uid's limit.
+        guard !account.holdFrames else {
+            try account.setPending(buffer.readableBytes)
+            return .needMoreData
+        }
         let state = try decodeFrame(context: context, buffer: &buffer)
         try account.setPending(state == .needMoreData ? buffer.readableBytes : 0)
         return state
@@ -772,6 +776,9 @@ final class ConnectionHandler: ChannelInboundHandler {
             }
         }
         subscription = (subscriber, task)
+        // A subscriber's input is left unread: what it had pipelined is dropped, and nothing more is held back.
+        pending.removeAll()
+        account.holdFrames = false
     }
 }
 

@@ -5,6 +5,7 @@ import KeysealTestSupport
 import Testing
 
 @testable import KeysealClient
+@testable import KeysealServer
 
 /// What another local account can do to the daemon's availability: hold off auto-lock, exhaust connections,
 /// memory or disk, or keep idle connections open.
@@ -475,6 +476,35 @@ struct DaemonLimitsTests {
         let status = try String(contentsOfFile: "/proc/\(pid)/status", encoding: .utf8)
         let line = try #require(status.split(separator: "\n").first { $0.hasPrefix("VmHWM:") })
         return Int(line.split(separator: " ", omittingEmptySubsequences: true)[1]) ?? 0
+    }
+
+    /// Frames decoded while a request is on the pool stop at the decoder's limit; when a subscription is among them,
+    /// what follows is the subscriber's input, which is dropped as it is read: nothing is held back for it.
+    @Test("what a client sends behind its subscription is dropped as it is read, not held")
+    func inputBehindASubscriptionIsNotHeld() throws {
+        let daemon = try DaemonFixture()
+        defer { daemon.remove() }
+        let before = try Self.peakKiB(daemon)
+        let fd = try Self.raw(daemon.socketPath)
+        defer { close(fd) }
+        var timeout = timeval(tv_sec: 2, tv_usec: 0)
+        setsockopt(fd, SOL_SOCKET, SO_SNDTIMEO, &timeout, socklen_t(MemoryLayout<timeval>.size))
+        let ping = try WireRequest.ping.encodedFrame()
+        // A request for the pool (an unlock of a store without a passcode), then the subscription and more frames
+        // than the decoder holds while the pool works.
+        var burst = try WireRequest.unlock(passcode: SecretBytes(utf8: "no passcode is set")).encodedFrame()
+        burst += try WireRequest.subscribeLockState.encodedFrame()
+        burst += Array(repeating: ping, count: 2 * ConnectionHandler.heldFrameLimit).flatMap { $0 }
+        try KeysealConnection.writeAll(fd, burst)
+        // 24 MiB more, in frames of 256 KiB (a ping's opcode and padding; a subscriber's frames are not parsed):
+        // held back undecoded, they would stay in keyseald's memory up to the uid's pending limit (16 MiB).
+        let payload = [Wire.version, ping[5]] + [UInt8](repeating: 0, count: (256 << 10) - 2)
+        let chunk = withUnsafeBytes(of: UInt32(payload.count).bigEndian, Array.init) + payload
+        for _ in 0..<(24 << 20) / chunk.count { try KeysealConnection.writeAll(fd, chunk) }
+        usleep(300_000)
+        let grown = try Self.peakKiB(daemon) - before
+        #expect(grown < 8 * 1024, "keyseald grew by \(grown) KiB")
+        #expect(try daemon.client().status().lockState == .unlocked)
     }
 
     @Test("a client that sends lookups without reading the replies holds about one reply of the daemon's memory")
