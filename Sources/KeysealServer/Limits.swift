@@ -8,7 +8,8 @@ import Synchronization
 public struct DaemonLimits: Sendable, Equatable {
     /// Open connections per uid (`--max-connections`); a connection over it gets one errSecAllocate frame.
     public var connectionsPerUID: Int
-    /// Bytes of partly received request frames per uid, summed over its connections (`--max-pending-bytes`).
+    /// Bytes of request frames read and not yet decoded per uid (partly received frames, and frames held back while
+    /// their connection waits for its turn), summed over its connections (`--max-pending-bytes`).
     public var pendingBytesPerUID: Int
     /// Items a non-administrator may keep in one access group (`--quota-items`).
     public var itemsPerGroup: Int
@@ -84,7 +85,7 @@ final class PeerLedger: Sendable {
                 return KeychainError(
                     status: KeychainStatus.allocate,
                     message:
-                        "uid \(uid) has \(pending) bytes of incomplete requests buffered (the limit is \(limits.pendingBytesPerUID))"
+                        "uid \(uid) has \(pending) bytes of requests read and not yet decoded (the limit is \(limits.pendingBytesPerUID))"
                 )
             }
             return nil

@@ -89,7 +89,7 @@ struct Keyseald: AsyncParsableCommand {
 
     @Option(
         name: .customLong("max-pending-bytes"),
-        help: "Bytes of incomplete requests buffered per uid (default 16M; suffixes K, M, G).")
+        help: "Bytes of requests read and not yet decoded per uid (default 16M; suffixes K, M, G).")
     var maxPendingBytes: String?
 
     @Option(
