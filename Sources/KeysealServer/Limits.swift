@@ -1,6 +1,7 @@
 import Keyseal
 import KeysealClient
 import KeysealCore
+import NIOCore
 import Synchronization
 
 /// What one local account may take of keyseald (docs/OPERATIONS.md, "Limits"). The defaults are far above what a
@@ -104,6 +105,10 @@ final class ConnectionAccount: @unchecked Sendable {
     /// Set by the connection's handler while it holds ``ConnectionHandler/heldFrameLimit`` decoded frames: the decoder
     /// then leaves the rest of what was read undecoded until the handler asks for more.
     var holdFrames = false
+    /// Since when keyseald reads from the connection (its `autoRead` is on); nil while it does not.
+    var readingSince: NIODeadline? = .now()
+    /// The stall timer, armed while the connection's buffer ends in part of a frame.
+    var stall: Scheduled<Void>?
 
     init(ledger: PeerLedger) { self.ledger = ledger }
 

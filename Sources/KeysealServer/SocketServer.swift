@@ -21,8 +21,6 @@ struct FrameDecoder: ByteToMessageDecoder {
 
     let timeout: TimeAmount
     let account: ConnectionAccount
-    /// Armed while the buffer holds part of a frame.
-    private var stall: Scheduled<Void>?
 
     init(timeout: TimeAmount, account: ConnectionAccount) {
         self.timeout = timeout
@@ -83,10 +81,27 @@ struct FrameDecoder: ByteToMessageDecoder {
         try? account.setPending(0)
     }
 
-    private mutating func arm(_ context: ChannelHandlerContext) {
-        guard stall == nil else { return }
-        let seconds = Double(timeout.nanoseconds) / 1e9
-        stall = context.eventLoop.assumeIsolated().scheduleTask(in: timeout) {
+    /// Starts the stall timer once the buffer ends in part of a frame.
+    private func arm(_ context: ChannelHandlerContext) {
+        guard account.stall == nil else { return }
+        Self.schedule(in: timeout, timeout: timeout, account: account, context: context)
+    }
+
+    /// The stall timer counts only time keyseald spent reading this connection: while it reads nothing from it
+    /// (its requests ahead are on the pool, its turn is over, its frames are held, its replies wait to be read), the
+    /// rest of the frame may be waiting in the socket, and that wait is keyseald's, not the client's. The frame has
+    /// stalled once the connection has been read from for `timeout` without it completing.
+    private static func schedule(
+        in delay: TimeAmount, timeout: TimeAmount, account: ConnectionAccount, context: ChannelHandlerContext
+    ) {
+        account.stall = context.eventLoop.assumeIsolated().scheduleTask(in: delay) {
+            account.stall = nil
+            let readFor = account.readingSince.map { NIODeadline.now() - $0 } ?? .zero
+            guard readFor >= timeout else {
+                schedule(in: timeout - readFor, timeout: timeout, account: account, context: context)
+                return
+            }
+            let seconds = Double(timeout.nanoseconds) / 1e9
             context.fireErrorCaught(
                 KeychainError(
                     status: KeychainStatus.io,
@@ -94,9 +109,9 @@ struct FrameDecoder: ByteToMessageDecoder {
         }
     }
 
-    private mutating func disarm() {
-        stall?.cancel()
-        stall = nil
+    private func disarm() {
+        account.stall?.cancel()
+        account.stall = nil
     }
 }
 
@@ -390,6 +405,16 @@ final class ConnectionHandler: ChannelInboundHandler {
         self.account = account
     }
 
+    /// Turns reading from this connection on or off (`autoRead`), noting since when it reads for the stall timer.
+    private func reading(_ on: Bool, context: ChannelHandlerContext) {
+        try? context.channel.syncOptions?.setOption(ChannelOptions.autoRead, value: on)
+        if !on {
+            account.readingSince = nil
+        } else if account.readingSince == nil {
+            account.readingSince = .now()
+        }
+    }
+
     func channelActive(context: ChannelHandlerContext) {
         guard let id = server.registry.register(context.channel) else {
             context.close(promise: nil)
@@ -537,7 +562,7 @@ final class ConnectionHandler: ChannelInboundHandler {
     /// ``TurnQueue`` behind the other connections that gave up their turn, with a poll of every socket between turns.
     private func yieldTurn(context: ChannelHandlerContext) {
         yielding = true
-        try? context.channel.syncOptions?.setOption(ChannelOptions.autoRead, value: false)
+        reading(false, context: context)
         // Once the loop's current reads are handled: with no frame pending (a key operation's client waits for its
         // answer), the connection is read from again at once, in the loop's next poll.
         context.eventLoop.assumeIsolated().execute {
@@ -608,12 +633,12 @@ final class ConnectionHandler: ChannelInboundHandler {
         server.logger.trace("answered on the thread pool", metadata: ["request.name": "\(request.name)"])
         // While the pool works, nothing more is read from this client: what it pipelines waits in the socket.
         busy = true
-        try? context.channel.syncOptions?.setOption(ChannelOptions.autoRead, value: false)
+        reading(false, context: context)
         server.service.answerOnPool(request, caller: caller, peer: peer, eventLoop: context.eventLoop)
             .assumeIsolated().whenComplete { result in
                 self.busy = false
                 self.turnStart = nil
-                try? context.channel.syncOptions?.setOption(ChannelOptions.autoRead, value: true)
+                self.reading(true, context: context)
                 switch result {
                 case .success(let response): self.reply(response, context: context)
                 case .failure(let error):  // the pool is shutting down
@@ -632,7 +657,7 @@ final class ConnectionHandler: ChannelInboundHandler {
         yielding = false
         turnStart = nil
         guard !busy, !closing else { return }
-        try? context.channel.syncOptions?.setOption(ChannelOptions.autoRead, value: true)
+        reading(true, context: context)
     }
 
     /// A backup transfer step, off the event loop: an export streams its chunks and then its report as the engine
@@ -640,7 +665,7 @@ final class ConnectionHandler: ChannelInboundHandler {
     /// is read from this client meanwhile, and no other reply can come between the frames of one step.
     private func transfer(_ request: WireRequest, caller: Caller, peer: PeerCredentials, context: ChannelHandlerContext) {
         busy = true
-        try? context.channel.syncOptions?.setOption(ChannelOptions.autoRead, value: false)
+        reading(false, context: context)
         let service = server.service
         let channel = context.channel
         let session = backupImport
@@ -663,7 +688,7 @@ final class ConnectionHandler: ChannelInboundHandler {
         }
         done.futureResult.assumeIsolated().whenComplete { _ in
             self.busy = false
-            try? context.channel.syncOptions?.setOption(ChannelOptions.autoRead, value: true)
+            self.reading(true, context: context)
             if let id = self.id, !self.server.registry.end(id) {
                 self.closing = true
                 context.close(promise: nil)
@@ -707,7 +732,7 @@ final class ConnectionHandler: ChannelInboundHandler {
         if !context.channel.isWritable {
             waitingForReader = true
             busy = true
-            try? context.channel.syncOptions?.setOption(ChannelOptions.autoRead, value: false)
+            reading(false, context: context)
         }
     }
 
@@ -715,7 +740,7 @@ final class ConnectionHandler: ChannelInboundHandler {
         if waitingForReader && context.channel.isWritable {
             waitingForReader = false
             busy = false
-            try? context.channel.syncOptions?.setOption(ChannelOptions.autoRead, value: true)
+            reading(true, context: context)
             drain(context: context)
             armIdleTimer(context: context)
         }
@@ -727,7 +752,7 @@ final class ConnectionHandler: ChannelInboundHandler {
     /// is read from this client meanwhile.
     private func stream(_ frames: RecordFrames, context: ChannelHandlerContext) {
         busy = true
-        try? context.channel.syncOptions?.setOption(ChannelOptions.autoRead, value: false)
+        reading(false, context: context)
         guard var frame = frames.next() else {
             finishStream(context: context)
             return
@@ -746,7 +771,7 @@ final class ConnectionHandler: ChannelInboundHandler {
 
     private func finishStream(context: ChannelHandlerContext) {
         busy = false
-        try? context.channel.syncOptions?.setOption(ChannelOptions.autoRead, value: true)
+        reading(true, context: context)
         if let id, !server.registry.end(id) {
             closing = true
             context.close(promise: nil)

@@ -151,6 +151,40 @@ struct DaemonIsolationTests {
         #expect(try store.copyMatching(.password(account: "a", returns: .data)).first?.data == Data("v".utf8))
     }
 
+    /// The frame timeout counts only the time keyseald spends reading the connection. While it answers requests
+    /// pipelined ahead of a frame (on the pool, reading nothing more from the client), the rest of that frame waits
+    /// in the socket, and that wait is keyseald's. Counted from the frame's first bytes, a client that sent
+    /// everything at once was closed with errSecIO.
+    @Test("a frame behind long pipelined requests is not timed out while keyseald answers them")
+    func frameBehindLongRequestsIsNotStalled() throws {
+        let daemon = try DaemonFixture(arguments: ["--frame-timeout", "1"])
+        defer { daemon.remove() }
+        let store = try daemon.client()
+        for index in 0..<300 { _ = try store.add(.password(account: "a\(index)", secret: "v")) }
+        let fd = try Self.raw(daemon.socketPath)
+        defer { close(fd) }
+        // Updates of every item, each on the pool, then the first bytes of a ping; its last bytes follow at once.
+        let update = try WireRequest.update(
+            ItemQuery(itemClass: .genericPassword, limit: .all), ItemChanges(data: Data("w".utf8))
+        ).encodedFrame()
+        let ping = try WireRequest.ping.encodedFrame()
+        let updates = 24
+        let start = ContinuousClock.now
+        try Self.send(fd, Array(repeating: update, count: updates).flatMap { $0 } + Array(ping.prefix(3)))
+        usleep(5_000)
+        try Self.send(fd, Array(ping.dropFirst(3)))
+        for index in 0..<updates {
+            let response = try KeysealConnection.readResponse(fd, path: daemon.socketPath)
+            if case .failure(let error) = response {
+                Issue.record("update \(index) failed: \(error)")
+                return
+            }
+        }
+        #expect(try KeysealConnection.readResponse(fd, path: daemon.socketPath) == .ok)
+        // The updates kept keyseald from reading the ping's last bytes for longer than the frame timeout.
+        #expect(ContinuousClock.now - start > .seconds(1.5), "the updates took \(ContinuousClock.now - start)")
+    }
+
     @Test("pipelined requests are answered in order: a long one (on the pool) before a short one after it")
     func pipelinedRequestsKeepTheirOrder() throws {
         let daemon = try DaemonFixture()
