@@ -142,7 +142,7 @@ public final class KeysealConnection: Sendable {
 
     static func errnoText() -> String { String(cString: strerror(errno)) }
 
-    static func open(_ path: String) throws(KeychainError) -> Int32 {
+    package static func open(_ path: String) throws(KeychainError) -> Int32 {
         var address = sockaddr_un()
         address.sun_family = sa_family_t(AF_UNIX)
         let capacity = MemoryLayout.size(ofValue: address.sun_path)

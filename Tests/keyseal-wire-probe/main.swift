@@ -63,27 +63,6 @@ if arguments.count == 3 && arguments[1] == "poll-status", let seconds = Double(a
 /// `churn SECONDS THREADS FRAMES`: each thread opens a connection, writes what the socket takes of FRAMES lookups
 /// pipelined, closes it 2 ms later and opens the next, until SECONDS have passed.
 enum Churn {
-    /// A connected unix socket to `path`, nil when the connection fails.
-    static func connectUnix(_ path: String) -> Int32? {
-        let fd = socket(AF_UNIX, Int32(SOCK_STREAM.rawValue) | Int32(SOCK_CLOEXEC.rawValue), 0)
-        guard fd >= 0 else { return nil }
-        var address = sockaddr_un()
-        address.sun_family = sa_family_t(AF_UNIX)
-        withUnsafeMutableBytes(of: &address.sun_path) { raw in
-            raw.copyBytes(from: Array(path.utf8.prefix(raw.count - 1)))
-        }
-        let connected = withUnsafePointer(to: &address) {
-            $0.withMemoryRebound(to: sockaddr.self, capacity: 1) {
-                connect(fd, $0, socklen_t(MemoryLayout<sockaddr_un>.size))
-            }
-        }
-        guard connected == 0 else {
-            close(fd)
-            return nil
-        }
-        return fd
-    }
-
     /// The connections opened.
     static func run(path: String, seconds: Double, threads: Int, frames: Int) throws -> Int {
         let query = ItemQuery(
@@ -97,7 +76,7 @@ enum Churn {
             done.enter()
             Thread {
                 while ContinuousClock.now < end {
-                    guard let fd = connectUnix(path) else {
+                    guard let fd = try? KeysealConnection.open(path) else {
                         usleep(1_000)
                         continue
                     }
