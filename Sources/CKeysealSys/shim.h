@@ -46,6 +46,18 @@ static inline int keyseal_file_mode(const char *path, int follow, uint32_t *mode
     return result;
 }
 
+/// A path's device and inode (stat, following links; for /proc/PID/exe, the file the process runs, whatever mount
+/// namespace it was reached through): 0 and both set, or -1 and errno.
+static inline int keyseal_file_id(const char *path, uint64_t *device, uint64_t *inode) {
+    struct stat info;
+    int result = stat(path, &info);
+    if (result == 0) {
+        *device = (uint64_t)info.st_dev;
+        *inode = (uint64_t)info.st_ino;
+    }
+    return result;
+}
+
 /// Makes the process non-dumpable (no core files, no ptrace by other processes of the same user).
 static inline int keyseal_set_nondumpable(void) { return prctl(PR_SET_DUMPABLE, 0, 0, 0, 0); }
 

@@ -11,8 +11,15 @@ import Glibc
 /// Either way the start time is read again after the executable and cgroup, and the pidfd must still show a
 /// running process: what was read belongs to the peer. Anything that does not check out leaves both unknown,
 /// and rules by executable or unit then do not apply (uid and gid rules still do).
+///
+/// The executable is the file the process really runs, seen from keyseald's mount namespace: the path
+/// `/proc/PID/exe` names is kept only if that path, looked up by keyseald, is the same file (device and inode) as
+/// the one the process executes. A process in a mount namespace of its own can make any path name any file for
+/// itself (a bind mount or an overlay over a granted binary), and `/proc/PID/exe` then reads the granted path;
+/// the file behind it is still its own, so it is not identified.
 public struct PeerIdentity: Sendable, Hashable, CustomStringConvertible {
-    /// `/proc/PID/exe`; a replaced or deleted binary reads `… (deleted)` and matches no rule.
+    /// `/proc/PID/exe`, when keyseald finds that very file at that path; nil for a deleted or replaced binary, or
+    /// a path that names another file in the peer's mount namespace than in keyseald's.
     public var executable: String?
     /// The systemd system unit (`foo.service`, `run-u7.scope`), nil outside one.
     public var unit: String?
@@ -59,7 +66,9 @@ public struct PeerIdentity: Sendable, Hashable, CustomStringConvertible {
         else { return (.unknown, source) }
         if source == .pidfdOpen && before > acceptedTicks { return (.unknown, source) }
         var identity = PeerIdentity()
-        identity.executable = readLink("\(proc)/\(peer.pid)/exe")
+        identity.executable = readLink("\(proc)/\(peer.pid)/exe").flatMap { path in
+            isSameFile(path, "\(proc)/\(peer.pid)/exe") ? path : nil
+        }
         if let cgroup = readSmallFile("\(proc)/\(peer.pid)/cgroup") {
             (identity.unit, identity.userUnit) = units(fromCgroup: cgroup)
         }
@@ -181,6 +190,18 @@ public struct PeerIdentity: Sendable, Hashable, CustomStringConvertible {
             unit = name
         }
         return (unit, nil)
+    }
+
+    /// Whether two paths, each followed to its file, are one file: the same device and inode.
+    static func isSameFile(_ first: String, _ second: String) -> Bool {
+        var firstDevice: UInt64 = 0
+        var firstInode: UInt64 = 0
+        var secondDevice: UInt64 = 0
+        var secondInode: UInt64 = 0
+        guard keyseal_file_id(first, &firstDevice, &firstInode) == 0,
+            keyseal_file_id(second, &secondDevice, &secondInode) == 0
+        else { return false }
+        return firstDevice == secondDevice && firstInode == secondInode
     }
 
     static func readLink(_ path: String) -> String? {

@@ -1,6 +1,7 @@
 import Foundation
 import KeysealCore
 import KeysealServer
+import KeysealTestSupport
 import Testing
 
 @Suite("Access policy")
@@ -156,6 +157,35 @@ struct AccessPolicyTests {
         let (identity, source) = PeerIdentity.resolve(peer: me, peerPidfd: pidfd)
         #expect(source == .peerPidfd)
         #expect(identity.executable == (try? FileManager.default.destinationOfSymbolicLink(atPath: "/proc/self/exe")))
+    }
+
+    /// A binary deleted and replaced by another file at its path (a copy, an upgrade): the process runs the old
+    /// file, and the path now names another, so the path is not the process's executable any more.
+    @Test("a process whose binary was deleted and replaced at its path is not identified by that path")
+    func replacedExecutable() throws {
+        let directory = try TemporaryDirectory(prefix: "keyseal-replaced-exe")
+        defer { directory.remove() }
+        let path = directory.appending("app").path
+        let sleep = try requireTool("sleep", package: "coreutils")
+        try FileManager.default.copyItem(atPath: sleep, toPath: path)
+        let process = Process()
+        process.executableURL = URL(fileURLWithPath: path)
+        process.arguments = ["30"]
+        try process.run()
+        defer {
+            kill(process.processIdentifier, SIGKILL)
+            process.waitUntilExit()
+        }
+        let peer = PeerCredentials(pid: process.processIdentifier, uid: geteuid(), gid: getegid())
+        var identity = PeerIdentity.unknown
+        for _ in 0..<100 where identity.executable != path {  // until the child has exec'd
+            usleep(10_000)
+            identity = PeerIdentity.resolve(peer: peer, peerPidfd: nil).identity
+        }
+        #expect(identity.executable == path)
+        try FileManager.default.removeItem(atPath: path)
+        try FileManager.default.copyItem(atPath: sleep, toPath: path)
+        #expect(PeerIdentity.resolve(peer: peer, peerPidfd: nil).identity.executable == nil)
     }
 
     @Test("a process that started after the connection was accepted (a reused pid) is not identified")

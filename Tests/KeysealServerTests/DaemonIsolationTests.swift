@@ -338,6 +338,78 @@ struct DaemonIsolationTests {
         #expect(try asNobody(copies[1], ["find", "-", "theirs"]) == "ok 1 uid.65534")
     }
 
+    /// The review's attack: an unprivileged user, in a user and mount namespace of its own (`unshare -Urm`), makes
+    /// the path of a granted binary it cannot even execute (root's, 0700) name its own program — a bind mount over
+    /// the file or an overlay over its directory — and execs that path. `/proc/PID/exe` then reads the granted
+    /// path; keyseald must see that the file behind it is not the granted one.
+    @Test(
+        "a granted path that names another file in the peer's own mount namespace grants nothing",
+        arguments: ["bind", "overlay"])
+    func namespaceCannotLendAnExecutable(mount: String) throws {
+        guard runningAsRoot("the namespace test needs root to switch users") else { return }
+        let setpriv = try requireTool("setpriv", package: "util-linux")
+        let unshare = try requireTool("unshare", package: "util-linux")
+        let root = try TemporaryDirectory(prefix: "keyseald-exe-namespace")
+        defer { root.remove() }
+        chmod(root.path, 0o711)
+        let built = try builtProductsDirectory().appendingPathComponent("keyseal-wire-probe").path
+        func directory(_ name: String, owner: uid_t) throws -> String {
+            let path = root.appending(name).path
+            try FileManager.default.createDirectory(atPath: path, withIntermediateDirectories: false)
+            chmod(path, 0o755)
+            chown(path, owner, owner)
+            return path
+        }
+        let grantedDirectory = try directory("granted", owner: 0)
+        let granted = grantedDirectory + "/keyseal-wire-probe"
+        try FileManager.default.copyItem(atPath: built, toPath: granted)
+        chmod(granted, 0o700)
+        // The attacker's own program, which speaks keyseald's protocol, and an overlay's upper and work directories.
+        let upper = try directory("upper", owner: 65534)
+        let work = try directory("work", owner: 65534)
+        let own = upper + "/keyseal-wire-probe"
+        try FileManager.default.copyItem(atPath: built, toPath: own)
+        chmod(own, 0o755)
+        chown(own, 65534, 65534)
+        let policy = root.appending("policy")
+        try "exe \(granted): *com.example.app\n".write(to: policy, atomically: true, encoding: .utf8)
+        let daemon = try DaemonFixture(arguments: ["--socket-group", "65534", "--policy", policy.path], start: false)
+        defer { daemon.remove() }
+        chmod(daemon.root.path, 0o711)
+        try daemon.start()
+        _ = try daemon.client().add(.password(service: "probe", account: "app", group: "com.example.app"))
+        // The granted binary itself, run by root, is identified: the rule and the path are right.
+        let genuine = try runProcess(granted, [daemon.socketPath, "find", "-", "app"])
+        #expect(genuine.stdoutText.trimmingCharacters(in: .whitespacesAndNewlines) == "ok 1 com.example.app")
+
+        let over =
+            mount == "bind"
+            ? #"mount --bind "$1" "$2""#
+            : #"mount -t overlay overlay -o "lowerdir=$3,upperdir=$4,workdir=$5,userxattr" "$3""#
+        func attack(_ arguments: [String]) throws -> String {
+            // $1 own program, $2 granted path, $3 its directory, $4 upper, $5 work, $6 socket, then the command.
+            // Keyseal's client talks only to a server of root, `keyseal` or its own uid, and in the namespace
+            // keyseald's root shows as the overflow uid 65534: a nested user namespace makes the attacker that uid
+            // (the review's client checked nothing). The mount namespace, with the mount, is the same.
+            let script =
+                over + #" && granted="$2" socket="$6" && shift 6 && "#
+                + #"exec unshare --user --map-user=65534 --map-group=65534 "$granted" "$socket" "$@""#
+            let shellArguments = ["sh", own, granted, grantedDirectory, upper, work, daemon.socketPath]
+            return try runProcess(
+                setpriv,
+                ["--reuid", "65534", "--regid", "65534", "--clear-groups", unshare, "-Urm", "sh", "-c",
+                 script] + shellArguments + arguments
+            ).stdoutText.trimmingCharacters(in: .whitespacesAndNewlines)
+        }
+        // The attacker's program ran at the granted path and reached keyseald, as uid 65534 with its own group only.
+        let found = try attack(["find", "-", "app"])
+        #expect(found.hasPrefix("error -25300"), "\(found)")
+        let named = try attack(["find", "com.example.app", "app"])
+        #expect(named.hasPrefix("error -34018"), "\(named)")
+        #expect(try attack(["add", "-", "mine"]) == "ok 0")
+        #expect(try attack(["find", "-", "mine"]) == "ok 1 uid.65534")
+    }
+
     @Test("only a vouching client acts for another process, and only for a process of its own uid")
     func vouchingClient() throws {
         guard runningAsRoot("the policy test needs root to switch users") else { return }
