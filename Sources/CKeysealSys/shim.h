@@ -11,6 +11,9 @@
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/syscall.h>
+#include <linux/netlink.h>
+#include <linux/sock_diag.h>
+#include <linux/unix_diag.h>
 
 /// The layout of Linux's `struct ucred` (SO_PEERCRED), declared here because glibc hides it without _GNU_SOURCE.
 typedef struct {
@@ -33,6 +36,8 @@ static const int keyseal_so_peerpidfd = SO_PEERPIDFD;
 
 /// syscall(2), declared here rather than through <unistd.h>, whose declarations belong to Glibc's module.
 extern long syscall(long number, ...);
+/// close(2), likewise.
+extern int close(int fd);
 
 /// pidfd_open(2) (Linux 5.3), close-on-exec; -1 and errno on failure.
 static inline int keyseal_pidfd_open(int32_t pid) { return (int)syscall(SYS_pidfd_open, pid, 0); }
@@ -56,6 +61,68 @@ static inline int keyseal_file_id(const char *path, uint64_t *device, uint64_t *
         *inode = (uint64_t)info.st_ino;
     }
     return result;
+}
+
+#ifndef SO_COOKIE
+#define SO_COOKIE 57
+#endif
+/// `SO_COOKIE`: a socket's 64-bit identifier, unique for the system's uptime.
+static const int keyseal_so_cookie = SO_COOKIE;
+
+/// The inode of the peer of the connected Unix socket whose `SO_COOKIE` is `cookie`, from the kernel's socket
+/// diagnostics (a NETLINK_SOCK_DIAG dump of the connected Unix sockets of this network namespace): 0 and `*peer`
+/// set, or -1 when no such socket (or no peer) was found or the dump failed.
+static inline int keyseal_unix_peer_inode(uint64_t cookie, uint32_t *peer) {
+    int fd = socket(AF_NETLINK, SOCK_RAW | SOCK_CLOEXEC, NETLINK_SOCK_DIAG);
+    if (fd < 0) return -1;
+    struct {
+        struct nlmsghdr header;
+        struct unix_diag_req request;
+    } message;
+    memset(&message, 0, sizeof(message));
+    message.header.nlmsg_len = sizeof(message);
+    message.header.nlmsg_type = SOCK_DIAG_BY_FAMILY;
+    message.header.nlmsg_flags = NLM_F_REQUEST | NLM_F_DUMP;
+    message.request.sdiag_family = AF_UNIX;
+    message.request.udiag_states = 1u << 1; /* TCP_ESTABLISHED: connected sockets */
+    message.request.udiag_show = UDIAG_SHOW_PEER;
+    struct sockaddr_nl kernel;
+    memset(&kernel, 0, sizeof(kernel));
+    kernel.nl_family = AF_NETLINK;
+    if (sendto(fd, &message, sizeof(message), 0, (struct sockaddr *)&kernel, sizeof(kernel)) < 0) {
+        close(fd);
+        return -1;
+    }
+    uint32_t low = (uint32_t)cookie, high = (uint32_t)(cookie >> 32);
+    int found = -1, done = 0;
+    static __thread char buffer[32768] __attribute__((aligned(4)));
+    while (!done) {
+        ssize_t count = recv(fd, buffer, sizeof(buffer), 0);
+        if (count <= 0) break;
+        struct nlmsghdr *header = (struct nlmsghdr *)buffer;
+        for (; NLMSG_OK(header, (size_t)count); header = NLMSG_NEXT(header, count)) {
+            if (header->nlmsg_type == NLMSG_DONE || header->nlmsg_type == NLMSG_ERROR) {
+                done = 1;
+                break;
+            }
+            if (found == 0 || header->nlmsg_len < NLMSG_LENGTH(sizeof(struct unix_diag_msg))) continue;
+            struct unix_diag_msg *socketInfo = NLMSG_DATA(header);
+            if (socketInfo->udiag_cookie[0] != low || socketInfo->udiag_cookie[1] != high) continue;
+            char *attribute = (char *)(socketInfo + 1);
+            char *end = (char *)header + header->nlmsg_len;
+            while (attribute + sizeof(struct nlattr) <= end) {
+                struct nlattr *field = (struct nlattr *)attribute;
+                if (field->nla_len < sizeof(struct nlattr) || attribute + field->nla_len > end) break;
+                if (field->nla_type == UNIX_DIAG_PEER && field->nla_len >= NLA_HDRLEN + sizeof(uint32_t)) {
+                    memcpy(peer, attribute + NLA_HDRLEN, sizeof(uint32_t));
+                    found = 0;
+                }
+                attribute += NLA_ALIGN(field->nla_len);
+            }
+        }
+    }
+    close(fd);
+    return found;
 }
 
 /// Makes the process non-dumpable (no core files, no ptrace by other processes of the same user).

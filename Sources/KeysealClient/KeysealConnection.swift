@@ -220,7 +220,7 @@ public final class KeysealConnection: Sendable {
         return ready != 0
     }
 
-    static func writeAll(_ fd: Int32, _ bytes: [UInt8]) throws(KeychainError) {
+    package static func writeAll(_ fd: Int32, _ bytes: [UInt8]) throws(KeychainError) {
         var sent = 0
         while sent < bytes.count {
             let result = bytes.withUnsafeBytes { raw in
@@ -268,7 +268,7 @@ public final class KeysealConnection: Sendable {
         try result.get()
     }
 
-    static func readResponse(_ fd: Int32, path: String) throws(KeychainError) -> WireResponse {
+    package static func readResponse(_ fd: Int32, path: String) throws(KeychainError) -> WireResponse {
         try WireResponse.readResponse { () throws(KeychainError) -> [UInt8] in
             var header = [UInt8](repeating: 0, count: 4)
             try readExactly(fd, into: &header, path: path)

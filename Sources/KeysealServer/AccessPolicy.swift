@@ -172,6 +172,12 @@ public struct AccessPolicy: Sendable {
             }
     }
 
+    /// Whether a rule or vouching entry names the executable `path`: only then does it matter who holds a
+    /// connection made by a process running it (``PeerIdentity/holdsConnection(pid:cookie:proc:)``).
+    public func names(executable path: String) -> Bool {
+        (rules.map(\.subject) + vouching).contains { $0 == .executable(path) }
+    }
+
     /// Whether a peer may send requests on behalf of other processes of its uid.
     public func vouches(for peer: PeerCredentials, identity: PeerIdentity) -> Bool {
         vouching.contains { subject in matches(subject, peer: peer, identity: identity) }

@@ -78,6 +78,43 @@ public struct PeerIdentity: Sendable, Hashable, CustomStringConvertible {
         return (identity, source)
     }
 
+    /// Whether the process `pid` holds the client end of the connection whose socket is `cookie` (`SO_COOKIE` of
+    /// keyseald's end), with every copy close-on-exec.
+    ///
+    /// What a process runs counts for a connection only if that program made the connection: a process that
+    /// connects and then execs a granted program either loses the socket at the exec (close-on-exec) or keeps it
+    /// open across the exec, which only a socket without close-on-exec survives. A program that connects after it
+    /// started holds its socket close-on-exec (Keyseal's client, Python, Go and most runtimes create sockets so);
+    /// a child forked before the exec to use the connection is not the process the identity was read from.
+    public static func holdsConnection(pid: Int32, cookie: UInt64, proc: String = "/proc") -> Bool {
+        var peerInode: UInt32 = 0
+        guard keyseal_unix_peer_inode(cookie, &peerInode) == 0 else { return false }
+        let target = "socket:[\(peerInode)]"
+        guard let directory = opendir("\(proc)/\(pid)/fd") else { return false }
+        defer { closedir(directory) }
+        var held = false
+        while let entry = readdir(directory) {
+            let name = withUnsafeBytes(of: entry.pointee.d_name) { raw in
+                String(decoding: raw.prefix { $0 != 0 }, as: UTF8.self)
+            }
+            guard name.first?.isNumber == true, readLink("\(proc)/\(pid)/fd/\(name)") == target else { continue }
+            guard let info = readSmallFile("\(proc)/\(pid)/fdinfo/\(name)"), isCloseOnExec(fdinfo: info) else {
+                return false
+            }
+            held = true
+        }
+        return held
+    }
+
+    /// Whether a /proc/PID/fdinfo text's `flags:` (octal open flags) include O_CLOEXEC.
+    static func isCloseOnExec(fdinfo: String) -> Bool {
+        for line in fdinfo.split(separator: "\n") where line.hasPrefix("flags:") {
+            guard let flags = Int(line.dropFirst(6).filter { !$0.isWhitespace }, radix: 8) else { return false }
+            return flags & Int(O_CLOEXEC) != 0
+        }
+        return false
+    }
+
     /// Clock ticks since boot (CLOCK_BOOTTIME), the unit of /proc/PID/stat's start time.
     public static func bootTicks() -> UInt64 {
         var now = timespec()

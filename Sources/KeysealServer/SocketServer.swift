@@ -321,6 +321,16 @@ public final class SocketServer: Service {
         return credentials.map { PeerCredentials(pid: $0.pid, uid: $0.uid, gid: $0.gid) }
     }
 
+    /// The socket's `SO_COOKIE`, on the channel's event loop.
+    static func cookie(_ channel: any Channel) -> UInt64? {
+        guard let provider = channel as? any SocketOptionProvider else { return nil }
+        let cookie: EventLoopFuture<UInt64> = provider.unsafeGetSocketOption(
+            level: SocketOptionLevel(SOL_SOCKET), name: SocketOptionName(keyseal_so_cookie))
+        var result: UInt64?
+        cookie.assumeIsolated().whenSuccess { result = $0 }
+        return result
+    }
+
     /// The peer's pidfd from `SO_PEERPIDFD`, nil where the kernel has no such option.
     static func peerPidfd(_ channel: any Channel) -> Int32? {
         guard let provider = channel as? any SocketOptionProvider else { return nil }
@@ -432,10 +442,19 @@ final class ConnectionHandler: ChannelInboundHandler {
                 }
                 self.account.uid = peer.uid
                 // What the peer runs matters only to a policy that names executables or units.
-                let (identity, source) =
+                var (identity, source) =
                     policy.identifiesPeers
                     ? PeerIdentity.resolve(peer: peer, peerPidfd: SocketServer.peerPidfd(context.channel))
                     : (PeerIdentity.unknown, nil)
+                // An executable counts only for the connection its program made, not one it inherited across exec.
+                if let executable = identity.executable, policy.names(executable: executable),
+                    !PeerIdentity.holdsConnection(pid: peer.pid, cookie: SocketServer.cookie(context.channel) ?? 0)
+                {
+                    self.server.logger.debug(
+                        "peer's executable not counted: the connection is not its own",
+                        metadata: ["peer": "\(peer)", "exe": "\(executable)"])
+                    identity.executable = nil
+                }
                 self.identity = identity
                 self.caller = policy.caller(for: peer, identity: identity)
                 self.server.logger.debug(

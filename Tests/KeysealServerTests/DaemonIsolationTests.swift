@@ -410,6 +410,67 @@ struct DaemonIsolationTests {
         #expect(try attack(["find", "-", "mine"]) == "ok 1 uid.65534")
     }
 
+    /// The review's attack: a process connects, starts a child to use the connection, and execs the granted binary.
+    /// keyseald is held with SIGSTOP until the exec is done, so that it reads the connection's identity after it, as
+    /// it did in 2 of the review's 12 tries; the process then runs the granted binary with the connection either
+    /// still open (inherited across the exec) or closed by it.
+    @Test(
+        "a connection made before its process exec'd a granted binary gets none of that binary's groups",
+        arguments: ["inherit", "cloexec"])
+    func connectionLentAcrossExec(mode: String) throws {
+        guard runningAsRoot("the policy test needs root to switch users") else { return }
+        let setpriv = try requireTool("setpriv", package: "util-linux")
+        let root = try TemporaryDirectory(prefix: "keyseald-exe-lent")
+        defer { root.remove() }
+        chmod(root.path, 0o711)
+        let built = try builtProductsDirectory().appendingPathComponent("keyseal-wire-probe").path
+        let directory = root.appending("granted")
+        try FileManager.default.createDirectory(at: directory, withIntermediateDirectories: false)
+        chmod(directory.path, 0o755)
+        let granted = directory.appendingPathComponent("keyseal-wire-probe").path
+        try FileManager.default.copyItem(atPath: built, toPath: granted)
+        chmod(granted, 0o755)
+        let policy = root.appending("policy")
+        try "exe \(granted): *com.example.app\n".write(to: policy, atomically: true, encoding: .utf8)
+        let daemon = try DaemonFixture(arguments: ["--socket-group", "65534", "--policy", policy.path], start: false)
+        defer { daemon.remove() }
+        chmod(daemon.root.path, 0o711)
+        try daemon.start()
+        _ = try daemon.client().add(.password(service: "probe", account: "app", group: "com.example.app"))
+        let nobody = ["--reuid", "65534", "--regid", "65534", "--clear-groups"]
+        // The granted binary's own connection is identified.
+        let genuine = try runProcess(setpriv, nobody + [granted, daemon.socketPath, "find", "-", "app"])
+        #expect(genuine.stdoutText.trimmingCharacters(in: .whitespacesAndNewlines) == "ok 1 com.example.app")
+
+        let daemonPID = try #require(daemon.process?.processIdentifier)
+        kill(daemonPID, SIGSTOP)
+        var stopped = true
+        defer { if stopped { kill(daemonPID, SIGCONT) } }
+        let attacker = Process()
+        attacker.executableURL = URL(fileURLWithPath: setpriv)
+        attacker.arguments = nobody + [built, daemon.socketPath, "lend", mode, granted, daemon.socketPath, "poll-status", "3"]
+        let output = Pipe()
+        attacker.standardOutput = output
+        try attacker.run()
+        let exe = "/proc/\(attacker.processIdentifier)/exe"
+        var execd = false
+        for _ in 0..<500 where !execd {
+            execd = (try? FileManager.default.destinationOfSymbolicLink(atPath: exe)) == granted
+            if !execd { usleep(10_000) }
+        }
+        #expect(execd, "the attacker exec'd the granted binary")
+        kill(daemonPID, SIGCONT)
+        stopped = false
+        let lines = String(decoding: output.fileHandleForReading.readDataToEndOfFile(), as: UTF8.self)
+            .split(separator: "\n").map(String.init)
+        attacker.waitUntilExit()
+        // The child's lookup on the lent connection: uid 65534's own group only. The granted binary's own polls on
+        // its own connection are answered.
+        #expect(lines.contains { $0.hasPrefix("error -25300") }, "\(lines)")
+        #expect(!lines.contains("ok 1 com.example.app"), "\(lines)")
+        #expect(lines.contains { $0.hasPrefix("ok ") && $0 != "ok 0" }, "\(lines)")
+    }
+
     @Test("only a vouching client acts for another process, and only for a process of its own uid")
     func vouchingClient() throws {
         guard runningAsRoot("the policy test needs root to switch users") else { return }

@@ -7,6 +7,10 @@
 //                            |update-size GROUP ACCOUNT|* BYTES|move GROUP ACCOUNT TARGET|genkey GROUP [LABEL-BYTES]
 //                            |delete GROUP ACCOUNT|churn SECONDS THREADS FRAMES
 //   keyseal-wire-probe SOCKET as PID COMMAND …   (the request sent on behalf of process PID, as the bridge does)
+//   keyseal-wire-probe SOCKET after SECONDS COMMAND …   (waits first)
+//   keyseal-wire-probe fd:N COMMAND …   (on the connection open at descriptor N, which it inherited)
+//   keyseal-wire-probe SOCKET lend inherit|cloexec PROGRAM ARG …   (connects, starts `fd:N after 1.5 find - app` on
+//     that connection, then execs PROGRAM with the connection open across the exec, or closed by it)
 #if canImport(FoundationEssentials)
 import FoundationEssentials
 #else
@@ -30,7 +34,43 @@ if arguments.count >= 4, arguments[1] == "as", let pid = Int32(arguments[2]) {
     onBehalfOf = pid
     arguments.removeSubrange(1...2)
 }
+if arguments.count >= 3 && arguments[1] == "after", let seconds = Double(arguments[2]) {
+    usleep(UInt32(seconds * 1_000_000))
+    arguments.removeSubrange(1...2)
+}
+/// An argument vector for spawn and exec, freed by nobody: the process execs or exits soon after.
+func cArguments(_ strings: [String]) -> [UnsafeMutablePointer<CChar>?] { strings.map { strdup($0) } + [nil] }
+// A process that connects and then execs another program, lending its connection to a child: the review's attack on
+// `exe` rules. The child gets the connection as an inherited descriptor.
+if arguments.count >= 4 && arguments[1] == "lend" {
+    let fd: Int32
+    do { fd = try KeysealConnection.open(arguments[0]) } catch {
+        print("error \(error.status) \(error.message)")
+        exit(1)
+    }
+    _ = fcntl(fd, F_SETFD, 0)
+    var child: pid_t = 0
+    let childArguments = cArguments([CommandLine.arguments[0], "fd:\(fd)", "after", "1.5", "find", "-", "app"])
+    guard posix_spawn(&child, "/proc/self/exe", nil, nil, childArguments, environ) == 0 else {
+        print("error spawning the child")
+        exit(1)
+    }
+    if arguments[2] == "cloexec" { _ = fcntl(fd, F_SETFD, FD_CLOEXEC) }
+    execv(arguments[3], cArguments(Array(arguments[3...])))
+    print("error exec \(arguments[3])")
+    exit(1)
+}
+let inherited = arguments[0].hasPrefix("fd:") ? Int32(arguments[0].dropFirst(3)) : nil
+let socketName = arguments[0]
 let connection = KeysealConnection(socketPath: arguments[0])
+/// Sends `request` on the inherited connection, or on a connection of its own.
+func send(_ request: WireRequest) throws(KeychainError) -> WireResponse {
+    guard let inherited else { return try connection.send(request) }
+    try KeysealConnection.writeAll(inherited, try request.encodedFrame())
+    let response = try KeysealConnection.readResponse(inherited, path: socketName)
+    if case .failure(let error) = response { throw error }
+    return response
+}
 // Export and import stream several frames: a backup written to nowhere, or an import of an empty file.
 if arguments.count == 3 && (arguments[1] == "export" || arguments[1] == "import") {
     do {
@@ -204,7 +244,7 @@ default:
     exit(64)
 }
 do {
-    switch try connection.send(onBehalfOf.map { .onBehalf(pid: $0, request) } ?? request) {
+    switch try send(onBehalfOf.map { .onBehalf(pid: $0, request) } ?? request) {
     case .records(let records):
         let groups = records.compactMap { record -> String? in
             if case .string(let group)? = record.attributes["agrp"] { return group }
