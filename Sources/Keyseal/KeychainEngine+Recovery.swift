@@ -192,9 +192,7 @@ extension KeychainEngine {
     }
 
     private func requireNoDelay() throws {
-        guard keybag.failedAttempts > 0, let last = keybag.lastAttemptAt else { return }
-        let delay = configuration.passcodePolicy.delay(keybag.failedAttempts)
-        let wait = Int((Double(delay) - (configuration.clock().timeIntervalSince1970 - last)).rounded(.up))
+        let wait = remainingDelay(now: configuration.clock())
         if wait > 0 {
             throw KeychainError(
                 KeychainStatus.authFailed,
@@ -430,11 +428,17 @@ extension KeychainEngine {
             rolledBack: rolledBack != nil, counterIndex: keybag.counter?.index, counterValue: value, detail: detail)
     }
 
-    /// What `status` says while the store waits for `keyseal recover` (no engine is open).
-    static func recoveryStatus(directory: URL, device deviceKey: DeviceKey, reason: KeychainError) -> StoreStatus {
+    /// What `status` says while the store waits for `keyseal recover` (no engine is open). The failure count and
+    /// the next try are the keybag's as stored: they cannot be authenticated without DS, and `recover` checks its
+    /// passcode against the same count once the keybag is.
+    static func recoveryStatus(
+        directory: URL, device deviceKey: DeviceKey, configuration: KeychainStore.Configuration, reason: KeychainError
+    ) -> StoreStatus {
         var passcodeSet = false
         var pcrs: [Int] = []
         var recoveryKeySet = false
+        var failedAttempts = 0
+        var wait = 0
         var deviceStatus = DeviceKeyStatus(
             backend: "tpm", hardwareBacked: true, guessingHardwareLimited: false, detail: reason.message)
         if let store = try? ItemStore(directory: directory) {
@@ -443,6 +447,8 @@ extension KeychainEngine {
                 passcodeSet = keybag.passcode != nil
                 pcrs = (try? TPMDeviceKey.boundPCRs(ofBlob: keybag.sealedDeviceSecret)) ?? []
                 recoveryKeySet = keybag.recovery != nil
+                failedAttempts = keybag.failedAttempts
+                wait = remainingDelay(keybag, policy: configuration.passcodePolicy, now: configuration.clock())
             }
         }
         if let device = try? deviceKey.makeProvider() {
@@ -454,7 +460,8 @@ extension KeychainEngine {
             + "served until `keyseal recover`" + (recoveryKeySet ? "" : " (this store has no recovery key)")
         return StoreStatus(
             lockState: .beforeFirstUnlock, passcodeSet: passcodeSet, device: deviceStatus,
-            failedAttempts: 0, triesLeft: deviceStatus.hardwareTriesLeft, nextTryAt: nil, autoLockSeconds: nil,
+            failedAttempts: failedAttempts, triesLeft: deviceStatus.hardwareTriesLeft,
+            nextTryAt: wait > 0 ? configuration.clock().addingTimeInterval(TimeInterval(wait)) : nil, autoLockSeconds: nil,
             itemCounts: [:],
             boot: BootStatus(
                 pcrs: pcrs, pcrsMatch: false, recoveryRequired: true, recoveryKeySet: recoveryKeySet,

@@ -220,6 +220,25 @@ struct BootBindingTests {
         #expect(try cli("find-generic-password", "-a", "acct", "-s", "locked-svc", "-w").stdoutText == "ak-secret\n")
     }
 
+    @Test("recovery required: status shows the failed attempts and the next try that recover then enforces")
+    func recoveryStatusShowsFailedAttempts() throws {
+        let (daemon, cli, key) = try Self.boundDaemon(passcode: true)
+        defer { daemon.remove() }
+        try Self.expectOK(cli("lock"))
+        for _ in 0..<5 { #expect(try cli("unlock", "--passcode-stdin", input: "wrong-guess-42\n").status == 51) }
+        try Self.extendPCR7(try #require(daemon.swtpm))
+        try daemon.restart()
+
+        let status = try CLI.json(try cli("--json", "status"))
+        #expect(status["recoveryRequired"] as? Bool == true)
+        #expect(status["failedAttempts"] as? Int == 5)
+        #expect(status["nextTryAt"] is String)
+        #expect(try cli("status").stdoutText.contains("failed attempts:  5"))
+        let refused = try cli("recover", "--recovery-key-stdin", input: key + "\n" + Self.passcode)
+        #expect(refused.status == 51)
+        #expect(refused.stderrText.contains("too many failed attempts (5)"), "\(refused.stderrText)")
+    }
+
     @Test("rollback: a copy put back after three failed tries is detected; the count is not reset; an administrator decides")
     func rollbackDetected() throws {
         let (daemon, cli) = try Self.lockedDaemon()
