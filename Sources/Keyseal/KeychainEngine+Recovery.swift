@@ -461,7 +461,8 @@ extension KeychainEngine {
         return StoreStatus(
             lockState: .beforeFirstUnlock, passcodeSet: passcodeSet, device: deviceStatus,
             failedAttempts: failedAttempts, triesLeft: deviceStatus.hardwareTriesLeft,
-            nextTryAt: wait > 0 ? configuration.clock().addingTimeInterval(TimeInterval(wait)) : nil, autoLockSeconds: nil,
+            nextTryAt: wait > 0 ? configuration.clock().addingTimeInterval(TimeInterval(wait)) : nil,
+            autoLockSeconds: nil,
             itemCounts: [:],
             boot: BootStatus(
                 pcrs: pcrs, pcrsMatch: false, recoveryRequired: true, recoveryKeySet: recoveryKeySet,

@@ -370,7 +370,9 @@ final class KeychainEngine {
     }
 
     /// Seconds until the next passcode try is allowed.
-    func remainingDelay(now: Date) -> Int { Self.remainingDelay(keybag, policy: configuration.passcodePolicy, now: now) }
+    func remainingDelay(now: Date) -> Int {
+        Self.remainingDelay(keybag, policy: configuration.passcodePolicy, now: now)
+    }
 
     /// Seconds until `keybag`'s failure count allows the next passcode try under `policy` (0: now).
     static func remainingDelay(_ keybag: Keybag, policy: PasscodePolicy, now: Date) -> Int {

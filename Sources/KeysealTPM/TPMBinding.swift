@@ -117,9 +117,9 @@ extension TPMDeviceKey {
         }
     }
 
-    /// Runs `body` (with the kept session, no attributes, when `session` is true) on the NV index `index` once its Name, as the TPM reports
-    /// it (`TPM2_NV_ReadPublic`; ESAPI checks it against the public area), is `name`: its type, attributes and
-    /// authPolicy are those of the counter the store defined. Root can undefine the counter with the empty owner
+    /// Runs `body` (with the kept session, no attributes, when `session` is true) on the NV index `index` once its
+    /// Name, as the TPM reports it (`TPM2_NV_ReadPublic`; ESAPI checks it against the public area), is `name`: its
+    /// type, attributes and authPolicy are those of the counter the store defined. Root can undefine the counter with the empty owner
     /// authorization and define in its place an ordinary index, which it writes at will, or a counter of other
     /// attributes; either has another Name.
     private func withCounter<Result>(
@@ -154,7 +154,7 @@ extension TPMDeviceKey {
         KeychainError(
             KeychainStatus.rolledBack,
             "the TPM's NV index 0x\(String(index, radix: 16)) is not this store's anti-rollback counter: its Name "
-                + "(type, attributes, authPolicy) differs from the one the store recorded, so the counter was undefined "
-                + "and another index defined in its place")
+                + "(type, attributes, authPolicy) differs from the one the store recorded, so the counter was "
+                + "undefined and another index defined in its place")
     }
 }

@@ -256,8 +256,10 @@ extension SwtpmFixture {
         try tool("tpm2_nvundefine", [handle, "-C", "o"])
         switch replacement {
         case .ordinaryIndex:
-            try tool("tpm2_nvdefine", [handle, "-C", "o", "-s", "8", "-a", "ownerwrite|ownerread|authread|authwrite|no_da"])
-            try Data((0..<8).map { UInt8(truncatingIfNeeded: value >> (56 - 8 * $0)) }).write(to: URL(fileURLWithPath: file))
+            try tool(
+                "tpm2_nvdefine", [handle, "-C", "o", "-s", "8", "-a", "ownerwrite|ownerread|authread|authwrite|no_da"])
+            let bytes = (0..<8).map { UInt8(truncatingIfNeeded: value >> (56 - 8 * $0)) }
+            try Data(bytes).write(to: URL(fileURLWithPath: file))
             try tool("tpm2_nvwrite", [handle, "-C", "o", "-i", file])
         case .counterOtherAttributes:
             try tool(
