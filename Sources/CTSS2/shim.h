@@ -176,6 +176,16 @@ static inline TPM2B_NV_PUBLIC keyseal_nv_counter_public(TPM2_HANDLE index) {
     return result;
 }
 
+/// The TPMS_NV_PUBLIC of Keyseal's counter at `index` once it has been incremented (TPMA_NV_WRITTEN set), as the
+/// TPM hashes it into the index's Name, marshalled into `buffer`. Returns the size, or 0 if `size` is too small.
+static inline size_t keyseal_nv_counter_written_public(TPM2_HANDLE index, uint8_t *buffer, size_t size) {
+    TPM2B_NV_PUBLIC info = keyseal_nv_counter_public(index);
+    info.nvPublic.attributes |= TPMA_NV_WRITTEN;
+    size_t offset = 0;
+    if (Tss2_MU_TPMS_NV_PUBLIC_Marshal(&info.nvPublic, buffer, size, &offset) != TSS2_RC_SUCCESS) return 0;
+    return offset;
+}
+
 /// The eight bytes of a counter read (big-endian), or 0 if the buffer is short.
 static inline UINT64 keyseal_nv_counter_value(const TPM2B_MAX_NV_BUFFER *data) {
     if (data->size < 8) return 0;

@@ -19,6 +19,9 @@ struct RollbackFinding {
     var events: UInt64
     /// The counter's value at open.
     var counterValue: UInt64
+    /// The index at the counter's handle is not the store's counter (its Name differs): its value means nothing, and
+    /// `accept-rollback` defines a new counter.
+    var replaced = false
     var message: String
 
     var error: KeychainError { KeychainError(KeychainStatus.rolledBack, message) }
@@ -189,9 +192,7 @@ extension KeychainEngine {
     }
 
     private func requireNoDelay() throws {
-        guard keybag.failedAttempts > 0, let last = keybag.lastAttemptAt else { return }
-        let delay = configuration.passcodePolicy.delay(keybag.failedAttempts)
-        let wait = Int((Double(delay) - (configuration.clock().timeIntervalSince1970 - last)).rounded(.up))
+        let wait = remainingDelay(now: configuration.clock())
         if wait > 0 {
             throw KeychainError(
                 KeychainStatus.authFailed,
@@ -214,7 +215,13 @@ extension KeychainEngine {
         guard let tpm = device as? TPMDeviceKey else { return nil }
         let defined = try tpm.defineCounter(
             authorization: counterAuthorization(deviceSecret: deviceSecret, storeID: storeID))
-        return CounterRecord(index: defined.index, value: defined.value)
+        return CounterRecord(index: defined.index, value: defined.value, name: defined.name)
+    }
+
+    /// The Name the store's counter must have: the one the keybag records, or (a keybag written before it was
+    /// recorded) the Name of Keyseal's counter template at its index. Either way it is under the keybag's MAC.
+    static func counterName(_ record: CounterRecord) -> Data {
+        record.name ?? TPMDeviceKey.counterName(index: record.index)
     }
 
     /// Compares the keybag's counter value with the TPM's at open. Equal: fresh. The keybag ahead by one or two:
@@ -236,7 +243,23 @@ extension KeychainEngine {
             }
             return
         }
-        let now = try tpm.readCounter(index: record.index)
+        let now: UInt64
+        do {
+            now = try tpm.readCounter(index: record.index, name: Self.counterName(record))
+        } catch let error as KeychainError where error.status == KeychainStatus.rolledBack {
+            // Not the store's counter (root undefined it and defined another index there): its value vouches for
+            // nothing, so neither fresh nor how many events the store missed can be told.
+            rolledBack = RollbackFinding(
+                events: 0, counterValue: 0, replaced: true,
+                message: "rolled back: " + error.message + "; the passcode classes are refused until an administrator "
+                    + "decides (`keyseal tpm accept-rollback` defines a new counter for this store)")
+            for accessibility in Accessibility.allCases where accessibility.isPasscodeProtected {
+                classKeys[accessibility] = nil
+            }
+            return
+        }
+        // Recorded from now on (written with the keybag's next write), checked as it was.
+        if record.name == nil { keybag.counter?.name = Self.counterName(record) }
         // The ledger record and the keybag are written with the same counter value in one transaction: a record
         // that carries another value comes from another copy of the store (items put back under a newer keybag, or
         // the other way round).
@@ -301,10 +324,11 @@ extension KeychainEngine {
     private func raiseCounter() throws {
         guard let record = keybag.counter, let tpm = device as? TPMDeviceKey else { return }
         let authorization = Self.counterAuthorization(deviceSecret: deviceSecret, storeID: storeID)
-        var now = try tpm.readCounter(index: record.index)
+        let name = Self.counterName(record)
+        var now = try tpm.readCounter(index: record.index, name: name)
         var steps = 0
         while now < record.value && steps < 2 {
-            now = try tpm.incrementCounter(index: record.index, authorization: authorization)
+            now = try tpm.incrementCounter(index: record.index, name: name, authorization: authorization)
             steps += 1
         }
         if now == record.value { lastCheckpoint = configuration.clock() }
@@ -359,15 +383,18 @@ extension KeychainEngine {
     }
 
     /// `keyseal tpm accept-rollback`: the administrator keeps the store as it is. The keybag takes the counter's
-    /// value and the raised failure count; the passcode classes are served again (after an unlock when a passcode
-    /// is set).
+    /// value and the raised failure count (or, when the index was not the store's counter, a new counter); the
+    /// passcode classes are served again (after an unlock when a passcode is set).
     func acceptRollback() throws {
         guard let finding = rolledBack, let record = keybag.counter else {
             throw KeychainError(KeychainStatus.param, "the store is not rolled back")
         }
         let saved = keybag
-        keybag.counter = CounterRecord(index: record.index, value: finding.counterValue)
         do {
+            keybag.counter =
+                finding.replaced
+                ? try Self.defineCounter(device, deviceSecret: deviceSecret, storeID: storeID)
+                : CounterRecord(index: record.index, value: finding.counterValue, name: record.name)
             try store.transaction { () throws(KeychainError) in try saveKeybag() }
         } catch {
             keybag = saved
@@ -388,7 +415,9 @@ extension KeychainEngine {
         guard let tpm = device as? TPMDeviceKey else { return nil }
         let pcrs = try TPMDeviceKey.boundPCRs(ofBlob: keybag.sealedDeviceSecret)
         let match = try tpm.pcrsMatch(deviceBlob: keybag.sealedDeviceSecret)
-        let value = try keybag.counter.map { try tpm.readCounter(index: $0.index) }
+        let value =
+            rolledBack?.replaced == true
+            ? nil : try keybag.counter.map { try tpm.readCounter(index: $0.index, name: Self.counterName($0)) }
         var detail = pcrs.isEmpty ? "not bound to PCRs" : "bound to PCR \(Self.describe(pcrs))"
         if let counterProblem { detail += "; no anti-rollback counter (\(counterProblem))" }
         if !pcrs.isEmpty { detail += match ? " (they match)" : " (they no longer match)" }
@@ -399,11 +428,17 @@ extension KeychainEngine {
             rolledBack: rolledBack != nil, counterIndex: keybag.counter?.index, counterValue: value, detail: detail)
     }
 
-    /// What `status` says while the store waits for `keyseal recover` (no engine is open).
-    static func recoveryStatus(directory: URL, device deviceKey: DeviceKey, reason: KeychainError) -> StoreStatus {
+    /// What `status` says while the store waits for `keyseal recover` (no engine is open). The failure count and
+    /// the next try are the keybag's as stored: they cannot be authenticated without DS, and `recover` checks its
+    /// passcode against the same count once the keybag is.
+    static func recoveryStatus(
+        directory: URL, device deviceKey: DeviceKey, configuration: KeychainStore.Configuration, reason: KeychainError
+    ) -> StoreStatus {
         var passcodeSet = false
         var pcrs: [Int] = []
         var recoveryKeySet = false
+        var failedAttempts = 0
+        var wait = 0
         var deviceStatus = DeviceKeyStatus(
             backend: "tpm", hardwareBacked: true, guessingHardwareLimited: false, detail: reason.message)
         if let store = try? ItemStore(directory: directory) {
@@ -412,6 +447,8 @@ extension KeychainEngine {
                 passcodeSet = keybag.passcode != nil
                 pcrs = (try? TPMDeviceKey.boundPCRs(ofBlob: keybag.sealedDeviceSecret)) ?? []
                 recoveryKeySet = keybag.recovery != nil
+                failedAttempts = keybag.failedAttempts
+                wait = remainingDelay(keybag, policy: configuration.passcodePolicy, now: configuration.clock())
             }
         }
         if let device = try? deviceKey.makeProvider() {
@@ -423,7 +460,9 @@ extension KeychainEngine {
             + "served until `keyseal recover`" + (recoveryKeySet ? "" : " (this store has no recovery key)")
         return StoreStatus(
             lockState: .beforeFirstUnlock, passcodeSet: passcodeSet, device: deviceStatus,
-            failedAttempts: 0, triesLeft: deviceStatus.hardwareTriesLeft, nextTryAt: nil, autoLockSeconds: nil,
+            failedAttempts: failedAttempts, triesLeft: deviceStatus.hardwareTriesLeft,
+            nextTryAt: wait > 0 ? configuration.clock().addingTimeInterval(TimeInterval(wait)) : nil,
+            autoLockSeconds: nil,
             itemCounts: [:],
             boot: BootStatus(
                 pcrs: pcrs, pcrsMatch: false, recoveryRequired: true, recoveryKeySet: recoveryKeySet,

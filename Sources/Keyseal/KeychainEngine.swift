@@ -370,9 +370,14 @@ final class KeychainEngine {
     }
 
     /// Seconds until the next passcode try is allowed.
-    private func remainingDelay(now: Date) -> Int {
+    func remainingDelay(now: Date) -> Int {
+        Self.remainingDelay(keybag, policy: configuration.passcodePolicy, now: now)
+    }
+
+    /// Seconds until `keybag`'s failure count allows the next passcode try under `policy` (0: now).
+    static func remainingDelay(_ keybag: Keybag, policy: PasscodePolicy, now: Date) -> Int {
         guard keybag.failedAttempts > 0, let last = keybag.lastAttemptAt else { return 0 }
-        let delay = configuration.passcodePolicy.delay(keybag.failedAttempts)
+        let delay = policy.delay(keybag.failedAttempts)
         let elapsed = now.timeIntervalSince1970 - last
         return max(0, Int((Double(delay) - elapsed).rounded(.up)))
     }

@@ -277,7 +277,8 @@ public final class KeychainStore: Sendable {
     package func status(itemCounts: Bool) throws -> StoreStatus {
         if let pending = recoveryPending {
             return KeychainEngine.recoveryStatus(
-                directory: pending.directory, device: pending.device, reason: pending.reason)
+                directory: pending.directory, device: pending.device, configuration: pending.configuration,
+                reason: pending.reason)
         }
         return try route({ try $0.status(itemCounts: itemCounts) }) { connection throws(KeychainError) -> StoreStatus in
             let response = try Self.request(connection, .status)

@@ -51,6 +51,17 @@ extension KeychainEngine {
         keybag.counter = nil
         try store.transaction { () throws(KeychainError) in try saveKeybag() }
     }
+
+    func dropCounterNameForTests() throws {
+        keybag.counter?.name = nil
+        try store.transaction { () throws(KeychainError) in try saveKeybag() }
+    }
+}
+
+extension KeychainStore {
+    /// Makes the keybag of an embedded TPM store record its counter without the counter's Name, as keybags written
+    /// before the Name was recorded.
+    package func dropCounterNameForTests() throws { try withEngine { try $0.dropCounterNameForTests() } }
 }
 
 extension KeychainStoreTestHooks {

@@ -150,10 +150,15 @@ public struct RecoveryRecord: Codable, Sendable, Equatable {
 public struct CounterRecord: Codable, Sendable, Equatable {
     public var index: UInt32
     public var value: UInt64
+    /// The index's Name (nameAlg ‖ digest of its type, attributes, authPolicy and size) as the TPM reported it after
+    /// the counter was defined: an index at `index` with another Name is not this store's counter. Nil in keybags
+    /// written before it was recorded (their counter has the Name of Keyseal's one counter template).
+    public var name: Data?
 
-    public init(index: UInt32, value: UInt64) {
+    public init(index: UInt32, value: UInt64, name: Data?) {
         self.index = index
         self.value = value
+        self.name = name
     }
 }
 

@@ -483,9 +483,16 @@ final class ESYSConnection {
         return found
     }
 
-    /// The handles in the TPM whose top byte is `type` (TPM2_CAP_HANDLES): transient objects (0x80), loaded
-    /// sessions (0x02), saved sessions (0x03). Behind a resource manager, only this connection's.
+    /// The handles the TPM lists for the handle type `type` (TPM2_CAP_HANDLES): transient objects (0x80), loaded
+    /// sessions (0x02), saved sessions (0x03), NV indexes (0x01). A session is listed under its own handle, 0x02… for
+    /// an HMAC session and 0x03… for a policy one, whichever list it is in. Behind a resource manager, only this
+    /// connection's objects.
     func handles(type: UInt32) throws(TSS2Error) -> [UInt32] {
+        let session = type == keyseal_TPM2_HT_LOADED_SESSION || type == keyseal_TPM2_HT_SAVED_SESSION
+        func listed(_ handle: UInt32) -> Bool {
+            session ? [keyseal_TPM2_HT_LOADED_SESSION, keyseal_TPM2_HT_SAVED_SESSION].contains(handle >> 24)
+                : handle >> 24 == type
+        }
         var result: [UInt32] = []
         var next = type << 24
         while true {
@@ -501,12 +508,36 @@ final class ESYSConnection {
             let count = keyseal_capability_handle_count(data)
             for index in 0..<count {
                 let handle = keyseal_capability_handle(data, index)
-                if handle >> 24 == type { result.append(handle) }
+                if listed(handle) { result.append(handle) }
             }
-            guard more != 0, count > 0, let last = result.last, last >> 24 == type else { break }
-            next = last + 1
+            guard more != 0, count > 0, let last = result.last, listed(last) else { break }
+            next = type << 24 | (last & 0x00FF_FFFF) + 1
         }
         return result
+    }
+
+    /// Flushes every transient object and session the TPM holds, by its TPM handle (through SAPI: ESAPI has no
+    /// object for what another context loaded). Only for a TPM reached directly, where one client at a time talks
+    /// to the TPM, so that what is loaded when a client connects was left by one that is gone (killed, or exited
+    /// without closing); never behind a resource manager, which keeps other clients' sessions. Call right after
+    /// connecting, before anything of this connection is loaded. Returns how many were flushed.
+    func flushLeftovers() throws(TSS2Error) -> Int {
+        precondition(live.isEmpty, "nothing of this connection is loaded yet")
+        var sys: OpaquePointer?
+        try tss2("Esys_GetSysContext", Esys_GetSysContext(context, &sys))
+        var flushed = 0
+        for type in [keyseal_TPM2_HT_TRANSIENT, keyseal_TPM2_HT_LOADED_SESSION, keyseal_TPM2_HT_SAVED_SESSION] {
+            for handle in try handles(type: type) {
+                // One that is gone by now (another client flushed it first) is no failure; a lost wire is.
+                let rc = Tss2_Sys_FlushContext(sys, handle)
+                if rc == 0 {
+                    flushed += 1
+                } else if TSS2ResultCode(rawValue: rc).isCommunicationFailure {
+                    try tss2("Tss2_Sys_FlushContext", rc)
+                }
+            }
+        }
+        return flushed
     }
 
     // MARK: Marshalling

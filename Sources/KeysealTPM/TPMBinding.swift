@@ -1,4 +1,5 @@
 internal import CTSS2
+internal import Crypto
 import KeysealCore
 
 import struct FoundationEssentials.Data
@@ -71,46 +72,73 @@ extension TPMDeviceKey {
     // MARK: Anti-rollback counter
 
     /// Defines a new anti-rollback counter (an NV counter index in 0x01004B00…0x01005AFF that only the holder of
-    /// `authorization` increments), increments it once so that it can be read, and returns its index and value.
-    public func defineCounter(authorization: SecretBytes) throws -> (index: UInt32, value: UInt64) {
+    /// `authorization` increments), increments it once so that it can be read, and returns its index, value and
+    /// Name (which the store records under its keybag's MAC and compares at every use).
+    public func defineCounter(authorization: SecretBytes) throws -> (index: UInt32, value: UInt64, name: Data) {
         try withConnection { connection in
             let session = try keptSession(connection, attributes: keyseal_TPMA_SESSION_DECRYPT)
             let index = try connection.defineCounter(authorization: authorization, session: session)
-            let value = try connection.withNVIndex(index) { (handle) throws(TSS2Error) -> UInt64 in
+            return try connection.withNVIndex(index) { (handle) throws(TSS2Error) -> (UInt32, UInt64, Data) in
                 try connection.setAttributes(0, of: session)
                 try connection.incrementCounter(handle, authorization: authorization, session: session)
-                return try connection.readCounter(handle)
-            }
-            return (index, value)
-        }
-    }
-
-    /// The counter's value now. A missing index is `errSecDecode` (it was deleted: the TPM cannot vouch for the
-    /// store's freshness any more).
-    public func readCounter(index: UInt32) throws -> UInt64 {
-        try withConnection { connection in
-            do {
-                return try connection.withNVIndex(index) { (handle) throws(TSS2Error) -> UInt64 in
-                    try connection.readCounter(handle)
-                }
-            } catch let error as TSS2Error where error.code.isTPM(TSS2ResultCode.TPM.handle) {
-                throw Self.counterMissing(index)
+                let value = try connection.readCounter(handle)
+                // Read after the increment: TPMA_NV_WRITTEN, part of the Name, is set by the first write.
+                return (index, value, Data(try connection.name(of: handle)))
             }
         }
     }
 
-    /// Increments the counter and returns its new value.
-    public func incrementCounter(index: UInt32, authorization: SecretBytes) throws -> UInt64 {
+    /// The Name of Keyseal's counter at `index` once it has been incremented: 0x000B ‖ SHA-256 of its public area
+    /// (type counter; `AUTHWRITE | AUTHREAD | OWNERREAD | NO_DA | WRITTEN`; no authPolicy; 8 bytes). Every counter
+    /// Keyseal defined has it, so a keybag written before the Name was recorded is checked against this one.
+    public static func counterName(index: UInt32) -> Data {
+        var buffer = [UInt8](repeating: 0, count: MemoryLayout<TPMS_NV_PUBLIC>.size)
+        let size = buffer.withUnsafeMutableBufferPointer {
+            keyseal_nv_counter_written_public(index, $0.baseAddress, $0.count)
+        }
+        precondition(size > 0, "the counter's public area fits its own type")
+        return Data([0x00, 0x0B] + SHA256.hash(data: buffer[0..<size]))
+    }
+
+    /// The counter's value now, after checking that the index at `index` is the counter whose Name is `name`. A
+    /// missing index is `errSecDecode` (it was deleted: the TPM cannot vouch for the store's freshness any more);
+    /// an index with another Name is `errKeysealRolledBack` (``counterReplaced(_:)``).
+    public func readCounter(index: UInt32, name: Data) throws -> UInt64 {
+        try withCounter(index, name: name, session: false) { (connection, handle, _) throws(TSS2Error) -> UInt64 in
+            try connection.readCounter(handle)
+        }
+    }
+
+    /// Increments the counter (checked as ``readCounter(index:name:)`` checks it) and returns its new value.
+    public func incrementCounter(index: UInt32, name: Data, authorization: SecretBytes) throws -> UInt64 {
+        try withCounter(index, name: name, session: true) { (connection, handle, session) throws(TSS2Error) -> UInt64 in
+            try connection.incrementCounter(handle, authorization: authorization, session: session)
+            return try connection.readCounter(handle)
+        }
+    }
+
+    /// Runs `body` (with the kept session, no attributes, when `session` is true) on the NV index `index` once its
+    /// Name, as the TPM reports it (`TPM2_NV_ReadPublic`; ESAPI checks it against the public area), is `name`: its
+    /// type, attributes and authPolicy are those of the counter the store defined. Root can undefine the counter with the empty owner
+    /// authorization and define in its place an ordinary index, which it writes at will, or a counter of other
+    /// attributes; either has another Name.
+    private func withCounter<Result>(
+        _ index: UInt32, name: Data, session: Bool,
+        _ body: (ESYSConnection, ESYS_TR, ESYS_TR) throws(TSS2Error) -> Result
+    ) throws -> Result {
         try withConnection { connection in
-            let session = try keptSession(connection, attributes: 0)
+            let session = session ? try keptSession(connection, attributes: 0) : ESYS_TR(ESYS_TR_NONE)
+            let result: Result?
             do {
-                return try connection.withNVIndex(index) { (handle) throws(TSS2Error) -> UInt64 in
-                    try connection.incrementCounter(handle, authorization: authorization, session: session)
-                    return try connection.readCounter(handle)
+                result = try connection.withNVIndex(index) { (handle) throws(TSS2Error) -> Result? in
+                    guard try connection.name(of: handle) == Array(name) else { return nil }
+                    return try body(connection, handle, session)
                 }
             } catch let error as TSS2Error where error.code.isTPM(TSS2ResultCode.TPM.handle) {
                 throw Self.counterMissing(index)
             }
+            guard let result else { throw Self.counterReplaced(index) }
+            return result
         }
     }
 
@@ -119,5 +147,14 @@ extension TPMDeviceKey {
             KeychainStatus.decode,
             "the TPM's anti-rollback counter 0x\(String(index, radix: 16)) of this store is gone (undefined, or the "
                 + "TPM was cleared)")
+    }
+
+    /// The index at the counter's handle is not the store's counter: `errKeysealRolledBack`.
+    static func counterReplaced(_ index: UInt32) -> KeychainError {
+        KeychainError(
+            KeychainStatus.rolledBack,
+            "the TPM's NV index 0x\(String(index, radix: 16)) is not this store's anti-rollback counter: its Name "
+                + "(type, attributes, authPolicy) differs from the one the store recorded, so the counter was "
+                + "undefined and another index defined in its place")
     }
 }

@@ -79,6 +79,7 @@ public final class TPMDeviceKey: DeviceKeyProvider, @unchecked Sendable {
             guard !opened else { throw KeychainError(KeychainStatus.param, "the TPM device key is already open") }
             let connection = try connect()
             do {
+                if Self.reachesTPMDirectly(tcti) { _ = try connection.flushLeftovers() }
                 _ = try readDictionaryAttackState(connection)
                 if provisioning {
                     // Fails early on a TPM without ECC P-256 or with an owner authorization set.
@@ -92,6 +93,34 @@ public final class TPMDeviceKey: DeviceKeyProvider, @unchecked Sendable {
                 throw map(error, during: .other)
             }
             opened = true
+        }
+    }
+
+    /// Whether `tcti` reaches the TPM without a resource manager: `swtpm:` and `mssim:` (simulators), or `device:`
+    /// with a path that resolves to a `/dev/tpmN` node (not `/dev/tpmrmN`). Such a TPM serves one client at a time, so
+    /// what it holds when Keyseal opens it was left by a client that is gone, and ``open(provisioning:)`` flushes it.
+    /// Anything else (`tabrmd:`, `/dev/tpmrm0`, `device:` without a path, another TCTI) is treated as shared and left
+    /// alone: a resource manager keeps other clients' sessions, which must not be touched.
+    package static func reachesTPMDirectly(_ tcti: String) -> Bool {
+        let parts = tcti.split(separator: ":", maxSplits: 1, omittingEmptySubsequences: false)
+        var name = Substring(parts[0])
+        if name.hasPrefix("libtss2-tcti-") { name = name.dropFirst("libtss2-tcti-".count) }
+        if let suffix = name.firstIndex(of: ".") { name = name[..<suffix] }  // libtss2-tcti-device.so.0
+        switch name {
+        case "swtpm", "mssim":
+            return true
+        case "device":
+            guard parts.count == 2, !parts[1].isEmpty else { return false }
+            let path = String(parts[1])
+            var resolved = path
+            if let real = realpath(path, nil) {
+                resolved = String(cString: real)
+                free(real)
+            }
+            let node = resolved.split(separator: "/").last.map(String.init) ?? ""
+            return node.hasPrefix("tpm") && !node.hasPrefix("tpmrm")
+        default:
+            return false
         }
     }
 

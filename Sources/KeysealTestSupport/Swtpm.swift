@@ -232,3 +232,46 @@ public final class SwtpmFixture: @unchecked Sendable {
         }
     }
 }
+
+/// What root does, with the empty owner authorization, in place of a store's anti-rollback counter: `tpm2_nvundefine`,
+/// then `tpm2_nvdefine` of another index at the same handle (the outside review's attack on the counter).
+public enum NVIndexReplacement: String, CaseIterable, Sendable, CustomStringConvertible {
+    /// An ordinary 8-byte index, written with the value the attacker wants read.
+    case ordinaryIndex
+    /// A counter whose attributes differ from Keyseal's (OWNERWRITE added: the owner increments it).
+    case counterOtherAttributes
+    /// A counter with Keyseal's attributes and an authPolicy.
+    case counterOtherPolicy
+
+    public var description: String { rawValue }
+}
+
+extension SwtpmFixture {
+    /// Undefines the NV index `index` and defines `replacement` at the same handle; an ordinary index is written
+    /// with `value` (8 bytes, big-endian, as a counter reads), a counter is incremented once (a new counter starts
+    /// above every value any counter of the TPM had, whatever the attacker wants).
+    public func replaceNVIndex(_ index: UInt32, with replacement: NVIndexReplacement, holding value: UInt64) throws {
+        let handle = "0x" + String(index, radix: 16)
+        let file = directory.appending("replacement-\(replacement.rawValue)").path
+        try tool("tpm2_nvundefine", [handle, "-C", "o"])
+        switch replacement {
+        case .ordinaryIndex:
+            try tool(
+                "tpm2_nvdefine", [handle, "-C", "o", "-s", "8", "-a", "ownerwrite|ownerread|authread|authwrite|no_da"])
+            let bytes = (0..<8).map { UInt8(truncatingIfNeeded: value >> (56 - 8 * $0)) }
+            try Data(bytes).write(to: URL(fileURLWithPath: file))
+            try tool("tpm2_nvwrite", [handle, "-C", "o", "-i", file])
+        case .counterOtherAttributes:
+            try tool(
+                "tpm2_nvdefine",
+                [handle, "-C", "o", "-s", "8", "-a", "nt=counter|ownerwrite|ownerread|authread|authwrite|no_da"])
+            try tool("tpm2_nvincrement", [handle, "-C", "o"])
+        case .counterOtherPolicy:
+            try Data(repeating: 0x5A, count: 32).write(to: URL(fileURLWithPath: file))
+            try tool(
+                "tpm2_nvdefine",
+                [handle, "-C", "o", "-s", "8", "-L", file, "-a", "nt=counter|ownerread|authread|authwrite|no_da"])
+            try tool("tpm2_nvincrement", [handle, "-C", handle])
+        }
+    }
+}

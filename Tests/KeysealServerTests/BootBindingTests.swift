@@ -160,8 +160,8 @@ struct BootBindingTests {
     // MARK: Anti-rollback
 
     /// A daemon on swtpm with a passcode set, an always item and the store locked.
-    static func lockedDaemon() throws -> (DaemonFixture, CLI) {
-        let daemon = try DaemonFixture(.tpm, tpmLimits: (32, 600, 2))
+    static func lockedDaemon(arguments: [String] = []) throws -> (DaemonFixture, CLI) {
+        let daemon = try DaemonFixture(.tpm, arguments: arguments, tpmLimits: (32, 600, 2))
         let cli = CLI(socket: daemon.socketPath)
         try expectOK(cli("add-generic-password", "-a", "acct", "-s", "svc", "-w", "always-secret", "--accessible", "always"))
         try expectOK(cli("passcode", "set", "--passcode-stdin", "--allow-weak-passcode", input: Self.passcode))
@@ -173,6 +173,70 @@ struct BootBindingTests {
     static func counterValue(_ cli: CLI) throws -> Int? {
         let status = try CLI.json(try cli("--json", "status"))
         return (status["antiRollbackCounter"] as? [String: Any])?["value"] as? Int
+    }
+
+    static func counterIndex(_ cli: CLI) throws -> UInt32? {
+        let status = try CLI.json(try cli("--json", "status"))
+        guard let text = (status["antiRollbackCounter"] as? [String: Any])?["index"] as? String else { return nil }
+        return UInt32(text.dropFirst(2), radix: 16)
+    }
+
+    @Test(
+        "root replaces the counter with another index holding an older copy's value and puts that copy back: rolled back",
+        arguments: NVIndexReplacement.allCases)
+    func replacedCounterDetected(replacement: NVIndexReplacement) throws {
+        let (daemon, cli) = try Self.lockedDaemon(arguments: ["--tpm-pcrs", "7"])
+        defer { daemon.remove() }
+        let swtpm = try #require(daemon.swtpm)
+        let index = try #require(try Self.counterIndex(cli))
+        let value = try #require(try Self.counterValue(cli))
+        daemon.stop()
+        let copy = daemon.root.appending("store-copy").path
+        try FileManager.default.copyItem(atPath: daemon.storeDirectory.path, toPath: copy)
+        try daemon.start()
+        for _ in 0..<2 { #expect(try cli("unlock", "--passcode-stdin", input: "wrong-guess-42\n").status == 51) }
+        #expect(try CLI.json(try cli("--json", "status"))["failedAttempts"] as? Int == 2)
+        daemon.stop()
+        try swtpm.replaceNVIndex(index, with: replacement, holding: UInt64(value))
+        try FileManager.default.removeItem(at: daemon.storeDirectory)
+        try FileManager.default.moveItem(atPath: copy, toPath: daemon.storeDirectory.path)
+        try daemon.start()
+
+        let status = try CLI.json(try cli("--json", "status"))
+        #expect(status["rolledBack"] as? Bool == true)
+        let detail = status["boot"] as? String ?? ""
+        #expect(detail.contains("0x\(String(index, radix: 16)) is not this store's anti-rollback counter"), "\(detail)")
+        let unlock = try cli("unlock", "--passcode-stdin", input: Self.passcode)
+        #expect(unlock.status == Self.rolledBackExit, "\(unlock.stderrText)")
+        #expect(try cli("find-generic-password", "-a", "acct", "-s", "locked-svc", "-w").status == Self.rolledBackExit)
+        #expect(try cli("find-generic-password", "-a", "acct", "-s", "svc", "-w").stdoutText == "always-secret\n")
+
+        // The administrator keeps this copy: a new counter of the store's own, at another index.
+        try Self.expectOK(cli("tpm", "accept-rollback"))
+        #expect(try Self.counterIndex(cli).map { $0 != index } == true)
+        try daemon.restart()
+        #expect(try CLI.json(try cli("--json", "status"))["rolledBack"] as? Bool == false)
+        try Self.expectOK(cli("unlock", "--passcode-stdin", input: Self.passcode))
+        #expect(try cli("find-generic-password", "-a", "acct", "-s", "locked-svc", "-w").stdoutText == "ak-secret\n")
+    }
+
+    @Test("recovery required: status shows the failed attempts and the next try that recover then enforces")
+    func recoveryStatusShowsFailedAttempts() throws {
+        let (daemon, cli, key) = try Self.boundDaemon(passcode: true)
+        defer { daemon.remove() }
+        try Self.expectOK(cli("lock"))
+        for _ in 0..<5 { #expect(try cli("unlock", "--passcode-stdin", input: "wrong-guess-42\n").status == 51) }
+        try Self.extendPCR7(try #require(daemon.swtpm))
+        try daemon.restart()
+
+        let status = try CLI.json(try cli("--json", "status"))
+        #expect(status["recoveryRequired"] as? Bool == true)
+        #expect(status["failedAttempts"] as? Int == 5)
+        #expect(status["nextTryAt"] is String)
+        #expect(try cli("status").stdoutText.contains("failed attempts:  5"))
+        let refused = try cli("recover", "--recovery-key-stdin", input: key + "\n" + Self.passcode)
+        #expect(refused.status == 51)
+        #expect(refused.stderrText.contains("too many failed attempts (5)"), "\(refused.stderrText)")
     }
 
     @Test("rollback: a copy put back after three failed tries is detected; the count is not reset; an administrator decides")

@@ -37,6 +37,35 @@ struct ResourceManagerTests {
         #expect((try CLI.json(status)["failedAttempts"] as? Int) == 0, "\(status.stdoutText)")
     }
 
+    @Test("keyseald stopped with SIGTERM behind tpm2-abrmd leaves no session or object there, three times in a row")
+    func cleanStopLeavesNothing() throws {
+        let broker = try ResourceManagerFixture(maxTries: 32)
+        defer { broker.remove() }
+        let store = broker.directory.appending("store")
+        for round in 0..<3 {
+            let (daemon, cli) = try startDaemon(broker, store: store)
+            if round == 0 {
+                #expect(try cli("passcode", "set", "--passcode-stdin", input: "correct horse battery\n").status == 0)
+                #expect(try cli("create-key", "--tag", "hardware", "--hardware").status == 0)
+            }
+            // Every kind of session keyseald starts: the salted one (unseal, add), a signing one, a failed try's.
+            #expect(try cli("unlock", "--passcode-stdin", input: "wrong passcode here\n").status == 51)
+            #expect(try cli("unlock", "--passcode-stdin", input: "correct horse battery\n").status == 0)
+            #expect(try cli("add-generic-password", "-a", "alice", "-s", "round-\(round)", "-w", "secret").status == 0)
+            #expect(try cli("sign", "--tag", "hardware", input: "round \(round)").status == 0)
+            #expect(try cli("status").status == 0)
+            daemon.terminate()
+            daemon.waitUntilExit()
+            #expect(daemon.terminationStatus == 0)
+            // As the broker sees it, and as the TPM behind it does.
+            let getcap = try requireTool("tpm2_getcap", package: "tpm2-tools")
+            let saved = try runProcess(
+                getcap, ["-T", broker.tcti, "handles-saved-session"], environment: broker.environment)
+            #expect(saved.status == 0 && !saved.stdoutText.contains("- "), "after stop \(round): \(saved.stdoutText)")
+            #expect(try broker.swtpm.handlesInUse() == [], "after stop \(round)")
+        }
+    }
+
     @Test("a user tpm2-abrmd's bus policy refuses: keyseald fails with one line naming the refusal and group tss, no GLib warning")
     func refusedByTheBusPolicy() throws {
         let broker = try ResourceManagerFixture(busPolicy: .tss)

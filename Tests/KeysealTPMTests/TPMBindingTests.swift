@@ -64,18 +64,49 @@ struct TPMBindingTests {
     func counter() throws {
         try withTPM { fixture, key in
             let defined = try key.defineCounter(authorization: secret(6))
-            #expect(try key.readCounter(index: defined.index) == defined.value)
-            #expect(try key.incrementCounter(index: defined.index, authorization: secret(6)) == defined.value + 1)
-            #expect(throws: KeychainError.self) { try key.incrementCounter(index: defined.index, authorization: secret(7)) }
-            #expect(try key.readCounter(index: defined.index) == defined.value + 1)
+            let (index, name) = (defined.index, defined.name)
+            #expect(try key.readCounter(index: index, name: name) == defined.value)
+            #expect(try key.incrementCounter(index: index, name: name, authorization: secret(6)) == defined.value + 1)
+            #expect(throws: KeychainError.self) {
+                try key.incrementCounter(index: index, name: name, authorization: secret(7))
+            }
+            #expect(try key.readCounter(index: index, name: name) == defined.value + 1)
             // A second store on the same TPM gets the next free index.
             let second = try key.defineCounter(authorization: secret(8))
-            #expect(second.index == defined.index + 1)
+            #expect(second.index == index + 1)
             // The counter survives a power cut (not ORDERLY: every increment is in NV at once).
             try fixture.restart()
-            #expect(try key.readCounter(index: defined.index) == defined.value + 1)
-            try fixture.tool("tpm2_nvundefine", ["0x" + String(defined.index, radix: 16), "-C", "o"])
-            #expect(throws: KeychainError.decode) { try key.readCounter(index: defined.index) }
+            #expect(try key.readCounter(index: index, name: name) == defined.value + 1)
+            try fixture.tool("tpm2_nvundefine", ["0x" + String(index, radix: 16), "-C", "o"])
+            #expect(throws: KeychainError.decode) { try key.readCounter(index: index, name: name) }
+        }
+    }
+
+    @Test("the counter's Name, as the TPM reports it, is the Name of Keyseal's counter template at its index")
+    func counterNameIsTheTemplateName() throws {
+        try withTPM { _, key in
+            let defined = try key.defineCounter(authorization: secret(6))
+            #expect(defined.name.count == 34)
+            #expect(defined.name == TPMDeviceKey.counterName(index: defined.index))
+            #expect(defined.name != TPMDeviceKey.counterName(index: defined.index + 1))
+        }
+    }
+
+    @Test("an index defined by root in place of the counter is refused with errKeysealRolledBack, read or increment",
+        arguments: NVIndexReplacement.allCases)
+    func replacedCounterIsRefused(replacement: NVIndexReplacement) throws {
+        try withTPM { fixture, key in
+            let defined = try key.defineCounter(authorization: secret(6))
+            try fixture.replaceNVIndex(defined.index, with: replacement, holding: defined.value)
+            for attempt in ["read", "increment"] {
+                let error = try #require(throws: KeychainError.self, "\(attempt)") {
+                    attempt == "read"
+                        ? try key.readCounter(index: defined.index, name: defined.name)
+                        : try key.incrementCounter(index: defined.index, name: defined.name, authorization: secret(6))
+                }
+                #expect(error.status == KeychainStatus.rolledBack)
+                #expect(error.message.contains("is not this store's anti-rollback counter"))
+            }
         }
     }
 
@@ -100,8 +131,10 @@ struct TPMBindingTests {
             let unseal = try median { _ = try key.unseal(blob) }
             let unsealPasscode = try median { _ = try key.unsealWithPasscode(passcode, authorization: secret(2)) }
             let match = try median { _ = try key.pcrsMatch(deviceBlob: blob) }
-            let read = try median { _ = try key.readCounter(index: counter.index) }
-            let increment = try median { _ = try key.incrementCounter(index: counter.index, authorization: secret(3)) }
+            let read = try median { _ = try key.readCounter(index: counter.index, name: counter.name) }
+            let increment = try median {
+                _ = try key.incrementCounter(index: counter.index, name: counter.name, authorization: secret(3))
+            }
             print(
                 "TPM binding timings (swtpm, median of 21): bound seal \(seal), bound unseal \(unseal), bound "
                     + "unsealWithPasscode \(unsealPasscode), pcrsMatch \(match), counter read \(read), counter "

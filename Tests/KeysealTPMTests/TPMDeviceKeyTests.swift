@@ -218,6 +218,60 @@ struct TPMDeviceKeyTests {
         }
     }
 
+    @Test("opened on a TPM reached directly, the key flushes what a dead client left: all three object slots, a session")
+    func deadClientsLeftoversAreFlushed() throws {
+        let fixture = try SwtpmFixture()
+        defer { fixture.stop() }
+        // A client that exits without flushing (tpm2-tools without a resource manager leaves what it loads).
+        let dir = fixture.stateDirectory
+        for slot in 0..<3 { try fixture.tool("tpm2_createprimary", ["-Q", "-C", "o", "-c", "\(dir)/dead-\(slot).ctx"]) }
+        try fixture.tool("tpm2_startauthsession", ["-S", "\(dir)/dead.session"])
+        #expect(try fixture.handlesInUse().count == 4)
+        let key = TPMDeviceKey(tcti: fixture.tcti)
+        defer { key.close() }
+        try key.open(provisioning: true)
+        let sealed = try key.seal(secret(1))
+        #expect(bytes(try key.unseal(sealed)) == bytes(secret(1)))
+        try expectOnlyKept(key, fixture, "open after a dead client")
+    }
+
+    @Test("behind tpm2-abrmd, opening a key leaves another client's session alone")
+    func sharedTPMIsLeftAlone() throws {
+        // The process's one broker (tpm2-tss finds the bus through the process's environment); other tests may use it.
+        let broker = try ResourceManagerFixture.shared()
+        let tools = try requireTool("tpm2_startauthsession", package: "tpm2-tools")
+        let getcap = try requireTool("tpm2_getcap", package: "tpm2-tools")
+        func savedSessions() throws -> Set<String> {
+            Set(
+                try runProcess(getcap, ["-T", broker.tcti, "handles-saved-session"], environment: broker.environment)
+                    .stdoutText.split(separator: "\n").map(String.init).filter { $0.hasPrefix("- ") })
+        }
+        let earlier = try savedSessions()
+        // Another client starts a session and exits: the broker keeps it, abandoned, for a later claim.
+        let file = broker.directory.appending("other-\(UUID().uuidString).session").path
+        let started = try runProcess(tools, ["-T", broker.tcti, "-S", file], environment: broker.environment)
+        #expect(started.status == 0, "\(started.stderrText)")
+        let others = try savedSessions().subtracting(earlier)
+        #expect(others.count == 1, "\(others)")
+        let key = TPMDeviceKey(tcti: broker.tcti)
+        try key.open(provisioning: true)
+        _ = try key.unseal(try key.seal(secret(2)))
+        key.close()
+        #expect(try savedSessions().isSuperset(of: others))
+    }
+
+    @Test("which TCTIs reach a TPM directly (its leftovers are flushed at open) and which go through a resource manager")
+    func directTCTIs() {
+        for tcti in ["swtpm:path=/run/swtpm.sock", "mssim:host=localhost,port=2321", "device:/dev/tpm0",
+            "libtss2-tcti-device.so.0:/dev/tpm0"]
+        {
+            #expect(TPMDeviceKey.reachesTPMDirectly(tcti), "\(tcti)")
+        }
+        for tcti in ["device:/dev/tpmrm0", "tabrmd:bus_type=session", "tabrmd", "device", "device:", "cmd:tpm2-tool"] {
+            #expect(!TPMDeviceKey.reachesTPMDirectly(tcti), "\(tcti)")
+        }
+    }
+
     @Test("the kept primary is loaded afresh when the TPM lost it, and the call succeeds")
     func keptPrimaryLostIsReloaded() throws {
         try withTPM { fixture, key in

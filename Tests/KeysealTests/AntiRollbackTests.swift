@@ -23,6 +23,36 @@ struct AntiRollbackTests {
         #expect(boot.counterIndex != nil && boot.counterValue != nil && !boot.rolledBack)
     }
 
+    @Test("a keybag without its counter's Name (written before it was recorded): an index put in the counter's place is a rollback")
+    func replacedCounterUnderOlderKeybag() throws {
+        let swtpm = try SwtpmFixture(maxTries: 32)
+        defer { swtpm.stop() }
+        let directory = try TemporaryDirectory(prefix: "keyseal-counter")
+        defer { directory.remove() }
+        var store = try Self.open(directory, swtpm)
+        try Self.add(store, "old")
+        try store.dropCounterNameForTests()
+        let boot = try #require(try store.status().boot)
+        let index = try #require(boot.counterIndex)
+        let value = try #require(boot.counterValue)
+        store.close()
+        let copy = try Self.copy(directory, name: "copy")
+        store = try Self.open(directory, swtpm)
+        try Self.add(store, "new")  // a checkpoint: the counter moves past the copy's value
+        store.close()
+        try swtpm.replaceNVIndex(index, with: .ordinaryIndex, holding: value)
+        try Self.putBack(copy, over: directory)
+
+        store = try Self.open(directory, swtpm)
+        defer { store.close() }
+        let reopened = try #require(try store.status().boot)
+        #expect(reopened.rolledBack)
+        #expect(reopened.detail.contains("is not this store's anti-rollback counter"), "\(reopened.detail)")
+        #expect(reopened.counterValue == nil)
+        let error = try #require(throws: KeychainError.self) { try Self.find(store, "old") }
+        #expect(error.status == KeychainStatus.rolledBack)
+    }
+
     // MARK: Item-level freshness (docs/TPM.md "Item-level freshness")
 
     static func open(_ directory: TemporaryDirectory, _ swtpm: SwtpmFixture, interval: TimeInterval = 0) throws
