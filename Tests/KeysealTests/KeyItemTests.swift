@@ -146,6 +146,37 @@ struct KeyItemTests {
         }
     }
 
+    /// The review's attack: an update setting `extr` to true, then a lookup of the data. `extr`, like `tkid`, is
+    /// errSecReadOnlyAttr in an update unless it clears it; the key's material still never leaves.
+    @Test func aNonExtractableKeyCannotBeMadeExtractable() throws {
+        let fixture = try StoreFixture()
+        defer { fixture.remove() }
+        let key = try Self.generate(fixture.store, tag: "ne", extractable: false)
+        #expect(throws: KeychainError.readOnlyAttr) {
+            try fixture.store.update(
+                Self.keyQuery(tag: "ne"), with: ItemChanges(attributes: [AttributeKey.isExtractable: .bool(true)]))
+        }
+        #expect(throws: KeychainError(KeychainStatus.dataNotAvailable)) {
+            _ = try fixture.store.copyMatching(Self.keyQuery(tag: "ne", returns: [.data]))
+        }
+        #expect(throws: KeychainError(KeychainStatus.dataNotAvailable)) {
+            _ = try fixture.store.exportPrivateKey(key.reference)
+        }
+        let record = try #require(try fixture.store.copyMatching(Self.keyQuery(tag: "ne")).first)
+        #expect(record.attributes[AttributeKey.isExtractable] == .bool(false))
+        // Clearing it is allowed: an extractable key made non-extractable stays so.
+        let other = try Self.generate(fixture.store, tag: "ex")
+        try fixture.store.update(
+            Self.keyQuery(tag: "ex"), with: ItemChanges(attributes: [AttributeKey.isExtractable: .bool(false)]))
+        #expect(throws: KeychainError(KeychainStatus.dataNotAvailable)) {
+            _ = try fixture.store.exportPrivateKey(other.reference)
+        }
+        #expect(throws: KeychainError.readOnlyAttr) {
+            try fixture.store.update(
+                Self.keyQuery(tag: "ex"), with: ItemChanges(attributes: [AttributeKey.isExtractable: .bool(true)]))
+        }
+    }
+
     @Test func extractableKeyExportsAppleExternalRepresentation() throws {
         let fixture = try StoreFixture()
         defer { fixture.remove() }
