@@ -5,7 +5,8 @@ import sys
 
 import secretstorage
 from jeepney import DBusAddress, new_method_call
-from jeepney.wrappers import DBusErrorResponse, unwrap_msg
+from jeepney.wrappers import unwrap_msg
+from session_probe import has_session
 
 SERVICE = DBusAddress("/org/freedesktop/secrets", bus_name="org.freedesktop.secrets",
                       interface="org.freedesktop.Secret.Service")
@@ -16,17 +17,6 @@ OPENED = 1100
 def open_plain(connection):
     _, path = unwrap_msg(connection.send_and_get_reply(new_method_call(SERVICE, "OpenSession", "sv", ("plain", ("s", "")))))
     return path
-
-
-def has_session(connection, path):
-    """Whether `path` serves org.freedesktop.Secret.Session (Properties.GetAll answers for it)."""
-    address = DBusAddress(path, bus_name="org.freedesktop.secrets", interface="org.freedesktop.DBus.Properties")
-    try:
-        unwrap_msg(connection.send_and_get_reply(
-            new_method_call(address, "GetAll", "s", ("org.freedesktop.Secret.Session",))))
-        return True
-    except DBusErrorResponse:
-        return False
 
 
 victim = secretstorage.dbus_init()
