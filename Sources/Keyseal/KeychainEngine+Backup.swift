@@ -6,21 +6,24 @@ import KeysealStore
 /// Backup and restore (DESIGN §7, docs/BACKUP-FORMAT.md). The passphrase key is derived by the caller before the
 /// engine is entered, so the Argon2id cost never holds the store's lock.
 extension KeychainEngine {
-    /// Writes a backup of every exportable item to `sink`, in pieces of about a megabyte, header first.
-    ///
-    /// Every class the store holds items of must be available unless `availableOnly` (then locked classes are
-    /// left out and counted); otherwise `errSecInteractionNotAllowed` before anything is written.
-    /// When-passcode-set-this-device-only items are never exported. A row no SecItem call can reach (it fails
-    /// its authentication, or is of a class Keyseal does not implement) is left out and named in the report's
-    /// `undecryptable`: the rest of the store is exported, and a backup never silently leaves an item out.
-    /// The name of a key row whose key lives in the device key's hardware, or nil for any other row.
-    private func hardwareKeyName(_ row: ItemRow) throws(KeychainError) -> ExportReport.HardwareKeyName? {
+    /// The name of a key row whose material may not leave the device — a key in the device key's hardware, or a
+    /// private or symmetric software key that is not extractable (`extr` false) — or nil for any other row.
+    private func keptKey(_ row: ItemRow) throws(KeychainError) -> ExportReport.SkippedKey? {
         guard row.itemClass == ItemClass.key.rawValue else { return nil }
         let classKey = try requireClassKey(Self.accessibility(of: row))
         let plain = try ItemEnvelope.openAttributes(
             row.sealed, aad: row.header(storeID: storeID).encoded(), itemID: row.itemID, classKey: classKey)
         let attributes = try AttributeCodec.decode(plain)
-        guard case .string(Self.hardwareTokenID)? = attributes[AttributeKey.tokenID] else { return nil }
+        let reason: ExportReport.SkippedKey.Reason
+        if case .string(Self.hardwareTokenID)? = attributes[AttributeKey.tokenID] {
+            reason = .hardware
+        } else if case .bool(false)? = attributes[AttributeKey.isExtractable],
+            attributes[AttributeKey.keyClass] != .string(Self.keyClassPublic)
+        {
+            reason = .notExtractable
+        } else {
+            return nil
+        }
         var label: String?
         if case .string(let text)? = attributes[AttributeKey.label] { label = text }
         var tag: Data?
@@ -29,9 +32,18 @@ extension KeychainEngine {
         case .string(let text)?: tag = Data(text.utf8)
         default: tag = nil
         }
-        return ExportReport.HardwareKeyName(accessGroup: row.accessGroup, label: label, tag: tag)
+        return ExportReport.SkippedKey(accessGroup: row.accessGroup, label: label, tag: tag, reason: reason)
     }
 
+    /// Writes a backup of every exportable item to `sink`, in pieces of about a megabyte, header first.
+    ///
+    /// Every class the store holds items of must be available unless `availableOnly` (then locked classes are
+    /// left out and counted); otherwise `errSecInteractionNotAllowed` before anything is written.
+    /// When-passcode-set-this-device-only items are never exported. A row no SecItem call can reach (it fails
+    /// its authentication, or is of a class Keyseal does not implement) is left out and named in the report's
+    /// `undecryptable`: the rest of the store is exported, and a backup never silently leaves an item out.
+    /// Keys whose material may not leave the device (in hardware, or not extractable) are left out and named in
+    /// `skippedKeys`.
     func exportBackup(
         key: BackupPassphraseKey, availableOnly: Bool, sink: ([UInt8]) throws(KeychainError) -> Void,
         progress: (_ done: Int, _ total: Int) -> Void
@@ -67,8 +79,8 @@ extension KeychainEngine {
                 report.undecryptable.append(undecryptableItem(row, reason))
                 leftOut.insert(row.id)
                 if known != nil { total -= 1 }
-            } else if let key = try hardwareKeyName(row) {
-                report.skippedHardwareKeys.append(key)
+            } else if let key = try keptKey(row) {
+                report.skippedKeys.append(key)
                 leftOut.insert(row.id)
                 total -= 1
             }

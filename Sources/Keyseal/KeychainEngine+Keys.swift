@@ -369,6 +369,28 @@ extension KeychainEngine {
         try? device.hardwareKeys?.deleteKey(keyBlob: key.blob)
     }
 
+    /// The hardware keys `caller` can be charged with (keyseald's per-uid quota of hardware objects): the key items of
+    /// its access groups (every group for nil) whose `tkid` is the device key's hardware. A row whose class key is
+    /// unavailable, or whose attributes do not open, cannot be told apart and counts as one: the count never falls
+    /// short. Reads and opens only key rows' attributes.
+    func hardwareKeyCount(caller: Caller) throws(KeychainError) -> Int {
+        let groups = caller.accessGroups.map { $0.map { RowFilter.GroupTerm(group: $0) } }
+        if let groups, groups.isEmpty { return 0 }
+        var count = 0
+        for row in try store.rows(RowFilter(itemClass: ItemClass.key.rawValue, groups: groups)) {
+            guard let accessibility = Accessibility(rawValue: row.accessibility), let classKey = classKeys[accessibility],
+                let plain = try? ItemEnvelope.openAttributes(
+                    row.sealed, aad: row.header(storeID: storeID).encoded(), itemID: row.itemID, classKey: classKey),
+                let attributes = try? AttributeCodec.decode(plain)
+            else {
+                count += 1
+                continue
+            }
+            if case .string(Self.hardwareTokenID)? = attributes[AttributeKey.tokenID] { count += 1 }
+        }
+        return count
+    }
+
     // MARK: Keys in lookups and deletes
 
     /// A lookup that asks for the data of keys: a key whose material may not leave (a hardware key, or a key that is

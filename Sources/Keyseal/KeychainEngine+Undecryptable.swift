@@ -93,12 +93,37 @@ extension KeychainEngine {
             throw KeychainError(KeychainStatus.itemNotFound, "no item has the id \(missing)")
         }
         guard !rows.isEmpty else { return [] }
-        try itemTransaction { () throws(KeychainError) in
+        let refused = Set(store.refusedBuckets)
+        let emptied = try itemTransaction { () throws(KeychainError) -> Set<Int> in
             for row in rows { try store.delete(row) }
+            return try store.clearLedgerBuckets(refused)
         }
+        try repairLedger(emptied: emptied)
         try store.checkpoint()
         groupCache = GroupCache()
         return deleted
+    }
+
+    /// After a delete of undecryptable rows: the refused buckets that no longer hold a row (`emptied`, their record
+    /// entries cleared in the same transaction) verify again, and are served and written to as any other; the
+    /// others stay refused. A record that could not be used at all is replaced by the empty set's once the store
+    /// holds no row. The buckets are compared with the file again, as at open.
+    private func repairLedger(emptied: Set<Int>) throws {
+        guard !emptied.isEmpty else { return }
+        if ledger.recordProblem != nil {
+            guard emptied.count == LedgerDigest.bucketCount else { return }
+            var fresh = LedgerDigest()
+            fresh.checkpoint = keybag.counter?.value
+            store.attachLedger(key: ledgerKey(), record: fresh)
+            do {
+                try store.transaction { () throws(KeychainError) in try store.writeLedgerRecord() }
+            } catch {
+                store.detachLedger()
+                throw error
+            }
+            ledgerCheckpointAtOpen = fresh.checkpoint
+        }
+        compareLedger(record: store.ledgerRecord, actual: try store.computeLedgerDigest(key: ledgerKey()))
     }
 
     static let hexDigits = Set("0123456789abcdef".utf8)

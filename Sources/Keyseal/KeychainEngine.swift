@@ -185,7 +185,7 @@ final class KeychainEngine {
                 classKeys[accessibility] = try ClassKey.unwrap(
                     wrapped, by: kek, accessibility: accessibility, storeID: storeID)
             }
-            try openLedger(key: LedgerKey(KeyDerivation.ledgerKey(deviceSecret: deviceSecret, storeID: storeID)))
+            try openLedger(key: ledgerKey())
             try resealDeviceSecretIfNeeded()
             try openCounter()
             if let recovery { try completeRecovery(recovery) }
@@ -244,12 +244,24 @@ final class KeychainEngine {
             ledger = LedgerStatus(
                 refusedBuckets: Array(0..<LedgerDigest.bucketCount), recordProblem: error.message)
             refusedBuckets = Array(repeating: true, count: LedgerDigest.bucketCount)
+            store.refusedBuckets = Set(0..<LedgerDigest.bucketCount)
             return
         }
         store.attachLedger(key: key, record: record)
         ledgerCheckpointAtOpen = record.checkpoint
+        compareLedger(record: record, actual: actual)
+    }
+
+    /// Refuses the buckets whose digest in `actual` (recomputed from the file) differs from the record's, and no
+    /// others; the store places no new row in a refused bucket.
+    func compareLedger(record: LedgerDigest, actual: LedgerDigest) {
         let differing = record.differingBuckets(from: actual)
-        guard !differing.isEmpty else { return }
+        store.refusedBuckets = Set(differing)
+        guard !differing.isEmpty else {
+            ledger = LedgerStatus()
+            refusedBuckets = []
+            return
+        }
         var status = LedgerStatus(refusedBuckets: differing)
         refusedBuckets = Array(repeating: false, count: LedgerDigest.bucketCount)
         for bucket in differing {
@@ -261,6 +273,9 @@ final class KeychainEngine {
         }
         ledger = status
     }
+
+    /// K_L for this store.
+    func ledgerKey() -> LedgerKey { LedgerKey(KeyDerivation.ledgerKey(deviceSecret: deviceSecret, storeID: storeID)) }
 
     private static func prepareDirectory(_ directory: URL) throws {
         let manager = FileManager.default

@@ -14,6 +14,12 @@ extension KeychainStore {
         try generateKey(request, caller: .application)
     }
 
+    /// The hardware keys in `caller`'s access groups, rows that cannot be told apart counted as hardware keys
+    /// (``KeychainEngine/hardwareKeyCount(caller:)``). Embedded stores only (keyseald's quota).
+    package func hardwareKeyCount(caller: Caller) throws -> Int {
+        try withEngine { try $0.hardwareKeyCount(caller: caller) }
+    }
+
     /// `admit` (embedded stores: keyseald's quotas): ``GroupAdmission``, with the key item's exact size.
     package func generateKey(
         _ request: KeyGenerationRequest, caller: Caller, admit: GroupAdmission? = nil

@@ -742,6 +742,16 @@ extension WireWriter {
         }
     }
 
+    mutating func skippedKeys(_ keys: [ExportReport.SkippedKey]) {
+        u32(UInt32(clamping: keys.count))
+        for key in keys {
+            string(key.accessGroup)
+            optional(key.label) { $0.string($1) }
+            optional(key.tag) { $0.blob($1) }
+            shortString(key.reason.rawValue)
+        }
+    }
+
     mutating func skipped(_ items: [ImportReport.SkippedItem]) {
         u32(UInt32(clamping: items.count))
         for item in items {
@@ -790,6 +800,24 @@ extension WireReader {
                     detail: try string()))
         }
         return items
+    }
+
+    mutating func skippedKeys() throws(KeychainError) -> [ExportReport.SkippedKey] {
+        let count = Int(try u32())
+        // An entry takes at least 7 bytes: a count the frame cannot hold is rejected before allocating.
+        guard count * 7 <= remaining else { throw Self.malformed("skipped keys exceed the frame") }
+        var keys: [ExportReport.SkippedKey] = []
+        keys.reserveCapacity(count)
+        for _ in 0..<count {
+            let group = try string()
+            let label = try optional { r throws(KeychainError) in try r.string() }
+            let tag = try optional { r throws(KeychainError) in try r.data() }
+            guard let reason = ExportReport.SkippedKey.Reason(rawValue: try shortString()) else {
+                throw Self.malformed("unknown reason for a key left out of a backup")
+            }
+            keys.append(ExportReport.SkippedKey(accessGroup: group, label: label, tag: tag, reason: reason))
+        }
+        return keys
     }
 
     mutating func skipped() throws(KeychainError) -> [ImportReport.SkippedItem] {
@@ -1107,6 +1135,7 @@ extension WireResponse {
             writer.counts(report.skippedUnavailable)
             writer.double(report.keyDerivationSeconds)
             writer.undecryptable(report.undecryptable)
+            writer.skippedKeys(report.skippedKeys)
         case .importProgress(let done, let total):
             writer.u8(ResponseKind.importProgress.rawValue)
             writer.int(done)
@@ -1254,7 +1283,8 @@ extension WireResponse {
             response = .exportReport(
                 ExportReport(
                     exported: exported, skippedPasscodeOnly: passcodeOnly, skippedUnavailable: unavailable,
-                    keyDerivationSeconds: seconds, undecryptable: try reader.undecryptable()))
+                    keyDerivationSeconds: seconds, undecryptable: try reader.undecryptable(),
+                    skippedKeys: try reader.skippedKeys()))
         case .importProgress:
             let done = try reader.int()
             response = .importProgress(done: done, total: try reader.int())

@@ -89,6 +89,14 @@ public struct LedgerDigest: Sendable, Equatable {
         itemID.withUnsafeBytes { remove(rowID: rowID, itemID: $0, generation: generation, key: key) }
     }
 
+    /// Empties `bucket`: no entry, the digest of the empty set. For a bucket whose entries are all gone from the file
+    /// (`keyseal doctor --delete-undecryptable` deleted every row of a bucket that failed verification).
+    public mutating func clear(bucket: Int) {
+        counts[bucket] = 0
+        digests.replaceSubrange(
+            bucket * Self.leafBytes..<(bucket + 1) * Self.leafBytes, with: repeatElement(0, count: Self.leafBytes))
+    }
+
     private mutating func toggle(
         bucket: Int, rowID: Int64, itemID: UnsafeRawBufferPointer, generation: Int64, key: LedgerKey
     ) {

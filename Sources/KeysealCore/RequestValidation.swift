@@ -7,7 +7,8 @@ import FoundationEssentials
 /// - an add of an identity (it is added as its certificate and its private key) or of a key that claims a token
 ///   (`tkid`: hardware keys are generated, never imported): errSecParam (−50);
 /// - an attribute key that is not an attribute of the class: errSecNoSuchAttr (−25303); `cdat`/`mdat` set by a
-///   caller: errSecReadOnlyAttr (−25309); `agrp`, `pdmn`, `sync` or `accc` inside the attribute map (they have
+///   caller, or an update that sets a key's `tkid`, or its `extr` to true (a non-extractable key stays so):
+///   errSecReadOnlyAttr (−25309); `agrp`, `pdmn`, `sync` or `accc` inside the attribute map (they have
 ///   fields of their own) or a value of the wrong type: errSecParam (−50);
 /// - access-control flags that ask for a constraint Keyseal cannot enforce: errSecUnimplemented (−4);
 /// - a string or data attribute over ``attributeLimit`` bytes, an access group over ``groupLimit`` bytes, or a
@@ -64,6 +65,12 @@ public enum RequestValidation {
             }
             if changes.attributes[AttributeKey.tokenID] != nil {
                 throw KeychainError(KeychainStatus.readOnlyAttr, "tkid is set when a key is generated")
+            }
+            // A key made non-extractable stays so: `extr` may be cleared, never set (setting it on a key that is
+            // extractable already would change nothing).
+            if itemClass == .key, case .bool(true)? = changes.attributes[AttributeKey.isExtractable] {
+                throw KeychainError(
+                    KeychainStatus.readOnlyAttr, "extr is set when a key is generated or added, and only ever cleared")
             }
             if let derived = changes.attributes.keys.first(where: AttributeKey.certificateDerived.contains),
                 itemClass == .certificate

@@ -17,8 +17,9 @@ public struct ExportReport: Sendable, Hashable {
     public init(
         exported: [Accessibility: Int] = [:], skippedPasscodeOnly: Int = 0,
         skippedUnavailable: [Accessibility: Int] = [:], keyDerivationSeconds: Double = 0,
-        undecryptable: [UndecryptableItem] = []
+        undecryptable: [UndecryptableItem] = [], skippedKeys: [SkippedKey] = []
     ) {
+        self.skippedKeys = skippedKeys
         self.exported = exported
         self.skippedPasscodeOnly = skippedPasscodeOnly
         self.skippedUnavailable = skippedUnavailable
@@ -29,20 +30,30 @@ public struct ExportReport: Sendable, Hashable {
     /// Every item written.
     public var exportedCount: Int { exported.values.reduce(0, +) }
 
-    /// Keys in the device key's hardware: they cannot leave the device, so they are never exported; named here.
-    public var skippedHardwareKeys: [HardwareKeyName] = []
+    /// Keys whose private or secret material may not leave the device — keys in the device key's hardware, and
+    /// software keys that are not extractable (`kSecAttrIsExtractable` false) — are never exported; named here.
+    public var skippedKeys: [SkippedKey] = []
 
-    /// A hardware key left out of a backup, by its label and application tag.
-    public struct HardwareKeyName: Sendable, Equatable, Hashable {
+    /// A key left out of a backup, by its label and application tag.
+    public struct SkippedKey: Sendable, Equatable, Hashable {
+        public enum Reason: String, Sendable, Hashable, CaseIterable {
+            /// In the device key's hardware (`kSecAttrTokenIDSecureEnclave`).
+            case hardware
+            /// A software key created or added with `kSecAttrIsExtractable` false.
+            case notExtractable = "not-extractable"
+        }
+
         public var accessGroup: String
         public var label: String?
         /// The application tag's bytes (`kSecAttrApplicationTag`).
         public var tag: Data?
+        public var reason: Reason
 
-        public init(accessGroup: String, label: String?, tag: Data?) {
+        public init(accessGroup: String, label: String?, tag: Data?, reason: Reason) {
             self.accessGroup = accessGroup
             self.label = label
             self.tag = tag
+            self.reason = reason
         }
     }
 }

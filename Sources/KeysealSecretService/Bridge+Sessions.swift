@@ -9,12 +9,21 @@ extension SecretServiceBridge {
     func openSession(_ message: MessageReader) throws -> ReplyBuilder {
         let algorithm = try message.string()
         let input = try BusConnection.variantBytesOrString(message)
+        let sender = Self.sender(message)
+        // A client at its own limit makes room by closing its own oldest session; the total limit is never met by
+        // closing another client's.
+        var owned = sessionOrder[sender, default: []]
+        if owned.count < Self.sessionsPerClient, sessions.count >= Self.sessionLimit {
+            throw BusError(
+                BusError.limitsExceeded,
+                "the Secret Service has \(sessions.count) open sessions (the limit); close sessions you no longer use")
+        }
         counter += 1
         let path = Self.sessionPrefix + "/s\(counter)"
-        let sender = Self.sender(message)
         let output = try startSession(algorithm: algorithm, input: input, path: path, sender: sender)
-        sessionOrder.append(path)
-        if sessionOrder.count > Self.sessionLimit { sessions[sessionOrder.removeFirst()] = nil }
+        owned.append(path)
+        while owned.count > Self.sessionsPerClient { sessions[owned.removeFirst()] = nil }
+        sessionOrder[sender] = owned
         return { writer in
             if let output {
                 try writer.open("v", "ay")
@@ -53,16 +62,15 @@ extension SecretServiceBridge {
             throw BusError(BusError.noSession, "no open session \(path) for this caller")
         }
         sessions[path] = nil
-        sessionOrder.removeAll { $0 == path }
+        sessionOrder[sender]?.removeAll { $0 == path }
+        if sessionOrder[sender]?.isEmpty == true { sessionOrder[sender] = nil }
     }
 
     /// A client left the bus: its sessions are closed (a session is usable only by the name that opened it, and a
     /// unique name is never reused, so they could never be used again).
     func clientGone(_ name: String) {
-        let owned = sessions.filter { $0.value.sender == name }.map(\.key)
-        guard !owned.isEmpty else { return }
+        guard let owned = sessionOrder.removeValue(forKey: name) else { return }
         for path in owned { sessions[path] = nil }
-        sessionOrder.removeAll { owned.contains($0) }
     }
 
     func session(_ path: String, sender: String) throws -> Session {

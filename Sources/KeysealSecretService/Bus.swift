@@ -15,6 +15,7 @@ struct BusError: Error, CustomStringConvertible {
     static let invalidArgs = "org.freedesktop.DBus.Error.InvalidArgs"
     static let accessDenied = "org.freedesktop.DBus.Error.AccessDenied"
     static let failed = "org.freedesktop.DBus.Error.Failed"
+    static let limitsExceeded = "org.freedesktop.DBus.Error.LimitsExceeded"
 
     init(_ name: String, _ message: String) {
         self.name = name

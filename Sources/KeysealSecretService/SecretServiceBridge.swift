@@ -25,8 +25,11 @@ public final class SecretServiceBridge: BusObjects, @unchecked Sendable {
     static let sessionInterface = "org.freedesktop.Secret.Session"
     static let promptInterface = "org.freedesktop.Secret.Prompt"
     static let dhAlgorithm = "dh-ietf1024-sha256-aes128-cbc-pkcs7"
-    /// Open sessions kept at most (the oldest is closed beyond).
-    static let sessionLimit = 1024
+    /// Open sessions kept for one client (one D-Bus unique name): opening one more closes that client's own oldest,
+    /// never another client's.
+    static let sessionsPerClient = 64
+    /// Open sessions kept in all: beyond, OpenSession answers LimitsExceeded (no session of another client is closed).
+    static let sessionLimit = 16_384
 
     public struct Configuration: Sendable {
         public var socketPath: String
@@ -63,7 +66,8 @@ public final class SecretServiceBridge: BusObjects, @unchecked Sendable {
     let keyseal: KeysealConnection
     var bus: BusConnection!
     var sessions: [String: OpenSession] = [:]
-    var sessionOrder: [String] = []
+    /// Each client's open sessions, oldest first, by the client's unique name.
+    var sessionOrder: [String: [String]] = [:]
     var prompts: [String: Prompt] = [:]
     var counter = 0
     /// Collection names, login and session first; labels by name.

@@ -12,7 +12,7 @@ public struct DaemonConfigFile: Sendable, Equatable {
         "store", "socket", "backend", "tcti", "pkcs11-module", "pkcs11-token", "pkcs11-pin-file", "host-key",
         "auto-lock", "policy", "socket-group", "log-level", "frame-timeout", "max-unlocked", "max-connections",
         "max-pending-bytes", "quota-items", "quota-bytes", "idle-timeout", "max-response", "checkpoint-interval",
-        "tpm-pcrs",
+        "tpm-pcrs", "quota-hardware-keys",
     ]
     /// Keys that are switches: `true` or `false` (also `yes`/`no`, `1`/`0`).
     public static let flagKeys: Set<String> = ["no-auto-lock"]

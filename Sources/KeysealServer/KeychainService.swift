@@ -359,6 +359,9 @@ public final class KeychainService: Sendable {
                 // A group without room for one more item is refused before a key is generated (in a hardware token,
                 // a slow operation); the key item's bytes are charged exactly before it is written.
                 try quotas.check(group: request.accessGroup ?? caller.defaultGroup, items: 1, bytes: 0, store: store)
+                // The token's objects are shared by every user: a non-administrator's hardware keys are counted over
+                // its groups, under the same lock as the generation.
+                if request.inHardware { try quotas.checkHardwareKeys(count: try store.hardwareKeyCount(caller: caller)) }
                 return try store.generateKey(request, caller: caller, admit: admit)
             }
             return .key(try WireMapping.wire(key))

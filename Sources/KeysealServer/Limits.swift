@@ -22,6 +22,9 @@ public struct DaemonLimits: Sendable, Equatable {
     public var idleTimeout: Duration?
     /// Stored bytes one lookup may return (`--max-response`); beyond it errSecDataTooLarge.
     public var responseBytes: Int
+    /// Keys in the device key's hardware (the TPM or the token, `kSecAttrTokenIDSecureEnclave`) a non-administrator
+    /// may keep in its access groups together (`--quota-hardware-keys`): a token's objects are shared by every user.
+    public var hardwareKeysPerUID: Int
 
     public static let defaultConnectionsPerUID = 64
     public static let defaultPendingBytesPerUID = 16 << 20
@@ -29,12 +32,15 @@ public struct DaemonLimits: Sendable, Equatable {
     public static let defaultBytesPerGroup = 64 << 20
     public static let defaultIdleTimeout: Duration = .seconds(60)
     public static let defaultResponseBytes = 64 << 20
+    public static let defaultHardwareKeysPerUID = 64
 
     public init(
         connectionsPerUID: Int = defaultConnectionsPerUID, pendingBytesPerUID: Int = defaultPendingBytesPerUID,
         itemsPerGroup: Int = defaultItemsPerGroup, bytesPerGroup: Int = defaultBytesPerGroup,
-        idleTimeout: Duration? = defaultIdleTimeout, responseBytes: Int = defaultResponseBytes
+        idleTimeout: Duration? = defaultIdleTimeout, responseBytes: Int = defaultResponseBytes,
+        hardwareKeysPerUID: Int = defaultHardwareKeysPerUID
     ) {
+        self.hardwareKeysPerUID = hardwareKeysPerUID
         self.connectionsPerUID = connectionsPerUID
         self.pendingBytesPerUID = pendingBytesPerUID
         self.itemsPerGroup = itemsPerGroup
@@ -131,6 +137,16 @@ final class QuotaLedger: Sendable {
     /// Refuses a write that would take `group` over a quota: `items` more items, `bytes` more bytes.
     func check(group: String, items: Int, bytes: Int, store: KeychainStore) throws {
         try check(group: group, usage: try store.usage(accessGroup: group), items: items, bytes: bytes)
+    }
+
+    /// Refuses one more hardware key to a caller whose access groups hold `count` (rows that cannot be told apart
+    /// counted as hardware keys).
+    func checkHardwareKeys(count: Int) throws {
+        guard count >= limits.hardwareKeysPerUID else { return }
+        throw KeychainError(
+            KeychainStatus.allocate,
+            "your access groups hold \(count) keys in the device key's hardware (keys of a locked class count as such); "
+                + "the quota is \(limits.hardwareKeysPerUID): delete keys you no longer need")
     }
 
     /// Refuses a write that would take `group`, holding `usage`, over a quota. Compared without overflow: a count

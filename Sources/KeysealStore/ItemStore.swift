@@ -608,11 +608,53 @@ public final class ItemStore {
             + columns.indices.map { "?\($0 + 1)" }.joined(separator: ", ") + ")"
     }()
 
+    /// ``insertSQL`` with the row's id given (the last parameter): an insert placed past the refused buckets.
+    static let insertWithIDSQL: String = {
+        let columns = ["item_id", "class", "agrp", "pdmn", "generation", "pk"] + digestColumns + ["attrs", "wkey", "value"]
+        return "INSERT INTO items(\((columns + ["id"]).joined(separator: ", "))) VALUES ("
+            + (columns + ["id"]).indices.map { "?\($0 + 1)" }.joined(separator: ", ") + ")"
+    }()
+
+    /// The ledger buckets that failed verification at open (set by the engine): a new row is never placed in one,
+    /// since its items are refused whatever they hold.
+    public var refusedBuckets: Set<Int> = []
+
+    /// The id SQLite would give the next row (AUTOINCREMENT: past every id ever used), moved on past the refused
+    /// buckets; errSecDecode, nothing written, when every bucket is refused.
+    private func nextRowID() throws(KeychainError) -> Int64 {
+        let next: Int64
+        do {
+            let statement = try database.statement(
+                key: "next-row-id",
+                sql: {
+                    "SELECT max(coalesce((SELECT seq FROM sqlite_sequence WHERE name = 'items'), 0), "
+                        + "coalesce((SELECT max(id) FROM items), 0))"
+                })
+            defer { statement.reset() }
+            _ = try statement.step()
+            next = statement.int64(0)
+        } catch {
+            throw error.keychainError
+        }
+        for step in 1...Int64(LedgerDigest.bucketCount) where !refusedBuckets.contains(LedgerDigest.bucket(rowID: next + step)) {
+            return next + step
+        }
+        throw KeychainError(
+            KeychainStatus.decode,
+            "every part of the generation ledger failed verification at open: nothing can be added until "
+                + "`keyseal doctor --delete-undecryptable` has removed the items it refuses")
+    }
+
     @discardableResult
     public func insert(_ row: ItemRow) throws(KeychainError) -> Int64 {
+        // A row placed in a refused bucket would be written and never served again: it goes past them instead.
+        let placed = refusedBuckets.isEmpty ? nil : try nextRowID()
         do {
-            let statement = try database.statement(key: "insert", sql: { Self.insertSQL })
+            let statement = try database.statement(key: placed == nil ? "insert" : "insert-with-id") {
+                placed == nil ? Self.insertSQL : Self.insertWithIDSQL
+            }
             try bindRow(row, to: statement)
+            if let placed { try statement.bind(Int32(Self.digestColumns.count + 10), placed) }
             try statement.run()
             let id = sqlite3LastInsertRowID()
             try writeLedger(id: id, generation: row.generation)
@@ -724,6 +766,47 @@ public final class ItemStore {
         ledgerKey = key
         ledgerRecord = record
         ledgerDirty = false
+    }
+
+    /// Stops keeping a record (an attach that its transaction did not commit).
+    public func detachLedger() {
+        ledgerKey = nil
+        ledgerRecord = LedgerDigest()
+        ledgerDirty = false
+    }
+
+    /// Empties, inside a transaction, each bucket of `buckets` that no longer holds an item row: its remaining
+    /// ledger entries (of rows that are gone) are deleted and the record's bucket becomes the empty set's, so that
+    /// it verifies again. A bucket that still holds a row is left as it is. Returns the buckets emptied.
+    public func clearLedgerBuckets(_ buckets: Set<Int>) throws(KeychainError) -> Set<Int> {
+        guard !buckets.isEmpty else { return [] }
+        var occupied: Set<Int> = []
+        var entries: [Int64] = []
+        do {
+            let items = try database.statement("SELECT id FROM items NOT INDEXED")
+            defer { items.reset() }
+            while try items.step() { occupied.insert(LedgerDigest.bucket(rowID: items.int64(0))) }
+            let cleared = buckets.subtracting(occupied)
+            guard !cleared.isEmpty else { return [] }
+            let ledger = try database.statement("SELECT id FROM ledger")
+            defer { ledger.reset() }
+            while try ledger.step() {
+                let id = ledger.int64(0)
+                if cleared.contains(LedgerDigest.bucket(rowID: id)) { entries.append(id) }
+            }
+            for id in entries {
+                let delete = try database.statement(key: "ledger:delete", sql: { "DELETE FROM ledger WHERE id = ?1" })
+                try delete.bind(1, id)
+                try delete.run()
+            }
+            if ledgerKey != nil {
+                for bucket in cleared { ledgerRecord.clear(bucket: bucket) }
+                ledgerDirty = true
+            }
+            return cleared
+        } catch {
+            throw error.keychainError
+        }
     }
 
     /// Sets the record's checkpoint (the keybag's anti-rollback counter value) for the transaction that writes the

@@ -200,8 +200,8 @@ public final class DaemonFixture: @unchecked Sendable {
 
 extension DaemonFixture {
     /// A started daemon that uid 65534 can reach: socket group 65534 and a traversable root.
-    public static func sharedWithNobody(_ arguments: [String] = []) throws -> DaemonFixture {
-        let daemon = try DaemonFixture(arguments: ["--socket-group", "65534"] + arguments, start: false)
+    public static func sharedWithNobody(_ arguments: [String] = [], backend: Backend = .hostKey) throws -> DaemonFixture {
+        let daemon = try DaemonFixture(backend, arguments: ["--socket-group", "65534"] + arguments, start: false)
         chmod(daemon.root.path, 0o711)
         try daemon.start()
         return daemon

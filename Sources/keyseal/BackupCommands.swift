@@ -115,6 +115,16 @@ struct ExportCommand: ClientCommand {
                             ("accessGroup", .string(item.accessGroup)), ("reason", .string(item.reason.rawValue)),
                         ])
                     })))
+            members.append(
+                ("skippedKeys",
+                    .array(report.skippedKeys.map { key in
+                        var fields: [(String, JSON)] = [
+                            ("accessGroup", .string(key.accessGroup)), ("reason", .string(key.reason.rawValue)),
+                        ]
+                        if let label = key.label { fields.append(("label", .string(label))) }
+                        if let tag = key.tag { fields.append(("tag", .string(Self.tagText(tag)))) }
+                        return .object(fields)
+                    })))
             Console.out(JSON.object(members).rendered)
             return
         }
@@ -135,6 +145,22 @@ struct ExportCommand: ClientCommand {
                 Console.out("  \(item.id)  \(item.itemClass)  group \(item.accessGroup)  \(item.reason.rawValue)")
             }
         }
+        if !report.skippedKeys.isEmpty {
+            let count = report.skippedKeys.count
+            Console.out(
+                "not exported: \(count) key\(count == 1 ? "" : "s") that cannot leave this device (in hardware, or not extractable)")
+            for key in report.skippedKeys {
+                var name = "  group \(key.accessGroup)"
+                if let label = key.label { name += "  label \"\(label)\"" }
+                if let tag = key.tag { name += "  tag \"\(Self.tagText(tag))\"" }
+                Console.out(name + "  \(key.reason.rawValue)")
+            }
+        }
+    }
+
+    /// An application tag as text: its UTF-8, or hex digits when it is not text.
+    static func tagText(_ tag: Data) -> String {
+        String(validating: tag, as: UTF8.self) ?? Formatting.hex(tag)
     }
 }
 

@@ -103,6 +103,11 @@ struct Keyseald: AsyncParsableCommand {
     var quotaBytes: String?
 
     @Option(
+        name: .customLong("quota-hardware-keys"),
+        help: "Keys in the TPM or token a non-administrator may keep in its access groups together (default \(DaemonLimits.defaultHardwareKeysPerUID)).")
+    var quotaHardwareKeys: Int?
+
+    @Option(
         name: .customLong("idle-timeout"),
         help: "Seconds a connection without a subscription may go without a request (default 60; 0: never closed).")
     var idleTimeout: Int?
@@ -202,7 +207,9 @@ struct Keyseald: AsyncParsableCommand {
             itemsPerGroup: try positive("quota-items", quotaItems, DaemonLimits.defaultItemsPerGroup),
             bytesPerGroup: try bytes("quota-bytes", quotaBytes, DaemonLimits.defaultBytesPerGroup),
             idleTimeout: idle == 0 ? nil : .seconds(idle),
-            responseBytes: try bytes("max-response", maxResponse, DaemonLimits.defaultResponseBytes))
+            responseBytes: try bytes("max-response", maxResponse, DaemonLimits.defaultResponseBytes),
+            hardwareKeysPerUID: try positive(
+                "quota-hardware-keys", quotaHardwareKeys, DaemonLimits.defaultHardwareKeysPerUID))
         let maxUnlocked = try integer("max-unlocked", maxUnlocked)
         if let maxUnlocked, maxUnlocked <= 0 { throw ValidationError("--max-unlocked takes a positive number of seconds") }
         let settings = Settings(

@@ -134,6 +134,13 @@ struct SecretServiceTests {
         try Self.runPython(fixture, [Self.script("session_closed_on_exit.py")])
     }
 
+    @Test("one client opening 1,100 sessions closes none of another client's; it keeps its own newest 64")
+    func sessionsArePerClient() throws {
+        let fixture = try SecretServiceFixture()
+        defer { fixture.remove() }
+        try Self.runPython(fixture, [Self.script("sessions_per_client.py")])
+    }
+
     /// A bridge in front of a keyseald with a passcode set, an item stored, then locked through `secret-tool lock`.
     static func lockedFixture(bridgeArguments: (SecretServiceFixture) -> [String]) throws -> SecretServiceFixture {
         let fixture = try SecretServiceFixture(daemon: nil, startBridge: false)

@@ -306,6 +306,37 @@ struct SecKeyTests {
         }
     }
 
+    /// The review's attack through Apple's names: a software P-256 key generated with `kSecAttrIsExtractable` false,
+    /// then `SecItemUpdate` setting it true; the lookup of its data stays refused and the update is
+    /// errSecReadOnlyAttr, as for `kSecAttrTokenID`.
+    @Test func secItemUpdateCannotMakeANonExtractableKeyExtractable() throws {
+        try withStore { _ in
+            var error: Unmanaged<CFError>?
+            let parameters: [String: Any] = [
+                kSecAttrKeyType: kSecAttrKeyTypeECSECPrimeRandom, kSecAttrKeySizeInBits: 256,
+                kSecPrivateKeyAttrs: [
+                    kSecAttrIsPermanent: true, kSecAttrIsExtractable: false, kSecAttrApplicationTag: Data("ne".utf8),
+                ] as [String: Any],
+            ]
+            let key = try #require(SecKeyCreateRandomKey(parameters as CFDictionary, &error))
+            let query: [String: Any] = [
+                kSecClass: kSecClassKey, kSecAttrApplicationTag: Data("ne".utf8),
+                kSecAttrKeyClass: kSecAttrKeyClassPrivate,
+            ]
+            var lookup = query
+            lookup[kSecReturnData] = kCFBooleanTrue!
+            var result: CFTypeRef?
+            #expect(SecItemCopyMatching(lookup as CFDictionary, &result) == errSecDataNotAvailable)
+            #expect(
+                SecItemUpdate(query as CFDictionary, [kSecAttrIsExtractable: true] as CFDictionary)
+                    == errSecReadOnlyAttr)
+            #expect(SecItemCopyMatching(lookup as CFDictionary, &result) == errSecDataNotAvailable)
+            #expect(result == nil)
+            #expect(SecKeyCopyExternalRepresentation(key, &error) == nil)
+            #expect(SecItemUpdate(query as CFDictionary, [kSecAttrIsExtractable: false] as CFDictionary) == noErr)
+        }
+    }
+
     @Test func twoPermanentKeysUnderOneTagAreBothFound() throws {
         try withStore { _ in
             var error: Unmanaged<CFError>?

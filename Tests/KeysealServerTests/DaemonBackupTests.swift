@@ -88,6 +88,31 @@ struct DaemonBackupTests {
         #expect(try Self.everyItem(store)["svc-aku/acct-aku"] == Data("secret-aku".utf8))
     }
 
+    @Test("a daemon export leaves a non-extractable key out and names it to the client; `keyseal export` prints it")
+    func nonExtractableKeysStayOutOfADaemonExport() throws {
+        let daemon = try DaemonFixture(.hostKey)
+        defer { daemon.remove() }
+        let store = try daemon.client()
+        _ = try store.generateKey(
+            KeyGenerationRequest(
+                keyType: .p256,
+                attributes: [AttributeKey.applicationTag: .data(Data("ne".utf8)), AttributeKey.label: .string("kept")],
+                isExtractable: false))
+        _ = try store.add(Self.item(.whenUnlocked))
+        let report = try store.exportBackup(to: daemon.root.appending("backup.ksb"), passphrase: "p")
+        #expect(report.exportedCount == 1)
+        #expect(
+            report.skippedKeys == [
+                ExportReport.SkippedKey(accessGroup: "default", label: "kept", tag: Data("ne".utf8), reason: .notExtractable)
+            ])
+        let output = try CLI(socket: daemon.socketPath).run(
+            ["export", "--output", daemon.root.appending("cli.ksb").path, "--passphrase-stdin", "--allow-weak-passphrase"],
+            input: Data("p\n".utf8))
+        #expect(output.status == 0, "\(output.stderrText)")
+        #expect(output.stdoutText.contains("not exported: 1 key that cannot leave this device"))
+        #expect(output.stdoutText.contains("label \"kept\"  tag \"ne\"  not-extractable"))
+    }
+
     @Test("a wrong passphrase and a truncated file are refused through the daemon and change nothing")
     func refusalsThroughTheDaemon() throws {
         let daemon = try DaemonFixture(.hostKey)

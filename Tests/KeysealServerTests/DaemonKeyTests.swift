@@ -25,6 +25,26 @@ struct DaemonKeyTests {
         #expect(throws: KeychainError.unimplemented) { _ = try store.exportPrivateKey(key.reference) }
     }
 
+    /// The review's flip over the wire: an update setting `extr` of a non-extractable software key to true is
+    /// errSecReadOnlyAttr in keyseald (which validates every wire update), and the key stays non-extractable.
+    @Test func keysealdRefusesToMakeANonExtractableKeyExtractable() throws {
+        let daemon = try DaemonFixture()
+        defer { daemon.remove() }
+        let store = try daemon.client()
+        let tag = AttributeKey.applicationTag
+        _ = try store.generateKey(
+            KeyGenerationRequest(keyType: .p256, attributes: [tag: .data(Data("ne".utf8))], isExtractable: false))
+        let query = ItemQuery(itemClass: .key, attributes: [tag: .data(Data("ne".utf8))], returns: .attributes)
+        #expect(throws: KeychainError.readOnlyAttr) {
+            try store.update(query, with: ItemChanges(attributes: [AttributeKey.isExtractable: .bool(true)]))
+        }
+        let record = try #require(try store.copyMatching(query).first)
+        #expect(record.attributes[AttributeKey.isExtractable] == .bool(false))
+        var withData = query
+        withData.returns = .data
+        #expect(throws: KeychainError(KeychainStatus.dataNotAvailable)) { _ = try store.copyMatching(withData) }
+    }
+
     @Test func aHardwareKeyInKeysealdSignsOnlyWhileItsClassIsUnlocked() throws {
         let daemon = try DaemonFixture(.tpm)
         defer { daemon.remove() }

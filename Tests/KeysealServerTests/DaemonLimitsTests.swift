@@ -307,6 +307,32 @@ struct DaemonLimitsTests {
         _ = try daemon.client().status()  // keyseald still serves: a trap would have ended it
     }
 
+    /// The review left 300 key pairs on the shared token as one user. Another user's hardware keys are limited per
+    /// uid by `--quota-hardware-keys` (errSecAllocate, as the other quotas answer), counted over its access groups;
+    /// deleting keys frees the quota; software keys and the administrator's hardware keys are not counted.
+    @Test(
+        "another user's hardware keys are limited by --quota-hardware-keys and freed by deleting them",
+        arguments: [DaemonFixture.Backend.tpm, .pkcs11])
+    func hardwareKeyQuota(backend: DaemonFixture.Backend) throws {
+        guard runningAsRoot() else { return }
+        let daemon = try DaemonFixture.sharedWithNobody(["--quota-hardware-keys", "3"], backend: backend)
+        defer { daemon.remove() }
+        for _ in 0..<3 { #expect(try Self.asNobody(daemon, ["hwkey", "-"]) == "ok") }
+        let refused = try #require(try Self.asNobody(daemon, ["hwkey", "-"]))
+        #expect(refused.hasPrefix("error -108"), "\(refused)")
+        #expect(refused.contains("the quota is 3"), "\(refused)")
+        // Refused before anything is generated or written: three key items, as before.
+        let store = try daemon.client()
+        #expect(try store.copyMatching(ItemQuery(itemClass: .key, accessGroup: "uid.65534", limit: .all)).count == 3)
+        // Software keys are no hardware objects; the administrator is not limited.
+        #expect(try Self.asNobody(daemon, ["genkey", "-"]) == "ok")
+        for index in 0..<4 { _ = try store.generateHardwareP256Key(tag: Data("admin\(index)".utf8)) }
+        // Deleting keys frees the quota.
+        #expect(try Self.asNobody(daemon, ["delete-keys", "-"]) == "ok")
+        for _ in 0..<3 { #expect(try Self.asNobody(daemon, ["hwkey", "-"]) == "ok") }
+        #expect(try Self.asNobody(daemon, ["hwkey", "-"])?.hasPrefix("error -108") == true)
+    }
+
     /// A generated key is charged what its item stores, its attributes included, not a size assumed for its key type:
     /// a key with a label larger than the byte quota is refused, and nothing is written.
     @Test("a generated key is charged what its item stores, attributes included")

@@ -280,7 +280,10 @@ struct HardwareKeyTests {
         let report = try fixture.store.exportBackup(to: scratch.appending("backup.ksb"), passphrase: "pp")
         #expect(report.exportedCount == 1)
         #expect(
-            report.skippedHardwareKeys
-                == [ExportReport.HardwareKeyName(accessGroup: "default", label: "id key", tag: Data("tag".utf8))])
+            report.skippedKeys
+                == [
+                    ExportReport.SkippedKey(
+                        accessGroup: "default", label: "id key", tag: Data("tag".utf8), reason: .hardware)
+                ])
     }
 }

@@ -146,6 +146,37 @@ struct KeyItemTests {
         }
     }
 
+    /// The review's attack: an update setting `extr` to true, then a lookup of the data. `extr`, like `tkid`, is
+    /// errSecReadOnlyAttr in an update unless it clears it; the key's material still never leaves.
+    @Test func aNonExtractableKeyCannotBeMadeExtractable() throws {
+        let fixture = try StoreFixture()
+        defer { fixture.remove() }
+        let key = try Self.generate(fixture.store, tag: "ne", extractable: false)
+        #expect(throws: KeychainError.readOnlyAttr) {
+            try fixture.store.update(
+                Self.keyQuery(tag: "ne"), with: ItemChanges(attributes: [AttributeKey.isExtractable: .bool(true)]))
+        }
+        #expect(throws: KeychainError(KeychainStatus.dataNotAvailable)) {
+            _ = try fixture.store.copyMatching(Self.keyQuery(tag: "ne", returns: [.data]))
+        }
+        #expect(throws: KeychainError(KeychainStatus.dataNotAvailable)) {
+            _ = try fixture.store.exportPrivateKey(key.reference)
+        }
+        let record = try #require(try fixture.store.copyMatching(Self.keyQuery(tag: "ne")).first)
+        #expect(record.attributes[AttributeKey.isExtractable] == .bool(false))
+        // Clearing it is allowed: an extractable key made non-extractable stays so.
+        let other = try Self.generate(fixture.store, tag: "ex")
+        try fixture.store.update(
+            Self.keyQuery(tag: "ex"), with: ItemChanges(attributes: [AttributeKey.isExtractable: .bool(false)]))
+        #expect(throws: KeychainError(KeychainStatus.dataNotAvailable)) {
+            _ = try fixture.store.exportPrivateKey(other.reference)
+        }
+        #expect(throws: KeychainError.readOnlyAttr) {
+            try fixture.store.update(
+                Self.keyQuery(tag: "ex"), with: ItemChanges(attributes: [AttributeKey.isExtractable: .bool(true)]))
+        }
+    }
+
     @Test func extractableKeyExportsAppleExternalRepresentation() throws {
         let fixture = try StoreFixture()
         defer { fixture.remove() }
@@ -310,6 +341,35 @@ struct KeyItemTests {
             _ = try fixture.store.generateKey(KeyGenerationRequest(keyType: .p256, inHardware: true))
         }
         #expect(throws: KeychainError.itemNotFound) { _ = try fixture.store.copyMatching(ItemQuery(itemClass: .key)) }
+    }
+
+    /// The review's second step: a non-extractable software key exported, imported into another store and flipped
+    /// there. It never leaves: the export names it by label and tag (as it names hardware keys), the file does not
+    /// hold it, and another store that imports the file has no such key.
+    @Test func nonExtractableKeysNeverLeaveInABackup() throws {
+        let fixture = try StoreFixture()
+        defer { fixture.remove() }
+        let tag = AttributeKey.applicationTag
+        _ = try fixture.store.generateKey(
+            KeyGenerationRequest(
+                keyType: .p256, attributes: [tag: .data(Data("ne".utf8)), AttributeKey.label: .string("kept")],
+                isExtractable: false))
+        _ = try Self.generate(fixture.store, tag: "ex")
+        let scratch = try TemporaryDirectory(prefix: "export")
+        defer { scratch.remove() }
+        let file = scratch.appending("backup.ksb")
+        let report = try fixture.store.exportBackup(to: file, passphrase: "pp")
+        #expect(report.exportedCount == 1)
+        #expect(
+            report.skippedKeys == [
+                ExportReport.SkippedKey(
+                    accessGroup: "default", label: "kept", tag: Data("ne".utf8), reason: .notExtractable)
+            ])
+        let other = try StoreFixture()
+        defer { other.remove() }
+        #expect(try other.store.importBackup(from: file, passphrase: "pp").restoredCount == 1)
+        #expect(try other.store.copyMatching(Self.keyQuery(tag: "ex")).count == 1)
+        #expect(throws: KeychainError.itemNotFound) { _ = try other.store.copyMatching(Self.keyQuery(tag: "ne")) }
     }
 
     @Test func softwareKeysAndCertificatesTravelInBackups() throws {

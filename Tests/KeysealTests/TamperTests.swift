@@ -301,6 +301,86 @@ struct LedgerTamperTests {
         #expect(later.first?.data == Data("later".utf8))
     }
 
+    /// The review's finding: after a detected replay, `doctor --delete-undecryptable` and a restart, the bucket was
+    /// still refused, and a later add landing in it was accepted but unreadable. An add is never placed in a refused
+    /// bucket (it goes past it and is served); deleting the bucket's rows repairs it at once and across a restart,
+    /// and items landing in it are served again.
+    @Test func deletingTheUndecryptableRowsOfAReplayRestoresTheirBucket() throws {
+        let fixture = try tamper.makeFixture()
+        defer { fixture.remove() }
+        try fixture.reopen()
+        // Rows 4 … 128: the next row, 129, falls in a's bucket (row 1).
+        try fixture.store.addBatch(
+            (0..<125).map { NewItem.password(service: "svc-n", account: "n\($0)", secret: "s\($0)") })
+        fixture.close()
+        let a = try #require(Int64(try tamper.id(fixture, rank: 0)))
+        let bucket = LedgerDigest.bucket(rowID: a)
+        try replayA(fixture)
+        #expect(try fixture.store.status().ledger.refusedBuckets == [bucket])
+        #expect(tamper.find(fixture, "a") == KeychainStatus.decode)
+
+        // Before any repair: the add is served, from a row outside the refused bucket.
+        _ = try fixture.store.add(.password(service: "svc-n", account: "later", secret: "later"))
+        #expect(
+            try fixture.store.copyMatching(.password(service: "svc-n", account: "later", returns: .data)).first?.data
+                == Data("later".utf8))
+        fixture.close()
+        let later = try #require(
+            Int64(try fixture.sql("SELECT id FROM items ORDER BY id DESC LIMIT 1")))
+        #expect(LedgerDigest.bucket(rowID: later) != bucket)
+        try fixture.reopen()
+        #expect(try fixture.store.status().ledger.refusedBuckets == [bucket])
+
+        // The doctor deletes the replayed row: its bucket verifies at once, and after a restart.
+        let deleted = try fixture.store.deleteUndecryptable(ids: nil)
+        #expect(deleted.map(\.reason) == [.generation])
+        #expect(try fixture.store.status().ledger.verified)
+        try fixture.reopen()
+        #expect(try fixture.store.status().ledger.verified)
+        // Items written into the repaired bucket are served, across a restart too.
+        _ = try fixture.store.add(.password(service: "svc-a", account: "a", secret: "again"))
+        try fixture.store.addBatch(
+            (0..<LedgerDigest.bucketCount).map { NewItem.password(service: "svc-m", account: "m\($0)", secret: "m\($0)") })
+        fixture.close()
+        let inBucket = try fixture.sql(
+            "SELECT count(*) FROM items WHERE id % \(LedgerDigest.bucketCount) = \(bucket)")
+        #expect(inBucket == "1")
+        try fixture.reopen()
+        #expect(try fixture.store.status().ledger.verified)
+        for index in 0..<LedgerDigest.bucketCount {
+            #expect(
+                try fixture.store.copyMatching(.password(service: "svc-m", account: "m\(index)", returns: .data)).first?
+                    .data == Data("m\(index)".utf8))
+        }
+        #expect(tamper.find(fixture, "a") == KeychainStatus.success)
+        try tamper.expectOthersIntact(fixture)
+    }
+
+    /// With a record that fails its MAC every bucket is refused: an add is refused with errSecDecode and writes
+    /// nothing; once the doctor has deleted every row the store gets a fresh record and serves again.
+    @Test func anAddIsRefusedWhileEveryBucketIsRefusedAndTheDoctorRepairsTheStore() throws {
+        let fixture = try tamper.makeFixture()
+        defer { fixture.remove() }
+        try fixture.sql("UPDATE ledger_record SET body = CAST(substr(body, 1, 10) || x'ff' || substr(body, 12) AS BLOB)")
+        try fixture.reopen()
+        #expect(try fixture.store.status().ledger.recordProblem != nil)
+        #expect(throws: KeychainError(KeychainStatus.decode)) {
+            _ = try fixture.store.add(.password(service: "svc-n", account: "new", secret: "new"))
+        }
+        fixture.close()
+        #expect(try fixture.sql("SELECT count(*) FROM items") == "3")
+        #expect(try fixture.sql("SELECT seq FROM sqlite_sequence WHERE name = 'items'") == "3")
+        try fixture.reopen()
+        #expect(try fixture.store.deleteUndecryptable(ids: nil).count == 3)
+        #expect(try fixture.store.status().ledger.verified)
+        try fixture.reopen()
+        #expect(try fixture.store.status().ledger.verified)
+        _ = try fixture.store.add(.password(service: "svc-n", account: "new", secret: "new"))
+        #expect(
+            try fixture.store.copyMatching(.password(service: "svc-n", account: "new", returns: .data)).first?.data
+                == Data("new".utf8))
+    }
+
     @Test func editedOrMissingLedgerRecordRefusesEveryItem() throws {
         for edit in [
             "UPDATE ledger_record SET body = CAST(substr(body, 1, 10) || x'ff' || substr(body, 12) AS BLOB)",

@@ -5,7 +5,7 @@
 //                            |export PASSPHRASE|import PASSPHRASE|poll-status SECONDS|add-size GROUP ACCOUNT BYTES|find-all
 //                            |doctor|doctor-delete ID|add-class CLASS|store GROUP ACCOUNT PAIR-VALUE
 //                            |update-size GROUP ACCOUNT|* BYTES|move GROUP ACCOUNT TARGET|genkey GROUP [LABEL-BYTES]
-//                            |delete GROUP ACCOUNT|churn SECONDS THREADS FRAMES
+//                            |delete GROUP ACCOUNT|churn SECONDS THREADS FRAMES|hwkey GROUP|delete-keys GROUP
 //   keyseal-wire-probe SOCKET as PID COMMAND …   (the request sent on behalf of process PID, as the bridge does)
 //   keyseal-wire-probe SOCKET after SECONDS COMMAND …   (waits first)
 //   keyseal-wire-probe fd:N COMMAND …   (on the connection open at descriptor N, which it inherited)
@@ -188,6 +188,11 @@ case ("genkey", 3), ("genkey", 4):
     var generation = KeyGenerationRequest(keyType: .ec(bits: 256), accessGroup: group(arguments[2]))
     if arguments.count == 4 { generation.attributes[AttributeKey.label] = .string(String(repeating: "k", count: Int(arguments[3]) ?? 0)) }
     request = .generateKey(generation)
+case ("hwkey", 3):
+    // A P-256 key in the device key's hardware (kSecAttrTokenIDSecureEnclave), stored in GROUP.
+    request = .generateKey(KeyGenerationRequest(keyType: .ec(bits: 256), inHardware: true, accessGroup: group(arguments[2])))
+case ("delete-keys", 3):
+    request = .delete(ItemQuery(itemClass: .key, accessGroup: group(arguments[2])))
 case ("delete", 4):
     request = .delete(
         ItemQuery(

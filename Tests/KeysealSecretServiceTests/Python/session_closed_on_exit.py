@@ -6,8 +6,7 @@ import sys
 import time
 
 import secretstorage
-from jeepney import DBusAddress, new_method_call
-from jeepney.wrappers import DBusErrorResponse, unwrap_msg
+from session_probe import has_session
 
 CHILD = """
 import secretstorage
@@ -17,17 +16,6 @@ session = open_session(connection)
 assert session.encrypted, "no DH session"
 print(session.object_path, flush=True)
 """
-
-
-def has_session(connection, path):
-    """Whether `path` serves org.freedesktop.Secret.Session (Properties.GetAll answers for it)."""
-    address = DBusAddress(path, bus_name="org.freedesktop.secrets", interface="org.freedesktop.DBus.Properties")
-    try:
-        unwrap_msg(connection.send_and_get_reply(
-            new_method_call(address, "GetAll", "s", ("org.freedesktop.Secret.Session",))))
-        return True
-    except DBusErrorResponse:
-        return False
 
 
 connection = secretstorage.dbus_init()
