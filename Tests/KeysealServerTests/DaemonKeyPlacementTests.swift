@@ -165,6 +165,30 @@ struct DaemonKeyPlacementTests {
         #expect(pooled < .milliseconds(400), "a key with too few fast signs since a slow one held up the ping: \(pooled)")
     }
 
+    /// What an operation costs also depends on its input: a key measured fast still runs an operation of much input
+    /// work (here a sign of 512 KiB, hashed before the device signs) on the pool, and that operation's time is not
+    /// counted for the key. Before, the key's record alone decided: a review's key exchange of 2 MiB of shared info
+    /// and 64 KiB of output, after eight fast ones, held the event loop 5.9–7.3 s.
+    @Test("a key measured fast still runs an operation of large input on the pool: another client's ping goes on")
+    func operationsOfLargeInputRunOnThePool() throws {
+        let (daemon, delayFile) = try Self.daemon(delay: 0, bound: 400)
+        defer { daemon.remove() }
+        let store = try daemon.client()
+        let key = try store.generateKey(KeyGenerationRequest(keyType: .p256, inHardware: true))
+        let small: @Sendable () throws -> Void = {
+            _ = try store.sign(key.reference, algorithm: Self.algorithm, data: Data("m".utf8))
+        }
+        for _ in 0..<Self.fastRun { try small() }
+        try Data("\(Self.slow)".utf8).write(to: delayFile)
+        let large = try Self.pingDuring(
+            { _ = try store.sign(key.reference, algorithm: Self.algorithm, data: Data(repeating: 1, count: 512 << 10)) },
+            socket: daemon.socketPath)
+        #expect(large < .milliseconds(400), "a sign of 512 KiB ran on the event loop: the ping waited \(large)")
+        // That slow sign was not counted: the key is still measured fast, and a small sign runs on the loop.
+        let held = try Self.pingDuring(small, socket: daemon.socketPath)
+        #expect(held > .milliseconds(500), "a large operation's time was counted for the key: \(held)")
+    }
+
     @Test("refused signs (a locked class) do not count as fast: the key's next sign still runs on the pool")
     func refusedOperationsDoNotCountAsFast() throws {
         let (daemon, delayFile) = try Self.daemon(delay: 0, bound: 400)

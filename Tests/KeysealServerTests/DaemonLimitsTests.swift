@@ -2,6 +2,7 @@ import Foundation
 import Keyseal
 import KeysealCore
 import KeysealTestSupport
+import Synchronization
 import Testing
 
 @testable import KeysealClient
@@ -405,6 +406,71 @@ struct DaemonLimitsTests {
         #expect(try Self.asNobody(daemon, ["add-size", "-", "c", "\(quota - full)"]) == "ok 0")
     }
 
+    // MARK: Costly requests
+
+    /// Runs `attack` on a thread of its own and, while it runs, `probe` every 50 ms: the attack's outcome and the
+    /// longest probe.
+    static func longestWhile(_ attack: @escaping @Sendable () -> String, _ probe: () throws -> Void) throws
+        -> (outcome: String, longest: Duration)
+    {
+        let outcome = Mutex<String?>(nil)
+        Thread { outcome.withLock { $0 = attack() } }.start()
+        var longest = Duration.zero
+        while outcome.withLock({ $0 }) == nil {
+            let start = ContinuousClock.now
+            try probe()
+            longest = max(longest, ContinuousClock.now - start)
+            Thread.sleep(forTimeInterval: 0.05)
+        }
+        return (outcome.withLock { $0 } ?? "", longest)
+    }
+
+    /// The review's key exchange: after nine fast ones (the key then measured fast), an X9.63 KDF exchange of 2 MiB
+    /// of shared info and 64 KiB of output, which ran 5.9–7.3 s on the event loop while root's pings waited. Now
+    /// refused at once (errSecParam), and the largest one within the bounds runs on the pool.
+    @Test("another user's costly key exchange is refused or runs on the pool: root's pings are not held up")
+    func costlyKeyExchangesDoNotHoldUpOthers() throws {
+        guard runningAsRoot() else { return }
+        let daemon = try Self.sharedDaemon([])
+        defer { daemon.remove() }
+        let root = KeysealConnection(socketPath: daemon.socketPath)
+        defer { root.disconnect() }
+        let ping: () throws -> Void = {
+            let pong = try root.send(.ping)
+            #expect(pong == .ok)
+        }
+        let refused = try Self.longestWhile({ (try? daemon.probeAsNobody(["ecdh", "9", "\(2 << 20)", "\(64 << 10)"])) ?? "" }, ping)
+        #expect(refused.outcome.hasPrefix("error -50"), "\(refused.outcome)")
+        #expect(refused.longest < .milliseconds(300), "root's ping waited \(refused.longest)")
+        let largest = try Self.longestWhile({ (try? daemon.probeAsNobody(["ecdh", "9", "\(4 << 10)", "\(64 << 10)"])) ?? "" }, ping)
+        #expect(largest.outcome.hasPrefix("ok 65536"), "\(largest.outcome)")
+        #expect(largest.longest < .milliseconds(300), "root's ping waited \(largest.longest)")
+    }
+
+    /// The review's key generations: one user generating RSA keys on four connections held root's lookups up to
+    /// 5.2 s (each generation held the store's lock, and the pool's threads). Now a software key is generated
+    /// outside every lock and one uid has one request at a time on the pool: root's lookups, on the event loop and
+    /// on the pool, go on.
+    @Test("another user's RSA generations on four connections do not hold up root's lookups")
+    func keyGenerationsDoNotHoldUpOthers() throws {
+        guard runningAsRoot() else { return }
+        let daemon = try Self.sharedDaemon([])
+        defer { daemon.remove() }
+        let store = try daemon.client()
+        // Twenty items: a lookup of them all is over the event loop's bound and runs on the pool.
+        for index in 0..<20 { _ = try store.add(.password(account: "r\(index)", secret: "v")) }
+        var all = ItemQuery.password(account: nil, returns: [.attributes])
+        all.limit = .all
+        let lookups: () throws -> Void = {
+            let one = try store.copyMatching(.password(account: "r0", returns: .data))
+            let twenty = try store.copyMatching(all)
+            #expect(one.count == 1 && twenty.count == 20)
+        }
+        let result = try Self.longestWhile({ (try? daemon.probeAsNobody(["genkeys", "4", "8", "3072"])) ?? "" }, lookups)
+        #expect(result.outcome.hasPrefix("ok "), "\(result.outcome)")
+        #expect(result.longest < .milliseconds(500), "root's lookups waited \(result.longest)")
+    }
+
     // MARK: Results
 
     @Test("a lookup whose stored size is over --max-response fails with errSecDataTooLarge; smaller ones are served")
@@ -423,6 +489,61 @@ struct DaemonLimitsTests {
         var three = all
         three.limit = .count(3)
         #expect(try store.copyMatching(three).count == 3)
+    }
+
+    @Test("a lookup over the response memory one uid may hold fails with errSecAllocate; smaller ones are served")
+    func responseMemoryLimit() throws {
+        let daemon = try DaemonFixture(arguments: ["--response-memory-per-uid", "4M"])
+        defer { daemon.remove() }
+        let store = try daemon.client()
+        let value = String(repeating: "x", count: 1 << 20)
+        for index in 0..<5 { _ = try store.add(.password(account: "big\(index)", secret: value)) }
+        var all = ItemQuery.password(account: nil, returns: [.data, .attributes])
+        all.limit = .all
+        #expect(status(of: { _ = try store.copyMatching(all) }) == KeychainStatus.allocate)
+        var three = all
+        three.limit = .count(3)
+        #expect(try store.copyMatching(three).count == 3)
+    }
+
+    /// The review's lookups: 16 connections of one user each asking for a large result at once took keyseald to
+    /// 1.08 GB (under the units' `MemoryMax=512M`, 8 got it killed). A uid's results gathered and not yet written
+    /// are held to its response memory (64 MiB): its further lookups wait, unread, and root is served meanwhile,
+    /// whether the user reads its results, reads them slowly or not at all.
+    @Test("16 connections of another user looking up 40 MiB at once stay within the response memory; root is served")
+    func concurrentLargeLookupsStayWithinTheResponseMemory() throws {
+        guard runningAsRoot() else { return }
+        let daemon = try Self.sharedDaemon([])
+        defer { daemon.remove() }
+        let store = try daemon.client()
+        let value = String(repeating: "x", count: 1 << 20)
+        for index in 0..<40 {
+            _ = try store.add(
+                NewItem(
+                    itemClass: .genericPassword,
+                    attributes: [AttributeKey.account: .string("big\(index)"), AttributeKey.service: .string("probe")],
+                    accessGroup: "uid.65534", data: Data(value.utf8)))
+        }
+        for index in 0..<8 { _ = try store.add(.password(account: "mine\(index)", secret: value)) }
+        var mine = ItemQuery.password(account: nil, returns: [.data, .attributes])
+        mine.limit = .all
+        let before = try Self.peakKiB(daemon)
+        let served: () throws -> Void = {
+            let found = try store.copyMatching(mine)
+            let state = try store.status().lockState
+            #expect(found.count == 8 && state == .unlocked)
+        }
+        for (mode, seconds) in [("none", "4"), ("slow", "4"), ("read", "60")] {
+            let flood = try Self.longestWhile(
+                { (try? daemon.probeAsNobody(["find-flood", "16", mode, seconds])) ?? "" }, served)
+            #expect(flood.outcome.hasPrefix("ok "), "\(mode): \(flood.outcome)")
+            if mode == "read" {
+                #expect(flood.outcome == "ok " + Array(repeating: "40", count: 16).joined(separator: ","))
+            }
+            #expect(flood.longest < .seconds(3), "\(mode): root's lookup waited \(flood.longest)")
+            let grown = try Self.peakKiB(daemon) - before
+            #expect(grown < 160 * 1024, "\(mode): keyseald grew by \(grown / 1024) MiB")
+        }
     }
 
     @Test("a result of many frames is streamed and arrives whole")
