@@ -28,6 +28,8 @@ public struct DaemonLimits: Sendable, Equatable {
     /// The same over every uid (`--response-memory`).
     public var responseMemory: Int
     /// Requests of one uid on the thread pool at a time; the uid's further long requests wait, unread, for their turn.
+    /// Administrators are not held to it: root and keyseald's own uid are many system services, not one user, and
+    /// one service's long request would hold up the others'.
     public var poolRequestsPerUID: Int
 
     public static let defaultConnectionsPerUID = 64

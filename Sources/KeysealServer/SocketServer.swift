@@ -235,7 +235,7 @@ public final class SocketServer: Service {
     public static let defaultFrameTimeout: Duration = .seconds(10)
     /// Connections and partly received bytes per uid.
     let peers: PeerLedger
-    /// Requests on the thread pool, per uid (``DaemonLimits/poolRequestsPerUID``).
+    /// Clients' requests on the thread pool, per uid (``DaemonLimits/poolRequestsPerUID``).
     let poolShares: Allowance
     /// Bytes of lookup results gathered and not yet written, per uid and over all (`--response-memory-per-uid`,
     /// `--response-memory`).
@@ -649,9 +649,9 @@ final class ConnectionHandler: ChannelInboundHandler {
 
     /// A request for the thread pool. While it waits and while the pool works, nothing more is read from this client:
     /// what it pipelines waits in the socket. A lookup first waits for its uid's room in the response memory (the
-    /// most it may gather), then every request for its uid's share of the pool; the pool's share is given back when
-    /// the answer is ready, and of the response memory the connection keeps what the answer takes until it is
-    /// written.
+    /// most it may gather), then a client's request for its uid's share of the pool (an administrator's takes none:
+    /// ``DaemonLimits/poolRequestsPerUID``); the pool's share is given back when the answer is ready, and of the
+    /// response memory the connection keeps what the answer takes until it is written.
     private func answerOnPool(
         _ request: WireRequest, caller: Caller, peer: PeerCredentials, context: ChannelHandlerContext
     ) {
@@ -660,13 +660,14 @@ final class ConnectionHandler: ChannelInboundHandler {
         let server = self.server
         let uid = peer.uid
         let reserved = server.service.responseReservation(request, largest: server.responseMemory.largest)
+        let share = caller.isAdministrator ? 0 : 1
         wait(for: reserved, of: server.responseMemory, uid: uid, context: context) {
-            self.wait(for: 1, of: server.poolShares, uid: uid, context: context) {
+            self.wait(for: share, of: server.poolShares, uid: uid, context: context) {
                 server.service.answerOnPool(
                     request, caller: caller, peer: peer, gathering: reserved > 0 ? reserved : nil,
                     eventLoop: context.eventLoop
                 ).assumeIsolated().whenComplete { result in
-                    server.poolShares.release(1, uid: uid)
+                    server.poolShares.release(share, uid: uid)
                     self.busy = false
                     self.turnStart = nil
                     self.reading(true, context: context)

@@ -495,6 +495,35 @@ struct DaemonLimitsTests {
         #expect(result.longest < .milliseconds(500), "root's lookups waited \(result.longest) (\(result.probes) probes)")
     }
 
+    /// Administrators (root, keyseald's own uid) are not held to one request at a time on the pool: they are the
+    /// many system services of those uids, not one user, and one service's long request (here RSA generations on a
+    /// connection of its own) must not hold up another's lookup, which with one request per uid waited for each
+    /// generation.
+    @Test("an administrator's RSA generations do not hold up its other connections' lookups on the pool")
+    func administratorsAreNotHeldToOnePoolRequest() throws {
+        let daemon = try DaemonFixture()
+        defer { daemon.remove() }
+        let lookups = try Self.twentyItemLookups(daemon)
+        let socket = daemon.socketPath
+        let result = try Self.longestWhile(
+            {
+                let connection = KeysealConnection(socketPath: socket)
+                defer { connection.disconnect() }
+                let end = ContinuousClock.now + .seconds(6)
+                var generated = 0
+                while ContinuousClock.now < end {
+                    guard case .key = try? connection.send(.generateKey(KeyGenerationRequest(keyType: .rsa(bits: 4096))))
+                    else { return "error" }
+                    generated += 1
+                }
+                return "ok \(generated)"
+            }, lookups)
+        #expect(result.outcome.hasPrefix("ok "), "\(result.outcome)")
+        #expect(result.longest < .milliseconds(500), "the lookups waited \(result.longest) (\(result.probes) probes)")
+    }
+
+    // MARK: Results
+
     /// A keyseald started with `arguments`, five items of 1 MiB in it, and a lookup of them all with their data.
     static func fiveLargeItems(_ arguments: [String]) throws -> (DaemonFixture, KeychainStore, ItemQuery) {
         let daemon = try DaemonFixture(arguments: arguments)
