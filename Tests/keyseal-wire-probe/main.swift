@@ -7,7 +7,7 @@
 //                            |update-size GROUP ACCOUNT|* BYTES|move GROUP ACCOUNT TARGET|genkey GROUP [LABEL-BYTES]
 //                            |delete GROUP ACCOUNT|churn SECONDS THREADS FRAMES
 //                            |ecdh FAST-RUNS SHARED-INFO-BYTES REQUESTED-SIZE|genkeys CONNECTIONS SECONDS BITS
-//                            |find-flood CONNECTIONS read|slow|none SECONDS
+//                            |find-flood CONNECTIONS read|slow|none SECONDS|latency SECONDS ACCOUNT
 //   keyseal-wire-probe SOCKET as PID COMMAND …   (the request sent on behalf of process PID, as the bridge does)
 #if canImport(FoundationEssentials)
 import FoundationEssentials
@@ -238,6 +238,51 @@ if arguments.count == 5 && arguments[1] == "find-flood", let connections = Int(a
     let seconds = Double(arguments[4])
 {
     print(FindFlood.run(path: arguments[0], connections: connections, mode: arguments[3], seconds: seconds))
+    exit(0)
+}
+/// `latency SECONDS ACCOUNT`: every 50 ms for SECONDS, a ping on one connection and a lookup of ACCOUNT's
+/// password with its data on a new connection (as a program looking up its password does); prints how many of each
+/// and their median and longest milliseconds.
+enum Latency {
+    static func run(path: String, seconds: Double, account: String) throws -> String {
+        let lookup = WireRequest.copyMatching(
+            ItemQuery(
+                itemClass: .genericPassword, attributes: ["acct": .string(account)], accessGroup: nil, limit: .all,
+                returns: [.data, .attributes]))
+        let pinger = KeysealConnection(socketPath: path)
+        defer { pinger.disconnect() }
+        var pings: [Duration] = []
+        var lookups: [Duration] = []
+        func timed(_ body: () throws -> WireResponse) throws -> Duration {
+            let start = ContinuousClock.now
+            if case .failure(let error) = try body() { throw error }
+            return ContinuousClock.now - start
+        }
+        let end = ContinuousClock.now + .milliseconds(Int(seconds * 1000))
+        while ContinuousClock.now < end {
+            pings.append(try timed { try pinger.send(.ping) })
+            lookups.append(
+                try timed {
+                    let connection = KeysealConnection(socketPath: path)
+                    defer { connection.disconnect() }
+                    return try connection.send(lookup)
+                })
+            usleep(50_000)
+        }
+        func summary(_ name: String, _ times: [Duration]) -> String {
+            let sorted = times.sorted()
+            func ms(_ time: Duration) -> String { "\((time / .milliseconds(1) * 10).rounded() / 10)" }
+            return "\(name) \(sorted.count) p50 \(ms(sorted[sorted.count / 2])) max \(ms(sorted[sorted.count - 1])) ms"
+        }
+        return summary("ping", pings) + ", " + summary("lookup", lookups)
+    }
+}
+if arguments.count == 4 && arguments[1] == "latency", let seconds = Double(arguments[2]) {
+    do {
+        print("ok " + (try Latency.run(path: arguments[0], seconds: seconds, account: arguments[3])))
+    } catch {
+        print("error \(Failure.text(error))")
+    }
     exit(0)
 }
 func group(_ text: String) -> String? { text == "-" ? nil : text }
