@@ -253,14 +253,39 @@ public enum KeyAlgorithms {
         guard peer.count == 1 + 2 * key.keyType.coordinateSize else {
             throw KeychainError(KeychainStatus.param, "the other party's key is not on the key's curve")
         }
+        if kdf != nil { try checkKDFSizes(requestedSize: requestedSize, sharedInfo: sharedInfo) }
         let shared = try key.ecdh(peer: peer)
-        guard let kdf else { return shared.withUnsafeBytes { Data($0) } }
-        guard let requestedSize, requestedSize > 0, requestedSize <= 64 << 10 else {
+        guard let kdf, let requestedSize else { return shared.withUnsafeBytes { Data($0) } }
+        return x963KDF(shared: shared, sharedInfo: sharedInfo ?? Data(), size: requestedSize, hash: kdf).withUnsafeBytes
+        { Data($0) }
+    }
+
+    /// The most an X9.63 KDF key exchange derives (`kSecKeyKeyExchangeParameterRequestedSize`).
+    public static let maxKDFOutput = 64 << 10
+    /// The most shared info an X9.63 KDF key exchange takes (`kSecKeyKeyExchangeParameterSharedInfo`). The KDF hashes
+    /// the shared info once for each block of output, so its cost is their product: at these limits at most
+    /// 3,277 blocks (SHA-1) of 4 KiB, 14 MB hashed. Apple sets no limit of its own (corecrypto's only bound is the
+    /// standard's 2³² − 1 blocks), and uses shared info of tens of bytes (ECIES: the ephemeral public key).
+    public static let maxKDFSharedInfo = 4 << 10
+
+    /// Refuses, before the key is used, a KDF request without a size, or over ``maxKDFOutput`` or
+    /// ``maxKDFSharedInfo``: errSecParam, as Apple answers a KDF input it cannot use.
+    static func checkKDFSizes(requestedSize: Int?, sharedInfo: Data?) throws(KeychainError) {
+        guard let requestedSize, requestedSize > 0 else {
             throw KeychainError(
                 KeychainStatus.param, "a KDF key exchange needs kSecKeyKeyExchangeParameterRequestedSize")
         }
-        return x963KDF(shared: shared, sharedInfo: sharedInfo ?? Data(), size: requestedSize, hash: kdf).withUnsafeBytes
-        { Data($0) }
+        guard requestedSize <= maxKDFOutput else {
+            throw KeychainError(
+                KeychainStatus.param,
+                "a KDF key exchange derives at most \(maxKDFOutput) bytes, not \(requestedSize) (kSecKeyKeyExchangeParameterRequestedSize)")
+        }
+        let infoSize = sharedInfo?.count ?? 0
+        guard infoSize <= maxKDFSharedInfo else {
+            throw KeychainError(
+                KeychainStatus.param,
+                "a KDF key exchange takes at most \(maxKDFSharedInfo) bytes of shared info, not \(infoSize) (kSecKeyKeyExchangeParameterSharedInfo)")
+        }
     }
 
     // MARK: Public-key operations
@@ -411,15 +436,18 @@ public enum KeyAlgorithms {
     /// ANSI X9.63 KDF: Hash(Z ‖ counter ‖ sharedInfo) for counter = 1, 2, …, concatenated and cut to `size`.
     static func x963KDF(shared: SecretBytes, sharedInfo: Data, size: Int, hash: Hash) -> SecretBytes {
         SecretBytes(count: size) { out in
+            // Z ‖ counter ‖ sharedInfo, built once; only the counter changes from block to block.
+            var input = Data()
+            shared.withUnsafeBytes { input.append(contentsOf: $0) }
+            let counterAt = input.count
+            input.append(contentsOf: [0, 0, 0, 0])
+            input.append(sharedInfo)
+            defer { input.resetBytes(in: 0..<input.count) }
             var filled = 0
             var counter: UInt32 = 1
             while filled < size {
-                var input = Data()
-                shared.withUnsafeBytes { input.append(contentsOf: $0) }
-                withUnsafeBytes(of: counter.bigEndian) { input.append(contentsOf: $0) }
-                input.append(sharedInfo)
+                withUnsafeBytes(of: counter.bigEndian) { input.replaceSubrange(counterAt..<counterAt + 4, with: $0) }
                 let block = hash.hash(input)
-                input.resetBytes(in: 0..<input.count)
                 let take = min(block.count, size - filled)
                 out.baseAddress!.advanced(by: filled).copyMemory(from: block, byteCount: take)
                 filled += take

@@ -96,8 +96,11 @@ extension KeychainEngine {
     // MARK: Generation
 
     /// `admit`: keyseald's quotas, asked with the key item's exact size before it is written (a hardware key
-    /// refused there is deleted from the token).
-    func generateKey(_ request: KeyGenerationRequest, caller: Caller, admit: GroupAdmission? = nil) throws -> KeyDescription {
+    /// refused there is deleted from the token). `software`: a software key of the request's type generated before
+    /// the store's lock was taken (keyseald: an RSA key takes up to seconds), else generated here.
+    func generateKey(
+        _ request: KeyGenerationRequest, caller: Caller, admit: GroupAdmission? = nil, software: SoftwareKey? = nil
+    ) throws -> KeyDescription {
         var attributes = request.attributes
         for key in [
             AttributeKey.keyClass, AttributeKey.applicationLabel, AttributeKey.tokenID, AttributeKey.isExtractable,
@@ -135,7 +138,10 @@ extension KeychainEngine {
             guard request.isPermanent else {
                 throw KeychainError(KeychainStatus.param, "a software key that is not stored stays with its caller")
             }
-            let key = try SoftwarePrivateKey.generate(request.keyType)
+            if let software, software.keyType != request.keyType {
+                throw KeychainError(KeychainStatus.internalComponent, "the key generated is not of the type asked for")
+            }
+            let key = try software?.key ?? SoftwarePrivateKey.generate(request.keyType)
             publicKey = try key.publicKey()
             value = key.material.withUnsafeBytes { Data($0) }
         }

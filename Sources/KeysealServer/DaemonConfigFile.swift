@@ -11,8 +11,8 @@ public struct DaemonConfigFile: Sendable, Equatable {
     public static let valueKeys: Set<String> = [
         "store", "socket", "backend", "tcti", "pkcs11-module", "pkcs11-token", "pkcs11-pin-file", "host-key",
         "auto-lock", "policy", "socket-group", "log-level", "frame-timeout", "max-unlocked", "max-connections",
-        "max-pending-bytes", "quota-items", "quota-bytes", "idle-timeout", "max-response", "checkpoint-interval",
-        "tpm-pcrs", "quota-hardware-keys",
+        "max-pending-bytes", "quota-items", "quota-bytes", "idle-timeout", "max-response", "response-memory-per-uid",
+        "response-memory", "checkpoint-interval", "tpm-pcrs", "quota-hardware-keys",
     ]
     /// Keys that are switches: `true` or `false` (also `yes`/`no`, `1`/`0`).
     public static let flagKeys: Set<String> = ["no-auto-lock"]

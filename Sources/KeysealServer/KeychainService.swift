@@ -129,7 +129,7 @@ public final class KeychainService: Sendable {
     /// it): a short request (``isShort(_:)``); a copy-matching while the rows the store's indexes select for `caller`
     /// stay within ``smallQuery`` (a Secret Service search by attributes is one), tried on the loop and given up after
     /// that bounded work when they do not; an add that replaces by string attributes (a Secret Service store) under
-    /// the same bound for its search; a key operation while its key has been measured fast
+    /// the same bound for its search; a key operation of little input work while its key has been measured fast
     /// (``KeyOperationPlacement``). Never throws: every failure is a `.failure` response. Nothing here waits for the
     /// engine or the quota lock: where another request holds one (on the pool), the request gives up having done
     /// nothing and goes to the pool too (``EngineWait``), so that the loop goes on serving its other connections.
@@ -160,9 +160,9 @@ public final class KeychainService: Sendable {
                 return Self.failure(error)
             }
         }
-        guard let reference = Self.keyOperationReference(request), keyOperations.runsOnEventLoop(reference) else {
-            return nil
-        }
+        guard let reference = Self.keyOperationReference(request), KeyOperationPlacement.isLight(request),
+            keyOperations.runsOnEventLoop(reference)
+        else { return nil }
         return answerNow(request, caller: caller, peer: peer)
     }
 
@@ -196,21 +196,47 @@ public final class KeychainService: Sendable {
     }
 
     /// Answers a long request on the thread pool, never on an event loop; the future completes on `eventLoop`.
-    func answerOnPool(_ request: WireRequest, caller: Caller, peer: PeerCredentials, eventLoop: any EventLoop)
-        -> EventLoopFuture<WireResponse>
-    {
+    /// `gathering`: the bytes a lookup's result may take, what its connection holds of its uid's response memory
+    /// (``responseReservation(_:)``).
+    func answerOnPool(
+        _ request: WireRequest, caller: Caller, peer: PeerCredentials, gathering: Int? = nil, eventLoop: any EventLoop
+    ) -> EventLoopFuture<WireResponse> {
         if let refusal = admit(request, caller: caller, peer: peer) { return eventLoop.makeSucceededFuture(refusal) }
         return pool.runIfActive(eventLoop: eventLoop) { [self] () -> WireResponse in
             defer { if request.isPasscodeChange { Memory.returnFreedPages() } }
-            return measured(request, caller: caller)
+            return measured(request, caller: caller, gathering: gathering)
+        }
+    }
+
+    /// The bytes of response memory a request answered on the pool holds while its result is gathered: a lookup's
+    /// limit (`--max-response`, within what one uid may hold), else 0. Once the result is known, its connection keeps
+    /// only what the result takes, until it is written.
+    func responseReservation(_ request: WireRequest, largest: Int) -> Int {
+        switch request {
+        case .copyMatching, .certificates: return min(limits.responseBytes, largest)
+        default: return 0
+        }
+    }
+
+    /// Runs a lookup that may gather `held` bytes (nil: `--max-response`). A result over a hold smaller than
+    /// `--max-response` could never be held for the uid: errSecAllocate, naming the limit.
+    private func gathering<T>(_ held: Int?, _ body: (Int) throws -> T) throws -> T {
+        let limit = held ?? limits.responseBytes
+        do {
+            return try body(limit)
+        } catch let error as KeychainError where error.status == KeychainStatus.dataTooLarge && limit < limits.responseBytes {
+            throw KeychainError(
+                KeychainStatus.allocate,
+                "the result is over the \(limit) bytes of lookup results one uid may hold in keyseald "
+                    + "(--response-memory-per-uid, --response-memory)")
         }
     }
 
     /// The response, a failure as a `.failure`; a key operation's time is recorded for its placement wherever it ran.
-    private func measured(_ request: WireRequest, caller: Caller) -> WireResponse {
+    private func measured(_ request: WireRequest, caller: Caller, gathering: Int? = nil) -> WireResponse {
         guard let reference = Self.keyOperationReference(request) else {
             do {
-                return try respond(request, caller: caller)
+                return try respond(request, caller: caller, gathering: gathering)
             } catch {
                 return Self.failure(error)
             }
@@ -223,7 +249,9 @@ public final class KeychainService: Sendable {
             response = Self.failure(error)
         }
         let succeeded = if case .failure = response { false } else { true }
-        keyOperations.record(reference, elapsed: ContinuousClock.now - start, succeeded: succeeded)
+        if KeyOperationPlacement.isLight(request) {
+            keyOperations.record(reference, elapsed: ContinuousClock.now - start, succeeded: succeeded)
+        }
         return response
     }
 
@@ -260,8 +288,8 @@ public final class KeychainService: Sendable {
         }
     }
 
-    /// The synchronous part.
-    private func respond(_ request: WireRequest, caller: Caller) throws -> WireResponse {
+    /// The synchronous part. `held`: the bytes a lookup may gather (nil: `--max-response`).
+    private func respond(_ request: WireRequest, caller: Caller, gathering held: Int? = nil) throws -> WireResponse {
         switch request {
         case .ping: return .ok
         case .lockState: return .lockState(store.lockState)
@@ -324,7 +352,7 @@ public final class KeychainService: Sendable {
             return try replacingAdd(new, caller: caller, within: nil) ?? .failure(
                 KeychainError(KeychainStatus.internalComponent, "an unbounded replacing add gave up"))
         case .copyMatching(let query):
-            return .records(try store.copyMatching(query, caller: caller, resultLimit: limits.responseBytes))
+            return .records(try gathering(held) { try store.copyMatching(query, caller: caller, resultLimit: $0) })
         case .update(let query, let changes):
             let parsed = (query: query, changes: changes)
             try RequestValidation.validate(parsed.query)
@@ -352,17 +380,25 @@ public final class KeychainService: Sendable {
         // Keys: generated and used here; a client gets public keys and results, never private material. The item
         // lookups behind them apply the caller's groups and the lock state as any lookup does.
         case .generateKey(let request):
+            // A group the caller does not hold, or without room for one more item, is refused before a key is
+            // generated; the key item's bytes are charged exactly before it is written.
+            let group = request.accessGroup ?? caller.defaultGroup
+            if try admission(group: request.accessGroup, caller: caller) != nil {
+                try quotas.check(group: group, items: 1, bytes: 0, store: store)
+            }
+            // A software key is generated before any lock is taken (an RSA key takes up to seconds): neither the
+            // engine, which every other client's requests need, nor the quota lock waits for it. A hardware key is
+            // generated by the device, which serves one operation at a time anyway.
+            let software = request.inHardware || !request.isPermanent ? nil : try SoftwareKey.generate(request.keyType)
             let key = try EngineWait.lock(quotaWrites, heldByWaiter: quotaWritesHeldByWaiter) { _ in
                 guard let admit = try admission(group: request.accessGroup, caller: caller) else {
-                    return try store.generateKey(request, caller: caller)
+                    return try store.generateKey(request, caller: caller, software: software)
                 }
-                // A group without room for one more item is refused before a key is generated (in a hardware token,
-                // a slow operation); the key item's bytes are charged exactly before it is written.
-                try quotas.check(group: request.accessGroup ?? caller.defaultGroup, items: 1, bytes: 0, store: store)
+                try quotas.check(group: group, items: 1, bytes: 0, store: store)
                 // The token's objects are shared by every user: a non-administrator's hardware keys are counted over
                 // its groups, under the same lock as the generation.
                 if request.inHardware { try quotas.checkHardwareKeys(count: try store.hardwareKeyCount(caller: caller)) }
-                return try store.generateKey(request, caller: caller, admit: admit)
+                return try store.generateKey(request, caller: caller, admit: admit, software: software)
             }
             return .key(try WireMapping.wire(key))
         case .keyOperation(let operation):
@@ -391,7 +427,7 @@ public final class KeychainService: Sendable {
             query.returns = [.attributes, .data, .persistentRef]
             var records: [ItemRecord]
             do {
-                records = try store.copyMatching(query, caller: caller, resultLimit: limits.responseBytes)
+                records = try gathering(held) { try store.copyMatching(query, caller: caller, resultLimit: $0) }
             } catch let error as KeychainError where error.status == KeychainStatus.itemNotFound {
                 records = []
             }

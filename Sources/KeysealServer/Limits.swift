@@ -25,6 +25,15 @@ public struct DaemonLimits: Sendable, Equatable {
     /// Keys in the device key's hardware (the TPM or the token, `kSecAttrTokenIDSecureEnclave`) a non-administrator
     /// may keep in its access groups together (`--quota-hardware-keys`): a token's objects are shared by every user.
     public var hardwareKeysPerUID: Int
+    /// Bytes of lookup results one uid's connections may hold in keyseald, gathered and not yet written
+    /// (`--response-memory-per-uid`); a lookup waits for room, and one over it is refused with errSecAllocate.
+    public var responseMemoryPerUID: Int
+    /// The same over every uid (`--response-memory`).
+    public var responseMemory: Int
+    /// Requests of one uid on the thread pool at a time; the uid's further long requests wait, unread, for their turn.
+    /// Administrators are not held to it: root and keyseald's own uid are many system services, not one user, and
+    /// one service's long request would hold up the others'.
+    public var poolRequestsPerUID: Int
 
     public static let defaultConnectionsPerUID = 64
     public static let defaultPendingBytesPerUID = 16 << 20
@@ -33,14 +42,26 @@ public struct DaemonLimits: Sendable, Equatable {
     public static let defaultIdleTimeout: Duration = .seconds(60)
     public static let defaultResponseBytes = 64 << 20
     public static let defaultHardwareKeysPerUID = 64
+    public static let defaultResponseMemoryPerUID = 64 << 20
+    /// With the units' `MemoryMax=512M`: two and a half uids' shares, beside an unlock's Argon2id (64 MiB), the
+    /// pending request bytes and keyseald's own 30–40 MB.
+    public static let defaultResponseMemory = 160 << 20
+    /// One: the pool has a thread per core, so on two cores one uid's long requests (RSA key generations, large
+    /// lookups) leave the other thread to everyone else.
+    public static let defaultPoolRequestsPerUID = 1
 
     public init(
         connectionsPerUID: Int = defaultConnectionsPerUID, pendingBytesPerUID: Int = defaultPendingBytesPerUID,
         itemsPerGroup: Int = defaultItemsPerGroup, bytesPerGroup: Int = defaultBytesPerGroup,
         idleTimeout: Duration? = defaultIdleTimeout, responseBytes: Int = defaultResponseBytes,
-        hardwareKeysPerUID: Int = defaultHardwareKeysPerUID
+        hardwareKeysPerUID: Int = defaultHardwareKeysPerUID,
+        responseMemoryPerUID: Int = defaultResponseMemoryPerUID, responseMemory: Int = defaultResponseMemory,
+        poolRequestsPerUID: Int = defaultPoolRequestsPerUID
     ) {
         self.hardwareKeysPerUID = hardwareKeysPerUID
+        self.responseMemoryPerUID = responseMemoryPerUID
+        self.responseMemory = responseMemory
+        self.poolRequestsPerUID = poolRequestsPerUID
         self.connectionsPerUID = connectionsPerUID
         self.pendingBytesPerUID = pendingBytesPerUID
         self.itemsPerGroup = itemsPerGroup
@@ -164,4 +185,103 @@ final class QuotaLedger: Sendable {
             )
         }
     }
+}
+
+/// What requests hold while they are served — requests on the thread pool, bytes of lookup results gathered and not
+/// yet written — within a limit per uid and one over every uid. A request that would pass either waits, in the order
+/// the requests asked, until others release what they hold (its connection reads nothing meanwhile); a waiter held
+/// back by its own uid's limit only does not hold up other uids.
+final class Allowance: Sendable {
+    private struct Waiter {
+        var uid: UInt32
+        var amount: Int
+        var promise: EventLoopPromise<Void>
+    }
+
+    private struct State {
+        var held: [UInt32: Int] = [:]
+        var total = 0
+        var waiting: [Waiter] = []
+
+        func fitsUID(_ amount: Int, _ uid: UInt32, limit: Int) -> Bool { held[uid, default: 0] <= limit - amount }
+
+        mutating func grant(_ amount: Int, _ uid: UInt32) {
+            held[uid, default: 0] += amount
+            total += amount
+        }
+    }
+
+    let perUID: Int
+    let total: Int
+    private let state = Mutex(State())
+
+    init(perUID: Int, total: Int = .max) {
+        self.perUID = max(1, perUID)
+        self.total = max(1, total)
+    }
+
+    /// The most one request may ask for: what one uid may hold, within the total.
+    var largest: Int { min(perUID, total) }
+
+    /// Succeeds `promise` once `uid` holds `amount` more (at once when it fits and no request waits ahead of it for
+    /// room over every uid). `amount` is at most ``largest``.
+    func acquire(_ amount: Int, uid: UInt32, promise: EventLoopPromise<Void>) {
+        precondition(amount > 0 && amount <= largest, "an allowance request over its limits")
+        let granted = state.withLock { state -> Bool in
+            let waitingForTotal = state.waiting.contains { state.fitsUID($0.amount, $0.uid, limit: perUID) }
+            guard !waitingForTotal, state.fitsUID(amount, uid, limit: perUID), state.total <= total - amount else {
+                state.waiting.append(Waiter(uid: uid, amount: amount, promise: promise))
+                return false
+            }
+            state.grant(amount, uid)
+            return true
+        }
+        if granted { promise.succeed() }
+    }
+
+    /// Gives back what `uid` held, and grants the waiters that now fit, in order.
+    func release(_ amount: Int, uid: UInt32) {
+        guard amount > 0 else { return }
+        let woken = state.withLock { state -> [EventLoopPromise<Void>] in
+            state.held[uid, default: 0] -= amount
+            if state.held[uid] ?? 0 <= 0 { state.held[uid] = nil }
+            state.total -= amount
+            return grantWaiters(&state)
+        }
+        for promise in woken { promise.succeed() }
+    }
+
+    /// Grants the waiters that fit, in order; returns their promises.
+    private func grantWaiters(_ state: inout State) -> [EventLoopPromise<Void>] {
+        var woken: [EventLoopPromise<Void>] = []
+        var index = 0
+        while index < state.waiting.count {
+            let waiter = state.waiting[index]
+            guard state.fitsUID(waiter.amount, waiter.uid, limit: perUID) else {
+                index += 1
+                continue
+            }
+            // The first waiter held back by the total: the ones behind it wait for it.
+            guard state.total <= total - waiter.amount else { break }
+            state.grant(waiter.amount, waiter.uid)
+            state.waiting.remove(at: index)
+            woken.append(waiter.promise)
+        }
+        return woken
+    }
+
+    /// Withdraws a request still waiting (its connection closed): its promise fails. Nothing if it was granted.
+    func cancel(_ promise: EventLoopPromise<Void>) {
+        let (removed, woken) = state.withLock { state -> (Bool, [EventLoopPromise<Void>]) in
+            guard let index = state.waiting.firstIndex(where: { $0.promise.futureResult === promise.futureResult })
+            else { return (false, []) }
+            state.waiting.remove(at: index)
+            return (true, grantWaiters(&state))
+        }
+        if removed { promise.fail(ChannelError.ioOnClosedChannel) }
+        for promise in woken { promise.succeed() }
+    }
+
+    /// What `uid` holds (tests, diagnostics).
+    func held(_ uid: UInt32) -> Int { state.withLock { $0.held[uid] ?? 0 } }
 }

@@ -235,6 +235,11 @@ public final class SocketServer: Service {
     public static let defaultFrameTimeout: Duration = .seconds(10)
     /// Connections and partly received bytes per uid.
     let peers: PeerLedger
+    /// Clients' requests on the thread pool, per uid (``DaemonLimits/poolRequestsPerUID``).
+    let poolShares: Allowance
+    /// Bytes of lookup results gathered and not yet written, per uid and over all (`--response-memory-per-uid`,
+    /// `--response-memory`).
+    let responseMemory: Allowance
     /// Set once the socket accepts connections.
     public let ready: @Sendable () -> Void
     /// Each event loop's queue of connections waiting for their next turn (``TurnQueue``).
@@ -247,6 +252,9 @@ public final class SocketServer: Service {
     ) {
         self.frameTimeout = frameTimeout
         self.peers = PeerLedger(limits: service.limits)
+        self.poolShares = Allowance(perUID: service.limits.poolRequestsPerUID)
+        self.responseMemory = Allowance(
+            perUID: service.limits.responseMemoryPerUID, total: service.limits.responseMemory)
         self.socket = socket
         self.service = service
         self.policy = policy
@@ -407,6 +415,10 @@ final class ConnectionHandler: ChannelInboundHandler {
     private var turnStart: NIODeadline?
     private var closing = false
     private var subscription: (id: Int, task: Task<Void, Never>)?
+    /// The allowance this connection's request waits for (pool share, response memory), withdrawn if it closes.
+    private var waitingFor: (allowance: Allowance, promise: EventLoopPromise<Void>)?
+    /// The response memory the reply being written holds, given back once it is written (or cannot be).
+    private var heldForReply: (bytes: Int, uid: UInt32)?
     /// The backup import in progress on this connection, if any.
     private let backupImport = BackupImportSession()
 
@@ -475,6 +487,7 @@ final class ConnectionHandler: ChannelInboundHandler {
         // Frames the client sent before it went are not answered: a queued turn of this connection does nothing.
         closing = true
         pending.removeAll()
+        if let waitingFor { waitingFor.allowance.cancel(waitingFor.promise) }
         backupImport.discard()
         if let id { server.registry.remove(id) }
         id = nil
@@ -650,24 +663,65 @@ final class ConnectionHandler: ChannelInboundHandler {
             return
         }
         server.logger.trace("answered on the thread pool", metadata: ["request.name": "\(request.name)"])
-        // While the pool works, nothing more is read from this client: what it pipelines waits in the socket.
+        answerOnPool(request, caller: caller, peer: peer, context: context)
+    }
+
+    /// A request for the thread pool. While it waits and while the pool works, nothing more is read from this client:
+    /// what it pipelines waits in the socket. A lookup first waits for its uid's room in the response memory (the
+    /// most it may gather), then a client's request for its uid's share of the pool (an administrator's takes none:
+    /// ``DaemonLimits/poolRequestsPerUID``); the pool's share is given back when the answer is ready, and of the
+    /// response memory the connection keeps what the answer takes until it is written.
+    private func answerOnPool(
+        _ request: WireRequest, caller: Caller, peer: PeerCredentials, context: ChannelHandlerContext
+    ) {
         busy = true
         reading(false, context: context)
-        server.service.answerOnPool(request, caller: caller, peer: peer, eventLoop: context.eventLoop)
-            .assumeIsolated().whenComplete { result in
-                self.busy = false
-                self.turnStart = nil
-                self.reading(true, context: context)
-                switch result {
-                case .success(let response): self.reply(response, context: context)
-                case .failure(let error):  // the pool is shutting down
-                    self.reply(
-                        .failure(KeychainError(status: KeychainStatus.notAvailable, message: "keyseald is stopping: \(error)")),
-                        context: context)
+        let server = self.server
+        let uid = peer.uid
+        let reserved = server.service.responseReservation(request, largest: server.responseMemory.largest)
+        let share = caller.isAdministrator ? 0 : 1
+        wait(for: reserved, of: server.responseMemory, uid: uid, context: context) {
+            self.wait(for: share, of: server.poolShares, uid: uid, context: context) {
+                server.service.answerOnPool(
+                    request, caller: caller, peer: peer, gathering: reserved > 0 ? reserved : nil,
+                    eventLoop: context.eventLoop
+                ).assumeIsolated().whenComplete { result in
+                    server.poolShares.release(share, uid: uid)
+                    self.busy = false
+                    self.turnStart = nil
+                    self.reading(true, context: context)
+                    switch result {
+                    case .success(let response): self.reply(response, context: context, holding: (reserved, uid))
+                    case .failure(let error):  // the pool is shutting down
+                        server.responseMemory.release(reserved, uid: uid)
+                        self.reply(
+                            .failure(
+                                KeychainError(status: KeychainStatus.notAvailable, message: "keyseald is stopping: \(error)")),
+                            context: context)
+                    }
+                    self.drain(context: context)
+                    self.armIdleTimer(context: context)
                 }
-                self.drain(context: context)
-                self.armIdleTimer(context: context)
             }
+        }
+    }
+
+    /// Runs `then` once `uid` holds `amount` more of `allowance` (at once for 0). A connection that closes meanwhile
+    /// withdraws its request, or gives back what was granted to it.
+    private func wait(
+        for amount: Int, of allowance: Allowance, uid: UInt32, context: ChannelHandlerContext,
+        then body: @escaping () -> Void
+    ) {
+        guard amount > 0 else { return body() }
+        let promise = context.eventLoop.makePromise(of: Void.self)
+        waitingFor = (allowance, promise)
+        promise.futureResult.assumeIsolated().whenComplete { result in
+            self.waitingFor = nil
+            guard case .success = result else { return }
+            guard !self.closing else { return allowance.release(amount, uid: uid) }
+            body()
+        }
+        allowance.acquire(amount, uid: uid, promise: promise)
     }
 
     /// Begins this connection's next turn: it is read from again unless a request went to the pool or its replies
@@ -719,8 +773,19 @@ final class ConnectionHandler: ChannelInboundHandler {
     }
 
     /// Writes the response: one frame, or several for a response over the frame limit (many or large records).
-    private func reply(_ response: WireResponse, context: ChannelHandlerContext) {
+    /// `holding`: the response memory reserved for gathering it; the reply keeps what it takes (its records' size,
+    /// or its frames') until written, and gives the rest back now.
+    private func reply(
+        _ response: WireResponse, context: ChannelHandlerContext, holding reserved: (bytes: Int, uid: UInt32)? = nil
+    ) {
+        func hold(_ bytes: Int) {
+            guard let reserved, reserved.bytes > 0 else { return }
+            let kept = min(bytes, reserved.bytes)
+            server.responseMemory.release(reserved.bytes - kept, uid: reserved.uid)
+            heldForReply = (kept, reserved.uid)
+        }
         if case .records(let records) = response, response.sizeBound > Wire.maxFrame {
+            hold(response.sizeBound)
             stream(RecordFrames(records), context: context)
             return
         }
@@ -735,9 +800,12 @@ final class ConnectionHandler: ChannelInboundHandler {
                     message: "the result is over \(Wire.maxResponse) bytes; ask for fewer items or no data")
             ).encodedFrames()
         }
+        hold(frames.reduce(0) { $0 + $1.count })
         // Each frame is consumed in place (its array is referenced once), so wiping it reaches its bytes.
         for index in frames.indices {
-            context.write(wrapOutboundOut(WipingAllocator.buffer(consuming: &frames[index])), promise: nil)
+            let written = heldForReply != nil && index == frames.count - 1 ? context.eventLoop.makePromise(of: Void.self) : nil
+            context.write(wrapOutboundOut(WipingAllocator.buffer(consuming: &frames[index])), promise: written)
+            written?.futureResult.assumeIsolated().whenComplete { _ in self.releaseReplyMemory() }
         }
         context.flush()
         if let id, !server.registry.end(id) {
@@ -788,7 +856,15 @@ final class ConnectionHandler: ChannelInboundHandler {
         }
     }
 
+    /// Gives back the response memory of the reply just written.
+    private func releaseReplyMemory() {
+        guard let held = heldForReply else { return }
+        heldForReply = nil
+        server.responseMemory.release(held.bytes, uid: held.uid)
+    }
+
     private func finishStream(context: ChannelHandlerContext) {
+        releaseReplyMemory()
         busy = false
         reading(true, context: context)
         if let id, !server.registry.end(id) {

@@ -117,6 +117,16 @@ struct Keyseald: AsyncParsableCommand {
         help: "Stored bytes one lookup may return (default 64M; suffixes K, M, G).")
     var maxResponse: String?
 
+    @Option(
+        name: .customLong("response-memory-per-uid"),
+        help: "Bytes of lookup results one uid's connections may hold, gathered and not yet written (default 64M).")
+    var responseMemoryPerUID: String?
+
+    @Option(
+        name: .customLong("response-memory"),
+        help: "Bytes of lookup results all connections may hold, gathered and not yet written (default 160M).")
+    var responseMemory: String?
+
     @Option(help: "A configuration file: `key = value` lines with the long option names as keys (docs/OPERATIONS.md); options given here win.")
     var config: String?
 
@@ -209,7 +219,10 @@ struct Keyseald: AsyncParsableCommand {
             idleTimeout: idle == 0 ? nil : .seconds(idle),
             responseBytes: try bytes("max-response", maxResponse, DaemonLimits.defaultResponseBytes),
             hardwareKeysPerUID: try positive(
-                "quota-hardware-keys", quotaHardwareKeys, DaemonLimits.defaultHardwareKeysPerUID))
+                "quota-hardware-keys", quotaHardwareKeys, DaemonLimits.defaultHardwareKeysPerUID),
+            responseMemoryPerUID: try bytes(
+                "response-memory-per-uid", responseMemoryPerUID, DaemonLimits.defaultResponseMemoryPerUID),
+            responseMemory: try bytes("response-memory", responseMemory, DaemonLimits.defaultResponseMemory))
         let maxUnlocked = try integer("max-unlocked", maxUnlocked)
         if let maxUnlocked, maxUnlocked <= 0 { throw ValidationError("--max-unlocked takes a positive number of seconds") }
         let settings = Settings(

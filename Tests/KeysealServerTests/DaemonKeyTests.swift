@@ -11,6 +11,40 @@ import Testing
 struct DaemonKeyTests {
     static let algorithm = "algid:sign:ECDSA:message-X962:SHA256"
 
+    /// The X9.63 KDF hashes its shared info once for each block of output: both are bounded, and a request over
+    /// either is errSecParam before the key is used, embedded and through keyseald alike.
+    @Test("a KDF key exchange over 4 KiB of shared info or 64 KiB of output is errSecParam, embedded and in keyseald")
+    func kdfSizesAreBoundedAlikeEmbeddedAndThroughKeyseald() throws {
+        let algorithm = "algid:keyexchange:ECDH:KDFX963:SHA256"
+        let daemon = try DaemonFixture()
+        defer { daemon.remove() }
+        let embedded = try StoreFixture(.hostKey)
+        defer { embedded.remove() }
+        let cases: [(info: Int, size: Int, status: OSStatus)] = [
+            (4 << 10, 64 << 10, 0), (4 << 10 + 1, 32, KeychainStatus.param), (16, 64 << 10 + 1, KeychainStatus.param),
+            (2 << 20, 64 << 10, KeychainStatus.param),
+        ]
+        for store in [try daemon.client(), embedded.store] {
+            let key = try store.generateKey(KeyGenerationRequest(keyType: .p256))
+            for (info, size, expected) in cases {
+                let outcome = status {
+                    let result = try store.keyExchange(
+                        key.reference, algorithm: algorithm, peer: key.publicKey.bytes, requestedSize: size,
+                        sharedInfo: Data(repeating: 1, count: info))
+                    #expect(result.count == size)
+                }
+                #expect(outcome == expected, "shared info \(info), size \(size)")
+            }
+        }
+        let software = try SoftwareKey.generate(.p256)
+        let peer = try software.publicKey().bytes
+        #expect(
+            status {
+                _ = try software.keyExchange(
+                    algorithm: algorithm, peer: peer, requestedSize: 32, sharedInfo: Data(count: 4 << 10 + 1))
+            } == KeychainStatus.param)
+    }
+
     @Test func aSoftwareKeySignsInKeysealdAndNeverLeavesIt() throws {
         let daemon = try DaemonFixture()
         defer { daemon.remove() }

@@ -6,6 +6,8 @@
 //                            |doctor|doctor-delete ID|add-class CLASS|store GROUP ACCOUNT PAIR-VALUE
 //                            |update-size GROUP ACCOUNT|* BYTES|move GROUP ACCOUNT TARGET|genkey GROUP [LABEL-BYTES]
 //                            |delete GROUP ACCOUNT|churn SECONDS THREADS FRAMES|hwkey GROUP|delete-keys GROUP
+//                            |ecdh FAST-RUNS SHARED-INFO-BYTES REQUESTED-SIZE|genkeys CONNECTIONS SECONDS BITS
+//                            |find-flood CONNECTIONS read|slow|none SECONDS|latency SECONDS ACCOUNT
 //   keyseal-wire-probe SOCKET as PID COMMAND …   (the request sent on behalf of process PID, as the bridge does)
 //   keyseal-wire-probe SOCKET after SECONDS COMMAND …   (waits first)
 //   keyseal-wire-probe fd:N COMMAND …   (on the connection open at descriptor N, which it inherited)
@@ -136,6 +138,191 @@ if arguments.count == 5 && arguments[1] == "churn", let seconds = Double(argumen
     let frames = Int(arguments[4])
 {
     print("ok \(try Churn.run(path: arguments[0], seconds: seconds, threads: threads, frames: frames))")
+    exit(0)
+}
+/// A thrown error's status and message, as the other commands print them.
+enum Failure {
+    static func text(_ error: any Error) -> String {
+        guard let error = error as? KeychainError else { return "\(error)" }
+        return "\(error.status) \(error.message)"
+    }
+}
+/// `ecdh FAST-RUNS SHARED-INFO-BYTES REQUESTED-SIZE`: generates a software P-256 key in the caller's group, runs
+/// FAST-RUNS small X9.63-SHA256 key exchanges with it (so that keyseald measures the key fast), then one with
+/// SHARED-INFO-BYTES of shared info and REQUESTED-SIZE bytes asked for; prints that one's outcome and its seconds.
+enum KeyExchangeProbe {
+    static func run(path: String, fastRuns: Int, sharedInfo: Int, requestedSize: Int) throws -> String {
+        let connection = KeysealConnection(socketPath: path)
+        guard case .key(let key) = try connection.send(.generateKey(KeyGenerationRequest(keyType: .ec(bits: 256))))
+        else { return "error no key" }
+        func exchange(info: Int, size: Int) throws -> WireResponse {
+            try connection.send(
+                .keyOperation(
+                    WireKeyOperation(
+                        reference: key.reference, kind: .keyExchange, algorithm: "algid:keyexchange:ECDH:KDFX963:SHA256",
+                        data: key.publicKey, requestedSize: size, sharedInfo: Data(repeating: 7, count: info))))
+        }
+        for _ in 0..<fastRuns { _ = try exchange(info: 16, size: 32) }
+        let start = ContinuousClock.now
+        let response = try exchange(info: sharedInfo, size: requestedSize)
+        let seconds = ContinuousClock.now - start
+        switch response {
+        case .keyResult(let result): return "ok \(result.count) \(seconds)"
+        case .failure(let error): return "error \(error.status) \(seconds) \(error.message)"
+        default: return "error unexpected"
+        }
+    }
+}
+if arguments.count == 5 && arguments[1] == "ecdh", let runs = Int(arguments[2]), let info = Int(arguments[3]),
+    let size = Int(arguments[4])
+{
+    do {
+        print(try KeyExchangeProbe.run(path: arguments[0], fastRuns: runs, sharedInfo: info, requestedSize: size))
+    } catch {
+        print("error \(Failure.text(error))")
+    }
+    exit(0)
+}
+/// `genkeys CONNECTIONS SECONDS BITS`: on each of CONNECTIONS connections, RSA keys of BITS generated one after
+/// another in the caller's group until SECONDS have passed; prints the keys generated.
+enum KeyGenerations {
+    static func run(path: String, connections: Int, seconds: Double, bits: Int) -> String {
+        let end = ContinuousClock.now + .milliseconds(Int(seconds * 1000))
+        let generated = Mutex(0)
+        let failures = Mutex<[String]>([])
+        let done = DispatchGroup()
+        for _ in 0..<connections {
+            done.enter()
+            Thread {
+                let connection = KeysealConnection(socketPath: path)
+                while ContinuousClock.now < end {
+                    do {
+                        let request = KeyGenerationRequest(keyType: .rsa(bits: bits))
+                        guard case .key = try connection.send(.generateKey(request)) else { continue }
+                        generated.withLock { $0 += 1 }
+                    } catch {
+                        failures.withLock { $0.append(Failure.text(error)) }
+                        break
+                    }
+                }
+                done.leave()
+            }.start()
+        }
+        done.wait()
+        let failed = failures.withLock { $0 }
+        return failed.isEmpty ? "ok \(generated.withLock { $0 })" : "error \(failed.joined(separator: ","))"
+    }
+}
+if arguments.count == 5 && arguments[1] == "genkeys", let connections = Int(arguments[2]),
+    let seconds = Double(arguments[3]), let bits = Int(arguments[4])
+{
+    print(KeyGenerations.run(path: arguments[0], connections: connections, seconds: seconds, bits: bits))
+    exit(0)
+}
+/// `find-flood CONNECTIONS read|slow|none SECONDS`: on each of CONNECTIONS connections at once, a lookup of every
+/// probe item with its data (`find-all`); "read" reads each whole result, "slow" reads 64 KiB every 20 ms, "none"
+/// reads nothing; each connection closes after SECONDS (or, reading, once its result is in). Prints the results
+/// read whole and the failures' statuses.
+enum FindFlood {
+    static func run(path: String, connections: Int, mode: String, seconds: Double) -> String {
+        let request = WireRequest.copyMatching(
+            ItemQuery(
+                itemClass: .genericPassword, attributes: ["svce": .string("probe")], accessGroup: nil, limit: .all,
+                returns: [.data, .attributes]))
+        let end = ContinuousClock.now + .milliseconds(Int(seconds * 1000))
+        let outcomes = Mutex<[String]>([])
+        let done = DispatchGroup()
+        for _ in 0..<connections {
+            done.enter()
+            Thread {
+                defer { done.leave() }
+                if mode == "read" {
+                    let connection = KeysealConnection(socketPath: path)
+                    let outcome: String
+                    switch Result(catching: { try connection.send(request) }) {
+                    case .success(.records(let records)): outcome = "\(records.count)"
+                    case .success(.failure(let error)): outcome = "error \(error.status)"
+                    case .success: outcome = "unexpected"
+                    case .failure(let error): outcome = "error \(Failure.text(error))"
+                    }
+                    connection.disconnect()
+                    outcomes.withLock { $0.append(outcome) }
+                    return
+                }
+                guard let fd = try? KeysealConnection.open(path), let frame = try? request.encodedFrame() else {
+                    outcomes.withLock { $0.append("no connection") }
+                    return
+                }
+                defer { close(fd) }
+                _ = frame.withUnsafeBytes { send(fd, $0.baseAddress, $0.count, Int32(MSG_NOSIGNAL)) }
+                var buffer = [UInt8](repeating: 0, count: 64 << 10)
+                var received = 0
+                while ContinuousClock.now < end {
+                    guard mode == "slow" else {
+                        usleep(50_000)
+                        continue
+                    }
+                    let count = buffer.withUnsafeMutableBytes { recv(fd, $0.baseAddress, $0.count, Int32(MSG_DONTWAIT)) }
+                    if count == 0 { break }
+                    if count > 0 { received += count }
+                    usleep(20_000)
+                }
+                outcomes.withLock { $0.append("read \(received)") }
+            }.start()
+        }
+        done.wait()
+        return "ok " + outcomes.withLock { $0.sorted().joined(separator: ",") }
+    }
+}
+if arguments.count == 5 && arguments[1] == "find-flood", let connections = Int(arguments[2]),
+    let seconds = Double(arguments[4])
+{
+    print(FindFlood.run(path: arguments[0], connections: connections, mode: arguments[3], seconds: seconds))
+    exit(0)
+}
+/// `latency SECONDS ACCOUNT`: every 50 ms for SECONDS, a ping on one connection and a lookup of ACCOUNT's
+/// password with its data on a new connection (as a program looking up its password does); prints how many of each
+/// and their median and longest milliseconds.
+enum Latency {
+    static func run(path: String, seconds: Double, account: String) throws -> String {
+        let lookup = WireRequest.copyMatching(
+            ItemQuery(
+                itemClass: .genericPassword, attributes: ["acct": .string(account)], accessGroup: nil, limit: .all,
+                returns: [.data, .attributes]))
+        let pinger = KeysealConnection(socketPath: path)
+        defer { pinger.disconnect() }
+        var pings: [Duration] = []
+        var lookups: [Duration] = []
+        func timed(_ body: () throws -> WireResponse) throws -> Duration {
+            let start = ContinuousClock.now
+            if case .failure(let error) = try body() { throw error }
+            return ContinuousClock.now - start
+        }
+        let end = ContinuousClock.now + .milliseconds(Int(seconds * 1000))
+        while ContinuousClock.now < end {
+            pings.append(try timed { try pinger.send(.ping) })
+            lookups.append(
+                try timed {
+                    let connection = KeysealConnection(socketPath: path)
+                    defer { connection.disconnect() }
+                    return try connection.send(lookup)
+                })
+            usleep(50_000)
+        }
+        func summary(_ name: String, _ times: [Duration]) -> String {
+            let sorted = times.sorted()
+            func ms(_ time: Duration) -> String { "\((time / .milliseconds(1) * 10).rounded() / 10)" }
+            return "\(name) \(sorted.count) p50 \(ms(sorted[sorted.count / 2])) max \(ms(sorted[sorted.count - 1])) ms"
+        }
+        return summary("ping", pings) + ", " + summary("lookup", lookups)
+    }
+}
+if arguments.count == 4 && arguments[1] == "latency", let seconds = Double(arguments[2]) {
+    do {
+        print("ok " + (try Latency.run(path: arguments[0], seconds: seconds, account: arguments[3])))
+    } catch {
+        print("error \(Failure.text(error))")
+    }
     exit(0)
 }
 func group(_ text: String) -> String? { text == "-" ? nil : text }
