@@ -168,7 +168,7 @@ struct DaemonIsolationTests {
             ItemQuery(itemClass: .genericPassword, limit: .all), ItemChanges(data: Data("w".utf8))
         ).encodedFrame()
         let ping = try WireRequest.ping.encodedFrame()
-        let updates = 48
+        let updates = 96
         let start = ContinuousClock.now
         try Self.send(fd, Array(repeating: update, count: updates).flatMap { $0 } + Array(ping.prefix(3)))
         usleep(5_000)
