@@ -152,10 +152,7 @@ let benchmarks: @Sendable () -> Void = {
         Benchmark(
             "\(name): daemon floor: embedded SecItemCopyMatching return data (1000 items)",
             configuration: benchConfiguration(),
-            closure: { benchmark in
-                var generator = SystemRandomNumberGenerator()
-                for _ in benchmark.scaledIterations { lookupOnce(items: 1_000, using: &generator) }
-            },
+            closure: lookupIterations(items: 1_000),
             setup: {
                 embedded.value = try BackendStore(name, argon2: minimalArgon2)
                 KeychainStore.default = embedded.value.store!
@@ -168,10 +165,7 @@ let benchmarks: @Sendable () -> Void = {
         Benchmark(
             "\(name): daemon: SecItemCopyMatching return data, 1 client (1000 items)",
             configuration: benchConfiguration(),
-            closure: { benchmark in
-                var generator = SystemRandomNumberGenerator()
-                for _ in benchmark.scaledIterations { lookupOnce(items: 1_000, using: &generator) }
-            },
+            closure: lookupIterations(items: 1_000),
             setup: {
                 served.value = try BackendStore(name, argon2: minimalArgon2)
                 daemon.value = try served.value.daemon()

@@ -62,10 +62,7 @@ let benchmarks: @Sendable () -> Void = {
         Benchmark(
             "\(name): embedded SecItemCopyMatching return data (1000 items)",
             configuration: benchConfiguration(maxIterations: 10_000),
-            closure: { benchmark in
-                var generator = SystemRandomNumberGenerator()
-                for _ in benchmark.scaledIterations { lookupOnce(items: 1_000, using: &generator) }
-            },
+            closure: lookupIterations(items: 1_000),
             setup: {
                 shared.value = try BackendStore(name, argon2: minimalArgon2)
                 try shared.value.store!.unlock(passcode: benchPasscode)

@@ -183,6 +183,14 @@ public func lookupOnce(items: Int, using generator: inout SystemRandomNumberGene
     lookupAccount("account-\(Int.random(in: 0..<items, using: &generator))")
 }
 
+/// A benchmark's body of ``lookupOnce(items:using:)`` calls on the default store, one per scaled iteration.
+public func lookupIterations(items: Int) -> @Sendable (Benchmark) -> Void {
+    { benchmark in
+        var generator = SystemRandomNumberGenerator()
+        for _ in benchmark.scaledIterations { lookupOnce(items: items, using: &generator) }
+    }
+}
+
 public func lookupAccount(_ account: String) {
     var result: CFTypeRef?
     let status = SecItemCopyMatching(lookupQuery(account: account) as CFDictionary, &result)
