@@ -272,7 +272,8 @@ public final class BackendStore: @unchecked Sendable {
         directory = try BenchEnvironment.privateDirectory("backend-\(name)")
         backend = try BenchBackend.make(name, directory: directory)
         configuration = KeychainStore.Configuration(argon2: argon2)
-        let store = try KeychainStore.embedded(directory: storeDirectory, device: backend.device, configuration: configuration)
+        let store = try KeychainStore.embedded(
+            directory: storeDirectory, device: backend.device, configuration: configuration)
         try store.setPasscode(benchPasscode)
         for index in 0..<items { _ = try store.add(benchItem(index)) }
         self.store = store
