@@ -4,7 +4,9 @@
 #   engine  Benchmarks/Engine: embedded lookups at 1,000 and 100,000 items and durable adds next to their SQLite
 #           floors; AES-256-GCM opens, swift-crypto next to libcrypto; the store open of 100,000 items
 #   daemon  Benchmarks/Daemon: lookups through a keyseald process (1 and 8 clients, 1,000 and 100,000 items, a 1 MiB
-#           value) next to a two-process unix-socket ping-pong of the same frames; the daemon's resident memory
+#           value) next to a two-process unix-socket ping-pong of the same frames; one client's lookups on each
+#           deployed stack (host key, swtpm, tpm2-abrmd, SoftHSM2) next to the embedded lookup on that stack; the
+#           daemon's resident memory
 #   unlock  Benchmarks/Unlock: unlock and store open per stack (host key, swtpm socket, tpm2-abrmd, tpm2-pkcs11,
 #           SoftHSM2), Argon2id shown apart, next to raw ESAPI Esys_Unseal and Esys_CreatePrimary on each TPM stack
 #   keys    Benchmarks/Keys: hardware key signing (swtpm, SoftHSM2) by the provider, the library and keyseald next

@@ -11,77 +11,8 @@ import KeysealBenchSupport
 import KeysealSecurity
 import KeysealTestSupport
 
-/// One device-key stack with whatever process or token it needs (the test fixtures').
-struct BenchBackend {
-    var device: DeviceKey
-    /// The TCTI of a TPM stack, for the raw ESAPI floor.
-    var tcti: String?
-    var cleanup: () -> Void
-
-    static let names = ["host-key", "swtpm", "tabrmd", "tpm2-pkcs11", "softhsm2"]
-
-    static func make(_ name: String, directory: URL) throws -> BenchBackend {
-        switch name {
-        case "host-key":
-            return BenchBackend(device: .hostKey(file: directory.appendingPathComponent("host.key")), cleanup: {})
-        case "swtpm":
-            let tpm = try SwtpmFixture(maxTries: 32)
-            return BenchBackend(device: .tpm(tcti: tpm.tcti), tcti: tpm.tcti, cleanup: { tpm.stop() })
-        case "tabrmd":
-            // It stops when the process exits.
-            let broker = try ResourceManagerFixture.shared()
-            return BenchBackend(device: .tpm(tcti: broker.tcti), tcti: broker.tcti, cleanup: {})
-        case "tpm2-pkcs11":
-            let token = try TPM2PKCS11Pool.shared().token(.shared)
-            return BenchBackend(
-                device: .pkcs11(module: token.module, token: token.tokenLabel, pinFile: token.pinFile),
-                cleanup: { token.remove() })
-        case "softhsm2":
-            let token = try SoftHSMFixture()
-            return BenchBackend(
-                device: .pkcs11(module: token.module, token: token.tokenLabel, pinFile: token.pinFile),
-                cleanup: { token.remove() })
-        default: throw BenchError("unknown backend \(name)")
-        }
-    }
-}
-
-let passcode = "bench-passcode"
-/// The smallest cost libargon2 accepts.
-let minimalArgon2 = Argon2Parameters(memoryKiB: 64, iterations: 1, parallelism: 1)
-
-/// A store of 1,000 items with a passcode on a fresh device of `name`.
-final class BackendStore: @unchecked Sendable {
-    let backend: BenchBackend
-    let directory: URL
-    let configuration: KeychainStore.Configuration
-    var store: KeychainStore?
-
-    init(_ name: String, argon2: Argon2Parameters, items: Int = 1_000) throws {
-        directory = try BenchEnvironment.privateDirectory("unlock-\(name)")
-        backend = try BenchBackend.make(name, directory: directory)
-        configuration = KeychainStore.Configuration(argon2: argon2)
-        let store = try KeychainStore.embedded(
-            directory: directory.appendingPathComponent("store"), device: backend.device, configuration: configuration)
-        try store.setPasscode(passcode)
-        for index in 0..<items { _ = try store.add(benchItem(index)) }
-        self.store = store
-    }
-
-    func open() throws -> KeychainStore {
-        try KeychainStore.embedded(
-            directory: directory.appendingPathComponent("store"), device: backend.device, configuration: configuration)
-    }
-
-    func close() {
-        store?.close()
-        backend.cleanup()
-        try? FileManager.default.removeItem(at: directory)
-    }
-}
-
 func argon2id(_ parameters: Argon2Parameters) {
-    let passcodeBytes = Array(passcode.utf8)
+    let passcodeBytes = Array(benchPasscode.utf8)
     let salt = [UInt8](repeating: 7, count: 16)
     var out = [UInt8](repeating: 0, count: 32)
     let rc = keyseal_argon2id(
@@ -107,7 +38,7 @@ let benchmarks: @Sendable () -> Void = {
             let store = shared.value.store!
             _ = orFail("lock") { try store.lock() }
             benchmark.startMeasurement()
-            orFail("unlock") { try store.unlock(passcode: passcode) }
+            orFail("unlock") { try store.unlock(passcode: benchPasscode) }
         }
         Benchmark(
             "\(name): store open (reboot)", configuration: benchConfiguration(maxIterations: 30, seconds: 10, warmup: 2),
@@ -131,13 +62,10 @@ let benchmarks: @Sendable () -> Void = {
         Benchmark(
             "\(name): embedded SecItemCopyMatching return data (1000 items)",
             configuration: benchConfiguration(maxIterations: 10_000),
-            closure: { benchmark in
-                var generator = SystemRandomNumberGenerator()
-                for _ in benchmark.scaledIterations { lookupOnce(items: 1_000, using: &generator) }
-            },
+            closure: lookupIterations(items: 1_000),
             setup: {
                 shared.value = try BackendStore(name, argon2: minimalArgon2)
-                try shared.value.store!.unlock(passcode: passcode)
+                try shared.value.store!.unlock(passcode: benchPasscode)
                 KeychainStore.default = shared.value.store!
             },
             teardown: { shared.value.close() })

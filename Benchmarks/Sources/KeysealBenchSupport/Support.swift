@@ -6,6 +6,7 @@ import Foundation
 import Keyseal
 import KeysealClient
 import KeysealSecurity
+import KeysealTestSupport
 
 #if canImport(Glibc)
 import Glibc
@@ -182,11 +183,130 @@ public func lookupOnce(items: Int, using generator: inout SystemRandomNumberGene
     lookupAccount("account-\(Int.random(in: 0..<items, using: &generator))")
 }
 
+/// A benchmark's body of ``lookupOnce(items:using:)`` calls on the default store, one per scaled iteration.
+public func lookupIterations(items: Int) -> @Sendable (Benchmark) -> Void {
+    { benchmark in
+        var generator = SystemRandomNumberGenerator()
+        for _ in benchmark.scaledIterations { lookupOnce(items: items, using: &generator) }
+    }
+}
+
 public func lookupAccount(_ account: String) {
     var result: CFTypeRef?
     let status = SecItemCopyMatching(lookupQuery(account: account) as CFDictionary, &result)
     guard status == errSecSuccess, let data = result as? Data else { fatalError("lookup failed: \(status)") }
     blackHole(data)
+}
+
+// MARK: - Device-key stacks
+
+/// One device-key stack with whatever process or token it needs (the test fixtures'), for an embedded store and for
+/// a keyseald serving a store on the same device.
+public struct BenchBackend {
+    public var device: DeviceKey
+    /// The TCTI of a TPM stack, for the raw ESAPI floor.
+    public var tcti: String?
+    /// keyseald's backend options for this device, and what it adds to keyseald's environment.
+    public var daemonArguments: [String]
+    public var environment: [String: String]
+    public var cleanup: () -> Void
+
+    public static let names = ["host-key", "swtpm", "tabrmd", "tpm2-pkcs11", "softhsm2"]
+
+    public static func make(_ name: String, directory: URL) throws -> BenchBackend {
+        switch name {
+        case "host-key":
+            let file = directory.appendingPathComponent("host.key")
+            return BenchBackend(
+                device: .hostKey(file: file), daemonArguments: ["--backend", "host-key", "--host-key", file.path],
+                environment: [:], cleanup: {})
+        case "swtpm":
+            let tpm = try SwtpmFixture(maxTries: 32)
+            return BenchBackend(
+                device: .tpm(tcti: tpm.tcti), tcti: tpm.tcti, daemonArguments: ["--backend", "tpm", "--tcti", tpm.tcti],
+                environment: [:], cleanup: { tpm.stop() })
+        case "tabrmd":
+            // It stops when the process exits.
+            let broker = try ResourceManagerFixture.shared()
+            return BenchBackend(
+                device: .tpm(tcti: broker.tcti), tcti: broker.tcti,
+                daemonArguments: ["--backend", "tpm", "--tcti", broker.tcti], environment: broker.environment,
+                cleanup: {})
+        case "tpm2-pkcs11":
+            let pool = try TPM2PKCS11Pool.shared()
+            let token = try pool.token(.shared)
+            return BenchBackend(
+                device: .pkcs11(module: token.module, token: token.tokenLabel, pinFile: token.pinFile),
+                daemonArguments: pkcs11Arguments(module: token.module, token: token.tokenLabel, pinFile: token.pinFile),
+                environment: pool.environment, cleanup: { token.remove() })
+        case "softhsm2":
+            let token = try SoftHSMFixture()
+            return BenchBackend(
+                device: .pkcs11(module: token.module, token: token.tokenLabel, pinFile: token.pinFile),
+                daemonArguments: pkcs11Arguments(module: token.module, token: token.tokenLabel, pinFile: token.pinFile),
+                environment: token.environment, cleanup: { token.remove() })
+        default: throw BenchError("unknown backend \(name)")
+        }
+    }
+
+    static func pkcs11Arguments(module: String, token: String, pinFile: URL) -> [String] {
+        ["--backend", "pkcs11", "--pkcs11-module", module, "--pkcs11-token", token, "--pkcs11-pin-file", pinFile.path]
+    }
+}
+
+/// The passcode of the stores of ``BackendStore``.
+public let benchPasscode = "bench-passcode"
+/// The smallest cost libargon2 accepts.
+public let minimalArgon2 = Argon2Parameters(memoryKiB: 64, iterations: 1, parallelism: 1)
+
+/// A store of `items` bench items with a passcode (``benchPasscode``) on a fresh device of `name`, open and unlocked.
+public final class BackendStore: @unchecked Sendable {
+    public let backend: BenchBackend
+    public let directory: URL
+    public let configuration: KeychainStore.Configuration
+    public var store: KeychainStore?
+
+    public var storeDirectory: URL { directory.appendingPathComponent("store") }
+
+    public init(_ name: String, argon2: Argon2Parameters, items: Int = 1_000) throws {
+        directory = try BenchEnvironment.privateDirectory("backend-\(name)")
+        backend = try BenchBackend.make(name, directory: directory)
+        configuration = KeychainStore.Configuration(argon2: argon2)
+        let store = try KeychainStore.embedded(
+            directory: storeDirectory, device: backend.device, configuration: configuration)
+        try store.setPasscode(benchPasscode)
+        for index in 0..<items { _ = try store.add(benchItem(index)) }
+        self.store = store
+    }
+
+    public func open() throws -> KeychainStore {
+        try KeychainStore.embedded(directory: storeDirectory, device: backend.device, configuration: configuration)
+    }
+
+    /// keyseald serving this store on its device (the embedded store closed first: one process at a time), unlocked
+    /// through the socket.
+    public func daemon() throws -> DaemonProcess {
+        store?.close()
+        store = nil
+        let daemon = try DaemonProcess(
+            arguments: ["--store", storeDirectory.path, "--no-auto-lock"] + backend.daemonArguments,
+            environment: backend.environment)
+        do {
+            let admin = try KeychainStore.daemon(socket: daemon.socket)
+            defer { admin.close() }
+            try admin.unlock(passcode: benchPasscode)
+        } catch {
+            daemon.stop()
+            throw error
+        }
+        return daemon
+    }
+
+    public func close() {
+        store?.close()
+        backend.cleanup()
+        try? FileManager.default.removeItem(at: directory)
+    }
 }
 
 // MARK: - keyseald
