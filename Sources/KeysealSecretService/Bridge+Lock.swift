@@ -38,15 +38,18 @@ extension SecretServiceBridge {
         }
     }
 
+    /// Locks keyseald. Without a passcode keyseald stays unlocked (it says why), and so do the collections: the
+    /// lock state shown is always the one keyseald reports, never one the bridge assumed.
     func lock(_ objects: [String]) throws -> ReplyBuilder {
         do {
             _ = try keyseal.send(.lock)
         } catch {
             throw Self.busError(error)
         }
-        lockChanged(true)
+        let locked = isLocked()
+        lockChanged(locked)
         return { writer in
-            try writer.objectPaths(objects)
+            try writer.objectPaths(locked ? objects : [])
             try writer.objectPath("/")
         }
     }

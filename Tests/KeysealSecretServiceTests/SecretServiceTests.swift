@@ -225,6 +225,16 @@ struct SecretServiceTests {
         #expect(search.stderrText.contains("locked"), "\(search.stderrText)")
     }
 
+    @Test("no passcode: Lock leaves the collections unlocked, as keyseald is; python-keyring and libsecret read on")
+    func lockWithoutPasscode() throws {
+        let fixture = try SecretServiceFixture()
+        defer { fixture.remove() }
+        try Self.runPython(fixture, [Self.script("lock_without_passcode.py")])
+        _ = try fixture.secretTool(["lock", "--collection=login"])
+        let lookup = try fixture.secretTool(["lookup", "service", "lock-test"])
+        #expect(lookup.stdoutText == "still-here", "\(lookup.stderrText)")
+    }
+
     @Test("collections are access groups: an item in each of two, a search on each collection finds only its own")
     func collectionsAreGroups() throws {
         let fixture = try SecretServiceFixture()
