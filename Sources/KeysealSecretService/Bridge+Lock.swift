@@ -54,17 +54,14 @@ extension SecretServiceBridge {
         }
     }
 
+    /// Unlocked: the objects, no prompt. Locked: a Prompt, which runs the askpass program, or (without one)
+    /// completes dismissed, as a headless gnome-keyring's does; clients then report the keychain locked.
     func unlock(_ objects: [String]) throws -> ReplyBuilder {
         if !isLocked() {
             return { writer in
                 try writer.objectPaths(objects)
                 try writer.objectPath("/")
             }
-        }
-        guard configuration.askpass != nil else {
-            throw BusError(
-                BusError.isLocked,
-                "the Keyseal keychain is locked; unlock it with `keyseal unlock` (this bridge has no --askpass program)")
         }
         counter += 1
         let path = Self.promptPrefix + "/p\(counter)"

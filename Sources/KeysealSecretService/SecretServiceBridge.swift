@@ -34,7 +34,7 @@ public final class SecretServiceBridge: BusObjects, @unchecked Sendable {
     public struct Configuration: Sendable {
         public var socketPath: String
         /// The program (and its arguments) an Unlock prompt runs; it prints the passcode on its standard output
-        /// (systemd-ask-password, ssh-askpass). nil: Unlock answers IsLocked.
+        /// (systemd-ask-password, ssh-askpass). nil: an Unlock prompt completes dismissed.
         public var askpass: [String]?
         public var askpassTimeoutSeconds: Int
 
