@@ -12,7 +12,12 @@ extension SecretServiceBridge {
             try reply.objectPaths(collections.map(Self.collectionPath))
         case (.collection(let collection)?, _, "Items"):
             // While locked: the items the index knows (none without one); Locked says why.
-            let paths = (try? search([:], in: collection)).map { $0.0 + $0.1 } ?? []
+            let paths: [String]
+            if lastLocked == true {
+                paths = lockedSearch([:], in: collection, placeholder: false)
+            } else {
+                paths = (try? search([:], in: collection)).map { $0.0 + $0.1 } ?? []
+            }
             try reply.objectPaths(paths)
         case (.collection(let collection)?, _, "Label"): try reply.string(labels[collection] ?? collection)
         // The lock state as keyseald's lock-state subscription last announced it (no request per read).

@@ -82,6 +82,10 @@ public final class SecretServiceBridge: BusObjects, @unchecked Sendable {
     /// Whether ``index`` was built from a listing of every item (while unlocked), so that a search while locked can
     /// answer from it.
     var indexComplete = false
+    /// Searches answered while locked without an index, by their placeholder item's path (Bridge+Index.swift).
+    var pendingSearches: [String: PendingSearch] = [:]
+    var pendingOrder: [String] = []
+    static let pendingSearchLimit = 256
     let digester = SecretServicePairDigester()
     var lastLocked: Bool?
     /// Whether keyseald accepts this bridge as vouching (its policy names it): item requests then act for the

@@ -213,25 +213,37 @@ struct SecretServiceTests {
         #expect(lookup.stdoutText == "kept", "\(lookup.stderrText)\n\(fixture.bridgeLog())")
     }
 
-    @Test("locked, bridge started while locked: a search answers IsLocked (it has never seen the attributes)")
-    func lockedSearchWithoutIndex() throws {
-        let fixture = try Self.lockedFixture { _ in [] }
-        defer { fixture.remove() }
-        fixture.stopBridge()
-        // startBridge waits for "serving" in the log: the first bridge's line must not answer for the second.
-        try Data().write(to: URL(fileURLWithPath: fixture.bridgeLogPath))
-        try fixture.startBridge([])
-        let search = try fixture.secretTool(["search", "app", "before"])
-        #expect(search.status != 0 && search.stdoutText.isEmpty)
-        #expect(search.stderrText.contains("locked"), "\(search.stderrText)")
-    }
-
     /// Stops the bridge and starts it again with `arguments` (keyseald keeps its state).
     static func restartBridge(_ fixture: SecretServiceFixture, _ arguments: [String]) throws {
         fixture.stopBridge()
         // startBridge waits for "serving" in the log: the first bridge's line must not answer for the second.
         try Data().write(to: URL(fileURLWithPath: fixture.bridgeLogPath))
         try fixture.startBridge(arguments)
+    }
+
+    /// git's credential helper (contrib/credential/libsecret) looks up with secret_service_search and the flags
+    /// UNLOCK and LOAD_SECRETS, which `secret-tool search --unlock` also uses (the helper itself needs
+    /// libsecret-1-dev to build, which CI does not install); `secret-tool lookup` is secret_password_lookup.
+    @Test("bridge started while locked: libsecret's search and lookup get the item as locked, prompt, and read it")
+    func lockedStartPrompts() throws {
+        let fixture = try Self.lockedFixture { ["--askpass", $0.askpassProgram.path] }
+        defer { fixture.remove() }
+        let arguments = ["--askpass", fixture.askpassProgram.path]
+        try Self.restartBridge(fixture, arguments)
+        let search = try fixture.secretTool(["search", "--unlock", "app", "before"])
+        #expect(search.status == 0, "\(search.stderrText)\n\(fixture.bridgeLog())")
+        #expect(search.stdoutText.contains("secret = kept"), "\(search.stdoutText)\(search.stderrText)")
+        #expect(search.stderrText.contains("attribute.app = before"), "\(search.stderrText)")
+        #expect(try Self.keyseal(fixture, ["status"]).stdoutText.contains("state:            unlocked"))
+        // A search that matches nothing prompts too (the attributes are sealed), then finds nothing.
+        _ = try fixture.secretTool(["lock", "--collection=login"])
+        try Self.restartBridge(fixture, arguments)
+        let miss = try fixture.secretTool(["lookup", "app", "missing"])
+        #expect(miss.status != 0 && miss.stdoutText.isEmpty, "\(miss.stdoutText)")
+        _ = try fixture.secretTool(["lock", "--collection=login"])
+        try Self.restartBridge(fixture, arguments)
+        let lookup = try fixture.secretTool(["lookup", "app", "before"])
+        #expect(lookup.stdoutText == "kept", "\(lookup.stderrText)\n\(fixture.bridgeLog())")
     }
 
     @Test("no passcode: Lock leaves the collections unlocked, as keyseald is; python-keyring and libsecret read on")
