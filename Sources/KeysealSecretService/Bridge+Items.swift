@@ -245,7 +245,7 @@ extension SecretServiceBridge {
             guard case .item(let collection, let account)? = object(path) else { continue }
             do {
                 secrets.append((path, try secret(collection, account, session: session, sender: sender)))
-            } catch let error as BusError where error.name == BusError.noSuchObject {
+            } catch let error as BusError where error.name == BusError.unknownMethod {
                 continue
             }
         }

@@ -90,7 +90,6 @@ extension SecretServiceBridge {
 
     static func sender(_ message: MessageReader) -> String { BusConnection.sender(message) }
 
-    func noSuchObject(_ path: String) -> BusError {
-        BusError(BusError.noSuchObject, "no such object: \(path)")
-    }
+    /// An object that does not exist (an item deleted, a path never served): answered as gnome-keyring does.
+    func noSuchObject(_ path: String) -> BusError { BusError.unknownObject(path) }
 }

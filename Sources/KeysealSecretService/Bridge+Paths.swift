@@ -38,6 +38,10 @@ extension SecretServiceBridge {
         collectionPrefix + "/" + collection + "/" + account
     }
 
+    func serves(path: String) -> Bool {
+        path == Self.root || object(path) != nil
+    }
+
     func exists(path: String, interface: String) -> Bool {
         switch (object(path), interface) {
         case (.collection?, Self.collectionInterface), (.item?, Self.itemInterface),

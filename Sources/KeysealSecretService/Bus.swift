@@ -16,6 +16,13 @@ struct BusError: Error, CustomStringConvertible {
     static let accessDenied = "org.freedesktop.DBus.Error.AccessDenied"
     static let failed = "org.freedesktop.DBus.Error.Failed"
     static let limitsExceeded = "org.freedesktop.DBus.Error.LimitsExceeded"
+    static let unknownMethod = "org.freedesktop.DBus.Error.UnknownMethod"
+
+    /// A path that names no object, answered as gnome-keyring (GDBus) answers it: UnknownMethod, which clients
+    /// map to "no such item" (SecretStorage's ItemNotFoundException), where sd-bus's own UnknownObject is a raw error.
+    static func unknownObject(_ path: String) -> BusError {
+        BusError(unknownMethod, "Object does not exist at path \u{201C}\(path)\u{201D}")
+    }
 
     init(_ name: String, _ message: String) {
         self.name = name
@@ -288,6 +295,8 @@ protocol BusObjects: AnyObject {
     func property(path: String, interface: String, name: String, into reply: MessageWriter) throws
     func setProperty(path: String, interface: String, name: String, from value: MessageReader) throws
     func exists(path: String, interface: String) -> Bool
+    /// Whether `path` names an object (whatever its interfaces).
+    func serves(path: String) -> Bool
 }
 
 /// Writes a method's reply values.
@@ -347,6 +356,19 @@ let setterTrampoline: sd_bus_property_set_t = { _, path, interface, property, va
     } catch let failure {
         return setError(failure, error)
     }
+}
+
+/// Runs before the objects' vtables for every path below the prefix it is added at: a call to a path that names no
+/// object is answered ``BusError/unknownObject(_:)``; introspection and everything else go on.
+let unknownObjectFilter: sd_bus_message_handler_t = { message, userdata, target in
+    guard let message, sd_bus_message_is_method_call(message, nil, nil) > 0 else { return 0 }
+    let path = text(sd_bus_message_get_path(message))
+    switch text(sd_bus_message_get_interface(message)) {
+    case "org.freedesktop.DBus.Introspectable", "org.freedesktop.DBus.Peer": return 0
+    default: break
+    }
+    guard !objects(userdata).serves(path: path) else { return 0 }
+    return setError(BusError.unknownObject(path), target)
 }
 
 let findTrampoline: sd_bus_object_find_t = { _, path, interface, userdata, found, _ in
@@ -459,6 +481,16 @@ final class BusConnection: @unchecked Sendable {
             "sd_bus_add_fallback_vtable")
         slots.append(slot)
         tables.append(table)
+    }
+
+    /// Answers calls to paths below `prefix` (and to it) that name no object as gnome-keyring does
+    /// (``unknownObjectFilter``).
+    func answerUnknownObjects(below prefix: String) throws(SDBusFailure) {
+        var slot: OpaquePointer?
+        try sdbus(
+            sd_bus_add_fallback(bus, &slot, prefix, unknownObjectFilter, Unmanaged.passUnretained(box).toOpaque()),
+            "sd_bus_add_fallback")
+        slots.append(slot)
     }
 
     /// Runs the loop until ``stop()``.

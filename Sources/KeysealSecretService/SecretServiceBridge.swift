@@ -162,6 +162,7 @@ public final class SecretServiceBridge: BusObjects, @unchecked Sendable {
         try bus.add(
             prefix: Self.promptPrefix, interface: Self.promptInterface,
             VTable([.method("Prompt", "s", ""), .method("Dismiss", "", ""), .signal("Completed", "bv")]))
+        try bus.answerUnknownObjects(below: Self.root)
     }
 }
 
