@@ -133,6 +133,9 @@ extension SecretServiceBridge {
     ) throws -> String {
         var pairs: [String: String] = [:]
         if case .stringMap(let map)? = properties[Self.itemInterface + ".Attributes"] { pairs = map }
+        // An item without a schema is a generic one, as gnome-keyring stamps it: a lookup with that schema (which
+        // libsecret makes a search pair) finds it on either.
+        if pairs[Self.schemaAttribute] == nil { pairs[Self.schemaAttribute] = Self.genericSchema }
         var label = ""
         if case .string(let text)? = properties[Self.itemInterface + ".Label"] { label = text }
         let (value, contentType) = try decodeSecret(secret, sender: sender)

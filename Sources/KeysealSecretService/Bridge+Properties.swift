@@ -47,7 +47,7 @@ extension SecretServiceBridge {
                 let pairs =
                     (try? StringAttributes.pairs(Self.attributeValue(record.attributes[AttributeKey.stringAttributes])))
                     ?? [:]
-                try reply.string(pairs["xdg:schema"] ?? "org.freedesktop.Secret.Generic")
+                try reply.string(pairs[Self.schemaAttribute] ?? Self.genericSchema)
             case "Created", "Modified":
                 let key = property == "Created" ? AttributeKey.creationDate : AttributeKey.modificationDate
                 var seconds: UInt64 = 0

@@ -25,6 +25,8 @@ public final class SecretServiceBridge: BusObjects, @unchecked Sendable {
     static let sessionInterface = "org.freedesktop.Secret.Session"
     static let promptInterface = "org.freedesktop.Secret.Prompt"
     static let dhAlgorithm = "dh-ietf1024-sha256-aes128-cbc-pkcs7"
+    static let schemaAttribute = "xdg:schema"
+    static let genericSchema = "org.freedesktop.Secret.Generic"
     /// Open sessions kept for one client (one D-Bus unique name): opening one more closes that client's own oldest,
     /// never another client's.
     static let sessionsPerClient = 64

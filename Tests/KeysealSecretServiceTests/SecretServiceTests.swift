@@ -296,6 +296,17 @@ struct SecretServiceTests {
         #expect(answers[0].contains("org.freedesktop.DBus.Error.UnknownMethod"), "\(answers[0])")
     }
 
+    /// gnome-keyring stamps such an item too, though only once it reads its keyring file again (after a later
+    /// write), which is too slow and irregular to compare here.
+    @Test("an item stored without a schema is stamped generic: a lookup with the generic schema finds it")
+    func genericSchema() throws {
+        let fixture = try SecretServiceFixture()
+        defer { fixture.remove() }
+        let store = try fixture.secretTool(["store", "--label=No schema", "tool", "no-schema"], input: "generic-value")
+        #expect(store.status == 0, "\(store.stderrText)")
+        try Self.runPython(fixture, [Self.script("generic_schema.py")])
+    }
+
     @Test("collections are access groups: an item in each of two, a search on each collection finds only its own")
     func collectionsAreGroups() throws {
         let fixture = try SecretServiceFixture()
