@@ -307,6 +307,13 @@ struct SecretServiceTests {
         try Self.runPython(fixture, [Self.script("generic_schema.py")])
     }
 
+    @Test("a 64 KiB attribute value is stored and found; an item too large is refused in the client's words")
+    func largeAttribute() throws {
+        let fixture = try SecretServiceFixture()
+        defer { fixture.remove() }
+        try Self.runPython(fixture, [Self.script("large_attribute.py")])
+    }
+
     @Test("collections are access groups: an item in each of two, a search on each collection finds only its own")
     func collectionsAreGroups() throws {
         let fixture = try SecretServiceFixture()
