@@ -80,6 +80,7 @@ extension SecretServiceBridge {
         case (Self.promptInterface, "Prompt"):
             try runPrompt(path)
             return { _ in }
+        case (Self.portalInterface, "RetrieveSecret"): return try retrieveSecret(message)
         case (Self.promptInterface, "Dismiss"):
             dismissPrompt(path)
             return { _ in }

@@ -8,6 +8,7 @@ extension SecretServiceBridge {
 
     func property(path: String, interface: String, name: String, into reply: MessageWriter) throws {
         switch (object(path), interface, name) {
+        case (_, Self.portalInterface, "version"): try reply.uint32(1)
         case (_, Self.serviceInterface, "Collections"):
             try reply.objectPaths(collections.map(Self.collectionPath))
         case (.collection(let collection)?, _, "Items"):

@@ -63,6 +63,16 @@ struct MessageReader {
         return pointer.map { String(cString: $0) } ?? ""
     }
 
+    /// A file descriptor argument (`h`), duplicated (close-on-exec) so that it outlives the message; the caller
+    /// closes it.
+    func fileDescriptor() throws(SDBusFailure) -> Int32 {
+        var value: Int32 = -1
+        try sdbus(sd_bus_message_read_basic(message, code("h"), &value), "sd_bus_message_read_basic")
+        let copy = fcntl(value, F_DUPFD_CLOEXEC, 3)
+        guard copy >= 0 else { throw SDBusFailure(function: "fcntl", code: -errno) }
+        return copy
+    }
+
     func bool() throws(SDBusFailure) -> Bool {
         var value: Int32 = 0
         try sdbus(sd_bus_message_read_basic(message, code("b"), &value), "sd_bus_message_read_basic")
@@ -190,6 +200,11 @@ struct MessageWriter {
         try sdbus(sd_bus_message_append_basic(message, code("b"), &flag), "sd_bus_message_append_basic")
     }
 
+    func uint32(_ value: UInt32) throws(SDBusFailure) {
+        var number = value
+        try sdbus(sd_bus_message_append_basic(message, code("u"), &number), "sd_bus_message_append_basic")
+    }
+
     func uint64(_ value: UInt64) throws(SDBusFailure) {
         var number = value
         try sdbus(sd_bus_message_append_basic(message, code("t"), &number), "sd_bus_message_append_basic")
@@ -302,6 +317,26 @@ protocol BusObjects: AnyObject {
 /// Writes a method's reply values.
 typealias ReplyBuilder = (MessageWriter) throws -> Void
 
+/// Thrown by a method that answers later, through the ``PendingReply`` it kept.
+struct ReplyLater: Error {}
+
+/// A method call answered after its handler returned (on the bus thread, e.g. once a prompt completed).
+final class PendingReply: @unchecked Sendable {
+    private let message: OpaquePointer
+
+    init(_ call: MessageReader) { message = sd_bus_message_ref(call.message) }
+    deinit { sd_bus_message_unref(message) }
+
+    /// Sends the reply `build` writes (on the bus thread).
+    func send(_ build: ReplyBuilder) {
+        var reply: OpaquePointer?
+        guard sd_bus_message_new_method_return(message, &reply) >= 0, let reply else { return }
+        defer { sd_bus_message_unref(reply) }
+        guard (try? build(MessageWriter(message: reply))) != nil else { return }
+        _ = sd_bus_send(nil, reply, nil)
+    }
+}
+
 /// The sd-bus handler context: the objects (held unretained: the bus never outlives them).
 func objects(_ userdata: UnsafeMutableRawPointer?) -> BusObjects {
     Unmanaged<BusBox>.fromOpaque(userdata!).takeUnretainedValue().objects
@@ -333,6 +368,8 @@ let methodTrampoline: sd_bus_message_handler_t = { message, userdata, target in
         defer { sd_bus_message_unref(reply) }
         try build(MessageWriter(message: reply!))
         return try sdbus(sd_bus_send(nil, reply, nil), "sd_bus_send")
+    } catch is ReplyLater {
+        return 1
     } catch {
         return setError(error, target)
     }

@@ -165,6 +165,7 @@ public final class SecretServiceBridge: BusObjects, @unchecked Sendable {
             prefix: Self.promptPrefix, interface: Self.promptInterface,
             VTable([.method("Prompt", "s", ""), .method("Dismiss", "", ""), .signal("Completed", "bv")]))
         try bus.answerUnknownObjects(below: Self.root)
+        try registerPortal(bus)
     }
 }
 

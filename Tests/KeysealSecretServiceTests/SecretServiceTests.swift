@@ -314,6 +314,35 @@ struct SecretServiceTests {
         try Self.runPython(fixture, [Self.script("large_attribute.py")])
     }
 
+    /// Runs portal_secret.py in `mode` on the fixture's bus; its standard output.
+    static func portal(_ fixture: SecretServiceFixture, _ mode: String) throws -> String {
+        let result = try fixture.run(try python(), [script("portal_secret.py"), mode])
+        #expect(result.status == 0, "\(mode): \(result.stdoutText)\n\(result.stderrText)\n\(fixture.bridgeLog())")
+        return result.stdoutText
+    }
+
+    @Test("the Secret portal backend: each application id its own secret, kept in its group, stable, refused locked")
+    func portalSecrets() throws {
+        let fixture = try SecretServiceFixture(daemon: nil, startBridge: false)
+        defer { fixture.remove() }
+        #expect(try Self.keyseal(fixture, ["passcode", "set", "--passcode-stdin"], input: "pass-1234\n").status == 0)
+        try "pass-1234\n".write(to: fixture.askpassFile, atomically: true, encoding: .utf8)
+        try fixture.startBridge([])
+        let first = try Self.portal(fixture, "unlocked")
+        #expect(first.split(separator: "\n").count == 2, "\(first)")
+        // Kept in keyseald: the same secrets from a new bridge, each in its application's access group.
+        try Self.restartBridge(fixture, [])
+        #expect(try Self.portal(fixture, "unlocked") == first)
+        let groups = try SecretServiceIdentityTests.groups(fixture.daemon)
+        #expect(groups.sorted() == ["org.example.First", "org.example.Second"], "\(groups)")
+        // Locked, no askpass: cancelled, nothing written; with one, the prompt unlocks and the secret is the same.
+        #expect(try Self.keyseal(fixture, ["lock"]).status == 0)
+        _ = try Self.portal(fixture, "cancelled")
+        try Self.restartBridge(fixture, ["--askpass", fixture.askpassProgram.path])
+        #expect(try Self.portal(fixture, "unlocked") == first)
+        #expect(try Self.keyseal(fixture, ["status"]).stdoutText.contains("state:            unlocked"))
+    }
+
     @Test("collections are access groups: an item in each of two, a search on each collection finds only its own")
     func collectionsAreGroups() throws {
         let fixture = try SecretServiceFixture()
