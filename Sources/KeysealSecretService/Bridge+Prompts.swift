@@ -8,7 +8,8 @@ extension SecretServiceBridge {
 
     func runPrompt(_ path: String) throws {
         guard let prompt = prompts[path], !prompt.done, prompt.child == 0 else { throw noSuchObject(path) }
-        prompt.child = try askToUnlock { [weak self] unlocked in self?.completePrompt(path, dismissed: !unlocked) } ?? -1
+        let child = try askToUnlock { [weak self] unlocked in self?.completePrompt(path, dismissed: !unlocked) }
+        prompt.child = child ?? -1
     }
 
     /// Runs the askpass program and unlocks keyseald with the passcode it prints, off the bus thread; `completion`

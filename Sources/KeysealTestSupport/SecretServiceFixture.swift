@@ -131,7 +131,8 @@ public final class SecretServiceFixture: @unchecked Sendable {
     public func startGnomeKeyring() throws {
         let daemon = try requireTool("gnome-keyring-daemon", package: "gnome-keyring")
         let home = directory.appending("gnome-home")
-        try FileManager.default.createDirectory(at: home, withIntermediateDirectories: true, attributes: [.posixPermissions: 0o700])
+        try FileManager.default.createDirectory(
+            at: home, withIntermediateDirectories: true, attributes: [.posixPermissions: 0o700])
         var environment = self.environment
         environment["HOME"] = home.path
         environment["XDG_DATA_HOME"] = home.appendingPathComponent(".local/share").path
@@ -158,7 +159,9 @@ public final class SecretServiceFixture: @unchecked Sendable {
                     "org.freedesktop.DBus.NameHasOwner", "string:org.freedesktop.secrets",
                 ])
             if owner.stdoutText.contains("boolean true") { return }
-            guard process.isRunning else { throw FixtureError("gnome-keyring-daemon exited with \(process.terminationStatus)") }
+            guard process.isRunning else {
+                throw FixtureError("gnome-keyring-daemon exited with \(process.terminationStatus)")
+            }
             usleep(20_000)
         }
         throw FixtureError("gnome-keyring-daemon did not own org.freedesktop.secrets within 20 s")
