@@ -17,4 +17,6 @@ bridge=$(cd ../.. && swift build --show-bin-path)/keyseal-secret-service
 sed "s|%h/.local/bin/keyseal-secret-service|$bridge|" keyseal-secret-service.service >"$tmp/keyseal-secret-service.service"
 XDG_RUNTIME_DIR="$tmp/runtime" systemd-analyze --user verify "$tmp/keyseal-secret-service.service"
 grep -q "^SystemdService=keyseal-secret-service.service$" org.freedesktop.secrets.service
+grep -q "^DBusName=org.freedesktop.secrets$" keyseal.portal
+grep -q "^Interfaces=org.freedesktop.impl.portal.Secret$" keyseal.portal
 echo "verify: the units pass systemd-analyze verify"

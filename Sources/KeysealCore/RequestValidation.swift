@@ -11,11 +11,16 @@ import FoundationEssentials
 ///   errSecReadOnlyAttr (−25309); `agrp`, `pdmn`, `sync` or `accc` inside the attribute map (they have
 ///   fields of their own) or a value of the wrong type: errSecParam (−50);
 /// - access-control flags that ask for a constraint Keyseal cannot enforce: errSecUnimplemented (−4);
-/// - a string or data attribute over ``attributeLimit`` bytes, an access group over ``groupLimit`` bytes, or a
+/// - a string or data attribute over ``attributeLimit`` bytes, string attributes over ``stringAttributesLimit``
+///   bytes encoded, an access group over ``groupLimit`` bytes, or a
 ///   secret over the value limit: errSecDataTooLarge (−25302).
 public enum RequestValidation {
     /// The largest string or data attribute value, in bytes.
     public static let attributeLimit = 64 << 10
+    /// The largest encoded string attribute map (the Secret Service's attributes, ``StringAttributes``), in bytes:
+    /// room for values as large as clients send (gnome-keyring takes a 64 KiB value), beside a secret at the value
+    /// limit in one request.
+    public static let stringAttributesLimit = 512 << 10
     /// The longest access group name, in bytes.
     public static let groupLimit = 1024
 
@@ -142,7 +147,12 @@ public enum RequestValidation {
             case (.bool, .bool), (.int, .int): continue
             case (.stringMap, .data(let data)):
                 _ = try StringAttributes.decode(data)
-                size = data.count
+                guard data.count <= stringAttributesLimit else {
+                    throw KeychainError(
+                        KeychainStatus.dataTooLarge,
+                        "the string attributes are \(data.count) bytes encoded; the limit is \(stringAttributesLimit)")
+                }
+                continue
             case (.date, .date(let date)):
                 guard date.timeIntervalSinceReferenceDate.isFinite else {
                     throw KeychainError(KeychainStatus.param, "\(key) must be a finite date")

@@ -95,14 +95,11 @@ extension SecretServiceBridge {
     }
 
     /// The items that hold `pairs` as the index knows them, for a search while locked. Without a complete index
-    /// (the bridge has not seen the keychain unlocked, or it vouches for its callers) the search answers IsLocked.
-    func lockedSearch(_ pairs: [String: String], in collection: String?) throws -> [String] {
-        guard indexComplete else {
-            throw BusError(
-                BusError.isLocked,
-                "the Keyseal keychain is locked and its items' attributes are sealed; unlock it (Unlock, or "
-                    + "`keyseal unlock`) to search")
-        }
+    /// (the bridge has not seen the keychain unlocked, or it vouches for its callers) a search (`placeholder`)
+    /// answers one locked placeholder item, so that the client asks to unlock (``pendingSearch(_:in:)``); a read of
+    /// a collection's Items answers none.
+    func lockedSearch(_ pairs: [String: String], in collection: String?, placeholder: Bool = true) -> [String] {
+        guard indexComplete else { return placeholder ? [pendingSearch(pairs, in: collection)] : [] }
         let wanted = digests(pairs)
         return index.filter { path, entry in
             (collection == nil || entry.collection == collection)
@@ -110,4 +107,41 @@ extension SecretServiceBridge {
                 && object(path) != nil
         }.map(\.key).sorted()
     }
+
+    /// A locked item standing for a search made while the keychain is locked and its items' attributes sealed: it
+    /// is an item path of the searched collection (login for the service's search) with an account no item has.
+    /// Once keyseald is unlocked, the path is the search's first match (keyseald searches as the caller), or no
+    /// object at all when nothing matches, so that the client's GetSecrets after its Unlock reads the item it
+    /// searched for. The newest ``pendingSearchLimit`` are kept.
+    func pendingSearch(_ pairs: [String: String], in collection: String?) -> String {
+        let account = randomBytes(16).map { String($0, radix: 16).leftPadded(2) }.joined()
+        let path = Self.itemPath(collection ?? "login", account)
+        pendingSearches[path] = PendingSearch(collection: collection, pairs: pairs)
+        pendingOrder.append(path)
+        while pendingOrder.count > Self.pendingSearchLimit { pendingSearches[pendingOrder.removeFirst()] = nil }
+        return path
+    }
+
+    /// What the placeholder at `path` stands for once unlocked: its search's first match; nil while locked or when
+    /// nothing matches (or `path` is no placeholder).
+    func resolvePending(_ path: String) -> Object? {
+        guard let entry = pendingSearches[path] else { return nil }
+        if let target = entry.resolved { return object(target) }
+        guard lastLocked == false,
+            let record = try? find(itemQuery(collection: entry.collection, pairs: entry.pairs, returns: 2)).first,
+            let target = Self.path(of: record)
+        else { return nil }
+        adoptCollection(of: record)
+        remember(record)
+        // A vouching bridge's callers differ in what they may see: it searches again for each.
+        if sharesItemKnowledge { pendingSearches[path]?.resolved = target }
+        return object(target)
+    }
+}
+
+/// A search answered while locked by a placeholder (``SecretServiceBridge/pendingSearch(_:in:)``).
+struct PendingSearch {
+    var collection: String?
+    var pairs: [String: String]
+    var resolved: String?
 }

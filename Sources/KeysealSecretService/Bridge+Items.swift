@@ -36,13 +36,13 @@ extension SecretServiceBridge {
 
     /// The bridge's items that hold `pairs`, in `collection` or (nil) in every collection: (unlocked, locked).
     /// keyseald searches while unlocked; while locked (attributes sealed) the items the bridge's index knows are
-    /// answered as locked, so that the client can Unlock them (``lockedSearch(_:in:)``).
+    /// answered as locked, so that the client can Unlock them (``lockedSearch(_:in:placeholder:)``).
     func search(_ pairs: [String: String], in collection: String?) throws -> ([String], [String]) {
         let records: [ItemRecord]
         do {
             records = try find(itemQuery(collection: collection, pairs: pairs, returns: 2))
         } catch let error as BusError where error.name == BusError.isLocked {
-            return ([], try lockedSearch(pairs, in: collection))
+            return ([], lockedSearch(pairs, in: collection))
         }
         var paths: [String] = []
         paths.reserveCapacity(records.count)
@@ -91,6 +91,10 @@ extension SecretServiceBridge {
         if !withData, let cached = recordCache, cached.message == message, cached.path == path { return cached.record }
         guard let record = try find(itemQuery(collection: collection, account: account, returns: withData ? 3 : 2)).first
         else {
+            // A placeholder for a search made while locked is a locked item until keyseald unlocks.
+            if pendingSearches[path] != nil && lastLocked != false {
+                throw BusError(BusError.isLocked, "the Keyseal keychain is locked; unlock it to read this item")
+            }
             forget(path)
             throw noSuchObject(path)
         }
@@ -129,6 +133,9 @@ extension SecretServiceBridge {
     ) throws -> String {
         var pairs: [String: String] = [:]
         if case .stringMap(let map)? = properties[Self.itemInterface + ".Attributes"] { pairs = map }
+        // An item without a schema is a generic one, as gnome-keyring stamps it: a lookup with that schema (which
+        // libsecret makes a search pair) finds it on either.
+        if pairs[Self.schemaAttribute] == nil { pairs[Self.schemaAttribute] = Self.genericSchema }
         var label = ""
         if case .string(let text)? = properties[Self.itemInterface + ".Label"] { label = text }
         let (value, contentType) = try decodeSecret(secret, sender: sender)
@@ -241,7 +248,7 @@ extension SecretServiceBridge {
             guard case .item(let collection, let account)? = object(path) else { continue }
             do {
                 secrets.append((path, try secret(collection, account, session: session, sender: sender)))
-            } catch let error as BusError where error.name == BusError.noSuchObject {
+            } catch let error as BusError where error.name == BusError.unknownMethod {
                 continue
             }
         }

@@ -38,30 +38,30 @@ extension SecretServiceBridge {
         }
     }
 
+    /// Locks keyseald. Without a passcode keyseald stays unlocked (it says why), and so do the collections: the
+    /// lock state shown is always the one keyseald reports, never one the bridge assumed.
     func lock(_ objects: [String]) throws -> ReplyBuilder {
         do {
             _ = try keyseal.send(.lock)
         } catch {
             throw Self.busError(error)
         }
-        lockChanged(true)
+        let locked = isLocked()
+        lockChanged(locked)
         return { writer in
-            try writer.objectPaths(objects)
+            try writer.objectPaths(locked ? objects : [])
             try writer.objectPath("/")
         }
     }
 
+    /// Unlocked: the objects, no prompt. Locked: a Prompt, which runs the askpass program, or (without one)
+    /// completes dismissed, as a headless gnome-keyring's does; clients then report the keychain locked.
     func unlock(_ objects: [String]) throws -> ReplyBuilder {
         if !isLocked() {
             return { writer in
                 try writer.objectPaths(objects)
                 try writer.objectPath("/")
             }
-        }
-        guard configuration.askpass != nil else {
-            throw BusError(
-                BusError.isLocked,
-                "the Keyseal keychain is locked; unlock it with `keyseal unlock` (this bridge has no --askpass program)")
         }
         counter += 1
         let path = Self.promptPrefix + "/p\(counter)"

@@ -80,6 +80,7 @@ extension SecretServiceBridge {
         case (Self.promptInterface, "Prompt"):
             try runPrompt(path)
             return { _ in }
+        case (Self.portalInterface, "RetrieveSecret"): return try retrieveSecret(message)
         case (Self.promptInterface, "Dismiss"):
             dismissPrompt(path)
             return { _ in }
@@ -90,7 +91,6 @@ extension SecretServiceBridge {
 
     static func sender(_ message: MessageReader) -> String { BusConnection.sender(message) }
 
-    func noSuchObject(_ path: String) -> BusError {
-        BusError(BusError.noSuchObject, "no such object: \(path)")
-    }
+    /// An object that does not exist (an item deleted, a path never served): answered as gnome-keyring does.
+    func noSuchObject(_ path: String) -> BusError { BusError.unknownObject(path) }
 }

@@ -21,7 +21,7 @@ extension SecretServiceBridge {
         switch (parts[4], parts.count) {
         case ("collection", 6) where collections.contains(parts[5]): return .collection(parts[5])
         case ("collection", 7) where collections.contains(parts[5]) && Self.isAccount(parts[6]):
-            return .item(collection: parts[5], account: parts[6])
+            return resolvePending(path) ?? .item(collection: parts[5], account: parts[6])
         case ("aliases", 6): return aliases[parts[5]].map { .collection($0) }
         case ("session", 6) where sessions[path] != nil: return .session(path)
         case ("prompt", 6) where prompts[path] != nil: return .prompt(path)
@@ -36,6 +36,10 @@ extension SecretServiceBridge {
     static func collectionPath(_ name: String) -> String { collectionPrefix + "/" + name }
     static func itemPath(_ collection: String, _ account: String) -> String {
         collectionPrefix + "/" + collection + "/" + account
+    }
+
+    func serves(path: String) -> Bool {
+        path == Self.root || object(path) != nil
     }
 
     func exists(path: String, interface: String) -> Bool {

@@ -7,11 +7,20 @@ extension SecretServiceBridge {
     // MARK: Prompts
 
     func runPrompt(_ path: String) throws {
-        guard let prompt = prompts[path], !prompt.done, prompt.child == 0, let askpass = configuration.askpass else {
-            throw noSuchObject(path)
+        guard let prompt = prompts[path], !prompt.done, prompt.child == 0 else { throw noSuchObject(path) }
+        let child = try askToUnlock { [weak self] unlocked in self?.completePrompt(path, dismissed: !unlocked) }
+        prompt.child = child ?? -1
+    }
+
+    /// Runs the askpass program and unlocks keyseald with the passcode it prints, off the bus thread; `completion`
+    /// runs on the bus thread with whether keyseald unlocked. Without an askpass program there is nothing to ask
+    /// with: `completion(false)` runs once the current call's reply has gone. Returns the program's pid.
+    func askToUnlock(_ completion: @escaping @Sendable (Bool) -> Void) throws -> pid_t? {
+        guard let askpass = configuration.askpass else {
+            bus.post { completion(false) }
+            return nil
         }
         let child = try Askpass.spawn(askpass + ["Unlock the Keyseal keychain"])
-        prompt.child = child.pid
         let socketPath = configuration.socketPath
         let timeout = configuration.askpassTimeoutSeconds
         startThread { [weak self] in
@@ -19,8 +28,9 @@ extension SecretServiceBridge {
             let unlocked = passcode.map { passcode in
                 (try? KeysealConnection(socketPath: socketPath).send(.unlock(passcode: passcode))) != nil
             } ?? false
-            self?.bus.post { [weak self] in self?.completePrompt(path, dismissed: !unlocked) }
+            self?.bus.post { completion(unlocked) }
         }
+        return child.pid
     }
 
     func dismissPrompt(_ path: String) {

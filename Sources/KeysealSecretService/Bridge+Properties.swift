@@ -8,11 +8,17 @@ extension SecretServiceBridge {
 
     func property(path: String, interface: String, name: String, into reply: MessageWriter) throws {
         switch (object(path), interface, name) {
+        case (_, Self.portalInterface, "version"): try reply.uint32(1)
         case (_, Self.serviceInterface, "Collections"):
             try reply.objectPaths(collections.map(Self.collectionPath))
         case (.collection(let collection)?, _, "Items"):
             // While locked: the items the index knows (none without one); Locked says why.
-            let paths = (try? search([:], in: collection)).map { $0.0 + $0.1 } ?? []
+            let paths: [String]
+            if lastLocked == true {
+                paths = lockedSearch([:], in: collection, placeholder: false)
+            } else {
+                paths = (try? search([:], in: collection)).map { $0.0 + $0.1 } ?? []
+            }
             try reply.objectPaths(paths)
         case (.collection(let collection)?, _, "Label"): try reply.string(labels[collection] ?? collection)
         // The lock state as keyseald's lock-state subscription last announced it (no request per read).
@@ -42,7 +48,7 @@ extension SecretServiceBridge {
                 let pairs =
                     (try? StringAttributes.pairs(Self.attributeValue(record.attributes[AttributeKey.stringAttributes])))
                     ?? [:]
-                try reply.string(pairs["xdg:schema"] ?? "org.freedesktop.Secret.Generic")
+                try reply.string(pairs[Self.schemaAttribute] ?? Self.genericSchema)
             case "Created", "Modified":
                 let key = property == "Created" ? AttributeKey.creationDate : AttributeKey.modificationDate
                 var seconds: UInt64 = 0

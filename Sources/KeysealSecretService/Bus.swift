@@ -16,6 +16,13 @@ struct BusError: Error, CustomStringConvertible {
     static let accessDenied = "org.freedesktop.DBus.Error.AccessDenied"
     static let failed = "org.freedesktop.DBus.Error.Failed"
     static let limitsExceeded = "org.freedesktop.DBus.Error.LimitsExceeded"
+    static let unknownMethod = "org.freedesktop.DBus.Error.UnknownMethod"
+
+    /// A path that names no object, answered as gnome-keyring (GDBus) answers it: UnknownMethod, which clients
+    /// map to "no such item" (SecretStorage's ItemNotFoundException), where sd-bus's own UnknownObject is a raw error.
+    static func unknownObject(_ path: String) -> BusError {
+        BusError(unknownMethod, "Object does not exist at path \u{201C}\(path)\u{201D}")
+    }
 
     init(_ name: String, _ message: String) {
         self.name = name
@@ -54,6 +61,16 @@ struct MessageReader {
         try sdbus(withUnsafeMutablePointer(to: &pointer) { sd_bus_message_read_basic(message, code(type), $0) },
             "sd_bus_message_read_basic")
         return pointer.map { String(cString: $0) } ?? ""
+    }
+
+    /// A file descriptor argument (`h`), duplicated (close-on-exec) so that it outlives the message; the caller
+    /// closes it.
+    func fileDescriptor() throws(SDBusFailure) -> Int32 {
+        var value: Int32 = -1
+        try sdbus(sd_bus_message_read_basic(message, code("h"), &value), "sd_bus_message_read_basic")
+        let copy = fcntl(value, F_DUPFD_CLOEXEC, 3)
+        guard copy >= 0 else { throw SDBusFailure(function: "fcntl", code: -errno) }
+        return copy
     }
 
     func bool() throws(SDBusFailure) -> Bool {
@@ -183,6 +200,11 @@ struct MessageWriter {
         try sdbus(sd_bus_message_append_basic(message, code("b"), &flag), "sd_bus_message_append_basic")
     }
 
+    func uint32(_ value: UInt32) throws(SDBusFailure) {
+        var number = value
+        try sdbus(sd_bus_message_append_basic(message, code("u"), &number), "sd_bus_message_append_basic")
+    }
+
     func uint64(_ value: UInt64) throws(SDBusFailure) {
         var number = value
         try sdbus(sd_bus_message_append_basic(message, code("t"), &number), "sd_bus_message_append_basic")
@@ -288,10 +310,32 @@ protocol BusObjects: AnyObject {
     func property(path: String, interface: String, name: String, into reply: MessageWriter) throws
     func setProperty(path: String, interface: String, name: String, from value: MessageReader) throws
     func exists(path: String, interface: String) -> Bool
+    /// Whether `path` names an object (whatever its interfaces).
+    func serves(path: String) -> Bool
 }
 
 /// Writes a method's reply values.
 typealias ReplyBuilder = (MessageWriter) throws -> Void
+
+/// Thrown by a method that answers later, through the ``PendingReply`` it kept.
+struct ReplyLater: Error {}
+
+/// A method call answered after its handler returned (on the bus thread, e.g. once a prompt completed).
+final class PendingReply: @unchecked Sendable {
+    private let message: OpaquePointer
+
+    init(_ call: MessageReader) { message = sd_bus_message_ref(call.message) }
+    deinit { sd_bus_message_unref(message) }
+
+    /// Sends the reply `build` writes (on the bus thread).
+    func send(_ build: ReplyBuilder) {
+        var reply: OpaquePointer?
+        guard sd_bus_message_new_method_return(message, &reply) >= 0, let reply else { return }
+        defer { sd_bus_message_unref(reply) }
+        guard (try? build(MessageWriter(message: reply))) != nil else { return }
+        _ = sd_bus_send(nil, reply, nil)
+    }
+}
 
 /// The sd-bus handler context: the objects (held unretained: the bus never outlives them).
 func objects(_ userdata: UnsafeMutableRawPointer?) -> BusObjects {
@@ -324,6 +368,8 @@ let methodTrampoline: sd_bus_message_handler_t = { message, userdata, target in
         defer { sd_bus_message_unref(reply) }
         try build(MessageWriter(message: reply!))
         return try sdbus(sd_bus_send(nil, reply, nil), "sd_bus_send")
+    } catch is ReplyLater {
+        return 1
     } catch {
         return setError(error, target)
     }
@@ -347,6 +393,19 @@ let setterTrampoline: sd_bus_property_set_t = { _, path, interface, property, va
     } catch let failure {
         return setError(failure, error)
     }
+}
+
+/// Runs before the objects' vtables for every path below the prefix it is added at: a call to a path that names no
+/// object is answered ``BusError/unknownObject(_:)``; introspection and everything else go on.
+let unknownObjectFilter: sd_bus_message_handler_t = { message, userdata, target in
+    guard let message, sd_bus_message_is_method_call(message, nil, nil) > 0 else { return 0 }
+    let path = text(sd_bus_message_get_path(message))
+    switch text(sd_bus_message_get_interface(message)) {
+    case "org.freedesktop.DBus.Introspectable", "org.freedesktop.DBus.Peer": return 0
+    default: break
+    }
+    guard !objects(userdata).serves(path: path) else { return 0 }
+    return setError(BusError.unknownObject(path), target)
 }
 
 let findTrampoline: sd_bus_object_find_t = { _, path, interface, userdata, found, _ in
@@ -459,6 +518,16 @@ final class BusConnection: @unchecked Sendable {
             "sd_bus_add_fallback_vtable")
         slots.append(slot)
         tables.append(table)
+    }
+
+    /// Answers calls to paths below `prefix` (and to it) that name no object as gnome-keyring does
+    /// (``unknownObjectFilter``).
+    func answerUnknownObjects(below prefix: String) throws(SDBusFailure) {
+        var slot: OpaquePointer?
+        try sdbus(
+            sd_bus_add_fallback(bus, &slot, prefix, unknownObjectFilter, Unmanaged.passUnretained(box).toOpaque()),
+            "sd_bus_add_fallback")
+        slots.append(slot)
     }
 
     /// Runs the loop until ``stop()``.

@@ -25,6 +25,8 @@ public final class SecretServiceBridge: BusObjects, @unchecked Sendable {
     static let sessionInterface = "org.freedesktop.Secret.Session"
     static let promptInterface = "org.freedesktop.Secret.Prompt"
     static let dhAlgorithm = "dh-ietf1024-sha256-aes128-cbc-pkcs7"
+    static let schemaAttribute = "xdg:schema"
+    static let genericSchema = "org.freedesktop.Secret.Generic"
     /// Open sessions kept for one client (one D-Bus unique name): opening one more closes that client's own oldest,
     /// never another client's.
     static let sessionsPerClient = 64
@@ -34,7 +36,7 @@ public final class SecretServiceBridge: BusObjects, @unchecked Sendable {
     public struct Configuration: Sendable {
         public var socketPath: String
         /// The program (and its arguments) an Unlock prompt runs; it prints the passcode on its standard output
-        /// (systemd-ask-password, ssh-askpass). nil: Unlock answers IsLocked.
+        /// (systemd-ask-password, ssh-askpass). nil: an Unlock prompt completes dismissed.
         public var askpass: [String]?
         public var askpassTimeoutSeconds: Int
 
@@ -82,6 +84,10 @@ public final class SecretServiceBridge: BusObjects, @unchecked Sendable {
     /// Whether ``index`` was built from a listing of every item (while unlocked), so that a search while locked can
     /// answer from it.
     var indexComplete = false
+    /// Searches answered while locked without an index, by their placeholder item's path (Bridge+Index.swift).
+    var pendingSearches: [String: PendingSearch] = [:]
+    var pendingOrder: [String] = []
+    static let pendingSearchLimit = 256
     let digester = SecretServicePairDigester()
     var lastLocked: Bool?
     /// Whether keyseald accepts this bridge as vouching (its policy names it): item requests then act for the
@@ -158,6 +164,8 @@ public final class SecretServiceBridge: BusObjects, @unchecked Sendable {
         try bus.add(
             prefix: Self.promptPrefix, interface: Self.promptInterface,
             VTable([.method("Prompt", "s", ""), .method("Dismiss", "", ""), .signal("Completed", "bv")]))
+        try bus.answerUnknownObjects(below: Self.root)
+        try registerPortal(bus)
     }
 }
 

@@ -7,6 +7,8 @@ public final class SecretServiceFixture: @unchecked Sendable {
     public let daemon: DaemonFixture
     public private(set) var bus: Process?
     public private(set) var bridge: Process?
+    /// A headless gnome-keyring serving this bus instead of the bridge (``startGnomeKeyring()``).
+    public private(set) var gnomeKeyring: Process?
     public var busAddress: String { "unix:path=" + directory.appending("bus").path }
     public var bridgeLogPath: String { directory.appending("bridge.log").path }
     /// The passcode file the test askpass program prints (an Unlock prompt's answer).
@@ -123,6 +125,48 @@ public final class SecretServiceFixture: @unchecked Sendable {
         try run(try requireTool("secret-tool", package: "libsecret-tools"), arguments, input: input.map { Data($0.utf8) })
     }
 
+    /// Starts gnome-keyring-daemon headless on this bus (its secrets component, its login keyring created and
+    /// unlocked from standard input, in a HOME of its own, as Scripts/bench-secret-service.sh runs it), for a test
+    /// that compares the bridge's answers with gnome-keyring's; the fixture must have no bridge.
+    public func startGnomeKeyring() throws {
+        let daemon = try requireTool("gnome-keyring-daemon", package: "gnome-keyring")
+        let home = directory.appending("gnome-home")
+        try FileManager.default.createDirectory(
+            at: home, withIntermediateDirectories: true, attributes: [.posixPermissions: 0o700])
+        var environment = self.environment
+        environment["HOME"] = home.path
+        environment["XDG_DATA_HOME"] = home.appendingPathComponent(".local/share").path
+        environment["XDG_RUNTIME_DIR"] = home.path
+        let process = Process()
+        process.executableURL = URL(fileURLWithPath: daemon)
+        process.arguments = ["--foreground", "--components=secrets", "--unlock"]
+        process.environment = environment
+        let input = Pipe()
+        process.standardInput = input
+        process.standardOutput = FileHandle.nullDevice
+        process.standardError = FileHandle.nullDevice
+        try process.run()
+        gnomeKeyring = process
+        input.fileHandleForWriting.write(Data("comparison-password".utf8))
+        try? input.fileHandleForWriting.close()
+        let dbusSend = try requireTool("dbus-send", package: "dbus-bin")
+        let deadline = Date().addingTimeInterval(20)
+        while Date() < deadline {
+            let owner = try run(
+                dbusSend,
+                [
+                    "--session", "--print-reply", "--dest=org.freedesktop.DBus", "/org/freedesktop/DBus",
+                    "org.freedesktop.DBus.NameHasOwner", "string:org.freedesktop.secrets",
+                ])
+            if owner.stdoutText.contains("boolean true") { return }
+            guard process.isRunning else {
+                throw FixtureError("gnome-keyring-daemon exited with \(process.terminationStatus)")
+            }
+            usleep(20_000)
+        }
+        throw FixtureError("gnome-keyring-daemon did not own org.freedesktop.secrets within 20 s")
+    }
+
     public func stopBridge() {
         guard let bridge else { return }
         if bridge.isRunning {
@@ -137,6 +181,10 @@ public final class SecretServiceFixture: @unchecked Sendable {
 
     public func remove() {
         stopBridge()
+        if let gnomeKeyring, gnomeKeyring.isRunning {
+            kill(gnomeKeyring.processIdentifier, SIGKILL)
+            gnomeKeyring.waitUntilExit()
+        }
         if let bus, bus.isRunning {
             kill(bus.processIdentifier, SIGKILL)
             bus.waitUntilExit()

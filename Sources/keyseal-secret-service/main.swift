@@ -24,7 +24,7 @@ struct SecretServiceCommand: ParsableCommand {
 
     @Option(
         name: .long,
-        help: "The program an Unlock prompt runs; it prints the passcode on standard output (default: $KEYSEAL_ASKPASS; none: Unlock answers IsLocked).")
+        help: "The program an Unlock prompt runs; it prints the passcode on standard output (default: $KEYSEAL_ASKPASS; none: an Unlock prompt completes dismissed).")
     var askpass: String?
 
     @Option(name: .long, help: "Seconds an askpass program may take.")

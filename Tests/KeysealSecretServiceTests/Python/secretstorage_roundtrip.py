@@ -19,7 +19,8 @@ assert item.session is not None and item.session.encrypted, "SecretStorage fell 
 found = list(collection.search_items({"app": "ss-test"}))
 assert len(found) == 1, found
 assert found[0].get_secret() == b"s3cr\xc3\xa9t"
-assert found[0].get_attributes() == {"app": "ss-test", "user": "alice"}
+# Created without a schema: stamped generic, as gnome-keyring stamps it.
+assert found[0].get_attributes() == {"app": "ss-test", "user": "alice", "xdg:schema": "org.freedesktop.Secret.Generic"}
 assert found[0].get_label() == "SecretStorage item"
 found[0].set_label("renamed")
 assert found[0].get_label() == "renamed"
