@@ -667,10 +667,10 @@ final class ConnectionHandler: ChannelInboundHandler {
     }
 
     /// A request for the thread pool. While it waits and while the pool works, nothing more is read from this client:
-    /// what it pipelines waits in the socket. A lookup first waits for its uid's room in the response memory (the
-    /// most it may gather), then a client's request for its uid's share of the pool (an administrator's takes none:
-    /// ``DaemonLimits/poolRequestsPerUID``); the pool's share is given back when the answer is ready, and of the
-    /// response memory the connection keeps what the answer takes until it is written.
+    /// what it pipelines waits in the socket. A client's lookup first waits for its uid's room in the response memory
+    /// (the most it may gather), then its request for its uid's share of the pool (``DaemonLimits/poolRequestsPerUID``);
+    /// an administrator's takes neither. The pool's share is given back when the answer is ready, and of the response
+    /// memory the connection keeps what the answer takes until it is written.
     private func answerOnPool(
         _ request: WireRequest, caller: Caller, peer: PeerCredentials, context: ChannelHandlerContext
     ) {
@@ -678,7 +678,11 @@ final class ConnectionHandler: ChannelInboundHandler {
         reading(false, context: context)
         let server = self.server
         let uid = peer.uid
-        let reserved = server.service.responseReservation(request, largest: server.responseMemory.largest)
+        // Administrators are held to neither: root and keyseald's own uid are the system's services, which other
+        // accounts' unread replies must not be able to stall.
+        let reserved =
+            caller.isAdministrator
+            ? 0 : server.service.responseReservation(request, largest: server.responseMemory.largest)
         let share = caller.isAdministrator ? 0 : 1
         wait(for: reserved, of: server.responseMemory, uid: uid, context: context) {
             self.wait(for: share, of: server.poolShares, uid: uid, context: context) {

@@ -634,6 +634,58 @@ struct DaemonLimitsTests {
         }
     }
 
+    /// The second review's attack on the response memory: two accounts each hold their share with results they never
+    /// read, which leaves less than one reservation of the total; an administrator's lookup on the pool must not
+    /// wait for them (administrators are the system's services, and are held to neither the share nor the total).
+    @Test("two accounts' unread results do not hold up an administrator's lookups")
+    func unreadResultsOfTwoAccountsDoNotHoldUpRoot() throws {
+        guard runningAsRoot() else { return }
+        let setpriv = try requireTool("setpriv", package: "util-linux")
+        let probe = try builtProductsDirectory().appendingPathComponent("keyseal-wire-probe").path
+        let daemon = try Self.sharedDaemon(["--response-memory-per-uid", "16M", "--response-memory", "40M"])
+        defer { daemon.remove() }
+        let store = try daemon.client()
+        let value = Data(String(repeating: "x", count: 1 << 20).utf8)
+        for uid in [65534, 65533] {
+            for index in 0..<14 {
+                _ = try store.add(
+                    NewItem(
+                        itemClass: .genericPassword,
+                        attributes: [AttributeKey.account: .string("big\(index)"), AttributeKey.service: .string("probe")],
+                        accessGroup: "uid.\(uid)", data: value))
+            }
+        }
+        for index in 0..<10 {
+            _ = try store.add(
+                NewItem(
+                    itemClass: .genericPassword,
+                    attributes: [AttributeKey.account: .string("own\(index)"), AttributeKey.service: .string("root")],
+                    data: Data(String(repeating: "v", count: 16 << 10).utf8)))
+        }
+        // Ten rows of 16 KiB: a lookup for the pool.
+        var own = ItemQuery(itemClass: .genericPassword, attributes: [AttributeKey.service: .string("root")])
+        own.limit = .all
+        own.returns = [.data, .attributes]
+        let holders = DispatchGroup()
+        // Two accounts, both of the socket's group.
+        for uid in ["65534", "65533"] {
+            holders.enter()
+            Thread {
+                _ = try? runProcess(
+                    setpriv,
+                    ["--reuid", uid, "--regid", "65534", "--clear-groups", probe, daemon.socketPath, "find-flood", "1",
+                     "none", "8"])
+                holders.leave()
+            }.start()
+        }
+        defer { holders.wait() }
+        usleep(2_000_000)  // both results gathered and held, unread
+        let start = ContinuousClock.now
+        #expect(try store.copyMatching(own).count == 10)
+        let waited = ContinuousClock.now - start
+        #expect(waited < .seconds(2), "root's lookup waited \(waited) behind two accounts' unread results")
+    }
+
     @Test("a result of many frames is streamed and arrives whole")
     func largeResultStreams() throws {
         let daemon = try DaemonFixture()
