@@ -10,6 +10,7 @@
 #include <sys/resource.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
+#include <pthread.h>
 #include <sys/syscall.h>
 #include <linux/netlink.h>
 #include <linux/sock_diag.h>
@@ -69,12 +70,30 @@ static inline int keyseal_file_id(const char *path, uint64_t *device, uint64_t *
 /// `SO_COOKIE`: a socket's 64-bit identifier, unique for the system's uptime.
 static const int keyseal_so_cookie = SO_COOKIE;
 
-/// The inode of the peer of the connected Unix socket whose `SO_COOKIE` is `cookie`, from the kernel's socket
-/// diagnostics (a NETLINK_SOCK_DIAG dump of the connected Unix sockets of this network namespace): 0 and `*peer`
-/// set, or -1 when no such socket (or no peer) was found or the dump failed.
-static inline int keyseal_unix_peer_inode(uint64_t cookie, uint32_t *peer) {
-    int fd = socket(AF_NETLINK, SOCK_RAW | SOCK_CLOEXEC, NETLINK_SOCK_DIAG);
-    if (fd < 0) return -1;
+/// A NETLINK_SOCK_DIAG socket (close-on-exec) for the network namespace of the Unix sockets it will be asked about:
+/// the caller's own when `netns` is -1, else the namespace `netns` (a descriptor of /proc/PID/ns/net) — made on a
+/// thread of its own that enters that namespace, so no thread of the caller changes namespace. The socket, or -1.
+static inline void *keyseal_diag_socket_thread(void *argument) {
+    int *io = argument; /* [0] the namespace in, [1] the socket out */
+    io[1] = -1;
+    if (syscall(SYS_setns, io[0], 0x40000000 /* CLONE_NEWNET */) != 0) return 0;
+    io[1] = socket(AF_NETLINK, SOCK_RAW | SOCK_CLOEXEC, NETLINK_SOCK_DIAG);
+    return 0;
+}
+static inline int keyseal_sock_diag_socket(int netns) {
+    if (netns < 0) return socket(AF_NETLINK, SOCK_RAW | SOCK_CLOEXEC, NETLINK_SOCK_DIAG);
+    int io[2] = {netns, -1};
+    pthread_t thread;
+    if (pthread_create(&thread, 0, keyseal_diag_socket_thread, io) != 0) return -1;
+    pthread_join(thread, 0);
+    return io[1];
+}
+
+/// Asks `diag` (``keyseal_sock_diag_socket``) for the Unix socket of inode `inode` in its namespace, which must
+/// have the cookie `cookie` (`SO_COOKIE`) unless it is ~0: 0 and `*peer` set to its peer's inode (0 when it has
+/// none), or -1 when there is no such socket. One exact request, not a dump: its cost does not grow with the
+/// number of sockets on the system.
+static inline int keyseal_unix_diag_peer(int diag, uint32_t inode, uint64_t cookie, uint32_t *peer) {
     struct {
         struct nlmsghdr header;
         struct unix_diag_req request;
@@ -82,47 +101,37 @@ static inline int keyseal_unix_peer_inode(uint64_t cookie, uint32_t *peer) {
     memset(&message, 0, sizeof(message));
     message.header.nlmsg_len = sizeof(message);
     message.header.nlmsg_type = SOCK_DIAG_BY_FAMILY;
-    message.header.nlmsg_flags = NLM_F_REQUEST | NLM_F_DUMP;
+    message.header.nlmsg_flags = NLM_F_REQUEST;
     message.request.sdiag_family = AF_UNIX;
-    message.request.udiag_states = 1u << 1; /* TCP_ESTABLISHED: connected sockets */
+    message.request.udiag_states = ~0u;
+    message.request.udiag_ino = inode;
     message.request.udiag_show = UDIAG_SHOW_PEER;
+    message.request.udiag_cookie[0] = (uint32_t)cookie;
+    message.request.udiag_cookie[1] = (uint32_t)(cookie >> 32);
     struct sockaddr_nl kernel;
     memset(&kernel, 0, sizeof(kernel));
     kernel.nl_family = AF_NETLINK;
-    if (sendto(fd, &message, sizeof(message), 0, (struct sockaddr *)&kernel, sizeof(kernel)) < 0) {
-        close(fd);
-        return -1;
-    }
-    uint32_t low = (uint32_t)cookie, high = (uint32_t)(cookie >> 32);
-    int found = -1, done = 0;
-    static __thread char buffer[32768] __attribute__((aligned(4)));
-    while (!done) {
-        ssize_t count = recv(fd, buffer, sizeof(buffer), 0);
-        if (count <= 0) break;
-        struct nlmsghdr *header = (struct nlmsghdr *)buffer;
-        for (; NLMSG_OK(header, (size_t)count); header = NLMSG_NEXT(header, count)) {
-            if (header->nlmsg_type == NLMSG_DONE || header->nlmsg_type == NLMSG_ERROR) {
-                done = 1;
-                break;
-            }
-            if (found == 0 || header->nlmsg_len < NLMSG_LENGTH(sizeof(struct unix_diag_msg))) continue;
-            struct unix_diag_msg *socketInfo = NLMSG_DATA(header);
-            if (socketInfo->udiag_cookie[0] != low || socketInfo->udiag_cookie[1] != high) continue;
-            char *attribute = (char *)(socketInfo + 1);
-            char *end = (char *)header + header->nlmsg_len;
-            while (attribute + sizeof(struct nlattr) <= end) {
-                struct nlattr *field = (struct nlattr *)attribute;
-                if (field->nla_len < sizeof(struct nlattr) || attribute + field->nla_len > end) break;
-                if (field->nla_type == UNIX_DIAG_PEER && field->nla_len >= NLA_HDRLEN + sizeof(uint32_t)) {
-                    memcpy(peer, attribute + NLA_HDRLEN, sizeof(uint32_t));
-                    found = 0;
-                }
-                attribute += NLA_ALIGN(field->nla_len);
-            }
+    if (sendto(diag, &message, sizeof(message), 0, (struct sockaddr *)&kernel, sizeof(kernel)) < 0) return -1;
+    char buffer[1024] __attribute__((aligned(4)));
+    ssize_t count = recv(diag, buffer, sizeof(buffer), 0);
+    if (count <= 0) return -1;
+    struct nlmsghdr *header = (struct nlmsghdr *)buffer;
+    if (!NLMSG_OK(header, (size_t)count) || header->nlmsg_type != SOCK_DIAG_BY_FAMILY) return -1;
+    if (header->nlmsg_len < NLMSG_LENGTH(sizeof(struct unix_diag_msg))) return -1;
+    struct unix_diag_msg *socketInfo = NLMSG_DATA(header);
+    if (socketInfo->udiag_ino != inode) return -1;
+    *peer = 0;
+    char *attribute = (char *)(socketInfo + 1);
+    char *end = (char *)header + header->nlmsg_len;
+    while (attribute + sizeof(struct nlattr) <= end) {
+        struct nlattr *field = (struct nlattr *)attribute;
+        if (field->nla_len < sizeof(struct nlattr) || attribute + field->nla_len > end) break;
+        if (field->nla_type == UNIX_DIAG_PEER && field->nla_len >= NLA_HDRLEN + sizeof(uint32_t)) {
+            memcpy(peer, attribute + NLA_HDRLEN, sizeof(uint32_t));
         }
+        attribute += NLA_ALIGN(field->nla_len);
     }
-    close(fd);
-    return found;
+    return 0;
 }
 
 /// Makes the process non-dumpable (no core files, no ptrace by other processes of the same user).

@@ -45,10 +45,12 @@ public struct PeerIdentity: Sendable, Hashable, CustomStringConvertible {
     }
 
     /// Identifies `peer`. `peerPidfd` is the pidfd from `SO_PEERPIDFD` if the kernel gave one (this function
-    /// closes it); `acceptedTicks` is when the connection was accepted, in boot clock ticks.
+    /// closes it); `acceptedTicks` is when the connection was accepted, in boot clock ticks. With `connection` (the
+    /// `SO_COOKIE` of keyseald's end, and which executables it matters for), an executable it matters for counts
+    /// only if the peer holds that connection as its own (``holdsConnection(pid:cookie:proc:)``).
     public static func resolve(
         peer: PeerCredentials, peerPidfd: Int32?, acceptedTicks: UInt64 = bootTicks(),
-        proc: String = "/proc"
+        proc: String = "/proc", connection: (cookie: UInt64, matters: (String) -> Bool)? = nil
     ) -> (identity: PeerIdentity, source: Source?) {
         let pidfd: Int32
         let source: Source
@@ -66,8 +68,18 @@ public struct PeerIdentity: Sendable, Hashable, CustomStringConvertible {
         else { return (.unknown, source) }
         if source == .pidfdOpen && before > acceptedTicks { return (.unknown, source) }
         var identity = PeerIdentity()
-        identity.executable = readLink("\(proc)/\(peer.pid)/exe").flatMap { path in
-            isSameFile(path, "\(proc)/\(peer.pid)/exe") ? path : nil
+        // A process in a user namespace of its own may set its own /proc/PID/exe to any file it can read
+        // (prctl PR_SET_MM_MAP), without ever running it: only a peer in keyseald's user namespace is identified by
+        // its executable.
+        if let own = readLink("\(proc)/self/ns/user"), readLink("\(proc)/\(peer.pid)/ns/user") == own {
+            identity.executable = readLink("\(proc)/\(peer.pid)/exe").flatMap { path in
+                isSameFile(path, "\(proc)/\(peer.pid)/exe") ? path : nil
+            }
+        }
+        if let connection, let executable = identity.executable, connection.matters(executable),
+            !holdsConnection(pid: peer.pid, cookie: connection.cookie, proc: proc)
+        {
+            identity.executable = nil
         }
         if let cgroup = readSmallFile("\(proc)/\(peer.pid)/cgroup") {
             (identity.unit, identity.userUnit) = units(fromCgroup: cgroup)
@@ -86,18 +98,41 @@ public struct PeerIdentity: Sendable, Hashable, CustomStringConvertible {
     /// open across the exec, which only a socket without close-on-exec survives. A program that connects after it
     /// started holds its socket close-on-exec (Keyseal's client, Python, Go and most runtimes create sockets so);
     /// a child forked before the exec to use the connection is not the process the identity was read from.
+    ///
+    /// Each Unix socket among the peer's first ``descriptorLimit`` descriptors is looked up by inode in the kernel's
+    /// socket diagnostics, in the peer's network namespace (where both ends of its connection live): two exact
+    /// requests a socket, whatever the number of sockets on the system. A peer with more descriptors than that is
+    /// not identified.
     public static func holdsConnection(pid: Int32, cookie: UInt64, proc: String = "/proc") -> Bool {
-        var peerInode: UInt32 = 0
-        guard keyseal_unix_peer_inode(cookie, &peerInode) == 0 else { return false }
-        let target = "socket:[\(peerInode)]"
+        guard let peerNamespace = readLink("\(proc)/\(pid)/ns/net") else { return false }
+        var namespace: Int32 = -1
+        if peerNamespace != readLink("\(proc)/self/ns/net") {
+            namespace = open("\(proc)/\(pid)/ns/net", O_RDONLY | O_CLOEXEC)
+            guard namespace >= 0 else { return false }
+        }
+        defer { if namespace >= 0 { close(namespace) } }
+        let diagnostics = keyseal_sock_diag_socket(namespace)
+        guard diagnostics >= 0 else { return false }
+        defer { close(diagnostics) }
         guard let directory = opendir("\(proc)/\(pid)/fd") else { return false }
         defer { closedir(directory) }
         var held = false
+        var seen = 0
         while let entry = readdir(directory) {
             let name = withUnsafeBytes(of: entry.pointee.d_name) { raw in
                 String(decoding: raw.prefix { $0 != 0 }, as: UTF8.self)
             }
-            guard name.first?.isNumber == true, readLink("\(proc)/\(pid)/fd/\(name)") == target else { continue }
+            guard name.first?.isNumber == true else { continue }
+            seen += 1
+            guard seen <= descriptorLimit else { return false }
+            guard let link = readLink("\(proc)/\(pid)/fd/\(name)"), link.hasPrefix("socket:["), link.hasSuffix("]"),
+                let inode = UInt32(link.dropFirst(8).dropLast())
+            else { continue }
+            var peer: UInt32 = 0
+            var unused: UInt32 = 0
+            guard keyseal_unix_diag_peer(diagnostics, inode, ~0, &peer) == 0, peer != 0,
+                keyseal_unix_diag_peer(diagnostics, peer, cookie, &unused) == 0
+            else { continue }
             guard let info = readSmallFile("\(proc)/\(pid)/fdinfo/\(name)"), isCloseOnExec(fdinfo: info) else {
                 return false
             }
@@ -105,6 +140,9 @@ public struct PeerIdentity: Sendable, Hashable, CustomStringConvertible {
         }
         return held
     }
+
+    /// The descriptors of a peer ``holdsConnection(pid:cookie:proc:)`` looks through: it is on the event loop.
+    public static let descriptorLimit = 1024
 
     /// Whether a /proc/PID/fdinfo text's `flags:` (octal open flags) include O_CLOEXEC.
     static func isCloseOnExec(fdinfo: String) -> Bool {

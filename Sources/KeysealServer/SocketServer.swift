@@ -454,19 +454,17 @@ final class ConnectionHandler: ChannelInboundHandler {
                 }
                 self.account.uid = peer.uid
                 // What the peer runs matters only to a policy that names executables or units.
-                var (identity, source) =
+                // A client's executable counts only for the connection its program made, not one it inherited
+                // across an exec (an administrator's gives it nothing but a default group).
+                let connection =
+                    policy.isAdministrator(peer)
+                    ? nil
+                    : (cookie: SocketServer.cookie(context.channel) ?? 0, matters: policy.names(executable:))
+                let (identity, source) =
                     policy.identifiesPeers
-                    ? PeerIdentity.resolve(peer: peer, peerPidfd: SocketServer.peerPidfd(context.channel))
+                    ? PeerIdentity.resolve(
+                        peer: peer, peerPidfd: SocketServer.peerPidfd(context.channel), connection: connection)
                     : (PeerIdentity.unknown, nil)
-                // An executable counts only for the connection its program made, not one it inherited across exec.
-                if let executable = identity.executable, policy.names(executable: executable),
-                    !PeerIdentity.holdsConnection(pid: peer.pid, cookie: SocketServer.cookie(context.channel) ?? 0)
-                {
-                    self.server.logger.debug(
-                        "peer's executable not counted: the connection is not its own",
-                        metadata: ["peer": "\(peer)", "exe": "\(executable)"])
-                    identity.executable = nil
-                }
                 self.identity = identity
                 self.caller = policy.caller(for: peer, identity: identity)
                 self.server.logger.debug(

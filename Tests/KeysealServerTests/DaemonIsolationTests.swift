@@ -410,6 +410,49 @@ struct DaemonIsolationTests {
         #expect(try attack(["find", "-", "mine"]) == "ok 1 uid.65534")
     }
 
+    /// The granted binary itself, run by uid 65534 in namespaces of its own: in a network namespace of its own (a
+    /// unit's `PrivateNetwork=`) it keeps its groups — both ends of its connection live in that namespace, where
+    /// keyseald looks them up; in a user namespace of its own, where a process may set its own `/proc/PID/exe` to any
+    /// file it can read (`prctl(PR_SET_MM_MAP)`) without running it, it has none.
+    @Test(
+        "the granted binary keeps its groups in a network namespace of its own, and has none in a user namespace",
+        arguments: ["network", "user"])
+    func grantedBinaryInANamespace(namespace: String) throws {
+        guard runningAsRoot("the namespace test needs root to switch users") else { return }
+        let setpriv = try requireTool("setpriv", package: "util-linux")
+        let unshare = try requireTool("unshare", package: "util-linux")
+        let root = try TemporaryDirectory(prefix: "keyseald-exe-ns")
+        defer { root.remove() }
+        chmod(root.path, 0o711)
+        let directory = root.appending("granted")
+        try FileManager.default.createDirectory(at: directory, withIntermediateDirectories: false)
+        chmod(directory.path, 0o755)
+        let granted = directory.appendingPathComponent("keyseal-wire-probe").path
+        try FileManager.default.copyItem(
+            atPath: try builtProductsDirectory().appendingPathComponent("keyseal-wire-probe").path, toPath: granted)
+        chmod(granted, 0o755)
+        let policy = root.appending("policy")
+        try "exe \(granted): *com.example.app\n".write(to: policy, atomically: true, encoding: .utf8)
+        let daemon = try DaemonFixture(arguments: ["--socket-group", "65534", "--policy", policy.path], start: false)
+        defer { daemon.remove() }
+        chmod(daemon.root.path, 0o711)
+        try daemon.start()
+        _ = try daemon.client().add(.password(service: "probe", account: "app", group: "com.example.app"))
+        let nobody = [setpriv, "--reuid", "65534", "--regid", "65534", "--clear-groups"]
+        let command =
+            namespace == "network"
+            ? [unshare, "--net"] + nobody + [granted]
+            // Keyseal's client talks to a server of root or its own uid: mapped to 65534, it sees root as 65534.
+            : nobody + [unshare, "--user", "--map-user=65534", "--map-group=65534", granted]
+        let found = try runProcess(command[0], Array(command.dropFirst()) + [daemon.socketPath, "find", "-", "app"])
+            .stdoutText.trimmingCharacters(in: .whitespacesAndNewlines)
+        if namespace == "network" {
+            #expect(found == "ok 1 com.example.app")
+        } else {
+            #expect(found.hasPrefix("error -25300"), "\(found)")
+        }
+    }
+
     /// The review's attack: a process connects, starts a child to use the connection, and execs the granted binary.
     /// keyseald is held with SIGSTOP until the exec is done, so that it reads the connection's identity after it, as
     /// it did in 2 of the review's 12 tries; the process then runs the granted binary with the connection either
