@@ -172,6 +172,11 @@ public struct AccessPolicy: Sendable {
             }
     }
 
+    /// Whether any rule or vouching entry names an executable.
+    public var namesExecutables: Bool {
+        (rules.map(\.subject) + vouching).contains { if case .executable = $0 { true } else { false } }
+    }
+
     /// Whether a rule or vouching entry names the executable `path`: only then does it matter who holds a
     /// connection made by a process running it (``PeerIdentity/holdsConnection(pid:cookie:proc:)``).
     public func names(executable path: String) -> Bool {

@@ -228,6 +228,9 @@ public final class SocketServer: Service {
     let policy: AccessPolicy
     let logger: Logger
     let registry = ConnectionRegistry()
+    /// The thread that looks for a client's connection among its descriptors (``PeerIdentity/holdsConnection``):
+    /// one, so that however long those lookups take, they hold up neither the event loop nor the engine's pool.
+    let identification = NIOThreadPool(numberOfThreads: 1)
     let group: any EventLoopGroup
     /// How long a connection may hold an incomplete frame before it is closed.
     let frameTimeout: Duration
@@ -264,6 +267,8 @@ public final class SocketServer: Service {
     }
 
     public func run() async throws {
+        identification.start()
+        defer { identification.shutdownGracefully { _ in } }
         let gid = try SocketFiles.prepareDirectory(for: socket)
         try SocketFiles.removeStaleSocket(socket.path)
         let timeout = TimeAmount.nanoseconds(
@@ -454,31 +459,50 @@ final class ConnectionHandler: ChannelInboundHandler {
                 }
                 self.account.uid = peer.uid
                 // What the peer runs matters only to a policy that names executables or units.
-                // A client's executable counts only for the connection its program made, not one it inherited
-                // across an exec (an administrator's gives it nothing but a default group).
-                let connection =
-                    policy.isAdministrator(peer)
-                    ? nil
-                    : (cookie: SocketServer.cookie(context.channel) ?? 0, matters: policy.names(executable:))
-                let (identity, source) =
-                    policy.identifiesPeers
-                    ? PeerIdentity.resolve(
-                        peer: peer, peerPidfd: SocketServer.peerPidfd(context.channel), connection: connection)
-                    : (PeerIdentity.unknown, nil)
-                self.identity = identity
-                self.caller = policy.caller(for: peer, identity: identity)
-                self.server.logger.debug(
-                    "peer identified",
-                    metadata: ["peer": "\(peer)", "identity": "\(identity)", "pidfd": "\(source?.rawValue ?? "none")"])
-                self.busy = false
-                self.drain(context: context)
-                self.armIdleTimer(context: context)
+                guard policy.identifiesPeers else { return self.identified(peer, .unknown, nil, context: context) }
+                let pidfd = SocketServer.peerPidfd(context.channel)
+                // A client's executable counts only for the connection its program made, not one it inherited across
+                // an exec (an administrator's gives it nothing but a default group). Looking for the connection among
+                // the peer's descriptors costs more as the system holds more sockets, so it runs on a thread of its
+                // own, never on the event loop; the connection reads nothing meanwhile.
+                guard policy.namesExecutables, !policy.isAdministrator(peer) else {
+                    let (identity, source) = PeerIdentity.resolve(peer: peer, peerPidfd: pidfd)
+                    return self.identified(peer, identity, source, context: context)
+                }
+                let connection = (cookie: SocketServer.cookie(context.channel) ?? 0, matters: policy.names(executable:))
+                let accepted = PeerIdentity.bootTicks()
+                self.server.identification.runIfActive(eventLoop: context.eventLoop) {
+                    PeerIdentity.resolve(peer: peer, peerPidfd: pidfd, acceptedTicks: accepted, connection: connection)
+                }.assumeIsolated().whenComplete { result in
+                    guard case .success(let (identity, source)) = result else {
+                        // The thread is stopping (shutdown): the pidfd was not handed over.
+                        if let pidfd { close(pidfd) }
+                        return context.close(promise: nil)
+                    }
+                    self.identified(peer, identity, source, context: context)
+                }
             case .failure(let error):
                 self.server.logger.debug("no peer credentials", metadata: ["error": "\(error)"])
                 context.close(promise: nil)
             }
         }
         context.fireChannelActive()
+    }
+
+    /// Sets what the peer runs and the caller it acts as, and begins serving it.
+    private func identified(
+        _ peer: PeerCredentials, _ identity: PeerIdentity, _ source: PeerIdentity.Source?,
+        context: ChannelHandlerContext
+    ) {
+        self.identity = identity
+        caller = server.policy.caller(for: peer, identity: identity)
+        server.logger.debug(
+            "peer identified",
+            metadata: ["peer": "\(peer)", "identity": "\(identity)", "pidfd": "\(source?.rawValue ?? "none")"])
+        guard !closing else { return }
+        busy = false
+        drain(context: context)
+        armIdleTimer(context: context)
     }
 
     func channelInactive(context: ChannelHandlerContext) {
