@@ -148,10 +148,12 @@ func secError(_ error: KeychainError) -> CFError {
 
 // MARK: - Creating keys
 
-/// Parameters of `SecKeyCreateRandomKey` and `SecKeyGeneratePair`.
+/// Parameters of `SecKeyCreateRandomKey` and `SecKeyGeneratePair`. As on Apple, every optional attribute of the
+/// top level applies to both halves, and `kSecPrivateKeyAttrs` / `kSecPublicKeyAttrs` override it for one half.
 struct KeyParameters {
     var request: KeyGenerationRequest
-    var publicAttributes: [String: AttributeValue] = [:]
+    /// The public half's item when that half is permanent: its attributes, without the key's data yet.
+    var publicItem: NewItem?
 
     init(_ parameters: [String: Any]) throws(KeychainError) {
         guard let type = parameters[kSecAttrKeyType] as? String else {
@@ -167,22 +169,56 @@ struct KeyParameters {
             }
             request.inHardware = true
         }
-        // Top-level attributes apply to the private key, and its own dictionary over them (as on Apple).
-        var privateAttributes = parameters
+        let privateHalf = try Self.half(parameters, kSecPrivateKeyAttrs)
+        request.isPermanent = privateHalf.isPermanent
+        request.isExtractable = privateHalf.isExtractable
+        request.attributes = privateHalf.settable.attributes
+        request.accessGroup = privateHalf.settable.accessGroup
+        request.synchronizable = privateHalf.settable.synchronizable ?? false
+        let (accessibility, flags) = try privateHalf.settable.accessibility()
+        if let accessibility { request.accessibility = accessibility }
+        request.accessControlFlags = flags
+        if request.inHardware && request.keyType != .p256 {
+            throw KeychainError(KeychainStatus.param, "the Secure Enclave token takes only 256-bit EC keys")
+        }
+        self.request = request
+
+        let publicHalf = try Self.half(parameters, kSecPublicKeyAttrs)
+        if publicHalf.isPermanent {
+            var item = NewItem(itemClass: .key)
+            item.attributes = publicHalf.settable.attributes
+            item.attributes[kSecAttrKeyClass] = .string(kSecAttrKeyClassPublic)
+            item.attributes[kSecAttrKeyType] = .string(request.keyType.typeCode)
+            item.accessGroup = publicHalf.settable.accessGroup
+            item.synchronizable = publicHalf.settable.synchronizable ?? false
+            let (accessibility, flags) = try publicHalf.settable.accessibility()
+            if let accessibility { item.accessibility = accessibility }
+            item.accessControlFlags = flags
+            publicItem = item
+        }
+    }
+
+    /// One half's attributes: the top level's, then its own dictionary (`nested`) over them.
+    private static func half(_ parameters: [String: Any], _ nested: String) throws(KeychainError) -> (
+        isPermanent: Bool, isExtractable: Bool, settable: DictionaryRequests.SettableAttributes
+    ) {
+        var attributes = parameters
         for key in [kSecAttrKeyType, kSecAttrKeySizeInBits, kSecAttrTokenID, kSecPrivateKeyAttrs, kSecPublicKeyAttrs] {
-            privateAttributes[key] = nil
+            attributes[key] = nil
         }
-        if let nested = parameters[kSecPrivateKeyAttrs] {
-            guard let nested = nested as? [String: Any] else {
-                throw KeychainError(KeychainStatus.param, "kSecPrivateKeyAttrs must be a dictionary")
+        if let own = parameters[nested] {
+            guard let own = own as? [String: Any] else {
+                throw KeychainError(KeychainStatus.param, "the \(nested) key attributes must be a dictionary")
             }
-            privateAttributes.merge(nested) { _, new in new }
+            attributes.merge(own) { _, new in new }
         }
+        var isPermanent = false
+        var isExtractable = true
         var settable = DictionaryRequests.SettableAttributes(itemClass: .key)
-        for (key, value) in privateAttributes {
+        for (key, value) in attributes {
             switch key {
-            case kSecAttrIsPermanent: request.isPermanent = try DictionaryRequests.bool(value, key)
-            case kSecAttrIsExtractable: request.isExtractable = try DictionaryRequests.bool(value, key)
+            case kSecAttrIsPermanent: isPermanent = try DictionaryRequests.bool(value, key)
+            case kSecAttrIsExtractable: isExtractable = try DictionaryRequests.bool(value, key)
             case kSecAttrKeyClass, kSecAttrApplicationLabel, kSecAttrTokenID:
                 throw KeychainError(KeychainStatus.param, "\(key) is set by the keychain when it generates a key")
             default:
@@ -191,22 +227,14 @@ struct KeyParameters {
                 }
             }
         }
-        request.attributes = settable.attributes
-        request.accessGroup = settable.accessGroup
-        request.synchronizable = settable.synchronizable ?? false
-        let (accessibility, flags) = try settable.accessibility()
-        if let accessibility { request.accessibility = accessibility }
-        request.accessControlFlags = flags
-        if request.inHardware && request.keyType != .p256 {
-            throw KeychainError(KeychainStatus.param, "the Secure Enclave token takes only 256-bit EC keys")
-        }
-        self.request = request
+        return (isPermanent, isExtractable, settable)
     }
 }
 
 /// Generates a key pair: in this device's hardware with `kSecAttrTokenID: kSecAttrTokenIDSecureEnclave` (P-256;
-/// errSecUnimplemented where the store has no key hardware), else in software; stored as an item when
-/// `kSecAttrIsPermanent` is true. Returns the private key.
+/// errSecUnimplemented where the store has no key hardware), else in software. A half whose attributes say
+/// `kSecAttrIsPermanent` is stored as its own item (the public half with `kSecAttrKeyClassPublic`, found by its own
+/// tag and label). Returns the private key.
 public func SecKeyCreateRandomKey(_ parameters: CFDictionary, _ error: UnsafeMutablePointer<Unmanaged<CFError>?>?)
     -> SecKey?
 {
@@ -215,12 +243,28 @@ public func SecKeyCreateRandomKey(_ parameters: CFDictionary, _ error: UnsafeMut
 }
 
 func makeRandomKey(_ parameters: [String: Any]) throws -> SecKey {
-    let request = try KeyParameters(parameters).request
-    if !request.inHardware && !request.isPermanent {
-        return SecKey(.software(try SoftwareKey.generate(request.keyType)))
-    }
+    let parsed = try KeyParameters(parameters)
+    let request = parsed.request
+    let key: SecKey
     let store = KeychainStore.default
-    return SecKey(.stored(store, try store.generateKey(request)))
+    if !request.inHardware && !request.isPermanent {
+        key = SecKey(.software(try SoftwareKey.generate(request.keyType)))
+    } else {
+        key = SecKey(.stored(store, try store.generateKey(request)))
+    }
+    if var publicItem = parsed.publicItem {
+        publicItem.data = try key.publicMaterial().bytes
+        do {
+            _ = try store.add(publicItem)
+        } catch {
+            // Nothing of a failed generation stays behind: the private half stored a moment ago goes too.
+            if case .stored(_, let description) = key.backing, case .item(let reference) = description.reference {
+                try? store.delete(ItemQuery(itemClass: .key, synchronizable: .any, persistentRef: reference))
+            }
+            throw error
+        }
+    }
+    return key
 }
 
 /// The deprecated pair form of ``SecKeyCreateRandomKey(_:_:)``.

@@ -1,0 +1,165 @@
+import Foundation
+import Keyseal
+import KeysealSecurity
+import KeysealTestSupport
+import Testing
+
+/// Key code written for Apple's Security, run unchanged: what Apple accepts and answers in key generation and key
+/// import. Embedded, and through keyseald with `KEYSEAL_TEST_BACKEND=daemon-…`.
+@Suite("SecKey as Apple answers")
+struct SecKeyAsAppleTests {
+    static func keyQuery(tag: String, _ extra: [String: Any] = [:]) -> [String: Any] {
+        var query: [String: Any] = [kSecClass: kSecClassKey, kSecAttrApplicationTag: Data(tag.utf8)]
+        query.merge(extra) { _, new in new }
+        return query
+    }
+
+    /// The keys `query` finds, as `SecKey`s with their attributes (empty when nothing matched).
+    static func keysFound(_ query: [String: Any]) -> [[String: Any]] {
+        var lookup = query
+        lookup[kSecReturnRef] = true
+        lookup[kSecReturnAttributes] = true
+        lookup[kSecMatchLimit] = kSecMatchLimitAll
+        return copyMatching(lookup).result as? [[String: Any]] ?? []
+    }
+
+    @Test("a permanent public half is its own kSecClassKey item, found by its own tag and label")
+    func permanentPublicHalfIsFoundByItsOwnTag() throws {
+        try withStore { _ in
+            var error: Unmanaged<CFError>?
+            let parameters: [String: Any] = [
+                kSecAttrKeyType: kSecAttrKeyTypeECSECPrimeRandom, kSecAttrKeySizeInBits: 256,
+                kSecPrivateKeyAttrs: [
+                    kSecAttrIsPermanent: true, kSecAttrApplicationTag: Data("sign.private".utf8),
+                    kSecAttrLabel: "private half",
+                ] as [String: Any],
+                kSecPublicKeyAttrs: [
+                    kSecAttrIsPermanent: true, kSecAttrApplicationTag: Data("sign.public".utf8),
+                    kSecAttrLabel: "public half",
+                ] as [String: Any],
+            ]
+            let privateKey = try #require(SecKeyCreateRandomKey(parameters as CFDictionary, &error))
+            let expected = SecKeyCopyExternalRepresentation(SecKeyCopyPublicKey(privateKey)!, &error)
+
+            let found = Self.keysFound(Self.keyQuery(tag: "sign.public"))
+            #expect(found.count == 1)
+            let item = try #require(found.first)
+            #expect(item[kSecAttrKeyClass] as? String == kSecAttrKeyClassPublic)
+            #expect(item[kSecAttrLabel] as? String == "public half")
+            #expect(item[kSecAttrKeySizeInBits] as? Int == 256)
+            let publicKey = try #require(item[kSecValueRef] as? SecKey)
+            #expect(SecKeyCopyExternalRepresentation(publicKey, &error) == expected)
+            #expect(
+                SecKeyCopyAttributes(publicKey)?[kSecAttrKeyClass] as? String == kSecAttrKeyClassPublic)
+
+            // Each half under its own tag: the private tag finds the private key only.
+            let privateFound = Self.keysFound(Self.keyQuery(tag: "sign.private"))
+            #expect(privateFound.map { $0[kSecAttrKeyClass] as? String } == [kSecAttrKeyClassPrivate])
+            #expect(privateFound.first?[kSecAttrLabel] as? String == "private half")
+            #expect(
+                copyMatching(Self.keyQuery(tag: "sign.public", [kSecAttrKeyClass: kSecAttrKeyClassPrivate]))
+                    .status
+                    == errSecItemNotFound)
+            // The public key found verifies what the private key signs.
+            let message = Data("signed".utf8) as CFData
+            let signature = try #require(
+                SecKeyCreateSignature(privateKey, .ecdsaSignatureMessageX962SHA256, message, &error))
+            #expect(
+                SecKeyVerifySignature(
+                    publicKey, .ecdsaSignatureMessageX962SHA256, message, signature, &error))
+        }
+    }
+
+    @Test("a top-level kSecAttrIsPermanent and tag store both halves, as Apple's documentation says")
+    func topLevelAttributesApplyToBothHalves() throws {
+        try withStore { _ in
+            var error: Unmanaged<CFError>?
+            let parameters: [String: Any] = [
+                kSecAttrKeyType: kSecAttrKeyTypeRSA, kSecAttrKeySizeInBits: 2048, kSecAttrIsPermanent: true,
+                kSecAttrApplicationTag: Data("both".utf8), kSecAttrLabel: "pair",
+            ]
+            _ = try #require(SecKeyCreateRandomKey(parameters as CFDictionary, &error))
+            let found = Self.keysFound(Self.keyQuery(tag: "both"))
+            #expect(
+                Set(found.compactMap { $0[kSecAttrKeyClass] as? String })
+                    == [kSecAttrKeyClassPrivate, kSecAttrKeyClassPublic])
+            #expect(found.count == 2)
+            #expect(found.allSatisfy { $0[kSecAttrLabel] as? String == "pair" })
+        }
+    }
+
+    @Test("a public half not marked permanent is not stored: its lookup is errSecItemNotFound")
+    func publicHalfNotPermanentIsNotStored() throws {
+        try withStore { _ in
+            var error: Unmanaged<CFError>?
+            let parameters: [String: Any] = [
+                kSecAttrKeyType: kSecAttrKeyTypeEC, kSecAttrKeySizeInBits: 256,
+                kSecAttrApplicationTag: Data("private-only".utf8),
+                kSecPrivateKeyAttrs: [kSecAttrIsPermanent: true] as [String: Any],
+            ]
+            _ = try #require(SecKeyCreateRandomKey(parameters as CFDictionary, &error))
+            #expect(
+                copyMatching(Self.keyQuery(tag: "private-only", [kSecAttrKeyClass: kSecAttrKeyClassPublic]))
+                    .status
+                    == errSecItemNotFound)
+            #expect(Self.keysFound(Self.keyQuery(tag: "private-only")).count == 1)
+        }
+    }
+
+    /// A generation whose public half the store refuses (here: a key size that is not the key's) fails as a whole:
+    /// no private key item stays behind under its tag.
+    @Test("a public half the store refuses leaves no private key behind")
+    func refusedPublicHalfLeavesNoPrivateKey() throws {
+        try withStore { _ in
+            var error: Unmanaged<CFError>?
+            let parameters: [String: Any] = [
+                kSecAttrKeyType: kSecAttrKeyTypeEC, kSecAttrKeySizeInBits: 256,
+                kSecPrivateKeyAttrs: [kSecAttrIsPermanent: true, kSecAttrApplicationTag: Data("half".utf8)]
+                    as [String: Any],
+                kSecPublicKeyAttrs: [
+                    kSecAttrIsPermanent: true, kSecAttrApplicationTag: Data("half".utf8),
+                    kSecAttrKeySizeInBits: 384,
+                ] as [String: Any],
+            ]
+            #expect(SecKeyCreateRandomKey(parameters as CFDictionary, &error) == nil)
+            #expect(takeError(error)?.code == Int(errSecParam))
+            #expect(copyMatching(Self.keyQuery(tag: "half")).status == errSecItemNotFound)
+        }
+    }
+
+    @Test("kSecPublicKeyAttrs that is not a dictionary is errSecParam, and nothing is generated")
+    func publicAttributesMustBeADictionary() throws {
+        try withStore { _ in
+            var error: Unmanaged<CFError>?
+            let parameters: [String: Any] = [
+                kSecAttrKeyType: kSecAttrKeyTypeEC, kSecAttrKeySizeInBits: 256, kSecAttrIsPermanent: true,
+                kSecAttrApplicationTag: Data("bad".utf8), kSecPublicKeyAttrs: "permanent",
+            ]
+            #expect(SecKeyCreateRandomKey(parameters as CFDictionary, &error) == nil)
+            #expect(takeError(error)?.code == Int(errSecParam))
+            #expect(copyMatching(Self.keyQuery(tag: "bad")).status == errSecItemNotFound)
+        }
+    }
+
+    @Test(
+        "a Secure Enclave key's permanent public half is found by its own tag",
+        .disabled(
+            if: TestBackend.throughDaemon && TestBackend.current == .hostKey,
+            "keyseald on the host key has no key hardware (the software double is embedded only)"))
+    func hardwareKeyPublicHalfIsFoundByItsOwnTag() throws {
+        try withHardwareStore { _ in
+            var error: Unmanaged<CFError>?
+            var parameters = SecKeyTests.secureEnclaveParameters(tag: "se.private")
+            parameters[kSecPublicKeyAttrs] =
+                [kSecAttrIsPermanent: true, kSecAttrApplicationTag: Data("se.public".utf8)] as [String: Any]
+            let privateKey = try #require(SecKeyCreateRandomKey(parameters as CFDictionary, &error))
+            let found = Self.keysFound(Self.keyQuery(tag: "se.public"))
+            #expect(found.map { $0[kSecAttrKeyClass] as? String } == [kSecAttrKeyClassPublic])
+            let publicKey = try #require(found.first?[kSecValueRef] as? SecKey)
+            #expect(
+                SecKeyCopyExternalRepresentation(publicKey, &error)
+                    == SecKeyCopyExternalRepresentation(SecKeyCopyPublicKey(privateKey)!, &error))
+        }
+    }
+}
+
