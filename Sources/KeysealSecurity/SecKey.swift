@@ -221,6 +221,9 @@ struct KeyParameters {
             case kSecAttrIsExtractable: isExtractable = try DictionaryRequests.bool(value, key)
             case kSecAttrKeyClass, kSecAttrApplicationLabel, kSecAttrTokenID:
                 throw KeychainError(KeychainStatus.param, "\(key) is set by the keychain when it generates a key")
+            case kSecReturnRef, kSecReturnData, kSecReturnAttributes, kSecReturnPersistentRef:
+                // Apple accepts and ignores them: the key is the result.
+                _ = try DictionaryRequests.returnKey(key, value)
             default:
                 guard try settable.take(key, value) || key.first == "u" else {
                     throw KeychainError(KeychainStatus.param, "\(key) is not a key generation parameter")
@@ -284,8 +287,8 @@ public func SecKeyGeneratePair(
     }
 }
 
-/// A key from its external representation: `kSecAttrKeyType`, `kSecAttrKeyClass` (and optionally
-/// `kSecAttrKeySizeInBits`) say what it is. The key is this process's; nothing is stored.
+/// A key from its external representation: `kSecAttrKeyType` and `kSecAttrKeyClass` say what it is; its size comes
+/// from the data, as on Apple, whatever `kSecAttrKeySizeInBits` says. The key is this process's; nothing is stored.
 public func SecKeyCreateWithData(
     _ keyData: CFData, _ attributes: CFDictionary, _ error: UnsafeMutablePointer<Unmanaged<CFError>?>?
 ) -> SecKey? {
@@ -293,11 +296,6 @@ public func SecKeyCreateWithData(
         guard let type = attributes[kSecAttrKeyType] as? String, let keyClass = attributes[kSecAttrKeyClass] as? String
         else { throw KeychainError(KeychainStatus.param, "kSecAttrKeyType and kSecAttrKeyClass are required") }
         let publicKey = try PublicKeyMaterial.of(keyClass: keyClass, typeCode: type, data: keyData)
-        if let bits = attributes[kSecAttrKeySizeInBits].flatMap(DictionaryRequests.integer),
-            bits != publicKey.keyType.bits
-        {
-            throw KeychainError(KeychainStatus.param, "the key has \(publicKey.keyType.bits) bits, not \(bits)")
-        }
         switch keyClass {
         case kSecAttrKeyClassPublic: return SecKey(.publicKey(publicKey))
         case kSecAttrKeyClassPrivate:

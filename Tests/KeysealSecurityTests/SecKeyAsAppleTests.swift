@@ -163,3 +163,58 @@ struct SecKeyAsAppleTests {
     }
 }
 
+/// What Apple accepts and ignores in key generation and import.
+@Suite("SecKey accepts what Apple ignores")
+struct SecKeyAcceptsWhatAppleIgnoresTests {
+    @Test("return keys in key generation are accepted and ignored", arguments: [false, true])
+    func returnKeysInKeyGenerationAreIgnored(permanent: Bool) throws {
+        try withStore { _ in
+            var error: Unmanaged<CFError>?
+            let parameters: [String: Any] = [
+                kSecAttrKeyType: kSecAttrKeyTypeECSECPrimeRandom, kSecAttrKeySizeInBits: 256,
+                kSecReturnRef: true, kSecReturnData: false, kSecReturnAttributes: true,
+                kSecReturnPersistentRef: true,
+                kSecPrivateKeyAttrs: [
+                    kSecAttrIsPermanent: permanent, kSecAttrApplicationTag: Data("returns".utf8),
+                    kSecReturnRef: true,
+                ] as [String: Any],
+            ]
+            let key = SecKeyCreateRandomKey(parameters as CFDictionary, &error)
+            #expect(key != nil, "\(String(describing: takeError(error)))")
+            #expect(
+                copyMatching(SecKeyAsAppleTests.keyQuery(tag: "returns")).status
+                    == (permanent ? errSecSuccess : errSecItemNotFound))
+        }
+    }
+
+    @Test("an unknown return-like key in key generation is still errSecParam")
+    func unknownKeyInKeyGenerationIsParam() throws {
+        try withStore { _ in
+            var error: Unmanaged<CFError>?
+            let parameters: [String: Any] = [
+                kSecAttrKeyType: kSecAttrKeyTypeEC, kSecAttrKeySizeInBits: 256, "r_Everything": true,
+            ]
+            #expect(SecKeyCreateRandomKey(parameters as CFDictionary, &error) == nil)
+            #expect(takeError(error)?.code == Int(errSecParam))
+        }
+    }
+
+    /// Apple derives the size from the data: a `kSecAttrKeySizeInBits` that does not match is ignored.
+    @Test("SecKeyCreateWithData takes the size from the data, whatever kSecAttrKeySizeInBits says")
+    func createWithDataIgnoresAMismatchingSize() throws {
+        var error: Unmanaged<CFError>?
+        for (data, keyClass) in [
+            (KeyTestMaterial.publicKey, kSecAttrKeyClassPublic),
+            (KeyTestMaterial.privateKey, kSecAttrKeyClassPrivate),
+        ] {
+            let attributes: [String: Any] = [
+                kSecAttrKeyType: kSecAttrKeyTypeECSECPrimeRandom, kSecAttrKeyClass: keyClass,
+                kSecAttrKeySizeInBits: 2048,
+            ]
+            let key = SecKeyCreateWithData(data as CFData, attributes as CFDictionary, &error)
+            #expect(key != nil, "\(keyClass): \(String(describing: takeError(error)))")
+            #expect(key.flatMap(SecKeyCopyAttributes)?[kSecAttrKeySizeInBits] as? Int == 256)
+            #expect(key.map(SecKeyGetBlockSize) == 32)
+        }
+    }
+}
