@@ -66,9 +66,11 @@ public func SecKeyGetTypeID() -> CFTypeID { 0x5ec1 }
 
 /// An algorithm name (Apple's `SecKeyAlgorithm`, a `CFString`).
 public struct SecKeyAlgorithm: RawRepresentable, Hashable, Sendable {
-    public let rawValue: CFString
-    public init(rawValue: CFString) { self.rawValue = rawValue }
-    public init(_ rawValue: CFString) { self.rawValue = rawValue }
+    /// The name, as the engine takes it.
+    let name: String
+    public var rawValue: CFString { NSString(string: name) }
+    public init(rawValue: CFString) { name = rawValue as String }
+    public init(_ rawValue: CFString) { name = rawValue as String }
 
     public static let ecdsaSignatureRFC4754 = SecKeyAlgorithm("algid:sign:ECDSA:RFC4754")
     public static let ecdsaSignatureDigestX962 = SecKeyAlgorithm("algid:sign:ECDSA:digest-X962")
@@ -129,14 +131,15 @@ public enum SecKeyOperationType: Int, Sendable {
 
 /// `SecKeyCopyKeyExchangeResult` parameters.
 public struct SecKeyKeyExchangeParameter: RawRepresentable, Hashable, Sendable {
-    public let rawValue: CFString
-    public init(rawValue: CFString) { self.rawValue = rawValue }
+    let name: String
+    public var rawValue: CFString { NSString(string: name) }
+    public init(rawValue: CFString) { name = rawValue as String }
     public static let requestedSize = SecKeyKeyExchangeParameter(rawValue: "requestedSize")
     public static let sharedInfo = SecKeyKeyExchangeParameter(rawValue: "sharedInfo")
 }
 
-public let kSecKeyKeyExchangeParameterRequestedSize: CFString = "requestedSize"
-public let kSecKeyKeyExchangeParameterSharedInfo: CFString = "sharedInfo"
+nonisolated(unsafe) public let kSecKeyKeyExchangeParameterRequestedSize: CFString = "requestedSize"
+nonisolated(unsafe) public let kSecKeyKeyExchangeParameterSharedInfo: CFString = "sharedInfo"
 
 // MARK: - Errors
 
@@ -187,7 +190,7 @@ struct KeyParameters {
         if publicHalf.isPermanent {
             var item = NewItem(itemClass: .key)
             item.attributes = publicHalf.settable.attributes
-            item.attributes[kSecAttrKeyClass] = .string(kSecAttrKeyClassPublic)
+            item.attributes[kSecAttrKeyClass] = .string(kSecAttrKeyClassPublic as String)
             item.attributes[kSecAttrKeyType] = .string(request.keyType.typeCode)
             item.accessGroup = publicHalf.settable.accessGroup
             item.synchronizable = publicHalf.settable.synchronizable ?? false
@@ -199,7 +202,7 @@ struct KeyParameters {
     }
 
     /// One half's attributes: the top level's, then its own dictionary (`nested`) over them.
-    private static func half(_ parameters: [String: Any], _ nested: String) throws(KeychainError) -> (
+    private static func half(_ parameters: [String: Any], _ nested: CFString) throws(KeychainError) -> (
         isPermanent: Bool, isExtractable: Bool, settable: DictionaryRequests.SettableAttributes
     ) {
         var attributes = parameters
@@ -245,8 +248,8 @@ public func SecKeyCreateRandomKey(_ parameters: CFDictionary, _ error: UnsafeMut
     return secKeyCall(error) { try makeRandomKey(parameters) }
 }
 
-func makeRandomKey(_ parameters: [String: Any]) throws -> SecKey {
-    let parsed = try KeyParameters(parameters)
+func makeRandomKey(_ parameters: CFDictionary) throws -> SecKey {
+    let parsed = try KeyParameters(swiftDictionary(parameters))
     let request = parsed.request
     let key: SecKey
     let store = KeychainStore.default
@@ -293,6 +296,7 @@ public func SecKeyCreateWithData(
     _ keyData: CFData, _ attributes: CFDictionary, _ error: UnsafeMutablePointer<Unmanaged<CFError>?>?
 ) -> SecKey? {
     secKeyCall(error) {
+        let attributes = try swiftDictionary(attributes)
         guard let type = attributes[kSecAttrKeyType] as? String, let keyClass = attributes[kSecAttrKeyClass] as? String
         else { throw KeychainError(KeychainStatus.param, "kSecAttrKeyType and kSecAttrKeyClass are required") }
         let publicKey = try PublicKeyMaterial.of(keyClass: keyClass, typeCode: type, data: keyData)
@@ -319,7 +323,7 @@ public func SecKeyIsAlgorithmSupported(_ key: SecKey, _ operation: SecKeyOperati
     // A private key also answers for its public half (Apple's verify and encrypt on a private key).
     let asPrivate = key.isPrivate && operation != .verify && operation != .encrypt
     return KeyAlgorithms.isSupported(
-        algorithm.rawValue, operation: operation, keyType: key.keyType, isPrivate: asPrivate,
+        algorithm.name, operation: operation, keyType: key.keyType, isPrivate: asPrivate,
         inHardware: key.inHardware)
 }
 
@@ -332,9 +336,9 @@ public func SecKeyCreateSignature(
             throw KeychainError(KeychainStatus.param, "algorithm not supported by the key")
         }
         switch key.backing {
-        case .software(let software): return try software.sign(algorithm: algorithm.rawValue, data: dataToSign)
+        case .software(let software): return try software.sign(algorithm: algorithm.name, data: dataToSign)
         case .stored(let store, let description):
-            return try store.sign(description.reference, algorithm: algorithm.rawValue, data: dataToSign)
+            return try store.sign(description.reference, algorithm: algorithm.name, data: dataToSign)
         case .publicKey: throw KeychainError(KeychainStatus.param, "algorithm not supported by the key")
         }
     }
@@ -347,7 +351,7 @@ public func SecKeyVerifySignature(
 ) -> Bool {
     secKeyCall(error) { () throws -> Bool? in
         try KeyAlgorithms.verify(
-            key.publicMaterial(), algorithm: algorithm.rawValue, data: signedData, signature: signature)
+            key.publicMaterial(), algorithm: algorithm.name, data: signedData, signature: signature)
         return true
     } ?? false
 }
@@ -358,7 +362,7 @@ public func SecKeyCreateEncryptedData(
     _ error: UnsafeMutablePointer<Unmanaged<CFError>?>?
 ) -> CFData? {
     secKeyCall(error) {
-        try KeyAlgorithms.encrypt(key.publicMaterial(), algorithm: algorithm.rawValue, data: plaintext)
+        try KeyAlgorithms.encrypt(key.publicMaterial(), algorithm: algorithm.name, data: plaintext)
     }
 }
 
@@ -368,9 +372,9 @@ public func SecKeyCreateDecryptedData(
 ) -> CFData? {
     secKeyCall(error) {
         switch key.backing {
-        case .software(let software): return try software.decrypt(algorithm: algorithm.rawValue, data: ciphertext)
+        case .software(let software): return try software.decrypt(algorithm: algorithm.name, data: ciphertext)
         case .stored(let store, let description):
-            return try store.decrypt(description.reference, algorithm: algorithm.rawValue, data: ciphertext)
+            return try store.decrypt(description.reference, algorithm: algorithm.name, data: ciphertext)
         case .publicKey: throw KeychainError(KeychainStatus.param, "algorithm not supported by the key")
         }
     }
@@ -386,15 +390,16 @@ public func SecKeyCopyKeyExchangeResult(
         guard peer.keyType == privateKey.keyType else {
             throw KeychainError(KeychainStatus.param, "the public key is not on the private key's curve")
         }
+        let parameters = try swiftDictionary(parameters)
         let size = parameters[kSecKeyKeyExchangeParameterRequestedSize].flatMap(DictionaryRequests.integer)
         let info = parameters[kSecKeyKeyExchangeParameterSharedInfo] as? Data
         switch privateKey.backing {
         case .software(let software):
             return try software.keyExchange(
-                algorithm: algorithm.rawValue, peer: peer.bytes, requestedSize: size, sharedInfo: info)
+                algorithm: algorithm.name, peer: peer.bytes, requestedSize: size, sharedInfo: info)
         case .stored(let store, let description):
             return try store.keyExchange(
-                description.reference, algorithm: algorithm.rawValue, peer: peer.bytes, requestedSize: size,
+                description.reference, algorithm: algorithm.name, peer: peer.bytes, requestedSize: size,
                 sharedInfo: info
             ).withUnsafeBytes { Data($0) }
         case .publicKey: throw KeychainError(KeychainStatus.param, "algorithm not supported by the key")

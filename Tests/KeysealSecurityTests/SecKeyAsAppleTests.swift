@@ -9,7 +9,9 @@ import Testing
 @Suite("SecKey as Apple answers")
 struct SecKeyAsAppleTests {
     static func keyQuery(tag: String, _ extra: [String: Any] = [:]) -> [String: Any] {
-        var query: [String: Any] = [kSecClass: kSecClassKey, kSecAttrApplicationTag: Data(tag.utf8)]
+        var query: [String: Any] = [
+            kSecClass as String: kSecClassKey, kSecAttrApplicationTag as String: Data(tag.utf8),
+        ]
         query.merge(extra) { _, new in new }
         return query
     }
@@ -28,12 +30,12 @@ struct SecKeyAsAppleTests {
         try withStore { _ in
             var error: Unmanaged<CFError>?
             let parameters: [String: Any] = [
-                kSecAttrKeyType: kSecAttrKeyTypeECSECPrimeRandom, kSecAttrKeySizeInBits: 256,
-                kSecPrivateKeyAttrs: [
+                kSecAttrKeyType as String: kSecAttrKeyTypeECSECPrimeRandom, kSecAttrKeySizeInBits as String: 256,
+                kSecPrivateKeyAttrs as String: [
                     kSecAttrIsPermanent: true, kSecAttrApplicationTag: Data("sign.private".utf8),
                     kSecAttrLabel: "private half",
                 ] as [String: Any],
-                kSecPublicKeyAttrs: [
+                kSecPublicKeyAttrs as String: [
                     kSecAttrIsPermanent: true, kSecAttrApplicationTag: Data("sign.public".utf8),
                     kSecAttrLabel: "public half",
                 ] as [String: Any],
@@ -54,10 +56,10 @@ struct SecKeyAsAppleTests {
 
             // Each half under its own tag: the private tag finds the private key only.
             let privateFound = Self.keysFound(Self.keyQuery(tag: "sign.private"))
-            #expect(privateFound.map { $0[kSecAttrKeyClass] as? String } == [kSecAttrKeyClassPrivate])
+            #expect(privateFound.map { $0[kSecAttrKeyClass] as? String } == [kSecAttrKeyClassPrivate as String])
             #expect(privateFound.first?[kSecAttrLabel] as? String == "private half")
             #expect(
-                copyMatching(Self.keyQuery(tag: "sign.public", [kSecAttrKeyClass: kSecAttrKeyClassPrivate]))
+                copyMatching(Self.keyQuery(tag: "sign.public", [kSecAttrKeyClass as String: kSecAttrKeyClassPrivate]))
                     .status
                     == errSecItemNotFound)
             // The public key found verifies what the private key signs.
@@ -75,14 +77,15 @@ struct SecKeyAsAppleTests {
         try withStore { _ in
             var error: Unmanaged<CFError>?
             let parameters: [String: Any] = [
-                kSecAttrKeyType: kSecAttrKeyTypeRSA, kSecAttrKeySizeInBits: 2048, kSecAttrIsPermanent: true,
-                kSecAttrApplicationTag: Data("both".utf8), kSecAttrLabel: "pair",
+                kSecAttrKeyType as String: kSecAttrKeyTypeRSA, kSecAttrKeySizeInBits as String: 2048,
+                kSecAttrIsPermanent as String: true,
+                kSecAttrApplicationTag as String: Data("both".utf8), kSecAttrLabel as String: "pair",
             ]
             _ = try #require(SecKeyCreateRandomKey(parameters as CFDictionary, &error))
             let found = Self.keysFound(Self.keyQuery(tag: "both"))
             #expect(
                 Set(found.compactMap { $0[kSecAttrKeyClass] as? String })
-                    == [kSecAttrKeyClassPrivate, kSecAttrKeyClassPublic])
+                    == [kSecAttrKeyClassPrivate as String, kSecAttrKeyClassPublic as String])
             #expect(found.count == 2)
             #expect(found.allSatisfy { $0[kSecAttrLabel] as? String == "pair" })
         }
@@ -93,13 +96,13 @@ struct SecKeyAsAppleTests {
         try withStore { _ in
             var error: Unmanaged<CFError>?
             let parameters: [String: Any] = [
-                kSecAttrKeyType: kSecAttrKeyTypeEC, kSecAttrKeySizeInBits: 256,
-                kSecAttrApplicationTag: Data("private-only".utf8),
-                kSecPrivateKeyAttrs: [kSecAttrIsPermanent: true] as [String: Any],
+                kSecAttrKeyType as String: kSecAttrKeyTypeEC, kSecAttrKeySizeInBits as String: 256,
+                kSecAttrApplicationTag as String: Data("private-only".utf8),
+                kSecPrivateKeyAttrs as String: [kSecAttrIsPermanent: true] as [String: Any],
             ]
             _ = try #require(SecKeyCreateRandomKey(parameters as CFDictionary, &error))
             #expect(
-                copyMatching(Self.keyQuery(tag: "private-only", [kSecAttrKeyClass: kSecAttrKeyClassPublic]))
+                copyMatching(Self.keyQuery(tag: "private-only", [kSecAttrKeyClass as String: kSecAttrKeyClassPublic]))
                     .status
                     == errSecItemNotFound)
             #expect(Self.keysFound(Self.keyQuery(tag: "private-only")).count == 1)
@@ -113,10 +116,10 @@ struct SecKeyAsAppleTests {
         try withStore { _ in
             var error: Unmanaged<CFError>?
             let parameters: [String: Any] = [
-                kSecAttrKeyType: kSecAttrKeyTypeEC, kSecAttrKeySizeInBits: 256,
-                kSecPrivateKeyAttrs: [kSecAttrIsPermanent: true, kSecAttrApplicationTag: Data("half".utf8)]
+                kSecAttrKeyType as String: kSecAttrKeyTypeEC, kSecAttrKeySizeInBits as String: 256,
+                kSecPrivateKeyAttrs as String: [kSecAttrIsPermanent: true, kSecAttrApplicationTag: Data("half".utf8)]
                     as [String: Any],
-                kSecPublicKeyAttrs: [
+                kSecPublicKeyAttrs as String: [
                     kSecAttrIsPermanent: true, kSecAttrApplicationTag: Data("half".utf8),
                     kSecAttrKeySizeInBits: 384,
                 ] as [String: Any],
@@ -132,8 +135,9 @@ struct SecKeyAsAppleTests {
         try withStore { _ in
             var error: Unmanaged<CFError>?
             let parameters: [String: Any] = [
-                kSecAttrKeyType: kSecAttrKeyTypeEC, kSecAttrKeySizeInBits: 256, kSecAttrIsPermanent: true,
-                kSecAttrApplicationTag: Data("bad".utf8), kSecPublicKeyAttrs: "permanent",
+                kSecAttrKeyType as String: kSecAttrKeyTypeEC, kSecAttrKeySizeInBits as String: 256,
+                kSecAttrIsPermanent as String: true,
+                kSecAttrApplicationTag as String: Data("bad".utf8), kSecPublicKeyAttrs as String: "permanent",
             ]
             #expect(SecKeyCreateRandomKey(parameters as CFDictionary, &error) == nil)
             #expect(takeError(error)?.code == Int(errSecParam))
@@ -154,7 +158,7 @@ struct SecKeyAsAppleTests {
                 [kSecAttrIsPermanent: true, kSecAttrApplicationTag: Data("se.public".utf8)] as [String: Any]
             let privateKey = try #require(SecKeyCreateRandomKey(parameters as CFDictionary, &error))
             let found = Self.keysFound(Self.keyQuery(tag: "se.public"))
-            #expect(found.map { $0[kSecAttrKeyClass] as? String } == [kSecAttrKeyClassPublic])
+            #expect(found.map { $0[kSecAttrKeyClass] as? String } == [kSecAttrKeyClassPublic as String])
             let publicKey = try #require(found.first?[kSecValueRef] as? SecKey)
             #expect(
                 SecKeyCopyExternalRepresentation(publicKey, &error)
@@ -171,10 +175,10 @@ struct SecKeyAcceptsWhatAppleIgnoresTests {
         try withStore { _ in
             var error: Unmanaged<CFError>?
             let parameters: [String: Any] = [
-                kSecAttrKeyType: kSecAttrKeyTypeECSECPrimeRandom, kSecAttrKeySizeInBits: 256,
-                kSecReturnRef: true, kSecReturnData: false, kSecReturnAttributes: true,
-                kSecReturnPersistentRef: true,
-                kSecPrivateKeyAttrs: [
+                kSecAttrKeyType as String: kSecAttrKeyTypeECSECPrimeRandom, kSecAttrKeySizeInBits as String: 256,
+                kSecReturnRef as String: true, kSecReturnData as String: false, kSecReturnAttributes as String: true,
+                kSecReturnPersistentRef as String: true,
+                kSecPrivateKeyAttrs as String: [
                     kSecAttrIsPermanent: permanent, kSecAttrApplicationTag: Data("returns".utf8),
                     kSecReturnRef: true,
                 ] as [String: Any],
@@ -192,7 +196,8 @@ struct SecKeyAcceptsWhatAppleIgnoresTests {
         try withStore { _ in
             var error: Unmanaged<CFError>?
             let parameters: [String: Any] = [
-                kSecAttrKeyType: kSecAttrKeyTypeEC, kSecAttrKeySizeInBits: 256, "r_Everything": true,
+                kSecAttrKeyType as String: kSecAttrKeyTypeEC, kSecAttrKeySizeInBits as String: 256,
+                "r_Everything": true,
             ]
             #expect(SecKeyCreateRandomKey(parameters as CFDictionary, &error) == nil)
             #expect(takeError(error)?.code == Int(errSecParam))
@@ -208,8 +213,8 @@ struct SecKeyAcceptsWhatAppleIgnoresTests {
             (KeyTestMaterial.privateKey, kSecAttrKeyClassPrivate),
         ] {
             let attributes: [String: Any] = [
-                kSecAttrKeyType: kSecAttrKeyTypeECSECPrimeRandom, kSecAttrKeyClass: keyClass,
-                kSecAttrKeySizeInBits: 2048,
+                kSecAttrKeyType as String: kSecAttrKeyTypeECSECPrimeRandom, kSecAttrKeyClass as String: keyClass,
+                kSecAttrKeySizeInBits as String: 2048,
             ]
             let key = SecKeyCreateWithData(data as CFData, attributes as CFDictionary, &error)
             #expect(key != nil, "\(keyClass): \(String(describing: takeError(error)))")
