@@ -1,5 +1,6 @@
 // libcrypto for the lookup's hot path: AES-256-GCM opening through the EVP interface (KeysealCore/GCM.swift), and
-// HMAC-SHA256 with prepared key states and SHA-256 through the plain SHA-256 functions (KeysealCore/PreparedHMAC.swift).
+// HMAC-SHA256 with prepared key states and SHA-256 through the plain SHA-256 functions (KeysealCore/PreparedHMAC.swift);
+// SHA-224, which swift-crypto lacks, for Apple's …SHA224 key algorithms.
 #ifndef KEYSEAL_LIBCRYPTO_SHIM_H
 #define KEYSEAL_LIBCRYPTO_SHIM_H
 
@@ -118,6 +119,14 @@ static inline void keyseal_hmac_sha256(
 
 /// SHA-256 of `length` bytes at `data` into the 32 bytes at `out`. (OpenSSL 3's one-shot SHA256() fetches the
 /// digest by name through EVP on every call, which costs more than hashing a few blocks.)
+/// SHA-224 of `length` bytes at `data` into the 28 bytes at `out` (Apple's …SHA224 key algorithms).
+static inline void keyseal_sha224(const uint8_t *data, size_t length, uint8_t *out) {
+    SHA256_CTX context;
+    SHA224_Init(&context);
+    if (length > 0) SHA224_Update(&context, data, length);
+    SHA224_Final(out, &context);
+}
+
 static inline void keyseal_sha256(const uint8_t *data, size_t length, uint8_t *out) {
     SHA256_CTX context;
     SHA256_Init(&context);

@@ -64,11 +64,12 @@ public enum KeyAlgorithms {
     static let unsupported = KeychainError(KeychainStatus.param, "algorithm not supported by the key")
 
     enum Hash: String {
-        case sha1 = "SHA1", sha256 = "SHA256", sha384 = "SHA384", sha512 = "SHA512"
+        case sha1 = "SHA1", sha224 = "SHA224", sha256 = "SHA256", sha384 = "SHA384", sha512 = "SHA512"
 
         func hash(_ data: Data) -> [UInt8] {
             switch self {
             case .sha1: Array(Insecure.SHA1.hash(data: data))
+            case .sha224: KeysealCore.sha224(data)
             case .sha256: Array(SHA256.hash(data: data))
             case .sha384: Array(SHA384.hash(data: data))
             case .sha512: Array(SHA512.hash(data: data))
@@ -78,6 +79,7 @@ public enum KeyAlgorithms {
         var size: Int {
             switch self {
             case .sha1: 20
+            case .sha224: 28
             case .sha256: 32
             case .sha384: 48
             case .sha512: 64
@@ -108,8 +110,8 @@ public enum KeyAlgorithms {
                     self = .ecdsa(message: false, hash: nil, raw: true)
                     return
                 }
-                if parts.count == 4, parts[3] == "digest-X962" {
-                    self = .ecdsa(message: false, hash: nil, raw: false)
+                if parts.count == 4, parts[3] == "digest-X962" || parts[3] == "digest-RFC4754" {
+                    self = .ecdsa(message: false, hash: nil, raw: parts[3] == "digest-RFC4754")
                     return
                 }
                 guard parts.count == 5, let hash else { break }
@@ -122,7 +124,11 @@ public enum KeyAlgorithms {
                 }
                 return
             case ("sign", "RSA"):
-                guard parts.count == 5, let hash, hash != .sha1 else { break }
+                // Apple names PSS with its MGF1 hash and salt size too: message-PSS:SHA256:SHA256:32. Keyseal's
+                // first names (message-PSS:SHA256) stay accepted, for clients that send them.
+                let pssSuffix = parts.count == 7 && parts[3].hasSuffix("-PSS") && parts[5] == parts[4]
+                    && Int(parts[6]) == hash?.size
+                guard parts.count == 5 || pssSuffix, let hash, hash != .sha224 else { break }
                 switch parts[3] {
                 case "message-PKCS1v15": self = .rsaSignature(hash: hash, pss: false)
                 case "message-PSS": self = .rsaSignature(hash: hash, pss: true)
@@ -203,7 +209,9 @@ public enum KeyAlgorithms {
                 case .sha256: return try rsa.signature(for: SHA256.hash(data: data), padding: padding).rawRepresentation
                 case .sha384: return try rsa.signature(for: SHA384.hash(data: data), padding: padding).rawRepresentation
                 case .sha512: return try rsa.signature(for: SHA512.hash(data: data), padding: padding).rawRepresentation
-                case .sha1: throw unsupported
+                case .sha1:
+                    return try rsa.signature(for: Insecure.SHA1.hash(data: data), padding: padding).rawRepresentation
+                case .sha224: throw unsupported
                 }
             } catch {
                 throw KeychainError(KeychainStatus.param, "RSA signing failed")
@@ -310,7 +318,8 @@ public enum KeyAlgorithms {
             case .sha256: valid = rsa.isValidSignature(sig, for: SHA256.hash(data: data), padding: padding)
             case .sha384: valid = rsa.isValidSignature(sig, for: SHA384.hash(data: data), padding: padding)
             case .sha512: valid = rsa.isValidSignature(sig, for: SHA512.hash(data: data), padding: padding)
-            case .sha1: throw unsupported
+            case .sha1: valid = rsa.isValidSignature(sig, for: Insecure.SHA1.hash(data: data), padding: padding)
+            case .sha224: throw unsupported
             }
         default:
             throw unsupported

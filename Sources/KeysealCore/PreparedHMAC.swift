@@ -74,6 +74,17 @@ struct PreparedHMAC: Sendable {
     }
 }
 
+/// SHA-224 of `data` (swift-crypto has none): Apple's `…SHA224` key algorithms.
+public func sha224(_ data: Data) -> [UInt8] {
+    var out = [UInt8](repeating: 0, count: 28)
+    data.withUnsafeBytes { bytes in
+        out.withUnsafeMutableBufferPointer {
+            keyseal_sha224(bytes.baseAddress?.assumingMemoryBound(to: UInt8.self), bytes.count, $0.baseAddress)
+        }
+    }
+    return out
+}
+
 /// SHA-256 of `bytes` into the first 32 bytes of `out`.
 func sha256(_ bytes: UnsafeRawBufferPointer, into out: UnsafeMutableRawBufferPointer) {
     precondition(out.count >= 32, "SHA-256 needs 32 bytes")

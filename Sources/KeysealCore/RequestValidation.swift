@@ -141,8 +141,14 @@ public enum RequestValidation {
             }
             let size: Int
             switch (rule.kind, value) {
-            case (.string, .string(let text)), (.blob, .string(let text)), (.dataPreferred, .string(let text)):
+            case (.string, .string(let text)), (.blob, .string(let text)), (.dataPreferred, .string(let text)),
+                (.fourCharCode, .string(let text)):
                 size = text.utf8.count
+            case (.fourCharCode, .int(let code)):
+                guard UInt32(exactly: code) != nil else {
+                    throw KeychainError(KeychainStatus.param, "\(key) must be a four-character code (0...0xFFFFFFFF)")
+                }
+                continue
             case (.blob, .data(let data)), (.dataPreferred, .data(let data)): size = data.count
             case (.bool, .bool), (.int, .int): continue
             case (.stringMap, .data(let data)):
@@ -177,6 +183,7 @@ public enum RequestValidation {
         case .date: "a date"
         case .accessControl: "a SecAccessControl"
         case .stringMap: "an encoded string attribute map"
+        case .fourCharCode: "a four-character code (a number) or a string"
         }
     }
 

@@ -57,6 +57,9 @@ public enum AttributeKind: Sendable {
     case accessControl
     /// ``StringAttributes``: string pairs encoded as data.
     case stringMap
+    /// Apple's four-character codes (`crtr`, `type` of the password and certificate classes, `CFNumber`s there): a
+    /// number in 0...UInt32.max, or a string, as Keyseal took them before.
+    case fourCharCode
 }
 
 /// Attribute keys (Apple's four-character names) and the per-class schema.
@@ -119,7 +122,7 @@ public enum AttributeKey {
 
     public static let kinds: [String: AttributeKind] = [
         accessible: .string, accessControl: .accessControl, accessGroup: .string, creationDate: .date,
-        modificationDate: .date, description: .string, comment: .string, creator: .string, type: .string,
+        modificationDate: .date, description: .string, comment: .string, creator: .fourCharCode, type: .fourCharCode,
         label: .string, isInvisible: .bool, isNegative: .bool, account: .blob, service: .blob,
         generic: .dataPreferred, securityDomain: .string, server: .string, `protocol`: .string,
         authenticationType: .string, port: .int, path: .string, synchronizable: .bool,
@@ -178,15 +181,20 @@ public enum AttributeKey {
         }
     }
 
-    private static func kinds(of keys: Set<String>) -> [String: AttributeKind] {
-        Dictionary(uniqueKeysWithValues: keys.map { ($0, kinds[$0] ?? .string) })
+    private static func kinds(of keys: Set<String>, _ overrides: [String: AttributeKind] = [:])
+        -> [String: AttributeKind]
+    {
+        Dictionary(uniqueKeysWithValues: keys.map { ($0, overrides[$0] ?? kinds[$0] ?? .string) })
     }
+
+    /// A key's `type` is its key type ("73", "42") and its `crtr` a string, as Keyseal has always stored them.
+    private static let keyStrings: [String: AttributeKind] = [type: .string, creator: .string]
 
     private static let genericPasswordKinds = kinds(of: genericPasswordAttributes)
     private static let internetPasswordKinds = kinds(of: internetPasswordAttributes)
-    private static let keyKinds = kinds(of: keyAttributes)
+    private static let keyKinds = kinds(of: keyAttributes, keyStrings)
     private static let certificateKinds = kinds(of: certificateAttributes)
-    private static let identityKinds = kinds(of: identityAttributes)
+    private static let identityKinds = kinds(of: identityAttributes, keyStrings)
 
     private static let genericPasswordPrimaryKey = [account, service]
     private static let internetPasswordPrimaryKey = [

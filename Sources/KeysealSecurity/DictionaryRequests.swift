@@ -137,6 +137,7 @@ public enum DictionaryRequests {
     struct SettableAttributes {
         let itemClass: ItemClass
         let allowed: Set<String>
+        let kinds: [String: AttributeKind]
         var attributes: [String: AttributeValue] = [:]
         var accessGroup: String?
         var synchronizable: Bool?
@@ -146,6 +147,7 @@ public enum DictionaryRequests {
         init(itemClass: ItemClass) {
             self.itemClass = itemClass
             allowed = AttributeKey.allowed(for: itemClass)
+            kinds = AttributeKey.kinds(for: itemClass)
         }
 
         /// Takes `key` if it is an attribute; false for other keys.
@@ -161,7 +163,7 @@ public enum DictionaryRequests {
             case AttributeKey.accessible: pdmn = try DictionaryRequests.accessibility(value)
             case AttributeKey.accessControl: control = try accessControl(value)
             case AttributeKey.synchronizable: synchronizable = try bool(value, key)
-            default: attributes[key] = try attributeValue(value, key)
+            default: attributes[key] = try attributeValue(value, key, kind: kinds[key] ?? .string)
             }
             return true
         }
@@ -215,6 +217,13 @@ public enum DictionaryRequests {
                 if case .int(let flags) = value, let accessibility = record.accessibility {
                     dictionary[key] = accessControl(accessibility, UInt(truncatingIfNeeded: flags))
                 }
+                continue
+            }
+            // Apple's four-character codes are `CFNumber`s, which Apple code reads `as? UInt`.
+            if case .int(let code) = value, let kind = AttributeKey.kinds(for: record.itemClass)[key],
+                kind == .fourCharCode
+            {
+                dictionary[key] = NSNumber(value: UInt32(truncatingIfNeeded: code))
                 continue
             }
             dictionary[key] = plain(value)
@@ -279,10 +288,6 @@ public enum DictionaryRequests {
         return try bool(value, key) ? option : []
     }
 
-    static func attributeValue(_ value: Any, _ key: String) throws(KeychainError) -> AttributeValue {
-        try attributeValue(value, key, kind: AttributeKey.kinds[key] ?? .string)
-    }
-
     static func attributeValue(_ value: Any, _ key: String, kind: AttributeKind) throws(KeychainError) -> AttributeValue {
         switch kind {
         case .string: return .string(try string(value, key))
@@ -300,6 +305,12 @@ public enum DictionaryRequests {
         case .stringMap:
             if let pairs = value as? [String: String] { return .data(StringAttributes.encode(pairs)) }
             return .data(try data(value, key))
+        case .fourCharCode:
+            guard let number = integer(value) else { return .string(try string(value, key)) }
+            guard UInt32(exactly: number) != nil else {
+                throw KeychainError(KeychainStatus.param, "\(key) must be a four-character code (0...0xFFFFFFFF)")
+            }
+            return .int(Int64(number))
         }
     }
 

@@ -66,17 +66,6 @@ public func SecAccessControlCreateWithFlags(
     return SecAccessControl(protection: code, flags: flags)
 }
 
-/// The same, for a protection given as one of the `kSecAttrAccessible…` constants. Apple's constants are `CFString`
-/// objects that convert to `CFTypeRef` implicitly; here `CFString` is a Swift `String`, which does not, so without
-/// this overload Apple's usual call `SecAccessControlCreateWithFlags(nil, kSecAttrAccessibleWhenUnlocked, flags,
-/// &error)` would not compile.
-public func SecAccessControlCreateWithFlags(
-    _ allocator: CFAllocator?, _ protection: CFString, _ flags: SecAccessControlCreateFlags,
-    _ error: UnsafeMutablePointer<Unmanaged<CFError>?>?
-) -> SecAccessControl? {
-    SecAccessControlCreateWithFlags(allocator, protection as CFTypeRef, flags, error)
-}
-
 /// `SecRandomCopyBytes`'s generator handle; only the default exists.
 public final class SecRandom: @unchecked Sendable {
     init() {}

@@ -25,13 +25,13 @@ public func SecCertificateCopyData(_ certificate: SecCertificate) -> CFData { ce
 
 /// The subject's common name, else its e-mail address, else its organization.
 public func SecCertificateCopySubjectSummary(_ certificate: SecCertificate) -> CFString? {
-    certificate.fields.subjectSummary
+    certificate.fields.subjectSummary.map { NSString(string: $0) }
 }
 
 public func SecCertificateCopyCommonName(_ certificate: SecCertificate, _ commonName: UnsafeMutablePointer<CFString?>)
     -> OSStatus
 {
-    commonName.pointee = certificate.fields.commonNames.last
+    commonName.pointee = certificate.fields.commonNames.last.map { NSString(string: $0) }
     return errSecSuccess
 }
 
@@ -57,7 +57,7 @@ public func SecCertificateCopyKey(_ certificate: SecCertificate) -> SecKey? {
     case "1.2.840.10045.2.1": material = try? PublicKeyMaterial(x963: fields.publicKey)
     case "1.2.840.113549.1.1.1":
         material = try? PublicKeyMaterial.of(
-            keyClass: kSecAttrKeyClassPublic, typeCode: kSecAttrKeyTypeRSA, data: fields.publicKey)
+            keyClass: kSecAttrKeyClassPublic as String, typeCode: kSecAttrKeyTypeRSA as String, data: fields.publicKey)
     default: material = nil
     }
     return material.map { SecKey(.publicKey($0)) }

@@ -9,7 +9,7 @@ public func SecItemAdd(_ attributes: CFDictionary, _ result: UnsafeMutablePointe
     _ = bundleIdentifierInstalled
     return secItemCall {
         let store = KeychainStore.default
-        guard let attributes = try ValueRefs.add(attributes, store: store) else { return }
+        guard let attributes = try ValueRefs.add(swiftDictionary(attributes), store: store) else { return }
         let item = try DictionaryRequests.add(attributes)
         try checkSize(item.data, store)
         let record = try store.add(item)
@@ -25,7 +25,7 @@ public func SecItemAdd(_ attributes: CFDictionary, _ result: UnsafeMutablePointe
 public func SecItemCopyMatching(_ query: CFDictionary, _ result: UnsafeMutablePointer<CFTypeRef?>?) -> OSStatus {
     result?.pointee = nil
     return secItemCall {
-        var parsed = try DictionaryRequests.query(ValueRefs.query(query))
+        var parsed = try DictionaryRequests.query(ValueRefs.query(swiftDictionary(query)))
         let refs = parsed.returns.contains(.ref) && ![.genericPassword, .internetPassword].contains(parsed.itemClass)
         if (!parsed.returns.effective.isEmpty || refs) && result == nil {
             throw KeychainError(KeychainStatus.param, "a return key was given without a result pointer")
@@ -47,12 +47,12 @@ public func SecItemCopyMatching(_ query: CFDictionary, _ result: UnsafeMutablePo
 /// Changes every item that matches `query`.
 public func SecItemUpdate(_ query: CFDictionary, _ attributesToUpdate: CFDictionary) -> OSStatus {
     secItemCall {
-        var parsed = try DictionaryRequests.query(ValueRefs.query(query))
+        var parsed = try DictionaryRequests.query(ValueRefs.query(swiftDictionary(query)))
         if !parsed.returns.isEmpty {
             throw KeychainError(KeychainStatus.param, "return keys have no meaning in an update query")
         }
         parsed.limit = .all
-        let changes = try DictionaryRequests.changes(attributesToUpdate, for: parsed.itemClass)
+        let changes = try DictionaryRequests.changes(swiftDictionary(attributesToUpdate), for: parsed.itemClass)
         let store = KeychainStore.default
         if let data = changes.data { try checkSize(data, store) }
         try store.update(parsed, with: changes)
@@ -62,14 +62,14 @@ public func SecItemUpdate(_ query: CFDictionary, _ attributesToUpdate: CFDiction
 /// Deletes every item that matches `query`.
 public func SecItemDelete(_ query: CFDictionary) -> OSStatus {
     secItemCall {
-        let parsed = try DictionaryRequests.query(ValueRefs.query(query))
+        let parsed = try DictionaryRequests.query(ValueRefs.query(swiftDictionary(query)))
         try KeychainStore.default.delete(parsed)
     }
 }
 
 /// The message for a status, as Apple's `SecCopyErrorMessageString`.
 public func SecCopyErrorMessageString(_ status: OSStatus, _ reserved: UnsafeMutableRawPointer?) -> CFString? {
-    KeychainStatus.message(status) ?? "OSStatus \(status)"
+    NSString(string: KeychainStatus.message(status) ?? "OSStatus \(status)")
 }
 
 private func checkSize(_ data: Data, _ store: KeychainStore) throws {
@@ -100,4 +100,3 @@ let bundleIdentifierInstalled: Bool = {
     ApplicationIdentity.setBundleIdentifierSource { Bundle.main.bundleIdentifier }
     return true
 }()
-

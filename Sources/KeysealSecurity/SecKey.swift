@@ -64,61 +64,6 @@ public final class SecKey: Sendable {
 
 public func SecKeyGetTypeID() -> CFTypeID { 0x5ec1 }
 
-/// An algorithm name (Apple's `SecKeyAlgorithm`, a `CFString`).
-public struct SecKeyAlgorithm: RawRepresentable, Hashable, Sendable {
-    public let rawValue: CFString
-    public init(rawValue: CFString) { self.rawValue = rawValue }
-    public init(_ rawValue: CFString) { self.rawValue = rawValue }
-
-    public static let ecdsaSignatureRFC4754 = SecKeyAlgorithm("algid:sign:ECDSA:RFC4754")
-    public static let ecdsaSignatureDigestX962 = SecKeyAlgorithm("algid:sign:ECDSA:digest-X962")
-    public static let ecdsaSignatureDigestX962SHA1 = SecKeyAlgorithm("algid:sign:ECDSA:digest-X962:SHA1")
-    public static let ecdsaSignatureDigestX962SHA256 = SecKeyAlgorithm("algid:sign:ECDSA:digest-X962:SHA256")
-    public static let ecdsaSignatureDigestX962SHA384 = SecKeyAlgorithm("algid:sign:ECDSA:digest-X962:SHA384")
-    public static let ecdsaSignatureDigestX962SHA512 = SecKeyAlgorithm("algid:sign:ECDSA:digest-X962:SHA512")
-    public static let ecdsaSignatureMessageX962SHA1 = SecKeyAlgorithm("algid:sign:ECDSA:message-X962:SHA1")
-    public static let ecdsaSignatureMessageX962SHA256 = SecKeyAlgorithm("algid:sign:ECDSA:message-X962:SHA256")
-    public static let ecdsaSignatureMessageX962SHA384 = SecKeyAlgorithm("algid:sign:ECDSA:message-X962:SHA384")
-    public static let ecdsaSignatureMessageX962SHA512 = SecKeyAlgorithm("algid:sign:ECDSA:message-X962:SHA512")
-    public static let ecdsaSignatureDigestRFC4754SHA256 = SecKeyAlgorithm("algid:sign:ECDSA:digest-RFC4754:SHA256")
-    public static let ecdsaSignatureDigestRFC4754SHA384 = SecKeyAlgorithm("algid:sign:ECDSA:digest-RFC4754:SHA384")
-    public static let ecdsaSignatureDigestRFC4754SHA512 = SecKeyAlgorithm("algid:sign:ECDSA:digest-RFC4754:SHA512")
-    public static let ecdsaSignatureMessageRFC4754SHA256 = SecKeyAlgorithm("algid:sign:ECDSA:message-RFC4754:SHA256")
-    public static let ecdsaSignatureMessageRFC4754SHA384 = SecKeyAlgorithm("algid:sign:ECDSA:message-RFC4754:SHA384")
-    public static let ecdsaSignatureMessageRFC4754SHA512 = SecKeyAlgorithm("algid:sign:ECDSA:message-RFC4754:SHA512")
-    public static let rsaSignatureMessagePKCS1v15SHA256 = SecKeyAlgorithm("algid:sign:RSA:message-PKCS1v15:SHA256")
-    public static let rsaSignatureMessagePKCS1v15SHA384 = SecKeyAlgorithm("algid:sign:RSA:message-PKCS1v15:SHA384")
-    public static let rsaSignatureMessagePKCS1v15SHA512 = SecKeyAlgorithm("algid:sign:RSA:message-PKCS1v15:SHA512")
-    public static let rsaSignatureMessagePSSSHA256 = SecKeyAlgorithm("algid:sign:RSA:message-PSS:SHA256")
-    public static let rsaSignatureMessagePSSSHA384 = SecKeyAlgorithm("algid:sign:RSA:message-PSS:SHA384")
-    public static let rsaSignatureMessagePSSSHA512 = SecKeyAlgorithm("algid:sign:RSA:message-PSS:SHA512")
-    public static let rsaEncryptionOAEPSHA1 = SecKeyAlgorithm("algid:encrypt:RSA:OAEP:SHA1")
-    public static let rsaEncryptionOAEPSHA256 = SecKeyAlgorithm("algid:encrypt:RSA:OAEP:SHA256")
-    public static let eciesEncryptionStandardX963SHA256AESGCM = SecKeyAlgorithm(
-        "algid:encrypt:ECIES:ECDH:KDFX963:SHA256:AESGCM")
-    public static let eciesEncryptionCofactorX963SHA256AESGCM = SecKeyAlgorithm(
-        "algid:encrypt:ECIES:ECDHC:KDFX963:SHA256:AESGCM")
-    public static let eciesEncryptionStandardVariableIVX963SHA256AESGCM = SecKeyAlgorithm(
-        "algid:encrypt:ECIES:ECDH:KDFX963:SHA256:AESGCM-KDFIV")
-    public static let eciesEncryptionCofactorVariableIVX963SHA256AESGCM = SecKeyAlgorithm(
-        "algid:encrypt:ECIES:ECDHC:KDFX963:SHA256:AESGCM-KDFIV")
-    public static let ecdhKeyExchangeStandard = SecKeyAlgorithm("algid:keyexchange:ECDH")
-    public static let ecdhKeyExchangeStandardX963SHA256 = SecKeyAlgorithm("algid:keyexchange:ECDH:KDFX963:SHA256")
-    public static let ecdhKeyExchangeCofactor = SecKeyAlgorithm("algid:keyexchange:ECDHC")
-    public static let ecdhKeyExchangeCofactorX963SHA256 = SecKeyAlgorithm("algid:keyexchange:ECDHC:KDFX963:SHA256")
-}
-
-public let kSecKeyAlgorithmECDSASignatureMessageX962SHA256 = SecKeyAlgorithm.ecdsaSignatureMessageX962SHA256
-public let kSecKeyAlgorithmECDSASignatureDigestX962SHA256 = SecKeyAlgorithm.ecdsaSignatureDigestX962SHA256
-public let kSecKeyAlgorithmECIESEncryptionStandardX963SHA256AESGCM = SecKeyAlgorithm
-    .eciesEncryptionStandardX963SHA256AESGCM
-public let kSecKeyAlgorithmECIESEncryptionCofactorVariableIVX963SHA256AESGCM =
-    SecKeyAlgorithm.eciesEncryptionCofactorVariableIVX963SHA256AESGCM
-public let kSecKeyAlgorithmECDHKeyExchangeStandard = SecKeyAlgorithm.ecdhKeyExchangeStandard
-public let kSecKeyAlgorithmECDHKeyExchangeCofactor = SecKeyAlgorithm.ecdhKeyExchangeCofactor
-public let kSecKeyAlgorithmRSAEncryptionOAEPSHA256 = SecKeyAlgorithm.rsaEncryptionOAEPSHA256
-public let kSecKeyAlgorithmRSASignatureMessagePKCS1v15SHA256 = SecKeyAlgorithm.rsaSignatureMessagePKCS1v15SHA256
-
 public enum SecKeyOperationType: Int, Sendable {
     case sign = 0
     case verify = 1
@@ -129,14 +74,15 @@ public enum SecKeyOperationType: Int, Sendable {
 
 /// `SecKeyCopyKeyExchangeResult` parameters.
 public struct SecKeyKeyExchangeParameter: RawRepresentable, Hashable, Sendable {
-    public let rawValue: CFString
-    public init(rawValue: CFString) { self.rawValue = rawValue }
+    let name: String
+    public var rawValue: CFString { NSString(string: name) }
+    public init(rawValue: CFString) { name = rawValue as String }
     public static let requestedSize = SecKeyKeyExchangeParameter(rawValue: "requestedSize")
     public static let sharedInfo = SecKeyKeyExchangeParameter(rawValue: "sharedInfo")
 }
 
-public let kSecKeyKeyExchangeParameterRequestedSize: CFString = "requestedSize"
-public let kSecKeyKeyExchangeParameterSharedInfo: CFString = "sharedInfo"
+nonisolated(unsafe) public let kSecKeyKeyExchangeParameterRequestedSize: CFString = "requestedSize"
+nonisolated(unsafe) public let kSecKeyKeyExchangeParameterSharedInfo: CFString = "sharedInfo"
 
 // MARK: - Errors
 
@@ -148,10 +94,12 @@ func secError(_ error: KeychainError) -> CFError {
 
 // MARK: - Creating keys
 
-/// Parameters of `SecKeyCreateRandomKey` and `SecKeyGeneratePair`.
+/// Parameters of `SecKeyCreateRandomKey` and `SecKeyGeneratePair`. As on Apple, every optional attribute of the
+/// top level applies to both halves, and `kSecPrivateKeyAttrs` / `kSecPublicKeyAttrs` override it for one half.
 struct KeyParameters {
     var request: KeyGenerationRequest
-    var publicAttributes: [String: AttributeValue] = [:]
+    /// The public half's item when that half is permanent: its attributes, without the key's data yet.
+    var publicItem: NewItem?
 
     init(_ parameters: [String: Any]) throws(KeychainError) {
         guard let type = parameters[kSecAttrKeyType] as? String else {
@@ -167,46 +115,75 @@ struct KeyParameters {
             }
             request.inHardware = true
         }
-        // Top-level attributes apply to the private key, and its own dictionary over them (as on Apple).
-        var privateAttributes = parameters
-        for key in [kSecAttrKeyType, kSecAttrKeySizeInBits, kSecAttrTokenID, kSecPrivateKeyAttrs, kSecPublicKeyAttrs] {
-            privateAttributes[key] = nil
-        }
-        if let nested = parameters[kSecPrivateKeyAttrs] {
-            guard let nested = nested as? [String: Any] else {
-                throw KeychainError(KeychainStatus.param, "kSecPrivateKeyAttrs must be a dictionary")
-            }
-            privateAttributes.merge(nested) { _, new in new }
-        }
-        var settable = DictionaryRequests.SettableAttributes(itemClass: .key)
-        for (key, value) in privateAttributes {
-            switch key {
-            case kSecAttrIsPermanent: request.isPermanent = try DictionaryRequests.bool(value, key)
-            case kSecAttrIsExtractable: request.isExtractable = try DictionaryRequests.bool(value, key)
-            case kSecAttrKeyClass, kSecAttrApplicationLabel, kSecAttrTokenID:
-                throw KeychainError(KeychainStatus.param, "\(key) is set by the keychain when it generates a key")
-            default:
-                guard try settable.take(key, value) || key.first == "u" else {
-                    throw KeychainError(KeychainStatus.param, "\(key) is not a key generation parameter")
-                }
-            }
-        }
-        request.attributes = settable.attributes
-        request.accessGroup = settable.accessGroup
-        request.synchronizable = settable.synchronizable ?? false
-        let (accessibility, flags) = try settable.accessibility()
+        let privateHalf = try Self.half(parameters, kSecPrivateKeyAttrs)
+        request.isPermanent = privateHalf.isPermanent
+        request.isExtractable = privateHalf.isExtractable
+        request.attributes = privateHalf.settable.attributes
+        request.accessGroup = privateHalf.settable.accessGroup
+        request.synchronizable = privateHalf.settable.synchronizable ?? false
+        let (accessibility, flags) = try privateHalf.settable.accessibility()
         if let accessibility { request.accessibility = accessibility }
         request.accessControlFlags = flags
         if request.inHardware && request.keyType != .p256 {
             throw KeychainError(KeychainStatus.param, "the Secure Enclave token takes only 256-bit EC keys")
         }
         self.request = request
+
+        let publicHalf = try Self.half(parameters, kSecPublicKeyAttrs)
+        if publicHalf.isPermanent {
+            var item = NewItem(itemClass: .key)
+            item.attributes = publicHalf.settable.attributes
+            item.attributes[kSecAttrKeyClass] = .string(kSecAttrKeyClassPublic as String)
+            item.attributes[kSecAttrKeyType] = .string(request.keyType.typeCode)
+            item.accessGroup = publicHalf.settable.accessGroup
+            item.synchronizable = publicHalf.settable.synchronizable ?? false
+            let (accessibility, flags) = try publicHalf.settable.accessibility()
+            if let accessibility { item.accessibility = accessibility }
+            item.accessControlFlags = flags
+            publicItem = item
+        }
+    }
+
+    /// One half's attributes: the top level's, then its own dictionary (`nested`) over them.
+    private static func half(_ parameters: [String: Any], _ nested: CFString) throws(KeychainError) -> (
+        isPermanent: Bool, isExtractable: Bool, settable: DictionaryRequests.SettableAttributes
+    ) {
+        var attributes = parameters
+        for key in [kSecAttrKeyType, kSecAttrKeySizeInBits, kSecAttrTokenID, kSecPrivateKeyAttrs, kSecPublicKeyAttrs] {
+            attributes[key] = nil
+        }
+        if let own = parameters[nested] {
+            guard let own = own as? [String: Any] else {
+                throw KeychainError(KeychainStatus.param, "the \(nested) key attributes must be a dictionary")
+            }
+            attributes.merge(own) { _, new in new }
+        }
+        var isPermanent = false
+        var isExtractable = true
+        var settable = DictionaryRequests.SettableAttributes(itemClass: .key)
+        for (key, value) in attributes {
+            switch key {
+            case kSecAttrIsPermanent: isPermanent = try DictionaryRequests.bool(value, key)
+            case kSecAttrIsExtractable: isExtractable = try DictionaryRequests.bool(value, key)
+            case kSecAttrKeyClass, kSecAttrApplicationLabel, kSecAttrTokenID:
+                throw KeychainError(KeychainStatus.param, "\(key) is set by the keychain when it generates a key")
+            case kSecReturnRef, kSecReturnData, kSecReturnAttributes, kSecReturnPersistentRef:
+                // Apple accepts and ignores them: the key is the result.
+                _ = try DictionaryRequests.returnKey(key, value)
+            default:
+                guard try settable.take(key, value) || key.first == "u" else {
+                    throw KeychainError(KeychainStatus.param, "\(key) is not a key generation parameter")
+                }
+            }
+        }
+        return (isPermanent, isExtractable, settable)
     }
 }
 
 /// Generates a key pair: in this device's hardware with `kSecAttrTokenID: kSecAttrTokenIDSecureEnclave` (P-256;
-/// errSecUnimplemented where the store has no key hardware), else in software; stored as an item when
-/// `kSecAttrIsPermanent` is true. Returns the private key.
+/// errSecUnimplemented where the store has no key hardware), else in software. A half whose attributes say
+/// `kSecAttrIsPermanent` is stored as its own item (the public half with `kSecAttrKeyClassPublic`, found by its own
+/// tag and label). Returns the private key.
 public func SecKeyCreateRandomKey(_ parameters: CFDictionary, _ error: UnsafeMutablePointer<Unmanaged<CFError>?>?)
     -> SecKey?
 {
@@ -214,13 +191,29 @@ public func SecKeyCreateRandomKey(_ parameters: CFDictionary, _ error: UnsafeMut
     return secKeyCall(error) { try makeRandomKey(parameters) }
 }
 
-func makeRandomKey(_ parameters: [String: Any]) throws -> SecKey {
-    let request = try KeyParameters(parameters).request
-    if !request.inHardware && !request.isPermanent {
-        return SecKey(.software(try SoftwareKey.generate(request.keyType)))
-    }
+func makeRandomKey(_ parameters: CFDictionary) throws -> SecKey {
+    let parsed = try KeyParameters(swiftDictionary(parameters))
+    let request = parsed.request
+    let key: SecKey
     let store = KeychainStore.default
-    return SecKey(.stored(store, try store.generateKey(request)))
+    if !request.inHardware && !request.isPermanent {
+        key = SecKey(.software(try SoftwareKey.generate(request.keyType)))
+    } else {
+        key = SecKey(.stored(store, try store.generateKey(request)))
+    }
+    if var publicItem = parsed.publicItem {
+        publicItem.data = try key.publicMaterial().bytes
+        do {
+            _ = try store.add(publicItem)
+        } catch {
+            // Nothing of a failed generation stays behind: the private half stored a moment ago goes too.
+            if case .stored(_, let description) = key.backing, case .item(let reference) = description.reference {
+                try? store.delete(ItemQuery(itemClass: .key, synchronizable: .any, persistentRef: reference))
+            }
+            throw error
+        }
+    }
+    return key
 }
 
 /// The deprecated pair form of ``SecKeyCreateRandomKey(_:_:)``.
@@ -240,20 +233,16 @@ public func SecKeyGeneratePair(
     }
 }
 
-/// A key from its external representation: `kSecAttrKeyType`, `kSecAttrKeyClass` (and optionally
-/// `kSecAttrKeySizeInBits`) say what it is. The key is this process's; nothing is stored.
+/// A key from its external representation: `kSecAttrKeyType` and `kSecAttrKeyClass` say what it is; its size comes
+/// from the data, as on Apple, whatever `kSecAttrKeySizeInBits` says. The key is this process's; nothing is stored.
 public func SecKeyCreateWithData(
     _ keyData: CFData, _ attributes: CFDictionary, _ error: UnsafeMutablePointer<Unmanaged<CFError>?>?
 ) -> SecKey? {
     secKeyCall(error) {
+        let attributes = try swiftDictionary(attributes)
         guard let type = attributes[kSecAttrKeyType] as? String, let keyClass = attributes[kSecAttrKeyClass] as? String
         else { throw KeychainError(KeychainStatus.param, "kSecAttrKeyType and kSecAttrKeyClass are required") }
         let publicKey = try PublicKeyMaterial.of(keyClass: keyClass, typeCode: type, data: keyData)
-        if let bits = attributes[kSecAttrKeySizeInBits].flatMap(DictionaryRequests.integer),
-            bits != publicKey.keyType.bits
-        {
-            throw KeychainError(KeychainStatus.param, "the key has \(publicKey.keyType.bits) bits, not \(bits)")
-        }
         switch keyClass {
         case kSecAttrKeyClassPublic: return SecKey(.publicKey(publicKey))
         case kSecAttrKeyClassPrivate:
@@ -277,7 +266,7 @@ public func SecKeyIsAlgorithmSupported(_ key: SecKey, _ operation: SecKeyOperati
     // A private key also answers for its public half (Apple's verify and encrypt on a private key).
     let asPrivate = key.isPrivate && operation != .verify && operation != .encrypt
     return KeyAlgorithms.isSupported(
-        algorithm.rawValue, operation: operation, keyType: key.keyType, isPrivate: asPrivate,
+        algorithm.name, operation: operation, keyType: key.keyType, isPrivate: asPrivate,
         inHardware: key.inHardware)
 }
 
@@ -290,9 +279,9 @@ public func SecKeyCreateSignature(
             throw KeychainError(KeychainStatus.param, "algorithm not supported by the key")
         }
         switch key.backing {
-        case .software(let software): return try software.sign(algorithm: algorithm.rawValue, data: dataToSign)
+        case .software(let software): return try software.sign(algorithm: algorithm.name, data: dataToSign)
         case .stored(let store, let description):
-            return try store.sign(description.reference, algorithm: algorithm.rawValue, data: dataToSign)
+            return try store.sign(description.reference, algorithm: algorithm.name, data: dataToSign)
         case .publicKey: throw KeychainError(KeychainStatus.param, "algorithm not supported by the key")
         }
     }
@@ -305,7 +294,7 @@ public func SecKeyVerifySignature(
 ) -> Bool {
     secKeyCall(error) { () throws -> Bool? in
         try KeyAlgorithms.verify(
-            key.publicMaterial(), algorithm: algorithm.rawValue, data: signedData, signature: signature)
+            key.publicMaterial(), algorithm: algorithm.name, data: signedData, signature: signature)
         return true
     } ?? false
 }
@@ -316,7 +305,7 @@ public func SecKeyCreateEncryptedData(
     _ error: UnsafeMutablePointer<Unmanaged<CFError>?>?
 ) -> CFData? {
     secKeyCall(error) {
-        try KeyAlgorithms.encrypt(key.publicMaterial(), algorithm: algorithm.rawValue, data: plaintext)
+        try KeyAlgorithms.encrypt(key.publicMaterial(), algorithm: algorithm.name, data: plaintext)
     }
 }
 
@@ -326,9 +315,9 @@ public func SecKeyCreateDecryptedData(
 ) -> CFData? {
     secKeyCall(error) {
         switch key.backing {
-        case .software(let software): return try software.decrypt(algorithm: algorithm.rawValue, data: ciphertext)
+        case .software(let software): return try software.decrypt(algorithm: algorithm.name, data: ciphertext)
         case .stored(let store, let description):
-            return try store.decrypt(description.reference, algorithm: algorithm.rawValue, data: ciphertext)
+            return try store.decrypt(description.reference, algorithm: algorithm.name, data: ciphertext)
         case .publicKey: throw KeychainError(KeychainStatus.param, "algorithm not supported by the key")
         }
     }
@@ -344,15 +333,16 @@ public func SecKeyCopyKeyExchangeResult(
         guard peer.keyType == privateKey.keyType else {
             throw KeychainError(KeychainStatus.param, "the public key is not on the private key's curve")
         }
+        let parameters = try swiftDictionary(parameters)
         let size = parameters[kSecKeyKeyExchangeParameterRequestedSize].flatMap(DictionaryRequests.integer)
         let info = parameters[kSecKeyKeyExchangeParameterSharedInfo] as? Data
         switch privateKey.backing {
         case .software(let software):
             return try software.keyExchange(
-                algorithm: algorithm.rawValue, peer: peer.bytes, requestedSize: size, sharedInfo: info)
+                algorithm: algorithm.name, peer: peer.bytes, requestedSize: size, sharedInfo: info)
         case .stored(let store, let description):
             return try store.keyExchange(
-                description.reference, algorithm: algorithm.rawValue, peer: peer.bytes, requestedSize: size,
+                description.reference, algorithm: algorithm.name, peer: peer.bytes, requestedSize: size,
                 sharedInfo: info
             ).withUnsafeBytes { Data($0) }
         case .publicKey: throw KeychainError(KeychainStatus.param, "algorithm not supported by the key")

@@ -63,7 +63,7 @@ enum ValueRefs {
         }
     }
 
-    private static func requireClass(_ dictionary: inout [String: Any], _ itemClass: String) throws {
+    private static func requireClass(_ dictionary: inout [String: Any], _ itemClass: CFString) throws {
         guard let given = dictionary[kSecClass] else {
             dictionary[kSecClass] = itemClass
             return

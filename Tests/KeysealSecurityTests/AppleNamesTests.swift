@@ -67,7 +67,7 @@ struct HashableTypesTests {
 struct BooleanConstantTests {
     /// KeyClip builds its queries as `[String: AnyObject]` with `kCFBooleanTrue` values.
     @Test func trueGoesIntoAnAnyObjectQuery() {
-        let query: [String: AnyObject] = [kSecReturnData: kCFBooleanTrue]
+        let query: [String: AnyObject] = [kSecReturnData as String: kCFBooleanTrue]
         #expect((query[kSecReturnData] as? NSNumber)?.boolValue == true)
     }
 
@@ -91,7 +91,9 @@ struct BooleanConstantTests {
         try withStore { _ in
             #expect(add(genericPassword()) == errSecSuccess)
             let (status, result) = copyMatching(
-                genericQuery([kSecReturnData: kCFBooleanTrue!, kSecReturnAttributes: kCFBooleanFalse!]))
+                genericQuery([
+                    kSecReturnData as String: kCFBooleanTrue!, kSecReturnAttributes as String: kCFBooleanFalse!,
+                ]))
             #expect(status == errSecSuccess)
             #expect(result as? Data == Data("secret".utf8))
         }
@@ -116,14 +118,14 @@ struct ValueDataInQueryTests {
     @Test func findIgnoresTheValueDataOfTheQuery() throws {
         try withStore { _ in
             #expect(add(genericPassword(data: Data("stored".utf8))) == errSecSuccess)
-            #expect(findData(genericQuery([kSecValueData: Data("other".utf8)])) == Data("stored".utf8))
+            #expect(findData(genericQuery([kSecValueData as String: Data("other".utf8)])) == Data("stored".utf8))
         }
     }
 
     @Test func valueDataThatIsNotDataIsAParameterError() throws {
         try withStore { _ in
             #expect(add(genericPassword()) == errSecSuccess)
-            #expect(SecItemDelete(genericQuery([kSecValueData: 42]) as CFDictionary) == errSecParam)
+            #expect(SecItemDelete(genericQuery([kSecValueData as String: 42]) as CFDictionary) == errSecParam)
         }
     }
 }

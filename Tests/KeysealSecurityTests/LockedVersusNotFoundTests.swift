@@ -15,7 +15,7 @@ struct LockedVersusNotFoundTests {
             try fixture.store.setPasscode(Self.passcode)
             #expect(add(genericPassword()) == errSecSuccess)
             try fixture.store.lock()
-            #expect(copyMatching(genericQuery([kSecReturnData: true])).status == errSecInteractionNotAllowed)
+            #expect(copyMatching(genericQuery([kSecReturnData as String: true])).status == errSecInteractionNotAllowed)
         }
     }
 
@@ -31,7 +31,9 @@ struct LockedVersusNotFoundTests {
     @Test func findOfAnAfterFirstUnlockItemWhileLockedSucceeds() throws {
         try withStore { fixture in
             try fixture.store.setPasscode(Self.passcode)
-            #expect(add(genericPassword([kSecAttrAccessible: kSecAttrAccessibleAfterFirstUnlock])) == errSecSuccess)
+            #expect(
+                add(genericPassword([kSecAttrAccessible as String: kSecAttrAccessibleAfterFirstUnlock]))
+                    == errSecSuccess)
             try fixture.store.lock()
             #expect(findData(genericQuery()) == Data("secret".utf8))
         }
@@ -76,7 +78,9 @@ struct LockedVersusNotFoundTests {
     @Test func findBeforeFirstUnlockIsInteractionNotAllowed() throws {
         try withStore { fixture in
             try fixture.store.setPasscode(Self.passcode)
-            #expect(add(genericPassword([kSecAttrAccessible: kSecAttrAccessibleAfterFirstUnlock])) == errSecSuccess)
+            #expect(
+                add(genericPassword([kSecAttrAccessible as String: kSecAttrAccessibleAfterFirstUnlock]))
+                    == errSecSuccess)
             try fixture.reopen()
             KeychainStore.withDefault(fixture.store) {
                 #expect(SecItemCopyMatching(genericQuery() as CFDictionary, nil) == errSecInteractionNotAllowed)

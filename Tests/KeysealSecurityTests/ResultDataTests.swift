@@ -7,14 +7,16 @@ import Testing
 /// The object a data result carries: an `NSData` that must behave as one for every client idiom, byte-exact.
 @Suite("SecItem data results as NSData")
 struct ResultDataTests {
-    static let values: [Data] = [Data(), Data([0]), Data([0xFF, 0xFE, 0x00, 0x80]), Data("pw".utf8),
-        Data((0..<4096).map { UInt8(truncatingIfNeeded: $0 &* 31) })]
+    static let values: [Data] = [
+        Data(), Data([0]), Data([0xFF, 0xFE, 0x00, 0x80]), Data("pw".utf8),
+        Data((0..<4096).map { UInt8(truncatingIfNeeded: $0 &* 31) }),
+    ]
 
     @Test("a bare data result bridges back to the stored bytes", arguments: values)
     func bareResult(value: Data) throws {
         try withStore { _ in
             #expect(add(genericPassword(account: "a", data: value)) == errSecSuccess)
-            let (status, result) = copyMatching(genericQuery(account: "a", [kSecReturnData: true]))
+            let (status, result) = copyMatching(genericQuery(account: "a", [kSecReturnData as String: true]))
             #expect(status == errSecSuccess)
             let object = try #require(result)
             #expect(object as? Data == value)
@@ -31,7 +33,7 @@ struct ResultDataTests {
         try withStore { _ in
             let value = Data("secret-value".utf8)
             #expect(add(genericPassword(account: "a", data: value)) == errSecSuccess)
-            var (_, result) = copyMatching(genericQuery(account: "a", [kSecReturnData: true]))
+            var (_, result) = copyMatching(genericQuery(account: "a", [kSecReturnData as String: true]))
             let data = try #require(result as? NSData)
             let copy = data.copy() as? NSData
             let mutable = try #require(data.mutableCopy() as? NSMutableData)
@@ -50,7 +52,7 @@ struct ResultDataTests {
         try withStore { _ in
             let value = Data([0x00, 0xC3, 0x28, 0xFF])
             #expect(add(genericPassword(account: "a", data: value)) == errSecSuccess)
-            let (_, result) = copyMatching(genericQuery(account: "a", [kSecReturnData: true]))
+            let (_, result) = copyMatching(genericQuery(account: "a", [kSecReturnData as String: true]))
             let object = try #require(result)
             let archive = try NSKeyedArchiver.archivedData(withRootObject: object, requiringSecureCoding: true)
             let decoded = try NSKeyedUnarchiver.unarchivedObject(ofClass: NSData.self, from: archive)
@@ -67,7 +69,9 @@ struct ResultDataTests {
             }
             let attributes = findAll(genericQuery(account: nil))
             #expect(attributes.map { $0[kSecValueData] as? Data } == values)
-            let (_, array) = copyMatching(genericQuery(account: nil, [kSecReturnData: true, kSecMatchLimit: kSecMatchLimitAll]))
+            let (_, array) = copyMatching(
+                genericQuery(
+                    account: nil, [kSecReturnData as String: true, kSecMatchLimit as String: kSecMatchLimitAll]))
             #expect(array as? [Data] == values)
         }
     }

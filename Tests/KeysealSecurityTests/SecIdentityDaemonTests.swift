@@ -16,7 +16,9 @@ struct SecIdentityDaemonTests {
         defer { store.close() }
         try KeychainStore.withDefault(store) {
             var error: Unmanaged<CFError>?
-            let attributes: [String: Any] = [kSecAttrKeyType: kSecAttrKeyTypeEC, kSecAttrKeyClass: kSecAttrKeyClassPrivate]
+            let attributes: [String: Any] = [
+                kSecAttrKeyType as String: kSecAttrKeyTypeEC, kSecAttrKeyClass as String: kSecAttrKeyClassPrivate,
+            ]
             let key = try #require(
                 SecKeyCreateWithData(KeyTestMaterial.privateKey as CFData, attributes as CFDictionary, &error))
             let certificate = try #require(SecCertificateCreateWithData(nil, KeyTestMaterial.certificate as CFData))
@@ -24,7 +26,7 @@ struct SecIdentityDaemonTests {
             #expect(SecItemAdd([kSecValueRef: certificate] as CFDictionary, nil) == errSecSuccess)
 
             var result: CFTypeRef?
-            let query: [String: Any] = [kSecClass: kSecClassIdentity, kSecReturnRef: true]
+            let query: [String: Any] = [kSecClass as String: kSecClassIdentity, kSecReturnRef as String: true]
             #expect(SecItemCopyMatching(query as CFDictionary, &result) == errSecSuccess)
             let identity = try #require(result as? SecIdentity)
             var privateKey: SecKey?

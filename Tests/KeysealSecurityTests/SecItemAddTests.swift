@@ -10,7 +10,7 @@ struct SecItemAddTests {
     @Test func addWithoutAccessGroupGoesToTheDefaultGroup() throws {
         try withStore { _ in
             var result: CFTypeRef?
-            let status = SecItemAdd(genericPassword([kSecReturnAttributes: true]) as CFDictionary, &result)
+            let status = SecItemAdd(genericPassword([kSecReturnAttributes as String: true]) as CFDictionary, &result)
             #expect(status == errSecSuccess)
             #expect((result as? [String: Any])?[kSecAttrAccessGroup] as? String == "default")
         }
@@ -25,9 +25,11 @@ struct SecItemAddTests {
 
     @Test func duplicatePrimaryKeyIsRefusedEvenWithAnotherAccessibility() throws {
         try withStore { _ in
-            #expect(add(genericPassword([kSecAttrAccessible: kSecAttrAccessibleWhenUnlocked])) == errSecSuccess)
+            #expect(
+                add(genericPassword([kSecAttrAccessible as String: kSecAttrAccessibleWhenUnlocked])) == errSecSuccess)
             let status = add(
-                genericPassword(data: Data("other".utf8), [kSecAttrAccessible: kSecAttrAccessibleAfterFirstUnlock]))
+                genericPassword(
+                    data: Data("other".utf8), [kSecAttrAccessible as String: kSecAttrAccessibleAfterFirstUnlock]))
             #expect(status == errSecDuplicateItem)
         }
     }
@@ -42,14 +44,15 @@ struct SecItemAddTests {
 
     @Test func queryWithADifferentAccessibilityFindsNothing() throws {
         try withStore { _ in
-            #expect(add(genericPassword([kSecAttrAccessible: kSecAttrAccessibleWhenUnlocked])) == errSecSuccess)
+            #expect(
+                add(genericPassword([kSecAttrAccessible as String: kSecAttrAccessibleWhenUnlocked])) == errSecSuccess)
             let status = SecItemCopyMatching(
-                genericQuery([kSecAttrAccessible: kSecAttrAccessibleAfterFirstUnlock]) as CFDictionary, nil)
+                genericQuery([kSecAttrAccessible as String: kSecAttrAccessibleAfterFirstUnlock]) as CFDictionary, nil)
             #expect(status == errSecItemNotFound)
         }
     }
 
-    @Test(arguments: [kSecValuePersistentRef, kSecValueRef])
+    @Test(arguments: [kSecValuePersistentRef as String, kSecValueRef as String])
     func valueReferencesAreRefusedInAnAdd(key: String) throws {
         try withStore { _ in
             #expect(add(genericPassword([key: Data("ksr1-not-a-ref".utf8)])) == errSecParam)
@@ -58,7 +61,8 @@ struct SecItemAddTests {
 
     @Test func whenPasscodeSetItemWithoutPasscodeFailsAuthentication() throws {
         try withStore { _ in
-            let status = add(genericPassword([kSecAttrAccessible: kSecAttrAccessibleWhenPasscodeSetThisDeviceOnly]))
+            let status = add(
+                genericPassword([kSecAttrAccessible as String: kSecAttrAccessibleWhenPasscodeSetThisDeviceOnly]))
             #expect(status == errSecAuthFailed)
         }
     }
@@ -67,7 +71,7 @@ struct SecItemAddTests {
         try withStore { _ in
             var result: CFTypeRef?
             let query = genericPassword(
-                data: Data("pw".utf8), [kSecReturnAttributes: true, kSecReturnData: true])
+                data: Data("pw".utf8), [kSecReturnAttributes as String: true, kSecReturnData as String: true])
             #expect(SecItemAdd(query as CFDictionary, &result) == errSecSuccess)
             let item = result as? [String: Any]
             #expect(item?[kSecValueData] as? Data == Data("pw".utf8))
@@ -94,20 +98,22 @@ struct SecItemAddTests {
 
     @Test func unknownClassIsNoSuchClass() throws {
         try withStore { _ in
-            #expect(add(genericPassword([kSecClass: "zzzz"])) == errSecNoSuchClass)
+            #expect(add(genericPassword([kSecClass as String: "zzzz"])) == errSecNoSuchClass)
         }
     }
 
     /// A certificate that is not DER, a key without its class and type, an identity given as data: errSecParam.
-    @Test(arguments: [kSecClassCertificate, kSecClassKey, kSecClassIdentity])
+    @Test(arguments: [kSecClassCertificate as String, kSecClassKey as String, kSecClassIdentity as String])
     func keyClassesWithBadDataAreParameterErrors(itemClass: String) throws {
         try withStore { _ in
-            let query: [String: Any] = [kSecClass: itemClass, kSecAttrLabel: "x", kSecValueData: Data([1])]
+            let query: [String: Any] = [
+                kSecClass as String: itemClass, kSecAttrLabel as String: "x", kSecValueData as String: Data([1]),
+            ]
             #expect(add(query) == errSecParam)
         }
     }
 
-    @Test(arguments: ["zzzz", kSecAttrServer, kSecAttrPort])
+    @Test(arguments: ["zzzz", kSecAttrServer as String, kSecAttrPort as String])
     func attributeNotOfTheClassIsNoSuchAttr(key: String) throws {
         try withStore { _ in
             #expect(add(genericPassword([key: "x"])) == errSecNoSuchAttr)
@@ -118,12 +124,21 @@ struct SecItemAddTests {
     @Test func attributesAndGroupsOverTheirLimitsAreDataTooLarge() throws {
         try withStore { _ in
             let label = String(repeating: "l", count: RequestValidation.attributeLimit)
-            #expect(add(genericPassword([kSecAttrLabel: label])) == errSecSuccess)
-            #expect(add(genericPassword([kSecAttrAccount: "b", kSecAttrLabel: label + "l"])) == errSecDataTooLarge)
-            #expect(add(genericPassword([kSecAttrAccount: "c", kSecAttrGeneric: Data(count: RequestValidation.attributeLimit + 1)]))
-                == errSecDataTooLarge)
+            #expect(add(genericPassword([kSecAttrLabel as String: label])) == errSecSuccess)
+            #expect(
+                add(genericPassword([kSecAttrAccount as String: "b", kSecAttrLabel as String: label + "l"]))
+                    == errSecDataTooLarge)
+            #expect(
+                add(
+                    genericPassword([
+                        kSecAttrAccount as String: "c",
+                        kSecAttrGeneric as String: Data(count: RequestValidation.attributeLimit + 1),
+                    ]))
+                    == errSecDataTooLarge)
             let group = String(repeating: "g", count: RequestValidation.groupLimit + 1)
-            #expect(add(genericPassword([kSecAttrAccount: "d", kSecAttrAccessGroup: group])) == errSecDataTooLarge)
+            #expect(
+                add(genericPassword([kSecAttrAccount as String: "d", kSecAttrAccessGroup as String: group]))
+                    == errSecDataTooLarge)
         }
     }
 
@@ -136,21 +151,22 @@ struct SecItemAddTests {
 
     @Test func accountAsIntIsAParameterError() throws {
         try withStore { _ in
-            #expect(add(genericPassword([kSecAttrAccount: 42])) == errSecParam)
+            #expect(add(genericPassword([kSecAttrAccount as String: 42])) == errSecParam)
         }
     }
 
     @Test func synchronizableAsAStringIsAParameterError() throws {
         try withStore { _ in
-            #expect(add(genericPassword([kSecAttrSynchronizable: "yes"])) == errSecParam)
+            #expect(add(genericPassword([kSecAttrSynchronizable as String: "yes"])) == errSecParam)
         }
     }
 
     @Test func portAsAStringIsAParameterError() throws {
         try withStore { _ in
             let query: [String: Any] = [
-                kSecClass: kSecClassInternetPassword, kSecAttrServer: "example.com", kSecAttrAccount: "alice",
-                kSecAttrPort: "443", kSecValueData: Data("pw".utf8),
+                kSecClass as String: kSecClassInternetPassword, kSecAttrServer as String: "example.com",
+                kSecAttrAccount as String: "alice",
+                kSecAttrPort as String: "443", kSecValueData as String: Data("pw".utf8),
             ]
             #expect(add(query) == errSecParam)
         }
@@ -166,7 +182,7 @@ struct SecItemAddTests {
 
     @Test func labelAsDataIsAParameterError() throws {
         try withStore { _ in
-            #expect(add(genericPassword([kSecAttrLabel: Data("l".utf8)])) == errSecParam)
+            #expect(add(genericPassword([kSecAttrLabel as String: Data("l".utf8)])) == errSecParam)
         }
     }
 
@@ -210,7 +226,7 @@ struct SecItemAddTests {
 
     @Test func accountGivenAsDataIsFoundByTheSameBytesAsAString() throws {
         try withStore { _ in
-            #expect(add(genericPassword([kSecAttrAccount: Data("alice".utf8)])) == errSecSuccess)
+            #expect(add(genericPassword([kSecAttrAccount as String: Data("alice".utf8)])) == errSecSuccess)
             #expect(SecItemCopyMatching(genericQuery(account: "alice") as CFDictionary, nil) == errSecSuccess)
         }
     }
@@ -219,24 +235,24 @@ struct SecItemAddTests {
         try withStore { _ in
             #expect(add(genericPassword(service: "svc")) == errSecSuccess)
             let status = SecItemCopyMatching(
-                genericQuery([kSecAttrService: Data("svc".utf8)]) as CFDictionary, nil)
+                genericQuery([kSecAttrService as String: Data("svc".utf8)]) as CFDictionary, nil)
             #expect(status == errSecSuccess)
         }
     }
 
     @Test func genericGivenAsStringOrDataMatchesByBytes() throws {
         try withStore { _ in
-            #expect(add(genericPassword([kSecAttrGeneric: "blob"])) == errSecSuccess)
+            #expect(add(genericPassword([kSecAttrGeneric as String: "blob"])) == errSecSuccess)
             let status = SecItemCopyMatching(
-                genericQuery([kSecAttrGeneric: Data("blob".utf8)]) as CFDictionary, nil)
+                genericQuery([kSecAttrGeneric as String: Data("blob".utf8)]) as CFDictionary, nil)
             #expect(status == errSecSuccess)
         }
     }
 
     @Test func accountAsDataAndAsStringWithTheSameBytesAreOnePrimaryKey() throws {
         try withStore { _ in
-            #expect(add(genericPassword([kSecAttrAccount: "alice"])) == errSecSuccess)
-            #expect(add(genericPassword([kSecAttrAccount: Data("alice".utf8)])) == errSecDuplicateItem)
+            #expect(add(genericPassword([kSecAttrAccount as String: "alice"])) == errSecSuccess)
+            #expect(add(genericPassword([kSecAttrAccount as String: Data("alice".utf8)])) == errSecDuplicateItem)
         }
     }
 
@@ -245,7 +261,7 @@ struct SecItemAddTests {
             var error: Unmanaged<CFError>?
             let control = try #require(
                 SecAccessControlCreateWithFlags(kCFAllocatorDefault, kSecAttrAccessibleAfterFirstUnlock, [], &error))
-            #expect(add(genericPassword([kSecAttrAccessControl: control])) == errSecSuccess)
+            #expect(add(genericPassword([kSecAttrAccessControl as String: control])) == errSecSuccess)
             let accessible = findAttributes(genericQuery())?[kSecAttrAccessible] as? String
             #expect(accessible == kSecAttrAccessibleAfterFirstUnlock)
         }
@@ -257,7 +273,7 @@ struct SecItemAddTests {
             var error: Unmanaged<CFError>?
             let control = try #require(
                 SecAccessControlCreateWithFlags(kCFAllocatorDefault, kSecAttrAccessibleWhenUnlocked, flags, &error))
-            #expect(add(genericPassword([kSecAttrAccessControl: control])) == errSecUnimplemented)
+            #expect(add(genericPassword([kSecAttrAccessControl as String: control])) == errSecUnimplemented)
         }
     }
 
@@ -295,13 +311,15 @@ struct ApplicationIdentifierTests {
     func defaultGroup() throws {
         try withStore { _ in
             let add: [String: Any] = [
-                kSecClass: kSecClassGenericPassword, kSecAttrAccount: "app", kSecValueData: Data("v".utf8),
+                kSecClass as String: kSecClassGenericPassword, kSecAttrAccount as String: "app",
+                kSecValueData as String: Data("v".utf8),
             ]
             let status = ApplicationIdentity.withIdentifier("com.example.app") { SecItemAdd(add as CFDictionary, nil) }
             #expect(status == errSecSuccess)
             var result: CFTypeRef?
             let query: [String: Any] = [
-                kSecClass: kSecClassGenericPassword, kSecAttrAccount: "app", kSecReturnAttributes: true,
+                kSecClass as String: kSecClassGenericPassword, kSecAttrAccount as String: "app",
+                kSecReturnAttributes as String: true,
             ]
             #expect(SecItemCopyMatching(query as CFDictionary, &result) == errSecSuccess)
             let attributes = result as? [String: Any]
@@ -319,7 +337,7 @@ struct ApplicationIdentifierTests {
             }
             #expect(status == errSecSuccess)
             var result: CFTypeRef?
-            let query = genericQuery(account: "plain", [kSecReturnAttributes: true])
+            let query = genericQuery(account: "plain", [kSecReturnAttributes as String: true])
             #expect(SecItemCopyMatching(query as CFDictionary, &result) == errSecSuccess)
             #expect((result as? [String: Any])?[kSecAttrAccessGroup as String] as? String == "default")
         }
@@ -333,12 +351,14 @@ struct ApplicationIdentifierTests {
             setenv("KEYSEAL_APPLICATION_ID", "com.example.environment", 1)
             let group: String? = try? withStore { _ in
                 let add: [String: Any] = [
-                    kSecClass: kSecClassGenericPassword, kSecAttrAccount: "env", kSecValueData: Data("v".utf8),
+                    kSecClass as String: kSecClassGenericPassword, kSecAttrAccount as String: "env",
+                    kSecValueData as String: Data("v".utf8),
                 ]
                 guard SecItemAdd(add as CFDictionary, nil) == errSecSuccess else { return nil }
                 var result: CFTypeRef?
                 let query: [String: Any] = [
-                    kSecClass: kSecClassGenericPassword, kSecAttrAccount: "env", kSecReturnAttributes: true,
+                    kSecClass as String: kSecClassGenericPassword, kSecAttrAccount as String: "env",
+                    kSecReturnAttributes as String: true,
                 ]
                 guard SecItemCopyMatching(query as CFDictionary, &result) == errSecSuccess else { return nil }
                 return (result as? [String: Any])?[kSecAttrAccessGroup as String] as? String

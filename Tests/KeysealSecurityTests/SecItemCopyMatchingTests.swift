@@ -18,7 +18,7 @@ struct SecItemCopyMatchingTests {
     @Test func defaultLimitIsOne() throws {
         try withStore { _ in
             addAccounts(["a", "b"])
-            let (status, result) = copyMatching(genericQuery(account: nil, [kSecReturnData: true]))
+            let (status, result) = copyMatching(genericQuery(account: nil, [kSecReturnData as String: true]))
             #expect(status == errSecSuccess)
             #expect(result is Data)
         }
@@ -28,7 +28,8 @@ struct SecItemCopyMatchingTests {
         try withStore { _ in
             addAccounts(["m", "z", "a"])
             let (_, result) = copyMatching(
-                genericQuery(account: nil, [kSecReturnAttributes: true, kSecMatchLimit: kSecMatchLimitOne]))
+                genericQuery(
+                    account: nil, [kSecReturnAttributes as String: true, kSecMatchLimit as String: kSecMatchLimitOne]))
             #expect((result as? [String: Any])?[kSecAttrAccount] as? String == "m")
         }
     }
@@ -37,7 +38,8 @@ struct SecItemCopyMatchingTests {
         try withStore { _ in
             addAccounts(["a", "b", "c"])
             let (status, result) = copyMatching(
-                genericQuery(account: nil, [kSecReturnAttributes: true, kSecMatchLimit: kSecMatchLimitAll]))
+                genericQuery(
+                    account: nil, [kSecReturnAttributes as String: true, kSecMatchLimit as String: kSecMatchLimitAll]))
             #expect(status == errSecSuccess)
             let accounts = (result as? [[String: Any]])?.compactMap { $0[kSecAttrAccount] as? String }
             #expect(accounts == ["a", "b", "c"])
@@ -48,7 +50,8 @@ struct SecItemCopyMatchingTests {
         try withStore { _ in
             addAccounts(["a"])
             let (_, result) = copyMatching(
-                genericQuery(account: nil, [kSecReturnData: true, kSecMatchLimit: kSecMatchLimitAll]))
+                genericQuery(
+                    account: nil, [kSecReturnData as String: true, kSecMatchLimit as String: kSecMatchLimitAll]))
             #expect((result as? [Data]) == [Data("pw-a".utf8)])
         }
     }
@@ -56,7 +59,8 @@ struct SecItemCopyMatchingTests {
     @Test func numericLimitAboveOneGivesAnArrayOfAtMostThatMany() throws {
         try withStore { _ in
             addAccounts(["a", "b", "c"])
-            let (_, result) = copyMatching(genericQuery(account: nil, [kSecReturnData: true, kSecMatchLimit: 2]))
+            let (_, result) = copyMatching(
+                genericQuery(account: nil, [kSecReturnData as String: true, kSecMatchLimit as String: 2]))
             #expect((result as? [Data]) == [Data("pw-a".utf8), Data("pw-b".utf8)])
         }
     }
@@ -64,7 +68,7 @@ struct SecItemCopyMatchingTests {
     @Test func returnDataAloneGivesBareData() throws {
         try withStore { _ in
             addAccounts(["a"])
-            let (_, result) = copyMatching(genericQuery(account: "a", [kSecReturnData: true]))
+            let (_, result) = copyMatching(genericQuery(account: "a", [kSecReturnData as String: true]))
             #expect(result as? Data == Data("pw-a".utf8))
         }
     }
@@ -72,7 +76,7 @@ struct SecItemCopyMatchingTests {
     @Test func returnAttributesAloneGivesADictionaryWithoutData() throws {
         try withStore { _ in
             addAccounts(["a"])
-            let (_, result) = copyMatching(genericQuery(account: "a", [kSecReturnAttributes: true]))
+            let (_, result) = copyMatching(genericQuery(account: "a", [kSecReturnAttributes as String: true]))
             let attributes = try #require(result as? [String: Any])
             #expect(attributes[kSecAttrAccount] as? String == "a")
             #expect(attributes[kSecClass] as? String == kSecClassGenericPassword)
@@ -83,7 +87,7 @@ struct SecItemCopyMatchingTests {
     @Test func returnPersistentRefAloneGivesBareData() throws {
         try withStore { _ in
             addAccounts(["a"])
-            let (_, result) = copyMatching(genericQuery(account: "a", [kSecReturnPersistentRef: true]))
+            let (_, result) = copyMatching(genericQuery(account: "a", [kSecReturnPersistentRef as String: true]))
             let reference = try #require(result as? Data)
             #expect(!reference.isEmpty)
         }
@@ -94,7 +98,11 @@ struct SecItemCopyMatchingTests {
             addAccounts(["a"])
             let (_, result) = copyMatching(
                 genericQuery(
-                    account: "a", [kSecReturnData: true, kSecReturnAttributes: true, kSecReturnPersistentRef: true]))
+                    account: "a",
+                    [
+                        kSecReturnData as String: true, kSecReturnAttributes as String: true,
+                        kSecReturnPersistentRef as String: true,
+                    ]))
             let item = try #require(result as? [String: Any])
             #expect(item[kSecValueData] as? Data == Data("pw-a".utf8))
             #expect(item[kSecValuePersistentRef] is Data)
@@ -106,7 +114,7 @@ struct SecItemCopyMatchingTests {
         try withStore { _ in
             addAccounts(["a"])
             let (_, result) = copyMatching(
-                genericQuery(account: "a", [kSecReturnData: true, kSecReturnPersistentRef: true]))
+                genericQuery(account: "a", [kSecReturnData as String: true, kSecReturnPersistentRef as String: true]))
             let item = try #require(result as? [String: Any])
             #expect(item[kSecValueData] as? Data == Data("pw-a".utf8))
             #expect(item[kSecValuePersistentRef] is Data)
@@ -120,8 +128,9 @@ struct SecItemCopyMatchingTests {
                 genericQuery(
                     account: "a",
                     [
-                        kSecReturnData: true, kSecReturnAttributes: true, kSecReturnRef: true,
-                        kSecReturnPersistentRef: true,
+                        kSecReturnData as String: true, kSecReturnAttributes as String: true,
+                        kSecReturnRef as String: true,
+                        kSecReturnPersistentRef as String: true,
                     ]))
             #expect(status == errSecSuccess)
             let item = try #require(result as? [String: Any])
@@ -160,7 +169,8 @@ struct SecItemCopyMatchingTests {
     @Test func returnKeyWithoutResultPointerIsAParameterError() throws {
         try withStore { _ in
             addAccounts(["a"])
-            let status = SecItemCopyMatching(genericQuery(account: "a", [kSecReturnData: true]) as CFDictionary, nil)
+            let status = SecItemCopyMatching(
+                genericQuery(account: "a", [kSecReturnData as String: true]) as CFDictionary, nil)
             #expect(status == errSecParam)
         }
     }
@@ -168,7 +178,8 @@ struct SecItemCopyMatchingTests {
     @Test func nothingMatchedIsNotFound() throws {
         try withStore { _ in
             addAccounts(["a"])
-            #expect(copyMatching(genericQuery(account: "b", [kSecReturnData: true])).status == errSecItemNotFound)
+            #expect(
+                copyMatching(genericQuery(account: "b", [kSecReturnData as String: true])).status == errSecItemNotFound)
         }
     }
 
@@ -176,9 +187,10 @@ struct SecItemCopyMatchingTests {
         try withStore { _ in
             addAccounts(["a", "b"])
             let reference = try #require(
-                copyMatching(genericQuery(account: "b", [kSecReturnPersistentRef: true])).result as? Data)
+                copyMatching(genericQuery(account: "b", [kSecReturnPersistentRef as String: true])).result as? Data)
             let query: [String: Any] = [
-                kSecClass: kSecClassGenericPassword, kSecValuePersistentRef: reference, kSecReturnData: true,
+                kSecClass as String: kSecClassGenericPassword, kSecValuePersistentRef as String: reference,
+                kSecReturnData as String: true,
             ]
             #expect(copyMatching(query).result as? Data == Data("pw-b".utf8))
         }
@@ -187,13 +199,16 @@ struct SecItemCopyMatchingTests {
     @Test func queryWithoutPortMatchesAnyPortForInternetPasswords() throws {
         try withStore { _ in
             let item: [String: Any] = [
-                kSecClass: kSecClassInternetPassword, kSecAttrServer: "example.com", kSecAttrAccount: "alice",
-                kSecAttrProtocol: kSecAttrProtocolHTTPS, kSecAttrPort: 8443, kSecValueData: Data("pw".utf8),
+                kSecClass as String: kSecClassInternetPassword, kSecAttrServer as String: "example.com",
+                kSecAttrAccount as String: "alice",
+                kSecAttrProtocol as String: kSecAttrProtocolHTTPS, kSecAttrPort as String: 8443,
+                kSecValueData as String: Data("pw".utf8),
             ]
             #expect(add(item) == errSecSuccess)
             let query: [String: Any] = [
-                kSecClass: kSecClassInternetPassword, kSecAttrServer: "example.com", kSecAttrAccount: "alice",
-                kSecReturnData: true,
+                kSecClass as String: kSecClassInternetPassword, kSecAttrServer as String: "example.com",
+                kSecAttrAccount as String: "alice",
+                kSecReturnData as String: true,
             ]
             #expect(copyMatching(query).result as? Data == Data("pw".utf8))
         }
@@ -202,12 +217,14 @@ struct SecItemCopyMatchingTests {
     @Test func queryWithAnotherPortFindsNothing() throws {
         try withStore { _ in
             let item: [String: Any] = [
-                kSecClass: kSecClassInternetPassword, kSecAttrServer: "example.com", kSecAttrAccount: "alice",
-                kSecAttrPort: 8443, kSecValueData: Data("pw".utf8),
+                kSecClass as String: kSecClassInternetPassword, kSecAttrServer as String: "example.com",
+                kSecAttrAccount as String: "alice",
+                kSecAttrPort as String: 8443, kSecValueData as String: Data("pw".utf8),
             ]
             #expect(add(item) == errSecSuccess)
             let query: [String: Any] = [
-                kSecClass: kSecClassInternetPassword, kSecAttrServer: "example.com", kSecAttrPort: 443,
+                kSecClass as String: kSecClassInternetPassword, kSecAttrServer as String: "example.com",
+                kSecAttrPort as String: 443,
             ]
             #expect(SecItemCopyMatching(query as CFDictionary, nil) == errSecItemNotFound)
         }
@@ -215,25 +232,26 @@ struct SecItemCopyMatchingTests {
 
     @Test func queryWithoutSyncMatchesOnlyNonSynchronizableItems() throws {
         try withStore { _ in
-            #expect(add(genericPassword([kSecAttrSynchronizable: true])) == errSecSuccess)
+            #expect(add(genericPassword([kSecAttrSynchronizable as String: true])) == errSecSuccess)
             #expect(SecItemCopyMatching(genericQuery() as CFDictionary, nil) == errSecItemNotFound)
         }
     }
 
     @Test func syncAnyMatchesSynchronizableAndOtherItems() throws {
         try withStore { _ in
-            #expect(add(genericPassword(account: "synced", [kSecAttrSynchronizable: true])) == errSecSuccess)
+            #expect(add(genericPassword(account: "synced", [kSecAttrSynchronizable as String: true])) == errSecSuccess)
             #expect(add(genericPassword(account: "local")) == errSecSuccess)
-            let items = findAll(genericQuery(account: nil, [kSecAttrSynchronizable: kSecAttrSynchronizableAny]))
+            let items = findAll(
+                genericQuery(account: nil, [kSecAttrSynchronizable as String: kSecAttrSynchronizableAny]))
             #expect(Set(items.compactMap { $0[kSecAttrAccount] as? String }) == ["synced", "local"])
         }
     }
 
     @Test func syncTrueMatchesOnlySynchronizableItems() throws {
         try withStore { _ in
-            #expect(add(genericPassword(account: "synced", [kSecAttrSynchronizable: true])) == errSecSuccess)
+            #expect(add(genericPassword(account: "synced", [kSecAttrSynchronizable as String: true])) == errSecSuccess)
             #expect(add(genericPassword(account: "local")) == errSecSuccess)
-            let items = findAll(genericQuery(account: nil, [kSecAttrSynchronizable: true]))
+            let items = findAll(genericQuery(account: nil, [kSecAttrSynchronizable as String: true]))
             #expect(items.compactMap { $0[kSecAttrAccount] as? String } == ["synced"])
         }
     }
@@ -241,8 +259,10 @@ struct SecItemCopyMatchingTests {
     @Test func syncIsPartOfThePrimaryKey() throws {
         try withStore { _ in
             #expect(add(genericPassword(data: Data("local".utf8))) == errSecSuccess)
-            #expect(add(genericPassword(data: Data("synced".utf8), [kSecAttrSynchronizable: true])) == errSecSuccess)
-            let items = findAll(genericQuery([kSecAttrSynchronizable: kSecAttrSynchronizableAny]))
+            #expect(
+                add(genericPassword(data: Data("synced".utf8), [kSecAttrSynchronizable as String: true]))
+                    == errSecSuccess)
+            let items = findAll(genericQuery([kSecAttrSynchronizable as String: kSecAttrSynchronizableAny]))
             #expect(Set(items.compactMap { $0[kSecValueData] as? Data }) == [Data("local".utf8), Data("synced".utf8)])
         }
     }
@@ -251,18 +271,19 @@ struct SecItemCopyMatchingTests {
         try withStore { _ in
             let status = add(
                 genericPassword([
-                    kSecAttrSynchronizable: true, kSecAttrAccessible: kSecAttrAccessibleWhenUnlockedThisDeviceOnly,
+                    kSecAttrSynchronizable as String: true,
+                    kSecAttrAccessible as String: kSecAttrAccessibleWhenUnlockedThisDeviceOnly,
                 ]))
             #expect(status == errSecSuccess)
-            let attributes = findAttributes(genericQuery([kSecAttrSynchronizable: true]))
+            let attributes = findAttributes(genericQuery([kSecAttrSynchronizable as String: true]))
             #expect(attributes?[kSecAttrSynchronizable] as? Bool == true)
         }
     }
 
     @Test func queryWithoutAccessGroupMatchesEveryGroup() throws {
         try withStore { _ in
-            #expect(add(genericPassword([kSecAttrAccessGroup: "group.one"])) == errSecSuccess)
-            #expect(add(genericPassword([kSecAttrAccessGroup: "group.two"])) == errSecSuccess)
+            #expect(add(genericPassword([kSecAttrAccessGroup as String: "group.one"])) == errSecSuccess)
+            #expect(add(genericPassword([kSecAttrAccessGroup as String: "group.two"])) == errSecSuccess)
             let groups = findAll(genericQuery()).compactMap { $0[kSecAttrAccessGroup] as? String }
             #expect(Set(groups) == ["group.one", "group.two"])
         }
@@ -270,16 +291,21 @@ struct SecItemCopyMatchingTests {
 
     @Test func queryWithAccessGroupMatchesOnlyThatGroup() throws {
         try withStore { _ in
-            #expect(add(genericPassword(data: Data("one".utf8), [kSecAttrAccessGroup: "group.one"])) == errSecSuccess)
-            #expect(add(genericPassword(data: Data("two".utf8), [kSecAttrAccessGroup: "group.two"])) == errSecSuccess)
-            #expect(findData(genericQuery([kSecAttrAccessGroup: "group.two"])) == Data("two".utf8))
+            #expect(
+                add(genericPassword(data: Data("one".utf8), [kSecAttrAccessGroup as String: "group.one"]))
+                    == errSecSuccess)
+            #expect(
+                add(genericPassword(data: Data("two".utf8), [kSecAttrAccessGroup as String: "group.two"]))
+                    == errSecSuccess)
+            #expect(findData(genericQuery([kSecAttrAccessGroup as String: "group.two"])) == Data("two".utf8))
         }
     }
 
     static var useKeys: [String: Any] {
         [
-            kSecUseOperationPrompt: "Authenticate", kSecUseAuthenticationUI: kSecUseAuthenticationUISkip,
-            kSecUseDataProtectionKeychain: true, kSecUseNoAuthenticationUI: true,
+            kSecUseOperationPrompt as String: "Authenticate",
+            kSecUseAuthenticationUI as String: kSecUseAuthenticationUISkip,
+            kSecUseDataProtectionKeychain as String: true, kSecUseNoAuthenticationUI as String: true,
         ]
     }
 
@@ -316,7 +342,8 @@ struct SecItemCopyMatchingTests {
     @Test func caseInsensitiveMatchingIsUnimplemented() throws {
         try withStore { _ in
             addAccounts(["alice"])
-            let status = SecItemCopyMatching(genericQuery([kSecMatchCaseInsensitive: true]) as CFDictionary, nil)
+            let status = SecItemCopyMatching(
+                genericQuery([kSecMatchCaseInsensitive as String: true]) as CFDictionary, nil)
             #expect(status == errSecUnimplemented)
         }
     }
@@ -336,12 +363,16 @@ struct SecItemCopyMatchingTests {
     @Test func internetPasswordAttributesCarryThePortAsAnInt() throws {
         try withStore { _ in
             let item: [String: Any] = [
-                kSecClass: kSecClassInternetPassword, kSecAttrServer: "example.com", kSecAttrAccount: "alice",
-                kSecAttrProtocol: kSecAttrProtocolHTTPS, kSecAttrAuthenticationType: kSecAttrAuthenticationTypeDefault,
-                kSecAttrPort: 8443, kSecValueData: Data("pw".utf8),
+                kSecClass as String: kSecClassInternetPassword, kSecAttrServer as String: "example.com",
+                kSecAttrAccount as String: "alice",
+                kSecAttrProtocol as String: kSecAttrProtocolHTTPS,
+                kSecAttrAuthenticationType as String: kSecAttrAuthenticationTypeDefault,
+                kSecAttrPort as String: 8443, kSecValueData as String: Data("pw".utf8),
             ]
             #expect(add(item) == errSecSuccess)
-            let query: [String: Any] = [kSecClass: kSecClassInternetPassword, kSecAttrServer: "example.com"]
+            let query: [String: Any] = [
+                kSecClass as String: kSecClassInternetPassword, kSecAttrServer as String: "example.com",
+            ]
             let attributes = findAttributes(query)
             #expect(attributes?[kSecAttrPort] as? Int == 8443)
             #expect(attributes?[kSecAttrProtocol] as? String == kSecAttrProtocolHTTPS)
@@ -352,12 +383,15 @@ struct SecItemCopyMatchingTests {
         try withStore { _ in
             for port in [443, 8443] {
                 let item: [String: Any] = [
-                    kSecClass: kSecClassInternetPassword, kSecAttrServer: "example.com", kSecAttrAccount: "alice",
-                    kSecAttrPort: port, kSecValueData: Data("pw-\(port)".utf8),
+                    kSecClass as String: kSecClassInternetPassword, kSecAttrServer as String: "example.com",
+                    kSecAttrAccount as String: "alice",
+                    kSecAttrPort as String: port, kSecValueData as String: Data("pw-\(port)".utf8),
                 ]
                 #expect(add(item) == errSecSuccess)
             }
-            #expect(findAll([kSecClass: kSecClassInternetPassword, kSecAttrServer: "example.com"]).count == 2)
+            #expect(
+                findAll([kSecClass as String: kSecClassInternetPassword, kSecAttrServer as String: "example.com"]).count
+                    == 2)
         }
     }
 }

@@ -27,7 +27,7 @@ struct SecItemDeleteTests {
     @Test func limitOneIsAParameterError() throws {
         try withStore { _ in
             #expect(add(genericPassword()) == errSecSuccess)
-            let status = SecItemDelete(genericQuery([kSecMatchLimit: kSecMatchLimitOne]) as CFDictionary)
+            let status = SecItemDelete(genericQuery([kSecMatchLimit as String: kSecMatchLimitOne]) as CFDictionary)
             #expect(status == errSecParam)
         }
     }
@@ -35,7 +35,7 @@ struct SecItemDeleteTests {
     @Test func limitOneDeletesNothing() throws {
         try withStore { _ in
             #expect(add(genericPassword()) == errSecSuccess)
-            _ = SecItemDelete(genericQuery([kSecMatchLimit: kSecMatchLimitOne]) as CFDictionary)
+            _ = SecItemDelete(genericQuery([kSecMatchLimit as String: kSecMatchLimitOne]) as CFDictionary)
             #expect(SecItemCopyMatching(genericQuery() as CFDictionary, nil) == errSecSuccess)
         }
     }
@@ -44,7 +44,8 @@ struct SecItemDeleteTests {
         try withStore { _ in
             #expect(add(genericPassword(account: "a")) == errSecSuccess)
             #expect(add(genericPassword(account: "b")) == errSecSuccess)
-            let status = SecItemDelete(genericQuery(account: nil, [kSecMatchLimit: kSecMatchLimitAll]) as CFDictionary)
+            let status = SecItemDelete(
+                genericQuery(account: nil, [kSecMatchLimit as String: kSecMatchLimitAll]) as CFDictionary)
             #expect(status == errSecSuccess)
             #expect(findAll(genericQuery(account: nil)).isEmpty)
         }
@@ -60,8 +61,8 @@ struct SecItemDeleteTests {
     @Test func deleteWithSyncAnyRemovesSynchronizableAndOtherItems() throws {
         try withStore { _ in
             #expect(add(genericPassword()) == errSecSuccess)
-            #expect(add(genericPassword([kSecAttrSynchronizable: true])) == errSecSuccess)
-            let query = genericQuery([kSecAttrSynchronizable: kSecAttrSynchronizableAny])
+            #expect(add(genericPassword([kSecAttrSynchronizable as String: true])) == errSecSuccess)
+            let query = genericQuery([kSecAttrSynchronizable as String: kSecAttrSynchronizableAny])
             #expect(SecItemDelete(query as CFDictionary) == errSecSuccess)
             #expect(SecItemCopyMatching(query as CFDictionary, nil) == errSecItemNotFound)
         }
@@ -72,8 +73,10 @@ struct SecItemDeleteTests {
             #expect(add(genericPassword(account: "a")) == errSecSuccess)
             #expect(add(genericPassword(account: "b")) == errSecSuccess)
             let reference = try #require(
-                copyMatching(genericQuery(account: "a", [kSecReturnPersistentRef: true])).result as? Data)
-            let query: [String: Any] = [kSecClass: kSecClassGenericPassword, kSecValuePersistentRef: reference]
+                copyMatching(genericQuery(account: "a", [kSecReturnPersistentRef as String: true])).result as? Data)
+            let query: [String: Any] = [
+                kSecClass as String: kSecClassGenericPassword, kSecValuePersistentRef as String: reference,
+            ]
             #expect(SecItemDelete(query as CFDictionary) == errSecSuccess)
             #expect(findAll(genericQuery(account: nil)).compactMap { $0[kSecAttrAccount] as? String } == ["b"])
         }
@@ -81,9 +84,9 @@ struct SecItemDeleteTests {
 
     @Test func queryWithoutSyncDoesNotDeleteSynchronizableItems() throws {
         try withStore { _ in
-            #expect(add(genericPassword([kSecAttrSynchronizable: true])) == errSecSuccess)
+            #expect(add(genericPassword([kSecAttrSynchronizable as String: true])) == errSecSuccess)
             #expect(SecItemDelete(genericQuery() as CFDictionary) == errSecItemNotFound)
-            let synced = genericQuery([kSecAttrSynchronizable: true])
+            let synced = genericQuery([kSecAttrSynchronizable as String: true])
             #expect(SecItemCopyMatching(synced as CFDictionary, nil) == errSecSuccess)
         }
     }

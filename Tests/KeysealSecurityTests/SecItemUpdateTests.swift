@@ -14,23 +14,28 @@ struct SecItemUpdateTests {
     @Test func updateChangesTheData() throws {
         try withStore { _ in
             #expect(add(genericPassword()) == errSecSuccess)
-            #expect(update(genericQuery(), [kSecValueData: Data("new".utf8)]) == errSecSuccess)
+            #expect(update(genericQuery(), [kSecValueData as String: Data("new".utf8)]) == errSecSuccess)
             #expect(findData(genericQuery()) == Data("new".utf8))
         }
     }
 
-    @Test(arguments: [kSecReturnData, kSecReturnAttributes, kSecReturnPersistentRef, kSecReturnRef])
+    @Test(arguments: [
+        kSecReturnData as String, kSecReturnAttributes as String, kSecReturnPersistentRef as String,
+        kSecReturnRef as String,
+    ])
     func returnKeysInTheAttributesToUpdateAreParameterErrors(key: String) throws {
         try withStore { _ in
             #expect(add(genericPassword()) == errSecSuccess)
-            #expect(update(genericQuery(), [kSecValueData: Data("new".utf8), key: true]) == errSecParam)
+            #expect(update(genericQuery(), [kSecValueData as String: Data("new".utf8), key: true]) == errSecParam)
         }
     }
 
     @Test func matchLimitInTheAttributesToUpdateIsAParameterError() throws {
         try withStore { _ in
             #expect(add(genericPassword()) == errSecSuccess)
-            let status = update(genericQuery(), [kSecValueData: Data("new".utf8), kSecMatchLimit: kSecMatchLimitAll])
+            let status = update(
+                genericQuery(),
+                [kSecValueData as String: Data("new".utf8), kSecMatchLimit as String: kSecMatchLimitAll])
             #expect(status == errSecParam)
         }
     }
@@ -38,7 +43,8 @@ struct SecItemUpdateTests {
     @Test func caseInsensitiveInTheAttributesToUpdateIsAParameterError() throws {
         try withStore { _ in
             #expect(add(genericPassword()) == errSecSuccess)
-            let status = update(genericQuery(), [kSecValueData: Data("new".utf8), kSecMatchCaseInsensitive: false])
+            let status = update(
+                genericQuery(), [kSecValueData as String: Data("new".utf8), kSecMatchCaseInsensitive as String: false])
             #expect(status == errSecParam)
         }
     }
@@ -46,7 +52,9 @@ struct SecItemUpdateTests {
     @Test func parameterErrorChangesNothing() throws {
         try withStore { _ in
             #expect(add(genericPassword()) == errSecSuccess)
-            #expect(update(genericQuery(), [kSecValueData: Data("new".utf8), kSecReturnData: true]) == errSecParam)
+            #expect(
+                update(genericQuery(), [kSecValueData as String: Data("new".utf8), kSecReturnData as String: true])
+                    == errSecParam)
             #expect(findData(genericQuery()) == Data("secret".utf8))
         }
     }
@@ -54,28 +62,31 @@ struct SecItemUpdateTests {
     @Test func classInTheAttributesToUpdateIsNoSuchAttr() throws {
         try withStore { _ in
             #expect(add(genericPassword()) == errSecSuccess)
-            #expect(update(genericQuery(), [kSecClass: kSecClassInternetPassword]) == errSecNoSuchAttr)
+            #expect(update(genericQuery(), [kSecClass as String: kSecClassInternetPassword]) == errSecNoSuchAttr)
         }
     }
 
     @Test func attributeOfAnotherClassInTheAttributesToUpdateIsNoSuchAttr() throws {
         try withStore { _ in
             #expect(add(genericPassword()) == errSecSuccess)
-            #expect(update(genericQuery(), [kSecAttrServer: "example.com"]) == errSecNoSuchAttr)
+            #expect(update(genericQuery(), [kSecAttrServer as String: "example.com"]) == errSecNoSuchAttr)
         }
     }
 
     @Test func returnKeyInTheUpdateQueryIsAParameterError() throws {
         try withStore { _ in
             #expect(add(genericPassword()) == errSecSuccess)
-            #expect(update(genericQuery([kSecReturnData: true]), [kSecValueData: Data("new".utf8)]) == errSecParam)
+            #expect(
+                update(genericQuery([kSecReturnData as String: true]), [kSecValueData as String: Data("new".utf8)])
+                    == errSecParam)
         }
     }
 
     @Test func nothingMatchedIsNotFound() throws {
         try withStore { _ in
             #expect(add(genericPassword()) == errSecSuccess)
-            #expect(update(genericQuery(account: "bob"), [kSecValueData: Data("new".utf8)]) == errSecItemNotFound)
+            #expect(
+                update(genericQuery(account: "bob"), [kSecValueData as String: Data("new".utf8)]) == errSecItemNotFound)
         }
     }
 
@@ -83,7 +94,7 @@ struct SecItemUpdateTests {
         try withStore { _ in
             #expect(add(genericPassword(account: "a", data: Data("pw-a".utf8))) == errSecSuccess)
             #expect(add(genericPassword(account: "b", data: Data("pw-b".utf8))) == errSecSuccess)
-            #expect(update(genericQuery(account: "a"), [kSecAttrAccount: "b"]) == errSecDuplicateItem)
+            #expect(update(genericQuery(account: "a"), [kSecAttrAccount as String: "b"]) == errSecDuplicateItem)
         }
     }
 
@@ -91,7 +102,9 @@ struct SecItemUpdateTests {
         try withStore { _ in
             #expect(add(genericPassword(account: "a", data: Data("pw-a".utf8))) == errSecSuccess)
             #expect(add(genericPassword(account: "b", data: Data("pw-b".utf8))) == errSecSuccess)
-            _ = update(genericQuery(account: "a"), [kSecAttrAccount: "b", kSecValueData: Data("changed".utf8)])
+            _ = update(
+                genericQuery(account: "a"),
+                [kSecAttrAccount as String: "b", kSecValueData as String: Data("changed".utf8)])
             let items = findAll(genericQuery(account: nil))
             let pairs = items.map { ($0[kSecAttrAccount] as? String ?? "?", $0[kSecValueData] as? Data ?? Data()) }
             #expect(pairs.map(\.0) == ["a", "b"])
@@ -103,7 +116,7 @@ struct SecItemUpdateTests {
         try withStore { _ in
             #expect(add(genericPassword(account: "a")) == errSecSuccess)
             #expect(add(genericPassword(account: "b")) == errSecSuccess)
-            #expect(update(genericQuery(account: nil), [kSecAttrAccount: "c"]) == errSecDuplicateItem)
+            #expect(update(genericQuery(account: nil), [kSecAttrAccount as String: "c"]) == errSecDuplicateItem)
             let accounts = findAll(genericQuery(account: nil)).compactMap { $0[kSecAttrAccount] as? String }
             #expect(Set(accounts) == ["a", "b"])
         }
@@ -112,8 +125,10 @@ struct SecItemUpdateTests {
     @Test func changingAccessibilityFindsTheItemUnderTheNewClass() throws {
         try withStore { _ in
             #expect(add(genericPassword()) == errSecSuccess)
-            #expect(update(genericQuery(), [kSecAttrAccessible: kSecAttrAccessibleAfterFirstUnlock]) == errSecSuccess)
-            let query = genericQuery([kSecAttrAccessible: kSecAttrAccessibleAfterFirstUnlock])
+            #expect(
+                update(genericQuery(), [kSecAttrAccessible as String: kSecAttrAccessibleAfterFirstUnlock])
+                    == errSecSuccess)
+            let query = genericQuery([kSecAttrAccessible as String: kSecAttrAccessibleAfterFirstUnlock])
             #expect(findData(query) == Data("secret".utf8))
         }
     }
@@ -121,9 +136,11 @@ struct SecItemUpdateTests {
     @Test func changingAccessibilityLeavesNothingUnderTheOldClass() throws {
         try withStore { _ in
             #expect(add(genericPassword()) == errSecSuccess)
-            #expect(update(genericQuery(), [kSecAttrAccessible: kSecAttrAccessibleAfterFirstUnlock]) == errSecSuccess)
+            #expect(
+                update(genericQuery(), [kSecAttrAccessible as String: kSecAttrAccessibleAfterFirstUnlock])
+                    == errSecSuccess)
             let status = SecItemCopyMatching(
-                genericQuery([kSecAttrAccessible: kSecAttrAccessibleWhenUnlocked]) as CFDictionary, nil)
+                genericQuery([kSecAttrAccessible as String: kSecAttrAccessibleWhenUnlocked]) as CFDictionary, nil)
             #expect(status == errSecItemNotFound)
         }
     }
@@ -132,7 +149,9 @@ struct SecItemUpdateTests {
         try withStore { fixture in
             try fixture.store.setPasscode("1234")
             #expect(add(genericPassword()) == errSecSuccess)
-            #expect(update(genericQuery(), [kSecAttrAccessible: kSecAttrAccessibleAfterFirstUnlock]) == errSecSuccess)
+            #expect(
+                update(genericQuery(), [kSecAttrAccessible as String: kSecAttrAccessibleAfterFirstUnlock])
+                    == errSecSuccess)
             try fixture.store.lock()
             // A when-unlocked item would now be refused; an after-first-unlock one is readable while locked.
             #expect(findData(genericQuery()) == Data("secret".utf8))
@@ -142,7 +161,7 @@ struct SecItemUpdateTests {
     @Test func updateChangesEveryMatch() throws {
         try withStore { _ in
             for account in ["a", "b", "c"] { #expect(add(genericPassword(account: account)) == errSecSuccess) }
-            #expect(update(genericQuery(account: nil), [kSecAttrLabel: "relabelled"]) == errSecSuccess)
+            #expect(update(genericQuery(account: nil), [kSecAttrLabel as String: "relabelled"]) == errSecSuccess)
             let labels = findAll(genericQuery(account: nil)).map { $0[kSecAttrLabel] as? String }
             #expect(labels == ["relabelled", "relabelled", "relabelled"])
         }
@@ -154,7 +173,7 @@ struct SecItemUpdateTests {
             var error: Unmanaged<CFError>?
             let control = try #require(
                 SecAccessControlCreateWithFlags(kCFAllocatorDefault, kSecAttrAccessibleAfterFirstUnlock, [], &error))
-            #expect(update(genericQuery(), [kSecAttrAccessControl: control]) == errSecSuccess)
+            #expect(update(genericQuery(), [kSecAttrAccessControl as String: control]) == errSecSuccess)
             let accessible = findAttributes(genericQuery())?[kSecAttrAccessible] as? String
             #expect(accessible == kSecAttrAccessibleAfterFirstUnlock)
         }
@@ -167,7 +186,7 @@ struct SecItemUpdateTests {
             var error: Unmanaged<CFError>?
             let control = try #require(
                 SecAccessControlCreateWithFlags(kCFAllocatorDefault, kSecAttrAccessibleWhenUnlocked, flags, &error))
-            #expect(update(genericQuery(), [kSecAttrAccessControl: control]) == errSecUnimplemented)
+            #expect(update(genericQuery(), [kSecAttrAccessControl as String: control]) == errSecUnimplemented)
         }
     }
 
@@ -177,7 +196,7 @@ struct SecItemUpdateTests {
             #expect(add(genericPassword()) == errSecSuccess)
             let added = fixture.clock.now
             fixture.clock.advance(by: 90)
-            #expect(update(genericQuery(), [kSecValueData: Data("new".utf8)]) == errSecSuccess)
+            #expect(update(genericQuery(), [kSecValueData as String: Data("new".utf8)]) == errSecSuccess)
             let modified = findAttributes(genericQuery())?[kSecAttrModificationDate] as? Date
             #expect(modified == added.addingTimeInterval(90))
         }
@@ -189,7 +208,7 @@ struct SecItemUpdateTests {
             #expect(add(genericPassword()) == errSecSuccess)
             let added = fixture.clock.now
             fixture.clock.advance(by: 90)
-            #expect(update(genericQuery(), [kSecValueData: Data("new".utf8)]) == errSecSuccess)
+            #expect(update(genericQuery(), [kSecValueData as String: Data("new".utf8)]) == errSecSuccess)
             #expect(findAttributes(genericQuery())?[kSecAttrCreationDate] as? Date == added)
         }
     }
@@ -197,9 +216,9 @@ struct SecItemUpdateTests {
     @Test func updateCanMakeAnItemSynchronizable() throws {
         try withStore { _ in
             #expect(add(genericPassword()) == errSecSuccess)
-            #expect(update(genericQuery(), [kSecAttrSynchronizable: true]) == errSecSuccess)
+            #expect(update(genericQuery(), [kSecAttrSynchronizable as String: true]) == errSecSuccess)
             #expect(SecItemCopyMatching(genericQuery() as CFDictionary, nil) == errSecItemNotFound)
-            let synced = genericQuery([kSecAttrSynchronizable: true])
+            let synced = genericQuery([kSecAttrSynchronizable as String: true])
             #expect(SecItemCopyMatching(synced as CFDictionary, nil) == errSecSuccess)
         }
     }
@@ -207,20 +226,23 @@ struct SecItemUpdateTests {
     @Test func updateOfAnInternetPasswordWithoutPortChangesAnyPort() throws {
         try withStore { _ in
             let item: [String: Any] = [
-                kSecClass: kSecClassInternetPassword, kSecAttrServer: "example.com", kSecAttrAccount: "alice",
-                kSecAttrPort: 8443, kSecValueData: Data("pw".utf8),
+                kSecClass as String: kSecClassInternetPassword, kSecAttrServer as String: "example.com",
+                kSecAttrAccount as String: "alice",
+                kSecAttrPort as String: 8443, kSecValueData as String: Data("pw".utf8),
             ]
             #expect(add(item) == errSecSuccess)
-            let query: [String: Any] = [kSecClass: kSecClassInternetPassword, kSecAttrServer: "example.com"]
-            #expect(update(query, [kSecValueData: Data("new".utf8)]) == errSecSuccess)
+            let query: [String: Any] = [
+                kSecClass as String: kSecClassInternetPassword, kSecAttrServer as String: "example.com",
+            ]
+            #expect(update(query, [kSecValueData as String: Data("new".utf8)]) == errSecSuccess)
             #expect(findData(query) == Data("new".utf8))
         }
     }
 
     @Test func queryWithoutSyncDoesNotUpdateSynchronizableItems() throws {
         try withStore { _ in
-            #expect(add(genericPassword([kSecAttrSynchronizable: true])) == errSecSuccess)
-            #expect(update(genericQuery(), [kSecValueData: Data("new".utf8)]) == errSecItemNotFound)
+            #expect(add(genericPassword([kSecAttrSynchronizable as String: true])) == errSecSuccess)
+            #expect(update(genericQuery(), [kSecValueData as String: Data("new".utf8)]) == errSecItemNotFound)
         }
     }
 }

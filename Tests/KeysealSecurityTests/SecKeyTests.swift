@@ -25,9 +25,9 @@ struct SecKeyTests {
         let access = SecAccessControlCreateWithFlags(
             kCFAllocatorDefault, kSecAttrAccessibleWhenUnlockedThisDeviceOnly, .privateKeyUsage, nil)!
         return [
-            kSecAttrKeyType: kSecAttrKeyTypeECSECPrimeRandom, kSecAttrKeySizeInBits: 256,
-            kSecAttrTokenID: kSecAttrTokenIDSecureEnclave,
-            kSecPrivateKeyAttrs: [
+            kSecAttrKeyType as String: kSecAttrKeyTypeECSECPrimeRandom, kSecAttrKeySizeInBits as String: 256,
+            kSecAttrTokenID as String: kSecAttrTokenIDSecureEnclave,
+            kSecPrivateKeyAttrs as String: [
                 kSecAttrIsPermanent: permanent, kSecAttrApplicationTag: Data(tag.utf8), kSecAttrAccessControl: access,
             ] as [String: Any],
         ]
@@ -79,8 +79,8 @@ struct SecKeyTests {
             let created = try #require(
                 SecKeyCreateRandomKey(Self.secureEnclaveParameters(tag: "found") as CFDictionary, &error))
             let query: [String: Any] = [
-                kSecClass: kSecClassKey, kSecAttrApplicationTag: Data("found".utf8),
-                kSecAttrKeyType: kSecAttrKeyTypeECSECPrimeRandom, kSecReturnRef: true,
+                kSecClass as String: kSecClassKey, kSecAttrApplicationTag as String: Data("found".utf8),
+                kSecAttrKeyType as String: kSecAttrKeyTypeECSECPrimeRandom, kSecReturnRef as String: true,
             ]
             var result: CFTypeRef?
             #expect(SecItemCopyMatching(query as CFDictionary, &result) == errSecSuccess)
@@ -124,7 +124,8 @@ struct SecKeyTests {
             let key = try #require(
                 SecKeyCreateRandomKey(Self.secureEnclaveParameters(tag: "t", permanent: false) as CFDictionary, &error))
             let add: [String: Any] = [
-                kSecClass: kSecClassKey, kSecValueRef: key, kSecAttrApplicationTag: Data("added".utf8),
+                kSecClass as String: kSecClassKey, kSecValueRef as String: key,
+                kSecAttrApplicationTag as String: Data("added".utf8),
             ]
             #expect(SecItemAdd(add as CFDictionary, nil) == errSecSuccess)
             #expect(SecKeyCreateSignature(key, .ecdsaSignatureMessageX962SHA256, Data() as CFData, &error) != nil)
@@ -145,7 +146,9 @@ struct SecKeyTests {
                 (kSecAttrKeyTypeRSA, 2048, .rsaSignatureMessagePKCS1v15SHA256),
             ] {
                 var error: Unmanaged<CFError>?
-                let parameters: [String: Any] = [kSecAttrKeyType: type, kSecAttrKeySizeInBits: bits]
+                let parameters: [String: Any] = [
+                    kSecAttrKeyType as String: type, kSecAttrKeySizeInBits as String: bits,
+                ]
                 let key = try #require(SecKeyCreateRandomKey(parameters as CFDictionary, &error))
                 let publicKey = try #require(SecKeyCopyPublicKey(key))
                 let signature = try #require(SecKeyCreateSignature(key, algorithm, Data("m".utf8) as CFData, &error))
@@ -157,7 +160,9 @@ struct SecKeyTests {
     @Test func aBadSignatureIsVerifyFailed() throws {
         try withStore { _ in
             var error: Unmanaged<CFError>?
-            let parameters: [String: Any] = [kSecAttrKeyType: kSecAttrKeyTypeEC, kSecAttrKeySizeInBits: 256]
+            let parameters: [String: Any] = [
+                kSecAttrKeyType as String: kSecAttrKeyTypeEC, kSecAttrKeySizeInBits as String: 256,
+            ]
             let key = try #require(SecKeyCreateRandomKey(parameters as CFDictionary, &error))
             let publicKey = try #require(SecKeyCopyPublicKey(key))
             let signature = try #require(
@@ -173,7 +178,9 @@ struct SecKeyTests {
     @Test func anAlgorithmTheKeyDoesNotSupportIsParam() throws {
         try withStore { _ in
             var error: Unmanaged<CFError>?
-            let parameters: [String: Any] = [kSecAttrKeyType: kSecAttrKeyTypeEC, kSecAttrKeySizeInBits: 256]
+            let parameters: [String: Any] = [
+                kSecAttrKeyType as String: kSecAttrKeyTypeEC, kSecAttrKeySizeInBits as String: 256,
+            ]
             let key = try #require(SecKeyCreateRandomKey(parameters as CFDictionary, &error))
             #expect(!SecKeyIsAlgorithmSupported(key, .sign, .rsaSignatureMessagePKCS1v15SHA256))
             #expect(SecKeyIsAlgorithmSupported(key, .sign, .ecdsaSignatureMessageX962SHA256))
@@ -185,13 +192,13 @@ struct SecKeyTests {
     @Test func badKeyParametersAreParam() throws {
         try withStore { _ in
             for parameters: [String: Any] in [
-                [kSecAttrKeyType: kSecAttrKeyTypeEC, kSecAttrKeySizeInBits: 255],
-                [kSecAttrKeyType: "99", kSecAttrKeySizeInBits: 256],
-                [kSecAttrKeySizeInBits: 256],
-                [kSecAttrKeyType: kSecAttrKeyTypeRSA, kSecAttrKeySizeInBits: 1024],
+                [kSecAttrKeyType as String: kSecAttrKeyTypeEC, kSecAttrKeySizeInBits as String: 255],
+                [kSecAttrKeyType as String: "99", kSecAttrKeySizeInBits as String: 256],
+                [kSecAttrKeySizeInBits as String: 256],
+                [kSecAttrKeyType as String: kSecAttrKeyTypeRSA, kSecAttrKeySizeInBits as String: 1024],
                 [
-                    kSecAttrKeyType: kSecAttrKeyTypeEC, kSecAttrKeySizeInBits: 384,
-                    kSecAttrTokenID: kSecAttrTokenIDSecureEnclave,
+                    kSecAttrKeyType as String: kSecAttrKeyTypeEC, kSecAttrKeySizeInBits as String: 384,
+                    kSecAttrTokenID as String: kSecAttrTokenIDSecureEnclave,
                 ],
             ] {
                 var error: Unmanaged<CFError>?
@@ -230,7 +237,9 @@ struct SecKeyTests {
         // under a zero IV (standard) — the layout Apple's ciphertexts have.
         try withStore { _ in
             var error: Unmanaged<CFError>?
-            let parameters: [String: Any] = [kSecAttrKeyType: kSecAttrKeyTypeEC, kSecAttrKeySizeInBits: 256]
+            let parameters: [String: Any] = [
+                kSecAttrKeyType as String: kSecAttrKeyTypeEC, kSecAttrKeySizeInBits as String: 256,
+            ]
             let key = try #require(SecKeyCreateRandomKey(parameters as CFDictionary, &error))
             let external = try #require(SecKeyCopyExternalRepresentation(key, &error))
             let agreement = try P256.KeyAgreement.PrivateKey(x963Representation: external)
@@ -255,7 +264,9 @@ struct SecKeyTests {
             var error: Unmanaged<CFError>?
             let key = try #require(
                 SecKeyCreateRandomKey(Self.secureEnclaveParameters(tag: "dh") as CFDictionary, &error))
-            let peerParameters: [String: Any] = [kSecAttrKeyType: kSecAttrKeyTypeEC, kSecAttrKeySizeInBits: 256]
+            let peerParameters: [String: Any] = [
+                kSecAttrKeyType as String: kSecAttrKeyTypeEC, kSecAttrKeySizeInBits as String: 256,
+            ]
             let peer = try #require(SecKeyCreateRandomKey(peerParameters as CFDictionary, &error))
             let ours = try #require(
                 SecKeyCopyKeyExchangeResult(
@@ -282,7 +293,9 @@ struct SecKeyTests {
     @Test func rsaOAEPRoundTrips() throws {
         try withStore { _ in
             var error: Unmanaged<CFError>?
-            let parameters: [String: Any] = [kSecAttrKeyType: kSecAttrKeyTypeRSA, kSecAttrKeySizeInBits: 2048]
+            let parameters: [String: Any] = [
+                kSecAttrKeyType as String: kSecAttrKeyTypeRSA, kSecAttrKeySizeInBits as String: 2048,
+            ]
             let key = try #require(SecKeyCreateRandomKey(parameters as CFDictionary, &error))
             let ciphertext = try #require(
                 SecKeyCreateEncryptedData(
@@ -295,7 +308,7 @@ struct SecKeyTests {
         try withStore { _ in
             var error: Unmanaged<CFError>?
             let attributes: [String: Any] = [
-                kSecAttrKeyType: kSecAttrKeyTypeEC, kSecAttrKeyClass: kSecAttrKeyClassPrivate,
+                kSecAttrKeyType as String: kSecAttrKeyTypeEC, kSecAttrKeyClass as String: kSecAttrKeyClassPrivate,
             ]
             let key = try #require(
                 SecKeyCreateWithData(KeyTestMaterial.privateKey as CFData, attributes as CFDictionary, &error))
@@ -313,15 +326,15 @@ struct SecKeyTests {
         try withStore { _ in
             var error: Unmanaged<CFError>?
             let parameters: [String: Any] = [
-                kSecAttrKeyType: kSecAttrKeyTypeECSECPrimeRandom, kSecAttrKeySizeInBits: 256,
-                kSecPrivateKeyAttrs: [
+                kSecAttrKeyType as String: kSecAttrKeyTypeECSECPrimeRandom, kSecAttrKeySizeInBits as String: 256,
+                kSecPrivateKeyAttrs as String: [
                     kSecAttrIsPermanent: true, kSecAttrIsExtractable: false, kSecAttrApplicationTag: Data("ne".utf8),
                 ] as [String: Any],
             ]
             let key = try #require(SecKeyCreateRandomKey(parameters as CFDictionary, &error))
             let query: [String: Any] = [
-                kSecClass: kSecClassKey, kSecAttrApplicationTag: Data("ne".utf8),
-                kSecAttrKeyClass: kSecAttrKeyClassPrivate,
+                kSecClass as String: kSecClassKey, kSecAttrApplicationTag as String: Data("ne".utf8),
+                kSecAttrKeyClass as String: kSecAttrKeyClassPrivate,
             ]
             var lookup = query
             lookup[kSecReturnData] = kCFBooleanTrue!
@@ -341,15 +354,16 @@ struct SecKeyTests {
         try withStore { _ in
             var error: Unmanaged<CFError>?
             let parameters: [String: Any] = [
-                kSecAttrKeyType: kSecAttrKeyTypeEC, kSecAttrKeySizeInBits: 256,
-                kSecPrivateKeyAttrs: [kSecAttrIsPermanent: true, kSecAttrApplicationTag: Data("tag".utf8)]
+                kSecAttrKeyType as String: kSecAttrKeyTypeEC, kSecAttrKeySizeInBits as String: 256,
+                kSecPrivateKeyAttrs as String: [kSecAttrIsPermanent: true, kSecAttrApplicationTag: Data("tag".utf8)]
                     as [String: Any],
             ]
             _ = try #require(SecKeyCreateRandomKey(parameters as CFDictionary, &error))
             _ = try #require(SecKeyCreateRandomKey(parameters as CFDictionary, &error))
             let query: [String: Any] = [
-                kSecClass: kSecClassKey, kSecAttrApplicationTag: Data("tag".utf8), kSecMatchLimit: kSecMatchLimitAll,
-                kSecReturnRef: kCFBooleanTrue!,
+                kSecClass as String: kSecClassKey, kSecAttrApplicationTag as String: Data("tag".utf8),
+                kSecMatchLimit as String: kSecMatchLimitAll,
+                kSecReturnRef as String: kCFBooleanTrue!,
             ]
             var result: CFTypeRef?
             #expect(SecItemCopyMatching(query as CFDictionary, &result) == noErr)
@@ -384,7 +398,7 @@ struct SecCertificateTests {
         try withStore { _ in
             var error: Unmanaged<CFError>?
             let attributes: [String: Any] = [
-                kSecAttrKeyType: kSecAttrKeyTypeEC, kSecAttrKeyClass: kSecAttrKeyClassPrivate,
+                kSecAttrKeyType as String: kSecAttrKeyTypeEC, kSecAttrKeyClass as String: kSecAttrKeyClassPrivate,
             ]
             let key = try #require(
                 SecKeyCreateWithData(KeyTestMaterial.privateKey as CFData, attributes as CFDictionary, &error))
@@ -394,7 +408,7 @@ struct SecCertificateTests {
                 SecItemAdd([kSecClass: kSecClassCertificate, kSecValueRef: certificate] as CFDictionary, nil)
                     == errSecSuccess)
             var result: CFTypeRef?
-            let query: [String: Any] = [kSecClass: kSecClassIdentity, kSecReturnRef: true]
+            let query: [String: Any] = [kSecClass as String: kSecClassIdentity, kSecReturnRef as String: true]
             #expect(SecItemCopyMatching(query as CFDictionary, &result) == errSecSuccess)
             #expect(CFGetTypeID(result) == SecIdentityGetTypeID())
             let identity = result as! SecIdentity
@@ -417,7 +431,9 @@ struct SecCertificateTests {
             let certificate = try #require(SecCertificateCreateWithData(nil, KeyTestMaterial.certificate as CFData))
             #expect(SecItemAdd([kSecValueRef: certificate] as CFDictionary, nil) == errSecSuccess)
             var result: CFTypeRef?
-            let query: [String: Any] = [kSecClass: kSecClassCertificate, kSecReturnAttributes: true]
+            let query: [String: Any] = [
+                kSecClass as String: kSecClassCertificate, kSecReturnAttributes as String: true,
+            ]
             #expect(SecItemCopyMatching(query as CFDictionary, &result) == errSecSuccess)
             let attributes = try #require(result as? [String: Any])
             #expect(attributes[kSecAttrLabel] as? String == "Keyseal Test")

@@ -45,7 +45,7 @@ struct SecurityFunctionTests {
 
     @Test func accessControlWithABadProtectionFailsWithParam() throws {
         var error: Unmanaged<CFError>?
-        let control = SecAccessControlCreateWithFlags(kCFAllocatorDefault, "bogus", [], &error)
+        let control = SecAccessControlCreateWithFlags(kCFAllocatorDefault, "bogus" as CFString, [], &error)
         #expect(control == nil)
         let failure = try #require(error?.takeRetainedValue())
         #expect(CFErrorGetCode(failure) == Int(errSecParam))

@@ -16,8 +16,9 @@ func genericPassword(
     _ extra: [String: Any] = [:]
 ) -> [String: Any] {
     var query: [String: Any] = [
-        kSecClass: kSecClassGenericPassword, kSecAttrAccount: account, kSecAttrService: service,
-        kSecValueData: data,
+        kSecClass as String: kSecClassGenericPassword, kSecAttrAccount as String: account,
+        kSecAttrService as String: service,
+        kSecValueData as String: data,
     ]
     query.merge(extra) { _, new in new }
     return query
@@ -27,7 +28,7 @@ func genericPassword(
 func genericQuery(account: String? = "alice", service: String? = "svc", _ extra: [String: Any] = [:])
     -> [String: Any]
 {
-    var query: [String: Any] = [kSecClass: kSecClassGenericPassword]
+    var query: [String: Any] = [kSecClass as String: kSecClassGenericPassword]
     if let account { query[kSecAttrAccount] = account }
     if let service { query[kSecAttrService] = service }
     query.merge(extra) { _, new in new }

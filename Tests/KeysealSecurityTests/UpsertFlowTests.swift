@@ -11,8 +11,8 @@ struct UpsertFlowTests {
     /// KeychainAccess's base query for a generic-password keychain: class, service, sync any.
     static func baseQuery(key: String) -> [String: Any] {
         [
-            kSecClass: kSecClassGenericPassword, kSecAttrService: "com.example.app",
-            kSecAttrSynchronizable: kSecAttrSynchronizableAny, kSecAttrAccount: key,
+            kSecClass as String: kSecClassGenericPassword, kSecAttrService as String: "com.example.app",
+            kSecAttrSynchronizable as String: kSecAttrSynchronizableAny, kSecAttrAccount as String: key,
         ]
     }
 
@@ -22,8 +22,9 @@ struct UpsertFlowTests {
         let query = baseQuery(key: key)
         var statuses = [SecItemCopyMatching(query as CFDictionary, nil)]
         let changes: [String: Any] = [
-            kSecValueData: Data(value.utf8), kSecAttrLabel: "label", kSecAttrComment: "comment",
-            kSecAttrAccessible: kSecAttrAccessibleAfterFirstUnlock, kSecAttrSynchronizable: false,
+            kSecValueData as String: Data(value.utf8), kSecAttrLabel as String: "label",
+            kSecAttrComment as String: "comment",
+            kSecAttrAccessible as String: kSecAttrAccessibleAfterFirstUnlock, kSecAttrSynchronizable as String: false,
         ]
         switch statuses[0] {
         case errSecSuccess, errSecInteractionNotAllowed:
@@ -82,7 +83,7 @@ struct UpsertFlowTests {
             #expect(add(existing) == errSecSuccess)
             #expect(Self.set("new", key: "token") == [errSecSuccess, errSecSuccess])
             let items = Self.items(key: "token")
-            #expect(items.map { $0[kSecAttrAccessible] as? String } == [kSecAttrAccessibleAfterFirstUnlock])
+            #expect(items.map { $0[kSecAttrAccessible] as? String } == [kSecAttrAccessibleAfterFirstUnlock as String])
         }
     }
 }

@@ -107,9 +107,9 @@ let benchmarks: @Sendable () -> Void = {
         closure: { benchmark in
             for _ in benchmark.scaledIterations {
                 let query: [String: Any] = [
-                    kSecClass: kSecClassGenericPassword, kSecAttrService: "bench.adds",
-                    kSecAttrAccount: "account-\(UInt64.random(in: 0...UInt64.max))",
-                    kSecValueData: Data("secret-value".utf8),
+                    kSecClass as String: kSecClassGenericPassword, kSecAttrService as String: "bench.adds",
+                    kSecAttrAccount as String: "account-\(UInt64.random(in: 0...UInt64.max))",
+                    kSecValueData as String: Data("secret-value".utf8),
                 ]
                 let status = SecItemAdd(query as CFDictionary, nil)
                 guard status == errSecSuccess else { fatalError("add failed: \(status)") }

@@ -173,8 +173,8 @@ public func copyOfSharedStore(items: Int, base: URL = BenchEnvironment.scratch) 
 /// The lookup every figure times: SecItemCopyMatching by service and account, returning the data.
 public func lookupQuery(account: String) -> [String: Any] {
     [
-        kSecClass: kSecClassGenericPassword, kSecAttrService: "bench.service", kSecAttrAccount: account,
-        kSecReturnData: true,
+        kSecClass as String: kSecClassGenericPassword, kSecAttrService as String: "bench.service",
+        kSecAttrAccount as String: account, kSecReturnData as String: true,
     ]
 }
 
