@@ -341,49 +341,32 @@ struct DaemonIsolationTests {
     /// The review's attack: an unprivileged user, in a user and mount namespace of its own (`unshare -Urm`), makes
     /// the path of a granted binary it cannot even execute (root's, 0700) name its own program — a bind mount over
     /// the file or an overlay over its directory — and execs that path. `/proc/PID/exe` then reads the granted
-    /// path; keyseald must see that the file behind it is not the granted one.
+    /// path; keyseald must see that the file behind it is not the granted one. (A process in a user namespace other
+    /// than keyseald's is not identified by its executable at all; "bind in keyseald's user namespace" is a mount
+    /// namespace root made, as a container runtime does, in which only the device-and-inode check refuses.)
     @Test(
         "a granted path that names another file in the peer's own mount namespace grants nothing",
-        arguments: ["bind", "overlay"])
+        arguments: ["bind", "overlay", "bind in keyseald's user namespace"])
     func namespaceCannotLendAnExecutable(mount: String) throws {
         guard runningAsRoot("the namespace test needs root to switch users") else { return }
         let setpriv = try requireTool("setpriv", package: "util-linux")
         let unshare = try requireTool("unshare", package: "util-linux")
-        let root = try TemporaryDirectory(prefix: "keyseald-exe-namespace")
-        defer { root.remove() }
-        chmod(root.path, 0o711)
-        let built = try builtProductsDirectory().appendingPathComponent("keyseal-wire-probe").path
-        func directory(_ name: String, owner: uid_t) throws -> String {
-            let path = root.appending(name).path
-            try FileManager.default.createDirectory(atPath: path, withIntermediateDirectories: false)
-            chmod(path, 0o755)
-            chown(path, owner, owner)
-            return path
-        }
-        let grantedDirectory = try directory("granted", owner: 0)
-        let granted = grantedDirectory + "/keyseal-wire-probe"
-        try FileManager.default.copyItem(atPath: built, toPath: granted)
-        chmod(granted, 0o700)
+        let fixture = try GrantedProbe(prefix: "keyseald-exe-namespace", mode: 0o700)
+        defer { fixture.remove() }
+        let (daemon, granted, grantedDirectory) = (fixture.daemon, fixture.granted, fixture.grantedDirectory)
         // The attacker's own program, which speaks keyseald's protocol, and an overlay's upper and work directories.
-        let upper = try directory("upper", owner: 65534)
-        let work = try directory("work", owner: 65534)
+        let upper = try fixture.directory("upper", owner: 65534)
+        let work = try fixture.directory("work", owner: 65534)
         let own = upper + "/keyseal-wire-probe"
-        try FileManager.default.copyItem(atPath: built, toPath: own)
+        try FileManager.default.copyItem(atPath: try GrantedProbe.built(), toPath: own)
         chmod(own, 0o755)
         chown(own, 65534, 65534)
-        let policy = root.appending("policy")
-        try "exe \(granted): *com.example.app\n".write(to: policy, atomically: true, encoding: .utf8)
-        let daemon = try DaemonFixture(arguments: ["--socket-group", "65534", "--policy", policy.path], start: false)
-        defer { daemon.remove() }
-        chmod(daemon.root.path, 0o711)
-        try daemon.start()
-        _ = try daemon.client().add(.password(service: "probe", account: "app", group: "com.example.app"))
         // The granted binary itself, run by root, is identified: the rule and the path are right.
         let genuine = try runProcess(granted, [daemon.socketPath, "find", "-", "app"])
         #expect(genuine.stdoutText.trimmingCharacters(in: .whitespacesAndNewlines) == "ok 1 com.example.app")
 
         let over =
-            mount == "bind"
+            mount.hasPrefix("bind")
             ? #"mount --bind "$1" "$2""#
             : #"mount -t overlay overlay -o "lowerdir=$3,upperdir=$4,workdir=$5,userxattr" "$3""#
         func attack(_ arguments: [String]) throws -> String {
@@ -395,11 +378,17 @@ struct DaemonIsolationTests {
                 over + #" && granted="$2" socket="$6" && shift 6 && "#
                 + #"exec unshare --user --map-user=65534 --map-group=65534 "$granted" "$socket" "$@""#
             let shellArguments = ["sh", own, granted, grantedDirectory, upper, work, daemon.socketPath]
-            return try runProcess(
-                setpriv,
-                ["--reuid", "65534", "--regid", "65534", "--clear-groups", unshare, "-Urm", "sh", "-c",
-                 script] + shellArguments + arguments
-            ).stdoutText.trimmingCharacters(in: .whitespacesAndNewlines)
+            let nobody = [setpriv, "--reuid", "65534", "--regid", "65534", "--clear-groups"]
+            // Root makes the mount namespace and the bind mount; the attacker's program runs there as uid 65534.
+            let asNobody =
+                over + #" && granted="$2" socket="$6" && shift 6 && "#
+                + "exec \(nobody.joined(separator: " ")) " + #""$granted" "$socket" "$@""#
+            let command =
+                mount.hasSuffix("keyseald's user namespace")
+                ? [unshare, "--mount", "sh", "-c", asNobody] + shellArguments
+                : nobody + [unshare, "-Urm", "sh", "-c", script] + shellArguments
+            return try runProcess(command[0], Array(command.dropFirst()) + arguments)
+                .stdoutText.trimmingCharacters(in: .whitespacesAndNewlines)
         }
         // The attacker's program ran at the granted path and reached keyseald, as uid 65534 with its own group only.
         let found = try attack(["find", "-", "app"])
@@ -421,23 +410,9 @@ struct DaemonIsolationTests {
         guard runningAsRoot("the namespace test needs root to switch users") else { return }
         let setpriv = try requireTool("setpriv", package: "util-linux")
         let unshare = try requireTool("unshare", package: "util-linux")
-        let root = try TemporaryDirectory(prefix: "keyseald-exe-ns")
-        defer { root.remove() }
-        chmod(root.path, 0o711)
-        let directory = root.appending("granted")
-        try FileManager.default.createDirectory(at: directory, withIntermediateDirectories: false)
-        chmod(directory.path, 0o755)
-        let granted = directory.appendingPathComponent("keyseal-wire-probe").path
-        try FileManager.default.copyItem(
-            atPath: try builtProductsDirectory().appendingPathComponent("keyseal-wire-probe").path, toPath: granted)
-        chmod(granted, 0o755)
-        let policy = root.appending("policy")
-        try "exe \(granted): *com.example.app\n".write(to: policy, atomically: true, encoding: .utf8)
-        let daemon = try DaemonFixture(arguments: ["--socket-group", "65534", "--policy", policy.path], start: false)
-        defer { daemon.remove() }
-        chmod(daemon.root.path, 0o711)
-        try daemon.start()
-        _ = try daemon.client().add(.password(service: "probe", account: "app", group: "com.example.app"))
+        let fixture = try GrantedProbe(prefix: "keyseald-exe-ns")
+        defer { fixture.remove() }
+        let (daemon, granted) = (fixture.daemon, fixture.granted)
         let nobody = [setpriv, "--reuid", "65534", "--regid", "65534", "--clear-groups"]
         let command =
             namespace == "network"
@@ -463,23 +438,9 @@ struct DaemonIsolationTests {
     func connectionLentAcrossExec(mode: String) throws {
         guard runningAsRoot("the policy test needs root to switch users") else { return }
         let setpriv = try requireTool("setpriv", package: "util-linux")
-        let root = try TemporaryDirectory(prefix: "keyseald-exe-lent")
-        defer { root.remove() }
-        chmod(root.path, 0o711)
-        let built = try builtProductsDirectory().appendingPathComponent("keyseal-wire-probe").path
-        let directory = root.appending("granted")
-        try FileManager.default.createDirectory(at: directory, withIntermediateDirectories: false)
-        chmod(directory.path, 0o755)
-        let granted = directory.appendingPathComponent("keyseal-wire-probe").path
-        try FileManager.default.copyItem(atPath: built, toPath: granted)
-        chmod(granted, 0o755)
-        let policy = root.appending("policy")
-        try "exe \(granted): *com.example.app\n".write(to: policy, atomically: true, encoding: .utf8)
-        let daemon = try DaemonFixture(arguments: ["--socket-group", "65534", "--policy", policy.path], start: false)
-        defer { daemon.remove() }
-        chmod(daemon.root.path, 0o711)
-        try daemon.start()
-        _ = try daemon.client().add(.password(service: "probe", account: "app", group: "com.example.app"))
+        let fixture = try GrantedProbe(prefix: "keyseald-exe-lent")
+        defer { fixture.remove() }
+        let (daemon, granted, built) = (fixture.daemon, fixture.granted, try GrantedProbe.built())
         let nobody = ["--reuid", "65534", "--regid", "65534", "--clear-groups"]
         // The granted binary's own connection is identified.
         let genuine = try runProcess(setpriv, nobody + [granted, daemon.socketPath, "find", "-", "app"])
@@ -578,5 +539,49 @@ struct DaemonIsolationTests {
         #expect(named.hasPrefix("error -34018"))
         // Acting for a process that has exited gives only the uid's own groups.
         #expect(try asNobody(probes["bridge"]!, ["as", "999999", "find", "-", "app"]).hasPrefix("error -25300"))
+    }
+}
+
+/// A keyseald that uid 65534 can reach, whose policy grants `*com.example.app` to a copy of the wire probe at
+/// `ROOT/granted/keyseal-wire-probe` (root's, of `mode`), with one item `app` in that group.
+struct GrantedProbe {
+    let root: TemporaryDirectory
+    let daemon: DaemonFixture
+    let grantedDirectory: String
+    let granted: String
+
+    static func built() throws -> String {
+        try builtProductsDirectory().appendingPathComponent("keyseal-wire-probe").path
+    }
+
+    init(prefix: String, mode: mode_t = 0o755) throws {
+        root = try TemporaryDirectory(prefix: prefix)
+        chmod(root.path, 0o711)
+        grantedDirectory = root.appending("granted").path
+        try FileManager.default.createDirectory(atPath: grantedDirectory, withIntermediateDirectories: false)
+        chmod(grantedDirectory, 0o755)
+        granted = grantedDirectory + "/keyseal-wire-probe"
+        try FileManager.default.copyItem(atPath: try Self.built(), toPath: granted)
+        chmod(granted, mode)
+        let policy = root.appending("policy")
+        try "exe \(granted): *com.example.app\n".write(to: policy, atomically: true, encoding: .utf8)
+        daemon = try DaemonFixture(arguments: ["--socket-group", "65534", "--policy", policy.path], start: false)
+        chmod(daemon.root.path, 0o711)
+        try daemon.start()
+        _ = try daemon.client().add(.password(service: "probe", account: "app", group: "com.example.app"))
+    }
+
+    /// A directory under the root, 0755, owned by `owner`.
+    func directory(_ name: String, owner: uid_t) throws -> String {
+        let path = root.appending(name).path
+        try FileManager.default.createDirectory(atPath: path, withIntermediateDirectories: false)
+        chmod(path, 0o755)
+        chown(path, owner, owner)
+        return path
+    }
+
+    func remove() {
+        daemon.remove()
+        root.remove()
     }
 }
