@@ -587,10 +587,29 @@ struct DaemonLimitsTests {
         #expect(try store.copyMatching(attributes).count == 5)
     }
 
-    @Test("a lookup over the response memory one uid may hold fails with errSecAllocate; smaller ones are served")
+    /// A client's lookup is held to its uid's response memory; an administrator's is not.
+    @Test("a client's lookup over the response memory one uid may hold fails with errSecAllocate; smaller ones are served")
     func responseMemoryLimit() throws {
-        let (daemon, _, _) = try Self.fiveLargeItems(["--response-memory-per-uid", "4M"], refusal: KeychainStatus.allocate)
-        daemon.remove()
+        guard runningAsRoot() else { return }
+        let daemon = try Self.sharedDaemon(["--response-memory-per-uid", "4M"])
+        defer { daemon.remove() }
+        let store = try daemon.client()
+        let value = Data(String(repeating: "x", count: 1 << 20).utf8)
+        for index in 0..<5 {
+            _ = try store.add(
+                NewItem(
+                    itemClass: .genericPassword,
+                    attributes: [AttributeKey.account: .string("big\(index)"), AttributeKey.service: .string("probe")],
+                    accessGroup: "uid.65534", data: value))
+        }
+        let all = try daemon.probeAsNobody(["find-all"])
+        #expect(all.hasPrefix("error \(KeychainStatus.allocate)"), "\(all)")
+        #expect(try daemon.probeAsNobody(["find", "-", "big0"]) == "ok 1 uid.65534")
+        // An administrator's is not held to it.
+        var everything = ItemQuery(itemClass: .genericPassword, attributes: [AttributeKey.service: .string("probe")])
+        everything.limit = .all
+        everything.returns = [.data, .attributes]
+        #expect(try store.copyMatching(everything).count == 5)
     }
 
     /// The review's lookups: 16 connections of one user each asking for a large result at once took keyseald to
