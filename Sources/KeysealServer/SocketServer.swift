@@ -335,22 +335,19 @@ public final class SocketServer: Service {
     }
 
     /// The socket's `SO_COOKIE`, on the channel's event loop.
-    static func cookie(_ channel: any Channel) -> UInt64? {
-        guard let provider = channel as? any SocketOptionProvider else { return nil }
-        let cookie: EventLoopFuture<UInt64> = provider.unsafeGetSocketOption(
-            level: SocketOptionLevel(SOL_SOCKET), name: SocketOptionName(keyseal_so_cookie))
-        var result: UInt64?
-        cookie.assumeIsolated().whenSuccess { result = $0 }
-        return result
-    }
+    static func cookie(_ channel: any Channel) -> UInt64? { socketOption(channel, keyseal_so_cookie) }
 
     /// The peer's pidfd from `SO_PEERPIDFD`, nil where the kernel has no such option.
-    static func peerPidfd(_ channel: any Channel) -> Int32? {
+    static func peerPidfd(_ channel: any Channel) -> Int32? { socketOption(channel, keyseal_so_peerpidfd) }
+
+    /// A `SOL_SOCKET` option of the channel's socket, read on its event loop (where the future is already complete);
+    /// nil when the socket has no such option.
+    private static func socketOption<Value: Sendable>(_ channel: any Channel, _ name: Int32) -> Value? {
         guard let provider = channel as? any SocketOptionProvider else { return nil }
-        let pidfd: EventLoopFuture<Int32> = provider.unsafeGetSocketOption(
-            level: SocketOptionLevel(SOL_SOCKET), name: SocketOptionName(keyseal_so_peerpidfd))
-        var result: Int32?
-        pidfd.assumeIsolated().whenSuccess { result = $0 }
+        let option: EventLoopFuture<Value> = provider.unsafeGetSocketOption(
+            level: SocketOptionLevel(SOL_SOCKET), name: SocketOptionName(name))
+        var result: Value?
+        option.assumeIsolated().whenSuccess { result = $0 }
         return result
     }
 }
