@@ -35,8 +35,10 @@ let package = Package(
         .systemLibrary(name: "CSQLite", pkgConfig: "sqlite3", providers: [.apt(["libsqlite3-dev"])]),
         .systemLibrary(name: "CArgon2", pkgConfig: "libargon2", providers: [.apt(["libargon2-dev"])]),
         .systemLibrary(
-            name: "CTSS2", pkgConfig: "tss2-esys",
-            providers: [.apt(["libtss2-dev"])]),
+            name: "CTSS2",
+            pkgConfig: "tss2-esys",
+            providers: [.apt(["libtss2-dev"])]
+        ),
         .systemLibrary(name: "CKeysealSys"),
         .systemLibrary(name: "CLibCrypto", pkgConfig: "libcrypto", providers: [.apt(["libssl-dev"])]),
         .systemLibrary(name: "CP11Kit", pkgConfig: "p11-kit-1", providers: [.apt(["libp11-kit-dev"])]),
@@ -54,18 +56,21 @@ let package = Package(
             dependencies: [
                 "KeysealStatus", "KeysealModel", "CLibCrypto", .product(name: "Crypto", package: "swift-crypto"),
             ],
-            swiftSettings: swiftSettings),
+            swiftSettings: swiftSettings
+        ),
         // SQLite persistence: schema, migrations, rows of ciphertext.
         .target(name: "KeysealStore", dependencies: ["KeysealCore", "CSQLite"], swiftSettings: swiftSettings),
         // Device keys in hardware.
         .target(
             name: "KeysealTPM",
             dependencies: ["KeysealCore", "CTSS2", .product(name: "Crypto", package: "swift-crypto")],
-            swiftSettings: swiftSettings),
+            swiftSettings: swiftSettings
+        ),
         .target(
             name: "KeysealPKCS11",
             dependencies: ["KeysealCore", "CP11Kit", .product(name: "Crypto", package: "swift-crypto")],
-            swiftSettings: swiftSettings),
+            swiftSettings: swiftSettings
+        ),
         // The wire protocol's client side: a blocking socket, FoundationEssentials only (no NIO, no GRDB).
         .target(name: "KeysealClient", dependencies: ["KeysealModel"], swiftSettings: swiftSettings),
         // The native library: engine (embedded mode), daemon mode, KeychainStore, Keychain.
@@ -77,7 +82,8 @@ let package = Package(
                 .product(name: "_CryptoExtras", package: "swift-crypto"),
                 .product(name: "SwiftASN1", package: "swift-asn1"),
             ],
-            swiftSettings: swiftSettings),
+            swiftSettings: swiftSettings
+        ),
         // swift-certificates' types over the native library: `Certificate`s, identities, and a `CustomPrivateKey`
         // so that swift-certificates signs with a key that stays in the hardware (docs/ARCHITECTURE.md).
         .target(
@@ -88,12 +94,14 @@ let package = Package(
                 .product(name: "X509", package: "swift-certificates"),
                 .product(name: "SwiftASN1", package: "swift-asn1"),
             ],
-            swiftSettings: swiftSettings),
+            swiftSettings: swiftSettings
+        ),
         // Apple's Security names over Keyseal.
         .target(
             name: "KeysealSecurity",
             dependencies: ["Keyseal", "KeysealCore", .product(name: "Crypto", package: "swift-crypto")],
-            swiftSettings: swiftSettings),
+            swiftSettings: swiftSettings
+        ),
 
         // The daemon as a library: socket server, peer credentials, roles, auto-lock, service lifecycle.
         .target(
@@ -106,7 +114,8 @@ let package = Package(
                 .product(name: "UnixSignals", package: "swift-service-lifecycle"),
                 .product(name: "Logging", package: "swift-log"),
             ],
-            swiftSettings: swiftSettings),
+            swiftSettings: swiftSettings
+        ),
         .executableTarget(
             name: "keyseald",
             dependencies: [
@@ -123,7 +132,8 @@ let package = Package(
                 .linkedLibrary("_FoundationCollections", .when(platforms: [.linux])),
                 .linkedLibrary("_FoundationCShims", .when(platforms: [.linux])),
                 .linkedLibrary("swiftSynchronization", .when(platforms: [.linux])),
-            ]),
+            ]
+        ),
         // The command line: the thin client and argument parsing only (no engine, no NIO, no SQLite).
         .executableTarget(
             name: "keyseal",
@@ -141,34 +151,45 @@ let package = Package(
                 // FoundationEssentials' own static dependencies, which -static-stdlib does not name.
                 .linkedLibrary("_FoundationCollections", .when(platforms: [.linux], configuration: .release)),
                 .linkedLibrary("_FoundationCShims", .when(platforms: [.linux], configuration: .release)),
-            ]),
+            ]
+        ),
         // The freedesktop Secret Service over keyseald: sd-bus on a thread of its own, items through the wire.
         .target(
-            name: "KeysealSecretService", dependencies: ["KeysealClient", "KeysealCore", "CSDBus"],
-            swiftSettings: swiftSettings),
+            name: "KeysealSecretService",
+            dependencies: ["KeysealClient", "KeysealCore", "CSDBus"],
+            swiftSettings: swiftSettings
+        ),
         .executableTarget(
             name: "keyseal-secret-service",
             dependencies: [
                 "KeysealSecretService", "KeysealClient",
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
             ],
-            swiftSettings: swiftSettings),
+            swiftSettings: swiftSettings
+        ),
         // Test helper: one wire request from a process of its own (e.g. run as another uid).
         .executableTarget(
-            name: "keyseal-wire-probe", dependencies: ["KeysealClient"], path: "Tests/keyseal-wire-probe",
-            swiftSettings: swiftSettings),
+            name: "keyseal-wire-probe",
+            dependencies: ["KeysealClient"],
+            path: "Tests/keyseal-wire-probe",
+            swiftSettings: swiftSettings
+        ),
 
         // Test fixtures: swtpm and SoftHSM2 processes, temporary stores. Linked by no application product (only the
         // KeysealTestSupport product, for Benchmarks/).
         .target(
             name: "KeysealTestSupport",
             dependencies: ["Keyseal", "KeysealCore", .product(name: "Crypto", package: "swift-crypto")],
-            swiftSettings: swiftSettings),
+            swiftSettings: swiftSettings
+        ),
 
         .testTarget(name: "KeysealClientTests", dependencies: ["KeysealClient"], swiftSettings: swiftSettings),
         .testTarget(
-            name: "KeysealSecretServiceTests", dependencies: ["KeysealSecretService", "KeysealTestSupport"],
-            exclude: ["Python"], swiftSettings: swiftSettings),
+            name: "KeysealSecretServiceTests",
+            dependencies: ["KeysealSecretService", "KeysealTestSupport"],
+            exclude: ["Python"],
+            swiftSettings: swiftSettings
+        ),
         .testTarget(
             name: "KeysealServerTests",
             dependencies: [
@@ -178,7 +199,8 @@ let package = Package(
                 .product(name: "Crypto", package: "swift-crypto"),
                 .product(name: "X509", package: "swift-certificates"),
             ],
-            swiftSettings: swiftSettings),
+            swiftSettings: swiftSettings
+        ),
         .testTarget(name: "KeysealCoreTests", dependencies: ["KeysealCore"], swiftSettings: swiftSettings),
         .testTarget(
             name: "KeysealTests",
@@ -186,32 +208,38 @@ let package = Package(
                 "Keyseal", "KeysealCore", "KeysealStore", "KeysealTestSupport",
                 .product(name: "Crypto", package: "swift-crypto"),
             ],
-            swiftSettings: swiftSettings),
+            swiftSettings: swiftSettings
+        ),
         .testTarget(
             name: "KeysealSecurityTests",
             dependencies: [
                 "KeysealSecurity", "Keyseal", "KeysealTestSupport", .product(name: "Crypto", package: "swift-crypto"),
             ],
-            swiftSettings: swiftSettings),
+            swiftSettings: swiftSettings
+        ),
         .testTarget(
             name: "KeysealX509Tests",
             dependencies: [
                 "KeysealX509", "Keyseal", "KeysealCore", "KeysealTestSupport",
-                .product(name: "Crypto", package: "swift-crypto"), .product(name: "X509", package: "swift-certificates"),
+                .product(name: "Crypto", package: "swift-crypto"),
+                .product(name: "X509", package: "swift-certificates"),
             ],
-            swiftSettings: swiftSettings),
+            swiftSettings: swiftSettings
+        ),
         .testTarget(
             name: "KeysealTPMTests",
             dependencies: [
                 "KeysealTPM", "KeysealCore", "KeysealTestSupport", .product(name: "Crypto", package: "swift-crypto"),
             ],
-            swiftSettings: swiftSettings),
+            swiftSettings: swiftSettings
+        ),
         .testTarget(
             name: "KeysealPKCS11Tests",
             dependencies: [
                 "KeysealPKCS11", "KeysealCore", "KeysealStore", "Keyseal", "CP11Kit", "KeysealTestSupport",
                 .product(name: "Crypto", package: "swift-crypto"),
             ],
-            swiftSettings: swiftSettings),
+            swiftSettings: swiftSettings
+        ),
     ]
 )

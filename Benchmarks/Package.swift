@@ -30,7 +30,8 @@ let package = Package(
                 .linkedLibrary("sqlite3"), .linkedLibrary("tss2-esys"), .linkedLibrary("tss2-tctildr"),
                 .linkedLibrary("tss2-mu"), .linkedLibrary("p11-kit"), .linkedLibrary("crypto"),
                 .linkedLibrary("argon2"),
-            ]),
+            ]
+        ),
         // What every suite shares: stores, a keyseald process, the ping-pong client, the binaries' paths.
         .target(
             name: "KeysealBenchSupport",
@@ -42,9 +43,14 @@ let package = Package(
                 .product(name: "KeysealTestSupport", package: keyseal),
                 .product(name: "Benchmark", package: "benchmark"),
             ],
-            swiftSettings: swiftSettings),
+            swiftSettings: swiftSettings
+        ),
         // The ping-pong floor's other process: answers each length-prefixed frame with a frame of a given size.
-        .executableTarget(name: "keyseal-bench-echo", dependencies: ["CKeysealBenchFloors"], swiftSettings: swiftSettings),
+        .executableTarget(
+            name: "keyseal-bench-echo",
+            dependencies: ["CKeysealBenchFloors"],
+            swiftSettings: swiftSettings
+        ),
         // The command line's yardstick: a minimal Swift program with no Foundation.
         .executableTarget(name: "keyseal-bench-minimal", swiftSettings: swiftSettings),
     ]
@@ -66,5 +72,7 @@ for suite in ["Engine", "Daemon", "Unlock", "Keys", "CLI", "Backup"] {
             ],
             path: "Benchmarks/\(suite)",
             swiftSettings: swiftSettings,
-            plugins: [.plugin(name: "BenchmarkPlugin", package: "benchmark")]))
+            plugins: [.plugin(name: "BenchmarkPlugin", package: "benchmark")]
+        )
+    )
 }

@@ -5,7 +5,11 @@ import KeysealCore
 
 /// Argon2id through libargon2: P = Argon2id(passcode, salt).
 enum Argon2id {
-    static func derive(_ passcode: SecretBytes, salt: Data, parameters: Argon2Parameters) throws(KeychainError)
+    static func derive(
+        _ passcode: SecretBytes,
+        salt: Data,
+        parameters: Argon2Parameters
+    ) throws(KeychainError)
         -> SecretBytes
     {
         guard parameters.isWithinLimits else {
@@ -16,17 +20,26 @@ enum Argon2id {
             rc = passcode.withUnsafeBytes { password in
                 salt.withUnsafeBytes { saltBytes in
                     argon2id_hash_raw(
-                        parameters.iterations, parameters.memoryKiB, parameters.parallelism,
-                        password.baseAddress, password.count, saltBytes.baseAddress, saltBytes.count,
-                        out.baseAddress, out.count)
+                        parameters.iterations,
+                        parameters.memoryKiB,
+                        parameters.parallelism,
+                        password.baseAddress,
+                        password.count,
+                        saltBytes.baseAddress,
+                        saltBytes.count,
+                        out.baseAddress,
+                        out.count
+                    )
                 }
             }
         }
         guard rc == ARGON2_OK.rawValue else {
             let message = String(cString: argon2_error_message(rc))
             throw KeychainError(
-                rc == ARGON2_MEMORY_ALLOCATION_ERROR.rawValue ? KeychainStatus.allocate : KeychainStatus.internalComponent,
-                "Argon2id failed: \(message)")
+                rc == ARGON2_MEMORY_ALLOCATION_ERROR.rawValue
+                    ? KeychainStatus.allocate : KeychainStatus.internalComponent,
+                "Argon2id failed: \(message)"
+            )
         }
         return output
     }

@@ -88,13 +88,19 @@ enum BackupFormat {
         return aad
     }
 
-    static func classKEK(_ accessibility: Accessibility, backupKey: SecretBytes, deviceSecret: SecretBytes?, backupID: [UInt8])
+    static func classKEK(
+        _ accessibility: Accessibility,
+        backupKey: SecretBytes,
+        deviceSecret: SecretBytes?,
+        backupID: [UInt8]
+    )
         -> SecretBytes
     {
         if let deviceSecret {
             return KeyDerivation.hkdf(
                 SecretBytes.concatenating([backupKey, deviceSecret]),
-                info: label("kek-device/") + Array(accessibility.rawValue.utf8) + backupID)
+                info: label("kek-device/") + Array(accessibility.rawValue.utf8) + backupID
+            )
         }
         return KeyDerivation.hkdf(backupKey, info: label("kek/") + Array(accessibility.rawValue.utf8) + backupID)
     }
@@ -138,7 +144,11 @@ struct BackupPassphraseKey {
     let salt: [UInt8]
     let argon2: Argon2Parameters
 
-    static func derive(passphrase: SecretBytes, salt: [UInt8], argon2: Argon2Parameters) throws(KeychainError)
+    static func derive(
+        passphrase: SecretBytes,
+        salt: [UInt8],
+        argon2: Argon2Parameters
+    ) throws(KeychainError)
         -> BackupPassphraseKey
     {
         guard !passphrase.isEmpty else { throw KeychainError(KeychainStatus.param, "the backup passphrase is empty") }
@@ -147,7 +157,10 @@ struct BackupPassphraseKey {
     }
 
     /// A fresh salt and the store's Argon2id cost, for an export.
-    static func forExport(passphrase: SecretBytes, argon2: Argon2Parameters) throws(KeychainError) -> BackupPassphraseKey {
+    static func forExport(
+        passphrase: SecretBytes,
+        argon2: Argon2Parameters
+    ) throws(KeychainError) -> BackupPassphraseKey {
         guard BackupFormat.argon2Acceptable(argon2) else {
             throw KeychainError(KeychainStatus.param, "the Argon2id cost is beyond what a backup may ask for")
         }
@@ -173,16 +186,22 @@ final class BackupWriter {
     private var counts: [Accessibility: UInt64] = [:]
 
     init(
-        key: BackupPassphraseKey, itemCount: Int, device: BackupDevice, deviceSecret: SecretBytes, created: Date
+        key: BackupPassphraseKey,
+        itemCount: Int,
+        device: BackupDevice,
+        deviceSecret: SecretBytes,
+        created: Date
     ) throws(KeychainError) {
         let backupID = randomBytes(16)
         var fields: [UInt8] = []
         fields.reserveCapacity(1024)
         appendField(&fields, tag: 1, backupID)
         appendField(
-            &fields, tag: 2,
+            &fields,
+            tag: 2,
             BackupFormat.be32(key.argon2.memoryKiB) + BackupFormat.be32(key.argon2.iterations)
-                + BackupFormat.be32(key.argon2.parallelism))
+                + BackupFormat.be32(key.argon2.parallelism)
+        )
         appendField(&fields, tag: 3, key.salt)
         appendField(&fields, tag: 4, BackupFormat.be64(UInt64(max(0, created.timeIntervalSince1970))))
         appendField(&fields, tag: 5, BackupFormat.be64(UInt64(itemCount)))
@@ -194,10 +213,16 @@ final class BackupWriter {
         for accessibility in BackupFormat.exportedClasses {
             let secret = SecretBytes.random(count: 32)
             let kek = BackupFormat.classKEK(
-                accessibility, backupKey: key.key,
-                deviceSecret: BackupFormat.deviceClasses.contains(accessibility) ? deviceSecret : nil, backupID: backupID)
+                accessibility,
+                backupKey: key.key,
+                deviceSecret: BackupFormat.deviceClasses.contains(accessibility) ? deviceSecret : nil,
+                backupID: backupID
+            )
             let blob = try AEAD.sealSecret(
-                secret, key: SymmetricKey(data: kek), aad: BackupFormat.wrapAAD(accessibility, backupID: backupID))
+                secret,
+                key: SymmetricKey(data: kek),
+                aad: BackupFormat.wrapAAD(accessibility, backupID: backupID)
+            )
             appendField(&wrapped, tag: 1, accessibility.rawValue.utf8)
             appendField(&wrapped, tag: 2, blob)
             classKeys[accessibility] = SymmetricKey(data: secret)
@@ -208,7 +233,8 @@ final class BackupWriter {
         preamble += BackupFormat.be32(UInt32(headerLength))
         let verifier = HMAC<SHA256>.authenticationCode(
             for: preamble + fields,
-            using: SymmetricKey(data: BackupFormat.verifierKey(backupKey: key.key, backupID: backupID)))
+            using: SymmetricKey(data: BackupFormat.verifierKey(backupKey: key.key, backupID: backupID))
+        )
         appendField(&fields, tag: 10, Array(verifier))
         let checksum = Array(SHA256.hash(data: preamble + fields))
         header = preamble + fields + checksum
@@ -221,8 +247,13 @@ final class BackupWriter {
     /// Appends one item's record to `output`. `name` (service or server, and account) is given for the
     /// this-device-only classes only, so that another device can say which items it skipped.
     func appendItem(
-        to output: inout [UInt8], accessibility: Accessibility, itemClass: String, group: String,
-        name: (service: String?, account: String?)?, attributes: Data, secret: Data
+        to output: inout [UInt8],
+        accessibility: Accessibility,
+        itemClass: String,
+        group: String,
+        name: (service: String?, account: String?)?,
+        attributes: Data,
+        secret: Data
     ) throws(KeychainError) {
         guard let classKey = classKeys[accessibility] else {
             throw KeychainError(KeychainStatus.internalComponent, "\(accessibility.name) items are never exported")
@@ -237,8 +268,11 @@ final class BackupWriter {
         let innerBox: AES.GCM.SealedBox
         do {
             innerBox = try AES.GCM.seal(
-                inner, using: classKey, nonce: BackupFormat.nonce(domain: BackupFormat.itemNonceDomain, sequence: sequence),
-                authenticating: BackupFormat.itemAAD(sequence, itemClass: itemClass, group: group, checksum: checksum))
+                inner,
+                using: classKey,
+                nonce: BackupFormat.nonce(domain: BackupFormat.itemNonceDomain, sequence: sequence),
+                authenticating: BackupFormat.itemAAD(sequence, itemClass: itemClass, group: group, checksum: checksum)
+            )
         } catch {
             throw KeychainError(KeychainStatus.internalComponent, "encryption failed")
         }
@@ -277,9 +311,11 @@ final class BackupWriter {
         let box: AES.GCM.SealedBox
         do {
             box = try AES.GCM.seal(
-                plain, using: streamKey,
+                plain,
+                using: streamKey,
                 nonce: BackupFormat.nonce(domain: BackupFormat.recordNonceDomain, sequence: sequence),
-                authenticating: BackupFormat.recordAAD(sequence))
+                authenticating: BackupFormat.recordAAD(sequence)
+            )
         } catch {
             throw KeychainError(KeychainStatus.internalComponent, "encryption failed")
         }
@@ -397,7 +433,8 @@ package final class BackupReader: @unchecked Sendable {
                 guard version == BackupFormat.version else {
                     throw KeychainError(
                         KeychainStatus.decode,
-                        "unknown backup format version \(version) (this Keyseal reads version \(BackupFormat.version))")
+                        "unknown backup format version \(version) (this Keyseal reads version \(BackupFormat.version))"
+                    )
                 }
                 let length = Int(BackupFormat.readBE(buffer[offset + 10..<offset + 14]))
                 guard length >= 5 + 32, length <= BackupFormat.maxHeader else {
@@ -467,13 +504,15 @@ package final class BackupReader: @unchecked Sendable {
         let argon2 = Argon2Parameters(
             memoryKiB: UInt32(BackupFormat.readBE(cost.prefix(4))),
             iterations: UInt32(BackupFormat.readBE(cost.dropFirst(4).prefix(4))),
-            parallelism: UInt32(BackupFormat.readBE(cost.suffix(4))))
+            parallelism: UInt32(BackupFormat.readBE(cost.suffix(4)))
+        )
         guard BackupFormat.argon2Acceptable(argon2) else {
             throw KeychainError(
                 KeychainStatus.decode,
                 "the backup asks for Argon2id work beyond the limit (\(argon2.memoryKiB) KiB, \(argon2.iterations) passes, "
                     + "\(argon2.parallelism) lanes; at most \(BackupFormat.argon2Cap.memoryKiB) KiB, "
-                    + "\(BackupFormat.argon2Cap.iterations) passes, \(BackupFormat.argon2Cap.parallelism) lanes)")
+                    + "\(BackupFormat.argon2Cap.iterations) passes, \(BackupFormat.argon2Cap.parallelism) lanes)"
+            )
         }
         let itemCount = BackupFormat.readBE(fields[4].1)
         guard itemCount <= UInt64(Int32.max) else { throw Self.corrupt("impossible item count") }
@@ -484,7 +523,8 @@ package final class BackupReader: @unchecked Sendable {
         let verifierEnd = fieldsEnd - (5 + 32)
         let expected = HMAC<SHA256>.authenticationCode(
             for: buffer[preambleStart..<verifierEnd],
-            using: SymmetricKey(data: BackupFormat.verifierKey(backupKey: key.key, backupID: backupID)))
+            using: SymmetricKey(data: BackupFormat.verifierKey(backupKey: key.key, backupID: backupID))
+        )
         guard BackupFormat.constantTimeEqual(Array(expected), fields[9].1) else {
             throw KeychainError(KeychainStatus.authFailed, "wrong backup passphrase")
         }
@@ -493,8 +533,10 @@ package final class BackupReader: @unchecked Sendable {
         checksum = Array(stored)
         total = Int(itemCount)
         let device = BackupDevice(
-            backend: String(decoding: fields[5].1, as: UTF8.self), identity: Data(fields[6].1),
-            sealedSecret: Data(fields[7].1))
+            backend: String(decoding: fields[5].1, as: UTF8.self),
+            identity: Data(fields[6].1),
+            sealedSecret: Data(fields[7].1)
+        )
         var deviceSecret: SecretBytes?
         let match: BackupDeviceMatch
         do {
@@ -519,11 +561,18 @@ package final class BackupReader: @unchecked Sendable {
             let isDevice = BackupFormat.deviceClasses.contains(accessibility)
             if isDevice && deviceSecret == nil { continue }
             let kek = BackupFormat.classKEK(
-                accessibility, backupKey: key.key, deviceSecret: isDevice ? deviceSecret : nil, backupID: backupID)
+                accessibility,
+                backupKey: key.key,
+                deviceSecret: isDevice ? deviceSecret : nil,
+                backupID: backupID
+            )
             let secret: SecretBytes
             do {
                 secret = try AEAD.openSecret(
-                    Data(blob), key: SymmetricKey(data: kek), aad: BackupFormat.wrapAAD(accessibility, backupID: backupID))
+                    Data(blob),
+                    key: SymmetricKey(data: kek),
+                    aad: BackupFormat.wrapAAD(accessibility, backupID: backupID)
+                )
             } catch {
                 if isDevice {
                     // D was recovered but does not open the device classes: not the device that made the backup.
@@ -544,7 +593,9 @@ package final class BackupReader: @unchecked Sendable {
         do {
             let box = try AES.GCM.SealedBox(
                 nonce: BackupFormat.nonce(domain: BackupFormat.recordNonceDomain, sequence: sequence),
-                ciphertext: sealed.dropLast(BackupFormat.tagSize), tag: sealed.suffix(BackupFormat.tagSize))
+                ciphertext: sealed.dropLast(BackupFormat.tagSize),
+                tag: sealed.suffix(BackupFormat.tagSize)
+            )
             plain = try AES.GCM.open(box, using: streamKey, authenticating: BackupFormat.recordAAD(sequence))
         } catch {
             throw Self.corrupt("record \(sequence) fails authentication (edited, reordered or from another file)")
@@ -592,20 +643,34 @@ package final class BackupReader: @unchecked Sendable {
             // A this-device-only item on another device: named, counted, skipped.
             skipped.append(
                 ImportReport.SkippedItem(
-                    itemClass: itemClass, accessibility: accessibility, accessGroup: accessGroup,
+                    itemClass: itemClass,
+                    accessibility: accessibility,
+                    accessGroup: accessGroup,
                     service: values[4].map { String(decoding: $0, as: UTF8.self) },
-                    account: values[5].map { String(decoding: $0, as: UTF8.self) }, reason: .otherDevice,
-                    detail: deviceSkipReason ?? "made on another device"))
+                    account: values[5].map { String(decoding: $0, as: UTF8.self) },
+                    reason: .otherDevice,
+                    detail: deviceSkipReason ?? "made on another device"
+                )
+            )
             return
         }
         var inner: Data
         do {
             let box = try AES.GCM.SealedBox(
                 nonce: BackupFormat.nonce(domain: BackupFormat.itemNonceDomain, sequence: sequence),
-                ciphertext: sealed.dropLast(BackupFormat.tagSize), tag: sealed.suffix(BackupFormat.tagSize))
+                ciphertext: sealed.dropLast(BackupFormat.tagSize),
+                tag: sealed.suffix(BackupFormat.tagSize)
+            )
             inner = try AES.GCM.open(
-                box, using: classKey,
-                authenticating: BackupFormat.itemAAD(sequence, itemClass: itemClass, group: accessGroup, checksum: checksum))
+                box,
+                using: classKey,
+                authenticating: BackupFormat.itemAAD(
+                    sequence,
+                    itemClass: itemClass,
+                    group: accessGroup,
+                    checksum: checksum
+                )
+            )
         } catch {
             throw Self.corrupt("item \(sequence) fails authentication")
         }
@@ -619,9 +684,14 @@ package final class BackupReader: @unchecked Sendable {
         let canonical = Self.isCanonical(parts[0].1, count: attributes.count)
         items.append(
             BackupItem(
-                accessibility: accessibility, itemClass: itemClass, accessGroup: accessGroup, attributes: attributes,
+                accessibility: accessibility,
+                itemClass: itemClass,
+                accessGroup: accessGroup,
+                attributes: attributes,
                 encodedAttributes: canonical ? Array(parts[0].1) : AttributeCodec.encode(attributes),
-                secret: Data(parts[1].1)))
+                secret: Data(parts[1].1)
+            )
+        )
     }
 
     /// Whether an attribute encoding lists its keys in strictly increasing order, `count` of them (so that it is

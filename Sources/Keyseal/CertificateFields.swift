@@ -71,7 +71,10 @@ public struct CertificateFields: Sendable {
             _ = try ASN1BitString(derEncoded: signature)
             try DER.sequence(tbs, identifier: .sequence) { nodes in
                 let version = try DER.decodeDefaultExplicitlyTagged(
-                    &nodes, tagNumber: 0, tagClass: .contextSpecific, defaultValue: 0
+                    &nodes,
+                    tagNumber: 0,
+                    tagClass: .contextSpecific,
+                    defaultValue: 0
                 ) { try Int(derEncoded: $0) }
                 guard (0...2).contains(version) else {
                     throw ASN1Error.invalidASN1Object(reason: "unknown certificate version")

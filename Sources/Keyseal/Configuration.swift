@@ -20,7 +20,9 @@ extension KeychainStore {
         public static let defaultCheckpointInterval: TimeInterval = 900
 
         public init(
-            valueLimit: Int = 1 << 20, argon2: Argon2Parameters = .standard, passcodePolicy: PasscodePolicy = .standard,
+            valueLimit: Int = 1 << 20,
+            argon2: Argon2Parameters = .standard,
+            passcodePolicy: PasscodePolicy = .standard,
             clock: @escaping @Sendable () -> Date = { Date() },
             checkpointInterval: TimeInterval = Configuration.defaultCheckpointInterval
         ) {

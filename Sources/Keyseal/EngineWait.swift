@@ -37,7 +37,8 @@ package enum EngineWait {
     /// and given up (errSecNotAvailable, and ``withoutWaiting(_:)`` returns nil) once `heldByWaiter` says a thread
     /// that waits holds it, or after ``spinLimit``.
     package static func lock<Value: ~Copyable, T>(
-        _ mutex: borrowing Mutex<Value>, heldByWaiter: borrowing Atomic<Bool>,
+        _ mutex: borrowing Mutex<Value>,
+        heldByWaiter: borrowing Atomic<Bool>,
         _ body: (inout sending Value) throws -> sending T
     ) throws -> T {
         guard state != 0 else {

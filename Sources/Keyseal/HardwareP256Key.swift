@@ -45,7 +45,8 @@ public struct HardwareP256Key: Sendable {
     /// ECDH with `peer`, in the hardware.
     public func sharedSecret(with peer: P256.KeyAgreement.PublicKey) throws -> KeychainSharedSecret {
         KeychainSharedSecret(
-            try store.keyExchange(reference, algorithm: "algid:keyexchange:ECDH", peer: peer.x963Representation))
+            try store.keyExchange(reference, algorithm: "algid:keyexchange:ECDH", peer: peer.x963Representation)
+        )
     }
 }
 
@@ -56,7 +57,10 @@ public struct KeychainSharedSecret: Sendable {
     public init(_ secret: SecretBytes) { self.secret = secret }
 
     public func hkdfDerivedSymmetricKey<H: HashFunction>(
-        using hash: H.Type, salt: some DataProtocol, sharedInfo: some DataProtocol, outputByteCount: Int
+        using hash: H.Type,
+        salt: some DataProtocol,
+        sharedInfo: some DataProtocol,
+        outputByteCount: Int
     ) -> SymmetricKey {
         let key = secret.withUnsafeBytes { SymmetricKey(data: $0) }
         return HKDF<H>.deriveKey(inputKeyMaterial: key, salt: salt, info: sharedInfo, outputByteCount: outputByteCount)
@@ -72,15 +76,22 @@ public struct KeychainSharedSecret: Sendable {
 extension KeychainStore {
     /// Generates a P-256 key in the store's hardware and stores it as a private key item under `tag`.
     public func generateHardwareP256Key(
-        tag: Data, label: String? = nil, accessibility: Accessibility = .whenUnlockedThisDeviceOnly,
+        tag: Data,
+        label: String? = nil,
+        accessibility: Accessibility = .whenUnlockedThisDeviceOnly,
         accessGroup: String? = nil
     ) throws -> HardwareP256Key {
         var attributes: [String: AttributeValue] = [AttributeKey.applicationTag: .data(tag)]
         if let label { attributes[AttributeKey.label] = .string(label) }
         let description = try generateKey(
             KeyGenerationRequest(
-                keyType: .p256, inHardware: true, attributes: attributes, accessGroup: accessGroup,
-                accessibility: accessibility))
+                keyType: .p256,
+                inHardware: true,
+                attributes: attributes,
+                accessGroup: accessGroup,
+                accessibility: accessibility
+            )
+        )
         return try HardwareP256Key(store: self, description: description)
     }
 
@@ -89,7 +100,10 @@ extension KeychainStore {
         let query = ItemQuery(
             itemClass: .key,
             attributes: [AttributeKey.applicationTag: .data(tag), AttributeKey.tokenID: .string("com.apple.setoken")],
-            synchronizable: .any, limit: .all, returns: [.persistentRef])
+            synchronizable: .any,
+            limit: .all,
+            returns: [.persistentRef]
+        )
         let records: [ItemRecord]
         do {
             records = try copyMatching(query)

@@ -25,15 +25,22 @@ final class HostKeyDevice: DeviceKeyProvider {
         guard provisioning else {
             throw KeychainError(
                 KeychainStatus.notAvailable,
-                "the host key file \(path) is missing; this store was sealed with it and cannot be opened without it")
+                "the host key file \(path) is missing; this store was sealed with it and cannot be opened without it"
+            )
         }
         let directory = file.deletingLastPathComponent()
         try? FileManager.default.createDirectory(
-            at: directory, withIntermediateDirectories: true, attributes: [.posixPermissions: 0o700])
+            at: directory,
+            withIntermediateDirectories: true,
+            attributes: [.posixPermissions: 0o700]
+        )
         let fresh = SecretBytes.random(count: 32)
         let fd = Glibc.open(path, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC | O_NOFOLLOW, 0o600)
         guard fd >= 0 else {
-            throw KeychainError(KeychainStatus.io, "cannot create the host key file \(path): \(String(cString: strerror(errno)))")
+            throw KeychainError(
+                KeychainStatus.io,
+                "cannot create the host key file \(path): \(String(cString: strerror(errno)))"
+            )
         }
         defer { Glibc.close(fd) }
         let written = fresh.withUnsafeBytes { write(fd, $0.baseAddress, $0.count) }
@@ -47,14 +54,19 @@ final class HostKeyDevice: DeviceKeyProvider {
     static func read(_ path: String) throws -> SecretBytes {
         let fd = Glibc.open(path, O_RDONLY | O_CLOEXEC)
         guard fd >= 0 else {
-            throw KeychainError(KeychainStatus.notAvailable, "cannot read the host key file \(path): \(String(cString: strerror(errno)))")
+            throw KeychainError(
+                KeychainStatus.notAvailable,
+                "cannot read the host key file \(path): \(String(cString: strerror(errno)))"
+            )
         }
         defer { Glibc.close(fd) }
         var info = stat()
         guard fstat(fd, &info) == 0 else { throw KeychainError(KeychainStatus.io, "cannot stat \(path)") }
         guard info.st_mode & 0o077 == 0 else {
             throw KeychainError(
-                KeychainStatus.param, "the host key file \(path) is readable by others (mode \(String(info.st_mode & 0o777, radix: 8))); it must be 0600 or 0400")
+                KeychainStatus.param,
+                "the host key file \(path) is readable by others (mode \(String(info.st_mode & 0o777, radix: 8))); it must be 0600 or 0400"
+            )
         }
         var count = 0
         let secret = SecretBytes(count: 32) { buffer in
@@ -73,7 +85,12 @@ final class HostKeyDevice: DeviceKeyProvider {
 
     func deviceIdentity() throws -> Data {
         let key = try requireKey()
-        return Data(HMAC<SHA256>.authenticationCode(for: Array("keyseal/host-key/identity".utf8), using: SymmetricKey(data: key)))
+        return Data(
+            HMAC<SHA256>.authenticationCode(
+                for: Array("keyseal/host-key/identity".utf8),
+                using: SymmetricKey(data: key)
+            )
+        )
     }
 
     private func wrappingKey(_ label: String) throws -> SymmetricKey {
@@ -103,9 +120,12 @@ final class HostKeyDevice: DeviceKeyProvider {
 
     func status() throws -> DeviceKeyStatus {
         DeviceKeyStatus(
-            backend: backendName, hardwareBacked: false, guessingHardwareLimited: false,
+            backend: backendName,
+            hardwareBacked: false,
+            guessingHardwareLimited: false,
             detail: "not hardware-backed: the device key is the file \(file.path); passcode guessing is limited by "
-                + "Argon2id and the store's escalating delays only")
+                + "Argon2id and the store's escalating delays only"
+        )
     }
 
     func close() { key = nil }

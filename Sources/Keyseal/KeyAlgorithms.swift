@@ -64,7 +64,11 @@ public enum KeyAlgorithms {
     static let unsupported = KeychainError(KeychainStatus.param, "algorithm not supported by the key")
 
     enum Hash: String {
-        case sha1 = "SHA1", sha224 = "SHA224", sha256 = "SHA256", sha384 = "SHA384", sha512 = "SHA512"
+        case sha1 = "SHA1"
+        case sha224 = "SHA224"
+        case sha256 = "SHA256"
+        case sha384 = "SHA384"
+        case sha512 = "SHA512"
 
         func hash(_ data: Data) -> [UInt8] {
             switch self {
@@ -126,7 +130,8 @@ public enum KeyAlgorithms {
             case ("sign", "RSA"):
                 // Apple names PSS with its MGF1 hash and salt size too: message-PSS:SHA256:SHA256:32. Keyseal's
                 // first names (message-PSS:SHA256) stay accepted, for clients that send them.
-                let pssSuffix = parts.count == 7 && parts[3].hasSuffix("-PSS") && parts[5] == parts[4]
+                let pssSuffix =
+                    parts.count == 7 && parts[3].hasSuffix("-PSS") && parts[5] == parts[4]
                     && Int(parts[6]) == hash?.size
                 guard parts.count == 5 || pssSuffix, let hash, hash != .sha224 else { break }
                 switch parts[3] {
@@ -169,12 +174,20 @@ public enum KeyAlgorithms {
 
     /// The operations of Apple's `SecKeyOperationType`.
     public enum Operation: Int, Sendable {
-        case sign = 0, verify = 1, encrypt = 2, decrypt = 3, keyExchange = 4
+        case sign = 0
+        case verify = 1
+        case encrypt = 2
+        case decrypt = 3
+        case keyExchange = 4
     }
 
     /// Whether a key of `keyType` (private or public, in hardware or not) can do `operation` with `algorithm`.
     public static func isSupported(
-        _ algorithm: String, operation: Operation, keyType: KeyType, isPrivate: Bool, inHardware: Bool
+        _ algorithm: String,
+        operation: Operation,
+        keyType: KeyType,
+        isPrivate: Bool,
+        inHardware: Bool
     ) -> Bool {
         guard let parsed = try? Algorithm(algorithm) else { return false }
         switch (parsed, operation) {
@@ -227,7 +240,9 @@ public enum KeyAlgorithms {
             guard case .software(let software) = key, !key.keyType.isEC else { throw unsupported }
             do {
                 return try software.rsaDecryption().decrypt(
-                    data, padding: hash == .sha1 ? .PKCS1_OAEP : .PKCS1_OAEP_SHA256)
+                    data,
+                    padding: hash == .sha1 ? .PKCS1_OAEP : .PKCS1_OAEP_SHA256
+                )
             } catch {
                 throw KeychainError(KeychainStatus.param, "RSA decryption failed")
             }
@@ -240,11 +255,19 @@ public enum KeyAlgorithms {
             let ephemeral = Data(data.prefix(pointSize))
             let shared = try key.ecdh(peer: ephemeral)
             let (aesKey, iv) = eciesKeys(
-                shared: shared, ephemeral: ephemeral, keyType: key.keyType, hash: hash, variableIV: variableIV)
+                shared: shared,
+                ephemeral: ephemeral,
+                keyType: key.keyType,
+                hash: hash,
+                variableIV: variableIV
+            )
             let body = data.dropFirst(pointSize)
             do {
                 let box = try AES.GCM.SealedBox(
-                    nonce: AES.GCM.Nonce(data: iv), ciphertext: body.dropLast(16), tag: body.suffix(16))
+                    nonce: AES.GCM.Nonce(data: iv),
+                    ciphertext: body.dropLast(16),
+                    tag: body.suffix(16)
+                )
                 return try AES.GCM.open(box, using: aesKey)
             } catch {
                 throw KeychainError(KeychainStatus.param, "ECIES decryption failed (wrong key or altered data)")
@@ -255,7 +278,11 @@ public enum KeyAlgorithms {
     }
 
     static func keyExchange(
-        _ key: PrivateKeyHandle, algorithm name: String, peer: Data, requestedSize: Int?, sharedInfo: Data?
+        _ key: PrivateKeyHandle,
+        algorithm name: String,
+        peer: Data,
+        requestedSize: Int?,
+        sharedInfo: Data?
     ) throws(KeychainError) -> Data {
         guard case .ecdh(let kdf) = try Algorithm(name), key.keyType.isEC else { throw unsupported }
         guard peer.count == 1 + 2 * key.keyType.coordinateSize else {
@@ -281,18 +308,22 @@ public enum KeyAlgorithms {
     static func checkKDFSizes(requestedSize: Int?, sharedInfo: Data?) throws(KeychainError) {
         guard let requestedSize, requestedSize > 0 else {
             throw KeychainError(
-                KeychainStatus.param, "a KDF key exchange needs kSecKeyKeyExchangeParameterRequestedSize")
+                KeychainStatus.param,
+                "a KDF key exchange needs kSecKeyKeyExchangeParameterRequestedSize"
+            )
         }
         guard requestedSize <= maxKDFOutput else {
             throw KeychainError(
                 KeychainStatus.param,
-                "a KDF key exchange derives at most \(maxKDFOutput) bytes, not \(requestedSize) (kSecKeyKeyExchangeParameterRequestedSize)")
+                "a KDF key exchange derives at most \(maxKDFOutput) bytes, not \(requestedSize) (kSecKeyKeyExchangeParameterRequestedSize)"
+            )
         }
         let infoSize = sharedInfo?.count ?? 0
         guard infoSize <= maxKDFSharedInfo else {
             throw KeychainError(
                 KeychainStatus.param,
-                "a KDF key exchange takes at most \(maxKDFSharedInfo) bytes of shared info, not \(infoSize) (kSecKeyKeyExchangeParameterSharedInfo)")
+                "a KDF key exchange takes at most \(maxKDFSharedInfo) bytes of shared info, not \(infoSize) (kSecKeyKeyExchangeParameterSharedInfo)"
+            )
         }
     }
 
@@ -300,7 +331,10 @@ public enum KeyAlgorithms {
 
     /// Verifies `signature`; a signature that does not verify is errSecVerifyFailed, as Apple reports it.
     public static func verify(
-        _ key: PublicKeyMaterial, algorithm name: String, data: Data, signature: Data
+        _ key: PublicKeyMaterial,
+        algorithm name: String,
+        data: Data,
+        signature: Data
     ) throws(KeychainError) {
         let valid: Bool
         switch try Algorithm(name) {
@@ -327,7 +361,11 @@ public enum KeyAlgorithms {
         guard valid else { throw KeychainError(KeychainStatus.verifyFailed, "the signature does not verify") }
     }
 
-    public static func encrypt(_ key: PublicKeyMaterial, algorithm name: String, data: Data) throws(KeychainError)
+    public static func encrypt(
+        _ key: PublicKeyMaterial,
+        algorithm name: String,
+        data: Data
+    ) throws(KeychainError)
         -> Data
     {
         switch try Algorithm(name) {
@@ -346,7 +384,12 @@ public enum KeyAlgorithms {
             let ephemeralPublic = try ephemeral.publicKey().bytes
             let shared = try ephemeral.ecdh(peer: key.bytes)
             let (aesKey, iv) = eciesKeys(
-                shared: shared, ephemeral: ephemeralPublic, keyType: key.keyType, hash: hash, variableIV: variableIV)
+                shared: shared,
+                ephemeral: ephemeralPublic,
+                keyType: key.keyType,
+                hash: hash,
+                variableIV: variableIV
+            )
             do {
                 let box = try AES.GCM.seal(data, using: aesKey, nonce: AES.GCM.Nonce(data: iv))
                 return ephemeralPublic + box.ciphertext + box.tag
@@ -375,7 +418,9 @@ public enum KeyAlgorithms {
         if message, let hash { return hash.hash(data) }
         if let hash, data.count != hash.size {
             throw KeychainError(
-                KeychainStatus.param, "a \(hash.rawValue) digest is \(hash.size) bytes, not \(data.count)")
+                KeychainStatus.param,
+                "a \(hash.rawValue) digest is \(hash.size) bytes, not \(data.count)"
+            )
         }
         guard (20...64).contains(data.count) else {
             throw KeychainError(KeychainStatus.param, "a digest is 20 to 64 bytes, not \(data.count)")
@@ -431,7 +476,11 @@ public enum KeyAlgorithms {
     /// Apple's ECIES keys: an X9.63 KDF over the shared secret with the ephemeral public key as shared info; AES-128
     /// for curves up to 256 bits, AES-256 above; the IV sixteen zero bytes, or (variable IV) sixteen more KDF bytes.
     static func eciesKeys(
-        shared: SecretBytes, ephemeral: Data, keyType: KeyType, hash: Hash, variableIV: Bool
+        shared: SecretBytes,
+        ephemeral: Data,
+        keyType: KeyType,
+        hash: Hash,
+        variableIV: Bool
     ) -> (SymmetricKey, Data) {
         let keySize = keyType.bits > 256 ? 32 : 16
         let derived = x963KDF(shared: shared, sharedInfo: ephemeral, size: keySize + (variableIV ? 16 : 0), hash: hash)

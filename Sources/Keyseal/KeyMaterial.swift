@@ -137,15 +137,18 @@ struct SoftwarePrivateKey: Sendable {
         case .ec(256):
             PublicKeyMaterial(
                 trusted: keyType,
-                bytes: try parse { try P256.Signing.PrivateKey(x963Representation: $0).publicKey.x963Representation })
+                bytes: try parse { try P256.Signing.PrivateKey(x963Representation: $0).publicKey.x963Representation }
+            )
         case .ec(384):
             PublicKeyMaterial(
                 trusted: keyType,
-                bytes: try parse { try P384.Signing.PrivateKey(x963Representation: $0).publicKey.x963Representation })
+                bytes: try parse { try P384.Signing.PrivateKey(x963Representation: $0).publicKey.x963Representation }
+            )
         case .ec(521):
             PublicKeyMaterial(
                 trusted: keyType,
-                bytes: try parse { try P521.Signing.PrivateKey(x963Representation: $0).publicKey.x963Representation })
+                bytes: try parse { try P521.Signing.PrivateKey(x963Representation: $0).publicKey.x963Representation }
+            )
         case .rsa:
             PublicKeyMaterial(
                 trusted: keyType,
@@ -153,7 +156,8 @@ struct SoftwarePrivateKey: Sendable {
                     let key = try _RSA.Signing.PrivateKey(derRepresentation: data)
                     guard key.keySizeInBits == keyType.bits else { throw KeychainError.param }
                     return key.publicKey.pkcs1DERRepresentation
-                })
+                }
+            )
         default: throw KeychainError(KeychainStatus.param, "unsupported key type \(keyType)")
         }
     }
@@ -262,10 +266,20 @@ public struct SoftwareKey: Sendable {
         try KeyAlgorithms.decrypt(.software(key), algorithm: algorithm, data: data)
     }
 
-    public func keyExchange(algorithm: String, peer: Data, requestedSize: Int?, sharedInfo: Data?) throws(KeychainError)
+    public func keyExchange(
+        algorithm: String,
+        peer: Data,
+        requestedSize: Int?,
+        sharedInfo: Data?
+    ) throws(KeychainError)
         -> Data
     {
         try KeyAlgorithms.keyExchange(
-            .software(key), algorithm: algorithm, peer: peer, requestedSize: requestedSize, sharedInfo: sharedInfo)
+            .software(key),
+            algorithm: algorithm,
+            peer: peer,
+            requestedSize: requestedSize,
+            sharedInfo: sharedInfo
+        )
     }
 }

@@ -51,8 +51,13 @@ public struct Keychain: Sendable {
         var attributes: [String: AttributeValue] = [AttributeKey.service: .string(service)]
         if let key { attributes[AttributeKey.account] = .string(key) }
         return ItemQuery(
-            itemClass: .genericPassword, attributes: attributes, accessGroup: accessGroup, limit: limit,
-            limitGiven: limit != .one, returns: returns)
+            itemClass: .genericPassword,
+            attributes: attributes,
+            accessGroup: accessGroup,
+            limit: limit,
+            limitGiven: limit != .one,
+            returns: returns
+        )
     }
 
     public func set(_ value: String, key: String) throws { try set(Data(value.utf8), key: key) }
@@ -65,15 +70,22 @@ public struct Keychain: Sendable {
         if let comment { extra[AttributeKey.comment] = .string(comment) }
         do {
             try store.update(
-                query(key), with: ItemChanges(attributes: extra, accessibility: accessibility, data: value))
+                query(key),
+                with: ItemChanges(attributes: extra, accessibility: accessibility, data: value)
+            )
         } catch let error as KeychainError where error.status == KeychainStatus.itemNotFound {
             var attributes = extra
             attributes[AttributeKey.service] = .string(service)
             attributes[AttributeKey.account] = .string(key)
             _ = try store.add(
                 NewItem(
-                    itemClass: .genericPassword, attributes: attributes, accessGroup: accessGroup,
-                    accessibility: accessibility, data: value))
+                    itemClass: .genericPassword,
+                    attributes: attributes,
+                    accessGroup: accessGroup,
+                    accessibility: accessibility,
+                    data: value
+                )
+            )
         }
     }
 

@@ -12,7 +12,11 @@ extension KeychainEngine {
         guard row.itemClass == ItemClass.key.rawValue else { return nil }
         let classKey = try requireClassKey(Self.accessibility(of: row))
         let plain = try ItemEnvelope.openAttributes(
-            row.sealed, aad: row.header(storeID: storeID).encoded(), itemID: row.itemID, classKey: classKey)
+            row.sealed,
+            aad: row.header(storeID: storeID).encoded(),
+            itemID: row.itemID,
+            classKey: classKey
+        )
         let attributes = try AttributeCodec.decode(plain)
         let reason: ExportReport.SkippedKey.Reason
         if case .string(Self.hardwareTokenID)? = attributes[AttributeKey.tokenID] {
@@ -45,7 +49,9 @@ extension KeychainEngine {
     /// Keys whose material may not leave the device (in hardware, or not extractable) are left out and named in
     /// `skippedKeys`.
     func exportBackup(
-        key: BackupPassphraseKey, availableOnly: Bool, sink: ([UInt8]) throws(KeychainError) -> Void,
+        key: BackupPassphraseKey,
+        availableOnly: Bool,
+        sink: ([UInt8]) throws(KeychainError) -> Void,
         progress: (_ done: Int, _ total: Int) -> Void
     ) throws(KeychainError) -> ExportReport {
         var report = ExportReport()
@@ -98,9 +104,12 @@ extension KeychainEngine {
             throw KeychainError(KeychainStatus.internalComponent, "sealing the backup's device secret failed: \(error)")
         }
         let writer = try BackupWriter(
-            key: key, itemCount: total,
+            key: key,
+            itemCount: total,
             device: BackupDevice(backend: keybag.backend, identity: keybag.deviceIdentity, sealedSecret: sealedSecret),
-            deviceSecret: deviceSecret, created: configuration.clock())
+            deviceSecret: deviceSecret,
+            created: configuration.clock()
+        )
         var output = writer.header
         output.reserveCapacity(BackupFormat.chunkSize + (64 << 10))
         var done = 0
@@ -111,17 +120,29 @@ extension KeychainEngine {
             guard included.contains(accessibility), let classKey = classKeys[accessibility] else { return true }
             try checkLedger(row)
             let aad = row.header(storeID: storeID).encoded()
-            var attributes = try ItemEnvelope.openAttributes(row.sealed, aad: aad, itemID: row.itemID, classKey: classKey)
+            var attributes = try ItemEnvelope.openAttributes(
+                row.sealed,
+                aad: aad,
+                itemID: row.itemID,
+                classKey: classKey
+            )
             var secret = try ItemEnvelope.openValue(row.sealed, aad: aad, classKey: classKey)
             defer {
                 attributes.resetBytes(in: 0..<attributes.count)
                 secret.resetBytes(in: 0..<secret.count)
             }
-            let name = BackupFormat.deviceClasses.contains(accessibility)
+            let name =
+                BackupFormat.deviceClasses.contains(accessibility)
                 ? BackupFormat.name(try AttributeCodec.decode(attributes)) : nil
             try writer.appendItem(
-                to: &output, accessibility: accessibility, itemClass: row.itemClass, group: row.accessGroup, name: name,
-                attributes: attributes, secret: secret)
+                to: &output,
+                accessibility: accessibility,
+                itemClass: row.itemClass,
+                group: row.accessGroup,
+                name: name,
+                attributes: attributes,
+                secret: secret
+            )
             report.exported[accessibility, default: 0] += 1
             done += 1
             if output.count >= BackupFormat.chunkSize {
@@ -156,7 +177,10 @@ extension KeychainEngine {
     /// Hands the items read so far to the sealing threads, in whole chunks (and the rest when `final`), after
     /// checking each: a class this store knows, a secret within its limit, an available class.
     func submitReady(
-        _ reader: BackupReader, _ pipeline: SealPipeline, submitted: inout Int, final: Bool
+        _ reader: BackupReader,
+        _ pipeline: SealPipeline,
+        submitted: inout Int,
+        final: Bool
     ) throws(KeychainError) {
         let items = reader.items
         while items.count - submitted >= SealPipeline.chunkSize || (final && submitted < items.count) {
@@ -164,13 +188,17 @@ extension KeychainEngine {
             var classKeys: [Accessibility: ClassKey] = [:]
             for item in items[submitted..<end] {
                 guard let itemClass = ItemClass(rawValue: item.itemClass), itemClass.isStored else {
-                    throw KeychainError(KeychainStatus.noSuchClass, "the backup holds an item of class \(item.itemClass)")
+                    throw KeychainError(
+                        KeychainStatus.noSuchClass,
+                        "the backup holds an item of class \(item.itemClass)"
+                    )
                 }
                 guard item.secret.count <= configuration.valueLimit else {
                     throw KeychainError(
                         KeychainStatus.dataTooLarge,
                         "the backup holds a secret of \(item.secret.count) bytes; this store's limit is "
-                            + "\(configuration.valueLimit)")
+                            + "\(configuration.valueLimit)"
+                    )
                 }
                 if classKeys[item.accessibility] == nil {
                     classKeys[item.accessibility] = try requireClassKey(item.accessibility)
@@ -189,11 +217,18 @@ extension KeychainEngine {
     /// primary key exists is skipped and reported, or with `replace` the existing item (whose class must then be
     /// available too) is deleted in the same transaction. A primary-key collision shows as the insert's constraint
     /// failure, which rolls back only that statement.
-    func insertSealed(_ reader: BackupReader, _ pipeline: SealPipeline, replace: Bool) throws(KeychainError)
+    func insertSealed(
+        _ reader: BackupReader,
+        _ pipeline: SealPipeline,
+        replace: Bool
+    ) throws(KeychainError)
         -> ImportReport
     {
         var report = ImportReport(
-            total: reader.total ?? 0, skipped: reader.skipped, keyDerivationSeconds: reader.keyDerivationSeconds)
+            total: reader.total ?? 0,
+            skipped: reader.skipped,
+            keyDerivationSeconds: reader.keyDerivationSeconds
+        )
         let items = reader.items
         var seen: Set<Data> = []
         seen.reserveCapacity(items.count)
@@ -202,8 +237,15 @@ extension KeychainEngine {
             let name = BackupFormat.name(item.attributes)
             report.skipped.append(
                 ImportReport.SkippedItem(
-                    itemClass: item.itemClass, accessibility: item.accessibility, accessGroup: item.accessGroup,
-                    service: name.service, account: name.account, reason: reason, detail: detail))
+                    itemClass: item.itemClass,
+                    accessibility: item.accessibility,
+                    accessGroup: item.accessGroup,
+                    service: name.service,
+                    account: name.account,
+                    reason: reason,
+                    detail: detail
+                )
+            )
         }
         // About 1 KiB of page cache an item keeps the indexes' random inserts in memory (up to 256 MiB).
         try store.withPageCache(kibibytes: min(items.count, 256 << 10)) { () throws(KeychainError) in
@@ -229,8 +271,12 @@ extension KeychainEngine {
                                 RowFilter(
                                     itemClass: row.itemClass,
                                     groups: [
-                                        RowFilter.GroupTerm(group: row.accessGroup, primaryKeyDigest: row.primaryKeyDigest)
-                                    ])
+                                        RowFilter.GroupTerm(
+                                            group: row.accessGroup,
+                                            primaryKeyDigest: row.primaryKeyDigest
+                                        )
+                                    ]
+                                )
                             ).filter { $0.itemClass == row.itemClass && $0.accessGroup == row.accessGroup }
                             // Replacing an item changes it: its class must be available too.
                             for old in existing {
@@ -352,16 +398,27 @@ final class SealPipeline: @unchecked Sendable {
                 var rows: [ItemRow] = []
                 rows.reserveCapacity(work.items.count)
                 for item in work.items {
-                    guard let itemClass = ItemClass(rawValue: item.itemClass), let classKey = work.classKeys[item.accessibility]
+                    guard let itemClass = ItemClass(rawValue: item.itemClass),
+                        let classKey = work.classKeys[item.accessibility]
                     else {
                         throw KeychainError(KeychainStatus.internalComponent, "an item was not checked before sealing")
                     }
                     rows.append(
                         try KeychainEngine.seal(
-                            indexKey: indexKey, storeID: storeID, itemID: random.bytes(16), itemClass: itemClass,
-                            group: item.accessGroup, accessibility: item.accessibility, generation: 1,
-                            attributes: item.attributes, secret: item.secret, classKey: classKey, random: random,
-                            encodedAttributes: item.encodedAttributes))
+                            indexKey: indexKey,
+                            storeID: storeID,
+                            itemID: random.bytes(16),
+                            itemClass: itemClass,
+                            group: item.accessGroup,
+                            accessibility: item.accessibility,
+                            generation: 1,
+                            attributes: item.attributes,
+                            secret: item.secret,
+                            classKey: classKey,
+                            random: random,
+                            encodedAttributes: item.encodedAttributes
+                        )
+                    )
                 }
                 result = .success(rows)
             } catch {

@@ -78,8 +78,10 @@ extension KeychainEngine {
     func hardwareAuthorization(_ seed: SecretBytes) -> SecretBytes {
         let key = seed.withUnsafeBytes { SymmetricKey(data: $0) }
         let derived = HKDF<SHA256>.deriveKey(
-            inputKeyMaterial: key, info: Array("keyseal/hardware-key/authorization".utf8) + storeID,
-            outputByteCount: 32)
+            inputKeyMaterial: key,
+            info: Array("keyseal/hardware-key/authorization".utf8) + storeID,
+            outputByteCount: 32
+        )
         return derived.withUnsafeBytes { SecretBytes(copying: $0) }
     }
 
@@ -88,7 +90,8 @@ extension KeychainEngine {
             throw KeychainError(
                 KeychainStatus.unimplemented,
                 "the \(device.backendName) backend has no hardware to hold keys (kSecAttrTokenIDSecureEnclave needs "
-                    + "a TPM or a PKCS#11 token); no software key was made in its place")
+                    + "a TPM or a PKCS#11 token); no software key was made in its place"
+            )
         }
         return provider
     }
@@ -99,7 +102,10 @@ extension KeychainEngine {
     /// refused there is deleted from the token). `software`: a software key of the request's type generated before
     /// the store's lock was taken (keyseald: an RSA key takes up to seconds), else generated here.
     func generateKey(
-        _ request: KeyGenerationRequest, caller: Caller, admit: GroupAdmission? = nil, software: SoftwareKey? = nil
+        _ request: KeyGenerationRequest,
+        caller: Caller,
+        admit: GroupAdmission? = nil,
+        software: SoftwareKey? = nil
     ) throws -> KeyDescription {
         var attributes = request.attributes
         for key in [
@@ -126,11 +132,19 @@ extension KeychainEngine {
             if !request.isPermanent {
                 let id = Data(randomBytes(16))
                 transientKeys[id] = TransientHardwareKey(
-                    blob: generated.blob, seed: seed, publicKey: publicKey, accessibility: request.accessibility)
+                    blob: generated.blob,
+                    seed: seed,
+                    publicKey: publicKey,
+                    accessibility: request.accessibility
+                )
                 return KeyDescription(
-                    reference: .transient(id), publicKey: publicKey, isPrivate: true, inHardware: true,
+                    reference: .transient(id),
+                    publicKey: publicKey,
+                    isPrivate: true,
+                    inHardware: true,
                     isExtractable: false,
-                    attributes: Self.keyAttributes(request, publicKey: publicKey, inHardware: true, base: attributes))
+                    attributes: Self.keyAttributes(request, publicKey: publicKey, inHardware: true, base: attributes)
+                )
             }
             hardwareBlob = generated.blob
             value = HardwareKeyValue(seed: seed, publicKey: publicKey.bytes, blob: generated.blob).encoded()
@@ -149,9 +163,15 @@ extension KeychainEngine {
         var trusted: [String: AttributeValue] = [:]
         if request.inHardware { trusted[AttributeKey.tokenID] = attributes.removeValue(forKey: AttributeKey.tokenID) }
         let item = NewItem(
-            itemClass: .key, attributes: attributes, accessGroup: request.accessGroup,
-            accessibility: request.accessibility, accessControlFlags: request.accessControlFlags,
-            synchronizable: request.synchronizable, data: value, returns: [.attributes, .persistentRef])
+            itemClass: .key,
+            attributes: attributes,
+            accessGroup: request.accessGroup,
+            accessibility: request.accessibility,
+            accessControlFlags: request.accessControlFlags,
+            synchronizable: request.synchronizable,
+            data: value,
+            returns: [.attributes, .persistentRef]
+        )
         let record: ItemRecord?
         do {
             record = try add(item, caller: caller, trusted: trusted, admit: admit)
@@ -163,12 +183,19 @@ extension KeychainEngine {
             throw KeychainError(KeychainStatus.internalComponent, "the new key item has no reference")
         }
         return KeyDescription(
-            reference: .item(reference), publicKey: publicKey, isPrivate: true, inHardware: request.inHardware,
-            isExtractable: !request.inHardware && request.isExtractable, attributes: record.attributes)
+            reference: .item(reference),
+            publicKey: publicKey,
+            isPrivate: true,
+            inHardware: request.inHardware,
+            isExtractable: !request.inHardware && request.isExtractable,
+            attributes: record.attributes
+        )
     }
 
     static func keyAttributes(
-        _ request: KeyGenerationRequest, publicKey: PublicKeyMaterial, inHardware: Bool,
+        _ request: KeyGenerationRequest,
+        publicKey: PublicKeyMaterial,
+        inHardware: Bool,
         base: [String: AttributeValue]
     ) -> [String: AttributeValue] {
         var attributes = base
@@ -190,7 +217,11 @@ extension KeychainEngine {
     // MARK: Attributes read from the data
 
     /// Fills the attributes a key's material or a certificate's DER determines (an add).
-    static func completeAttributes(_ attributes: inout [String: AttributeValue], itemClass: ItemClass, data: Data)
+    static func completeAttributes(
+        _ attributes: inout [String: AttributeValue],
+        itemClass: ItemClass,
+        data: Data
+    )
         throws(KeychainError)
     {
         switch itemClass {
@@ -250,7 +281,9 @@ extension KeychainEngine {
                 keyClass == keyClassPublic ? [65: 256, 97: 384, 133: 521] : [97: 256, 145: 384, 199: 521]
             guard let bits = curveBits[data.count] else {
                 throw KeychainError(
-                    KeychainStatus.param, "\(data.count) bytes is not an EC key's external representation")
+                    KeychainStatus.param,
+                    "\(data.count) bytes is not an EC key's external representation"
+                )
             }
             keyType = .ec(bits: bits)
         case KeyType.rsaTypeCode:
@@ -275,7 +308,11 @@ extension KeychainEngine {
     /// Resolves a private key for one operation: the item is found as a lookup finds it (the caller's groups, the
     /// lock state: a locked class is errSecInteractionNotAllowed), and a hardware key's authorization derived — once,
     /// then kept prepared while its class stays available and the store unchanged (``preparedKey(_:caller:)``).
-    func withPrivateKey<T>(_ reference: KeyReference, caller: Caller, _ body: (PrivateKeyHandle) throws -> T) throws
+    func withPrivateKey<T>(
+        _ reference: KeyReference,
+        caller: Caller,
+        _ body: (PrivateKeyHandle) throws -> T
+    ) throws
         -> T
     {
         switch reference {
@@ -283,8 +320,11 @@ extension KeychainEngine {
             guard let key = transientKeys[id] else { throw KeychainError(KeychainStatus.param, "the key was released") }
             _ = try requireClassKey(key.accessibility)
             let handle = HardwareKeyHandle(
-                provider: try hardwareProvider(), blob: key.blob, authorization: hardwareAuthorization(key.seed),
-                publicKey: key.publicKey)
+                provider: try hardwareProvider(),
+                blob: key.blob,
+                authorization: hardwareAuthorization(key.seed),
+                publicKey: key.publicKey
+            )
             return try body(.hardware(handle))
         case .item(let persistentRef):
             return try body(preparedKey(persistentRef, caller: caller).handle)
@@ -293,7 +333,11 @@ extension KeychainEngine {
 
     private func keyRecord(_ persistentRef: Data, caller: Caller) throws -> ItemRecord {
         let query = ItemQuery(
-            itemClass: .key, synchronizable: .any, persistentRef: persistentRef, returns: [.data, .attributes])
+            itemClass: .key,
+            synchronizable: .any,
+            persistentRef: persistentRef,
+            returns: [.data, .attributes]
+        )
         guard let record = try findItems(query, caller: caller).first else { throw KeychainError.itemNotFound }
         return record
     }
@@ -304,8 +348,13 @@ extension KeychainEngine {
             guard let key = transientKeys[id] else { throw KeychainError(KeychainStatus.param, "the key was released") }
             let request = KeyGenerationRequest(keyType: .p256, inHardware: true, isPermanent: false)
             return KeyDescription(
-                reference: reference, publicKey: key.publicKey, isPrivate: true, inHardware: true, isExtractable: false,
-                attributes: Self.keyAttributes(request, publicKey: key.publicKey, inHardware: true, base: [:]))
+                reference: reference,
+                publicKey: key.publicKey,
+                isPrivate: true,
+                inHardware: true,
+                isExtractable: false,
+                attributes: Self.keyAttributes(request, publicKey: key.publicKey, inHardware: true, base: [:])
+            )
         case .item(let persistentRef):
             var record = try keyRecord(persistentRef, caller: caller)
             let data = record.data ?? Data()
@@ -317,13 +366,21 @@ extension KeychainEngine {
                 publicKey = try PublicKeyMaterial(keyType: .p256, bytes: HardwareKeyValue(decoding: data).publicKey)
             } else {
                 publicKey = try Self.publicKeyOf(
-                    keyClass: keyClass, typeCode: record.string(AttributeKey.type) ?? "", data: data)
+                    keyClass: keyClass,
+                    typeCode: record.string(AttributeKey.type) ?? "",
+                    data: data
+                )
             }
             var extractable = true
             if case .bool(let flag)? = record.attributes[AttributeKey.isExtractable] { extractable = flag }
             return KeyDescription(
-                reference: reference, publicKey: publicKey, isPrivate: keyClass == Self.keyClassPrivate,
-                inHardware: inHardware, isExtractable: extractable && !inHardware, attributes: record.attributes)
+                reference: reference,
+                publicKey: publicKey,
+                isPrivate: keyClass == Self.keyClassPrivate,
+                inHardware: inHardware,
+                isExtractable: extractable && !inHardware,
+                attributes: record.attributes
+            )
         }
     }
 
@@ -346,27 +403,46 @@ extension KeychainEngine {
     /// Stores a transient hardware key as a private key item (`SecItemAdd` with the key as `kSecValueRef`); the
     /// transient reference is then spent. Its seed moves into the item, sealed under the item's class.
     func persistTransientKey(
-        _ id: Data, attributes given: [String: AttributeValue], accessGroup: String?, accessibility: Accessibility?,
-        synchronizable: Bool, caller: Caller
+        _ id: Data,
+        attributes given: [String: AttributeValue],
+        accessGroup: String?,
+        accessibility: Accessibility?,
+        synchronizable: Bool,
+        caller: Caller
     ) throws -> KeyDescription {
         guard let key = transientKeys[id] else { throw KeychainError(KeychainStatus.param, "the key was released") }
         let request = KeyGenerationRequest(
-            keyType: .p256, inHardware: true, isPermanent: true, attributes: given, accessGroup: accessGroup,
-            accessibility: accessibility ?? key.accessibility, synchronizable: synchronizable)
+            keyType: .p256,
+            inHardware: true,
+            isPermanent: true,
+            attributes: given,
+            accessGroup: accessGroup,
+            accessibility: accessibility ?? key.accessibility,
+            synchronizable: synchronizable
+        )
         var attributes = Self.keyAttributes(request, publicKey: key.publicKey, inHardware: true, base: given)
         let trusted = [AttributeKey.tokenID: attributes.removeValue(forKey: AttributeKey.tokenID)!]
         let item = NewItem(
-            itemClass: .key, attributes: attributes, accessGroup: accessGroup, accessibility: request.accessibility,
+            itemClass: .key,
+            attributes: attributes,
+            accessGroup: accessGroup,
+            accessibility: request.accessibility,
             synchronizable: synchronizable,
             data: HardwareKeyValue(seed: key.seed, publicKey: key.publicKey.bytes, blob: key.blob).encoded(),
-            returns: [.attributes, .persistentRef])
+            returns: [.attributes, .persistentRef]
+        )
         guard let record = try add(item, caller: caller, trusted: trusted), let reference = record.persistentRef else {
             throw KeychainError(KeychainStatus.internalComponent, "the new key item has no reference")
         }
         transientKeys[id] = nil
         return KeyDescription(
-            reference: .item(reference), publicKey: key.publicKey, isPrivate: true, inHardware: true,
-            isExtractable: false, attributes: record.attributes)
+            reference: .item(reference),
+            publicKey: key.publicKey,
+            isPrivate: true,
+            inHardware: true,
+            isExtractable: false,
+            attributes: record.attributes
+        )
     }
 
     /// Forgets a transient hardware key and removes what the hardware holds for it.
@@ -384,9 +460,14 @@ extension KeychainEngine {
         if let groups, groups.isEmpty { return 0 }
         var count = 0
         for row in try store.rows(RowFilter(itemClass: ItemClass.key.rawValue, groups: groups)) {
-            guard let accessibility = Accessibility(rawValue: row.accessibility), let classKey = classKeys[accessibility],
+            guard let accessibility = Accessibility(rawValue: row.accessibility),
+                let classKey = classKeys[accessibility],
                 let plain = try? ItemEnvelope.openAttributes(
-                    row.sealed, aad: row.header(storeID: storeID).encoded(), itemID: row.itemID, classKey: classKey),
+                    row.sealed,
+                    aad: row.header(storeID: storeID).encoded(),
+                    itemID: row.itemID,
+                    classKey: classKey
+                ),
                 let attributes = try? AttributeCodec.decode(plain)
             else {
                 count += 1
@@ -405,7 +486,9 @@ extension KeychainEngine {
         for record in records where record.data != nil {
             if record.string(AttributeKey.tokenID) != nil {
                 throw KeychainError(
-                    KeychainStatus.dataNotAvailable, "a hardware key's material never leaves the hardware")
+                    KeychainStatus.dataNotAvailable,
+                    "a hardware key's material never leaves the hardware"
+                )
             }
             if case .bool(false)? = record.attributes[AttributeKey.isExtractable] {
                 throw KeychainError(KeychainStatus.dataNotAvailable, "the key is not extractable")
@@ -420,7 +503,10 @@ extension KeychainEngine {
         for match in matches where match.row.itemClass == ItemClass.key.rawValue {
             guard case .string(Self.hardwareTokenID)? = match.attributes[AttributeKey.tokenID] else { continue }
             let value = try ItemEnvelope.openValue(
-                match.row.sealed, aad: match.aad, classKey: try requireClassKey(Self.accessibility(of: match.row)))
+                match.row.sealed,
+                aad: match.aad,
+                classKey: try requireClassKey(Self.accessibility(of: match.row))
+            )
             blobs.append(try HardwareKeyValue(decoding: value).blob)
         }
         return blobs
@@ -447,15 +533,23 @@ extension KeychainEngine {
             attributes[AttributeKey.keyClass] = .string(Self.keyClassPrivate)
             attributes[AttributeKey.applicationLabel] = .data(hash)
             let keyQuery = ItemQuery(
-                itemClass: .key, attributes: attributes, accessGroup: group, synchronizable: .any, limit: .one,
-                returns: [.persistentRef])
+                itemClass: .key,
+                attributes: attributes,
+                accessGroup: group,
+                synchronizable: .any,
+                limit: .one,
+                returns: [.persistentRef]
+            )
             guard let key = try findAll(keyQuery, caller: caller).first else { continue }
             result.append(
                 ItemRecord(
                     itemClass: .identity,
                     attributes: query.returns.contains(.attributes) ? certificate.attributes : [:],
                     data: query.returns.contains(.data) ? certificate.data : nil,
-                    persistentRef: certificate.persistentRef, keyPersistentRef: key.persistentRef))
+                    persistentRef: certificate.persistentRef,
+                    keyPersistentRef: key.persistentRef
+                )
+            )
             if let bound = query.limit.bound, result.count >= bound { break }
         }
         guard !result.isEmpty else { throw KeychainError.itemNotFound }
@@ -475,10 +569,16 @@ extension KeychainEngine {
                 case .data(let hash)? = identity.attributes[AttributeKey.publicKeyHash]
             else { continue }
             try delete(
-                ItemQuery(itemClass: .certificate, synchronizable: .any, persistentRef: certificateRef), caller: caller)
+                ItemQuery(itemClass: .certificate, synchronizable: .any, persistentRef: certificateRef),
+                caller: caller
+            )
             let others = ItemQuery(
-                itemClass: .certificate, attributes: [AttributeKey.publicKeyHash: .data(hash)], accessGroup: group,
-                synchronizable: .any, limit: .one)
+                itemClass: .certificate,
+                attributes: [AttributeKey.publicKeyHash: .data(hash)],
+                accessGroup: group,
+                synchronizable: .any,
+                limit: .one
+            )
             guard try findAll(others, caller: caller).isEmpty else { continue }
             try delete(ItemQuery(itemClass: .key, synchronizable: .any, persistentRef: keyRef), caller: caller)
         }

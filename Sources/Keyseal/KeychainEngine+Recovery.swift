@@ -38,7 +38,9 @@ extension KeychainEngine {
         try tpm.bind(to: TPMDeviceKey.boundPCRs(ofBlob: keybag.sealedDeviceSecret))
     }
 
-    static func describe(_ pcrs: [Int]) -> String { pcrs.isEmpty ? "none" : pcrs.map(String.init).joined(separator: ",") }
+    static func describe(_ pcrs: [Int]) -> String {
+        pcrs.isEmpty ? "none" : pcrs.map(String.init).joined(separator: ",")
+    }
 
     /// Seals the device object (and the passcode object, with the passcode) again to the current values of the
     /// bound PCRs, or of `pcrs` when given (empty: unbound). Administrators, with the passcode when one is set.
@@ -53,7 +55,10 @@ extension KeychainEngine {
             guard let passcode else {
                 throw KeychainError(KeychainStatus.param, "a passcode is set: re-sealing needs it")
             }
-            let keys = try verifyPasscode(passcode) { passcodeSecret = $0; passcodeKey = $1 }
+            let keys = try verifyPasscode(passcode) {
+                passcodeSecret = $0
+                passcodeKey = $1
+            }
             classKeys.merge(keys) { _, new in new }
             unlockAfterVerification()
         }
@@ -98,10 +103,15 @@ extension KeychainEngine {
             sealedKey: try tpm.sealUnbound(escrow.privateKey, authorization: key),
             publicKey: escrow.publicKey,
             deviceSecret: try RecoveryEscrow.seal(
-                deviceSecret, to: escrow.publicKey, label: RecoveryEscrow.deviceLabel, storeID: storeID),
+                deviceSecret,
+                to: escrow.publicKey,
+                label: RecoveryEscrow.deviceLabel,
+                storeID: storeID
+            ),
             passcodeSecret: try passcodeSecret.map {
                 try RecoveryEscrow.seal($0, to: escrow.publicKey, label: RecoveryEscrow.passcodeLabel, storeID: storeID)
-            })
+            }
+        )
         let saved = keybag
         keybag.recovery = record
         do {
@@ -116,7 +126,11 @@ extension KeychainEngine {
 
     /// DS from the recovery object (the TPM counts a wrong recovery key as a failed authorization) and the escrow
     /// key, for ``completeRecovery(_:)``.
-    static func openWithRecoveryKey(_ input: RecoveryInput, keybag: Keybag, device: any DeviceKeyProvider) throws
+    static func openWithRecoveryKey(
+        _ input: RecoveryInput,
+        keybag: Keybag,
+        device: any DeviceKeyProvider
+    ) throws
         -> (SecretBytes, SecretBytes)
     {
         guard let record = keybag.recovery else {
@@ -127,14 +141,22 @@ extension KeychainEngine {
         do {
             escrowKey = try device.unsealWithPasscode(record.sealedKey, authorization: key)
         } catch let error as KeychainError where error.status == KeychainStatus.authFailed && !error.notTried {
-            let tries = error.triesLeft.map { "; the TPM allows \($0) more \($0 == 1 ? "try" : "tries") before lockout" }
+            let tries = error.triesLeft.map {
+                "; the TPM allows \($0) more \($0 == 1 ? "try" : "tries") before lockout"
+            }
             throw KeychainError(
-                KeychainStatus.authFailed, "wrong recovery key" + (tries ?? ""),
-                retryAfterSeconds: error.retryAfterSeconds, triesLeft: error.triesLeft)
+                KeychainStatus.authFailed,
+                "wrong recovery key" + (tries ?? ""),
+                retryAfterSeconds: error.retryAfterSeconds,
+                triesLeft: error.triesLeft
+            )
         }
         let ds = try RecoveryEscrow.open(
-            record.deviceSecret, privateKey: escrowKey, label: RecoveryEscrow.deviceLabel,
-            storeID: [UInt8](keybag.storeID))
+            record.deviceSecret,
+            privateKey: escrowKey,
+            label: RecoveryEscrow.deviceLabel,
+            storeID: [UInt8](keybag.storeID)
+        )
         return (ds, escrowKey)
     }
 
@@ -149,24 +171,38 @@ extension KeychainEngine {
         if let record = keybag.passcode {
             guard let passcode = input.passcode else {
                 throw KeychainError(
-                    KeychainStatus.param, "a passcode is set: give it on the line after the recovery key")
+                    KeychainStatus.param,
+                    "a passcode is set: give it on the line after the recovery key"
+                )
             }
             guard let box = keybag.recovery?.passcodeSecret else {
                 throw KeychainError(KeychainStatus.decode, "the recovery record holds no passcode secret")
             }
             try requireNoDelay()
             let secret = try RecoveryEscrow.open(
-                box, privateKey: escrowKey, label: RecoveryEscrow.passcodeLabel, storeID: storeID)
+                box,
+                privateKey: escrowKey,
+                label: RecoveryEscrow.passcodeLabel,
+                storeID: storeID
+            )
             let key = try Argon2id.derive(passcode, salt: record.salt, parameters: record.argon2)
             var keys: [Accessibility: ClassKey] = [:]
             do {
                 for accessibility in Accessibility.allCases where accessibility.isPasscodeProtected {
                     guard let wrapped = keybag.classKeys[accessibility.rawValue] else { continue }
                     let kek = KeyDerivation.passcodeKEK(
-                        deviceSecret: deviceSecret, passcodeSecret: secret, passcodeKey: key,
-                        accessibility: accessibility, storeID: storeID)
+                        deviceSecret: deviceSecret,
+                        passcodeSecret: secret,
+                        passcodeKey: key,
+                        accessibility: accessibility,
+                        storeID: storeID
+                    )
                     keys[accessibility] = try ClassKey.unwrap(
-                        wrapped, by: kek, accessibility: accessibility, storeID: storeID)
+                        wrapped,
+                        by: kek,
+                        accessibility: accessibility,
+                        storeID: storeID
+                    )
                 }
             } catch {
                 keybag.failedAttempts += 1
@@ -174,7 +210,8 @@ extension KeychainEngine {
                 try commitCountedEvent()
                 throw KeychainError(
                     KeychainStatus.authFailed,
-                    "wrong passcode; \(keybag.failedAttempts) failed attempt\(keybag.failedAttempts == 1 ? "" : "s")")
+                    "wrong passcode; \(keybag.failedAttempts) failed attempt\(keybag.failedAttempts == 1 ? "" : "s")"
+                )
             }
             keybag.failedAttempts = 0
             keybag.lastAttemptAt = nil
@@ -197,7 +234,8 @@ extension KeychainEngine {
             throw KeychainError(
                 KeychainStatus.authFailed,
                 "too many failed attempts (\(keybag.failedAttempts)); try again in \(wait) s",
-                retryAfterSeconds: wait)
+                retryAfterSeconds: wait
+            )
         }
     }
 
@@ -209,12 +247,17 @@ extension KeychainEngine {
     }
 
     /// A new store's counter (TPM stores only).
-    static func defineCounter(_ device: any DeviceKeyProvider, deviceSecret: SecretBytes, storeID: [UInt8]) throws
+    static func defineCounter(
+        _ device: any DeviceKeyProvider,
+        deviceSecret: SecretBytes,
+        storeID: [UInt8]
+    ) throws
         -> CounterRecord?
     {
         guard let tpm = device as? TPMDeviceKey else { return nil }
         let defined = try tpm.defineCounter(
-            authorization: counterAuthorization(deviceSecret: deviceSecret, storeID: storeID))
+            authorization: counterAuthorization(deviceSecret: deviceSecret, storeID: storeID)
+        )
         return CounterRecord(index: defined.index, value: defined.value, name: defined.name)
     }
 
@@ -250,9 +293,12 @@ extension KeychainEngine {
             // Not the store's counter (root undefined it and defined another index there): its value vouches for
             // nothing, so neither fresh nor how many events the store missed can be told.
             rolledBack = RollbackFinding(
-                events: 0, counterValue: 0, replaced: true,
+                events: 0,
+                counterValue: 0,
+                replaced: true,
                 message: "rolled back: " + error.message + "; the passcode classes are refused until an administrator "
-                    + "decides (`keyseal tpm accept-rollback` defines a new counter for this store)")
+                    + "decides (`keyseal tpm accept-rollback` defines a new counter for this store)"
+            )
             for accessibility in Accessibility.allCases where accessibility.isPasscodeProtected {
                 classKeys[accessibility] = nil
             }
@@ -281,12 +327,12 @@ extension KeychainEngine {
                 + "classes are refused until an administrator decides (`keyseal tpm accept-rollback`, or put the newer "
                 + "copy back)"
             : events > 0
-            ? "rolled back: this store is \(events) counted event\(events == 1 ? "" : "s") older than the TPM's "
-                + "anti-rollback counter (an older copy was put back); the passcode classes are refused until an "
-                + "administrator decides (`keyseal tpm accept-rollback`, or put the newer copy back)"
-            : "rolled back: the TPM's anti-rollback counter (\(now)) is behind this store (\(record.value)): the "
-                + "counter was replaced; the passcode classes are refused until an administrator decides "
-                + "(`keyseal tpm accept-rollback`)"
+                ? "rolled back: this store is \(events) counted event\(events == 1 ? "" : "s") older than the TPM's "
+                    + "anti-rollback counter (an older copy was put back); the passcode classes are refused until an "
+                    + "administrator decides (`keyseal tpm accept-rollback`, or put the newer copy back)"
+                : "rolled back: the TPM's anti-rollback counter (\(now)) is behind this store (\(record.value)): the "
+                    + "counter was replaced; the passcode classes are refused until an administrator decides "
+                    + "(`keyseal tpm accept-rollback`)"
         if mixed && events > 0 { message += "; " + mixedMessage }
         rolledBack = RollbackFinding(events: events, counterValue: now, message: message)
         if events > 0 {
@@ -404,8 +450,17 @@ extension KeychainEngine {
         guard keybag.passcode == nil else { return }
         for accessibility in Accessibility.allCases where accessibility.isPasscodeProtected {
             guard let wrapped = keybag.classKeys[accessibility.rawValue] else { continue }
-            let kek = KeyDerivation.deviceKEK(deviceSecret: deviceSecret, accessibility: accessibility, storeID: storeID)
-            classKeys[accessibility] = try ClassKey.unwrap(wrapped, by: kek, accessibility: accessibility, storeID: storeID)
+            let kek = KeyDerivation.deviceKEK(
+                deviceSecret: deviceSecret,
+                accessibility: accessibility,
+                storeID: storeID
+            )
+            classKeys[accessibility] = try ClassKey.unwrap(
+                wrapped,
+                by: kek,
+                accessibility: accessibility,
+                storeID: storeID
+            )
         }
     }
 
@@ -424,15 +479,25 @@ extension KeychainEngine {
         detail += keybag.recovery == nil ? "; no recovery key" : "; a recovery key exists"
         if let rolledBack { detail += "; " + rolledBack.message }
         return BootStatus(
-            pcrs: pcrs, pcrsMatch: match, recoveryRequired: false, recoveryKeySet: keybag.recovery != nil,
-            rolledBack: rolledBack != nil, counterIndex: keybag.counter?.index, counterValue: value, detail: detail)
+            pcrs: pcrs,
+            pcrsMatch: match,
+            recoveryRequired: false,
+            recoveryKeySet: keybag.recovery != nil,
+            rolledBack: rolledBack != nil,
+            counterIndex: keybag.counter?.index,
+            counterValue: value,
+            detail: detail
+        )
     }
 
     /// What `status` says while the store waits for `keyseal recover` (no engine is open). The failure count and
     /// the next try are the keybag's as stored: they cannot be authenticated without DS, and `recover` checks its
     /// passcode against the same count once the keybag is.
     static func recoveryStatus(
-        directory: URL, device deviceKey: DeviceKey, configuration: KeychainStore.Configuration, reason: KeychainError
+        directory: URL,
+        device deviceKey: DeviceKey,
+        configuration: KeychainStore.Configuration,
+        reason: KeychainError
     ) -> StoreStatus {
         var passcodeSet = false
         var pcrs: [Int] = []
@@ -440,7 +505,11 @@ extension KeychainEngine {
         var failedAttempts = 0
         var wait = 0
         var deviceStatus = DeviceKeyStatus(
-            backend: "tpm", hardwareBacked: true, guessingHardwareLimited: false, detail: reason.message)
+            backend: "tpm",
+            hardwareBacked: true,
+            guessingHardwareLimited: false,
+            detail: reason.message
+        )
         if let store = try? ItemStore(directory: directory) {
             defer { store.close() }
             if let stored = try? store.loadKeybag(), let keybag = try? Keybag.parseUnverified(stored.body) {
@@ -453,20 +522,33 @@ extension KeychainEngine {
         }
         if let device = try? deviceKey.makeProvider() {
             defer { device.close() }
-            if (try? device.open(provisioning: false)) != nil, let status = try? device.status() { deviceStatus = status }
+            if (try? device.open(provisioning: false)) != nil, let status = try? device.status() {
+                deviceStatus = status
+            }
         }
         let detail =
             "recovery required: PCR \(describe(pcrs)) no longer match; nothing that needs the device secret is "
             + "served until `keyseal recover`" + (recoveryKeySet ? "" : " (this store has no recovery key)")
         return StoreStatus(
-            lockState: .beforeFirstUnlock, passcodeSet: passcodeSet, device: deviceStatus,
-            failedAttempts: failedAttempts, triesLeft: deviceStatus.hardwareTriesLeft,
+            lockState: .beforeFirstUnlock,
+            passcodeSet: passcodeSet,
+            device: deviceStatus,
+            failedAttempts: failedAttempts,
+            triesLeft: deviceStatus.hardwareTriesLeft,
             nextTryAt: wait > 0 ? configuration.clock().addingTimeInterval(TimeInterval(wait)) : nil,
             autoLockSeconds: nil,
             itemCounts: [:],
             boot: BootStatus(
-                pcrs: pcrs, pcrsMatch: false, recoveryRequired: true, recoveryKeySet: recoveryKeySet,
-                rolledBack: false, counterIndex: nil, counterValue: nil, detail: detail))
+                pcrs: pcrs,
+                pcrsMatch: false,
+                recoveryRequired: true,
+                recoveryKeySet: recoveryKeySet,
+                rolledBack: false,
+                counterIndex: nil,
+                counterValue: nil,
+                detail: detail
+            )
+        )
     }
 }
 

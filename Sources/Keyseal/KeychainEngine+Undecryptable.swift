@@ -20,7 +20,8 @@ extension KeychainEngine {
         guard let classKey = classKeys[accessibility] else {
             throw KeychainError(
                 KeychainStatus.interactionNotAllowed,
-                "the keychain is \(lockState.rawValue): unlock it to check \(accessibility.name) items")
+                "the keychain is \(lockState.rawValue): unlock it to check \(accessibility.name) items"
+            )
         }
         do throws(KeychainError) {
             try checkLedger(row)
@@ -28,11 +29,18 @@ extension KeychainEngine {
             return (.generation, error.message)
         }
         do throws(KeychainError) {
-            var value = try ItemEnvelope.openValue(row.sealed, aad: row.header(storeID: storeID).encoded(), classKey: classKey)
+            var value = try ItemEnvelope.openValue(
+                row.sealed,
+                aad: row.header(storeID: storeID).encoded(),
+                classKey: classKey
+            )
             value.resetBytes(in: 0..<value.count)
         } catch {
-            return (.authentication, "the item fails authentication under its class key (edited, or sealed under a "
-                + "key this store no longer has)")
+            return (
+                .authentication,
+                "the item fails authentication under its class key (edited, or sealed under a "
+                    + "key this store no longer has)"
+            )
         }
         guard let itemClass = ItemClass(rawValue: row.itemClass), itemClass.isStored else {
             return (.unsupportedClass, "item class \(Self.printable(row.itemClass)) is not implemented")
@@ -42,8 +50,13 @@ extension KeychainEngine {
 
     func undecryptableItem(_ row: ItemRow, _ reason: (UndecryptableItem.Reason, String)) -> UndecryptableItem {
         UndecryptableItem(
-            id: Self.hex(row.itemID), itemClass: row.itemClass, accessibility: row.accessibility,
-            accessGroup: row.accessGroup, reason: reason.0, detail: reason.1)
+            id: Self.hex(row.itemID),
+            itemClass: row.itemClass,
+            accessibility: row.accessibility,
+            accessGroup: row.accessGroup,
+            reason: reason.0,
+            detail: reason.1
+        )
     }
 
     /// Every row no SecItem call can reach, in insertion order.
@@ -83,7 +96,9 @@ extension KeychainEngine {
             guard let reason = try undecryptableReason(row) else {
                 if wanted == nil { return true }
                 throw KeychainError(
-                    KeychainStatus.param, "item \(id) can be decrypted: delete it with an ordinary delete")
+                    KeychainStatus.param,
+                    "item \(id) can be decrypted: delete it with an ordinary delete"
+                )
             }
             rows.append(row)
             deleted.append(undecryptableItem(row, reason))
@@ -141,7 +156,9 @@ extension KeychainEngine {
 
     /// A stored code for a message: at most 64 characters, control characters replaced.
     static func printable(_ text: String) -> String {
-        let scalars = text.unicodeScalars.prefix(64).map { $0.properties.generalCategory == .control ? "?" : Character($0) }
+        let scalars = text.unicodeScalars.prefix(64).map {
+            $0.properties.generalCategory == .control ? "?" : Character($0)
+        }
         return String(scalars) + (text.unicodeScalars.count > 64 ? "…" : "")
     }
 }

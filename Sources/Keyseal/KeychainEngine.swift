@@ -40,7 +40,9 @@ package enum ReplacingAdd: Sendable, Equatable {
 /// each group the write adds items or bytes to, with the group's usage before the write and what the write adds to it
 /// (items, and sealed attribute and value bytes, as the store's `group_usage` counts them); throws to refuse the whole
 /// write.
-package typealias GroupAdmission = (_ group: String, _ usage: (items: Int, bytes: Int), _ adds: (items: Int, bytes: Int))
+package typealias GroupAdmission = (
+    _ group: String, _ usage: (items: Int, bytes: Int), _ adds: (items: Int, bytes: Int)
+)
     throws -> Void
 
 /// The one implementation of the keychain semantics: SecItem calls over the encrypted store, guarded by the
@@ -98,7 +100,9 @@ final class KeychainEngine {
     /// - Parameter recovery: open with the recovery key instead of the device object (`keyseal recover`), then
     ///   seal the device and passcode objects again to the PCRs' current values.
     init(
-        directory: URL, device deviceKey: DeviceKey, configuration: KeychainStore.Configuration,
+        directory: URL,
+        device deviceKey: DeviceKey,
+        configuration: KeychainStore.Configuration,
         recovery: RecoveryInput? = nil
     ) throws {
         self.directory = directory
@@ -117,7 +121,8 @@ final class KeychainEngine {
                 guard parsed.backend == device.backendName else {
                     throw KeychainError(
                         KeychainStatus.param,
-                        "this store was created with the \(parsed.backend) backend, not \(device.backendName)")
+                        "this store was created with the \(parsed.backend) backend, not \(device.backendName)"
+                    )
                 }
                 try device.open(provisioning: false)
                 guard try device.acceptsIdentity(parsed.deviceIdentity) else {
@@ -148,14 +153,19 @@ final class KeychainEngine {
                 let ds = SecretBytes.random(count: 32)
                 let storeID = randomBytes(16)
                 var fresh = Keybag(
-                    storeID: Data(storeID), backend: device.backendName, deviceIdentity: identity,
-                    sealedDeviceSecret: try device.seal(ds))
+                    storeID: Data(storeID),
+                    backend: device.backendName,
+                    deviceIdentity: identity,
+                    sealedDeviceSecret: try device.seal(ds)
+                )
                 fresh.ledgerVersion = 1
                 fresh.counter = try Self.defineCounter(device, deviceSecret: ds, storeID: storeID)
                 for accessibility in Accessibility.allCases where accessibility != .whenPasscodeSetThisDeviceOnly {
                     let kek = KeyDerivation.deviceKEK(deviceSecret: ds, accessibility: accessibility, storeID: storeID)
                     fresh.classKeys[accessibility.rawValue] = try ClassKey.generate(accessibility).wrapped(
-                        by: kek, storeID: storeID)
+                        by: kek,
+                        storeID: storeID
+                    )
                 }
                 keybag = fresh
                 self.storeID = storeID
@@ -168,7 +178,9 @@ final class KeychainEngine {
                 var emptyLedger = LedgerDigest()
                 emptyLedger.checkpoint = fresh.counter?.value
                 itemStore.attachLedger(
-                    key: LedgerKey(KeyDerivation.ledgerKey(deviceSecret: ds, storeID: storeID)), record: emptyLedger)
+                    key: LedgerKey(KeyDerivation.ledgerKey(deviceSecret: ds, storeID: storeID)),
+                    record: emptyLedger
+                )
                 try itemStore.transaction { () throws(KeychainError) in
                     try itemStore.saveKeybag(body: encoded.body, mac: encoded.mac)
                     try itemStore.writeLedgerRecord()
@@ -181,16 +193,23 @@ final class KeychainEngine {
                     keybag.passcode == nil || !accessibility.isPasscodeProtected
                 else { continue }
                 let kek = KeyDerivation.deviceKEK(
-                    deviceSecret: deviceSecret, accessibility: accessibility, storeID: storeID)
+                    deviceSecret: deviceSecret,
+                    accessibility: accessibility,
+                    storeID: storeID
+                )
                 classKeys[accessibility] = try ClassKey.unwrap(
-                    wrapped, by: kek, accessibility: accessibility, storeID: storeID)
+                    wrapped,
+                    by: kek,
+                    accessibility: accessibility,
+                    storeID: storeID
+                )
             }
             try openLedger(key: ledgerKey())
             try resealDeviceSecretIfNeeded()
             try openCounter()
             if let recovery { try completeRecovery(recovery) }
         } catch {
-            cleanup.reversed().forEach { $0() }
+            for undo in cleanup.reversed() { undo() }
             throw error
         }
     }
@@ -242,7 +261,9 @@ final class KeychainEngine {
             record = try LedgerDigest.decode(body: stored.body, mac: stored.mac, key: key)
         } catch let error as KeychainError where error.status == KeychainStatus.decode {
             ledger = LedgerStatus(
-                refusedBuckets: Array(0..<LedgerDigest.bucketCount), recordProblem: error.message)
+                refusedBuckets: Array(0..<LedgerDigest.bucketCount),
+                recordProblem: error.message
+            )
             refusedBuckets = Array(repeating: true, count: LedgerDigest.bucketCount)
             store.refusedBuckets = Set(0..<LedgerDigest.bucketCount)
             return
@@ -287,7 +308,10 @@ final class KeychainEngine {
         } else {
             do {
                 try manager.createDirectory(
-                    at: directory, withIntermediateDirectories: true, attributes: [.posixPermissions: 0o700])
+                    at: directory,
+                    withIntermediateDirectories: true,
+                    attributes: [.posixPermissions: 0o700]
+                )
             } catch {
                 throw KeychainError(KeychainStatus.io, "cannot create the store directory \(directory.path)")
             }
@@ -316,7 +340,9 @@ final class KeychainEngine {
         guard locked else {
             Glibc.close(fd)
             throw KeychainError(
-                KeychainStatus.notAvailable, "the store \(directory.path) is already open in another process")
+                KeychainStatus.notAvailable,
+                "the store \(directory.path) is already open in another process"
+            )
         }
         return fd
     }
@@ -343,11 +369,15 @@ final class KeychainEngine {
         guard let key = classKeys[accessibility] else {
             if let rolledBack, accessibility.isPasscodeProtected { throw rolledBack.error }
             if accessibility == .whenPasscodeSetThisDeviceOnly && !passcodeSet {
-                throw KeychainError(KeychainStatus.authFailed, "when-passcode-set-this-device-only items need a passcode")
+                throw KeychainError(
+                    KeychainStatus.authFailed,
+                    "when-passcode-set-this-device-only items need a passcode"
+                )
             }
             throw KeychainError(
                 KeychainStatus.interactionNotAllowed,
-                "the keychain is \(lockState.rawValue): \(accessibility.name) items are not available")
+                "the keychain is \(lockState.rawValue): \(accessibility.name) items are not available"
+            )
         }
         return key
     }
@@ -401,7 +431,8 @@ final class KeychainEngine {
     /// durably before the check (a counted event: the anti-rollback counter moves first) and cleared on success;
     /// delays are enforced before anything else. `keep` receives PS and P on success.
     func verifyPasscode(
-        _ secret: SecretBytes, keep: ((_ passcodeSecret: SecretBytes, _ passcodeKey: SecretBytes) -> Void)? = nil
+        _ secret: SecretBytes,
+        keep: ((_ passcodeSecret: SecretBytes, _ passcodeKey: SecretBytes) -> Void)? = nil
     ) throws -> [Accessibility: ClassKey] {
         guard let record = keybag.passcode else { throw KeychainError(KeychainStatus.param, "no passcode is set") }
         let now = configuration.clock()
@@ -415,7 +446,9 @@ final class KeychainEngine {
                 KeychainStatus.authFailed,
                 "too many failed attempts (\(keybag.failedAttempts)); try again in \(retry) s"
                     + (lockout > wait ? " (the hardware is in dictionary-attack lockout)" : ""),
-                retryAfterSeconds: retry, triesLeft: status?.hardwareTriesLeft)
+                retryAfterSeconds: retry,
+                triesLeft: status?.hardwareTriesLeft
+            )
         }
         let before = (keybag.failedAttempts, keybag.lastAttemptAt)
         keybag.failedAttempts += 1
@@ -439,10 +472,19 @@ final class KeychainEngine {
         for accessibility in Accessibility.allCases where accessibility.isPasscodeProtected {
             guard let wrapped = keybag.classKeys[accessibility.rawValue] else { continue }
             let kek = KeyDerivation.passcodeKEK(
-                deviceSecret: deviceSecret, passcodeSecret: passcodeSecret, passcodeKey: passcodeKey,
-                accessibility: accessibility, storeID: storeID)
+                deviceSecret: deviceSecret,
+                passcodeSecret: passcodeSecret,
+                passcodeKey: passcodeKey,
+                accessibility: accessibility,
+                storeID: storeID
+            )
             do {
-                keys[accessibility] = try ClassKey.unwrap(wrapped, by: kek, accessibility: accessibility, storeID: storeID)
+                keys[accessibility] = try ClassKey.unwrap(
+                    wrapped,
+                    by: kek,
+                    accessibility: accessibility,
+                    storeID: storeID
+                )
             } catch {
                 throw failedAttemptError(KeychainError(KeychainStatus.authFailed, "wrong passcode"))
             }
@@ -477,14 +519,17 @@ final class KeychainEngine {
 
     private func failedAttemptError(_ cause: KeychainError) -> KeychainError {
         let delay = configuration.passcodePolicy.delay(keybag.failedAttempts)
-        var message = cause.message.hasPrefix("wrong passcode") || cause.retryAfterSeconds != nil
+        var message =
+            cause.message.hasPrefix("wrong passcode") || cause.retryAfterSeconds != nil
             ? cause.message : "wrong passcode (\(cause.message))"
         message += "; \(keybag.failedAttempts) failed attempt\(keybag.failedAttempts == 1 ? "" : "s")"
         if delay > 0 { message += "; next try in \(delay) s" }
         return KeychainError(
-            KeychainStatus.authFailed, message,
+            KeychainStatus.authFailed,
+            message,
             retryAfterSeconds: cause.retryAfterSeconds ?? (delay > 0 ? delay : nil),
-            triesLeft: cause.triesLeft ?? hardwareTriesLeft())
+            triesLeft: cause.triesLeft ?? hardwareTriesLeft()
+        )
     }
 
     // MARK: - Passcode changes
@@ -533,16 +578,26 @@ final class KeychainEngine {
             let passcodeKey = try Argon2id.derive(newPasscode, salt: salt, parameters: configuration.argon2)
             let passcodeSecret = SecretBytes.random(count: 32)
             newKeybag.passcode = PasscodeRecord(
-                salt: salt, argon2: configuration.argon2,
-                sealedSecret: try device.sealWithPasscode(passcodeSecret, authorization: passcodeKey))
+                salt: salt,
+                argon2: configuration.argon2,
+                sealedSecret: try device.sealWithPasscode(passcodeSecret, authorization: passcodeKey)
+            )
             if let recovery = newKeybag.recovery {
                 newKeybag.recovery?.passcodeSecret = try RecoveryEscrow.seal(
-                    passcodeSecret, to: recovery.publicKey, label: RecoveryEscrow.passcodeLabel, storeID: storeID)
+                    passcodeSecret,
+                    to: recovery.publicKey,
+                    label: RecoveryEscrow.passcodeLabel,
+                    storeID: storeID
+                )
             }
             kek = { [deviceSecret, storeID] in
                 KeyDerivation.passcodeKEK(
-                    deviceSecret: deviceSecret, passcodeSecret: passcodeSecret, passcodeKey: passcodeKey,
-                    accessibility: $0, storeID: storeID)
+                    deviceSecret: deviceSecret,
+                    passcodeSecret: passcodeSecret,
+                    passcodeKey: passcodeKey,
+                    accessibility: $0,
+                    storeID: storeID
+                )
             }
         } else {
             newKeybag.passcode = nil
@@ -585,7 +640,12 @@ final class KeychainEngine {
                 let value: Data
                 do throws(KeychainError) {
                     try checkLedger(row)
-                    attributes = try ItemEnvelope.openAttributes(row.sealed, aad: aad, itemID: row.itemID, classKey: oldKey)
+                    attributes = try ItemEnvelope.openAttributes(
+                        row.sealed,
+                        aad: aad,
+                        itemID: row.itemID,
+                        classKey: oldKey
+                    )
                     value = try ItemEnvelope.openValue(row.sealed, aad: aad, classKey: oldKey)
                 } catch {
                     stranded += 1
@@ -595,8 +655,12 @@ final class KeychainEngine {
                 var updated = row
                 updated.generation += 1
                 updated.sealed = try ItemEnvelope.seal(
-                    attributes: [UInt8](attributes), secret: value, aad: updated.header(storeID: storeID).encoded(),
-                    itemID: row.itemID, classKey: newKey)
+                    attributes: [UInt8](attributes),
+                    secret: value,
+                    aad: updated.header(storeID: storeID).encoded(),
+                    itemID: row.itemID,
+                    classKey: newKey
+                )
                 try store.update(updated)
             }
             guard stranded == 0 else {
@@ -604,7 +668,8 @@ final class KeychainEngine {
                     KeychainStatus.decode,
                     "\(stranded) item\(stranded == 1 ? "" : "s") of the passcode classes cannot be decrypted, so the "
                         + "passcode was not changed (re-keying would strand \(stranded == 1 ? "it" : "them") for good); "
-                        + "list them with `keyseal doctor` and delete them with `keyseal doctor --delete-undecryptable`")
+                        + "list them with `keyseal doctor` and delete them with `keyseal doctor --delete-undecryptable`"
+                )
             }
             let saved = keybag
             keybag = newKeybag
@@ -643,7 +708,9 @@ final class KeychainEngine {
 
     func setAutoLock(seconds: Int?) throws {
         try requireNotRolledBack()
-        if let seconds, seconds <= 0 { throw KeychainError(KeychainStatus.param, "the auto-lock timeout must be positive") }
+        if let seconds, seconds <= 0 {
+            throw KeychainError(KeychainStatus.param, "the auto-lock timeout must be positive")
+        }
         let saved = keybag
         keybag.autoLockSeconds = seconds
         do {
@@ -659,7 +726,8 @@ final class KeychainEngine {
     func status(itemCounts: Bool = true) throws -> StoreStatus {
         var device = try self.device.status()
         if let resealProblem {
-            device.detail += "; the sealed secrets still use the older format, which the token's PIN holder can attack "
+            device.detail +=
+                "; the sealed secrets still use the older format, which the token's PIN holder can attack "
                 + "offline, because sealing them again failed: \(resealProblem)"
         }
         var counts: [Accessibility: Int] = [:]
@@ -668,10 +736,17 @@ final class KeychainEngine {
         }
         let wait = remainingDelay(now: configuration.clock())
         return StoreStatus(
-            lockState: lockState, passcodeSet: passcodeSet, device: device, failedAttempts: keybag.failedAttempts,
+            lockState: lockState,
+            passcodeSet: passcodeSet,
+            device: device,
+            failedAttempts: keybag.failedAttempts,
             triesLeft: device.hardwareTriesLeft,
             nextTryAt: wait > 0 ? configuration.clock().addingTimeInterval(TimeInterval(wait)) : nil,
-            autoLockSeconds: keybag.autoLockSeconds, itemCounts: counts, ledger: ledger, boot: try bootStatus())
+            autoLockSeconds: keybag.autoLockSeconds,
+            itemCounts: counts,
+            ledger: ledger,
+            boot: try bootStatus()
+        )
     }
 
     // MARK: - SecItem
@@ -679,7 +754,10 @@ final class KeychainEngine {
     /// `trusted`: attributes the engine itself sets (a generated key's token), past the caller's checks.
     /// `admit`: keyseald's quotas, asked with the sealed row's exact size before it is written.
     func add(
-        _ item: NewItem, caller: Caller, trusted: [String: AttributeValue] = [:], admit: GroupAdmission? = nil
+        _ item: NewItem,
+        caller: Caller,
+        trusted: [String: AttributeValue] = [:],
+        admit: GroupAdmission? = nil
     ) throws -> ItemRecord? {
         let (row, attributes, group) = try prepare(item, caller: caller, now: configuration.clock(), trusted: trusted)
         if let admit { try admitAdding(row, admit: admit) }
@@ -687,12 +765,21 @@ final class KeychainEngine {
         stored.id = try itemTransaction { () throws(KeychainError) in try store.insert(row) }
         groupCache.insert(group, for: item.itemClass)
         guard !item.returns.effective.isEmpty else { return nil }
-        return record(stored, attributes: attributes, data: item.returns.contains(.data) ? item.data : nil,
-            returns: item.returns)
+        return record(
+            stored,
+            attributes: attributes,
+            data: item.returns.contains(.data) ? item.data : nil,
+            returns: item.returns
+        )
     }
 
     /// Checks an add against the limits, the caller's groups and the lock state, and seals its row.
-    private func prepare(_ item: NewItem, caller: Caller, now: Date, trusted: [String: AttributeValue] = [:]) throws
+    private func prepare(
+        _ item: NewItem,
+        caller: Caller,
+        now: Date,
+        trusted: [String: AttributeValue] = [:]
+    ) throws
         -> (ItemRow, [String: AttributeValue], String)
     {
         try RequestValidation.validate(item, valueLimit: configuration.valueLimit)
@@ -710,8 +797,15 @@ final class KeychainEngine {
         attributes[AttributeKey.modificationDate] = .date(now)
         if let flags = item.accessControlFlags { attributes[AttributeKey.accessControl] = .int(Int64(flags)) }
         let row = try seal(
-            itemID: randomBytes(16), itemClass: item.itemClass, group: group, accessibility: item.accessibility,
-            generation: 1, attributes: attributes, secret: item.data, classKey: classKey)
+            itemID: randomBytes(16),
+            itemClass: item.itemClass,
+            group: group,
+            accessibility: item.accessibility,
+            generation: 1,
+            attributes: attributes,
+            secret: item.data,
+            classKey: classKey
+        )
         return (row, attributes, group)
     }
 
@@ -733,7 +827,12 @@ final class KeychainEngine {
     /// the store's indexes select for `query` are over `bound`, found by stepping through at most `bound.rows + 1`
     /// rows and opening at most `bound.rows` of them. An identity (a key joined with its certificates) has no such
     /// bound: nil. A query the engine refuses throws, as ``copyMatching(_:caller:resultLimit:)`` does.
-    func copyMatching(_ query: ItemQuery, caller: Caller, resultLimit: Int?, within bound: ScanBound) throws
+    func copyMatching(
+        _ query: ItemQuery,
+        caller: Caller,
+        resultLimit: Int?,
+        within bound: ScanBound
+    ) throws
         -> [ItemRecord]?
     {
         guard query.itemClass != .identity else { return nil }
@@ -744,7 +843,12 @@ final class KeychainEngine {
         }
     }
 
-    private func copyMatching(_ query: ItemQuery, caller: Caller, resultLimit: Int?, scan: ScanBound?) throws
+    private func copyMatching(
+        _ query: ItemQuery,
+        caller: Caller,
+        resultLimit: Int?,
+        scan: ScanBound?
+    ) throws
         -> [ItemRecord]
     {
         switch query.itemClass {
@@ -768,7 +872,12 @@ final class KeychainEngine {
 
     /// The lookup of stored items, as `SecItemCopyMatching` does it for the password classes. `scan`: see
     /// ``copyMatching(_:caller:resultLimit:within:)``; over it, ``OverScanBound`` is thrown.
-    func findItems(_ query: ItemQuery, caller: Caller, resultLimit: Int? = nil, scan: ScanBound? = nil) throws
+    func findItems(
+        _ query: ItemQuery,
+        caller: Caller,
+        resultLimit: Int? = nil,
+        scan: ScanBound? = nil
+    ) throws
         -> [ItemRecord]
     {
         try RequestValidation.validate(query)
@@ -784,8 +893,14 @@ final class KeychainEngine {
             return records
         }
         var matches = try match(
-            query, caller: caller, filter: (filter, decidesQuery), bound: query.limit.bound,
-            valueProvesMatch: valueProvesMatch, byteLimit: resultLimit, scan: scan)
+            query,
+            caller: caller,
+            filter: (filter, decidesQuery),
+            bound: query.limit.bound,
+            valueProvesMatch: valueProvesMatch,
+            byteLimit: resultLimit,
+            scan: scan
+        )
         guard !matches.isEmpty else { throw KeychainError.itemNotFound }
         // Each row's ciphertext is let go once its record is made, so that a large result is not held twice.
         var records: [ItemRecord] = []
@@ -796,7 +911,10 @@ final class KeychainEngine {
             let data: Data? =
                 query.returns.contains(.data)
                 ? try ItemEnvelope.openValue(
-                    match.row.sealed, aad: match.aad, classKey: try requireClassKey(Self.accessibility(of: match.row)))
+                    match.row.sealed,
+                    aad: match.aad,
+                    classKey: try requireClassKey(Self.accessibility(of: match.row))
+                )
                 : nil
             records.append(record(match.row, attributes: match.attributes, data: data, returns: query.returns))
         }
@@ -837,9 +955,15 @@ final class KeychainEngine {
                 ?? ItemEnvelope.openValue(row.sealed, aad: aad, classKey: oldKey)
             guard let itemClass = ItemClass(rawValue: row.itemClass) else { throw KeychainError.decode }
             var updated = try seal(
-                itemID: row.itemID, itemClass: itemClass, group: changes.accessGroup ?? row.accessGroup,
-                accessibility: newAccessibility, generation: row.generation + 1, attributes: newAttributes,
-                secret: secret, classKey: newKey)
+                itemID: row.itemID,
+                itemClass: itemClass,
+                group: changes.accessGroup ?? row.accessGroup,
+                accessibility: newAccessibility,
+                generation: row.generation + 1,
+                attributes: newAttributes,
+                secret: secret,
+                classKey: newKey
+            )
             updated.id = row.id
             updatedRows.append(updated)
         }
@@ -847,7 +971,9 @@ final class KeychainEngine {
         try itemTransaction { () throws(KeychainError) in
             for row in updatedRows { try store.update(row) }
         }
-        if let group = changes.accessGroup, let itemClass = matches.first.flatMap({ ItemClass(rawValue: $0.row.itemClass) }) {
+        if let group = changes.accessGroup,
+            let itemClass = matches.first.flatMap({ ItemClass(rawValue: $0.row.itemClass) })
+        {
             groupCache.insert(group, for: itemClass)
         }
     }
@@ -863,7 +989,9 @@ final class KeychainEngine {
     /// Calls `admit` for each group that rows going from `old` to `new` (the same items, in order) grow, with what
     /// they add to it: an update that grows values or moves items is charged exactly, however many items it matched.
     static func admit(
-        from old: [ItemRow], to new: [ItemRow], admit: GroupAdmission,
+        from old: [ItemRow],
+        to new: [ItemRow],
+        admit: GroupAdmission,
         usage: (String) throws(KeychainError) -> (items: Int, bytes: Int)
     ) throws {
         var adds: [String: (items: Int, bytes: Int)] = [:]
@@ -901,21 +1029,29 @@ final class KeychainEngine {
     /// `admit` (keyseald's quotas) is asked as for an add, whether it adds or replaces: one more item and the sealed
     /// row's size.
     func addReplacingAttributes(
-        _ item: NewItem, caller: Caller, scan: ScanBound?, admit: GroupAdmission? = nil
+        _ item: NewItem,
+        caller: Caller,
+        scan: ScanBound?,
+        admit: GroupAdmission? = nil
     ) throws -> ReplacingAdd {
         let now = configuration.clock()
         let (row, _, group) = try prepare(item, caller: caller, now: now)
         guard item.itemClass == .genericPassword, let encoded = item.attributes[AttributeKey.stringAttributes] else {
             throw KeychainError(
                 KeychainStatus.param,
-                "an add that replaces by string attributes needs a generic password carrying \(AttributeKey.stringAttributes)")
+                "an add that replaces by string attributes needs a generic password carrying \(AttributeKey.stringAttributes)"
+            )
         }
         if let admit { try admitAdding(row, admit: admit) }
         let pairs = try StringAttributes.pairs(encoded)
         let service = item.attributes[AttributeKey.service] ?? AttributeKey.defaultValue(AttributeKey.service)
         var query = ItemQuery(
-            itemClass: .genericPassword, attributes: [AttributeKey.stringAttributes: encoded], accessGroup: group,
-            limit: .all, returns: .attributes)
+            itemClass: .genericPassword,
+            attributes: [AttributeKey.stringAttributes: encoded],
+            accessGroup: group,
+            limit: .all,
+            returns: .attributes
+        )
         query.attributes[AttributeKey.service] = service
         let outcome = try itemTransaction { () throws(KeychainError) -> ReplacingAdd in
             let matches: [Match]
@@ -945,9 +1081,15 @@ final class KeychainEngine {
             attributes[AttributeKey.description] = item.attributes[AttributeKey.description]
             attributes[AttributeKey.modificationDate] = .date(now)
             var updated = try seal(
-                itemID: target.row.itemID, itemClass: .genericPassword, group: target.row.accessGroup,
-                accessibility: accessibility, generation: target.row.generation + 1, attributes: attributes,
-                secret: item.data, classKey: try requireClassKey(accessibility))
+                itemID: target.row.itemID,
+                itemClass: .genericPassword,
+                group: target.row.accessGroup,
+                accessibility: accessibility,
+                generation: target.row.generation + 1,
+                attributes: attributes,
+                secret: item.data,
+                classKey: try requireClassKey(accessibility)
+            )
             updated.id = target.row.id
             try store.update(updated)
             guard case .string(let account)? = attributes[AttributeKey.account] else { return .replaced(account: "") }
@@ -989,8 +1131,13 @@ final class KeychainEngine {
     /// opened and `attributes` is empty: the value's authentication covers the header, whose digests are the ones
     /// the row was found by, and the attribute ciphertext through its SHA-256. The class key is still required.
     private func match(
-        _ query: ItemQuery, caller: Caller, filter given: (RowFilter, decidesQuery: Bool)? = nil, bound: Int?,
-        valueProvesMatch: Bool = false, byteLimit: Int? = nil, scan: ScanBound? = nil
+        _ query: ItemQuery,
+        caller: Caller,
+        filter given: (RowFilter, decidesQuery: Bool)? = nil,
+        bound: Int?,
+        valueProvesMatch: Bool = false,
+        byteLimit: Int? = nil,
+        scan: ScanBound? = nil
     ) throws -> [Match] {
         let (filter, decidesQuery) = try given ?? rowFilter(query, caller: caller)
         let skipAttributes = valueProvesMatch && decidesQuery
@@ -1029,7 +1176,8 @@ final class KeychainEngine {
                 guard bytes <= byteLimit else {
                     throw KeychainError(
                         KeychainStatus.dataTooLarge,
-                        "the result is over \(byteLimit) bytes; ask for fewer items, or for attributes without data")
+                        "the result is over \(byteLimit) bytes; ask for fewer items, or for attributes without data"
+                    )
                 }
             }
             matches.append(Match(row: row, attributes: attributes, aad: aad))
@@ -1078,8 +1226,13 @@ final class KeychainEngine {
             else { return true }
             let data = try row.withHeaderColumns { header throws(KeychainError) in
                 try ItemEnvelope.openValue(
-                    storeID: storeID, header: header, attributesBox: row.attributes, wrappedKey: row.wrappedKey,
-                    value: row.value, classKey: key)
+                    storeID: storeID,
+                    header: header,
+                    attributesBox: row.attributes,
+                    wrappedKey: row.wrappedKey,
+                    value: row.value,
+                    classKey: key
+                )
             }
             records.append(ItemRecord(itemClass: query.itemClass, attributes: [:], data: data, persistentRef: nil))
             return false
@@ -1088,7 +1241,9 @@ final class KeychainEngine {
     }
 
     private func decryptAttributes(
-        _ row: ItemRow, aad: [UInt8], classKey: ClassKey
+        _ row: ItemRow,
+        aad: [UInt8],
+        classKey: ClassKey
     ) throws(KeychainError) -> [String: AttributeValue] {
         try checkLedger(row)
         let plain = try ItemEnvelope.openAttributes(row.sealed, aad: aad, itemID: row.itemID, classKey: classKey)
@@ -1109,7 +1264,8 @@ final class KeychainEngine {
             throw KeychainError(
                 KeychainStatus.decode,
                 "an item is in a part of the generation ledger that failed verification at open (an item was rolled "
-                    + "back, deleted or edited in the file)")
+                    + "back, deleted or edited in the file)"
+            )
         }
     }
 
@@ -1121,8 +1277,10 @@ final class KeychainEngine {
                 else { return false }
                 continue
             }
-            let value = stored[key] ?? (AttributeKey.primaryKey(for: query.itemClass).contains(key)
-                ? AttributeKey.defaultValue(key) : nil)
+            let value =
+                stored[key]
+                ?? (AttributeKey.primaryKey(for: query.itemClass).contains(key)
+                    ? AttributeKey.defaultValue(key) : nil)
             guard let value, value.matches(wanted) else { return false }
         }
         let sync: Bool
@@ -1162,8 +1320,11 @@ final class KeychainEngine {
         let useDigests = !digestKeys.isEmpty || query.synchronizable != .any || !pairs.isEmpty
         guard useDigests else {
             let filter = RowFilter(
-                itemClass: query.itemClass.rawValue, groups: groups.map { $0.map { RowFilter.GroupTerm(group: $0) } },
-                accessibility: query.accessibility?.rawValue, itemID: itemID)
+                itemClass: query.itemClass.rawValue,
+                groups: groups.map { $0.map { RowFilter.GroupTerm(group: $0) } },
+                accessibility: query.accessibility?.rawValue,
+                itemID: itemID
+            )
             return (filter, false)
         }
         let candidates = try groups ?? knownGroups(query.itemClass)
@@ -1174,19 +1335,36 @@ final class KeychainEngine {
                 return RowFilter.GroupTerm(
                     group: group,
                     primaryKeyDigest: indexKey.primaryKeyDigest(
-                        group: group, itemClass: query.itemClass, attributes: query.attributes,
-                        synchronizable: query.synchronizable == .yes))
+                        group: group,
+                        itemClass: query.itemClass,
+                        attributes: query.attributes,
+                        synchronizable: query.synchronizable == .yes
+                    )
+                )
             }
             var digests = digestKeys.map { key in
-                (AttributeKey.digestColumn(for: key, itemClass: query.itemClass)!,
-                    indexKey.attributeDigest(group: group, itemClass: query.itemClass, key: key, value: query.attributes[key]!))
+                (
+                    AttributeKey.digestColumn(for: key, itemClass: query.itemClass)!,
+                    indexKey.attributeDigest(
+                        group: group,
+                        itemClass: query.itemClass,
+                        key: key,
+                        value: query.attributes[key]!
+                    )
+                )
             }
             if query.synchronizable != .any {
                 digests.append(
-                    (AttributeKey.synchronizable,
+                    (
+                        AttributeKey.synchronizable,
                         indexKey.attributeDigest(
-                            group: group, itemClass: query.itemClass, key: AttributeKey.synchronizable,
-                            value: .bool(query.synchronizable == .yes))))
+                            group: group,
+                            itemClass: query.itemClass,
+                            key: AttributeKey.synchronizable,
+                            value: .bool(query.synchronizable == .yes)
+                        )
+                    )
+                )
             }
             let pairDigests = pairs.map {
                 indexKey.pairDigest(group: group, itemClass: query.itemClass, name: $0.key, value: $0.value)
@@ -1194,11 +1372,17 @@ final class KeychainEngine {
             return RowFilter.GroupTerm(group: group, digests: digests, pairDigests: pairDigests)
         }
         let filter = RowFilter(
-            itemClass: query.itemClass.rawValue, groups: terms, accessibility: query.accessibility?.rawValue,
-            itemID: itemID)
+            itemClass: query.itemClass.rawValue,
+            groups: terms,
+            accessibility: query.accessibility?.rawValue,
+            itemID: itemID
+        )
         // Every queried attribute is a primary-key attribute with a digest term (or all of them are, in the whole
         // key's digest); synchronizable is either a term or `.any`.
-        return (filter, digestKeys.count == query.attributes.count || (wholeKey && primaryKey.count == query.attributes.count))
+        return (
+            filter,
+            digestKeys.count == query.attributes.count || (wholeKey && primaryKey.count == query.attributes.count)
+        )
     }
 
     private func knownGroups(_ itemClass: ItemClass) throws -> [String] {
@@ -1217,32 +1401,67 @@ final class KeychainEngine {
         for (key, value) in changes.attributes { attributes[key] = value }
         let sync: Bool
         if let changed = changes.synchronizable { sync = changed } else { sync = query.synchronizable == .yes }
-        guard let group = changes.accessGroup ?? query.accessGroup ?? caller.accessGroups?.first ?? Optional(caller.defaultGroup)
+        guard
+            let group = changes.accessGroup ?? query.accessGroup ?? caller.accessGroups?.first
+                ?? Optional(caller.defaultGroup)
         else { return false }
         let digest = indexKey.primaryKeyDigest(
-            group: group, itemClass: query.itemClass, attributes: attributes, synchronizable: sync)
+            group: group,
+            itemClass: query.itemClass,
+            attributes: attributes,
+            synchronizable: sync
+        )
         return try store.primaryKeyExists(
-            itemClass: query.itemClass.rawValue, group: group, digest: digest, excludingID: nil)
+            itemClass: query.itemClass.rawValue,
+            group: group,
+            digest: digest,
+            excludingID: nil
+        )
     }
 
     // MARK: - Rows
 
     func seal(
-        itemID: [UInt8], itemClass: ItemClass, group: String, accessibility: Accessibility, generation: Int64,
-        attributes: [String: AttributeValue], secret: Data, classKey: ClassKey, random: RandomPool? = nil
+        itemID: [UInt8],
+        itemClass: ItemClass,
+        group: String,
+        accessibility: Accessibility,
+        generation: Int64,
+        attributes: [String: AttributeValue],
+        secret: Data,
+        classKey: ClassKey,
+        random: RandomPool? = nil
     ) throws(KeychainError) -> ItemRow {
         try Self.seal(
-            indexKey: indexKey, storeID: storeID, itemID: itemID, itemClass: itemClass, group: group,
-            accessibility: accessibility, generation: generation, attributes: attributes, secret: secret,
-            classKey: classKey, random: random)
+            indexKey: indexKey,
+            storeID: storeID,
+            itemID: itemID,
+            itemClass: itemClass,
+            group: group,
+            accessibility: accessibility,
+            generation: generation,
+            attributes: attributes,
+            secret: secret,
+            classKey: classKey,
+            random: random
+        )
     }
 
     /// Seals a row from immutable inputs only (so that bulk work may seal on another thread). `encodedAttributes`,
     /// when given, is `AttributeCodec.encode(attributes)` already at hand.
     static func seal(
-        indexKey: IndexKey, storeID: [UInt8], itemID: [UInt8], itemClass: ItemClass, group: String,
-        accessibility: Accessibility, generation: Int64, attributes: [String: AttributeValue], secret: Data,
-        classKey: ClassKey, random: RandomPool? = nil, encodedAttributes: [UInt8]? = nil
+        indexKey: IndexKey,
+        storeID: [UInt8],
+        itemID: [UInt8],
+        itemClass: ItemClass,
+        group: String,
+        accessibility: Accessibility,
+        generation: Int64,
+        attributes: [String: AttributeValue],
+        secret: Data,
+        classKey: ClassKey,
+        random: RandomPool? = nil,
+        encodedAttributes: [UInt8]? = nil
     ) throws(KeychainError) -> ItemRow {
         let sync: Bool
         if case .bool(let flag)? = attributes[AttributeKey.synchronizable] { sync = flag } else { sync = false }
@@ -1252,26 +1471,46 @@ final class KeychainEngine {
                 return indexKey.attributeDigest(group: group, itemClass: itemClass, key: key, value: .bool(sync))
             }
             return indexKey.attributeDigest(
-                group: group, itemClass: itemClass, key: key,
-                value: attributes[key] ?? AttributeKey.defaultValue(key))
+                group: group,
+                itemClass: itemClass,
+                key: key,
+                value: attributes[key] ?? AttributeKey.defaultValue(key)
+            )
         }
         var row = ItemRow(
-            itemID: itemID, itemClass: itemClass.rawValue, accessGroup: group, accessibility: accessibility.rawValue,
+            itemID: itemID,
+            itemClass: itemClass.rawValue,
+            accessGroup: group,
+            accessibility: accessibility.rawValue,
             generation: generation,
             primaryKeyDigest: indexKey.primaryKeyDigest(
-                group: group, itemClass: itemClass, attributes: attributes, synchronizable: sync),
-            digests: digests, sealed: SealedItem(attributes: Data(), wrappedKey: Data(), value: Data()),
-            ledgerGeneration: generation)
+                group: group,
+                itemClass: itemClass,
+                attributes: attributes,
+                synchronizable: sync
+            ),
+            digests: digests,
+            sealed: SealedItem(attributes: Data(), wrappedKey: Data(), value: Data()),
+            ledgerGeneration: generation
+        )
         row.pairDigests = indexKey.pairDigests(group: group, itemClass: itemClass, attributes: attributes)
         row.sealed = try ItemEnvelope.seal(
-            attributes: encodedAttributes ?? AttributeCodec.encode(attributes), secret: secret,
+            attributes: encodedAttributes ?? AttributeCodec.encode(attributes),
+            secret: secret,
             aad: row.header(storeID: storeID).encoded(),
             itemID: itemID,
-            classKey: classKey, random: random)
+            classKey: classKey,
+            random: random
+        )
         return row
     }
 
-    private func record(_ row: ItemRow, attributes: [String: AttributeValue], data: Data?, returns: ReturnOptions)
+    private func record(
+        _ row: ItemRow,
+        attributes: [String: AttributeValue],
+        data: Data?,
+        returns: ReturnOptions
+    )
         -> ItemRecord
     {
         // Attributes only when they were asked for: a lookup for the value alone copies no dictionary.
@@ -1282,8 +1521,11 @@ final class KeychainEngine {
             all[AttributeKey.accessible] = .string(row.accessibility)
         }
         return ItemRecord(
-            itemClass: ItemClass(rawValue: row.itemClass) ?? .genericPassword, attributes: all, data: data,
-            persistentRef: returns.contains(.persistentRef) ? Data(Self.persistentRefPrefix + row.itemID) : nil)
+            itemClass: ItemClass(rawValue: row.itemClass) ?? .genericPassword,
+            attributes: all,
+            data: data,
+            persistentRef: returns.contains(.persistentRef) ? Data(Self.persistentRefPrefix + row.itemID) : nil
+        )
     }
 
     static func accessibility(of row: ItemRow) throws(KeychainError) -> Accessibility {

@@ -17,7 +17,9 @@ extension KeychainStore {
     /// with the items written so far and the total.
     @discardableResult
     public func exportBackup(
-        to url: URL, passphrase: String, availableOnly: Bool = false,
+        to url: URL,
+        passphrase: String,
+        availableOnly: Bool = false,
         progress: ((_ done: Int, _ total: Int) -> Void)? = nil
     ) throws -> ExportReport {
         guard !passphrase.isEmpty else { throw KeychainError(KeychainStatus.param, "the backup passphrase is empty") }
@@ -31,13 +33,20 @@ extension KeychainStore {
             let report: ExportReport
             if try isEmbedded() {
                 report = try exportEmbedded(
-                    passphrase: SecretBytes(utf8: passphrase), availableOnly: availableOnly,
+                    passphrase: SecretBytes(utf8: passphrase),
+                    availableOnly: availableOnly,
                     sink: { (bytes) throws(KeychainError) in
                         do throws(KeychainError) { try file.write(bytes) } catch { throw error }
-                    }, progress: progress ?? { _, _ in })
+                    },
+                    progress: progress ?? { _, _ in }
+                )
             } else {
                 report = try exportThroughDaemon(
-                    passphrase: passphrase, availableOnly: availableOnly, file: file, progress: progress)
+                    passphrase: passphrase,
+                    availableOnly: availableOnly,
+                    file: file,
+                    progress: progress
+                )
             }
             do throws(KeychainError) { try file.commit() } catch { throw error }
             return report
@@ -53,16 +62,21 @@ extension KeychainStore {
     }
 
     private func exportThroughDaemon(
-        passphrase: String, availableOnly: Bool, file: BackupFileWriter, progress: ((Int, Int) -> Void)?
+        passphrase: String,
+        availableOnly: Bool,
+        file: BackupFileWriter,
+        progress: ((Int, Int) -> Void)?
     ) throws -> ExportReport {
         try route({ _ throws -> ExportReport in
             throw KeychainError(KeychainStatus.internalComponent, "backend changed")
         }) { connection throws(KeychainError) -> ExportReport in
             do {
                 let report = try connection.exportBackup(
-                    passphrase: SecretBytes(utf8: passphrase), availableOnly: availableOnly,
+                    passphrase: SecretBytes(utf8: passphrase),
+                    availableOnly: availableOnly,
                     sink: { (bytes) throws(KeychainError) in try file.write(bytes) },
-                    progress: { done, total in progress?(done, total) })
+                    progress: { done, total in progress?(done, total) }
+                )
                 return report
             } catch let error as KeychainError {
                 throw error
@@ -81,7 +95,9 @@ extension KeychainStore {
     /// `replace`. Administrators only. `progress` is called with the items read so far and the total.
     @discardableResult
     public func importBackup(
-        from url: URL, passphrase: String, replace: Bool = false,
+        from url: URL,
+        passphrase: String,
+        replace: Bool = false,
         progress: ((_ done: Int, _ total: Int) -> Void)? = nil
     ) throws -> ImportReport {
         guard !passphrase.isEmpty else { throw KeychainError(KeychainStatus.param, "the backup passphrase is empty") }
@@ -98,9 +114,11 @@ extension KeychainStore {
             }) { connection throws(KeychainError) -> ImportReport in
                 do {
                     let report = try connection.importBackup(
-                        passphrase: SecretBytes(utf8: passphrase), replace: replace,
+                        passphrase: SecretBytes(utf8: passphrase),
+                        replace: replace,
                         source: { (count) throws(KeychainError) in try file.read(maxCount: count) },
-                        progress: { done, total in progress?(done, total) })
+                        progress: { done, total in progress?(done, total) }
+                    )
                     return report
                 } catch let error as KeychainError {
                     throw error
@@ -126,7 +144,9 @@ extension KeychainStore {
 
     /// Derives the passphrase key (outside the store's lock), then writes the backup to `sink`.
     package func exportEmbedded(
-        passphrase: SecretBytes, availableOnly: Bool, sink: ([UInt8]) throws(KeychainError) -> Void,
+        passphrase: SecretBytes,
+        availableOnly: Bool,
+        sink: ([UInt8]) throws(KeychainError) -> Void,
         progress: (_ done: Int, _ total: Int) -> Void
     ) throws -> ExportReport {
         let argon2 = try withEngine { $0.configuration.argon2 }

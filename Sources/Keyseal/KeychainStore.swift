@@ -2,9 +2,8 @@ import FoundationEssentials
 import Glibc
 import KeysealClient
 import KeysealCore
-import Synchronization
-
 @_exported import KeysealCore
+import Synchronization
 
 /// A keychain: the store of items, its lock state and its passcode.
 ///
@@ -46,7 +45,9 @@ public final class KeychainStore: Sendable {
     /// Opens the store in `directory`, creating and provisioning it on first use (no passcode: unlocked).
     /// Opening an existing store is a reboot: with a passcode set it starts before first unlock.
     public static func embedded(
-        directory: URL, device: DeviceKey, configuration: Configuration = Configuration()
+        directory: URL,
+        device: DeviceKey,
+        configuration: Configuration = Configuration()
     ) throws -> KeychainStore {
         let resolved = directory.standardizedFileURL.resolvingSymlinksInPath()
         try checkHostKeyOutside(device: device, directory: resolved)
@@ -56,12 +57,22 @@ public final class KeychainStore: Sendable {
         } catch let error as KeychainError where error.status == KeychainStatus.recoveryRequired {
             // The store opens in the recovery-required state: every call but `status` and `recover` fails with it.
             let pending = RecoveryPending(
-                directory: resolved, device: device, configuration: configuration, reason: error)
+                directory: resolved,
+                device: device,
+                configuration: configuration,
+                reason: error
+            )
             return KeychainStore(
-                backend: .recoveryPending(pending), location: resolved.path, valueLimit: configuration.valueLimit)
+                backend: .recoveryPending(pending),
+                location: resolved.path,
+                valueLimit: configuration.valueLimit
+            )
         }
         return KeychainStore(
-            backend: .embedded(engine), location: resolved.path, valueLimit: configuration.valueLimit)
+            backend: .embedded(engine),
+            location: resolved.path,
+            valueLimit: configuration.valueLimit
+        )
     }
 
     private static func checkHostKeyOutside(device: DeviceKey, directory: URL) throws {
@@ -70,7 +81,9 @@ public final class KeychainStore: Sendable {
         let directoryPath = directory.path.hasSuffix("/") ? directory.path : directory.path + "/"
         if keyPath.hasPrefix(directoryPath) {
             throw KeychainError(
-                KeychainStatus.param, "the host key file must not be inside the store directory \(directory.path)")
+                KeychainStatus.param,
+                "the host key file must not be inside the store directory \(directory.path)"
+            )
         }
     }
 
@@ -80,7 +93,10 @@ public final class KeychainStore: Sendable {
     public static func daemon(socket: String) throws -> KeychainStore {
         guard !socket.isEmpty else { throw KeychainError(KeychainStatus.param, "the socket path is empty") }
         return KeychainStore(
-            backend: .daemon(KeysealConnection(socketPath: socket)), location: socket, valueLimit: Wire.valueLimit)
+            backend: .daemon(KeysealConnection(socketPath: socket)),
+            location: socket,
+            valueLimit: Wire.valueLimit
+        )
     }
 
     /// The daemon's socket by default: `$KEYSEAL_SOCKET`, else `$XDG_RUNTIME_DIR/keyseal/keyseal.sock`, else
@@ -127,10 +143,14 @@ public final class KeychainStore: Sendable {
         let environment = ProcessInfo.processInfo.environment
         if let socket = environment["KEYSEAL_SOCKET"], !socket.isEmpty {
             return KeychainStore(
-                backend: .daemon(KeysealConnection(socketPath: socket)), location: socket, valueLimit: Wire.valueLimit)
+                backend: .daemon(KeysealConnection(socketPath: socket)),
+                location: socket,
+                valueLimit: Wire.valueLimit
+            )
         }
         if let directory = environment["KEYSEAL_STORE"], !directory.isEmpty {
-            let keyFile = environment["KEYSEAL_HOST_KEY"].map { URL(fileURLWithPath: $0) } ?? DeviceKey.defaultHostKeyFile
+            let keyFile =
+                environment["KEYSEAL_HOST_KEY"].map { URL(fileURLWithPath: $0) } ?? DeviceKey.defaultHostKeyFile
             do {
                 return try embedded(directory: URL(fileURLWithPath: directory), device: .hostKey(file: keyFile))
             } catch let error as KeychainError {
@@ -141,7 +161,10 @@ public final class KeychainStore: Sendable {
         }
         let socket = Wire.defaultSocketPath(environment: environment)
         return KeychainStore(
-            backend: .daemon(KeysealConnection(socketPath: socket)), location: socket, valueLimit: Wire.valueLimit)
+            backend: .daemon(KeysealConnection(socketPath: socket)),
+            location: socket,
+            valueLimit: Wire.valueLimit
+        )
     }
 
     // MARK: Engine access
@@ -155,10 +178,12 @@ public final class KeychainStore: Sendable {
     /// Runs `embedded` on the engine under the store's lock, or `daemon` on the connection (which serializes its
     /// own requests), outside the lock.
     func route<T: Sendable>(
-        _ embedded: (KeychainEngine) throws -> T, daemon: (KeysealConnection) throws(KeychainError) -> T
+        _ embedded: (KeychainEngine) throws -> T,
+        daemon: (KeysealConnection) throws(KeychainError) -> T
     ) throws(KeychainError) -> T {
         do {
-            let connection = try EngineWait.lock(backend, heldByWaiter: engineHeldByWaiter) { backend throws -> KeysealConnection? in
+            let connection = try EngineWait.lock(backend, heldByWaiter: engineHeldByWaiter) {
+                backend throws -> KeysealConnection? in
                 switch backend {
                 case .embedded: return nil
                 case .daemon(let connection): return connection
@@ -244,7 +269,8 @@ public final class KeychainStore: Sendable {
     package func changePasscode(from old: SecretBytes, to new: SecretBytes) throws {
         try route({ try $0.changePasscode(from: old, to: new) }) { connection throws(KeychainError) in
             try Self.expectOK(
-                try Self.request(connection, .changePasscode(old: old, new: new)))
+                try Self.request(connection, .changePasscode(old: old, new: new))
+            )
         }
     }
 
@@ -277,8 +303,11 @@ public final class KeychainStore: Sendable {
     package func status(itemCounts: Bool) throws -> StoreStatus {
         if let pending = recoveryPending {
             return KeychainEngine.recoveryStatus(
-                directory: pending.directory, device: pending.device, configuration: pending.configuration,
-                reason: pending.reason)
+                directory: pending.directory,
+                device: pending.device,
+                configuration: pending.configuration,
+                reason: pending.reason
+            )
         }
         return try route({ try $0.status(itemCounts: itemCounts) }) { connection throws(KeychainError) -> StoreStatus in
             let response = try Self.request(connection, .status)
@@ -307,8 +336,11 @@ public final class KeychainStore: Sendable {
             case .daemon(let connection): return connection
             case .recoveryPending(let pending):
                 let engine = try KeychainEngine(
-                    directory: pending.directory, device: pending.device, configuration: pending.configuration,
-                    recovery: RecoveryInput(key: recoveryKey, passcode: passcode))
+                    directory: pending.directory,
+                    device: pending.device,
+                    configuration: pending.configuration,
+                    recovery: RecoveryInput(key: recoveryKey, passcode: passcode)
+                )
                 backend = .embedded(engine)
                 return nil
             case .embedded: throw KeychainError(KeychainStatus.param, "recovery is not required: the PCRs match")
@@ -319,7 +351,10 @@ public final class KeychainStore: Sendable {
         guard let connection else { return }
         try Self.expectOK(
             try Self.request(
-                connection, .recover(key: recoveryKey, passcode: passcode)))
+                connection,
+                .recover(key: recoveryKey, passcode: passcode)
+            )
+        )
     }
 
     /// A new recovery key (replacing any earlier one), returned once as text (16 groups of 4 hex digits). TPM
@@ -435,7 +470,8 @@ public final class KeychainStore: Sendable {
     /// Through the daemon the caller is ignored: the daemon decides who the caller is.
     /// `admit` (embedded stores: keyseald's quotas): ``GroupAdmission``, with the sealed item's exact size.
     package func add(_ item: NewItem, caller: Caller, admit: GroupAdmission? = nil) throws -> ItemRecord? {
-        try route({ try $0.add(item, caller: caller, admit: admit) }) { connection throws(KeychainError) -> ItemRecord? in
+        try route({ try $0.add(item, caller: caller, admit: admit) }) {
+            connection throws(KeychainError) -> ItemRecord? in
             let response = try Self.request(connection, .add(item))
             guard case .records(let records) = response else { throw Self.unexpected(response) }
             return records.first
@@ -450,7 +486,8 @@ public final class KeychainStore: Sendable {
     /// `resultLimit`: the most stored bytes (sealed attributes and values) a result may gather; beyond it the call
     /// fails with errSecDataTooLarge before any value is opened (the daemon's bound on one response).
     package func copyMatching(_ query: ItemQuery, caller: Caller, resultLimit: Int? = nil) throws -> [ItemRecord] {
-        try route({ try $0.copyMatching(query, caller: caller, resultLimit: resultLimit) }) { connection throws(KeychainError) -> [ItemRecord] in
+        try route({ try $0.copyMatching(query, caller: caller, resultLimit: resultLimit) }) {
+            connection throws(KeychainError) -> [ItemRecord] in
             let response = try Self.request(connection, .copyMatching(query))
             guard case .records(let records) = response else { throw Self.unexpected(response) }
             return records
@@ -460,7 +497,10 @@ public final class KeychainStore: Sendable {
     /// ``copyMatching(_:caller:resultLimit:)`` with bounded work (``KeychainEngine/copyMatching(_:caller:resultLimit:within:)``):
     /// nil when the rows the query selects are over `bound`, and for a store that is not embedded.
     package func copyMatching(
-        _ query: ItemQuery, caller: Caller, resultLimit: Int?, within bound: ScanBound
+        _ query: ItemQuery,
+        caller: Caller,
+        resultLimit: Int?,
+        within bound: ScanBound
     ) throws -> [ItemRecord]? {
         try route({ try $0.copyMatching(query, caller: caller, resultLimit: resultLimit, within: bound) }) { _ in nil }
     }
@@ -468,11 +508,16 @@ public final class KeychainStore: Sendable {
     /// An update for `caller`; with `admit` (embedded stores: keyseald's quotas), each access group the update would
     /// grow is admitted first (``GroupAdmission``).
     package func update(
-        _ query: ItemQuery, with changes: ItemChanges, caller: Caller, admit: GroupAdmission? = nil
+        _ query: ItemQuery,
+        with changes: ItemChanges,
+        caller: Caller,
+        admit: GroupAdmission? = nil
     ) throws {
-        try route({ try $0.update(query, changes: changes, caller: caller, admit: admit) }) { connection throws(KeychainError) in
+        try route({ try $0.update(query, changes: changes, caller: caller, admit: admit) }) {
+            connection throws(KeychainError) in
             try Self.expectOK(
-                try Self.request(connection, .update(query, changes)))
+                try Self.request(connection, .update(query, changes))
+            )
         }
     }
 
@@ -483,13 +528,19 @@ public final class KeychainStore: Sendable {
     /// `.overBound`, with nothing written, when its search steps through more than `bound`; always `.overBound` for a
     /// store that is not embedded.
     package func addReplacingAttributes(
-        _ item: NewItem, caller: Caller, within bound: ScanBound, admit: GroupAdmission? = nil
+        _ item: NewItem,
+        caller: Caller,
+        within bound: ScanBound,
+        admit: GroupAdmission? = nil
     ) throws -> ReplacingAdd {
-        try route({ try $0.addReplacingAttributes(item, caller: caller, scan: bound, admit: admit) }) { _ in .overBound }
+        try route({ try $0.addReplacingAttributes(item, caller: caller, scan: bound, admit: admit) }) { _ in .overBound
+        }
     }
 
-    package func addReplacingAttributes(_ item: NewItem, caller: Caller, admit: GroupAdmission? = nil) throws -> String? {
-        try route({ try $0.addReplacingAttributes(item, caller: caller, admit: admit) }) { connection throws(KeychainError) -> String? in
+    package func addReplacingAttributes(_ item: NewItem, caller: Caller, admit: GroupAdmission? = nil) throws -> String?
+    {
+        try route({ try $0.addReplacingAttributes(item, caller: caller, admit: admit) }) {
+            connection throws(KeychainError) -> String? in
             let response = try Self.request(connection, .addReplacingAttributes(item))
             guard case .records(let records) = response, records.count <= 1 else { throw Self.unexpected(response) }
             return try records.first.map(Wire.replacedAccount)
@@ -550,4 +601,3 @@ extension Caller {
         return Caller(accessGroups: nil, defaultGroup: identifier, isAdministrator: true)
     }
 }
-

@@ -92,7 +92,11 @@ extension KeychainEngine {
 
     private func prepareKey(_ persistentRef: Data, caller: Caller) throws -> PreparedKey {
         let query = ItemQuery(
-            itemClass: .key, synchronizable: .any, persistentRef: persistentRef, returns: [.data, .attributes])
+            itemClass: .key,
+            synchronizable: .any,
+            persistentRef: persistentRef,
+            returns: [.data, .attributes]
+        )
         guard var record = try findItems(query, caller: caller).first else { throw KeychainError.itemNotFound }
         guard record.string(AttributeKey.keyClass) == Self.keyClassPrivate else {
             throw KeychainError(KeychainStatus.param, "the key is not a private key")
@@ -107,14 +111,21 @@ extension KeychainEngine {
             let value = try HardwareKeyValue(decoding: data)
             handle = .hardware(
                 HardwareKeyHandle(
-                    provider: try hardwareProvider(), blob: value.blob,
+                    provider: try hardwareProvider(),
+                    blob: value.blob,
                     authorization: hardwareAuthorization(value.seed),
-                    publicKey: try PublicKeyMaterial(keyType: .p256, bytes: value.publicKey)))
+                    publicKey: try PublicKeyMaterial(keyType: .p256, bytes: value.publicKey)
+                )
+            )
         } else {
             let publicKey = try Self.publicKeyOf(
-                keyClass: Self.keyClassPrivate, typeCode: record.string(AttributeKey.type) ?? "", data: data)
+                keyClass: Self.keyClassPrivate,
+                typeCode: record.string(AttributeKey.type) ?? "",
+                data: data
+            )
             handle = .software(
-                try SoftwarePrivateKey(prepared: publicKey.keyType, material: SecretBytes(copying: data)))
+                try SoftwarePrivateKey(prepared: publicKey.keyType, material: SecretBytes(copying: data))
+            )
         }
         return PreparedKey(accessibility: accessibility, accessGroup: group, handle: handle)
     }

@@ -51,7 +51,11 @@ enum RecoveryEscrow {
 
     private static func boxKey(_ shared: SharedSecret, label: String, storeID: [UInt8]) throws -> SymmetricKey {
         shared.hkdfDerivedSymmetricKey(
-            using: SHA256.self, salt: [UInt8](), sharedInfo: aad(label, storeID), outputByteCount: 32)
+            using: SHA256.self,
+            salt: [UInt8](),
+            sharedInfo: aad(label, storeID),
+            outputByteCount: 32
+        )
     }
 
     private static func aad(_ label: String, _ storeID: [UInt8]) -> [UInt8] {
@@ -104,7 +108,9 @@ enum RecoveryKey {
         }
         guard valid, nibbles.count == byteCount * 2 else {
             throw KeychainError(
-                KeychainStatus.param, "a recovery key is 64 hexadecimal digits (in groups of 4, dashes optional)")
+                KeychainStatus.param,
+                "a recovery key is 64 hexadecimal digits (in groups of 4, dashes optional)"
+            )
         }
         return SecretBytes(count: byteCount) { out in
             for index in 0..<byteCount { out[index] = nibbles[2 * index] << 4 | nibbles[2 * index + 1] }

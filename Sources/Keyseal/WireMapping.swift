@@ -14,18 +14,30 @@ package enum WireMapping {
             throw KeychainError(KeychainStatus.param, "a transient key lives in the process that made it")
         }
         return WireKey(
-            reference: reference, keyType: key.publicKey.keyType.typeCode, bits: key.publicKey.keyType.bits,
-            publicKey: key.publicKey.bytes, isPrivate: key.isPrivate, inHardware: key.inHardware,
-            extractable: key.isExtractable, attributes: key.attributes,
-            subjectPublicKeyInfo: key.publicKey.subjectPublicKeyInfo)
+            reference: reference,
+            keyType: key.publicKey.keyType.typeCode,
+            bits: key.publicKey.keyType.bits,
+            publicKey: key.publicKey.bytes,
+            isPrivate: key.isPrivate,
+            inHardware: key.inHardware,
+            extractable: key.isExtractable,
+            attributes: key.attributes,
+            subjectPublicKeyInfo: key.publicKey.subjectPublicKeyInfo
+        )
     }
 
     package static func key(_ wire: WireKey) throws(KeychainError) -> KeyDescription {
         KeyDescription(
             reference: .item(wire.reference),
-            publicKey: try PublicKeyMaterial(keyType: KeyType(typeCode: wire.keyType, bits: wire.bits), bytes: wire.publicKey),
-            isPrivate: wire.isPrivate, inHardware: wire.inHardware, isExtractable: wire.extractable,
-            attributes: wire.attributes)
+            publicKey: try PublicKeyMaterial(
+                keyType: KeyType(typeCode: wire.keyType, bits: wire.bits),
+                bytes: wire.publicKey
+            ),
+            isPrivate: wire.isPrivate,
+            inHardware: wire.inHardware,
+            isExtractable: wire.extractable,
+            attributes: wire.attributes
+        )
     }
 
     /// A found certificate or identity (returned with its data, attributes and references) described for printing.
@@ -35,10 +47,17 @@ package enum WireMapping {
         }
         let fields = try CertificateFields(der: der)
         return WireCertificate(
-            reference: reference, keyReference: record.keyPersistentRef, der: der,
-            sha1: Data(Insecure.SHA1.hash(data: der)), sha256: Data(SHA256.hash(data: der)),
-            subjectSummary: fields.subjectSummary, commonNames: fields.commonNames,
-            emailAddresses: fields.emailAddresses, notBefore: fields.notBefore, notAfter: fields.notAfter,
-            attributes: record.attributes)
+            reference: reference,
+            keyReference: record.keyPersistentRef,
+            der: der,
+            sha1: Data(Insecure.SHA1.hash(data: der)),
+            sha256: Data(SHA256.hash(data: der)),
+            subjectSummary: fields.subjectSummary,
+            commonNames: fields.commonNames,
+            emailAddresses: fields.emailAddresses,
+            notBefore: fields.notBefore,
+            notAfter: fields.notAfter,
+            attributes: record.attributes
+        )
     }
 }

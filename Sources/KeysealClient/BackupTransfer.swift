@@ -1,3 +1,5 @@
+import Synchronization
+
 #if canImport(FoundationEssentials)
 import FoundationEssentials
 #else
@@ -10,7 +12,6 @@ import Musl
 #elseif canImport(Darwin)
 import Darwin
 #endif
-import Synchronization
 
 #if canImport(Glibc)
 private let systemRead = Glibc.read
@@ -62,7 +63,9 @@ extension KeysealConnection {
     static func write(_ fd: Int32, _ request: WireRequest) throws(KeychainError) {
         var frame = try request.encodedFrame()
         defer {
-            if request.carriesSecret { frame.withUnsafeMutableBytes { raw in for index in raw.indices { raw[index] = 0 } } }
+            if request.carriesSecret {
+                frame.withUnsafeMutableBytes { raw in for index in raw.indices { raw[index] = 0 } }
+            }
         }
         try writeAll(fd, frame)
     }
@@ -77,7 +80,8 @@ extension KeysealConnection {
     /// items written so far and the total. A wrong or locked class is errSecInteractionNotAllowed (−25308) unless
     /// `availableOnly`. When `sink` throws, the exchange stops and the error is rethrown.
     public func exportBackup(
-        passphrase: SecretBytes, availableOnly: Bool,
+        passphrase: SecretBytes,
+        availableOnly: Bool,
         sink: ([UInt8]) throws(KeychainError) -> Void,
         progress: (_ done: Int, _ total: Int) -> Void = { _, _ in }
     ) throws(KeychainError) -> ExportReport {
@@ -103,7 +107,8 @@ extension KeysealConnection {
     /// so far and the total. A wrong passphrase is errSecAuthFailed (−25293); a truncated, edited or unknown-
     /// version file is errSecDecode (−26275); in every failure the store is unchanged.
     public func importBackup(
-        passphrase: SecretBytes, replace: Bool,
+        passphrase: SecretBytes,
+        replace: Bool,
         source: (_ maxCount: Int) throws(KeychainError) -> [UInt8]?,
         progress: (_ done: Int, _ total: Int) -> Void = { _, _ in }
     ) throws(KeychainError) -> ImportReport {
@@ -147,11 +152,15 @@ public final class BackupFileWriter {
 
     /// Creates the temporary file. A destination that already exists is errSecParam (−50), before any work.
     public init(path: String) throws(KeychainError) {
-        guard !path.isEmpty else { throw KeychainError(status: KeychainStatus.param, message: "the backup path is empty") }
+        guard !path.isEmpty else {
+            throw KeychainError(status: KeychainStatus.param, message: "the backup path is empty")
+        }
         self.path = path
         if access(path, F_OK) == 0 {
             throw KeychainError(
-                status: KeychainStatus.param, message: "\(path) already exists; remove it or choose another name")
+                status: KeychainStatus.param,
+                message: "\(path) already exists; remove it or choose another name"
+            )
         }
         let directory: String
         let name: String
@@ -173,7 +182,8 @@ public final class BackupFileWriter {
         guard opened >= 0 else {
             throw KeychainError(
                 status: KeychainStatus.io,
-                message: "cannot create a file in \(directory): \(String(cString: strerror(errno)))")
+                message: "cannot create a file in \(directory): \(String(cString: strerror(errno)))"
+            )
         }
         _ = fchmod(opened, 0o600)
         temporaryPath = candidate
@@ -187,11 +197,14 @@ public final class BackupFileWriter {
         guard fd >= 0 else { throw KeychainError(status: KeychainStatus.io, message: "the backup file is closed") }
         var written = 0
         while written < bytes.count {
-            let result = bytes.withUnsafeBytes { raw in systemWrite(fd, raw.baseAddress! + written, raw.count - written) }
+            let result = bytes.withUnsafeBytes { raw in systemWrite(fd, raw.baseAddress! + written, raw.count - written)
+            }
             if result < 0 {
                 if errno == EINTR { continue }
                 throw KeychainError(
-                    status: KeychainStatus.io, message: "cannot write \(path): \(String(cString: strerror(errno)))")
+                    status: KeychainStatus.io,
+                    message: "cannot write \(path): \(String(cString: strerror(errno)))"
+                )
             }
             written += result
         }
@@ -218,7 +231,9 @@ public final class BackupFileWriter {
                 let reason = exists ? "it already exists" : String(cString: strerror(noLinks ? errno : code))
                 discard()
                 throw KeychainError(
-                    status: exists ? KeychainStatus.param : KeychainStatus.io, message: "cannot create \(path): \(reason)")
+                    status: exists ? KeychainStatus.param : KeychainStatus.io,
+                    message: "cannot create \(path): \(reason)"
+                )
             }
         }
         finished = true
@@ -248,7 +263,10 @@ public final class BackupFileReader {
         self.path = path
         fd = open(path, O_RDONLY | O_CLOEXEC)
         guard fd >= 0 else {
-            throw KeychainError(status: KeychainStatus.io, message: "cannot open \(path): \(String(cString: strerror(errno)))")
+            throw KeychainError(
+                status: KeychainStatus.io,
+                message: "cannot open \(path): \(String(cString: strerror(errno)))"
+            )
         }
         var info = stat()
         guard fstat(fd, &info) == 0, info.st_mode & S_IFMT == S_IFREG else {
@@ -268,7 +286,10 @@ public final class BackupFileReader {
             let count = buffer.withUnsafeMutableBytes { raw in systemRead(fd, raw.baseAddress!, raw.count) }
             if count < 0 {
                 if errno == EINTR { continue }
-                throw KeychainError(status: KeychainStatus.io, message: "cannot read \(path): \(String(cString: strerror(errno)))")
+                throw KeychainError(
+                    status: KeychainStatus.io,
+                    message: "cannot read \(path): \(String(cString: strerror(errno)))"
+                )
             }
             if count == 0 { return nil }
             buffer.removeLast(buffer.count - count)

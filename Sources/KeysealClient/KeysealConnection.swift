@@ -1,3 +1,5 @@
+import Synchronization
+
 #if canImport(FoundationEssentials)
 import FoundationEssentials
 #else
@@ -10,7 +12,6 @@ import Musl
 #elseif canImport(Darwin)
 import Darwin
 #endif
-import Synchronization
 
 #if canImport(Glibc)
 private let systemConnect = Glibc.connect
@@ -119,7 +120,8 @@ public final class KeysealConnection: Sendable {
     /// Subscribes to lock-state changes on a connection of its own and calls `handler` with the current state and
     /// then every change, until `handler` returns false or the daemon goes away (then it throws).
     public static func watchLockState(
-        socketPath: String, _ handler: (LockState) -> Bool
+        socketPath: String,
+        _ handler: (LockState) -> Bool
     ) throws(KeychainError) {
         let fd = try open(socketPath)
         defer { _ = close(fd) }
@@ -129,7 +131,8 @@ public final class KeysealConnection: Sendable {
             case .lockStateChanged(let state), .lockState(let state):
                 if !handler(state) { return }
             case .failure(let error): throw error
-            default: throw KeychainError(status: KeychainStatus.decode, message: "unexpected response to a subscription")
+            default:
+                throw KeychainError(status: KeychainStatus.decode, message: "unexpected response to a subscription")
             }
         }
     }
@@ -195,7 +198,9 @@ public final class KeysealConnection: Sendable {
         #if canImport(Darwin)
         var uid: uid_t = 0
         var gid: gid_t = 0
-        guard getpeereid(fd, &uid, &gid) == 0 else { throw unreachable(path, "cannot read the server's credentials: \(errnoText())") }
+        guard getpeereid(fd, &uid, &gid) == 0 else {
+            throw unreachable(path, "cannot read the server's credentials: \(errnoText())")
+        }
         #else
         // struct ucred { pid_t pid; uid_t uid; gid_t gid; } (glibc hides the type without _GNU_SOURCE).
         var credentials: (Int32, UInt32, UInt32) = (0, 0, 0)
@@ -209,7 +214,8 @@ public final class KeysealConnection: Sendable {
             throw unreachable(
                 path,
                 "the server runs as uid \(uid), not as root, keyseal or you (uid \(geteuid())); nothing was sent to it "
-                    + "(check KEYSEAL_SOCKET and XDG_RUNTIME_DIR, e.g. after su without -)")
+                    + "(check KEYSEAL_SOCKET and XDG_RUNTIME_DIR, e.g. after su without -)"
+            )
         }
     }
 
@@ -232,13 +238,17 @@ public final class KeysealConnection: Sendable {
             }
             if result < 0 {
                 if errno == EINTR { continue }
-                throw KeychainError(status: KeychainStatus.io, message: "keyseald connection lost: \(KeysealConnection.errnoText())")
+                throw KeychainError(
+                    status: KeychainStatus.io,
+                    message: "keyseald connection lost: \(KeysealConnection.errnoText())"
+                )
             }
             sent += result
         }
     }
 
-    static func readExactly(_ fd: Int32, into buffer: UnsafeMutableRawBufferPointer, path: String) throws(KeychainError) {
+    static func readExactly(_ fd: Int32, into buffer: UnsafeMutableRawBufferPointer, path: String) throws(KeychainError)
+    {
         var done = 0
         while done < buffer.count {
             done += try receive(fd, into: buffer.baseAddress! + done, count: buffer.count - done, path: path)
@@ -247,7 +257,12 @@ public final class KeysealConnection: Sendable {
 
     /// One `recv` of at most `count` bytes (retried when interrupted): how many arrived, at least one. A closed
     /// connection or a failure is errSecIO.
-    static func receive(_ fd: Int32, into pointer: UnsafeMutableRawPointer, count: Int, path: String)
+    static func receive(
+        _ fd: Int32,
+        into pointer: UnsafeMutableRawPointer,
+        count: Int,
+        path: String
+    )
         throws(KeychainError) -> Int
     {
         while true {

@@ -375,7 +375,9 @@ public func wireFrameLength(_ header: some Collection<UInt8>) throws(KeychainErr
     for byte in header.prefix(4) { length = length << 8 | Int(byte) }
     guard length <= Wire.maxFrame else {
         throw KeychainError(
-            status: KeychainStatus.dataTooLarge, message: "frame of \(length) bytes exceeds the limit of \(Wire.maxFrame)")
+            status: KeychainStatus.dataTooLarge,
+            message: "frame of \(length) bytes exceeds the limit of \(Wire.maxFrame)"
+        )
     }
     guard length >= 2 else { throw WireReader.malformed("frame too short") }
     return length
@@ -387,7 +389,8 @@ func checkVersion(_ reader: inout WireReader) throws(KeychainError) {
     guard version == Wire.version else {
         throw KeychainError(
             status: KeychainStatus.decode,
-            message: "unsupported protocol version \(version) (this side speaks \(Wire.version))")
+            message: "unsupported protocol version \(version) (this side speaks \(Wire.version))"
+        )
     }
 }
 
@@ -403,7 +406,8 @@ extension WireRequest {
         guard frame.count - 4 <= Wire.maxFrame else {
             throw KeychainError(
                 status: KeychainStatus.dataTooLarge,
-                message: "the request is \(frame.count - 4) bytes; the frame limit is \(Wire.maxFrame)")
+                message: "the request is \(frame.count - 4) bytes; the frame limit is \(Wire.maxFrame)"
+            )
         }
         return frame
     }
@@ -411,7 +415,9 @@ extension WireRequest {
     static func checkValue(_ data: Data?) throws(KeychainError) {
         guard let data, data.count > Wire.valueLimit else { return }
         throw KeychainError(
-            status: KeychainStatus.dataTooLarge, message: "the secret is \(data.count) bytes; the limit is \(Wire.valueLimit)")
+            status: KeychainStatus.dataTooLarge,
+            message: "the secret is \(data.count) bytes; the limit is \(Wire.valueLimit)"
+        )
     }
 
     func encode(into writer: inout WireWriter) throws(KeychainError) {
@@ -478,7 +484,8 @@ extension WireRequest {
             guard bytes.count <= Wire.backupChunk else {
                 throw KeychainError(
                     status: KeychainStatus.dataTooLarge,
-                    message: "a backup chunk is \(bytes.count) bytes; the limit is \(Wire.backupChunk)")
+                    message: "a backup chunk is \(bytes.count) bytes; the limit is \(Wire.backupChunk)"
+                )
             }
             writer.u8(Opcode.importChunk.rawValue)
             writer.blob(bytes)
@@ -534,7 +541,9 @@ extension WireRequest {
         case .onBehalf(let pid, let request):
             guard request.mayBeSentOnBehalf else {
                 throw KeychainError(
-                    status: KeychainStatus.param, message: "\(request.name) cannot be sent on behalf of another process")
+                    status: KeychainStatus.param,
+                    message: "\(request.name) cannot be sent on behalf of another process"
+                )
             }
             writer.u8(Opcode.onBehalf.rawValue)
             writer.u32(UInt32(bitPattern: pid))
@@ -572,7 +581,10 @@ extension WireRequest {
             request = .changePasscode(old: old, new: try reader.secret())
         case .removePasscode: request = .removePasscode(try reader.secret())
         case .getSettings: request = .getSettings
-        case .setSettings: request = .setSettings(WireSettings(autoLockSeconds: try reader.optional { r throws(KeychainError) in try r.int() }))
+        case .setSettings:
+            request = .setSettings(
+                WireSettings(autoLockSeconds: try reader.optional { r throws(KeychainError) in try r.int() })
+            )
         case .subscribeLockState: request = .subscribeLockState
         case .add, .addReplacingAttributes:
             let itemClass = try reader.itemClass()
@@ -584,8 +596,15 @@ extension WireRequest {
             let data = try reader.data()
             let returns = try reader.u8()
             let item = NewItem(
-                itemClass: itemClass, attributes: attributes, accessGroup: group, accessibility: accessibility,
-                accessControlFlags: flags, synchronizable: sync, data: data, returns: ReturnOptions(rawValue: returns))
+                itemClass: itemClass,
+                attributes: attributes,
+                accessGroup: group,
+                accessibility: accessibility,
+                accessControlFlags: flags,
+                synchronizable: sync,
+                data: data,
+                returns: ReturnOptions(rawValue: returns)
+            )
             request = opcode == .add ? .add(item) : .addReplacingAttributes(item)
         case .copyMatching: request = .copyMatching(try reader.query())
         case .update:
@@ -599,8 +618,14 @@ extension WireRequest {
             request = .update(
                 query,
                 ItemChanges(
-                    attributes: attributes, accessGroup: group, accessibility: accessibility, accessControlFlags: flags,
-                    synchronizable: sync, data: data))
+                    attributes: attributes,
+                    accessGroup: group,
+                    accessibility: accessibility,
+                    accessControlFlags: flags,
+                    synchronizable: sync,
+                    data: data
+                )
+            )
         case .delete: request = .delete(try reader.query())
         case .exportBackup:
             let passphrase = try reader.secret()
@@ -624,9 +649,17 @@ extension WireRequest {
             // Through keyseald every generated key is stored.
             request = .generateKey(
                 KeyGenerationRequest(
-                    keyType: keyType, inHardware: inHardware, isPermanent: true, attributes: attributes,
-                    accessGroup: group, accessibility: accessibility, accessControlFlags: flags,
-                    synchronizable: synchronizable, isExtractable: try reader.bool()))
+                    keyType: keyType,
+                    inHardware: inHardware,
+                    isPermanent: true,
+                    attributes: attributes,
+                    accessGroup: group,
+                    accessibility: accessibility,
+                    accessControlFlags: flags,
+                    synchronizable: synchronizable,
+                    isExtractable: try reader.bool()
+                )
+            )
         case .keyOperation:
             let reference = try reader.data()
             guard let kind = WireKeyOperation.Kind(rawValue: try reader.u8()) else {
@@ -637,8 +670,14 @@ extension WireRequest {
             let size = try reader.optional { r throws(KeychainError) in try r.int() }
             request = .keyOperation(
                 WireKeyOperation(
-                    reference: reference, kind: kind, algorithm: algorithm, data: data, requestedSize: size,
-                    sharedInfo: try reader.optional { r throws(KeychainError) in try r.data() }))
+                    reference: reference,
+                    kind: kind,
+                    algorithm: algorithm,
+                    data: data,
+                    requestedSize: size,
+                    sharedInfo: try reader.optional { r throws(KeychainError) in try r.data() }
+                )
+            )
         case .certificates: request = .certificates(try reader.query())
         case .createCSR:
             let reference = try reader.data()
@@ -775,7 +814,9 @@ extension WireReader {
             guard let accessibility = Accessibility(rawValue: try shortString()) else {
                 throw Self.malformed("unknown accessibility in a count")
             }
-            guard counts.updateValue(try int(), forKey: accessibility) == nil else { throw Self.malformed("duplicate count") }
+            guard counts.updateValue(try int(), forKey: accessibility) == nil else {
+                throw Self.malformed("duplicate count")
+            }
         }
         return counts
     }
@@ -796,8 +837,14 @@ extension WireReader {
             }
             items.append(
                 UndecryptableItem(
-                    id: id, itemClass: itemClass, accessibility: accessibility, accessGroup: group, reason: reason,
-                    detail: try string()))
+                    id: id,
+                    itemClass: itemClass,
+                    accessibility: accessibility,
+                    accessGroup: group,
+                    reason: reason,
+                    detail: try string()
+                )
+            )
         }
         return items
     }
@@ -837,8 +884,15 @@ extension WireReader {
             }
             items.append(
                 ImportReport.SkippedItem(
-                    itemClass: itemClass, accessibility: accessibility, accessGroup: group, service: service,
-                    account: account, reason: reason, detail: try string()))
+                    itemClass: itemClass,
+                    accessibility: accessibility,
+                    accessGroup: group,
+                    service: service,
+                    account: account,
+                    reason: reason,
+                    detail: try string()
+                )
+            )
         }
         return items
     }
@@ -869,9 +923,16 @@ extension WireReader {
         let limitGiven = try bool()
         let returns = try u8()
         return ItemQuery(
-            itemClass: itemClass, attributes: attributes, accessGroup: group, accessibility: accessibility,
-            synchronizable: sync, persistentRef: persistentRef, limit: limit, limitGiven: limitGiven,
-            returns: ReturnOptions(rawValue: returns))
+            itemClass: itemClass,
+            attributes: attributes,
+            accessGroup: group,
+            accessibility: accessibility,
+            synchronizable: sync,
+            persistentRef: persistentRef,
+            limit: limit,
+            limitGiven: limitGiven,
+            returns: ReturnOptions(rawValue: returns)
+        )
     }
 
     mutating func record() throws(KeychainError) -> ItemRecord {
@@ -880,8 +941,12 @@ extension WireReader {
         let data = try optional { r throws(KeychainError) in try r.data() }
         let persistentRef = try optional { r throws(KeychainError) in try r.data() }
         return ItemRecord(
-            itemClass: itemClass, attributes: attributes, data: data, persistentRef: persistentRef,
-            keyPersistentRef: try optional { r throws(KeychainError) in try r.data() })
+            itemClass: itemClass,
+            attributes: attributes,
+            data: data,
+            persistentRef: persistentRef,
+            keyPersistentRef: try optional { r throws(KeychainError) in try r.data() }
+        )
     }
 }
 
@@ -901,7 +966,8 @@ extension WireResponse {
         guard case .records(let records) = self else { return 256 }
         var bound = 16
         for record in records {
-            bound += 24 + record.itemClass.rawValue.utf8.count + (record.data?.count ?? 0)
+            bound +=
+                24 + record.itemClass.rawValue.utf8.count + (record.data?.count ?? 0)
                 + (record.persistentRef?.count ?? 0) + (record.keyPersistentRef?.count ?? 0)
             for (key, value) in record.attributes {
                 bound += 16 + key.utf8.count
@@ -1015,7 +1081,8 @@ extension WireResponse {
     /// Reads one response payload with `readPayload` (which reads one frame's payload), joining the pieces of a
     /// response sent in parts. Every buffer that held response bytes is zeroed before it is released.
     public static func readResponse(
-        limit: Int = Wire.maxResponse, _ readPayload: () throws(KeychainError) -> [UInt8]
+        limit: Int = Wire.maxResponse,
+        _ readPayload: () throws(KeychainError) -> [UInt8]
     ) throws(KeychainError) -> WireResponse {
         var payload = try readPayload()
         defer { zeroize(&payload) }
@@ -1202,7 +1269,9 @@ extension WireResponse {
             let message = try reader.string()
             let retry = try reader.optional { r throws(KeychainError) in try r.int() }
             let tries = try reader.optional { r throws(KeychainError) in try r.int() }
-            response = .failure(KeychainError(status: status, message: message, retryAfterSeconds: retry, triesLeft: tries))
+            response = .failure(
+                KeychainError(status: status, message: message, retryAfterSeconds: retry, triesLeft: tries)
+            )
         case .records:
             let count = Int(try reader.u32())
             // A record takes at least 6 bytes: a count the frame cannot hold is rejected before allocating.
@@ -1241,8 +1310,11 @@ extension WireResponse {
                 // The sender's summary: this side words it from the same counts.
                 _ = try r.string()
                 return LedgerStatus(
-                    refusedBuckets: buckets, missingEntries: missing, unexpectedEntries: unexpected,
-                    recordProblem: problem)
+                    refusedBuckets: buckets,
+                    missingEntries: missing,
+                    unexpectedEntries: unexpected,
+                    recordProblem: problem
+                )
             }
             let boot = try reader.optional { r throws(KeychainError) -> BootStatus in
                 var pcrs: [Int] = []
@@ -1254,22 +1326,44 @@ extension WireResponse {
                 let index = try r.optional { r throws(KeychainError) in try r.u32() }
                 let value = try r.optional { r throws(KeychainError) in try r.u64() }
                 return BootStatus(
-                    pcrs: pcrs, pcrsMatch: match, recoveryRequired: recoveryRequired, recoveryKeySet: recoveryKeySet,
-                    rolledBack: rolledBack, counterIndex: index, counterValue: value, detail: try r.string())
+                    pcrs: pcrs,
+                    pcrsMatch: match,
+                    recoveryRequired: recoveryRequired,
+                    recoveryKeySet: recoveryKeySet,
+                    rolledBack: rolledBack,
+                    counterIndex: index,
+                    counterValue: value,
+                    detail: try r.string()
+                )
             }
             response = .status(
                 StoreStatus(
-                    lockState: state, passcodeSet: passcodeSet,
+                    lockState: state,
+                    passcodeSet: passcodeSet,
                     device: DeviceKeyStatus(
-                        backend: backend, hardwareBacked: hardwareBacked, guessingHardwareLimited: limited,
-                        detail: detail, hardwareTriesLeft: hardwareTries, lockoutRetrySeconds: lockoutRetry),
-                    failedAttempts: failed, triesLeft: tries, nextTryAt: next.map { Date(timeIntervalSince1970: $0) },
-                    autoLockSeconds: autoLock, itemCounts: counts, ledger: ledger ?? LedgerStatus(), boot: boot))
+                        backend: backend,
+                        hardwareBacked: hardwareBacked,
+                        guessingHardwareLimited: limited,
+                        detail: detail,
+                        hardwareTriesLeft: hardwareTries,
+                        lockoutRetrySeconds: lockoutRetry
+                    ),
+                    failedAttempts: failed,
+                    triesLeft: tries,
+                    nextTryAt: next.map { Date(timeIntervalSince1970: $0) },
+                    autoLockSeconds: autoLock,
+                    itemCounts: counts,
+                    ledger: ledger ?? LedgerStatus(),
+                    boot: boot
+                )
+            )
         case .secret: response = .secret(try reader.secret())
         case .lockState: response = .lockState(try reader.lockState())
         case .message: response = .message(try reader.optional { r throws(KeychainError) in try r.string() })
         case .settings:
-            response = .settings(WireSettings(autoLockSeconds: try reader.optional { r throws(KeychainError) in try r.int() }))
+            response = .settings(
+                WireSettings(autoLockSeconds: try reader.optional { r throws(KeychainError) in try r.int() })
+            )
         case .lockStateChanged: response = .lockStateChanged(try reader.lockState())
         case .backupChunk:
             let bytes = Array(try reader.blob())
@@ -1282,9 +1376,14 @@ extension WireResponse {
             let seconds = try reader.double()
             response = .exportReport(
                 ExportReport(
-                    exported: exported, skippedPasscodeOnly: passcodeOnly, skippedUnavailable: unavailable,
-                    keyDerivationSeconds: seconds, undecryptable: try reader.undecryptable(),
-                    skippedKeys: try reader.skippedKeys()))
+                    exported: exported,
+                    skippedPasscodeOnly: passcodeOnly,
+                    skippedUnavailable: unavailable,
+                    keyDerivationSeconds: seconds,
+                    undecryptable: try reader.undecryptable(),
+                    skippedKeys: try reader.skippedKeys()
+                )
+            )
         case .importProgress:
             let done = try reader.int()
             response = .importProgress(done: done, total: try reader.int())
@@ -1296,8 +1395,13 @@ extension WireResponse {
             let skipped = try reader.skipped()
             response = .importReport(
                 ImportReport(
-                    total: total, restored: restored, replaced: replaced, skipped: skipped,
-                    keyDerivationSeconds: try reader.double()))
+                    total: total,
+                    restored: restored,
+                    replaced: replaced,
+                    skipped: skipped,
+                    keyDerivationSeconds: try reader.double()
+                )
+            )
         case .undecryptable: response = .undecryptable(try reader.undecryptable())
         case .key:
             let reference = try reader.data()
@@ -1309,14 +1413,24 @@ extension WireResponse {
             let extractable = try reader.bool()
             response = .key(
                 WireKey(
-                    reference: reference, keyType: keyType, bits: bits, publicKey: publicKey, isPrivate: isPrivate,
-                    inHardware: inHardware, extractable: extractable, attributes: try reader.attributes(),
-                    subjectPublicKeyInfo: try reader.data()))
+                    reference: reference,
+                    keyType: keyType,
+                    bits: bits,
+                    publicKey: publicKey,
+                    isPrivate: isPrivate,
+                    inHardware: inHardware,
+                    extractable: extractable,
+                    attributes: try reader.attributes(),
+                    subjectPublicKeyInfo: try reader.data()
+                )
+            )
         case .keyResult: response = .keyResult(try reader.data())
         case .certificates:
             let count = Int(try reader.u32())
             // A certificate takes well over 16 bytes: a count the payload cannot hold is refused before allocating.
-            guard count <= reader.remaining / 16 else { throw WireReader.malformed("certificate count over the payload") }
+            guard count <= reader.remaining / 16 else {
+                throw WireReader.malformed("certificate count over the payload")
+            }
             var certificates: [WireCertificate] = []
             certificates.reserveCapacity(count)
             for _ in 0..<count {
@@ -1332,9 +1446,19 @@ extension WireResponse {
                 let notAfter = try reader.double()
                 certificates.append(
                     WireCertificate(
-                        reference: reference, keyReference: keyReference, der: der, sha1: sha1, sha256: sha256,
-                        subjectSummary: summary, commonNames: commonNames, emailAddresses: emailAddresses,
-                        notBefore: notBefore, notAfter: notAfter, attributes: try reader.attributes()))
+                        reference: reference,
+                        keyReference: keyReference,
+                        der: der,
+                        sha1: sha1,
+                        sha256: sha256,
+                        subjectSummary: summary,
+                        commonNames: commonNames,
+                        emailAddresses: emailAddresses,
+                        notBefore: notBefore,
+                        notAfter: notAfter,
+                        attributes: try reader.attributes()
+                    )
+                )
             }
             response = .certificates(certificates)
         }

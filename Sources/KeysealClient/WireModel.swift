@@ -64,7 +64,11 @@ public struct WireKeyOperation: Sendable, Hashable {
     public var sharedInfo: Data?
 
     public init(
-        reference: Data, kind: Kind, algorithm: String = "", data: Data = Data(), requestedSize: Int? = nil,
+        reference: Data,
+        kind: Kind,
+        algorithm: String = "",
+        data: Data = Data(),
+        requestedSize: Int? = nil,
         sharedInfo: Data? = nil
     ) {
         self.reference = reference
@@ -90,8 +94,15 @@ public struct WireKey: Sendable, Hashable {
     public var subjectPublicKeyInfo: Data
 
     public init(
-        reference: Data, keyType: String, bits: Int, publicKey: Data, isPrivate: Bool, inHardware: Bool,
-        extractable: Bool, attributes: [String: AttributeValue], subjectPublicKeyInfo: Data = Data()
+        reference: Data,
+        keyType: String,
+        bits: Int,
+        publicKey: Data,
+        isPrivate: Bool,
+        inHardware: Bool,
+        extractable: Bool,
+        attributes: [String: AttributeValue],
+        subjectPublicKeyInfo: Data = Data()
     ) {
         self.subjectPublicKeyInfo = subjectPublicKeyInfo
         self.reference = reference
@@ -124,8 +135,16 @@ public struct WireCertificate: Sendable, Hashable {
     public var attributes: [String: AttributeValue]
 
     public init(
-        reference: Data, keyReference: Data? = nil, der: Data, sha1: Data, sha256: Data, subjectSummary: String?,
-        commonNames: [String], emailAddresses: [String], notBefore: Double, notAfter: Double,
+        reference: Data,
+        keyReference: Data? = nil,
+        der: Data,
+        sha1: Data,
+        sha256: Data,
+        subjectSummary: String?,
+        commonNames: [String],
+        emailAddresses: [String],
+        notBefore: Double,
+        notAfter: Double,
         attributes: [String: AttributeValue]
     ) {
         self.reference = reference

@@ -26,13 +26,18 @@ public final class ClassKey: @unchecked Sendable {
 
     /// Opens a wrapped item key into `itemKey` (32 bytes); `errSecDecode`, with `itemKey` zeroed, if it fails.
     func unwrapItemKey(
-        _ wrapped: UnsafeRawBufferPointer, aad: UnsafeRawBufferPointer, into itemKey: UnsafeMutableRawBufferPointer
+        _ wrapped: UnsafeRawBufferPointer,
+        aad: UnsafeRawBufferPointer,
+        into itemKey: UnsafeMutableRawBufferPointer
     ) throws(KeychainError) {
         try unwrapContext.open(wrapped, aad: aad, exactlyInto: itemKey)
     }
 
     /// Calls `body` with MK(c, i) (see ``metadataKey(itemID:)``), zeroed afterwards.
-    func withMetadataKey<R>(itemID: [UInt8], _ body: (UnsafeRawBufferPointer) throws(KeychainError) -> R)
+    func withMetadataKey<R>(
+        itemID: [UInt8],
+        _ body: (UnsafeRawBufferPointer) throws(KeychainError) -> R
+    )
         throws(KeychainError) -> R
     {
         // Derived into a stack buffer, cleared on return: the key never reaches the heap.
@@ -74,11 +79,19 @@ public final class ClassKey: @unchecked Sendable {
     }
 
     /// Unwraps; a wrong key-encryption key (a wrong passcode) is `errSecDecode`, which callers map.
-    public static func unwrap(_ blob: Data, by kek: SecretBytes, accessibility: Accessibility, storeID: [UInt8])
+    public static func unwrap(
+        _ blob: Data,
+        by kek: SecretBytes,
+        accessibility: Accessibility,
+        storeID: [UInt8]
+    )
         throws(KeychainError) -> ClassKey
     {
         let secret = try AEAD.openSecret(
-            blob, key: SymmetricKey(data: kek), aad: wrapAAD(accessibility, storeID: storeID))
+            blob,
+            key: SymmetricKey(data: kek),
+            aad: wrapAAD(accessibility, storeID: storeID)
+        )
         return ClassKey(accessibility: accessibility, secret: secret)
     }
 }

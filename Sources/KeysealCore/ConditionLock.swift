@@ -44,11 +44,16 @@ private final class ThreadStart: Sendable {
 package func startThread(_ body: @escaping @Sendable () -> Void) {
     let box = Unmanaged.passRetained(ThreadStart(body: body)).toOpaque()
     var thread = pthread_t()
-    let created = pthread_create(&thread, nil, { raw in
-        let box = Unmanaged<ThreadStart>.fromOpaque(raw!).takeRetainedValue()
-        box.body()
-        return nil
-    }, box)
+    let created = pthread_create(
+        &thread,
+        nil,
+        { raw in
+            let box = Unmanaged<ThreadStart>.fromOpaque(raw!).takeRetainedValue()
+            box.body()
+            return nil
+        },
+        box
+    )
     precondition(created == 0, "cannot start a thread: \(created)")
     pthread_detach(thread)
 }

@@ -33,7 +33,8 @@ package final class GCMContext: @unchecked Sendable {
     /// A context keyed with the 32 bytes of `key`.
     package init(key: UnsafeRawBufferPointer) {
         precondition(key.count == 32, "AES-256 keys are 32 bytes")
-        guard let context = keyseal_gcm_context(Self.cipher, key.baseAddress!.assumingMemoryBound(to: UInt8.self)) else {
+        guard let context = keyseal_gcm_context(Self.cipher, key.baseAddress!.assumingMemoryBound(to: UInt8.self))
+        else {
             fatalError("libcrypto could not key an AES-256-GCM context (out of memory)")
         }
         self.context = context
@@ -54,7 +55,11 @@ package final class GCMContext: @unchecked Sendable {
 
     /// The plaintext of `combined` into `out`, which must be exactly its size; `errSecDecode` (with `out` zeroed)
     /// unless it is authentic under `aad`.
-    func open(_ combined: UnsafeRawBufferPointer, aad: UnsafeRawBufferPointer, exactlyInto out: UnsafeMutableRawBufferPointer)
+    func open(
+        _ combined: UnsafeRawBufferPointer,
+        aad: UnsafeRawBufferPointer,
+        exactlyInto out: UnsafeMutableRawBufferPointer
+    )
         throws(KeychainError)
     {
         guard try Self.plaintextLength(combined) == out.count, open(combined, aad: aad, into: out) else {
@@ -64,7 +69,11 @@ package final class GCMContext: @unchecked Sendable {
     }
 
     /// One open with a context keyed for it alone (a per-item key), freed before returning.
-    package static func open(_ combined: Data, key: UnsafeRawBufferPointer, aad: UnsafeRawBufferPointer)
+    package static func open(
+        _ combined: Data,
+        key: UnsafeRawBufferPointer,
+        aad: UnsafeRawBufferPointer
+    )
         throws(KeychainError)
         -> Data
     {
@@ -72,7 +81,11 @@ package final class GCMContext: @unchecked Sendable {
     }
 
     /// ``open(_:key:aad:)`` of a box read in place.
-    package static func open(_ combined: UnsafeRawBufferPointer, key: UnsafeRawBufferPointer, aad: UnsafeRawBufferPointer)
+    package static func open(
+        _ combined: UnsafeRawBufferPointer,
+        key: UnsafeRawBufferPointer,
+        aad: UnsafeRawBufferPointer
+    )
         throws(KeychainError)
         -> Data
     {
@@ -82,15 +95,27 @@ package final class GCMContext: @unchecked Sendable {
         let authentic = plain.withUnsafeMutableBytes { out in
             withPointers(combined, aad: aad, out: out) { nonce, associated, ciphertext, length, tag, output in
                 keyseal_gcm_open_once(
-                    cipher, key.baseAddress!.assumingMemoryBound(to: UInt8.self), nonce, associated, aad.count,
-                    ciphertext, length, tag, output) == 1
+                    cipher,
+                    key.baseAddress!.assumingMemoryBound(to: UInt8.self),
+                    nonce,
+                    associated,
+                    aad.count,
+                    ciphertext,
+                    length,
+                    tag,
+                    output
+                ) == 1
             }
         }
         guard authentic else { throw failure }
         return plain
     }
 
-    private func open(_ combined: UnsafeRawBufferPointer, aad: UnsafeRawBufferPointer, into out: UnsafeMutableRawBufferPointer)
+    private func open(
+        _ combined: UnsafeRawBufferPointer,
+        aad: UnsafeRawBufferPointer,
+        into out: UnsafeMutableRawBufferPointer
+    )
         -> Bool
     {
         Self.withPointers(combined, aad: aad, out: out) { nonce, associated, ciphertext, length, tag, output in
@@ -104,9 +129,12 @@ package final class GCMContext: @unchecked Sendable {
     /// least a nonce and a tag long. libcrypto wants pointers even for empty inputs; nothing is read or written
     /// through the placeholder then.
     private static func withPointers(
-        _ box: UnsafeRawBufferPointer, aad: UnsafeRawBufferPointer, out: UnsafeMutableRawBufferPointer,
+        _ box: UnsafeRawBufferPointer,
+        aad: UnsafeRawBufferPointer,
+        out: UnsafeMutableRawBufferPointer,
         _ body: (
-            _ nonce: UnsafePointer<UInt8>, _ aad: UnsafePointer<UInt8>, _ ciphertext: UnsafePointer<UInt8>, _ length: Int,
+            _ nonce: UnsafePointer<UInt8>, _ aad: UnsafePointer<UInt8>, _ ciphertext: UnsafePointer<UInt8>,
+            _ length: Int,
             _ tag: UnsafePointer<UInt8>, _ out: UnsafeMutablePointer<UInt8>
         ) -> Bool
     ) -> Bool {
@@ -115,9 +143,13 @@ package final class GCMContext: @unchecked Sendable {
         let length = box.count - nonceSize - tagSize
         return withUnsafeMutablePointer(to: &empty) { placeholder in
             body(
-                base, aad.baseAddress?.assumingMemoryBound(to: UInt8.self) ?? UnsafePointer(placeholder),
-                base + nonceSize, length, base + nonceSize + length,
-                out.baseAddress?.assumingMemoryBound(to: UInt8.self) ?? placeholder)
+                base,
+                aad.baseAddress?.assumingMemoryBound(to: UInt8.self) ?? UnsafePointer(placeholder),
+                base + nonceSize,
+                length,
+                base + nonceSize + length,
+                out.baseAddress?.assumingMemoryBound(to: UInt8.self) ?? placeholder
+            )
         }
     }
 

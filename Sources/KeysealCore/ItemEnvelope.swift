@@ -78,7 +78,10 @@ public struct IndexKey: @unchecked Sendable {
 
     /// The digest of the whole primary-key tuple: every primary-key attribute (defaults filled) and `sync`.
     public func primaryKeyDigest(
-        group: String, itemClass: ItemClass, attributes: [String: AttributeValue], synchronizable: Bool
+        group: String,
+        itemClass: ItemClass,
+        attributes: [String: AttributeValue],
+        synchronizable: Bool
     ) -> Data {
         var buffer = Self.prefix(group: group, itemClass: itemClass)
         for key in AttributeKey.primaryKey(for: itemClass) {
@@ -107,8 +110,14 @@ public struct ItemHeader: Sendable, Equatable {
     public var generation: Int64
 
     public init(
-        storeID: [UInt8], itemID: [UInt8], itemClass: String, accessGroup: String, accessibility: String,
-        primaryKeyDigest: Data, digests: [Data?], generation: Int64
+        storeID: [UInt8],
+        itemID: [UInt8],
+        itemClass: String,
+        accessGroup: String,
+        accessibility: String,
+        primaryKeyDigest: Data,
+        digests: [Data?],
+        generation: Int64
     ) {
         self.storeID = storeID
         self.itemID = itemID
@@ -143,13 +152,18 @@ public struct ItemHeader: Sendable, Equatable {
                     accessGroup.withUTF8 { accessGroup in
                         accessibility.withUTF8 { accessibility in
                             joined.withUnsafeBytes { joined in
-                                let pointers = ranges.map { range in range.map { UnsafeRawBufferPointer(rebasing: joined[$0]) } }
+                                let pointers = ranges.map { range in
+                                    range.map { UnsafeRawBufferPointer(rebasing: joined[$0]) }
+                                }
                                 return pointers.withUnsafeBufferPointer { digests in
                                     HeaderColumns(
-                                        itemID: itemID, itemClass: UnsafeRawBufferPointer(itemClass),
+                                        itemID: itemID,
+                                        itemClass: UnsafeRawBufferPointer(itemClass),
                                         accessGroup: UnsafeRawBufferPointer(accessGroup),
                                         accessibility: UnsafeRawBufferPointer(accessibility),
-                                        primaryKeyDigest: primaryKeyDigest, digests: digests, generation: generation
+                                        primaryKeyDigest: primaryKeyDigest,
+                                        digests: digests,
+                                        generation: generation
                                     ).encoded(storeID: storeID)
                                 }
                             }
@@ -175,9 +189,13 @@ package struct HeaderColumns {
     package var generation: Int64
 
     package init(
-        itemID: UnsafeRawBufferPointer, itemClass: UnsafeRawBufferPointer, accessGroup: UnsafeRawBufferPointer,
-        accessibility: UnsafeRawBufferPointer, primaryKeyDigest: UnsafeRawBufferPointer,
-        digests: UnsafeBufferPointer<UnsafeRawBufferPointer?>, generation: Int64
+        itemID: UnsafeRawBufferPointer,
+        itemClass: UnsafeRawBufferPointer,
+        accessGroup: UnsafeRawBufferPointer,
+        accessibility: UnsafeRawBufferPointer,
+        primaryKeyDigest: UnsafeRawBufferPointer,
+        digests: UnsafeBufferPointer<UnsafeRawBufferPointer?>,
+        generation: Int64
     ) {
         self.itemID = itemID
         self.itemClass = itemClass
@@ -206,7 +224,11 @@ package struct HeaderColumns {
         writer.field(5, accessibility)
         writer.field(6, primaryKeyDigest)
         for digest in digests {
-            if let digest { writer.field(7, digest) } else { writer.field(8, UnsafeRawBufferPointer(start: nil, count: 0)) }
+            if let digest {
+                writer.field(7, digest)
+            } else {
+                writer.field(8, UnsafeRawBufferPointer(start: nil, count: 0))
+            }
         }
         withUnsafeBytes(of: generation.bigEndian) { writer.field(9, $0) }
     }
@@ -239,8 +261,10 @@ struct FieldWriter {
     }
 
     mutating func field(_ tag: UInt8, _ bytes: UnsafeRawBufferPointer) {
-        precondition(bytes.count <= Int(UInt32.max) && base.count - offset >= Self.overhead + bytes.count,
-            "field buffer too small")
+        precondition(
+            bytes.count <= Int(UInt32.max) && base.count - offset >= Self.overhead + bytes.count,
+            "field buffer too small"
+        )
         let length = UInt32(bytes.count)
         base[offset] = tag
         base[offset + 1] = UInt8(truncatingIfNeeded: length >> 24)
@@ -284,19 +308,32 @@ public enum ItemEnvelope {
     /// associated data is the whole "keyseal/ik" ‖ header ‖ SHA-256(attributes ciphertext), which no unpadded value
     /// (format 1: `nonce ‖ ciphertext ‖ tag` under header ‖ SHA-256(…)) ever had.
     public static func seal(
-        attributes: [UInt8], secret: Data, aad: [UInt8], itemID: [UInt8], classKey: ClassKey, random: RandomPool? = nil
+        attributes: [UInt8],
+        secret: Data,
+        aad: [UInt8],
+        itemID: [UInt8],
+        classKey: ClassKey,
+        random: RandomPool? = nil
     ) throws(KeychainError) -> SealedItem {
         let attributesBox = try AEAD.seal(
-            Padding.paddedAttributes(attributes), key: classKey.metadataKey(itemID: itemID), aad: aad,
-            nonce: random?.nonce())
+            Padding.paddedAttributes(attributes),
+            key: classKey.metadataKey(itemID: itemID),
+            aad: aad,
+            nonce: random?.nonce()
+        )
         let itemKey = random?.symmetricKey() ?? SymmetricKey(size: .bits256)
         let associated = attributesBox.withUnsafeBytes { AssociatedData(header: aad, attributesBox: $0) }
         let wrappedKey: Data
         do {
             let nonce = random?.nonce()
             wrappedKey = try itemKey.withUnsafeBytes { bytes in
-                try AES.GCM.seal(bytes, using: classKey.symmetricKey, nonce: nonce, authenticating: associated.wrappedKey)
-                    .combined!
+                try AES.GCM.seal(
+                    bytes,
+                    using: classKey.symmetricKey,
+                    nonce: nonce,
+                    authenticating: associated.wrappedKey
+                )
+                .combined!
             }
         } catch {
             throw KeychainError(KeychainStatus.internalComponent, "encryption failed")
@@ -309,7 +346,12 @@ public enum ItemEnvelope {
     }
 
     /// The decrypted attribute encoding; `errSecDecode` if anything was altered.
-    public static func openAttributes(_ sealed: SealedItem, aad: [UInt8], itemID: [UInt8], classKey: ClassKey)
+    public static func openAttributes(
+        _ sealed: SealedItem,
+        aad: [UInt8],
+        itemID: [UInt8],
+        classKey: ClassKey
+    )
         throws(KeychainError) -> Data
     {
         let plain = try classKey.withMetadataKey(itemID: itemID) { key throws(KeychainError) in
@@ -333,16 +375,25 @@ public enum ItemEnvelope {
     /// ``openValue(_:aad:classKey:)`` of a row read in place: the header is encoded straight into the associated
     /// data, and the ciphertexts are read where they are.
     package static func openValue(
-        storeID: [UInt8], header: HeaderColumns, attributesBox: UnsafeRawBufferPointer,
-        wrappedKey: UnsafeRawBufferPointer, value: UnsafeRawBufferPointer, classKey: ClassKey
+        storeID: [UInt8],
+        header: HeaderColumns,
+        attributesBox: UnsafeRawBufferPointer,
+        wrappedKey: UnsafeRawBufferPointer,
+        value: UnsafeRawBufferPointer,
+        classKey: ClassKey
     ) throws(KeychainError) -> Data {
         try openValue(
-            AssociatedData(storeID: storeID, header: header, attributesBox: attributesBox), wrappedKey: wrappedKey,
-            value: value, classKey: classKey)
+            AssociatedData(storeID: storeID, header: header, attributesBox: attributesBox),
+            wrappedKey: wrappedKey,
+            value: value,
+            classKey: classKey
+        )
     }
 
     private static func openValue(
-        _ associated: AssociatedData, wrappedKey: UnsafeRawBufferPointer, value: UnsafeRawBufferPointer,
+        _ associated: AssociatedData,
+        wrappedKey: UnsafeRawBufferPointer,
+        value: UnsafeRawBufferPointer,
         classKey: ClassKey
     ) throws(KeychainError) -> Data {
         // The item key lives in a stack buffer, zeroed on the way out; it never becomes a heap object.
@@ -390,7 +441,8 @@ public enum ItemEnvelope {
 
         /// One allocation: the label, the header `writeHeader` writes into exactly `headerCount` bytes, the digest.
         private init(
-            headerCount: Int, attributesBox: UnsafeRawBufferPointer,
+            headerCount: Int,
+            attributesBox: UnsafeRawBufferPointer,
             writeHeader: (UnsafeMutableRawBufferPointer) -> Void
         ) {
             let headerEnd = wrapLabel.count + headerCount
@@ -434,7 +486,9 @@ public enum ItemEnvelope {
 struct KeyBuffer {
     private var bytes: (UInt64, UInt64, UInt64, UInt64) = (0, 0, 0, 0)
 
-    mutating func withUnsafeMutableBytes<R>(_ body: (UnsafeMutableRawBufferPointer) throws(KeychainError) -> R)
+    mutating func withUnsafeMutableBytes<R>(
+        _ body: (UnsafeMutableRawBufferPointer) throws(KeychainError) -> R
+    )
         throws(KeychainError) -> R
     {
         try Swift.withUnsafeMutableBytes(of: &bytes) { raw throws(KeychainError) in try body(raw) }

@@ -9,7 +9,10 @@ public enum KeyDerivation {
     /// HKDF-SHA256 with no salt.
     public static func hkdf(_ inputKeyMaterial: SecretBytes, info: [UInt8], count: Int = 32) -> SecretBytes {
         let key = HKDF<SHA256>.deriveKey(
-            inputKeyMaterial: SymmetricKey(data: inputKeyMaterial), info: info, outputByteCount: count)
+            inputKeyMaterial: SymmetricKey(data: inputKeyMaterial),
+            info: info,
+            outputByteCount: count
+        )
         return key.withUnsafeBytes { SecretBytes(copying: $0) }
     }
 
@@ -26,7 +29,11 @@ public enum KeyDerivation {
     }
 
     /// KEK_dev(c) = HKDF(DS, "keyseal/kek/dev/" ‖ c ‖ store id).
-    public static func deviceKEK(deviceSecret: SecretBytes, accessibility: Accessibility, storeID: [UInt8])
+    public static func deviceKEK(
+        deviceSecret: SecretBytes,
+        accessibility: Accessibility,
+        storeID: [UInt8]
+    )
         -> SecretBytes
     {
         hkdf(deviceSecret, info: info("keyseal/kek/dev/", Array(accessibility.rawValue.utf8), storeID))
@@ -34,8 +41,11 @@ public enum KeyDerivation {
 
     /// KEK_pass(c) = HKDF(DS ‖ PS ‖ P, "keyseal/kek/pass/" ‖ c ‖ store id).
     public static func passcodeKEK(
-        deviceSecret: SecretBytes, passcodeSecret: SecretBytes, passcodeKey: SecretBytes,
-        accessibility: Accessibility, storeID: [UInt8]
+        deviceSecret: SecretBytes,
+        passcodeSecret: SecretBytes,
+        passcodeKey: SecretBytes,
+        accessibility: Accessibility,
+        storeID: [UInt8]
     ) -> SecretBytes {
         let material = SecretBytes.concatenating([deviceSecret, passcodeSecret, passcodeKey])
         return hkdf(material, info: info("keyseal/kek/pass/", Array(accessibility.rawValue.utf8), storeID))
@@ -55,7 +65,10 @@ public enum KeyDerivation {
 /// AES-256-GCM in the combined form nonce ‖ ciphertext ‖ tag.
 public enum AEAD {
     public static func seal(
-        _ plaintext: some DataProtocol, key: SymmetricKey, aad: some DataProtocol, nonce: AES.GCM.Nonce? = nil
+        _ plaintext: some DataProtocol,
+        key: SymmetricKey,
+        aad: some DataProtocol,
+        nonce: AES.GCM.Nonce? = nil
     ) throws(KeychainError) -> Data {
         do {
             return try AES.GCM.seal(plaintext, using: key, nonce: nonce, authenticating: aad).combined!
@@ -83,7 +96,11 @@ public enum AEAD {
     }
 
     /// Opens into secret storage (for wrapped keys).
-    public static func openSecret(_ combined: Data, key: SymmetricKey, aad: [UInt8]) throws(KeychainError)
+    public static func openSecret(
+        _ combined: Data,
+        key: SymmetricKey,
+        aad: [UInt8]
+    ) throws(KeychainError)
         -> SecretBytes
     {
         var plain = try open(combined, key: key, aad: aad)
@@ -91,7 +108,11 @@ public enum AEAD {
         return SecretBytes(copying: plain)
     }
 
-    public static func sealSecret(_ secret: SecretBytes, key: SymmetricKey, aad: [UInt8]) throws(KeychainError)
+    public static func sealSecret(
+        _ secret: SecretBytes,
+        key: SymmetricKey,
+        aad: [UInt8]
+    ) throws(KeychainError)
         -> Data
     {
         do {

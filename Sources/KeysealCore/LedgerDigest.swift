@@ -10,7 +10,12 @@ public struct LedgerKey: Sendable {
     /// XORs leaf(row id, item id, generation) = HMAC(K_L, 0x01 ‖ row id ‖ item id ‖ generation)[0..<16] (row id and
     /// generation 8 bytes big-endian; the item id is whatever the row holds, empty when the row is missing) into
     /// `digest`.
-    func xorLeaf(rowID: Int64, itemID: UnsafeRawBufferPointer, generation: Int64, into digest: UnsafeMutableRawBufferPointer) {
+    func xorLeaf(
+        rowID: Int64,
+        itemID: UnsafeRawBufferPointer,
+        generation: Int64,
+        into digest: UnsafeMutableRawBufferPointer
+    ) {
         withUnsafeTemporaryAllocation(byteCount: 17 + PreparedHMAC.byteCount, alignment: 8) { buffer in
             let prefix = UnsafeMutableRawBufferPointer(rebasing: buffer[0..<9])
             let suffix = UnsafeMutableRawBufferPointer(rebasing: buffer[9..<17])
@@ -94,17 +99,26 @@ public struct LedgerDigest: Sendable, Equatable {
     public mutating func clear(bucket: Int) {
         counts[bucket] = 0
         digests.replaceSubrange(
-            bucket * Self.leafBytes..<(bucket + 1) * Self.leafBytes, with: repeatElement(0, count: Self.leafBytes))
+            bucket * Self.leafBytes..<(bucket + 1) * Self.leafBytes,
+            with: repeatElement(0, count: Self.leafBytes)
+        )
     }
 
     private mutating func toggle(
-        bucket: Int, rowID: Int64, itemID: UnsafeRawBufferPointer, generation: Int64, key: LedgerKey
+        bucket: Int,
+        rowID: Int64,
+        itemID: UnsafeRawBufferPointer,
+        generation: Int64,
+        key: LedgerKey
     ) {
         digests.withUnsafeMutableBytes { all in
             let start = bucket * Self.leafBytes
             key.xorLeaf(
-                rowID: rowID, itemID: itemID, generation: generation,
-                into: UnsafeMutableRawBufferPointer(rebasing: all[start..<start + Self.leafBytes]))
+                rowID: rowID,
+                itemID: itemID,
+                generation: generation,
+                into: UnsafeMutableRawBufferPointer(rebasing: all[start..<start + Self.leafBytes])
+            )
         }
     }
 
@@ -139,8 +153,9 @@ public struct LedgerDigest: Sendable, Equatable {
         guard expected.count == mac.count, zip(expected, mac).reduce(UInt8(0), { $0 | ($1.0 ^ $1.1) }) == 0 else {
             throw KeychainError(KeychainStatus.decode, "the ledger record failed authentication (edited or corrupt)")
         }
-        guard (bytes.first == version && bytes.count == bodyCount)
-            || (bytes.first == checkpointVersion && bytes.count == bodyCount + 8),
+        guard
+            (bytes.first == version && bytes.count == bodyCount)
+                || (bytes.first == checkpointVersion && bytes.count == bodyCount + 8),
             Int(bytes[1]) << 8 | Int(bytes[2]) == bucketCount
         else {
             throw KeychainError(KeychainStatus.decode, "the ledger record has an unknown format")
@@ -151,7 +166,9 @@ public struct LedgerDigest: Sendable, Equatable {
             digest.counts[bucket] = bytes[offset..<offset + 4].reduce(UInt32(0)) { $0 << 8 | UInt32($1) }
             offset += 4
             digest.digests.replaceSubrange(
-                bucket * leafBytes..<(bucket + 1) * leafBytes, with: bytes[offset..<offset + leafBytes])
+                bucket * leafBytes..<(bucket + 1) * leafBytes,
+                with: bytes[offset..<offset + leafBytes]
+            )
             offset += leafBytes
         }
         if bytes[0] == checkpointVersion {

@@ -19,7 +19,10 @@ struct PreparedHMAC: Sendable {
         precondition(key.count <= 64, "HMAC keys longer than a block are hashed first; not used here")
         states = SecretBytes(count: keyseal_hmac_states_size()) { states in
             let prepared = keyseal_hmac_prepare(
-                key.baseAddress?.assumingMemoryBound(to: UInt8.self), key.count, states.baseAddress)
+                key.baseAddress?.assumingMemoryBound(to: UInt8.self),
+                key.count,
+                states.baseAddress
+            )
             precondition(prepared == 1, "HMAC key preparation failed")
         }
     }
@@ -30,17 +33,23 @@ struct PreparedHMAC: Sendable {
 
     /// HMAC(key, first ‖ second ‖ third) into `out` (32 bytes), without concatenating.
     func authenticate(
-        _ first: UnsafeRawBufferPointer, _ second: UnsafeRawBufferPointer = .init(start: nil, count: 0),
-        _ third: UnsafeRawBufferPointer = .init(start: nil, count: 0), into out: UnsafeMutableRawBufferPointer
+        _ first: UnsafeRawBufferPointer,
+        _ second: UnsafeRawBufferPointer = .init(start: nil, count: 0),
+        _ third: UnsafeRawBufferPointer = .init(start: nil, count: 0),
+        into out: UnsafeMutableRawBufferPointer
     ) {
         precondition(out.count == Self.byteCount, "an HMAC-SHA256 output is 32 bytes")
         states.withUnsafeBytes { states in
             keyseal_hmac_sha256(
                 states.baseAddress,
-                first.baseAddress?.assumingMemoryBound(to: UInt8.self), first.count,
-                second.baseAddress?.assumingMemoryBound(to: UInt8.self), second.count,
-                third.baseAddress?.assumingMemoryBound(to: UInt8.self), third.count,
-                out.baseAddress!.assumingMemoryBound(to: UInt8.self))
+                first.baseAddress?.assumingMemoryBound(to: UInt8.self),
+                first.count,
+                second.baseAddress?.assumingMemoryBound(to: UInt8.self),
+                second.count,
+                third.baseAddress?.assumingMemoryBound(to: UInt8.self),
+                third.count,
+                out.baseAddress!.assumingMemoryBound(to: UInt8.self)
+            )
         }
     }
 
@@ -89,6 +98,8 @@ public func sha224(_ data: Data) -> [UInt8] {
 func sha256(_ bytes: UnsafeRawBufferPointer, into out: UnsafeMutableRawBufferPointer) {
     precondition(out.count >= 32, "SHA-256 needs 32 bytes")
     keyseal_sha256(
-        bytes.baseAddress?.assumingMemoryBound(to: UInt8.self), bytes.count,
-        out.baseAddress!.assumingMemoryBound(to: UInt8.self))
+        bytes.baseAddress?.assumingMemoryBound(to: UInt8.self),
+        bytes.count,
+        out.baseAddress!.assumingMemoryBound(to: UInt8.self)
+    )
 }

@@ -37,7 +37,9 @@ public enum RequestValidation {
         }
         if item.itemClass == .key, item.attributes[AttributeKey.tokenID] != nil {
             throw KeychainError(
-                KeychainStatus.param, "a key in a token is generated there (SecKeyCreateRandomKey), never imported")
+                KeychainStatus.param,
+                "a key in a token is generated there (SecKeyCreateRandomKey), never imported"
+            )
         }
         try checkAttributes(item.attributes, itemClass: item.itemClass, settable: true)
         try checkGroup(item.accessGroup)
@@ -75,7 +77,9 @@ public enum RequestValidation {
             // extractable already would change nothing).
             if itemClass == .key, case .bool(true)? = changes.attributes[AttributeKey.isExtractable] {
                 throw KeychainError(
-                    KeychainStatus.readOnlyAttr, "extr is set when a key is generated or added, and only ever cleared")
+                    KeychainStatus.readOnlyAttr,
+                    "extr is set when a key is generated or added, and only ever cleared"
+                )
             }
             if let derived = changes.attributes.keys.first(where: AttributeKey.certificateDerived.contains),
                 itemClass == .certificate
@@ -105,9 +109,14 @@ public enum RequestValidation {
     }
 
     private static func rules(of itemClass: ItemClass) -> [String: Rule] {
-        Dictionary(uniqueKeysWithValues: AttributeKey.kinds(for: itemClass).map { key, kind in
-            (key, Rule(kind: kind, isField: fieldKeys.contains(key), isReadOnly: AttributeKey.readOnly.contains(key)))
-        })
+        Dictionary(
+            uniqueKeysWithValues: AttributeKey.kinds(for: itemClass).map { key, kind in
+                (
+                    key,
+                    Rule(kind: kind, isField: fieldKeys.contains(key), isReadOnly: AttributeKey.readOnly.contains(key))
+                )
+            }
+        )
     }
 
     private static let genericPasswordRules = rules(of: .genericPassword)
@@ -116,7 +125,11 @@ public enum RequestValidation {
     private static let certificateRules = rules(of: .certificate)
     private static let identityRules = rules(of: .identity)
 
-    static func checkAttributes(_ attributes: [String: AttributeValue], itemClass: ItemClass, settable: Bool)
+    static func checkAttributes(
+        _ attributes: [String: AttributeValue],
+        itemClass: ItemClass,
+        settable: Bool
+    )
         throws(KeychainError)
     {
         guard !attributes.isEmpty else { return }
@@ -131,7 +144,9 @@ public enum RequestValidation {
         for (key, value) in attributes {
             guard let rule = rules[key] else {
                 throw KeychainError(
-                    KeychainStatus.noSuchAttr, "\(printable(key)) is not an attribute of class \(itemClass.rawValue)")
+                    KeychainStatus.noSuchAttr,
+                    "\(printable(key)) is not an attribute of class \(itemClass.rawValue)"
+                )
             }
             if rule.isField {
                 throw KeychainError(KeychainStatus.param, "\(key) is given in its own field, not as an attribute")
@@ -156,7 +171,8 @@ public enum RequestValidation {
                 guard data.count <= stringAttributesLimit else {
                     throw KeychainError(
                         KeychainStatus.dataTooLarge,
-                        "the string attributes are \(data.count) bytes encoded; the limit is \(stringAttributesLimit)")
+                        "the string attributes are \(data.count) bytes encoded; the limit is \(stringAttributesLimit)"
+                    )
                 }
                 continue
             case (.date, .date(let date)):
@@ -169,7 +185,9 @@ public enum RequestValidation {
             }
             guard size <= attributeLimit else {
                 throw KeychainError(
-                    KeychainStatus.dataTooLarge, "\(key) is \(size) bytes; the limit is \(attributeLimit)")
+                    KeychainStatus.dataTooLarge,
+                    "\(key) is \(size) bytes; the limit is \(attributeLimit)"
+                )
             }
         }
     }
@@ -192,7 +210,9 @@ public enum RequestValidation {
         let size = group.utf8.count
         guard size <= groupLimit else {
             throw KeychainError(
-                KeychainStatus.dataTooLarge, "the access group name is \(size) bytes; the limit is \(groupLimit)")
+                KeychainStatus.dataTooLarge,
+                "the access group name is \(size) bytes; the limit is \(groupLimit)"
+            )
         }
     }
 
@@ -203,14 +223,17 @@ public enum RequestValidation {
             throw KeychainError(
                 KeychainStatus.unimplemented,
                 "access-control flags 0x\(String(constraints, radix: 16)) (user presence, biometry, companion, "
-                    + "device passcode or application password) cannot be enforced by Keyseal yet")
+                    + "device passcode or application password) cannot be enforced by Keyseal yet"
+            )
         }
     }
 
     static func checkValue(_ data: Data, valueLimit: Int) throws(KeychainError) {
         guard data.count <= valueLimit else {
             throw KeychainError(
-                KeychainStatus.dataTooLarge, "the secret is \(data.count) bytes; the limit is \(valueLimit)")
+                KeychainStatus.dataTooLarge,
+                "the secret is \(data.count) bytes; the limit is \(valueLimit)"
+            )
         }
     }
 
@@ -222,7 +245,9 @@ public enum RequestValidation {
 
     /// A key for a message: at most 64 characters, control characters replaced.
     static func printable(_ key: String) -> String {
-        let cut = String(key.unicodeScalars.prefix(64).map { $0.properties.generalCategory == .control ? "?" : Character($0) })
+        let cut = String(
+            key.unicodeScalars.prefix(64).map { $0.properties.generalCategory == .control ? "?" : Character($0) }
+        )
         return cut.count < key.unicodeScalars.count ? cut + "…" : cut
     }
 }

@@ -12,7 +12,8 @@ public struct SecretServiceDH: Sendable {
     static let prime: [UInt8] = hex(
         "FFFFFFFFFFFFFFFFC90FDAA22168C234C4C6628B80DC1CD129024E088A67CC74020BBEA63B139B22514A08798E3404DD"
             + "EF9519B3CD3A431B302B0A6DF25F14374FE1356D6D51C245E485B576625E7EC6F44C42E9A637ED6B0BFF5CB6F406B7ED"
-            + "EE386BFB5A899FA5AE9F24117C4B1FE649286651ECE65381FFFFFFFFFFFFFFFF")
+            + "EE386BFB5A899FA5AE9F24117C4B1FE649286651ECE65381FFFFFFFFFFFFFFFF"
+    )
     public static let publicKeyLength = 128
 
     private let privateKey: SecretBytes
@@ -39,8 +40,11 @@ public struct SecretServiceDH: Sendable {
         let shared = try Self.power(base: peer, exponent: privateKey)
         let derived = shared.withUnsafeBytes { bytes in
             HKDF<SHA256>.deriveKey(
-                inputKeyMaterial: SymmetricKey(data: bytes), salt: [UInt8](repeating: 0, count: 32), info: [UInt8](),
-                outputByteCount: 16)
+                inputKeyMaterial: SymmetricKey(data: bytes),
+                salt: [UInt8](repeating: 0, count: 32),
+                info: [UInt8](),
+                outputByteCount: 16
+            )
         }
         return derived.withUnsafeBytes { SecretBytes(copying: $0) }
     }
@@ -76,8 +80,9 @@ public struct SecretServiceDH: Sendable {
             throw failure
         }
         var out = [UInt8](repeating: 0, count: publicKeyLength)
-        guard out.withUnsafeMutableBufferPointer({ BN_bn2binpad(result, $0.baseAddress, Int32(publicKeyLength)) })
-            == Int32(publicKeyLength)
+        guard
+            out.withUnsafeMutableBufferPointer({ BN_bn2binpad(result, $0.baseAddress, Int32(publicKeyLength)) })
+                == Int32(publicKeyLength)
         else { throw failure }
         return out
     }
@@ -85,7 +90,10 @@ public struct SecretServiceDH: Sendable {
     // MARK: AES-128-CBC with PKCS#7 padding
 
     /// Encrypts `plaintext` under `key` (16 bytes) and a fresh IV: (iv, ciphertext).
-    public static func encrypt(_ plaintext: SecretBytes, key: SecretBytes) throws(KeychainError) -> (
+    public static func encrypt(
+        _ plaintext: SecretBytes,
+        key: SecretBytes
+    ) throws(KeychainError) -> (
         iv: [UInt8], ciphertext: [UInt8]
     ) {
         let iv = randomBytes(16)
@@ -96,7 +104,11 @@ public struct SecretServiceDH: Sendable {
     }
 
     /// Decrypts and unpads; a wrong IV length, a ciphertext that is not whole blocks or bad padding is errSecParam.
-    public static func decrypt(_ ciphertext: [UInt8], iv: [UInt8], key: SecretBytes) throws(KeychainError)
+    public static func decrypt(
+        _ ciphertext: [UInt8],
+        iv: [UInt8],
+        key: SecretBytes
+    ) throws(KeychainError)
         -> SecretBytes
     {
         guard iv.count == 16, !ciphertext.isEmpty, ciphertext.count % 16 == 0 else {
@@ -109,7 +121,12 @@ public struct SecretServiceDH: Sendable {
         return SecretBytes(copying: plain)
     }
 
-    private static func cbc(encrypt: Bool, key: SecretBytes, iv: [UInt8], input: UnsafeRawBufferPointer)
+    private static func cbc(
+        encrypt: Bool,
+        key: SecretBytes,
+        iv: [UInt8],
+        input: UnsafeRawBufferPointer
+    )
         throws(KeychainError) -> [UInt8]
     {
         guard key.count == 16, let context = EVP_CIPHER_CTX_new() else { throw failure }
@@ -117,8 +134,13 @@ public struct SecretServiceDH: Sendable {
         let started = key.withUnsafeBytes { keyBytes in
             iv.withUnsafeBufferPointer { ivBytes in
                 EVP_CipherInit_ex2(
-                    context, EVP_aes_128_cbc(), keyBytes.bindMemory(to: UInt8.self).baseAddress, ivBytes.baseAddress,
-                    encrypt ? 1 : 0, nil)
+                    context,
+                    EVP_aes_128_cbc(),
+                    keyBytes.bindMemory(to: UInt8.self).baseAddress,
+                    ivBytes.baseAddress,
+                    encrypt ? 1 : 0,
+                    nil
+                )
             }
         }
         guard started == 1 else { throw failure }
@@ -128,7 +150,12 @@ public struct SecretServiceDH: Sendable {
         let ok = output.withUnsafeMutableBufferPointer { out -> Bool in
             guard
                 EVP_CipherUpdate(
-                    context, out.baseAddress, &written, input.bindMemory(to: UInt8.self).baseAddress, Int32(input.count))
+                    context,
+                    out.baseAddress,
+                    &written,
+                    input.bindMemory(to: UInt8.self).baseAddress,
+                    Int32(input.count)
+                )
                     == 1
             else { return false }
             return EVP_CipherFinal_ex(context, out.baseAddress! + Int(written), &final) == 1
@@ -173,7 +200,9 @@ public struct SecretServicePairDigester: Sendable {
         for field in [name, value] {
             let bytes = Array(field.utf8)
             let count = UInt32(bytes.count)
-            mac.update(data: [UInt8(count >> 24), UInt8((count >> 16) & 0xff), UInt8((count >> 8) & 0xff), UInt8(count & 0xff)])
+            mac.update(data: [
+                UInt8(count >> 24), UInt8((count >> 16) & 0xff), UInt8((count >> 8) & 0xff), UInt8(count & 0xff),
+            ])
             mac.update(data: bytes)
         }
         return Data(mac.finalize())

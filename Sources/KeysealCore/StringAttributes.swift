@@ -76,7 +76,11 @@ extension IndexKey {
     /// Apple attribute has (the fields are length-prefixed, so no two (name, value) pairs share bytes).
     public func pairDigest(group: String, itemClass: ItemClass, name: String, value: String) -> Data {
         attributeDigest(
-            group: group, itemClass: itemClass, key: AttributeKey.stringAttributes + ":" + name, value: .string(value))
+            group: group,
+            itemClass: itemClass,
+            key: AttributeKey.stringAttributes + ":" + name,
+            value: .string(value)
+        )
     }
 
     /// The digests of every pair of `attributes`' ``AttributeKey/stringAttributes`` (none when it has none).

@@ -16,7 +16,8 @@ public enum AttributeValue: Sendable, Hashable, CustomStringConvertible {
         case .data(let data): Array(data)
         case .bool(let flag): [flag ? 1 : 0]
         case .int(let number): withUnsafeBytes(of: number.bigEndian) { Array($0) }
-        case .date(let date): withUnsafeBytes(of: date.timeIntervalSinceReferenceDate.bitPattern.bigEndian) { Array($0) }
+        case .date(let date):
+            withUnsafeBytes(of: date.timeIntervalSinceReferenceDate.bitPattern.bigEndian) { Array($0) }
         }
     }
 
@@ -181,7 +182,10 @@ public enum AttributeKey {
         }
     }
 
-    private static func kinds(of keys: Set<String>, _ overrides: [String: AttributeKind] = [:])
+    private static func kinds(
+        of keys: Set<String>,
+        _ overrides: [String: AttributeKind] = [:]
+    )
         -> [String: AttributeKind]
     {
         Dictionary(uniqueKeysWithValues: keys.map { ($0, overrides[$0] ?? kinds[$0] ?? .string) })
@@ -229,8 +233,10 @@ public enum AttributeKey {
     public static let readOnly: Set<String> = [creationDate, modificationDate]
 
     /// Every attribute that has a search digest column in the store.
-    public static let digested: [String] = [account, service, server, securityDomain, `protocol`, authenticationType,
-        port, path, synchronizable]
+    public static let digested: [String] = [
+        account, service, server, securityDomain, `protocol`, authenticationType,
+        port, path, synchronizable,
+    ]
 
     /// For each digest column (``digested`` order), the attribute of `itemClass` whose digest it holds, or nil.
     /// Keys and certificates reuse the password classes' columns (the digest binds the attribute's own name, so a

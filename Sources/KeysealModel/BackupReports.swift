@@ -15,9 +15,12 @@ public struct ExportReport: Sendable, Hashable {
     public var undecryptable: [UndecryptableItem]
 
     public init(
-        exported: [Accessibility: Int] = [:], skippedPasscodeOnly: Int = 0,
-        skippedUnavailable: [Accessibility: Int] = [:], keyDerivationSeconds: Double = 0,
-        undecryptable: [UndecryptableItem] = [], skippedKeys: [SkippedKey] = []
+        exported: [Accessibility: Int] = [:],
+        skippedPasscodeOnly: Int = 0,
+        skippedUnavailable: [Accessibility: Int] = [:],
+        keyDerivationSeconds: Double = 0,
+        undecryptable: [UndecryptableItem] = [],
+        skippedKeys: [SkippedKey] = []
     ) {
         self.skippedKeys = skippedKeys
         self.exported = exported
@@ -83,8 +86,13 @@ public struct ImportReport: Sendable, Hashable {
         public var detail: String
 
         public init(
-            itemClass: String, accessibility: Accessibility, accessGroup: String, service: String?, account: String?,
-            reason: SkipReason, detail: String
+            itemClass: String,
+            accessibility: Accessibility,
+            accessGroup: String,
+            service: String?,
+            account: String?,
+            reason: SkipReason,
+            detail: String
         ) {
             self.itemClass = itemClass
             self.accessibility = accessibility
@@ -108,7 +116,10 @@ public struct ImportReport: Sendable, Hashable {
     public var keyDerivationSeconds: Double
 
     public init(
-        total: Int = 0, restored: [Accessibility: Int] = [:], replaced: Int = 0, skipped: [SkippedItem] = [],
+        total: Int = 0,
+        restored: [Accessibility: Int] = [:],
+        replaced: Int = 0,
+        skipped: [SkippedItem] = [],
         keyDerivationSeconds: Double = 0
     ) {
         self.total = total
@@ -152,7 +163,14 @@ public struct UndecryptableItem: Sendable, Equatable, Hashable {
     /// A sentence for people.
     public var detail: String
 
-    public init(id: String, itemClass: String, accessibility: String, accessGroup: String, reason: Reason, detail: String) {
+    public init(
+        id: String,
+        itemClass: String,
+        accessibility: String,
+        accessGroup: String,
+        reason: Reason,
+        detail: String
+    ) {
         self.id = id
         self.itemClass = itemClass
         self.accessibility = accessibility

@@ -68,9 +68,14 @@ public struct KeyGenerationRequest: Sendable, Hashable {
     public var isExtractable: Bool
 
     public init(
-        keyType: KeyType, inHardware: Bool = false, isPermanent: Bool = true,
-        attributes: [String: AttributeValue] = [:], accessGroup: String? = nil,
-        accessibility: Accessibility = .whenUnlocked, accessControlFlags: UInt? = nil, synchronizable: Bool = false,
+        keyType: KeyType,
+        inHardware: Bool = false,
+        isPermanent: Bool = true,
+        attributes: [String: AttributeValue] = [:],
+        accessGroup: String? = nil,
+        accessibility: Accessibility = .whenUnlocked,
+        accessControlFlags: UInt? = nil,
+        synchronizable: Bool = false,
         isExtractable: Bool = true
     ) {
         self.keyType = keyType

@@ -67,9 +67,15 @@ public struct ItemQuery: Sendable, Hashable {
     public var returns: ReturnOptions
 
     public init(
-        itemClass: ItemClass, attributes: [String: AttributeValue] = [:], accessGroup: String? = nil,
-        accessibility: Accessibility? = nil, synchronizable: SyncMatch = .no, persistentRef: Data? = nil,
-        limit: MatchLimit = .one, limitGiven: Bool = false, returns: ReturnOptions = []
+        itemClass: ItemClass,
+        attributes: [String: AttributeValue] = [:],
+        accessGroup: String? = nil,
+        accessibility: Accessibility? = nil,
+        synchronizable: SyncMatch = .no,
+        persistentRef: Data? = nil,
+        limit: MatchLimit = .one,
+        limitGiven: Bool = false,
+        returns: ReturnOptions = []
     ) {
         self.itemClass = itemClass
         self.attributes = attributes
@@ -97,9 +103,14 @@ public struct NewItem: Sendable, Hashable {
     public var returns: ReturnOptions
 
     public init(
-        itemClass: ItemClass, attributes: [String: AttributeValue] = [:], accessGroup: String? = nil,
-        accessibility: Accessibility = .whenUnlocked, accessControlFlags: UInt? = nil, synchronizable: Bool = false,
-        data: Data = Data(), returns: ReturnOptions = []
+        itemClass: ItemClass,
+        attributes: [String: AttributeValue] = [:],
+        accessGroup: String? = nil,
+        accessibility: Accessibility = .whenUnlocked,
+        accessControlFlags: UInt? = nil,
+        synchronizable: Bool = false,
+        data: Data = Data(),
+        returns: ReturnOptions = []
     ) {
         self.itemClass = itemClass
         self.attributes = attributes
@@ -123,8 +134,12 @@ public struct ItemChanges: Sendable, Hashable {
     public var data: Data?
 
     public init(
-        attributes: [String: AttributeValue] = [:], accessGroup: String? = nil, accessibility: Accessibility? = nil,
-        accessControlFlags: UInt? = nil, synchronizable: Bool? = nil, data: Data? = nil
+        attributes: [String: AttributeValue] = [:],
+        accessGroup: String? = nil,
+        accessibility: Accessibility? = nil,
+        accessControlFlags: UInt? = nil,
+        synchronizable: Bool? = nil,
+        data: Data? = nil
     ) {
         self.attributes = attributes
         self.accessGroup = accessGroup
@@ -153,7 +168,10 @@ public struct ItemRecord: Sendable, Hashable {
     public var keyPersistentRef: Data?
 
     public init(
-        itemClass: ItemClass, attributes: [String: AttributeValue], data: Data? = nil, persistentRef: Data? = nil,
+        itemClass: ItemClass,
+        attributes: [String: AttributeValue],
+        data: Data? = nil,
+        persistentRef: Data? = nil,
         keyPersistentRef: Data? = nil
     ) {
         self.itemClass = itemClass

@@ -57,7 +57,10 @@ public struct KeychainError: Error, Sendable, Equatable, Hashable, CustomStringC
     public var notTried: Bool
 
     public init(
-        _ status: OSStatus, _ message: String? = nil, retryAfterSeconds: Int? = nil, triesLeft: Int? = nil,
+        _ status: OSStatus,
+        _ message: String? = nil,
+        retryAfterSeconds: Int? = nil,
+        triesLeft: Int? = nil,
         notTried: Bool = false
     ) {
         self.status = status

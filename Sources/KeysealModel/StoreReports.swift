@@ -19,9 +19,16 @@ public struct StoreStatus: Sendable, Hashable {
     public var boot: BootStatus?
 
     public init(
-        lockState: LockState, passcodeSet: Bool, device: DeviceKeyStatus, failedAttempts: Int = 0,
-        triesLeft: Int? = nil, nextTryAt: Date? = nil, autoLockSeconds: Int? = nil,
-        itemCounts: [Accessibility: Int] = [:], ledger: LedgerStatus = LedgerStatus(), boot: BootStatus? = nil
+        lockState: LockState,
+        passcodeSet: Bool,
+        device: DeviceKeyStatus,
+        failedAttempts: Int = 0,
+        triesLeft: Int? = nil,
+        nextTryAt: Date? = nil,
+        autoLockSeconds: Int? = nil,
+        itemCounts: [Accessibility: Int] = [:],
+        ledger: LedgerStatus = LedgerStatus(),
+        boot: BootStatus? = nil
     ) {
         self.lockState = lockState
         self.passcodeSet = passcodeSet
@@ -53,8 +60,12 @@ public struct DeviceKeyStatus: Sendable, Hashable {
     public var lockoutRetrySeconds: Int?
 
     public init(
-        backend: String, hardwareBacked: Bool, guessingHardwareLimited: Bool, detail: String,
-        hardwareTriesLeft: Int? = nil, lockoutRetrySeconds: Int? = nil
+        backend: String,
+        hardwareBacked: Bool,
+        guessingHardwareLimited: Bool,
+        detail: String,
+        hardwareTriesLeft: Int? = nil,
+        lockoutRetrySeconds: Int? = nil
     ) {
         self.backend = backend
         self.hardwareBacked = hardwareBacked
@@ -85,8 +96,14 @@ public struct BootStatus: Sendable, Hashable {
     public var detail: String
 
     public init(
-        pcrs: [Int], pcrsMatch: Bool, recoveryRequired: Bool, recoveryKeySet: Bool, rolledBack: Bool,
-        counterIndex: UInt32?, counterValue: UInt64?, detail: String
+        pcrs: [Int],
+        pcrsMatch: Bool,
+        recoveryRequired: Bool,
+        recoveryKeySet: Bool,
+        rolledBack: Bool,
+        counterIndex: UInt32?,
+        counterValue: UInt64?,
+        detail: String
     ) {
         self.pcrs = pcrs
         self.pcrsMatch = pcrsMatch
@@ -112,7 +129,10 @@ public struct LedgerStatus: Sendable, Hashable {
     public var recordProblem: String?
 
     public init(
-        refusedBuckets: [Int] = [], missingEntries: Int = 0, unexpectedEntries: Int = 0, recordProblem: String? = nil
+        refusedBuckets: [Int] = [],
+        missingEntries: Int = 0,
+        unexpectedEntries: Int = 0,
+        recordProblem: String? = nil
     ) {
         self.refusedBuckets = refusedBuckets
         self.missingEntries = missingEntries

@@ -1,10 +1,11 @@
+import FoundationEssentials
+import KeysealCore
+
 #if canImport(Glibc)
 import Glibc
 #elseif canImport(Darwin)
 import Darwin
 #endif
-import FoundationEssentials
-import KeysealCore
 
 /// Reads a token PIN from a file that only the daemon's user can read.
 enum PINFile {
@@ -33,11 +34,13 @@ enum PINFile {
         guard permissions & 0o077 == 0 else {
             throw failure(
                 "the PIN file \(path) is too permissive (mode 0\(String(permissions, radix: 8))): it must not be "
-                    + "readable or writable by group or others; chmod 600 it")
+                    + "readable or writable by group or others; chmod 600 it"
+            )
         }
         guard info.st_uid == geteuid() || info.st_uid == 0 else {
             throw failure(
-                "the PIN file \(path) is owned by uid \(info.st_uid), not by this user (uid \(geteuid())) or root")
+                "the PIN file \(path) is owned by uid \(info.st_uid), not by this user (uid \(geteuid())) or root"
+            )
         }
         let size = Int(info.st_size)
         guard size > 0 else { throw failure("the PIN file \(path) is empty") }

@@ -56,8 +56,15 @@ public final class PKCS11DeviceKey: DeviceKeyProvider, @unchecked Sendable {
 
     private let state = Mutex<State>(.notOpened)
 
-    public convenience init(module: String, tokenLabel: String, pinFile: URL?, keyLabel: String = "keyseal-device-key") {
-        self.init(module: module, tokenLabel: tokenLabel, pinFile: pinFile, keyLabel: keyLabel, sealsLegacyFormat: false)
+    public convenience init(module: String, tokenLabel: String, pinFile: URL?, keyLabel: String = "keyseal-device-key")
+    {
+        self.init(
+            module: module,
+            tokenLabel: tokenLabel,
+            pinFile: pinFile,
+            keyLabel: keyLabel,
+            sealsLegacyFormat: false
+        )
     }
 
     package init(module: String, tokenLabel: String, pinFile: URL?, keyLabel: String, sealsLegacyFormat: Bool) {
@@ -84,10 +91,18 @@ public final class PKCS11DeviceKey: DeviceKeyProvider, @unchecked Sendable {
             case .notOpened:
                 state = .open(
                     try Connection(
-                        module: module, tokenLabel: tokenLabel, pinFile: pinFile,
+                        module: module,
+                        tokenLabel: tokenLabel,
+                        pinFile: pinFile,
                         labels: KeyLabels(
-                            legacy: keyLabel, device: deviceSecretKeyLabel, passcode: passcodeSecretKeyLabel),
-                        provisioning: provisioning, legacy: sealsLegacyFormat))
+                            legacy: keyLabel,
+                            device: deviceSecretKeyLabel,
+                            passcode: passcodeSecretKeyLabel
+                        ),
+                        provisioning: provisioning,
+                        legacy: sealsLegacyFormat
+                    )
+                )
             }
         }
     }
@@ -117,7 +132,10 @@ public final class PKCS11DeviceKey: DeviceKeyProvider, @unchecked Sendable {
         try withConnection { connection throws(KeychainError) in
             if blob.first == Self.legacyBlobVersion {
                 return try connection.legacyUnseal(
-                    blob, aad: SecretBytes(copying: Self.legacySealDomain), badTag: KeychainStatus.decode)
+                    blob,
+                    aad: SecretBytes(copying: Self.legacySealDomain),
+                    badTag: KeychainStatus.decode
+                )
             }
             return try connection.unseal(blob, role: .device, authorization: nil, badTag: KeychainStatus.decode)
         }
@@ -142,10 +160,17 @@ public final class PKCS11DeviceKey: DeviceKeyProvider, @unchecked Sendable {
         try withConnection { connection throws(KeychainError) in
             if blob.first == Self.legacyBlobVersion {
                 return try connection.legacyUnseal(
-                    blob, aad: Self.legacyPasscodeAAD(authorization), badTag: KeychainStatus.authFailed)
+                    blob,
+                    aad: Self.legacyPasscodeAAD(authorization),
+                    badTag: KeychainStatus.authFailed
+                )
             }
             return try connection.unseal(
-                blob, role: .passcode, authorization: authorization, badTag: KeychainStatus.authFailed)
+                blob,
+                role: .passcode,
+                authorization: authorization,
+                badTag: KeychainStatus.authFailed
+            )
         }
     }
 
@@ -154,14 +179,20 @@ public final class PKCS11DeviceKey: DeviceKeyProvider, @unchecked Sendable {
 
     public func status() throws -> DeviceKeyStatus {
         let legacy = (try? withConnection { connection throws(KeychainError) in connection.legacyKey != nil }) ?? false
-        var detail = "passcode guessing is limited by Argon2id and the store's escalating delays, not by the token; "
+        var detail =
+            "passcode guessing is limited by Argon2id and the store's escalating delays, not by the token; "
             + "every guess needs the token"
         if legacy {
-            detail += "; the format-1 AES key \"\(keyLabel)\" is still on the token: delete it once every store "
+            detail +=
+                "; the format-1 AES key \"\(keyLabel)\" is still on the token: delete it once every store "
                 + "that used it has been unlocked with this release (docs/PKCS11.md)"
         }
         return DeviceKeyStatus(
-            backend: backendName, hardwareBacked: true, guessingHardwareLimited: false, detail: detail)
+            backend: backendName,
+            hardwareBacked: true,
+            guessingHardwareLimited: false,
+            detail: detail
+        )
     }
 
     public func close() {
@@ -216,7 +247,8 @@ public final class PKCS11DeviceKey: DeviceKeyProvider, @unchecked Sendable {
 
     /// Runs `body` with the raw session and a key's handle: for tests that attack the token as its PIN holder would.
     func withRawSession<Result>(
-        _ role: Role, _ body: (CK_FUNCTION_LIST, CK_SESSION_HANDLE, CK_OBJECT_HANDLE) throws -> Result
+        _ role: Role,
+        _ body: (CK_FUNCTION_LIST, CK_SESSION_HANDLE, CK_OBJECT_HANDLE) throws -> Result
     ) throws -> Result {
         try state.withLock { state in
             guard case .open(let connection) = state else { throw Self.closedError }
@@ -331,7 +363,12 @@ private final class Connection {
     var functions: CK_FUNCTION_LIST { module.functions.pointee }
 
     init(
-        module path: String, tokenLabel: String, pinFile: URL?, labels: KeyLabels, provisioning: Bool, legacy: Bool
+        module path: String,
+        tokenLabel: String,
+        pinFile: URL?,
+        labels: KeyLabels,
+        provisioning: Bool,
+        legacy: Bool
     ) throws(KeychainError) {
         self.tokenLabel = tokenLabel
         self.labels = labels
@@ -387,12 +424,16 @@ private final class Connection {
         KeychainError(
             KeychainStatus.notAvailable,
             "device keys \"\(labels.device)\" and \"\(labels.passcode)\" not found on token \"\(tokenLabel)\" "
-                + "(removed?); nor the format-1 device key \"\(labels.legacy)\"")
+                + "(removed?); nor the format-1 device key \"\(labels.legacy)\""
+        )
     }
 
     // MARK: Opening
 
-    private static func findSlot(_ module: PKCS11Module, label wanted: String) throws(KeychainError) -> (
+    private static func findSlot(
+        _ module: PKCS11Module,
+        label wanted: String
+    ) throws(KeychainError) -> (
         CK_SLOT_ID, String
     ) {
         let functions = module.functions.pointee
@@ -410,7 +451,9 @@ private final class Connection {
             }
         } catch {
             throw KeychainError(
-                KeychainStatus.notAvailable, "PKCS#11 module \(module.path) cannot list its slots: \(error)")
+                KeychainStatus.notAvailable,
+                "PKCS#11 module \(module.path) cannot list its slots: \(error)"
+            )
         }
         let wantedLabel = wanted.trimmed()
         var labels: [String] = []
@@ -428,32 +471,44 @@ private final class Connection {
             throw KeychainError(
                 KeychainStatus.notAvailable,
                 "\(matches.count) tokens carry the label \"\(wantedLabel)\" in PKCS#11 module \(module.path) "
-                    + "(serial numbers \(matches.map(\.serial).joined(separator: ", "))); labels must be unique")
+                    + "(serial numbers \(matches.map(\.serial).joined(separator: ", "))); labels must be unique"
+            )
         }
         let found = labels.isEmpty ? "none" : labels.map { "\"\($0)\"" }.joined(separator: ", ")
         throw KeychainError(
             KeychainStatus.notAvailable,
-            "no token with label \"\(wantedLabel)\" in PKCS#11 module \(module.path); tokens found: \(found)")
+            "no token with label \"\(wantedLabel)\" in PKCS#11 module \(module.path); tokens found: \(found)"
+        )
     }
 
     /// Checks that the token advertises `mechanism` with every flag in `needed` (`purpose` names them for people).
-    private func checkMechanism(_ mechanism: UInt, name: String, needed: CK_FLAGS, purpose: String)
+    private func checkMechanism(
+        _ mechanism: UInt,
+        name: String,
+        needed: CK_FLAGS,
+        purpose: String
+    )
         throws(KeychainError)
     {
         var info = CK_MECHANISM_INFO()
         do {
             try ck("C_GetMechanismInfo", functions.C_GetMechanismInfo!(slot, CK_MECHANISM_TYPE(mechanism), &info))
-        } catch where error.result == .mechanismInvalid {
+        } catch  where error.result == .mechanismInvalid {
             throw KeychainError(
-                KeychainStatus.notAvailable, "mechanism \(name) is not supported by the token \"\(tokenLabel)\"")
+                KeychainStatus.notAvailable,
+                "mechanism \(name) is not supported by the token \"\(tokenLabel)\""
+            )
         } catch {
             throw KeychainError(
-                KeychainStatus.notAvailable, "cannot query mechanism \(name) on token \"\(tokenLabel)\": \(error)")
+                KeychainStatus.notAvailable,
+                "cannot query mechanism \(name) on token \"\(tokenLabel)\": \(error)"
+            )
         }
         guard info.flags & needed == needed else {
             throw KeychainError(
                 KeychainStatus.notAvailable,
-                "mechanism \(name) is not supported by the token \"\(tokenLabel)\" for \(purpose)")
+                "mechanism \(name) is not supported by the token \"\(tokenLabel)\" for \(purpose)"
+            )
         }
     }
 
@@ -462,10 +517,18 @@ private final class Connection {
             try ck(
                 "C_OpenSession",
                 functions.C_OpenSession!(
-                    slot, CK_FLAGS(CKF_SERIAL_SESSION) | CK_FLAGS(CKF_RW_SESSION), nil, nil, &session))
+                    slot,
+                    CK_FLAGS(CKF_SERIAL_SESSION) | CK_FLAGS(CKF_RW_SESSION),
+                    nil,
+                    nil,
+                    &session
+                )
+            )
         } catch {
             throw KeychainError(
-                KeychainStatus.notAvailable, "cannot open a session on token \"\(tokenLabel)\": \(error)")
+                KeychainStatus.notAvailable,
+                "cannot open a session on token \"\(tokenLabel)\": \(error)"
+            )
         }
         var info = CK_TOKEN_INFO()
         let tokenFlags = functions.C_GetTokenInfo!(slot, &info) == CK_RV(CKR_OK) ? info.flags : 0
@@ -473,7 +536,8 @@ private final class Connection {
         guard pin != nil || protectedPath else {
             throw KeychainError(
                 KeychainStatus.notAvailable,
-                "token \"\(tokenLabel)\" needs a user PIN and no PIN file was given")
+                "token \"\(tokenLabel)\" needs a user PIN and no PIN file was given"
+            )
         }
         let session = self.session
         let functions = self.functions
@@ -484,9 +548,11 @@ private final class Connection {
             if let pin {
                 rv = pin.withUnsafeBytes { bytes in
                     functions.C_Login!(
-                        session, CK_USER_TYPE(CKU_USER),
+                        session,
+                        CK_USER_TYPE(CKU_USER),
                         UnsafeMutablePointer(mutating: bytes.baseAddress!.assumingMemoryBound(to: UInt8.self)),
-                        CK_ULONG(bytes.count))
+                        CK_ULONG(bytes.count)
+                    )
                 }
             } else {
                 rv = functions.C_Login!(session, CK_USER_TYPE(CKU_USER), nil, 0)
@@ -496,7 +562,9 @@ private final class Connection {
             case .ok:
                 // The token checked the PIN (any earlier login of the process had ended).
                 logins[loginKey] = TokenLogin(
-                    connections: (logins[loginKey]?.connections ?? 0) + 1, credential: credential)
+                    connections: (logins[loginKey]?.connections ?? 0) + 1,
+                    credential: credential
+                )
                 return (result, nil)
             case .userAlreadyLoggedIn:
                 // The token did not look at the PIN: it must be the one the process logged in with.
@@ -518,30 +586,36 @@ private final class Connection {
             throw KeychainError(
                 KeychainStatus.notAvailable,
                 "wrong PIN for token \"\(tokenLabel)\": another store of this process is logged in to the token with "
-                    + "a different PIN; check the PIN file " + (pinFile?.path ?? "(none)"))
+                    + "a different PIN; check the PIN file " + (pinFile?.path ?? "(none)")
+            )
         case .userAlreadyLoggedIn:
             throw KeychainError(
                 KeychainStatus.notAvailable,
                 "token \"\(tokenLabel)\" is already logged in by another user of the PKCS#11 module in this process, "
-                    + "so its PIN cannot be checked; refusing to use it")
+                    + "so its PIN cannot be checked; refusing to use it"
+            )
         case .pinIncorrect:
             throw KeychainError(
                 KeychainStatus.notAvailable,
                 "wrong PIN for token \"\(tokenLabel)\" (C_Login: CKR_PIN_INCORRECT); check the PIN file "
-                    + (pinFile?.path ?? "(none)"))
+                    + (pinFile?.path ?? "(none)")
+            )
         case .pinLocked:
             throw KeychainError(
                 KeychainStatus.notAvailable,
                 "the user PIN of token \"\(tokenLabel)\" is locked (C_Login: CKR_PIN_LOCKED); the security officer "
-                    + "must reset it")
+                    + "must reset it"
+            )
         case .userPINNotInitialized:
             throw KeychainError(
                 KeychainStatus.notAvailable,
-                "token \"\(tokenLabel)\" has no user PIN set (CKR_USER_PIN_NOT_INITIALIZED)")
+                "token \"\(tokenLabel)\" has no user PIN set (CKR_USER_PIN_NOT_INITIALIZED)"
+            )
         default:
             throw KeychainError(
                 KeychainStatus.notAvailable,
-                "cannot log in to token \"\(tokenLabel)\": \(PKCS11CallError(function: "C_Login", result: result))")
+                "cannot log in to token \"\(tokenLabel)\": \(PKCS11CallError(function: "C_Login", result: result))"
+            )
         }
     }
 
@@ -559,7 +633,11 @@ private final class Connection {
         switch (deviceKey, passcodeKey) {
         case (.some(let device), .some(let passcode)):
             try checkMechanism(
-                CKM_SHA256_HMAC, name: "CKM_SHA256_HMAC", needed: CK_FLAGS(CKF_SIGN), purpose: "signing (HMAC)")
+                CKM_SHA256_HMAC,
+                name: "CKM_SHA256_HMAC",
+                needed: CK_FLAGS(CKF_SIGN),
+                purpose: "signing (HMAC)"
+            )
             try qualifyHMAC(device, label: labels.device)
             try qualifyHMAC(passcode, label: labels.passcode)
         case (nil, nil):
@@ -573,7 +651,8 @@ private final class Connection {
             throw KeychainError(
                 KeychainStatus.notAvailable,
                 "token \"\(tokenLabel)\" holds only one of the two device keys: \"\(missing)\" is missing "
-                    + "(removed?)")
+                    + "(removed?)"
+            )
         }
     }
 
@@ -584,13 +663,16 @@ private final class Connection {
             handles = try findObjects([.ulong(CKA_CLASS, CKO_SECRET_KEY), .bytes(CKA_LABEL, Array(label.utf8))])
         } catch {
             throw KeychainError(
-                KeychainStatus.notAvailable, "cannot search token \"\(tokenLabel)\" for its device key: \(error)")
+                KeychainStatus.notAvailable,
+                "cannot search token \"\(tokenLabel)\" for its device key: \(error)"
+            )
         }
         guard handles.count <= 1 else {
             throw KeychainError(
                 KeychainStatus.notAvailable,
                 "token \"\(tokenLabel)\" holds \(handles.count) secret keys labelled \"\(label)\"; "
-                    + "which one is the device key is ambiguous")
+                    + "which one is the device key is ambiguous"
+            )
         }
         guard let handle = handles.first else { return nil }
         let id: [UInt8]
@@ -627,7 +709,8 @@ private final class Connection {
             KeychainError(
                 KeychainStatus.notAvailable,
                 "device key \"\(label)\" on token \"\(tokenLabel)\" \(reason); refusing to use it (docs/PKCS11.md "
-                    + "lists the attributes a key created beforehand must have)")
+                    + "lists the attributes a key created beforehand must have)"
+            )
         }
         let hmacTypes = [UInt(CKK_GENERIC_SECRET), UInt(CKK_SHA256_HMAC)]
         guard let type = attributes.keyType, hmacTypes.contains(type) else {
@@ -665,13 +748,15 @@ private final class Connection {
             throw KeychainError(
                 KeychainStatus.notAvailable,
                 "device key \"\(labels.legacy)\" on token \"\(tokenLabel)\" is not a sensitive, non-extractable "
-                    + "token key; refusing to use it")
+                    + "token key; refusing to use it"
+            )
         }
         if let length = attributes.valueLength, length != 32 {
             throw KeychainError(
                 KeychainStatus.notAvailable,
                 "device key \"\(labels.legacy)\" on token \"\(tokenLabel)\" is \(length * 8)-bit; AES-256 is "
-                    + "required")
+                    + "required"
+            )
         }
     }
 
@@ -679,16 +764,24 @@ private final class Connection {
     /// only use is CKM_SHA256_HMAC signing.
     private func generateHMACKeys(id: [UInt8]) throws(KeychainError) {
         try checkMechanism(
-            CKM_SHA256_HMAC, name: "CKM_SHA256_HMAC", needed: CK_FLAGS(CKF_SIGN), purpose: "signing (HMAC)")
+            CKM_SHA256_HMAC,
+            name: "CKM_SHA256_HMAC",
+            needed: CK_FLAGS(CKF_SIGN),
+            purpose: "signing (HMAC)"
+        )
         do {
             try checkMechanism(
-                CKM_GENERIC_SECRET_KEY_GEN, name: "CKM_GENERIC_SECRET_KEY_GEN", needed: CK_FLAGS(CKF_GENERATE),
-                purpose: "key generation")
+                CKM_GENERIC_SECRET_KEY_GEN,
+                name: "CKM_GENERIC_SECRET_KEY_GEN",
+                needed: CK_FLAGS(CKF_GENERATE),
+                purpose: "key generation"
+            )
         } catch {
             throw KeychainError(
                 error.status,
                 "\(error.message); create the keys \"\(labels.device)\" and \"\(labels.passcode)\" beforehand with "
-                    + "the token's own tool (docs/PKCS11.md)")
+                    + "the token's own tool (docs/PKCS11.md)"
+            )
         }
         let device = try generateHMACKey(label: labels.device, id: id)
         let passcode: TokenKey
@@ -740,8 +833,11 @@ private final class Connection {
 
     private func generateLegacyKey() throws(KeychainError) {
         try checkMechanism(
-            CKM_AES_GCM, name: "CKM_AES_GCM", needed: CK_FLAGS(CKF_ENCRYPT) | CK_FLAGS(CKF_DECRYPT),
-            purpose: "encryption and decryption")
+            CKM_AES_GCM,
+            name: "CKM_AES_GCM",
+            needed: CK_FLAGS(CKF_ENCRYPT) | CK_FLAGS(CKF_DECRYPT),
+            purpose: "encryption and decryption"
+        )
         let id = randomBytes(16)
         let template: [Attribute] = [
             .ulong(CKA_CLASS, CKO_SECRET_KEY),
@@ -760,7 +856,11 @@ private final class Connection {
     }
 
     /// C_GenerateKey with a clear error for tokens that advertise key generation but refuse it.
-    private func generate(_ template: [Attribute], mechanism type: UInt, label: String) throws(KeychainError)
+    private func generate(
+        _ template: [Attribute],
+        mechanism type: UInt,
+        label: String
+    ) throws(KeychainError)
         -> CK_OBJECT_HANDLE
     {
         let session = self.session
@@ -773,16 +873,18 @@ private final class Connection {
                     try ck("C_GenerateKey", functions.C_GenerateKey!(session, mechanism, pointer, count, &handle))
                 }
             }
-        } catch where error.result == .functionNotSupported || error.result == .mechanismInvalid {
+        } catch  where error.result == .functionNotSupported || error.result == .mechanismInvalid {
             throw KeychainError(
                 KeychainStatus.notAvailable,
                 "token \"\(tokenLabel)\" advertises key generation but refuses it (\(error)); create the keys "
                     + "\"\(labels.device)\" and \"\(labels.passcode)\" beforehand with the token's own tool "
-                    + "(docs/PKCS11.md)")
+                    + "(docs/PKCS11.md)"
+            )
         } catch {
             throw KeychainError(
                 KeychainStatus.notAvailable,
-                "cannot generate device key \"\(label)\" on token \"\(tokenLabel)\": \(error)")
+                "cannot generate device key \"\(label)\" on token \"\(tokenLabel)\": \(error)"
+            )
         }
         return handle
     }
@@ -804,7 +906,12 @@ private final class Connection {
     }
 
     /// W = HMAC-SHA256_token(key, domain ‖ salt ‖ authorization), computed inside the token.
-    private func wrappingKey(_ key: TokenKey, domain: [UInt8], salt: [UInt8], authorization: SecretBytes?)
+    private func wrappingKey(
+        _ key: TokenKey,
+        domain: [UInt8],
+        salt: [UInt8],
+        authorization: SecretBytes?
+    )
         throws(KeychainError) -> SymmetricKey
     {
         var parts = [SecretBytes(copying: domain), SecretBytes(copying: salt)]
@@ -817,12 +924,19 @@ private final class Connection {
         let mac = SecretBytes(count: 32) { output in
             do throws(PKCS11CallError) {
                 var mechanism = CK_MECHANISM(
-                    mechanism: CK_MECHANISM_TYPE(CKM_SHA256_HMAC), pParameter: nil, ulParameterLen: 0)
+                    mechanism: CK_MECHANISM_TYPE(CKM_SHA256_HMAC),
+                    pParameter: nil,
+                    ulParameterLen: 0
+                )
                 try ck("C_SignInit", functions.C_SignInit!(session, &mechanism, key.handle))
                 let rv = message.withUnsafeBytes { bytes in
                     functions.C_Sign!(
-                        session, UnsafeMutablePointer(mutating: bytes.bindMemory(to: UInt8.self).baseAddress),
-                        CK_ULONG(bytes.count), output.baseAddress!.assumingMemoryBound(to: UInt8.self), &length)
+                        session,
+                        UnsafeMutablePointer(mutating: bytes.bindMemory(to: UInt8.self).baseAddress),
+                        CK_ULONG(bytes.count),
+                        output.baseAddress!.assumingMemoryBound(to: UInt8.self),
+                        &length
+                    )
                 }
                 try ck("C_Sign", rv)
             } catch {
@@ -832,12 +946,18 @@ private final class Connection {
         if let failure { throw self.failure(failure, sealing: true) }
         guard length == 32 else {
             throw KeychainError(
-                KeychainStatus.notAvailable, "token \"\(tokenLabel)\" returned a \(length)-byte HMAC-SHA256")
+                KeychainStatus.notAvailable,
+                "token \"\(tokenLabel)\" returned a \(length)-byte HMAC-SHA256"
+            )
         }
         return mac.withUnsafeBytes { SymmetricKey(data: $0) }
     }
 
-    func seal(_ secret: SecretBytes, role: PKCS11DeviceKey.Role, authorization: SecretBytes?) throws(KeychainError)
+    func seal(
+        _ secret: SecretBytes,
+        role: PKCS11DeviceKey.Role,
+        authorization: SecretBytes?
+    ) throws(KeychainError)
         -> Data
     {
         let (key, domain) = try hmacKey(role, creating: true)
@@ -854,7 +974,12 @@ private final class Connection {
         }
     }
 
-    func unseal(_ blob: Data, role: PKCS11DeviceKey.Role, authorization: SecretBytes?, badTag: OSStatus)
+    func unseal(
+        _ blob: Data,
+        role: PKCS11DeviceKey.Role,
+        authorization: SecretBytes?,
+        badTag: OSStatus
+    )
         throws(KeychainError) -> SecretBytes
     {
         let bytes = [UInt8](blob)
@@ -874,7 +999,8 @@ private final class Connection {
             let box = try AES.GCM.SealedBox(
                 nonce: AES.GCM.Nonce(data: bytes[(1 + PKCS11DeviceKey.saltLength)..<header]),
                 ciphertext: bytes[header..<(bytes.count - PKCS11DeviceKey.tagLength)],
-                tag: bytes[(bytes.count - PKCS11DeviceKey.tagLength)...])
+                tag: bytes[(bytes.count - PKCS11DeviceKey.tagLength)...]
+            )
             plaintext = try AES.GCM.open(box, using: wrapping, authenticating: aad)
         } catch {
             throw KeychainError(
@@ -882,7 +1008,8 @@ private final class Connection {
                 badTag == KeychainStatus.authFailed
                     ? "the passcode authorization does not open this sealed blob"
                     : "the sealed blob does not authenticate under device key \"\(labels.device)\" of token "
-                        + "\"\(tokenLabel)\" (edited, or sealed by another token or key)")
+                        + "\"\(tokenLabel)\" (edited, or sealed by another token or key)"
+            )
         }
         defer { plaintext.resetBytes(in: 0..<plaintext.count) }
         return SecretBytes(copying: plaintext)
@@ -903,8 +1030,12 @@ private final class Connection {
                 let rv = secret.withUnsafeBytes { plaintext in
                     output.withUnsafeMutableBufferPointer { buffer in
                         functions.C_Encrypt!(
-                            session, UnsafeMutablePointer(mutating: plaintext.bindMemory(to: UInt8.self).baseAddress),
-                            CK_ULONG(plaintext.count), buffer.baseAddress, &outputLength)
+                            session,
+                            UnsafeMutablePointer(mutating: plaintext.bindMemory(to: UInt8.self).baseAddress),
+                            CK_ULONG(plaintext.count),
+                            buffer.baseAddress,
+                            &outputLength
+                        )
                     }
                 }
                 try ck("C_Encrypt", rv)
@@ -925,7 +1056,8 @@ private final class Connection {
             throw KeychainError(
                 KeychainStatus.notAvailable,
                 "this store was sealed in format 1 by device key \"\(labels.legacy)\", which is not on token "
-                    + "\"\(tokenLabel)\" (removed?)")
+                    + "\"\(tokenLabel)\" (removed?)"
+            )
         }
         let key = try handle(.legacy)
         let iv = Array(bytes[1..<header])
@@ -941,8 +1073,13 @@ private final class Connection {
                     try ck(
                         "C_Decrypt",
                         functions.C_Decrypt!(
-                            session, &ciphertext, CK_ULONG(ciphertext.count),
-                            output.baseAddress!.assumingMemoryBound(to: UInt8.self), &outputLength))
+                            session,
+                            &ciphertext,
+                            CK_ULONG(ciphertext.count),
+                            output.baseAddress!.assumingMemoryBound(to: UInt8.self),
+                            &outputLength
+                        )
+                    )
                 }
             } catch {
                 failure = error
@@ -955,7 +1092,8 @@ private final class Connection {
                     badTag == KeychainStatus.authFailed
                         ? "the passcode authorization does not open this sealed blob"
                         : "the sealed blob does not authenticate under device key \"\(labels.legacy)\" of token "
-                            + "\"\(tokenLabel)\" (edited, or sealed by another token or key)")
+                            + "\"\(tokenLabel)\" (edited, or sealed by another token or key)"
+                )
             }
             throw self.failure(failure, sealing: false)
         }
@@ -967,16 +1105,19 @@ private final class Connection {
         if error.result.meansKeyGone {
             return KeychainError(
                 KeychainStatus.notAvailable,
-                "the device key was removed from the token \"\(tokenLabel)\" (\(error))")
+                "the device key was removed from the token \"\(tokenLabel)\" (\(error))"
+            )
         }
         if error.result.meansTokenGone {
             return KeychainError(
                 KeychainStatus.notAvailable,
-                "the token \"\(tokenLabel)\" is no longer available (removed, or logged out): \(error)")
+                "the token \"\(tokenLabel)\" is no longer available (removed, or logged out): \(error)"
+            )
         }
         return KeychainError(
             KeychainStatus.notAvailable,
-            "\(sealing ? "sealing" : "unsealing") with token \"\(tokenLabel)\" failed: \(error)")
+            "\(sealing ? "sealing" : "unsealing") with token \"\(tokenLabel)\" failed: \(error)"
+        )
     }
 
     // MARK: Inspection
@@ -1003,13 +1144,22 @@ private final class Connection {
             }
             return PKCS11DeviceKey.KeyAttributes(
                 keyType: ulong(try attribute(CK_ATTRIBUTE_TYPE(CKA_KEY_TYPE), of: handle)),
-                token: try flag(CKA_TOKEN), isPrivate: try flag(CKA_PRIVATE), sensitive: try flag(CKA_SENSITIVE),
-                extractable: try flag(CKA_EXTRACTABLE), alwaysSensitive: try flag(CKA_ALWAYS_SENSITIVE),
-                neverExtractable: try flag(CKA_NEVER_EXTRACTABLE), encrypt: try flag(CKA_ENCRYPT),
-                decrypt: try flag(CKA_DECRYPT), sign: try flag(CKA_SIGN), verify: try flag(CKA_VERIFY),
-                wrap: try flag(CKA_WRAP), unwrap: try flag(CKA_UNWRAP), derive: try flag(CKA_DERIVE),
+                token: try flag(CKA_TOKEN),
+                isPrivate: try flag(CKA_PRIVATE),
+                sensitive: try flag(CKA_SENSITIVE),
+                extractable: try flag(CKA_EXTRACTABLE),
+                alwaysSensitive: try flag(CKA_ALWAYS_SENSITIVE),
+                neverExtractable: try flag(CKA_NEVER_EXTRACTABLE),
+                encrypt: try flag(CKA_ENCRYPT),
+                decrypt: try flag(CKA_DECRYPT),
+                sign: try flag(CKA_SIGN),
+                verify: try flag(CKA_VERIFY),
+                wrap: try flag(CKA_WRAP),
+                unwrap: try flag(CKA_UNWRAP),
+                derive: try flag(CKA_DERIVE),
                 valueLength: ulong(try attribute(CK_ATTRIBUTE_TYPE(CKA_VALUE_LEN), of: handle)).map { Int($0) },
-                allowedMechanisms: allowed)
+                allowedMechanisms: allowed
+            )
         } catch {
             throw failure(error, sealing: false)
         }
@@ -1122,20 +1272,27 @@ private func withTemplate<Result, Failure: Error>(
 /// Calls `body` with a CKM_AES_GCM mechanism (128-bit tag); the mechanism, its parameters, IV and AAD are valid
 /// only inside `body`.
 private func withGCM<Result>(
-    iv: [UInt8], aad: SecretBytes, _ body: (UnsafeMutablePointer<CK_MECHANISM>) throws(PKCS11CallError) -> Result
+    iv: [UInt8],
+    aad: SecretBytes,
+    _ body: (UnsafeMutablePointer<CK_MECHANISM>) throws(PKCS11CallError) -> Result
 ) throws(PKCS11CallError) -> Result {
     let outcome = iv.withUnsafeBufferPointer { ivBuffer in
         aad.withUnsafeBytes { aadBytes in
             Swift.Result { () throws(PKCS11CallError) -> Result in
                 var parameters = CK_GCM_PARAMS(
-                    pIv: UnsafeMutablePointer(mutating: ivBuffer.baseAddress), ulIvLen: CK_ULONG(ivBuffer.count),
+                    pIv: UnsafeMutablePointer(mutating: ivBuffer.baseAddress),
+                    ulIvLen: CK_ULONG(ivBuffer.count),
                     ulIvBits: CK_ULONG(ivBuffer.count * 8),
                     pAAD: UnsafeMutablePointer(mutating: aadBytes.bindMemory(to: UInt8.self).baseAddress),
-                    ulAADLen: CK_ULONG(aadBytes.count), ulTagBits: CK_ULONG(PKCS11DeviceKey.tagLength * 8))
+                    ulAADLen: CK_ULONG(aadBytes.count),
+                    ulTagBits: CK_ULONG(PKCS11DeviceKey.tagLength * 8)
+                )
                 return try withUnsafeMutablePointer(to: &parameters) { (parameters) throws(PKCS11CallError) -> Result in
                     var mechanism = CK_MECHANISM(
-                        mechanism: CK_MECHANISM_TYPE(CKM_AES_GCM), pParameter: UnsafeMutableRawPointer(parameters),
-                        ulParameterLen: CK_ULONG(MemoryLayout<CK_GCM_PARAMS>.size))
+                        mechanism: CK_MECHANISM_TYPE(CKM_AES_GCM),
+                        pParameter: UnsafeMutableRawPointer(parameters),
+                        ulParameterLen: CK_ULONG(MemoryLayout<CK_GCM_PARAMS>.size)
+                    )
                     return try withUnsafeMutablePointer(to: &mechanism) {
                         (mechanism) throws(PKCS11CallError) -> Result in try body(mechanism)
                     }
@@ -1202,7 +1359,9 @@ extension PKCS11DeviceKey: HardwareKeyProvider {
             (try? P256.KeyAgreement.PublicKey(x963Representation: peerPublicKey)) != nil
         else {
             throw KeychainError(
-                KeychainStatus.param, "the peer's public key is not an uncompressed P-256 point (04 ‖ X ‖ Y, 65 bytes)")
+                KeychainStatus.param,
+                "the peer's public key is not an uncompressed P-256 point (04 ‖ X ‖ Y, 65 bytes)"
+            )
         }
         let id = try Self.keyID(keyBlob)
         let peer = [UInt8](peerPublicKey)
@@ -1265,12 +1424,23 @@ extension Connection {
             try withTemplate(publicTemplate) { (publicPointer, publicCount) throws(PKCS11CallError) in
                 try withTemplate(privateTemplate) { (privatePointer, privateCount) throws(PKCS11CallError) in
                     var mechanism = CK_MECHANISM(
-                        mechanism: CK_MECHANISM_TYPE(CKM_EC_KEY_PAIR_GEN), pParameter: nil, ulParameterLen: 0)
+                        mechanism: CK_MECHANISM_TYPE(CKM_EC_KEY_PAIR_GEN),
+                        pParameter: nil,
+                        ulParameterLen: 0
+                    )
                     try ck(
                         "C_GenerateKeyPair",
                         functions.C_GenerateKeyPair!(
-                            session, &mechanism, publicPointer, publicCount, privatePointer, privateCount, &publicKey,
-                            &privateKey))
+                            session,
+                            &mechanism,
+                            publicPointer,
+                            publicCount,
+                            privatePointer,
+                            privateCount,
+                            &publicKey,
+                            &privateKey
+                        )
+                    )
                 }
             }
         } catch {
@@ -1287,7 +1457,10 @@ extension Connection {
         guard let point = Self.uncompressedPoint(value) else {
             _ = functions.C_DestroyObject!(session, privateKey)
             _ = functions.C_DestroyObject!(session, publicKey)
-            throw KeychainError(KeychainStatus.internalComponent, "token \"\(tokenLabel)\" returned no P-256 public point")
+            throw KeychainError(
+                KeychainStatus.internalComponent,
+                "token \"\(tokenLabel)\" returned no P-256 public point"
+            )
         }
         return point
     }
@@ -1320,7 +1493,8 @@ extension Connection {
                 KeychainStatus.decode,
                 found.isEmpty
                     ? "token \"\(tokenLabel)\" holds no private key with this key's id (another token's key, or deleted)"
-                    : "token \"\(tokenLabel)\" holds \(found.count) private keys with this key's id")
+                    : "token \"\(tokenLabel)\" holds \(found.count) private keys with this key's id"
+            )
         }
         if hardwareKeyHandles.count >= 64 { hardwareKeyHandles.removeAll() }
         hardwareKeyHandles[id] = found[0]
@@ -1330,13 +1504,15 @@ extension Connection {
     /// Runs `body` with the private key of `id`; when a remembered handle is no longer valid (the object was
     /// destroyed through another session), looks the key up again once.
     private func withPrivateKey<Result>(
-        id: [UInt8], _ body: (CK_OBJECT_HANDLE) throws(PKCS11CallError) -> Result, failure what: String
+        id: [UInt8],
+        _ body: (CK_OBJECT_HANDLE) throws(PKCS11CallError) -> Result,
+        failure what: String
     ) throws(KeychainError) -> Result {
         let remembered = hardwareKeyHandles[id] != nil
         let key = try privateKey(id: id)
         do {
             return try body(key)
-        } catch where remembered && (error.result == .keyHandleInvalid || error.result == .objectHandleInvalid) {
+        } catch  where remembered && (error.result == .keyHandleInvalid || error.result == .objectHandleInvalid) {
             hardwareKeyHandles[id] = nil
             let again = try privateKey(id: id)
             do {
@@ -1356,15 +1532,25 @@ extension Connection {
         var signature = [UInt8](repeating: 0, count: 64)
         var length = CK_ULONG(signature.count)
         var input = digest
-        try withPrivateKey(id: id, { (key) throws(PKCS11CallError) in
-            var mechanism = CK_MECHANISM(mechanism: CK_MECHANISM_TYPE(CKM_ECDSA), pParameter: nil, ulParameterLen: 0)
-            try ck("C_SignInit", functions.C_SignInit!(session, &mechanism, key))
-            length = CK_ULONG(signature.count)
-            try ck("C_Sign", functions.C_Sign!(session, &input, CK_ULONG(input.count), &signature, &length))
-        }, failure: "cannot sign with the key on")
+        try withPrivateKey(
+            id: id,
+            { (key) throws(PKCS11CallError) in
+                var mechanism = CK_MECHANISM(
+                    mechanism: CK_MECHANISM_TYPE(CKM_ECDSA),
+                    pParameter: nil,
+                    ulParameterLen: 0
+                )
+                try ck("C_SignInit", functions.C_SignInit!(session, &mechanism, key))
+                length = CK_ULONG(signature.count)
+                try ck("C_Sign", functions.C_Sign!(session, &input, CK_ULONG(input.count), &signature, &length))
+            },
+            failure: "cannot sign with the key on"
+        )
         guard length == 64 else {
             throw KeychainError(
-                KeychainStatus.internalComponent, "token \"\(tokenLabel)\" returned a \(length)-byte P-256 signature")
+                KeychainStatus.internalComponent,
+                "token \"\(tokenLabel)\" returned a \(length)-byte P-256 signature"
+            )
         }
         return signature
     }
@@ -1388,15 +1574,24 @@ extension Connection {
         var failure: PKCS11CallError?
         publicData.withUnsafeMutableBufferPointer { buffer in
             var parameters = CK_ECDH1_DERIVE_PARAMS(
-                kdf: ck_ec_kdf_t(CKD_NULL), ulSharedDataLen: 0, pSharedData: nil,
-                ulPublicDataLen: CK_ULONG(buffer.count), pPublicData: buffer.baseAddress)
+                kdf: ck_ec_kdf_t(CKD_NULL),
+                ulSharedDataLen: 0,
+                pSharedData: nil,
+                ulPublicDataLen: CK_ULONG(buffer.count),
+                pPublicData: buffer.baseAddress
+            )
             withUnsafeMutablePointer(to: &parameters) { parameters in
                 var mechanism = CK_MECHANISM(
-                    mechanism: CK_MECHANISM_TYPE(CKM_ECDH1_DERIVE), pParameter: UnsafeMutableRawPointer(parameters),
-                    ulParameterLen: CK_ULONG(MemoryLayout<CK_ECDH1_DERIVE_PARAMS>.size))
+                    mechanism: CK_MECHANISM_TYPE(CKM_ECDH1_DERIVE),
+                    pParameter: UnsafeMutableRawPointer(parameters),
+                    ulParameterLen: CK_ULONG(MemoryLayout<CK_ECDH1_DERIVE_PARAMS>.size)
+                )
                 do throws(PKCS11CallError) {
                     try withTemplate(template) { (pointer, count) throws(PKCS11CallError) in
-                        try ck("C_DeriveKey", functions.C_DeriveKey!(session, &mechanism, key, pointer, count, &derived))
+                        try ck(
+                            "C_DeriveKey",
+                            functions.C_DeriveKey!(session, &mechanism, key, pointer, count, &derived)
+                        )
                     }
                 } catch {
                     failure = error
@@ -1409,7 +1604,10 @@ extension Connection {
         var rv = CK_RV(CKR_OK)
         let z = SecretBytes(count: 32) { output in
             var attribute = CK_ATTRIBUTE(
-                type: CK_ATTRIBUTE_TYPE(CKA_VALUE), pValue: output.baseAddress, ulValueLen: CK_ULONG(output.count))
+                type: CK_ATTRIBUTE_TYPE(CKA_VALUE),
+                pValue: output.baseAddress,
+                ulValueLen: CK_ULONG(output.count)
+            )
             rv = functions.C_GetAttributeValue!(session, derived, &attribute, 1)
             length = attribute.ulValueLen
         }
@@ -1420,7 +1618,9 @@ extension Connection {
         }
         guard length == 32 else {
             throw KeychainError(
-                KeychainStatus.internalComponent, "token \"\(tokenLabel)\" derived a \(length)-byte ECDH secret")
+                KeychainStatus.internalComponent,
+                "token \"\(tokenLabel)\" derived a \(length)-byte ECDH secret"
+            )
         }
         return z
     }
@@ -1446,7 +1646,8 @@ extension Connection {
         if error.result.meansTokenGone {
             return KeychainError(
                 KeychainStatus.notAvailable,
-                "the token \"\(tokenLabel)\" is no longer available (removed, or logged out): \(error)")
+                "the token \"\(tokenLabel)\" is no longer available (removed, or logged out): \(error)"
+            )
         }
         if error.result == .mechanismInvalid || error.result == .functionNotSupported {
             return KeychainError(KeychainStatus.unimplemented, "\(what) token \"\(tokenLabel)\": \(error)")

@@ -10,7 +10,9 @@ enum ModuleLocator {
     /// configs, then the user's own.
     static var configFolders: [String] {
         var folders = ["/usr/share/p11-kit/modules", "/etc/pkcs11/modules"]
-        let home = ProcessInfo.processInfo.environment["HOME"] ?? getpwuid(getuid()).map { String(cString: $0.pointee.pw_dir) } ?? "/"
+        let home =
+            ProcessInfo.processInfo.environment["HOME"] ?? getpwuid(getuid()).map { String(cString: $0.pointee.pw_dir) }
+            ?? "/"
         folders.append(home + "/.config/pkcs11/modules")
         return folders
     }
@@ -52,12 +54,14 @@ enum ModuleLocator {
                 throw KeychainError(
                     KeychainStatus.notAvailable,
                     "PKCS#11 module \(module) (\(configured.config)) names \(configured.path), which is not in "
-                        + moduleDirectories.joined(separator: ", "))
+                        + moduleDirectories.joined(separator: ", ")
+                )
             }
             guard FileManager.default.fileExists(atPath: path) else {
                 throw KeychainError(
                     KeychainStatus.notAvailable,
-                    "PKCS#11 module \(module) (\(configured.config)) names \(path), which does not exist")
+                    "PKCS#11 module \(module) (\(configured.config)) names \(path), which does not exist"
+                )
             }
             return path
         }
@@ -65,7 +69,8 @@ enum ModuleLocator {
         throw KeychainError(
             KeychainStatus.notAvailable,
             "PKCS#11 module not found: \(module) is neither a path nor a p11-kit module name (no \(module).module in "
-                + configFolders.joined(separator: ", ") + ")")
+                + configFolders.joined(separator: ", ") + ")"
+        )
     }
 
     /// The value of the `module:` line of a p11-kit module config.
@@ -112,7 +117,9 @@ final class PKCS11Module {
         functions = try moduleLifecycle.withLock { _ throws(KeychainError) in
             guard let functions = p11_kit_module_load(path, 0) else {
                 throw KeychainError(
-                    KeychainStatus.notAvailable, "PKCS#11 module \(path) could not be loaded: \(Self.lastMessage())")
+                    KeychainStatus.notAvailable,
+                    "PKCS#11 module \(path) could not be loaded: \(Self.lastMessage())"
+                )
             }
             let rv = p11_kit_module_initialize(functions)
             guard rv == CK_RV(CKR_OK) else {
@@ -121,7 +128,8 @@ final class PKCS11Module {
                 throw KeychainError(
                     KeychainStatus.notAvailable,
                     "PKCS#11 module \(path) failed to initialize: \(CKResult(rawValue: UInt(rv)))"
-                        + (message == "no details" ? "" : ": \(message)"))
+                        + (message == "no details" ? "" : ": \(message)")
+                )
             }
             return functions
         }

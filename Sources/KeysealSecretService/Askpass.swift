@@ -23,7 +23,10 @@ struct Askpass: Sendable {
         close(fds[1])
         guard result == 0 else {
             close(fds[0])
-            throw BusError(BusError.failed, "cannot run the askpass program \(command[0]): \(String(cString: strerror(result)))")
+            throw BusError(
+                BusError.failed,
+                "cannot run the askpass program \(command[0]): \(String(cString: strerror(result)))"
+            )
         }
         return Askpass(pid: pid, output: fds[0])
     }
@@ -39,7 +42,9 @@ struct Askpass: Sendable {
             var poller = pollfd(fd: output, events: Int16(POLLIN), revents: 0)
             let left = Int32(max(0, deadline - time(nil)) * 1000)
             guard left > 0, poll(&poller, 1, left) > 0 else { break }
-            let count = buffer.withUnsafeMutableBytes { Glibc.read(output, $0.baseAddress! + filled, $0.count - filled) }
+            let count = buffer.withUnsafeMutableBytes {
+                Glibc.read(output, $0.baseAddress! + filled, $0.count - filled)
+            }
             if count <= 0 { break }
             filled += count
         }

@@ -14,7 +14,8 @@ extension SecretServiceBridge {
         guard case .string(let group)? = properties[Self.collectionInterface + ".Label"], !group.isEmpty else {
             throw BusError(
                 BusError.invalidArgs,
-                "a collection is one of your access groups: give its name as the collection's Label")
+                "a collection is one of your access groups: give its name as the collection's Label"
+            )
         }
         if let name = collectionGroups.first(where: { $0.value == group })?.key {
             if !alias.isEmpty { aliases[Self.sanitized(alias)] = name }
@@ -55,7 +56,8 @@ extension SecretServiceBridge {
             throw BusError(
                 BusError.accessDenied,
                 "keyseald's policy does not grant the access group \(group) to this caller; a collection is one of "
-                    + "the caller's access groups")
+                    + "the caller's access groups"
+            )
         } catch let error where error.status == -25300 || error.status == -25308 {
         } catch {
             throw Self.busError(error)

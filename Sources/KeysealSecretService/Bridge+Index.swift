@@ -68,11 +68,14 @@ extension SecretServiceBridge {
         var fresh: [String: IndexedItem] = [:]
         let now = Self.now()
         for record in records {
-            guard case .string(let service)? = record.attributes[AttributeKey.service], service.hasPrefix(Self.servicePrefix),
+            guard case .string(let service)? = record.attributes[AttributeKey.service],
+                service.hasPrefix(Self.servicePrefix),
                 let path = Self.path(of: record)
             else { continue }
             let name = String(service.dropFirst(Self.servicePrefix.count))
-            if !collections.contains(name), name == Self.sanitized(name), case .string(let group)? = record.attributes["agrp"] {
+            if !collections.contains(name), name == Self.sanitized(name),
+                case .string(let group)? = record.attributes["agrp"]
+            {
                 addCollection(name, group: group, label: group)
             }
             guard sharesItemKnowledge, collections.contains(name) else { continue }

@@ -14,7 +14,12 @@ extension SecretServiceBridge {
 
     /// A query for the bridge's items in `collection` (in its access group: ``collectionGroups``) or (nil) in every
     /// collection.
-    func itemQuery(collection: String?, account: String? = nil, pairs: [String: String]? = nil, returns: UInt8)
+    func itemQuery(
+        collection: String?,
+        account: String? = nil,
+        pairs: [String: String]? = nil,
+        returns: UInt8
+    )
         -> ItemQuery
     {
         var query = Self.baseQuery(collection: collection, account: account, pairs: pairs, returns: returns)
@@ -22,16 +27,26 @@ extension SecretServiceBridge {
         return query
     }
 
-    static func baseQuery(collection: String?, account: String? = nil, pairs: [String: String]? = nil, returns: UInt8)
+    static func baseQuery(
+        collection: String?,
+        account: String? = nil,
+        pairs: [String: String]? = nil,
+        returns: UInt8
+    )
         -> ItemQuery
     {
         var attributes: [String: AttributeValue] = [:]
         if let collection { attributes[AttributeKey.service] = .string(servicePrefix + collection) }
         if let account { attributes[AttributeKey.account] = .string(account) }
-        if let pairs, !pairs.isEmpty { attributes[AttributeKey.stringAttributes] = .data(StringAttributes.encode(pairs)) }
+        if let pairs, !pairs.isEmpty {
+            attributes[AttributeKey.stringAttributes] = .data(StringAttributes.encode(pairs))
+        }
         return ItemQuery(
-            itemClass: .genericPassword, attributes: attributes, limit: account == nil ? .all : .one,
-            returns: ReturnOptions(rawValue: returns))
+            itemClass: .genericPassword,
+            attributes: attributes,
+            limit: account == nil ? .all : .one,
+            returns: ReturnOptions(rawValue: returns)
+        )
     }
 
     /// The bridge's items that hold `pairs`, in `collection` or (nil) in every collection: (unlocked, locked).
@@ -57,10 +72,12 @@ extension SecretServiceBridge {
 
     /// Registers the collection of an item found in an access group the bridge has no collection for yet.
     func adoptCollection(of record: ItemRecord) {
-        guard case .string(let service)? = record.attributes[AttributeKey.service], service.hasPrefix(Self.servicePrefix)
+        guard case .string(let service)? = record.attributes[AttributeKey.service],
+            service.hasPrefix(Self.servicePrefix)
         else { return }
         let name = String(service.dropFirst(Self.servicePrefix.count))
-        guard !collections.contains(name), name == Self.sanitized(name), case .string(let group)? = record.attributes["agrp"]
+        guard !collections.contains(name), name == Self.sanitized(name),
+            case .string(let group)? = record.attributes["agrp"]
         else { return }
         addCollection(name, group: group, label: group)
     }
@@ -89,7 +106,8 @@ extension SecretServiceBridge {
         if !withData, let recent = recentRecord(path) { return recent }
         let message = bus.currentMessage
         if !withData, let cached = recordCache, cached.message == message, cached.path == path { return cached.record }
-        guard let record = try find(itemQuery(collection: collection, account: account, returns: withData ? 3 : 2)).first
+        guard
+            let record = try find(itemQuery(collection: collection, account: account, returns: withData ? 3 : 2)).first
         else {
             // A placeholder for a search made while locked is a locked item until keyseald unlocks.
             if pendingSearches[path] != nil && lastLocked != false {
@@ -108,8 +126,10 @@ extension SecretServiceBridge {
     func secretValue(_ collection: String, _ account: String) throws -> (SecretBytes, String) {
         let path = Self.itemPath(collection, account)
         if let recent = recentRecord(path) {
-            guard case .records(let records)? = try? sendItem(
-                .copyMatching(itemQuery(collection: collection, account: account, returns: 1))),
+            guard
+                case .records(let records)? = try? sendItem(
+                    .copyMatching(itemQuery(collection: collection, account: account, returns: 1))
+                ),
                 let data = records.first?.data
             else { return try secretValue(uncached: collection, account) }
             return (SecretBytes(copying: data), Self.contentType(recent))
@@ -128,7 +148,10 @@ extension SecretServiceBridge {
     }
 
     func createItem(
-        in collection: String, properties: [String: PropertyValue], secret: WireSecretStruct, replace: Bool,
+        in collection: String,
+        properties: [String: PropertyValue],
+        secret: WireSecretStruct,
+        replace: Bool,
         sender: String
     ) throws -> String {
         var pairs: [String: String] = [:]
@@ -147,7 +170,10 @@ extension SecretServiceBridge {
                 AttributeKey.label: .string(label), AttributeKey.description: .string(contentType),
                 AttributeKey.stringAttributes: .data(StringAttributes.encode(pairs)),
             ],
-            accessGroup: collectionGroups[collection], accessibility: .whenUnlocked, data: value.data)
+            accessGroup: collectionGroups[collection],
+            accessibility: .whenUnlocked,
+            data: value.data
+        )
         // With replace, keyseald finds the item whose attributes are exactly these and replaces it, or adds this one,
         // in one step: two clients storing the same attributes at once leave one item.
         let replaced: String?
@@ -233,7 +259,12 @@ extension SecretServiceBridge {
         }
     }
 
-    func secret(_ collection: String, _ account: String, session: String, sender: String) throws
+    func secret(
+        _ collection: String,
+        _ account: String,
+        session: String,
+        sender: String
+    ) throws
         -> WireSecretStruct
     {
         _ = try self.session(session, sender: sender)

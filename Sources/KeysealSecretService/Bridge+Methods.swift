@@ -48,7 +48,12 @@ extension SecretServiceBridge {
             let secret = try message.secret()
             let replace = try message.bool()
             let item = try createItem(
-                in: name, properties: properties, secret: secret, replace: replace, sender: Self.sender(message))
+                in: name,
+                properties: properties,
+                secret: secret,
+                replace: replace,
+                sender: Self.sender(message)
+            )
             return { writer in
                 try writer.objectPath(item)
                 try writer.objectPath("/")
@@ -70,8 +75,14 @@ extension SecretServiceBridge {
             guard case .item(let collection, let account)? = object(path) else { throw noSuchObject(path) }
             let secret = try message.secret()
             let (value, contentType) = try decodeSecret(secret, sender: Self.sender(message))
-            try update(collection, account, ItemChanges(
-                attributes: [AttributeKey.description: .string(contentType)], data: value.data))
+            try update(
+                collection,
+                account,
+                ItemChanges(
+                    attributes: [AttributeKey.description: .string(contentType)],
+                    data: value.data
+                )
+            )
             itemChanged(collection, account)
             return { _ in }
         case (Self.sessionInterface, "Close"):

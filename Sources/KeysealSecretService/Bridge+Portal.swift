@@ -24,8 +24,10 @@ extension SecretServiceBridge {
 
     func registerPortal(_ bus: BusConnection) throws {
         try bus.add(
-            path: Self.portalPath, interface: Self.portalInterface,
-            VTable([.method("RetrieveSecret", "osha{sv}", "ua{sv}"), .property("version", "u")]))
+            path: Self.portalPath,
+            interface: Self.portalInterface,
+            VTable([.method("RetrieveSecret", "osha{sv}", "ua{sv}"), .property("version", "u")])
+        )
     }
 
     /// RetrieveSecret(handle, app_id, fd, options): writes the application's secret to `fd` and closes it. While
@@ -89,7 +91,9 @@ extension SecretServiceBridge {
             attributes: [
                 AttributeKey.service: .string(Self.portalService), AttributeKey.account: .string(application),
             ],
-            limit: .one, returns: ReturnOptions(rawValue: 1))
+            limit: .one,
+            returns: ReturnOptions(rawValue: 1)
+        )
         query.accessGroup = application
         for _ in 0..<2 {
             do throws(KeychainError) {
@@ -108,7 +112,10 @@ extension SecretServiceBridge {
                     AttributeKey.service: .string(Self.portalService), AttributeKey.account: .string(application),
                     AttributeKey.label: .string("Secret portal: \(application)"),
                 ],
-                accessGroup: application, accessibility: .whenUnlocked, data: secret.data)
+                accessGroup: application,
+                accessibility: .whenUnlocked,
+                data: secret.data
+            )
             do throws(KeychainError) {
                 _ = try sendItem(.add(item))
                 return secret

@@ -25,9 +25,10 @@ extension SecretServiceBridge {
         let timeout = configuration.askpassTimeoutSeconds
         startThread { [weak self] in
             let passcode = child.read(timeoutSeconds: timeout)
-            let unlocked = passcode.map { passcode in
-                (try? KeysealConnection(socketPath: socketPath).send(.unlock(passcode: passcode))) != nil
-            } ?? false
+            let unlocked =
+                passcode.map { passcode in
+                    (try? KeysealConnection(socketPath: socketPath).send(.unlock(passcode: passcode))) != nil
+                } ?? false
             self?.bus.post { completion(unlocked) }
         }
         return child.pid

@@ -37,7 +37,8 @@ extension SecretServiceBridge {
             case "Attributes":
                 try reply.stringMap(
                     (try? StringAttributes.pairs(Self.attributeValue(record.attributes[AttributeKey.stringAttributes])))
-                        ?? [:])
+                        ?? [:]
+                )
             case "Label":
                 if case .string(let label)? = record.attributes[AttributeKey.label] {
                     try reply.string(label)
@@ -73,8 +74,10 @@ extension SecretServiceBridge {
         case (.item(let collection, let account)?, "Attributes"):
             let pairs = try value.stringMap()
             try update(
-                collection, account,
-                ItemChanges(attributes: [AttributeKey.stringAttributes: .data(StringAttributes.encode(pairs))]))
+                collection,
+                account,
+                ItemChanges(attributes: [AttributeKey.stringAttributes: .data(StringAttributes.encode(pairs))])
+            )
             itemChanged(collection, account)
         default:
             throw BusError(BusError.invalidArgs, "\(name) cannot be set on \(path)")

@@ -16,7 +16,8 @@ extension SecretServiceBridge {
         if owned.count < Self.sessionsPerClient, sessions.count >= Self.sessionLimit {
             throw BusError(
                 BusError.limitsExceeded,
-                "the Secret Service has \(sessions.count) open sessions (the limit); close sessions you no longer use")
+                "the Secret Service has \(sessions.count) open sessions (the limit); close sessions you no longer use"
+            )
         }
         counter += 1
         let path = Self.sessionPrefix + "/s\(counter)"
@@ -80,13 +81,22 @@ extension SecretServiceBridge {
         return session.kind
     }
 
-    func encodeSecret(_ value: SecretBytes, contentType: String, session path: String, sender: String) throws
+    func encodeSecret(
+        _ value: SecretBytes,
+        contentType: String,
+        session path: String,
+        sender: String
+    ) throws
         -> WireSecretStruct
     {
         switch try session(path, sender: sender) {
         case .plain:
             return WireSecretStruct(
-                session: path, parameters: [], value: value.withUnsafeBytes { Array($0) }, contentType: contentType)
+                session: path,
+                parameters: [],
+                value: value.withUnsafeBytes { Array($0) },
+                contentType: contentType
+            )
         case .aes(let key):
             let (iv, ciphertext) = try SecretServiceDH.encrypt(value, key: key)
             return WireSecretStruct(session: path, parameters: iv, value: ciphertext, contentType: contentType)

@@ -58,8 +58,10 @@ struct MessageReader {
 
     private func basic(_ type: Unicode.Scalar) throws(SDBusFailure) -> String {
         var pointer: UnsafePointer<CChar>?
-        try sdbus(withUnsafeMutablePointer(to: &pointer) { sd_bus_message_read_basic(message, code(type), $0) },
-            "sd_bus_message_read_basic")
+        try sdbus(
+            withUnsafeMutablePointer(to: &pointer) { sd_bus_message_read_basic(message, code(type), $0) },
+            "sd_bus_message_read_basic"
+        )
         return pointer.map { String(cString: $0) } ?? ""
     }
 
@@ -213,7 +215,8 @@ struct MessageWriter {
     func bytes(_ bytes: [UInt8]) throws(SDBusFailure) {
         try sdbus(
             bytes.withUnsafeBytes { sd_bus_message_append_array(message, code("y"), $0.baseAddress, $0.count) },
-            "sd_bus_message_append_array")
+            "sd_bus_message_append_array"
+        )
     }
 
     func open(_ type: Unicode.Scalar, _ contents: String) throws(SDBusFailure) {
@@ -362,7 +365,11 @@ let methodTrampoline: sd_bus_message_handler_t = { message, userdata, target in
     let member = text(sd_bus_message_get_member(message))
     do {
         let build = try objects(userdata).call(
-            MessageReader(message: message), path: path, interface: interface, member: member)
+            MessageReader(message: message),
+            path: path,
+            interface: interface,
+            member: member
+        )
         var reply: OpaquePointer?
         try sdbus(sd_bus_message_new_method_return(message, &reply), "sd_bus_message_new_method_return")
         defer { sd_bus_message_unref(reply) }
@@ -378,7 +385,11 @@ let methodTrampoline: sd_bus_message_handler_t = { message, userdata, target in
 let getterTrampoline: sd_bus_property_get_t = { _, path, interface, property, reply, userdata, error in
     do {
         try objects(userdata).property(
-            path: text(path), interface: text(interface), name: text(property), into: MessageWriter(message: reply!))
+            path: text(path),
+            interface: text(interface),
+            name: text(property),
+            into: MessageWriter(message: reply!)
+        )
         return 1
     } catch let failure {
         return setError(failure, error)
@@ -388,7 +399,11 @@ let getterTrampoline: sd_bus_property_get_t = { _, path, interface, property, re
 let setterTrampoline: sd_bus_property_set_t = { _, path, interface, property, value, userdata, error in
     do {
         try objects(userdata).setProperty(
-            path: text(path), interface: text(interface), name: text(property), from: MessageReader(message: value!))
+            path: text(path),
+            interface: text(interface),
+            name: text(property),
+            from: MessageReader(message: value!)
+        )
         return 1
     } catch let failure {
         return setError(failure, error)
@@ -443,18 +458,29 @@ final class BusConnection: @unchecked Sendable {
         var source: OpaquePointer?
         try sdbus(
             sd_event_add_io(
-                event, &source, wake.read, UInt32(EPOLLIN.rawValue),
+                event,
+                &source,
+                wake.read,
+                UInt32(EPOLLIN.rawValue),
                 { _, fd, _, userdata in
                     var drain = [UInt8](repeating: 0, count: 64)
                     while read(fd, &drain, drain.count) > 0 {}
                     Unmanaged<BusConnection>.fromOpaque(userdata!).takeUnretainedValue().runPending()
                     return 0
-                }, Unmanaged.passUnretained(self).toOpaque()),
-            "sd_event_add_io")
+                },
+                Unmanaged.passUnretained(self).toOpaque()
+            ),
+            "sd_event_add_io"
+        )
         var match: OpaquePointer?
         try sdbus(
             sd_bus_match_signal(
-                bus, &match, "org.freedesktop.DBus", "/org/freedesktop/DBus", "org.freedesktop.DBus", "NameLost",
+                bus,
+                &match,
+                "org.freedesktop.DBus",
+                "/org/freedesktop/DBus",
+                "org.freedesktop.DBus",
+                "NameLost",
                 { message, userdata, _ in
                     var name: UnsafePointer<CChar>?
                     _ = withUnsafeMutablePointer(to: &name) { sd_bus_message_read_basic(message, code("s"), $0) }
@@ -462,14 +488,22 @@ final class BusConnection: @unchecked Sendable {
                         Unmanaged<BusConnection>.fromOpaque(userdata!).takeUnretainedValue().onNameLost?()
                     }
                     return 0
-                }, Unmanaged.passUnretained(self).toOpaque()),
-            "sd_bus_match_signal")
+                },
+                Unmanaged.passUnretained(self).toOpaque()
+            ),
+            "sd_bus_match_signal"
+        )
         slots.append(match)
         // A unique name whose owner becomes "" has left the bus for good (unique names are never reused).
         var gone: OpaquePointer?
         try sdbus(
             sd_bus_match_signal(
-                bus, &gone, "org.freedesktop.DBus", "/org/freedesktop/DBus", "org.freedesktop.DBus", "NameOwnerChanged",
+                bus,
+                &gone,
+                "org.freedesktop.DBus",
+                "/org/freedesktop/DBus",
+                "org.freedesktop.DBus",
+                "NameOwnerChanged",
                 { message, userdata, _ in
                     let reader = MessageReader(message: message!)
                     guard let name = try? reader.string(), name.hasPrefix(":"), (try? reader.string()) != nil,
@@ -479,8 +513,11 @@ final class BusConnection: @unchecked Sendable {
                     connection.senderPids[name] = nil
                     connection.onClientGone?(name)
                     return 0
-                }, Unmanaged.passUnretained(self).toOpaque()),
-            "sd_bus_match_signal")
+                },
+                Unmanaged.passUnretained(self).toOpaque()
+            ),
+            "sd_bus_match_signal"
+        )
         slots.append(gone)
     }
 
@@ -503,8 +540,16 @@ final class BusConnection: @unchecked Sendable {
     func add(path: String, interface: String, _ table: VTable) throws(SDBusFailure) {
         var slot: OpaquePointer?
         try sdbus(
-            sd_bus_add_object_vtable(bus, &slot, path, interface, table.entries, Unmanaged.passUnretained(box).toOpaque()),
-            "sd_bus_add_object_vtable")
+            sd_bus_add_object_vtable(
+                bus,
+                &slot,
+                path,
+                interface,
+                table.entries,
+                Unmanaged.passUnretained(box).toOpaque()
+            ),
+            "sd_bus_add_object_vtable"
+        )
         slots.append(slot)
         tables.append(table)
     }
@@ -514,8 +559,16 @@ final class BusConnection: @unchecked Sendable {
         var slot: OpaquePointer?
         try sdbus(
             sd_bus_add_fallback_vtable(
-                bus, &slot, prefix, interface, table.entries, findTrampoline, Unmanaged.passUnretained(box).toOpaque()),
-            "sd_bus_add_fallback_vtable")
+                bus,
+                &slot,
+                prefix,
+                interface,
+                table.entries,
+                findTrampoline,
+                Unmanaged.passUnretained(box).toOpaque()
+            ),
+            "sd_bus_add_fallback_vtable"
+        )
         slots.append(slot)
         tables.append(table)
     }
@@ -526,7 +579,8 @@ final class BusConnection: @unchecked Sendable {
         var slot: OpaquePointer?
         try sdbus(
             sd_bus_add_fallback(bus, &slot, prefix, unknownObjectFilter, Unmanaged.passUnretained(box).toOpaque()),
-            "sd_bus_add_fallback")
+            "sd_bus_add_fallback"
+        )
         slots.append(slot)
     }
 
@@ -568,7 +622,9 @@ final class BusConnection: @unchecked Sendable {
     /// call or one GetAll.
     var currentMessage: String {
         let cookie = keyseal_current_cookie(bus)
-        let sender = sd_bus_get_current_message(bus).flatMap { sd_bus_message_get_sender($0) }.map { String(cString: $0) }
+        let sender = sd_bus_get_current_message(bus).flatMap { sd_bus_message_get_sender($0) }.map {
+            String(cString: $0)
+        }
         return "\(sender ?? "")#\(cookie)"
     }
 

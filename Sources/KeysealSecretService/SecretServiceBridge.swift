@@ -130,20 +130,23 @@ public final class SecretServiceBridge: BusObjects, @unchecked Sendable {
             throw BusError(
                 BusError.failed,
                 "another Secret Service provider owns \(busName) on this session bus (gnome-keyring, KeePassXC…); "
-                    + "stop it, or start keyseal-secret-service with --replace")
+                    + "stop it, or start keyseal-secret-service with --replace"
+            )
         }
     }
 
     func registerObjects(_ bus: BusConnection) throws {
         try bus.add(
-            path: Self.root, interface: Self.serviceInterface,
+            path: Self.root,
+            interface: Self.serviceInterface,
             VTable([
                 .method("OpenSession", "sv", "vo"), .method("CreateCollection", "a{sv}s", "oo"),
                 .method("SearchItems", "a{ss}", "aoao"), .method("Unlock", "ao", "aoo"), .method("Lock", "ao", "aoo"),
                 .method("GetSecrets", "aoo", "a{o(oayays)}"), .method("ReadAlias", "s", "o"),
                 .method("SetAlias", "so", ""), .property("Collections", "ao"),
                 .signal("CollectionCreated", "o"), .signal("CollectionDeleted", "o"), .signal("CollectionChanged", "o"),
-            ]))
+            ])
+        )
         let collection = VTable([
             .method("Delete", "", "o"), .method("SearchItems", "a{ss}", "ao"),
             .method("CreateItem", "a{sv}(oayays)b", "oo"), .invalidatingProperty("Items", "ao"),
@@ -154,16 +157,20 @@ public final class SecretServiceBridge: BusObjects, @unchecked Sendable {
         try bus.add(prefix: Self.collectionPrefix, interface: Self.collectionInterface, collection)
         try bus.add(prefix: Self.aliasPrefix, interface: Self.collectionInterface, collection)
         try bus.add(
-            prefix: Self.collectionPrefix, interface: Self.itemInterface,
+            prefix: Self.collectionPrefix,
+            interface: Self.itemInterface,
             VTable([
                 .method("Delete", "", "o"), .method("GetSecret", "o", "(oayays)"), .method("SetSecret", "(oayays)", ""),
                 .property("Locked", "b"), .writableProperty("Attributes", "a{ss}"), .writableProperty("Label", "s"),
                 .property("Type", "s"), .property("Created", "t"), .property("Modified", "t"),
-            ]))
+            ])
+        )
         try bus.add(prefix: Self.sessionPrefix, interface: Self.sessionInterface, VTable([.method("Close", "", "")]))
         try bus.add(
-            prefix: Self.promptPrefix, interface: Self.promptInterface,
-            VTable([.method("Prompt", "s", ""), .method("Dismiss", "", ""), .signal("Completed", "bv")]))
+            prefix: Self.promptPrefix,
+            interface: Self.promptInterface,
+            VTable([.method("Prompt", "s", ""), .method("Dismiss", "", ""), .signal("Completed", "bv")])
+        )
         try bus.answerUnknownObjects(below: Self.root)
         try registerPortal(bus)
     }

@@ -105,7 +105,10 @@ public enum DictionaryRequests {
     }
 
     /// Parses the attributes-to-update dictionary of an Update.
-    public static func changes(_ dictionary: [String: Any], for itemClass: ItemClass) throws(KeychainError)
+    public static func changes(
+        _ dictionary: [String: Any],
+        for itemClass: ItemClass
+    ) throws(KeychainError)
         -> ItemChanges
     {
         var changes = ItemChanges()
@@ -122,7 +125,8 @@ public enum DictionaryRequests {
                     throw KeychainError(KeychainStatus.param, "\(key) cannot be changed by an update")
                 }
                 changes.data = try data(value, key)
-            case "r", "m": throw KeychainError(KeychainStatus.param, "\(key) is not allowed in the attributes to update")
+            case "r", "m":
+                throw KeychainError(KeychainStatus.param, "\(key) is not allowed in the attributes to update")
             default: throw KeychainError(KeychainStatus.param, "unknown key \(key)")
             }
         }
@@ -183,7 +187,9 @@ public enum DictionaryRequests {
     /// Apple's result shape for `records` under `returns` and `limit`, as the `CFTypeRef` a SecItem call hands
     /// back: nil when nothing is to be returned. `accessControl` makes the `accc` value for an item recorded with one.
     public static func result(
-        _ records: [ItemRecord], returns: ReturnOptions, limit: MatchLimit,
+        _ records: [ItemRecord],
+        returns: ReturnOptions,
+        limit: MatchLimit,
         accessControl: (Accessibility, UInt) -> Any
     ) -> AnyObject? {
         let wanted = returns.effective
@@ -208,7 +214,10 @@ public enum DictionaryRequests {
     }
 
     /// An item's attributes as Apple returns them, with `class`.
-    public static func attributesDictionary(_ record: ItemRecord, accessControl: (Accessibility, UInt) -> Any)
+    public static func attributesDictionary(
+        _ record: ItemRecord,
+        accessControl: (Accessibility, UInt) -> Any
+    )
         -> [String: Any]
     {
         var dictionary: [String: Any] = [classKey: record.itemClass.rawValue]
@@ -288,7 +297,8 @@ public enum DictionaryRequests {
         return try bool(value, key) ? option : []
     }
 
-    static func attributeValue(_ value: Any, _ key: String, kind: AttributeKind) throws(KeychainError) -> AttributeValue {
+    static func attributeValue(_ value: Any, _ key: String, kind: AttributeKind) throws(KeychainError) -> AttributeValue
+    {
         switch kind {
         case .string: return .string(try string(value, key))
         case .blob, .dataPreferred:
@@ -366,7 +376,8 @@ public enum DictionaryRequests {
             throw KeychainError(
                 KeychainStatus.unimplemented,
                 "access-control flags 0x\(String(constraints, radix: 16)) (user presence, biometry, companion, "
-                    + "device passcode or application password) cannot be enforced by Keyseal yet")
+                    + "device passcode or application password) cannot be enforced by Keyseal yet"
+            )
         }
         return (accessibility, control.flagsRawValue)
     }

@@ -53,14 +53,19 @@ public func SecAccessControlGetTypeID() -> CFTypeID { 0x5eca }
 
 /// Creates an access control. An unknown protection fails with an `NSOSStatusErrorDomain` error.
 public func SecAccessControlCreateWithFlags(
-    _ allocator: CFAllocator?, _ protection: CFTypeRef, _ flags: SecAccessControlCreateFlags,
+    _ allocator: CFAllocator?,
+    _ protection: CFTypeRef,
+    _ flags: SecAccessControlCreateFlags,
     _ error: UnsafeMutablePointer<Unmanaged<CFError>?>?
 ) -> SecAccessControl? {
     guard let code = protection as? String, Accessibility(rawValue: code) != nil else {
         error?.pointee = Unmanaged.passRetained(
             NSError(
-                domain: "NSOSStatusErrorDomain", code: Int(errSecParam),
-                userInfo: [NSLocalizedDescriptionKey: "the protection is not an accessibility class"]))
+                domain: "NSOSStatusErrorDomain",
+                code: Int(errSecParam),
+                userInfo: [NSLocalizedDescriptionKey: "the protection is not an accessibility class"]
+            )
+        )
         return nil
     }
     return SecAccessControl(protection: code, flags: flags)

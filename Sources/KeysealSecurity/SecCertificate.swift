@@ -28,7 +28,10 @@ public func SecCertificateCopySubjectSummary(_ certificate: SecCertificate) -> C
     certificate.fields.subjectSummary.map { NSString(string: $0) }
 }
 
-public func SecCertificateCopyCommonName(_ certificate: SecCertificate, _ commonName: UnsafeMutablePointer<CFString?>)
+public func SecCertificateCopyCommonName(
+    _ certificate: SecCertificate,
+    _ commonName: UnsafeMutablePointer<CFString?>
+)
     -> OSStatus
 {
     commonName.pointee = certificate.fields.commonNames.last.map { NSString(string: $0) }
@@ -36,7 +39,8 @@ public func SecCertificateCopyCommonName(_ certificate: SecCertificate, _ common
 }
 
 public func SecCertificateCopyEmailAddresses(
-    _ certificate: SecCertificate, _ emailAddresses: UnsafeMutablePointer<CFArray?>
+    _ certificate: SecCertificate,
+    _ emailAddresses: UnsafeMutablePointer<CFArray?>
 ) -> OSStatus {
     emailAddresses.pointee = certificate.fields.emailAddresses
     return errSecSuccess
@@ -44,7 +48,8 @@ public func SecCertificateCopyEmailAddresses(
 
 /// The serial number's content octets.
 public func SecCertificateCopySerialNumberData(
-    _ certificate: SecCertificate, _ error: UnsafeMutablePointer<Unmanaged<CFError>?>?
+    _ certificate: SecCertificate,
+    _ error: UnsafeMutablePointer<Unmanaged<CFError>?>?
 ) -> CFData? {
     certificate.fields.serialNumber
 }
@@ -57,7 +62,10 @@ public func SecCertificateCopyKey(_ certificate: SecCertificate) -> SecKey? {
     case "1.2.840.10045.2.1": material = try? PublicKeyMaterial(x963: fields.publicKey)
     case "1.2.840.113549.1.1.1":
         material = try? PublicKeyMaterial.of(
-            keyClass: kSecAttrKeyClassPublic as String, typeCode: kSecAttrKeyTypeRSA as String, data: fields.publicKey)
+            keyClass: kSecAttrKeyClassPublic as String,
+            typeCode: kSecAttrKeyTypeRSA as String,
+            data: fields.publicKey
+        )
     default: material = nil
     }
     return material.map { SecKey(.publicKey($0)) }
@@ -80,13 +88,17 @@ public final class SecIdentity: @unchecked Sendable {
 public func SecIdentityGetTypeID() -> CFTypeID { 0x5ec3 }
 
 public func SecIdentityCopyCertificate(
-    _ identityRef: SecIdentity, _ certificateRef: UnsafeMutablePointer<SecCertificate?>
+    _ identityRef: SecIdentity,
+    _ certificateRef: UnsafeMutablePointer<SecCertificate?>
 ) -> OSStatus {
     certificateRef.pointee = identityRef.certificate
     return errSecSuccess
 }
 
-public func SecIdentityCopyPrivateKey(_ identityRef: SecIdentity, _ privateKeyRef: UnsafeMutablePointer<SecKey?>)
+public func SecIdentityCopyPrivateKey(
+    _ identityRef: SecIdentity,
+    _ privateKeyRef: UnsafeMutablePointer<SecKey?>
+)
     -> OSStatus
 {
     privateKeyRef.pointee = identityRef.privateKey

@@ -15,7 +15,11 @@ public func SecItemAdd(_ attributes: CFDictionary, _ result: UnsafeMutablePointe
         let record = try store.add(item)
         if let result, let record {
             result.pointee = DictionaryRequests.result(
-                [record], returns: item.returns, limit: .one, accessControl: makeAccessControl)
+                [record],
+                returns: item.returns,
+                limit: .one,
+                accessControl: makeAccessControl
+            )
         }
     }
 }
@@ -36,10 +40,19 @@ public func SecItemCopyMatching(_ query: CFDictionary, _ result: UnsafeMutablePo
         let records = try store.copyMatching(parsed)
         if refs, let result {
             result.pointee = try ValueRefs.result(
-                records, returns: returns, limit: parsed.limit, store: store, accessControl: makeAccessControl)
+                records,
+                returns: returns,
+                limit: parsed.limit,
+                store: store,
+                accessControl: makeAccessControl
+            )
         } else if let result {
             result.pointee = DictionaryRequests.result(
-                records, returns: parsed.returns, limit: parsed.limit, accessControl: makeAccessControl)
+                records,
+                returns: parsed.returns,
+                limit: parsed.limit,
+                accessControl: makeAccessControl
+            )
         }
     }
 }
@@ -75,7 +88,9 @@ public func SecCopyErrorMessageString(_ status: OSStatus, _ reserved: UnsafeMuta
 private func checkSize(_ data: Data, _ store: KeychainStore) throws {
     guard data.count <= store.valueLimit else {
         throw KeychainError(
-            KeychainStatus.dataTooLarge, "the secret is \(data.count) bytes; the limit is \(store.valueLimit)")
+            KeychainStatus.dataTooLarge,
+            "the secret is \(data.count) bytes; the limit is \(store.valueLimit)"
+        )
     }
 }
 

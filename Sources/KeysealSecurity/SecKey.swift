@@ -89,7 +89,10 @@ nonisolated(unsafe) public let kSecKeyKeyExchangeParameterSharedInfo: CFString =
 /// A `CFError` in `NSOSStatusErrorDomain` whose code is the status.
 func secError(_ error: KeychainError) -> CFError {
     NSError(
-        domain: "NSOSStatusErrorDomain", code: Int(error.status), userInfo: [NSLocalizedDescriptionKey: error.message])
+        domain: "NSOSStatusErrorDomain",
+        code: Int(error.status),
+        userInfo: [NSLocalizedDescriptionKey: error.message]
+    )
 }
 
 // MARK: - Creating keys
@@ -145,7 +148,10 @@ struct KeyParameters {
     }
 
     /// One half's attributes: the top level's, then its own dictionary (`nested`) over them.
-    private static func half(_ parameters: [String: Any], _ nested: CFString) throws(KeychainError) -> (
+    private static func half(
+        _ parameters: [String: Any],
+        _ nested: CFString
+    ) throws(KeychainError) -> (
         isPermanent: Bool, isExtractable: Bool, settable: DictionaryRequests.SettableAttributes
     ) {
         var attributes = parameters
@@ -184,7 +190,10 @@ struct KeyParameters {
 /// errSecUnimplemented where the store has no key hardware), else in software. A half whose attributes say
 /// `kSecAttrIsPermanent` is stored as its own item (the public half with `kSecAttrKeyClassPublic`, found by its own
 /// tag and label). Returns the private key.
-public func SecKeyCreateRandomKey(_ parameters: CFDictionary, _ error: UnsafeMutablePointer<Unmanaged<CFError>?>?)
+public func SecKeyCreateRandomKey(
+    _ parameters: CFDictionary,
+    _ error: UnsafeMutablePointer<Unmanaged<CFError>?>?
+)
     -> SecKey?
 {
     _ = bundleIdentifierInstalled
@@ -218,7 +227,8 @@ func makeRandomKey(_ parameters: CFDictionary) throws -> SecKey {
 
 /// The deprecated pair form of ``SecKeyCreateRandomKey(_:_:)``.
 public func SecKeyGeneratePair(
-    _ parameters: CFDictionary, _ publicKey: UnsafeMutablePointer<SecKey?>?,
+    _ parameters: CFDictionary,
+    _ publicKey: UnsafeMutablePointer<SecKey?>?,
     _ privateKey: UnsafeMutablePointer<SecKey?>?
 ) -> OSStatus {
     do {
@@ -236,7 +246,9 @@ public func SecKeyGeneratePair(
 /// A key from its external representation: `kSecAttrKeyType` and `kSecAttrKeyClass` say what it is; its size comes
 /// from the data, as on Apple, whatever `kSecAttrKeySizeInBits` says. The key is this process's; nothing is stored.
 public func SecKeyCreateWithData(
-    _ keyData: CFData, _ attributes: CFDictionary, _ error: UnsafeMutablePointer<Unmanaged<CFError>?>?
+    _ keyData: CFData,
+    _ attributes: CFDictionary,
+    _ error: UnsafeMutablePointer<Unmanaged<CFError>?>?
 ) -> SecKey? {
     secKeyCall(error) {
         let attributes = try swiftDictionary(attributes)
@@ -259,19 +271,29 @@ public func SecKeyCopyPublicKey(_ key: SecKey) -> SecKey? {
     return SecKey(.publicKey(material))
 }
 
-public func SecKeyIsAlgorithmSupported(_ key: SecKey, _ operation: SecKeyOperationType, _ algorithm: SecKeyAlgorithm)
+public func SecKeyIsAlgorithmSupported(
+    _ key: SecKey,
+    _ operation: SecKeyOperationType,
+    _ algorithm: SecKeyAlgorithm
+)
     -> Bool
 {
     guard let operation = KeyAlgorithms.Operation(rawValue: operation.rawValue) else { return false }
     // A private key also answers for its public half (Apple's verify and encrypt on a private key).
     let asPrivate = key.isPrivate && operation != .verify && operation != .encrypt
     return KeyAlgorithms.isSupported(
-        algorithm.name, operation: operation, keyType: key.keyType, isPrivate: asPrivate,
-        inHardware: key.inHardware)
+        algorithm.name,
+        operation: operation,
+        keyType: key.keyType,
+        isPrivate: asPrivate,
+        inHardware: key.inHardware
+    )
 }
 
 public func SecKeyCreateSignature(
-    _ key: SecKey, _ algorithm: SecKeyAlgorithm, _ dataToSign: CFData,
+    _ key: SecKey,
+    _ algorithm: SecKeyAlgorithm,
+    _ dataToSign: CFData,
     _ error: UnsafeMutablePointer<Unmanaged<CFError>?>?
 ) -> CFData? {
     secKeyCall(error) {
@@ -289,19 +311,28 @@ public func SecKeyCreateSignature(
 
 /// Verifies `signature`; a bad signature is false with errSecVerifyFailed.
 public func SecKeyVerifySignature(
-    _ key: SecKey, _ algorithm: SecKeyAlgorithm, _ signedData: CFData, _ signature: CFData,
+    _ key: SecKey,
+    _ algorithm: SecKeyAlgorithm,
+    _ signedData: CFData,
+    _ signature: CFData,
     _ error: UnsafeMutablePointer<Unmanaged<CFError>?>?
 ) -> Bool {
     secKeyCall(error) { () throws -> Bool? in
         try KeyAlgorithms.verify(
-            key.publicMaterial(), algorithm: algorithm.name, data: signedData, signature: signature)
+            key.publicMaterial(),
+            algorithm: algorithm.name,
+            data: signedData,
+            signature: signature
+        )
         return true
     } ?? false
 }
 
 /// Encrypts with the key's public half (ECIES, RSA OAEP).
 public func SecKeyCreateEncryptedData(
-    _ key: SecKey, _ algorithm: SecKeyAlgorithm, _ plaintext: CFData,
+    _ key: SecKey,
+    _ algorithm: SecKeyAlgorithm,
+    _ plaintext: CFData,
     _ error: UnsafeMutablePointer<Unmanaged<CFError>?>?
 ) -> CFData? {
     secKeyCall(error) {
@@ -310,7 +341,9 @@ public func SecKeyCreateEncryptedData(
 }
 
 public func SecKeyCreateDecryptedData(
-    _ key: SecKey, _ algorithm: SecKeyAlgorithm, _ ciphertext: CFData,
+    _ key: SecKey,
+    _ algorithm: SecKeyAlgorithm,
+    _ ciphertext: CFData,
     _ error: UnsafeMutablePointer<Unmanaged<CFError>?>?
 ) -> CFData? {
     secKeyCall(error) {
@@ -325,7 +358,10 @@ public func SecKeyCreateDecryptedData(
 
 /// ECDH with `publicKey`; `parameters` may give `requestedSize` and `sharedInfo` (the KDF variants need the size).
 public func SecKeyCopyKeyExchangeResult(
-    _ privateKey: SecKey, _ algorithm: SecKeyAlgorithm, _ publicKey: SecKey, _ parameters: CFDictionary,
+    _ privateKey: SecKey,
+    _ algorithm: SecKeyAlgorithm,
+    _ publicKey: SecKey,
+    _ parameters: CFDictionary,
     _ error: UnsafeMutablePointer<Unmanaged<CFError>?>?
 ) -> CFData? {
     secKeyCall(error) {
@@ -339,10 +375,17 @@ public func SecKeyCopyKeyExchangeResult(
         switch privateKey.backing {
         case .software(let software):
             return try software.keyExchange(
-                algorithm: algorithm.name, peer: peer.bytes, requestedSize: size, sharedInfo: info)
+                algorithm: algorithm.name,
+                peer: peer.bytes,
+                requestedSize: size,
+                sharedInfo: info
+            )
         case .stored(let store, let description):
             return try store.keyExchange(
-                description.reference, algorithm: algorithm.name, peer: peer.bytes, requestedSize: size,
+                description.reference,
+                algorithm: algorithm.name,
+                peer: peer.bytes,
+                requestedSize: size,
                 sharedInfo: info
             ).withUnsafeBytes { Data($0) }
         case .publicKey: throw KeychainError(KeychainStatus.param, "algorithm not supported by the key")
@@ -352,7 +395,10 @@ public func SecKeyCopyKeyExchangeResult(
 
 /// Apple's external representation: RSA PKCS#1, EC public `04 ‖ X ‖ Y`, EC private `04 ‖ X ‖ Y ‖ K`. A hardware
 /// private key has none (nil, errSecUnimplemented); a stored software key only if it is extractable.
-public func SecKeyCopyExternalRepresentation(_ key: SecKey, _ error: UnsafeMutablePointer<Unmanaged<CFError>?>?)
+public func SecKeyCopyExternalRepresentation(
+    _ key: SecKey,
+    _ error: UnsafeMutablePointer<Unmanaged<CFError>?>?
+)
     -> CFData?
 {
     secKeyCall(error) {

@@ -70,41 +70,59 @@ public struct SecKeyAlgorithm: RawRepresentable, Hashable, Sendable {
     public static let rsaEncryptionOAEPSHA384AESGCM = SecKeyAlgorithm("algid:encrypt:RSA:OAEP:SHA384:AESGCM")
     public static let rsaEncryptionOAEPSHA512AESGCM = SecKeyAlgorithm("algid:encrypt:RSA:OAEP:SHA512:AESGCM")
     public static let eciesEncryptionStandardX963SHA1AESGCM = SecKeyAlgorithm(
-        "algid:encrypt:ECIES:ECDH:KDFX963:SHA1:AESGCM")
+        "algid:encrypt:ECIES:ECDH:KDFX963:SHA1:AESGCM"
+    )
     public static let eciesEncryptionStandardX963SHA224AESGCM = SecKeyAlgorithm(
-        "algid:encrypt:ECIES:ECDH:KDFX963:SHA224:AESGCM")
+        "algid:encrypt:ECIES:ECDH:KDFX963:SHA224:AESGCM"
+    )
     public static let eciesEncryptionStandardX963SHA256AESGCM = SecKeyAlgorithm(
-        "algid:encrypt:ECIES:ECDH:KDFX963:SHA256:AESGCM")
+        "algid:encrypt:ECIES:ECDH:KDFX963:SHA256:AESGCM"
+    )
     public static let eciesEncryptionStandardX963SHA384AESGCM = SecKeyAlgorithm(
-        "algid:encrypt:ECIES:ECDH:KDFX963:SHA384:AESGCM")
+        "algid:encrypt:ECIES:ECDH:KDFX963:SHA384:AESGCM"
+    )
     public static let eciesEncryptionStandardX963SHA512AESGCM = SecKeyAlgorithm(
-        "algid:encrypt:ECIES:ECDH:KDFX963:SHA512:AESGCM")
+        "algid:encrypt:ECIES:ECDH:KDFX963:SHA512:AESGCM"
+    )
     public static let eciesEncryptionCofactorX963SHA1AESGCM = SecKeyAlgorithm(
-        "algid:encrypt:ECIES:ECDHC:KDFX963:SHA1:AESGCM")
+        "algid:encrypt:ECIES:ECDHC:KDFX963:SHA1:AESGCM"
+    )
     public static let eciesEncryptionCofactorX963SHA224AESGCM = SecKeyAlgorithm(
-        "algid:encrypt:ECIES:ECDHC:KDFX963:SHA224:AESGCM")
+        "algid:encrypt:ECIES:ECDHC:KDFX963:SHA224:AESGCM"
+    )
     public static let eciesEncryptionCofactorX963SHA256AESGCM = SecKeyAlgorithm(
-        "algid:encrypt:ECIES:ECDHC:KDFX963:SHA256:AESGCM")
+        "algid:encrypt:ECIES:ECDHC:KDFX963:SHA256:AESGCM"
+    )
     public static let eciesEncryptionCofactorX963SHA384AESGCM = SecKeyAlgorithm(
-        "algid:encrypt:ECIES:ECDHC:KDFX963:SHA384:AESGCM")
+        "algid:encrypt:ECIES:ECDHC:KDFX963:SHA384:AESGCM"
+    )
     public static let eciesEncryptionCofactorX963SHA512AESGCM = SecKeyAlgorithm(
-        "algid:encrypt:ECIES:ECDHC:KDFX963:SHA512:AESGCM")
+        "algid:encrypt:ECIES:ECDHC:KDFX963:SHA512:AESGCM"
+    )
     public static let eciesEncryptionStandardVariableIVX963SHA224AESGCM = SecKeyAlgorithm(
-        "algid:encrypt:ECIES:ECDH:KDFX963:SHA224:AESGCM-KDFIV")
+        "algid:encrypt:ECIES:ECDH:KDFX963:SHA224:AESGCM-KDFIV"
+    )
     public static let eciesEncryptionStandardVariableIVX963SHA256AESGCM = SecKeyAlgorithm(
-        "algid:encrypt:ECIES:ECDH:KDFX963:SHA256:AESGCM-KDFIV")
+        "algid:encrypt:ECIES:ECDH:KDFX963:SHA256:AESGCM-KDFIV"
+    )
     public static let eciesEncryptionStandardVariableIVX963SHA384AESGCM = SecKeyAlgorithm(
-        "algid:encrypt:ECIES:ECDH:KDFX963:SHA384:AESGCM-KDFIV")
+        "algid:encrypt:ECIES:ECDH:KDFX963:SHA384:AESGCM-KDFIV"
+    )
     public static let eciesEncryptionStandardVariableIVX963SHA512AESGCM = SecKeyAlgorithm(
-        "algid:encrypt:ECIES:ECDH:KDFX963:SHA512:AESGCM-KDFIV")
+        "algid:encrypt:ECIES:ECDH:KDFX963:SHA512:AESGCM-KDFIV"
+    )
     public static let eciesEncryptionCofactorVariableIVX963SHA224AESGCM = SecKeyAlgorithm(
-        "algid:encrypt:ECIES:ECDHC:KDFX963:SHA224:AESGCM-KDFIV")
+        "algid:encrypt:ECIES:ECDHC:KDFX963:SHA224:AESGCM-KDFIV"
+    )
     public static let eciesEncryptionCofactorVariableIVX963SHA256AESGCM = SecKeyAlgorithm(
-        "algid:encrypt:ECIES:ECDHC:KDFX963:SHA256:AESGCM-KDFIV")
+        "algid:encrypt:ECIES:ECDHC:KDFX963:SHA256:AESGCM-KDFIV"
+    )
     public static let eciesEncryptionCofactorVariableIVX963SHA384AESGCM = SecKeyAlgorithm(
-        "algid:encrypt:ECIES:ECDHC:KDFX963:SHA384:AESGCM-KDFIV")
+        "algid:encrypt:ECIES:ECDHC:KDFX963:SHA384:AESGCM-KDFIV"
+    )
     public static let eciesEncryptionCofactorVariableIVX963SHA512AESGCM = SecKeyAlgorithm(
-        "algid:encrypt:ECIES:ECDHC:KDFX963:SHA512:AESGCM-KDFIV")
+        "algid:encrypt:ECIES:ECDHC:KDFX963:SHA512:AESGCM-KDFIV"
+    )
     public static let ecdhKeyExchangeStandard = SecKeyAlgorithm("algid:keyexchange:ECDH")
     public static let ecdhKeyExchangeStandardX963SHA1 = SecKeyAlgorithm("algid:keyexchange:ECDH:KDFX963:SHA1")
     public static let ecdhKeyExchangeStandardX963SHA224 = SecKeyAlgorithm("algid:keyexchange:ECDH:KDFX963:SHA224")

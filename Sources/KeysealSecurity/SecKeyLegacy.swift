@@ -43,7 +43,8 @@ private func legacyAlgorithm(_ key: SecKey, _ padding: SecPadding, signing: Bool
 /// Runs a modern call for a legacy one: its result copied into `out` (room for `*outLength` bytes, set to the length
 /// written), its error as the status.
 private func legacyCall(
-    _ out: UnsafeMutablePointer<UInt8>, _ outLength: UnsafeMutablePointer<Int>,
+    _ out: UnsafeMutablePointer<UInt8>,
+    _ outLength: UnsafeMutablePointer<Int>,
     _ body: (UnsafeMutablePointer<Unmanaged<CFError>?>) -> CFData?
 ) -> OSStatus {
     var error: Unmanaged<CFError>?
@@ -58,15 +59,20 @@ private func legacyCall(
 
 private func legacyUnsupported(_ error: UnsafeMutablePointer<Unmanaged<CFError>?>) -> CFData? {
     error.pointee = Unmanaged.passRetained(
-        secError(KeychainError(KeychainStatus.param, "the padding is not one this key's legacy call supports")))
+        secError(KeychainError(KeychainStatus.param, "the padding is not one this key's legacy call supports"))
+    )
     return nil
 }
 
 /// Signs a digest (`dataToSign`) as Apple's `SecKeyRawSign`: EC keys ECDSA (X9.62 DER; RFC 4754 with `.sigRaw`),
 /// RSA keys by `padding`. A signature longer than `*sigLen` is errSecBufferTooSmall.
 public func SecKeyRawSign(
-    _ key: SecKey, _ padding: SecPadding, _ dataToSign: UnsafePointer<UInt8>, _ dataToSignLen: Int,
-    _ sig: UnsafeMutablePointer<UInt8>, _ sigLen: UnsafeMutablePointer<Int>
+    _ key: SecKey,
+    _ padding: SecPadding,
+    _ dataToSign: UnsafePointer<UInt8>,
+    _ dataToSignLen: Int,
+    _ sig: UnsafeMutablePointer<UInt8>,
+    _ sigLen: UnsafeMutablePointer<Int>
 ) -> OSStatus {
     let data = Data(bytes: dataToSign, count: dataToSignLen)
     return legacyCall(sig, sigLen) { error in
@@ -77,21 +83,34 @@ public func SecKeyRawSign(
 
 /// Verifies a signature over a digest as Apple's `SecKeyRawVerify`; a bad signature is errSecVerifyFailed.
 public func SecKeyRawVerify(
-    _ key: SecKey, _ padding: SecPadding, _ signedData: UnsafePointer<UInt8>, _ signedDataLen: Int,
-    _ sig: UnsafePointer<UInt8>, _ sigLen: Int
+    _ key: SecKey,
+    _ padding: SecPadding,
+    _ signedData: UnsafePointer<UInt8>,
+    _ signedDataLen: Int,
+    _ sig: UnsafePointer<UInt8>,
+    _ sigLen: Int
 ) -> OSStatus {
     var error: Unmanaged<CFError>?
     guard let algorithm = legacyAlgorithm(key, padding, signing: true) else { return errSecParam }
     let verified = SecKeyVerifySignature(
-        key, algorithm, Data(bytes: signedData, count: signedDataLen), Data(bytes: sig, count: sigLen), &error)
+        key,
+        algorithm,
+        Data(bytes: signedData, count: signedDataLen),
+        Data(bytes: sig, count: sigLen),
+        &error
+    )
     if verified { return errSecSuccess }
     return OSStatus(truncatingIfNeeded: error?.takeRetainedValue().code ?? Int(errSecVerifyFailed))
 }
 
 /// Encrypts with an RSA public key as Apple's `SecKeyEncrypt` (`.OAEP`: OAEP with SHA-1).
 public func SecKeyEncrypt(
-    _ key: SecKey, _ padding: SecPadding, _ plainText: UnsafePointer<UInt8>, _ plainTextLen: Int,
-    _ cipherText: UnsafeMutablePointer<UInt8>, _ cipherTextLen: UnsafeMutablePointer<Int>
+    _ key: SecKey,
+    _ padding: SecPadding,
+    _ plainText: UnsafePointer<UInt8>,
+    _ plainTextLen: Int,
+    _ cipherText: UnsafeMutablePointer<UInt8>,
+    _ cipherTextLen: UnsafeMutablePointer<Int>
 ) -> OSStatus {
     let data = Data(bytes: plainText, count: plainTextLen)
     return legacyCall(cipherText, cipherTextLen) { error in
@@ -102,8 +121,12 @@ public func SecKeyEncrypt(
 
 /// Decrypts with an RSA private key as Apple's `SecKeyDecrypt`.
 public func SecKeyDecrypt(
-    _ key: SecKey, _ padding: SecPadding, _ cipherText: UnsafePointer<UInt8>, _ cipherTextLen: Int,
-    _ plainText: UnsafeMutablePointer<UInt8>, _ plainTextLen: UnsafeMutablePointer<Int>
+    _ key: SecKey,
+    _ padding: SecPadding,
+    _ cipherText: UnsafePointer<UInt8>,
+    _ cipherTextLen: Int,
+    _ plainText: UnsafeMutablePointer<UInt8>,
+    _ plainTextLen: UnsafeMutablePointer<Int>
 ) -> OSStatus {
     let data = Data(bytes: cipherText, count: cipherTextLen)
     return legacyCall(plainText, plainTextLen) { error in

@@ -28,10 +28,13 @@ enum ValueRefs {
                 guard case .transient = description.reference else { throw KeychainError.duplicateItem }
                 let item = try DictionaryRequests.add(rest)
                 let stored = try owner.storeTransientKey(
-                    description.reference, attributes: item.attributes, accessGroup: item.accessGroup,
+                    description.reference,
+                    attributes: item.attributes,
+                    accessGroup: item.accessGroup,
                     accessibility: dictionary[kSecAttrAccessible] == nil && dictionary[kSecAttrAccessControl] == nil
                         ? nil : item.accessibility,
-                    synchronizable: item.synchronizable)
+                    synchronizable: item.synchronizable
+                )
                 key.replace(.stored(owner, stored))
                 return nil
             }
@@ -124,7 +127,8 @@ enum ValueRefs {
             guard let keyReference = record.keyPersistentRef else { return nil }
             return SecIdentity(
                 certificate: try certificate(record.data),
-                privateKey: SecKey(.stored(store, try store.describeKey(.item(keyReference)))))
+                privateKey: SecKey(.stored(store, try store.describeKey(.item(keyReference))))
+            )
         default:
             return nil
         }
@@ -140,7 +144,10 @@ enum ValueRefs {
     /// Apple's result shape when refs were asked for on a key class: the object alone, or one dictionary per item
     /// with the object under `v_Ref`; an array for a limit above one.
     static func result(
-        _ records: [ItemRecord], returns: ReturnOptions, limit: MatchLimit, store: KeychainStore,
+        _ records: [ItemRecord],
+        returns: ReturnOptions,
+        limit: MatchLimit,
+        store: KeychainStore,
         accessControl: (Accessibility, UInt) -> Any
     ) throws -> AnyObject? {
         func render(_ record: ItemRecord) throws -> Any {

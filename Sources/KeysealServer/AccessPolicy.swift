@@ -84,8 +84,11 @@ public struct AccessPolicy: Sendable {
 
     /// Parses policy text; `lookUpUser`/`lookUpGroup` resolve names (the system databases by default).
     public static func parse(
-        _ text: String, source: String = "policy", daemonUID: UInt32 = getuid(),
-        lookUpUser: (String) -> UInt32? = systemUserID, lookUpGroup: (String) -> UInt32? = systemGroupID
+        _ text: String,
+        source: String = "policy",
+        daemonUID: UInt32 = getuid(),
+        lookUpUser: (String) -> UInt32? = systemUserID,
+        lookUpGroup: (String) -> UInt32? = systemGroupID
     ) throws -> AccessPolicy {
         var rules: [Rule] = []
         var vouching: [Rule.Subject] = []
@@ -143,7 +146,11 @@ public struct AccessPolicy: Sendable {
         return AccessPolicy(rules: rules, vouching: vouching, daemonUID: daemonUID)
     }
 
-    private static func identitySubject(kind: String, name: String, fail: (String) -> KeychainError) throws
+    private static func identitySubject(
+        kind: String,
+        name: String,
+        fail: (String) -> KeychainError
+    ) throws
         -> Rule.Subject
     {
         switch kind {
@@ -202,7 +209,8 @@ public struct AccessPolicy: Sendable {
     /// The caller a peer acts as. `identity` is what it runs (executable, unit); `supplementaryGroups` are the
     /// gids of the peer's account.
     public func caller(
-        for peer: PeerCredentials, identity: PeerIdentity = .unknown,
+        for peer: PeerCredentials,
+        identity: PeerIdentity = .unknown,
         supplementaryGroups: (UInt32) -> [UInt32] = systemGroupList
     ) -> Caller {
         let matched = matchingRules(peer: peer, identity: identity, supplementaryGroups: supplementaryGroups)
@@ -226,7 +234,11 @@ public struct AccessPolicy: Sendable {
     /// The rules that apply to a peer: by executable, by unit, by uid, by gid, each in file order. A `unit` rule
     /// names a system unit; it names a user-manager unit only for the daemon's own uid, since any user may name
     /// the units of their own manager.
-    func matchingRules(peer: PeerCredentials, identity: PeerIdentity, supplementaryGroups: (UInt32) -> [UInt32])
+    func matchingRules(
+        peer: PeerCredentials,
+        identity: PeerIdentity,
+        supplementaryGroups: (UInt32) -> [UInt32]
+    )
         -> [Rule]
     {
         var matched: [Rule] = []

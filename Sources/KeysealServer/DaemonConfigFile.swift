@@ -31,18 +31,24 @@ public struct DaemonConfigFile: Sendable, Equatable {
         var info = stat()
         guard stat(file.path, &info) == 0 else {
             throw KeychainError(
-                KeychainStatus.param, "cannot read the configuration file \(file.path): \(String(cString: strerror(errno)))")
+                KeychainStatus.param,
+                "cannot read the configuration file \(file.path): \(String(cString: strerror(errno)))"
+            )
         }
         guard info.st_mode & S_IFMT == S_IFREG else {
             throw KeychainError(KeychainStatus.param, "the configuration file \(file.path) is not a regular file")
         }
         guard info.st_uid == 0 || info.st_uid == daemonUID else {
             throw KeychainError(
-                KeychainStatus.param, "the configuration file \(file.path) must be owned by root or uid \(daemonUID)")
+                KeychainStatus.param,
+                "the configuration file \(file.path) must be owned by root or uid \(daemonUID)"
+            )
         }
         guard info.st_mode & 0o022 == 0 else {
             throw KeychainError(
-                KeychainStatus.param, "the configuration file \(file.path) must not be writable by group or others")
+                KeychainStatus.param,
+                "the configuration file \(file.path) must not be writable by group or others"
+            )
         }
         let text: String
         do {

@@ -104,9 +104,14 @@ public final class KeychainService: Sendable {
     let logger: Logger
 
     public init(
-        store: KeychainStore, autoLockSeconds: Int?, maxUnlockedSeconds: Int? = nil, limits: DaemonLimits = DaemonLimits(),
-        softwareTPM: Bool = false, pool: NIOThreadPool = .singleton,
-        keyOperationBound: Duration? = nil, logger: Logger
+        store: KeychainStore,
+        autoLockSeconds: Int?,
+        maxUnlockedSeconds: Int? = nil,
+        limits: DaemonLimits = DaemonLimits(),
+        softwareTPM: Bool = false,
+        pool: NIOThreadPool = .singleton,
+        keyOperationBound: Duration? = nil,
+        logger: Logger
     ) {
         self.store = store
         self.autoLock = Mutex(autoLockSeconds)
@@ -144,7 +149,11 @@ public final class KeychainService: Sendable {
             do {
                 guard
                     let records = try store.copyMatching(
-                        query, caller: caller, resultLimit: limits.responseBytes, within: Self.smallQuery)
+                        query,
+                        caller: caller,
+                        resultLimit: limits.responseBytes,
+                        within: Self.smallQuery
+                    )
                 else { return nil }
                 return .records(records)
             } catch {
@@ -173,7 +182,9 @@ public final class KeychainService: Sendable {
         let outcome = try EngineWait.lock(quotaWrites, heldByWaiter: quotaWritesHeldByWaiter) { _ -> ReplacingAdd in
             let admit = try admission(group: new.accessGroup, caller: caller)
             guard let bound else {
-                return try store.addReplacingAttributes(new, caller: caller, admit: admit).map { .replaced(account: $0) }
+                return try store.addReplacingAttributes(new, caller: caller, admit: admit).map {
+                    .replaced(account: $0)
+                }
                     ?? .added
             }
             return try store.addReplacingAttributes(new, caller: caller, within: bound, admit: admit)
@@ -199,7 +210,11 @@ public final class KeychainService: Sendable {
     /// `gathering`: the bytes a lookup's result may take, what its connection holds of its uid's response memory
     /// (``responseReservation(_:)``).
     func answerOnPool(
-        _ request: WireRequest, caller: Caller, peer: PeerCredentials, gathering: Int? = nil, eventLoop: any EventLoop
+        _ request: WireRequest,
+        caller: Caller,
+        peer: PeerCredentials,
+        gathering: Int? = nil,
+        eventLoop: any EventLoop
     ) -> EventLoopFuture<WireResponse> {
         if let refusal = admit(request, caller: caller, peer: peer) { return eventLoop.makeSucceededFuture(refusal) }
         return pool.runIfActive(eventLoop: eventLoop) { [self] () -> WireResponse in
@@ -224,11 +239,14 @@ public final class KeychainService: Sendable {
         let limit = held ?? limits.responseBytes
         do {
             return try body(limit)
-        } catch let error as KeychainError where error.status == KeychainStatus.dataTooLarge && limit < limits.responseBytes {
+        } catch let error as KeychainError
+            where error.status == KeychainStatus.dataTooLarge && limit < limits.responseBytes
+        {
             throw KeychainError(
                 KeychainStatus.allocate,
                 "the result is over the \(limit) bytes of lookup results one uid may hold in keyseald "
-                    + "(--response-memory-per-uid, --response-memory)")
+                    + "(--response-memory-per-uid, --response-memory)"
+            )
         }
     }
 
@@ -269,7 +287,9 @@ public final class KeychainService: Sendable {
             return .failure(
                 KeychainError(
                     status: KeychainStatus.missingEntitlement,
-                    message: "only an administrator may use \(request.name) (uid \(peer.uid) is a client)"))
+                    message: "only an administrator may use \(request.name) (uid \(peer.uid) is a client)"
+                )
+            )
         }
         if caller.isAdministrator && request.holdsOffAutoLock { activity.touch() }
         return nil
@@ -349,15 +369,20 @@ public final class KeychainService: Sendable {
             return .records(record.map { [$0] } ?? [])
         case .addReplacingAttributes(let new):
             // Unbounded here (the thread pool): never over a bound.
-            return try replacingAdd(new, caller: caller, within: nil) ?? .failure(
-                KeychainError(KeychainStatus.internalComponent, "an unbounded replacing add gave up"))
+            return try replacingAdd(new, caller: caller, within: nil)
+                ?? .failure(
+                    KeychainError(KeychainStatus.internalComponent, "an unbounded replacing add gave up")
+                )
         case .copyMatching(let query):
             return .records(try gathering(held) { try store.copyMatching(query, caller: caller, resultLimit: $0) })
         case .update(let query, let changes):
             let parsed = (query: query, changes: changes)
             try RequestValidation.validate(parsed.query)
             try RequestValidation.validate(
-                parsed.changes, itemClass: parsed.query.itemClass, valueLimit: store.valueLimit)
+                parsed.changes,
+                itemClass: parsed.query.itemClass,
+                valueLimit: store.valueLimit
+            )
             try EngineWait.lock(quotaWrites, heldByWaiter: quotaWritesHeldByWaiter) { _ in
                 guard !caller.isAdministrator else {
                     return try store.update(parsed.query, with: parsed.changes, caller: caller)
@@ -397,7 +422,9 @@ public final class KeychainService: Sendable {
                 try quotas.check(group: group, items: 1, bytes: 0, store: store)
                 // The token's objects are shared by every user: a non-administrator's hardware keys are counted over
                 // its groups, under the same lock as the generation.
-                if request.inHardware { try quotas.checkHardwareKeys(count: try store.hardwareKeyCount(caller: caller)) }
+                if request.inHardware {
+                    try quotas.checkHardwareKeys(count: try store.hardwareKeyCount(caller: caller))
+                }
                 return try store.generateKey(request, caller: caller, admit: admit, software: software)
             }
             return .key(try WireMapping.wire(key))
@@ -407,15 +434,23 @@ public final class KeychainService: Sendable {
             case .describe: return .key(try WireMapping.wire(try store.describeKey(reference, caller: caller)))
             case .sign:
                 return .keyResult(
-                    try store.sign(reference, algorithm: operation.algorithm, data: operation.data, caller: caller))
+                    try store.sign(reference, algorithm: operation.algorithm, data: operation.data, caller: caller)
+                )
             case .decrypt:
                 return .keyResult(
-                    try store.decrypt(reference, algorithm: operation.algorithm, data: operation.data, caller: caller))
+                    try store.decrypt(reference, algorithm: operation.algorithm, data: operation.data, caller: caller)
+                )
             case .keyExchange:
                 return .keyResult(
                     try store.keyExchange(
-                        reference, algorithm: operation.algorithm, peer: operation.data,
-                        requestedSize: operation.requestedSize, sharedInfo: operation.sharedInfo, caller: caller))
+                        reference,
+                        algorithm: operation.algorithm,
+                        peer: operation.data,
+                        requestedSize: operation.requestedSize,
+                        sharedInfo: operation.sharedInfo,
+                        caller: caller
+                    )
+                )
             }
         // Certificates and identities described for the command line: the engine parses and hashes the DER, so the
         // client links no X.509 code.
@@ -431,10 +466,13 @@ public final class KeychainService: Sendable {
             } catch let error as KeychainError where error.status == KeychainStatus.itemNotFound {
                 records = []
             }
-            return .certificates(try records.map { record throws(KeychainError) in try WireMapping.certificate(record) })
+            return .certificates(
+                try records.map { record throws(KeychainError) in try WireMapping.certificate(record) }
+            )
         case .createCSR(let reference, let subject):
             return .keyResult(
-                try SigningRequest.create(store: store, reference: .item(reference), subject: subject, caller: caller))
+                try SigningRequest.create(store: store, reference: .item(reference), subject: subject, caller: caller)
+            )
         case .createRecoveryKey(let passcode):
             let key = try store.createRecoveryKey(passcode: try passcode.map(Self.passcode))
             broadcaster.publish(store.lockState)
@@ -443,7 +481,9 @@ public final class KeychainService: Sendable {
         case .recover(let key, let passcode):
             defer { broadcaster.publish(store.lockState) }
             try store.recover(
-                recoveryKey: key, passcode: try passcode.map(Self.passcode))
+                recoveryKey: key,
+                passcode: try passcode.map(Self.passcode)
+            )
             logger.notice("the store was recovered with its recovery key and sealed to the current PCR values")
             return .ok
         case .tpmReseal(let passcode, let pcrs):
@@ -479,7 +519,9 @@ public final class KeychainService: Sendable {
 
     /// The quotas, asked by the engine for each group a write grows, with what the write adds to it.
     private var quotaAdmission: GroupAdmission {
-        { [quotas] group, usage, adds in try quotas.check(group: group, usage: usage, items: adds.items, bytes: adds.bytes) }
+        { [quotas] group, usage, adds in
+            try quotas.check(group: group, usage: usage, items: adds.items, bytes: adds.bytes)
+        }
     }
 
     // MARK: - Backup
@@ -489,12 +531,19 @@ public final class KeychainService: Sendable {
         return .failure(
             KeychainError(
                 status: KeychainStatus.missingEntitlement,
-                message: "only an administrator may use \(request.name) (uid \(peer.uid) is a client)"))
+                message: "only an administrator may use \(request.name) (uid \(peer.uid) is a client)"
+            )
+        )
     }
 
     /// An export for an administrator: `.backupChunk` responses as the engine writes them (the engine runs on the
     /// pool, holding the store only for its own work), then `.exportReport`, or a `.failure`.
-    func exportBackup(passphrase: SecretBytes, availableOnly: Bool, caller: Caller, peer: PeerCredentials)
+    func exportBackup(
+        passphrase: SecretBytes,
+        availableOnly: Bool,
+        caller: Caller,
+        peer: PeerCredentials
+    )
         -> AsyncStream<WireResponse>
     {
         let (stream, continuation) = AsyncStream.makeStream(of: WireResponse.self)
@@ -510,14 +559,18 @@ public final class KeychainService: Sendable {
                 let report = try await offload { [store] in
                     var progress = (done: 0, total: 0)
                     return try store.exportEmbedded(
-                        passphrase: secret, availableOnly: availableOnly,
+                        passphrase: secret,
+                        availableOnly: availableOnly,
                         sink: { bytes in
                             continuation.yield(.backupChunk(bytes: bytes, done: progress.done, total: progress.total))
                         },
-                        progress: { progress = ($0, $1) })
+                        progress: { progress = ($0, $1) }
+                    )
                 }
                 logger.info(
-                    "exported", metadata: ["peer.uid": "\(peer.uid)", "backup.items": "\(report.exportedCount)"])
+                    "exported",
+                    metadata: ["peer.uid": "\(peer.uid)", "backup.items": "\(report.exportedCount)"]
+                )
                 continuation.yield(.exportReport(report))
             } catch {
                 logger.info("export failed", metadata: ["peer.uid": "\(peer.uid)", "error": "\(error)"])
@@ -532,7 +585,12 @@ public final class KeychainService: Sendable {
     /// they arrive, Argon2id once when the header is complete; the items read are sealed meanwhile), end
     /// (checked, then restored in one transaction). Any failure ends the session; the store is unchanged unless the
     /// end step succeeds.
-    func handleImport(_ request: WireRequest, session: BackupImportSession, caller: Caller, peer: PeerCredentials)
+    func handleImport(
+        _ request: WireRequest,
+        session: BackupImportSession,
+        caller: Caller,
+        peer: PeerCredentials
+    )
         async -> [WireResponse]
     {
         guard caller.isAdministrator else {
@@ -569,7 +627,8 @@ public final class KeychainService: Sendable {
                     metadata: [
                         "peer.uid": "\(peer.uid)", "backup.restored": "\(report.restoredCount)",
                         "backup.skipped": "\(report.skipped.count)", "backup.replaced": "\(report.replaced)",
-                    ])
+                    ]
+                )
                 var summary = report
                 summary.skipped = []
                 return Self.skippedFrames(report.skipped) + [.importReport(summary)]
@@ -589,7 +648,8 @@ public final class KeychainService: Sendable {
         var batch: [ImportReport.SkippedItem] = []
         var size = 0
         for entry in skipped {
-            let entrySize = 64 + entry.accessGroup.utf8.count + (entry.service?.utf8.count ?? 0)
+            let entrySize =
+                64 + entry.accessGroup.utf8.count + (entry.service?.utf8.count ?? 0)
                 + (entry.account?.utf8.count ?? 0) + entry.detail.utf8.count
             if size + entrySize > (512 << 10) && !batch.isEmpty {
                 frames.append(.importSkipped(batch))
@@ -616,16 +676,20 @@ public final class KeychainService: Sendable {
         let idle = timeout.map { activity.idle >= .seconds($0) } ?? false
         let overdue = maxUnlocked.map { limit in (broadcaster.unlockedFor ?? .zero) >= .seconds(limit) } ?? false
         guard idle || overdue else { return false }
-        let locked = (try? await offload { [store] in
-            guard store.lockState == .unlocked, (try? store.status().passcodeSet) == true else { return false }
-            return (try? store.lock()) == .some(nil)
-        }) ?? false
+        let locked =
+            (try? await offload { [store] in
+                guard store.lockState == .unlocked, (try? store.status().passcodeSet) == true else { return false }
+                return (try? store.lock()) == .some(nil)
+            }) ?? false
         activity.touch()
         if locked {
             if idle {
                 logger.info("auto-locked", metadata: ["autolock.seconds": "\(timeout ?? 0)"])
             } else {
-                logger.info("locked after the maximum unlocked time", metadata: ["autolock.max-unlocked": "\(maxUnlocked ?? 0)"])
+                logger.info(
+                    "locked after the maximum unlocked time",
+                    metadata: ["autolock.max-unlocked": "\(maxUnlocked ?? 0)"]
+                )
             }
             broadcaster.publish(.locked)
         } else if overdue {

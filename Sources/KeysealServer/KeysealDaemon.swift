@@ -47,9 +47,15 @@ public struct DaemonOptions: Sendable {
     public var keyOperationBound: Duration?
 
     public init(
-        storeDirectory: URL, socket: SocketConfiguration, backend: Backend, autoLock: AutoLock = .stored,
-        policyFile: URL? = nil, frameTimeout: Duration = SocketServer.defaultFrameTimeout, maxUnlocked: Int? = nil,
-        limits: DaemonLimits = DaemonLimits(), argon2: Argon2Parameters? = nil
+        storeDirectory: URL,
+        socket: SocketConfiguration,
+        backend: Backend,
+        autoLock: AutoLock = .stored,
+        policyFile: URL? = nil,
+        frameTimeout: Duration = SocketServer.defaultFrameTimeout,
+        maxUnlocked: Int? = nil,
+        limits: DaemonLimits = DaemonLimits(),
+        argon2: Argon2Parameters? = nil
     ) {
         self.maxUnlocked = maxUnlocked
         self.limits = limits
@@ -84,12 +90,15 @@ public final class KeysealDaemon: Sendable {
         case .tpm(let tcti): device = .tpm(tcti: tcti, pcrs: options.tpmPCRs)
         case .swtpm:
             let process = SwtpmProcess(
-                stateDirectory: options.storeDirectory.appendingPathComponent("swtpm"), logger: logger)
+                stateDirectory: options.storeDirectory.appendingPathComponent("swtpm"),
+                logger: logger
+            )
             try Self.createStoreDirectory(options.storeDirectory)
             try process.start()
             swtpm = process
             device = .tpm(tcti: process.tcti, pcrs: options.tpmPCRs)
-        case .pkcs11(let module, let token, let pinFile): device = .pkcs11(module: module, token: token, pinFile: pinFile)
+        case .pkcs11(let module, let token, let pinFile):
+            device = .pkcs11(module: module, token: token, pinFile: pinFile)
         case .hostKey(let file): device = .hostKey(file: file ?? DeviceKey.defaultHostKeyFile)
         }
         do {
@@ -97,7 +106,10 @@ public final class KeysealDaemon: Sendable {
             if let argon2 = options.argon2 { configuration.argon2 = argon2 }
             configuration.checkpointInterval = options.checkpointInterval
             store = try KeychainStore.embedded(
-                directory: options.storeDirectory, device: device, configuration: configuration)
+                directory: options.storeDirectory,
+                device: device,
+                configuration: configuration
+            )
         } catch {
             swtpm?.stop()
             throw error
@@ -106,12 +118,14 @@ public final class KeysealDaemon: Sendable {
         if store.recoveryRequired {
             logger.warning(
                 "recovery required: the TPM's PCRs no longer have the values this store was sealed to; nothing that needs the device secret is served until `keyseal recover`",
-                metadata: ["store.path": "\(store.location)"])
+                metadata: ["store.path": "\(store.location)"]
+            )
         }
         if let ledger = try? store.status().ledger, !ledger.verified {
             logger.warning(
                 "the store's generation ledger failed verification",
-                metadata: ["store.path": "\(store.location)", "ledger": "\(ledger.summary)"])
+                metadata: ["store.path": "\(store.location)", "ledger": "\(ledger.summary)"]
+            )
         }
     }
 
@@ -122,7 +136,10 @@ public final class KeysealDaemon: Sendable {
     private static func createStoreDirectory(_ directory: URL) throws {
         do {
             try FileManager.default.createDirectory(
-                at: directory, withIntermediateDirectories: true, attributes: [.posixPermissions: 0o700])
+                at: directory,
+                withIntermediateDirectories: true,
+                attributes: [.posixPermissions: 0o700]
+            )
         } catch {
             throw KeychainError(KeychainStatus.io, "cannot create the store directory \(directory.path)")
         }
@@ -153,18 +170,33 @@ public final class KeysealDaemon: Sendable {
         }
         let isSoftwareTPM = if case .swtpm = options.backend { true } else { false }
         let service = KeychainService(
-            store: store, autoLockSeconds: autoLock, maxUnlockedSeconds: options.maxUnlocked, limits: options.limits,
-            softwareTPM: isSoftwareTPM, keyOperationBound: options.keyOperationBound, logger: logger)
+            store: store,
+            autoLockSeconds: autoLock,
+            maxUnlockedSeconds: options.maxUnlocked,
+            limits: options.limits,
+            softwareTPM: isSoftwareTPM,
+            keyOperationBound: options.keyOperationBound,
+            logger: logger
+        )
         let server = SocketServer(
-            socket: options.socket, service: service, policy: policy, logger: logger,
-            group: Self.connectionLoop, frameTimeout: options.frameTimeout, ready: ready)
+            socket: options.socket,
+            service: service,
+            policy: policy,
+            logger: logger,
+            group: Self.connectionLoop,
+            frameTimeout: options.frameTimeout,
+            ready: ready
+        )
         // Services shut down in reverse order: the server first (in-flight requests finish), then the rest.
         var services: [ServiceGroupConfiguration.ServiceConfiguration] = []
         if let swtpm { services.append(.init(service: swtpm.supervisor)) }
         services.append(.init(service: AutoLockService(service: service)))
         services.append(.init(service: server, successTerminationBehavior: .gracefullyShutdownGroup))
         var configuration = ServiceGroupConfiguration(
-            services: services, gracefulShutdownSignals: [.sigterm, .sigint], logger: logger)
+            services: services,
+            gracefulShutdownSignals: [.sigterm, .sigint],
+            logger: logger
+        )
         configuration.maximumGracefulShutdownDuration = .seconds(30)
         try await ServiceGroup(configuration: configuration).run()
         logger.info("stopped", metadata: ["store.path": "\(store.location)"])

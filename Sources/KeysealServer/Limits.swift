@@ -51,11 +51,15 @@ public struct DaemonLimits: Sendable, Equatable {
     public static let defaultPoolRequestsPerUID = 1
 
     public init(
-        connectionsPerUID: Int = defaultConnectionsPerUID, pendingBytesPerUID: Int = defaultPendingBytesPerUID,
-        itemsPerGroup: Int = defaultItemsPerGroup, bytesPerGroup: Int = defaultBytesPerGroup,
-        idleTimeout: Duration? = defaultIdleTimeout, responseBytes: Int = defaultResponseBytes,
+        connectionsPerUID: Int = defaultConnectionsPerUID,
+        pendingBytesPerUID: Int = defaultPendingBytesPerUID,
+        itemsPerGroup: Int = defaultItemsPerGroup,
+        bytesPerGroup: Int = defaultBytesPerGroup,
+        idleTimeout: Duration? = defaultIdleTimeout,
+        responseBytes: Int = defaultResponseBytes,
         hardwareKeysPerUID: Int = defaultHardwareKeysPerUID,
-        responseMemoryPerUID: Int = defaultResponseMemoryPerUID, responseMemory: Int = defaultResponseMemory,
+        responseMemoryPerUID: Int = defaultResponseMemoryPerUID,
+        responseMemory: Int = defaultResponseMemory,
         poolRequestsPerUID: Int = defaultPoolRequestsPerUID
     ) {
         self.hardwareKeysPerUID = hardwareKeysPerUID
@@ -90,7 +94,8 @@ final class PeerLedger: Sendable {
             guard current.connections < limits.connectionsPerUID else {
                 return KeychainError(
                     status: KeychainStatus.allocate,
-                    message: "uid \(uid) already has \(current.connections) connections to keyseald (the limit)")
+                    message: "uid \(uid) already has \(current.connections) connections to keyseald (the limit)"
+                )
             }
             usage[uid, default: Usage()].connections += 1
             return nil
@@ -167,7 +172,8 @@ final class QuotaLedger: Sendable {
         throw KeychainError(
             KeychainStatus.allocate,
             "your access groups hold \(count) keys in the device key's hardware (keys of a locked class count as such); "
-                + "the quota is \(limits.hardwareKeysPerUID): delete keys you no longer need")
+                + "the quota is \(limits.hardwareKeysPerUID): delete keys you no longer need"
+        )
     }
 
     /// Refuses a write that would take `group`, holding `usage`, over a quota. Compared without overflow: a count
@@ -176,7 +182,8 @@ final class QuotaLedger: Sendable {
         if items > 0 && usage.items > limits.itemsPerGroup - items {
             throw KeychainError(
                 KeychainStatus.allocate,
-                "the access group \(group) holds \(usage.items) items; the quota is \(limits.itemsPerGroup)")
+                "the access group \(group) holds \(usage.items) items; the quota is \(limits.itemsPerGroup)"
+            )
         }
         if usage.bytes > limits.bytesPerGroup - bytes {
             throw KeychainError(

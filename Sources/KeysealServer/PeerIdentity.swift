@@ -49,8 +49,11 @@ public struct PeerIdentity: Sendable, Hashable, CustomStringConvertible {
     /// `SO_COOKIE` of keyseald's end, and which executables it matters for), an executable it matters for counts
     /// only if the peer holds that connection as its own (``holdsConnection(pid:cookie:proc:)``).
     public static func resolve(
-        peer: PeerCredentials, peerPidfd: Int32?, acceptedTicks: UInt64 = bootTicks(),
-        proc: String = "/proc", connection: (cookie: UInt64, matters: (String) -> Bool)? = nil
+        peer: PeerCredentials,
+        peerPidfd: Int32?,
+        acceptedTicks: UInt64 = bootTicks(),
+        proc: String = "/proc",
+        connection: (cookie: UInt64, matters: (String) -> Bool)? = nil
     ) -> (identity: PeerIdentity, source: Source?) {
         let pidfd: Int32
         let source: Source

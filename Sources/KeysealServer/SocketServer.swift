@@ -40,7 +40,10 @@ struct FrameDecoder: ByteToMessageDecoder {
         return state
     }
 
-    private mutating func decodeFrame(context: ChannelHandlerContext, buffer: inout ByteBuffer) throws
+    private mutating func decodeFrame(
+        context: ChannelHandlerContext,
+        buffer: inout ByteBuffer
+    ) throws
         -> DecodingState
     {
         guard let header = buffer.getInteger(at: buffer.readerIndex, as: UInt32.self) else {
@@ -51,9 +54,12 @@ struct FrameDecoder: ByteToMessageDecoder {
         guard length <= Wire.maxFrame else {
             throw KeychainError(
                 status: KeychainStatus.dataTooLarge,
-                message: "frame of \(length) bytes exceeds the limit of \(Wire.maxFrame)")
+                message: "frame of \(length) bytes exceeds the limit of \(Wire.maxFrame)"
+            )
         }
-        guard length >= 2 else { throw KeychainError(status: KeychainStatus.decode, message: "malformed frame: too short") }
+        guard length >= 2 else {
+            throw KeychainError(status: KeychainStatus.decode, message: "malformed frame: too short")
+        }
         guard buffer.readableBytes >= 4 + length else {
             arm(context)
             return .needMoreData
@@ -65,7 +71,11 @@ struct FrameDecoder: ByteToMessageDecoder {
         return .continue
     }
 
-    mutating func decodeLast(context: ChannelHandlerContext, buffer: inout ByteBuffer, seenEOF: Bool) throws
+    mutating func decodeLast(
+        context: ChannelHandlerContext,
+        buffer: inout ByteBuffer,
+        seenEOF: Bool
+    ) throws
         -> DecodingState
     {
         // The peer has gone (keyseald does not keep half-closed connections): no reply could reach it, so what it
@@ -92,7 +102,10 @@ struct FrameDecoder: ByteToMessageDecoder {
     /// rest of the frame may be waiting in the socket, and that wait is keyseald's, not the client's. The frame has
     /// stalled once the connection has been read from for `timeout` without it completing.
     private static func schedule(
-        in delay: TimeAmount, timeout: TimeAmount, account: ConnectionAccount, context: ChannelHandlerContext
+        in delay: TimeAmount,
+        timeout: TimeAmount,
+        account: ConnectionAccount,
+        context: ChannelHandlerContext
     ) {
         account.stall = context.eventLoop.assumeIsolated().scheduleTask(in: delay) {
             account.stall = nil
@@ -105,7 +118,9 @@ struct FrameDecoder: ByteToMessageDecoder {
             context.fireErrorCaught(
                 KeychainError(
                     status: KeychainStatus.io,
-                    message: "an incomplete frame waited \(seconds) s for the rest of its bytes"))
+                    message: "an incomplete frame waited \(seconds) s for the rest of its bytes"
+                )
+            )
         }
     }
 
@@ -249,15 +264,21 @@ public final class SocketServer: Service {
     private let turnQueues = Mutex<[ObjectIdentifier: TurnQueue]>([:])
 
     public init(
-        socket: SocketConfiguration, service: KeychainService, policy: AccessPolicy, logger: Logger,
+        socket: SocketConfiguration,
+        service: KeychainService,
+        policy: AccessPolicy,
+        logger: Logger,
         group: any EventLoopGroup = MultiThreadedEventLoopGroup.singleton,
-        frameTimeout: Duration = SocketServer.defaultFrameTimeout, ready: @escaping @Sendable () -> Void = {}
+        frameTimeout: Duration = SocketServer.defaultFrameTimeout,
+        ready: @escaping @Sendable () -> Void = {}
     ) {
         self.frameTimeout = frameTimeout
         self.peers = PeerLedger(limits: service.limits)
         self.poolShares = Allowance(perUID: service.limits.poolRequestsPerUID)
         self.responseMemory = Allowance(
-            perUID: service.limits.responseMemoryPerUID, total: service.limits.responseMemory)
+            perUID: service.limits.responseMemoryPerUID,
+            total: service.limits.responseMemory
+        )
         self.socket = socket
         self.service = service
         self.policy = policy
@@ -272,7 +293,8 @@ public final class SocketServer: Service {
         let gid = try SocketFiles.prepareDirectory(for: socket)
         try SocketFiles.removeStaleSocket(socket.path)
         let timeout = TimeAmount.nanoseconds(
-            frameTimeout.components.seconds * 1_000_000_000 + frameTimeout.components.attoseconds / 1_000_000_000)
+            frameTimeout.components.seconds * 1_000_000_000 + frameTimeout.components.attoseconds / 1_000_000_000
+        )
         // Each accepted connection is set up on its event loop and served by its ConnectionHandler there: no task
         // and no thread hop per connection (ConnectionRegistry keeps them for shutdown).
         let server = try await ServerBootstrap(group: group)
@@ -283,7 +305,8 @@ public final class SocketServer: Service {
                     let account = ConnectionAccount(ledger: peers)
                     try channel.pipeline.syncOperations.addHandler(ReceiveScrubber())
                     try channel.pipeline.syncOperations.addHandler(
-                        ByteToMessageHandler(FrameDecoder(timeout: timeout, account: account)))
+                        ByteToMessageHandler(FrameDecoder(timeout: timeout, account: account))
+                    )
                     try channel.pipeline.syncOperations.addHandler(ConnectionHandler(server: self, account: account))
                 }
             }
@@ -327,10 +350,13 @@ public final class SocketServer: Service {
     static func peerCredentials(_ channel: any Channel) -> EventLoopFuture<PeerCredentials> {
         guard let provider = channel as? any SocketOptionProvider else {
             return channel.eventLoop.makeFailedFuture(
-                KeychainError(KeychainStatus.internalComponent, "no socket options on this channel"))
+                KeychainError(KeychainStatus.internalComponent, "no socket options on this channel")
+            )
         }
         let credentials: EventLoopFuture<keyseal_peer_credentials> = provider.unsafeGetSocketOption(
-            level: SocketOptionLevel(SOL_SOCKET), name: SocketOptionName(keyseal_so_peercred))
+            level: SocketOptionLevel(SOL_SOCKET),
+            name: SocketOptionName(keyseal_so_peercred)
+        )
         return credentials.map { PeerCredentials(pid: $0.pid, uid: $0.uid, gid: $0.gid) }
     }
 
@@ -345,7 +371,9 @@ public final class SocketServer: Service {
     private static func socketOption<Value: Sendable>(_ channel: any Channel, _ name: Int32) -> Value? {
         guard let provider = channel as? any SocketOptionProvider else { return nil }
         let option: EventLoopFuture<Value> = provider.unsafeGetSocketOption(
-            level: SocketOptionLevel(SOL_SOCKET), name: SocketOptionName(name))
+            level: SocketOptionLevel(SOL_SOCKET),
+            name: SocketOptionName(name)
+        )
         var result: Value?
         option.assumeIsolated().whenSuccess { result = $0 }
         return result
@@ -488,14 +516,17 @@ final class ConnectionHandler: ChannelInboundHandler {
 
     /// Sets what the peer runs and the caller it acts as, and begins serving it.
     private func identified(
-        _ peer: PeerCredentials, _ identity: PeerIdentity, _ source: PeerIdentity.Source?,
+        _ peer: PeerCredentials,
+        _ identity: PeerIdentity,
+        _ source: PeerIdentity.Source?,
         context: ChannelHandlerContext
     ) {
         self.identity = identity
         caller = server.policy.caller(for: peer, identity: identity)
         server.logger.debug(
             "peer identified",
-            metadata: ["peer": "\(peer)", "identity": "\(identity)", "pidfd": "\(source?.rawValue ?? "none")"])
+            metadata: ["peer": "\(peer)", "identity": "\(identity)", "pidfd": "\(source?.rawValue ?? "none")"]
+        )
         guard !closing else { return }
         busy = false
         drain(context: context)
@@ -541,14 +572,18 @@ final class ConnectionHandler: ChannelInboundHandler {
         if activity { lastActivity = .now() }
         guard !busy, !closing, subscription == nil, idleTimer == nil else { return }
         let nanoseconds = timeout.components.seconds * 1_000_000_000 + timeout.components.attoseconds / 1_000_000_000
-        idleTimer = context.eventLoop.assumeIsolated().scheduleTask(deadline: lastActivity + .nanoseconds(nanoseconds)) {
+        idleTimer = context.eventLoop.assumeIsolated().scheduleTask(deadline: lastActivity + .nanoseconds(nanoseconds))
+        {
             self.idleTimer = nil
             guard !self.busy, !self.closing, self.subscription == nil else { return }
             guard NIODeadline.now() >= self.lastActivity + .nanoseconds(nanoseconds) else {
                 self.armIdleTimer(context: context, activity: false)
                 return
             }
-            self.server.logger.debug("closing an idle connection", metadata: ["peer": "\(self.peer.map { "\($0)" } ?? "?")"])
+            self.server.logger.debug(
+                "closing an idle connection",
+                metadata: ["peer": "\(self.peer.map { "\($0)" } ?? "?")"]
+            )
             self.closing = true
             context.close(promise: nil)
         }
@@ -567,7 +602,10 @@ final class ConnectionHandler: ChannelInboundHandler {
     private func fail(context: ChannelHandlerContext, _ error: KeychainError) {
         guard !closing else { return }
         closing = true
-        server.logger.info("closing a connection", metadata: ["peer": "\(peer.map { "\($0)" } ?? "?")", "error": "\(error)"])
+        server.logger.info(
+            "closing a connection",
+            metadata: ["peer": "\(peer.map { "\($0)" } ?? "?")", "error": "\(error)"]
+        )
         var bytes = WireResponse.failure(error).encodedFrame()
         let frame = WipingAllocator.buffer(consuming: &bytes)
         context.writeAndFlush(wrapOutboundOut(frame)).assumeIsolated().whenComplete { _ in context.close(promise: nil) }
@@ -659,8 +697,11 @@ final class ConnectionHandler: ChannelInboundHandler {
                     .failure(
                         KeychainError(
                             status: KeychainStatus.missingEntitlement,
-                            message: "this client may not act for another process: it is not vouching in the policy")),
-                    context: context)
+                            message: "this client may not act for another process: it is not vouching in the policy"
+                        )
+                    ),
+                    context: context
+                )
                 return
             }
             let vouched = PeerCredentials(pid: pid, uid: peer.uid, gid: peer.gid)
@@ -691,7 +732,10 @@ final class ConnectionHandler: ChannelInboundHandler {
     /// an administrator's takes neither. The pool's share is given back when the answer is ready, and of the response
     /// memory the connection keeps what the answer takes until it is written.
     private func answerOnPool(
-        _ request: WireRequest, caller: Caller, peer: PeerCredentials, context: ChannelHandlerContext
+        _ request: WireRequest,
+        caller: Caller,
+        peer: PeerCredentials,
+        context: ChannelHandlerContext
     ) {
         busy = true
         reading(false, context: context)
@@ -706,7 +750,10 @@ final class ConnectionHandler: ChannelInboundHandler {
         wait(for: reserved, of: server.responseMemory, uid: uid, context: context) {
             self.wait(for: share, of: server.poolShares, uid: uid, context: context) {
                 server.service.answerOnPool(
-                    request, caller: caller, peer: peer, gathering: reserved > 0 ? reserved : nil,
+                    request,
+                    caller: caller,
+                    peer: peer,
+                    gathering: reserved > 0 ? reserved : nil,
                     eventLoop: context.eventLoop
                 ).assumeIsolated().whenComplete { result in
                     server.poolShares.release(share, uid: uid)
@@ -719,8 +766,13 @@ final class ConnectionHandler: ChannelInboundHandler {
                         server.responseMemory.release(reserved, uid: uid)
                         self.reply(
                             .failure(
-                                KeychainError(status: KeychainStatus.notAvailable, message: "keyseald is stopping: \(error)")),
-                            context: context)
+                                KeychainError(
+                                    status: KeychainStatus.notAvailable,
+                                    message: "keyseald is stopping: \(error)"
+                                )
+                            ),
+                            context: context
+                        )
                     }
                     self.drain(context: context)
                     self.armIdleTimer(context: context)
@@ -732,7 +784,10 @@ final class ConnectionHandler: ChannelInboundHandler {
     /// Runs `then` once `uid` holds `amount` more of `allowance` (at once for 0). A connection that closes meanwhile
     /// withdraws its request, or gives back what was granted to it.
     private func wait(
-        for amount: Int, of allowance: Allowance, uid: UInt32, context: ChannelHandlerContext,
+        for amount: Int,
+        of allowance: Allowance,
+        uid: UInt32,
+        context: ChannelHandlerContext,
         then body: @escaping () -> Void
     ) {
         guard amount > 0 else { return body() }
@@ -759,7 +814,8 @@ final class ConnectionHandler: ChannelInboundHandler {
     /// A backup transfer step, off the event loop: an export streams its chunks and then its report as the engine
     /// produces them; an import step answers with progress, or with the skipped items and the report. Nothing more
     /// is read from this client meanwhile, and no other reply can come between the frames of one step.
-    private func transfer(_ request: WireRequest, caller: Caller, peer: PeerCredentials, context: ChannelHandlerContext) {
+    private func transfer(_ request: WireRequest, caller: Caller, peer: PeerCredentials, context: ChannelHandlerContext)
+    {
         busy = true
         reading(false, context: context)
         let service = server.service
@@ -769,8 +825,11 @@ final class ConnectionHandler: ChannelInboundHandler {
         Task {
             if case .exportBackup(let passphrase, let availableOnly) = request {
                 for await response in service.exportBackup(
-                    passphrase: passphrase, availableOnly: availableOnly, caller: caller, peer: peer)
-                {
+                    passphrase: passphrase,
+                    availableOnly: availableOnly,
+                    caller: caller,
+                    peer: peer
+                ) {
                     var bytes = response.encodedFrame()
                     try? await channel.writeAndFlush(WipingAllocator.buffer(consuming: &bytes))
                 }
@@ -799,7 +858,9 @@ final class ConnectionHandler: ChannelInboundHandler {
     /// `holding`: the response memory reserved for gathering it; the reply keeps what it takes (its records' size,
     /// or its frames') until written, and gives the rest back now.
     private func reply(
-        _ response: WireResponse, context: ChannelHandlerContext, holding reserved: (bytes: Int, uid: UInt32)? = nil
+        _ response: WireResponse,
+        context: ChannelHandlerContext,
+        holding reserved: (bytes: Int, uid: UInt32)? = nil
     ) {
         func hold(_ bytes: Int) {
             guard let reserved, reserved.bytes > 0 else { return }
@@ -820,13 +881,15 @@ final class ConnectionHandler: ChannelInboundHandler {
             frames = WireResponse.failure(
                 KeychainError(
                     status: KeychainStatus.dataTooLarge,
-                    message: "the result is over \(Wire.maxResponse) bytes; ask for fewer items or no data")
+                    message: "the result is over \(Wire.maxResponse) bytes; ask for fewer items or no data"
+                )
             ).encodedFrames()
         }
         hold(frames.reduce(0) { $0 + $1.count })
         // Each frame is consumed in place (its array is referenced once), so wiping it reaches its bytes.
         for index in frames.indices {
-            let written = heldForReply != nil && index == frames.count - 1 ? context.eventLoop.makePromise(of: Void.self) : nil
+            let written =
+                heldForReply != nil && index == frames.count - 1 ? context.eventLoop.makePromise(of: Void.self) : nil
             context.write(wrapOutboundOut(WipingAllocator.buffer(consuming: &frames[index])), promise: written)
             written?.futureResult.assumeIsolated().whenComplete { _ in self.releaseReplyMemory() }
         }
@@ -906,7 +969,8 @@ final class ConnectionHandler: ChannelInboundHandler {
         let current = server.service.store.lockState
         context.writeAndFlush(
             wrapOutboundOut(ByteBuffer(bytes: WireResponse.lockStateChanged(current).encodedFrame())),
-            promise: nil)
+            promise: nil
+        )
         let channel = context.channel
         let task = Task {
             for await state in stream {
@@ -967,18 +1031,23 @@ enum SocketFiles {
             gid = found
         }
         // The path's directory part ("/" for a socket at the root, "" for a bare name).
-        let directory = socket.path.lastIndex(of: "/").map { $0 == socket.path.startIndex ? "/" : String(socket.path[..<$0]) } ?? ""
+        let directory =
+            socket.path.lastIndex(of: "/").map { $0 == socket.path.startIndex ? "/" : String(socket.path[..<$0]) } ?? ""
         guard !directory.isEmpty else { return gid }
         var mode: UInt32 = 0
         if keyseal_file_mode(directory, 1, &mode) != 0 {
             guard mkdir(directory, gid == nil ? 0o700 : 0o750) == 0 || errno == EEXIST else {
                 throw KeychainError(
-                    KeychainStatus.io, "cannot create the socket directory \(directory): \(String(cString: strerror(errno)))")
+                    KeychainStatus.io,
+                    "cannot create the socket directory \(directory): \(String(cString: strerror(errno)))"
+                )
             }
             if let gid {
                 guard chown(directory, getuid(), gid) == 0, chmod(directory, 0o750) == 0 else {
                     throw KeychainError(
-                        KeychainStatus.io, "cannot give \(directory) to group \(socket.group ?? ""): \(String(cString: strerror(errno)))")
+                        KeychainStatus.io,
+                        "cannot give \(directory) to group \(socket.group ?? ""): \(String(cString: strerror(errno)))"
+                    )
                 }
             } else {
                 _ = chmod(directory, 0o700)
@@ -1005,11 +1074,17 @@ enum SocketFiles {
     static func setPermissions(_ path: String, gid: gid_t?) throws {
         if let gid {
             guard chown(path, getuid(), gid) == 0, chmod(path, 0o660) == 0 else {
-                throw KeychainError(KeychainStatus.io, "cannot set the socket's group: \(String(cString: strerror(errno)))")
+                throw KeychainError(
+                    KeychainStatus.io,
+                    "cannot set the socket's group: \(String(cString: strerror(errno)))"
+                )
             }
         } else {
             guard chmod(path, 0o600) == 0 else {
-                throw KeychainError(KeychainStatus.io, "cannot set the socket's mode: \(String(cString: strerror(errno)))")
+                throw KeychainError(
+                    KeychainStatus.io,
+                    "cannot set the socket's mode: \(String(cString: strerror(errno)))"
+                )
             }
         }
     }

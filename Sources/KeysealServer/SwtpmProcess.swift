@@ -40,7 +40,10 @@ public final class SwtpmProcess: Sendable {
         let manager = FileManager.default
         do {
             try manager.createDirectory(
-                at: stateDirectory, withIntermediateDirectories: true, attributes: [.posixPermissions: 0o700])
+                at: stateDirectory,
+                withIntermediateDirectories: true,
+                attributes: [.posixPermissions: 0o700]
+            )
         } catch {
             throw KeychainError(KeychainStatus.io, "cannot create \(stateDirectory.path)")
         }
@@ -54,7 +57,8 @@ public final class SwtpmProcess: Sendable {
                     "socket", "--tpm2", "--tpmstate", "dir=\(directory)",
                     "--server", "type=unixio,path=\(socketPath)", "--ctrl", "type=unixio,path=\(socketPath).ctrl",
                     "--flags", "not-need-init,startup-clear", "--log", "file=\(directory)/swtpm.log",
-                ])
+                ]
+            )
         } catch {
             throw KeychainError(KeychainStatus.notAvailable, "cannot start swtpm: \(error)")
         }
@@ -73,7 +77,12 @@ public final class SwtpmProcess: Sendable {
     /// Stops swtpm (SIGTERM, then SIGKILL after two seconds).
     public func stop() {
         stopping.store(true, ordering: .relaxed)
-        guard let child = process.withLock({ current -> ChildProcess? in defer { current = nil }; return current }) else {
+        guard
+            let child = process.withLock({ current -> ChildProcess? in
+                defer { current = nil }
+                return current
+            })
+        else {
             return
         }
         if child.isRunning {
@@ -99,7 +108,9 @@ public final class SwtpmProcess: Sendable {
                 }
                 if !swtpm.stopping.load(ordering: .relaxed) && !swtpm.isRunning {
                     swtpm.logger.warning("swtpm exited; restarting it")
-                    do { try swtpm.start() } catch { swtpm.logger.error("swtpm restart failed", metadata: ["error": "\(error)"]) }
+                    do { try swtpm.start() } catch {
+                        swtpm.logger.error("swtpm restart failed", metadata: ["error": "\(error)"])
+                    }
                 }
             }
         }
@@ -118,7 +129,13 @@ final class ChildProcess: Sendable {
         posix_spawn_file_actions_init(&actions)
         defer { posix_spawn_file_actions_destroy(&actions) }
         for descriptor: Int32 in 0...2 {
-            posix_spawn_file_actions_addopen(&actions, descriptor, "/dev/null", descriptor == 0 ? O_RDONLY : O_WRONLY, 0)
+            posix_spawn_file_actions_addopen(
+                &actions,
+                descriptor,
+                "/dev/null",
+                descriptor == 0 ? O_RDONLY : O_WRONLY,
+                0
+            )
         }
         Self.closeOnExec()
         let argv = ([executable] + arguments).map { strdup($0) } + [nil]

@@ -10,7 +10,8 @@ enum WipingAllocator {
         allocate: { size in keyseal_wiping_malloc(size) },
         reallocate: { block, oldSize, newSize in keyseal_wiping_realloc(block, oldSize, newSize) },
         deallocate: { block in keyseal_wiping_free(block) },
-        copy: { destination, source, count in destination.copyMemory(from: source, byteCount: count) })
+        copy: { destination, source, count in destination.copyMemory(from: source, byteCount: count) }
+    )
 
     /// A buffer from the wiping allocator holding `frame`, which is zeroed afterwards.
     static func buffer(consuming frame: inout [UInt8]) -> ByteBuffer {

@@ -26,7 +26,9 @@ public enum OSStatusTable {
             "This item contains information which is too large or in a format that cannot be displayed."
         ),
         -25303: ("errSecNoSuchAttr", "The specified attribute does not exist."),
-        -25304: ("errSecInvalidItemRef", "The specified item is no longer valid. It may have been deleted from the keychain."),
+        -25304: (
+            "errSecInvalidItemRef", "The specified item is no longer valid. It may have been deleted from the keychain."
+        ),
         -25306: ("errSecNoSuchClass", "The specified item class does not exist."),
         -25307: ("errSecNoDefaultKeychain", "A default keychain could not be found."),
         -25308: ("errSecInteractionNotAllowed", "User interaction is not allowed."),

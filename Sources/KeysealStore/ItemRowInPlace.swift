@@ -40,9 +40,15 @@ package struct ItemRowInPlace {
             defer { digests.deinitialize() }
             return try body(
                 HeaderColumns(
-                    itemID: bytes(1) ?? Self.empty, itemClass: bytes(2) ?? Self.empty, accessGroup: bytes(3) ?? Self.empty,
-                    accessibility: bytes(4) ?? Self.empty, primaryKeyDigest: bytes(6) ?? Self.empty,
-                    digests: UnsafeBufferPointer(digests), generation: generation))
+                    itemID: bytes(1) ?? Self.empty,
+                    itemClass: bytes(2) ?? Self.empty,
+                    accessGroup: bytes(3) ?? Self.empty,
+                    accessibility: bytes(4) ?? Self.empty,
+                    primaryKeyDigest: bytes(6) ?? Self.empty,
+                    digests: UnsafeBufferPointer(digests),
+                    generation: generation
+                )
+            )
         }
     }
 

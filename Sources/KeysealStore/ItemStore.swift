@@ -22,8 +22,16 @@ public struct ItemRow: Sendable {
     public var pairDigests: [Data]?
 
     public init(
-        id: Int64 = 0, itemID: [UInt8], itemClass: String, accessGroup: String, accessibility: String,
-        generation: Int64, primaryKeyDigest: Data, digests: [Data?], sealed: SealedItem, ledgerGeneration: Int64? = nil
+        id: Int64 = 0,
+        itemID: [UInt8],
+        itemClass: String,
+        accessGroup: String,
+        accessibility: String,
+        generation: Int64,
+        primaryKeyDigest: Data,
+        digests: [Data?],
+        sealed: SealedItem,
+        ledgerGeneration: Int64? = nil
     ) {
         self.id = id
         self.itemID = itemID
@@ -40,9 +48,15 @@ public struct ItemRow: Sendable {
 
     public func header(storeID: [UInt8]) -> ItemHeader {
         ItemHeader(
-            storeID: storeID, itemID: itemID, itemClass: itemClass, accessGroup: accessGroup,
-            accessibility: accessibility, primaryKeyDigest: primaryKeyDigest, digests: digests,
-            generation: generation)
+            storeID: storeID,
+            itemID: itemID,
+            itemClass: itemClass,
+            accessGroup: accessGroup,
+            accessibility: accessibility,
+            primaryKeyDigest: primaryKeyDigest,
+            digests: digests,
+            generation: generation
+        )
     }
 }
 
@@ -56,7 +70,10 @@ public struct RowFilter: Sendable {
         /// String attribute pair digests that must all be in the row's pair index.
         public var pairDigests: [Data]
         public init(
-            group: String, primaryKeyDigest: Data? = nil, digests: [(String, Data)] = [], pairDigests: [Data] = []
+            group: String,
+            primaryKeyDigest: Data? = nil,
+            digests: [(String, Data)] = [],
+            pairDigests: [Data] = []
         ) {
             self.group = group
             self.primaryKeyDigest = primaryKeyDigest
@@ -235,7 +252,8 @@ public final class ItemStore {
         guard current <= Self.migrations.count else {
             throw KeychainError(
                 KeychainStatus.decode,
-                "the store was written by a newer Keyseal (schema \(current); this version reads up to \(Self.migrations.count))")
+                "the store was written by a newer Keyseal (schema \(current); this version reads up to \(Self.migrations.count))"
+            )
         }
         for version in current..<Self.migrations.count {
             try database.transaction {
@@ -262,7 +280,8 @@ public final class ItemStore {
     public func saveKeybag(body: Data, mac: Data) throws(KeychainError) {
         do {
             let statement = try database.statement(
-                "INSERT INTO keybag(id, body, mac) VALUES (1, ?1, ?2) ON CONFLICT(id) DO UPDATE SET body = ?1, mac = ?2")
+                "INSERT INTO keybag(id, body, mac) VALUES (1, ?1, ?2) ON CONFLICT(id) DO UPDATE SET body = ?1, mac = ?2"
+            )
             try statement.bind(1, body)
             try statement.bind(2, mac)
             try statement.run()
@@ -276,7 +295,10 @@ public final class ItemStore {
     /// Rows matching `filter`, in insertion order.
     public func rows(_ filter: RowFilter) throws(KeychainError) -> [ItemRow] {
         var rows: [ItemRow] = []
-        try forEachRow(filter) { rows.append($0); return true }
+        try forEachRow(filter) {
+            rows.append($0)
+            return true
+        }
         return rows
     }
 
@@ -371,7 +393,10 @@ public final class ItemStore {
             for term in groups {
                 var single = filter
                 single.groups = [term]
-                try forEachRow(single) { found.append($0); return true }
+                try forEachRow(single) {
+                    found.append($0)
+                    return true
+                }
             }
             found.sort { $0.id < $1.id }
             var previous: Int64?
@@ -385,12 +410,14 @@ public final class ItemStore {
         do {
             statements = (
                 try database.statement(key: "rows:h" + shape, sql: { sql(true) }),
-                try database.statement(key: "rows:" + shape, sql: { sql(false) }))
+                try database.statement(key: "rows:" + shape, sql: { sql(false) })
+            )
         } catch {
             throw error.keychainError
         }
         try forEachStatementRow(
-            primaryKeyDigest: groups[0].primaryKeyDigest!, statements,
+            primaryKeyDigest: groups[0].primaryKeyDigest!,
+            statements,
             bind: { statement, first throws(SQLiteError) in try Self.bind(values, to: statement, from: first) }
         ) { statement throws(KeychainError) in try body(Self.row(statement)) }
     }
@@ -400,16 +427,20 @@ public final class ItemStore {
     /// the hinted id as parameter 1 and the rest from 2; `statements.direct` takes the rest from 1; `bind` binds
     /// the rest from the index it is given.
     private func forEachStatementRow(
-        primaryKeyDigest digest: Data, _ statements: (hinted: Statement, direct: Statement),
+        primaryKeyDigest digest: Data,
+        _ statements: (hinted: Statement, direct: Statement),
         bind: (Statement, _ first: Int32) throws(SQLiteError) -> Void,
         _ body: (Statement) throws(KeychainError) -> Bool
     ) throws(KeychainError) {
         if let hinted = hints.rowID(for: digest) {
             var found = false
-            try runRows(statements.hinted, bind: { statement throws(SQLiteError) in
-                try statement.bind(1, hinted)
-                try bind(statement, 2)
-            }) { statement throws(KeychainError) in
+            try runRows(
+                statements.hinted,
+                bind: { statement throws(SQLiteError) in
+                    try statement.bind(1, hinted)
+                    try bind(statement, 2)
+                }
+            ) { statement throws(KeychainError) in
                 found = true
                 return try body(statement)
             }
@@ -430,18 +461,27 @@ public final class ItemStore {
     /// The lookup most calls make, one primary-key digest in one group and no other condition: what the general
     /// path does for this filter, on two statements kept at hand, without building a statement shape or a list of
     /// bound values.
-    private func forEachStatementRow(primaryKeyDigest digest: Data, _ body: (Statement) throws(KeychainError) -> Bool)
+    private func forEachStatementRow(
+        primaryKeyDigest digest: Data,
+        _ body: (Statement) throws(KeychainError) -> Bool
+    )
         throws(KeychainError)
     {
         try forEachStatementRow(
-            primaryKeyDigest: digest, try primaryKeyStatements(),
-            bind: { statement, first throws(SQLiteError) in try statement.bind(first, digest) }, body)
+            primaryKeyDigest: digest,
+            try primaryKeyStatements(),
+            bind: { statement, first throws(SQLiteError) in try statement.bind(first, digest) },
+            body
+        )
     }
 
     /// The rows a filter of one primary-key digest in one group finds (``RowFilter/primaryKeyDigest``), as
     /// ``forEachRow(_:_:)`` finds them, each read in place: `body` sees SQLite's own column bytes, with no row
     /// copied. Each view is valid only during the call that receives it.
-    package func forEachRowInPlace(primaryKeyDigest digest: Data, _ body: (ItemRowInPlace) throws(KeychainError) -> Bool)
+    package func forEachRowInPlace(
+        primaryKeyDigest digest: Data,
+        _ body: (ItemRowInPlace) throws(KeychainError) -> Bool
+    )
         throws(KeychainError)
     {
         try forEachStatementRow(primaryKeyDigest: digest) { statement throws(KeychainError) in
@@ -459,7 +499,8 @@ public final class ItemStore {
         do {
             let statements = (
                 hinted: try database.statement(key: "rows:pk-hinted", sql: { select + "i.id = ?1 AND i.pk = ?2" }),
-                direct: try database.statement(key: "rows:pk", sql: { select + "i.pk = ?1" }))
+                direct: try database.statement(key: "rows:pk", sql: { select + "i.pk = ?1" })
+            )
             cachedPrimaryKeyStatements = statements
             return statements
         } catch {
@@ -470,7 +511,10 @@ public final class ItemStore {
     /// Runs the cached statement `key` (built by `sql` the first time) with `values` and calls `body` per row until
     /// it returns false.
     private func runRows(
-        key: String, sql: () -> String, values: [BindValue], _ body: (ItemRow) throws(KeychainError) -> Bool
+        key: String,
+        sql: () -> String,
+        values: [BindValue],
+        _ body: (ItemRow) throws(KeychainError) -> Bool
     ) throws(KeychainError) {
         let statement: Statement
         do {
@@ -478,7 +522,8 @@ public final class ItemStore {
         } catch {
             throw error.keychainError
         }
-        try runRows(statement, bind: { statement throws(SQLiteError) in try Self.bind(values, to: statement, from: 1) }) {
+        try runRows(statement, bind: { statement throws(SQLiteError) in try Self.bind(values, to: statement, from: 1) })
+        {
             statement throws(KeychainError) in try body(Self.row(statement))
         }
     }
@@ -492,7 +537,10 @@ public final class ItemStore {
         do {
             let statement = try database.statement(
                 key: "pairs:count",
-                sql: { "SELECT count(*) FROM (SELECT 1 FROM item_pairs WHERE digest = ?1 LIMIT \(Self.pairCountBound))" })
+                sql: {
+                    "SELECT count(*) FROM (SELECT 1 FROM item_pairs WHERE digest = ?1 LIMIT \(Self.pairCountBound))"
+                }
+            )
             var counted: [(count: Int64, digest: Data)] = []
             counted.reserveCapacity(digests.count)
             for digest in digests {
@@ -522,7 +570,8 @@ public final class ItemStore {
     /// Binds `statement` with `bind`, then calls `body` per row until it returns false; the statement is reset on
     /// the way out.
     private func runRows(
-        _ statement: Statement, bind: (Statement) throws(SQLiteError) -> Void,
+        _ statement: Statement,
+        bind: (Statement) throws(SQLiteError) -> Void,
         _ body: (Statement) throws(KeychainError) -> Bool
     ) throws(KeychainError) {
         defer { statement.reset() }
@@ -570,7 +619,8 @@ public final class ItemStore {
                 key: "rows:all",
                 sql: {
                     "SELECT \(Self.rowColumns) FROM items i LEFT JOIN ledger l ON l.id = i.id ORDER BY i.id"
-                })
+                }
+            )
             defer { statement.reset() }
             while try statement.step() {
                 if try !body(Self.row(statement)) { break }
@@ -594,23 +644,31 @@ public final class ItemStore {
         let primaryKeyDigest = digests.removeFirst() ?? Data()
         let ledger = Int32(7 + digestColumns.count + 3)
         return ItemRow(
-            id: statement.int64(0), itemID: statement.bytes(1), itemClass: statement.text(2) ?? "",
-            accessGroup: statement.text(3) ?? "", accessibility: statement.text(4) ?? "",
-            generation: statement.int64(5), primaryKeyDigest: primaryKeyDigest, digests: digests,
+            id: statement.int64(0),
+            itemID: statement.bytes(1),
+            itemClass: statement.text(2) ?? "",
+            accessGroup: statement.text(3) ?? "",
+            accessibility: statement.text(4) ?? "",
+            generation: statement.int64(5),
+            primaryKeyDigest: primaryKeyDigest,
+            digests: digests,
             sealed: SealedItem(attributes: attributes, wrappedKey: wrappedKey, value: value),
-            ledgerGeneration: statement.isNull(ledger) ? nil : statement.int64(ledger))
+            ledgerGeneration: statement.isNull(ledger) ? nil : statement.int64(ledger)
+        )
     }
 
     /// Inserts a new item and its ledger entry; a primary-key collision is `errSecDuplicateItem`.
     static let insertSQL: String = {
-        let columns = ["item_id", "class", "agrp", "pdmn", "generation", "pk"] + digestColumns + ["attrs", "wkey", "value"]
+        let columns =
+            ["item_id", "class", "agrp", "pdmn", "generation", "pk"] + digestColumns + ["attrs", "wkey", "value"]
         return "INSERT INTO items(\(columns.joined(separator: ", "))) VALUES ("
             + columns.indices.map { "?\($0 + 1)" }.joined(separator: ", ") + ")"
     }()
 
     /// ``insertSQL`` with the row's id given (the last parameter): an insert placed past the refused buckets.
     static let insertWithIDSQL: String = {
-        let columns = ["item_id", "class", "agrp", "pdmn", "generation", "pk"] + digestColumns + ["attrs", "wkey", "value"]
+        let columns =
+            ["item_id", "class", "agrp", "pdmn", "generation", "pk"] + digestColumns + ["attrs", "wkey", "value"]
         return "INSERT INTO items(\((columns + ["id"]).joined(separator: ", "))) VALUES ("
             + (columns + ["id"]).indices.map { "?\($0 + 1)" }.joined(separator: ", ") + ")"
     }()
@@ -629,20 +687,23 @@ public final class ItemStore {
                 sql: {
                     "SELECT max(coalesce((SELECT seq FROM sqlite_sequence WHERE name = 'items'), 0), "
                         + "coalesce((SELECT max(id) FROM items), 0))"
-                })
+                }
+            )
             defer { statement.reset() }
             _ = try statement.step()
             next = statement.int64(0)
         } catch {
             throw error.keychainError
         }
-        for step in 1...Int64(LedgerDigest.bucketCount) where !refusedBuckets.contains(LedgerDigest.bucket(rowID: next + step)) {
+        for step in 1...Int64(LedgerDigest.bucketCount)
+        where !refusedBuckets.contains(LedgerDigest.bucket(rowID: next + step)) {
             return next + step
         }
         throw KeychainError(
             KeychainStatus.decode,
             "every part of the generation ledger failed verification at open: nothing can be added until "
-                + "`keyseal doctor --delete-undecryptable` has removed the items it refuses")
+                + "`keyseal doctor --delete-undecryptable` has removed the items it refuses"
+        )
     }
 
     @discardableResult
@@ -673,12 +734,14 @@ public final class ItemStore {
     /// Rewrites an existing row (same id, so insertion order is kept) and its ledger entry.
     public func update(_ row: ItemRow) throws(KeychainError) {
         do {
-            let columns = ["item_id", "class", "agrp", "pdmn", "generation", "pk"] + Self.digestColumns + [
-                "attrs", "wkey", "value",
-            ]
+            let columns =
+                ["item_id", "class", "agrp", "pdmn", "generation", "pk"] + Self.digestColumns + [
+                    "attrs", "wkey", "value",
+                ]
             let assignments = columns.enumerated().map { "\($1) = ?\($0 + 1)" }.joined(separator: ", ")
             let statement = try database.statement(
-                "UPDATE items SET \(assignments) WHERE id = ?\(columns.count + 1)")
+                "UPDATE items SET \(assignments) WHERE id = ?\(columns.count + 1)"
+            )
             try removeLedgerLeaf(id: row.id)
             try bindRow(row, to: statement)
             try statement.bind(Int32(columns.count + 1), row.id)
@@ -729,13 +792,18 @@ public final class ItemStore {
     private func writePairs(id: Int64, _ digests: [Data]?, replacing: Bool) throws(SQLiteError) {
         guard let digests else { return }
         if replacing {
-            let statement = try database.statement(key: "pairs:delete", sql: { "DELETE FROM item_pairs WHERE row_id = ?1" })
+            let statement = try database.statement(
+                key: "pairs:delete",
+                sql: { "DELETE FROM item_pairs WHERE row_id = ?1" }
+            )
             try statement.bind(1, id)
             try statement.run()
         }
         for digest in digests {
             let statement = try database.statement(
-                key: "pairs:insert", sql: { "INSERT OR IGNORE INTO item_pairs(digest, row_id) VALUES (?1, ?2)" })
+                key: "pairs:insert",
+                sql: { "INSERT OR IGNORE INTO item_pairs(digest, row_id) VALUES (?1, ?2)" }
+            )
             try statement.bind(1, digest)
             try statement.bind(2, id)
             try statement.run()
@@ -744,7 +812,8 @@ public final class ItemStore {
 
     private func writeLedger(id: Int64, generation: Int64) throws(SQLiteError) {
         let statement = try database.statement(
-            "INSERT INTO ledger(id, generation) VALUES (?1, ?2) ON CONFLICT(id) DO UPDATE SET generation = ?2")
+            "INSERT INTO ledger(id, generation) VALUES (?1, ?2) ON CONFLICT(id) DO UPDATE SET generation = ?2"
+        )
         try statement.bind(1, id)
         try statement.bind(2, generation)
         try statement.run()
@@ -879,7 +948,8 @@ public final class ItemStore {
                 sql: {
                     "INSERT INTO ledger_record(id, body, mac) VALUES (1, ?1, ?2) "
                         + "ON CONFLICT(id) DO UPDATE SET body = ?1, mac = ?2"
-                })
+                }
+            )
             try statement.bind(1, encoded.body)
             try statement.bind(2, encoded.mac)
             try statement.run()
@@ -895,20 +965,29 @@ public final class ItemStore {
         guard let ledgerKey else { return }
         let statement = try database.statement(
             key: "ledger-leaf",
-            sql: { "SELECT l.generation, i.item_id FROM ledger l LEFT JOIN items i ON i.id = l.id WHERE l.id = ?1" })
+            sql: { "SELECT l.generation, i.item_id FROM ledger l LEFT JOIN items i ON i.id = l.id WHERE l.id = ?1" }
+        )
         defer { statement.reset() }
         try statement.bind(1, id)
         guard try statement.step() else { return }
         ledgerRecord.remove(
-            rowID: id, itemID: statement.isNull(1) ? [] : statement.bytes(1), generation: statement.int64(0),
-            key: ledgerKey)
+            rowID: id,
+            itemID: statement.isNull(1) ? [] : statement.bytes(1),
+            generation: statement.int64(0),
+            key: ledgerKey
+        )
         ledgerDirty = true
     }
 
     private func sqlite3LastInsertRowID() -> Int64 { database.lastInsertRowID }
 
     /// Whether a row with this primary key exists in `group`, other than `excludingID`.
-    public func primaryKeyExists(itemClass: String, group: String, digest: Data, excludingID: Int64?) throws(KeychainError)
+    public func primaryKeyExists(
+        itemClass: String,
+        group: String,
+        digest: Data,
+        excludingID: Int64?
+    ) throws(KeychainError)
         -> Bool
     {
         do {
@@ -953,7 +1032,8 @@ public final class ItemStore {
             let usage = (items: Int(statement.int64(0)), bytes: Int(statement.int64(1)))
             guard usage.items < 0 || usage.bytes < 0 else { return usage }
             let count = try database.statement(
-                "SELECT count(*), coalesce(sum(length(attrs) + length(value)), 0) FROM items WHERE agrp = ?1")
+                "SELECT count(*), coalesce(sum(length(attrs) + length(value)), 0) FROM items WHERE agrp = ?1"
+            )
             defer { count.reset() }
             try count.bind(1, group)
             _ = try count.step()

@@ -1,9 +1,10 @@
 internal import CSQLite
+import FoundationEssentials
+import KeysealCore
+
 #if canImport(Glibc)
 import Glibc
 #endif
-import FoundationEssentials
-import KeysealCore
 
 /// A SQLite result code: an open set of values, matched by the primary code.
 public struct SQLiteResultCode: RawRepresentable, Hashable, Sendable, CustomStringConvertible {
@@ -89,7 +90,7 @@ public final class Database {
 
     /// Finalizes every statement and closes the connection.
     public func close() {
-        statements.values.forEach { $0.finalize() }
+        for statement in statements.values { statement.finalize() }
         statements.removeAll()
         if let handle { sqlite3_close_v2(handle) }
         handle = nil
@@ -106,10 +107,15 @@ public final class Database {
     /// whose terms reject rows inside SQLite could visit any number of them unseen by its caller.
     public func withWorkBound<T>(instructions: Int, _ body: () throws(KeychainError) -> T) throws(KeychainError) -> T? {
         let budget = WorkBudget(calls: max(1, instructions / Int(WorkBudget.period)))
-        sqlite3_progress_handler(connection, WorkBudget.period, { context in
-            guard let context else { return 0 }
-            return Unmanaged<WorkBudget>.fromOpaque(context).takeUnretainedValue().spend()
-        }, Unmanaged.passUnretained(budget).toOpaque())
+        sqlite3_progress_handler(
+            connection,
+            WorkBudget.period,
+            { context in
+                guard let context else { return 0 }
+                return Unmanaged<WorkBudget>.fromOpaque(context).takeUnretainedValue().spend()
+            },
+            Unmanaged.passUnretained(budget).toOpaque()
+        )
         defer { sqlite3_progress_handler(connection, 0, nil, nil) }
         defer { withExtendedLifetime(budget) {} }
         do {
@@ -124,8 +130,10 @@ public final class Database {
     func check(_ rc: Int32, _ function: String) throws(SQLiteError) {
         guard rc == SQLITE_OK || rc == SQLITE_ROW || rc == SQLITE_DONE else {
             throw SQLiteError(
-                code: SQLiteResultCode(rawValue: rc), function: function,
-                message: String(cString: sqlite3_errmsg(connection)))
+                code: SQLiteResultCode(rawValue: rc),
+                function: function,
+                message: String(cString: sqlite3_errmsg(connection))
+            )
         }
     }
 
@@ -146,8 +154,10 @@ public final class Database {
             return cached
         }
         var raw: OpaquePointer?
-        try check(sqlite3_prepare_v3(connection, sql(), -1, UInt32(SQLITE_PREPARE_PERSISTENT), &raw, nil),
-            "sqlite3_prepare_v3")
+        try check(
+            sqlite3_prepare_v3(connection, sql(), -1, UInt32(SQLITE_PREPARE_PERSISTENT), &raw, nil),
+            "sqlite3_prepare_v3"
+        )
         let statement = Statement(raw!, database: self)
         statements[key] = statement
         return statement
@@ -228,16 +238,26 @@ public final class Statement {
         }
         let rc = value.withUnsafeBytes { bytes in
             // A zero-length blob still binds as a blob, not NULL.
-            sqlite3_bind_blob(pointer, index, bytes.baseAddress ?? UnsafeRawPointer(bitPattern: 1), Int32(bytes.count),
-                csqlite_transient())
+            sqlite3_bind_blob(
+                pointer,
+                index,
+                bytes.baseAddress ?? UnsafeRawPointer(bitPattern: 1),
+                Int32(bytes.count),
+                csqlite_transient()
+            )
         }
         try database.check(rc, "sqlite3_bind_blob")
     }
 
     public func bind(_ index: Int32, _ value: [UInt8]) throws(SQLiteError) {
         let rc = value.withUnsafeBytes { bytes in
-            sqlite3_bind_blob(pointer, index, bytes.baseAddress ?? UnsafeRawPointer(bitPattern: 1), Int32(bytes.count),
-                csqlite_transient())
+            sqlite3_bind_blob(
+                pointer,
+                index,
+                bytes.baseAddress ?? UnsafeRawPointer(bitPattern: 1),
+                Int32(bytes.count),
+                csqlite_transient()
+            )
         }
         try database.check(rc, "sqlite3_bind_blob")
     }
@@ -248,8 +268,10 @@ public final class Statement {
         if rc == SQLITE_ROW { return true }
         if rc == SQLITE_DONE { return false }
         let error = SQLiteError(
-            code: SQLiteResultCode(rawValue: rc), function: "sqlite3_step",
-            message: String(cString: sqlite3_errmsg(database.connection)))
+            code: SQLiteResultCode(rawValue: rc),
+            function: "sqlite3_step",
+            message: String(cString: sqlite3_errmsg(database.connection))
+        )
         sqlite3_reset(pointer)
         throw error
     }

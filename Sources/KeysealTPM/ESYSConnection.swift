@@ -102,8 +102,22 @@ final class ESYSConnection {
         try tss2(
             "Esys_CreatePrimary",
             Esys_CreatePrimary(
-                context, ESYS_TR(ESYS_TR_RH_OWNER), ESYS_TR(ESYS_TR_PASSWORD), ESYS_TR(ESYS_TR_NONE),
-                ESYS_TR(ESYS_TR_NONE), &sensitive, &template, &outsideInfo, &creationPCR, &handle, nil, nil, nil, nil))
+                context,
+                ESYS_TR(ESYS_TR_RH_OWNER),
+                ESYS_TR(ESYS_TR_PASSWORD),
+                ESYS_TR(ESYS_TR_NONE),
+                ESYS_TR(ESYS_TR_NONE),
+                &sensitive,
+                &template,
+                &outsideInfo,
+                &creationPCR,
+                &handle,
+                nil,
+                nil,
+                nil,
+                nil
+            )
+        )
         live.insert(handle)
         return handle
     }
@@ -126,8 +140,19 @@ final class ESYSConnection {
         try tss2(
             "Esys_StartAuthSession",
             Esys_StartAuthSession(
-                context, tpmKey, ESYS_TR(ESYS_TR_NONE), ESYS_TR(ESYS_TR_NONE), ESYS_TR(ESYS_TR_NONE),
-                ESYS_TR(ESYS_TR_NONE), nil, keyseal_TPM2_SE_HMAC, &symmetric, keyseal_TPM2_ALG_SHA256, &session))
+                context,
+                tpmKey,
+                ESYS_TR(ESYS_TR_NONE),
+                ESYS_TR(ESYS_TR_NONE),
+                ESYS_TR(ESYS_TR_NONE),
+                ESYS_TR(ESYS_TR_NONE),
+                nil,
+                keyseal_TPM2_SE_HMAC,
+                &symmetric,
+                keyseal_TPM2_ALG_SHA256,
+                &session
+            )
+        )
         live.insert(session)
         let flags = attributes | keyseal_TPMA_SESSION_CONTINUESESSION
         try tss2("Esys_TRSess_SetAttributes", Esys_TRSess_SetAttributes(context, session, flags, 0xFF))
@@ -138,35 +163,57 @@ final class ESYSConnection {
     /// when `policy` is given, that authPolicy (and no userWithAuth: only the policy authorizes it).
     /// Returns the TPM2B_PUBLIC and TPM2B_PRIVATE of the new object, marshalled.
     func createSealedObject(
-        parent: ESYS_TR, session: ESYS_TR, secret: SecretBytes, authorization: SecretBytes?,
-        dictionaryAttackProtected: Bool, policy: [UInt8]? = nil
+        parent: ESYS_TR,
+        session: ESYS_TR,
+        secret: SecretBytes,
+        authorization: SecretBytes?,
+        dictionaryAttackProtected: Bool,
+        policy: [UInt8]? = nil
     ) throws(TSS2Error) -> (public: [UInt8], private: [UInt8]) {
         let created = try create(
-            parent: parent, session: session,
-            template: keyseal_sealed_object_template(dictionaryAttackProtected ? 1 : 0), secret: secret,
-            authorization: authorization, policy: policy)
+            parent: parent,
+            session: session,
+            template: keyseal_sealed_object_template(dictionaryAttackProtected ? 1 : 0),
+            secret: secret,
+            authorization: authorization,
+            policy: policy
+        )
         return (created.public, created.private)
     }
 
     /// Creates a hardware key pair (``keyseal_hardware_key_template``: ECC P-256, noDA) under `parent` with
     /// `authorization` as its authValue, which crosses the wire encrypted by `session` (decrypt attribute).
     /// Returns the new object's TPM2B_PUBLIC and TPM2B_PRIVATE, marshalled, and its public point X ‖ Y.
-    func createHardwareKey(parent: ESYS_TR, session: ESYS_TR, authorization: SecretBytes) throws(TSS2Error)
+    func createHardwareKey(
+        parent: ESYS_TR,
+        session: ESYS_TR,
+        authorization: SecretBytes
+    ) throws(TSS2Error)
         -> (public: [UInt8], private: [UInt8], point: [UInt8])
     {
         try create(
-            parent: parent, session: session, template: keyseal_hardware_key_template(),
-            secret: SecretBytes(count: 0) { _ in }, authorization: authorization)
+            parent: parent,
+            session: session,
+            template: keyseal_hardware_key_template(),
+            secret: SecretBytes(count: 0) { _ in },
+            authorization: authorization
+        )
     }
 
     /// TPM2_Create under `parent` from `template`, with `secret` as its data and `authorization` as its authValue.
     private func create(
-        parent: ESYS_TR, session: ESYS_TR, template: TPM2B_PUBLIC, secret: SecretBytes, authorization: SecretBytes?,
+        parent: ESYS_TR,
+        session: ESYS_TR,
+        template: TPM2B_PUBLIC,
+        secret: SecretBytes,
+        authorization: SecretBytes?,
         policy: [UInt8]? = nil
     ) throws(TSS2Error) -> (public: [UInt8], private: [UInt8], point: [UInt8]) {
         var template = template
         if let policy {
-            let set = policy.withUnsafeBufferPointer { keyseal_template_set_policy(&template, $0.baseAddress, $0.count) }
+            let set = policy.withUnsafeBufferPointer {
+                keyseal_template_set_policy(&template, $0.baseAddress, $0.count)
+            }
             precondition(set == 0, "a policy digest is at most 64 bytes")
         }
         // The sensitive part holds the secret and the authorization: keep it out of Swift's copies and wipe it.
@@ -178,8 +225,12 @@ final class ESYSConnection {
         let filled = secret.withUnsafeBytes { data in
             (authorization ?? SecretBytes(count: 0) { _ in }).withUnsafeBytes { auth in
                 keyseal_fill_sensitive_create(
-                    sensitive, data.baseAddress?.assumingMemoryBound(to: UInt8.self), data.count,
-                    auth.baseAddress?.assumingMemoryBound(to: UInt8.self), auth.count)
+                    sensitive,
+                    data.baseAddress?.assumingMemoryBound(to: UInt8.self),
+                    data.count,
+                    auth.baseAddress?.assumingMemoryBound(to: UInt8.self),
+                    auth.count
+                )
             }
         }
         precondition(filled == 0, "secret or authorization too long (checked by the caller)")
@@ -190,8 +241,22 @@ final class ESYSConnection {
         try tss2(
             "Esys_Create",
             Esys_Create(
-                context, parent, session, ESYS_TR(ESYS_TR_NONE), ESYS_TR(ESYS_TR_NONE), sensitive, &template,
-                &outsideInfo, &creationPCR, &outPrivate, &outPublic, nil, nil, nil))
+                context,
+                parent,
+                session,
+                ESYS_TR(ESYS_TR_NONE),
+                ESYS_TR(ESYS_TR_NONE),
+                sensitive,
+                &template,
+                &outsideInfo,
+                &creationPCR,
+                &outPrivate,
+                &outPublic,
+                nil,
+                nil,
+                nil
+            )
+        )
         defer {
             Esys_Free(outPrivate)
             Esys_Free(outPublic)
@@ -200,7 +265,8 @@ final class ESYSConnection {
         var point = [UInt8](repeating: 0, count: 64)
         if keyseal_public_point(outPublic, &point) != 0 { point = [] }
         return (
-            try marshal(outPublic, Tss2_MU_TPM2B_PUBLIC_Marshal), try marshal(outPrivate, Tss2_MU_TPM2B_PRIVATE_Marshal),
+            try marshal(outPublic, Tss2_MU_TPM2B_PUBLIC_Marshal),
+            try marshal(outPrivate, Tss2_MU_TPM2B_PRIVATE_Marshal),
             point
         )
     }
@@ -218,8 +284,16 @@ final class ESYSConnection {
         try tss2(
             "Esys_Load",
             Esys_Load(
-                context, parent, ESYS_TR(ESYS_TR_PASSWORD), ESYS_TR(ESYS_TR_NONE), ESYS_TR(ESYS_TR_NONE), &inPrivate,
-                &inPublic, &handle))
+                context,
+                parent,
+                ESYS_TR(ESYS_TR_PASSWORD),
+                ESYS_TR(ESYS_TR_NONE),
+                ESYS_TR(ESYS_TR_NONE),
+                &inPrivate,
+                &inPublic,
+                &handle
+            )
+        )
         live.insert(handle)
         return handle
     }
@@ -243,7 +317,8 @@ final class ESYSConnection {
         var out: UnsafeMutablePointer<TPM2B_SENSITIVE_DATA>?
         try tss2(
             "Esys_Unseal",
-            Esys_Unseal(context, object, session, ESYS_TR(ESYS_TR_NONE), ESYS_TR(ESYS_TR_NONE), &out))
+            Esys_Unseal(context, object, session, ESYS_TR(ESYS_TR_NONE), ESYS_TR(ESYS_TR_NONE), &out)
+        )
         defer {
             if let out { zeroize(out, MemoryLayout<TPM2B_SENSITIVE_DATA>.size) }
             Esys_Free(out)
@@ -272,8 +347,19 @@ final class ESYSConnection {
         try tss2(
             "Esys_StartAuthSession",
             Esys_StartAuthSession(
-                context, ESYS_TR(ESYS_TR_NONE), ESYS_TR(ESYS_TR_NONE), ESYS_TR(ESYS_TR_NONE), ESYS_TR(ESYS_TR_NONE),
-                ESYS_TR(ESYS_TR_NONE), nil, keyseal_TPM2_SE_HMAC, &symmetric, keyseal_TPM2_ALG_SHA256, &session))
+                context,
+                ESYS_TR(ESYS_TR_NONE),
+                ESYS_TR(ESYS_TR_NONE),
+                ESYS_TR(ESYS_TR_NONE),
+                ESYS_TR(ESYS_TR_NONE),
+                ESYS_TR(ESYS_TR_NONE),
+                nil,
+                keyseal_TPM2_SE_HMAC,
+                &symmetric,
+                keyseal_TPM2_ALG_SHA256,
+                &session
+            )
+        )
         live.insert(session)
         var tpmHandle: TPM2_HANDLE = 0
         try tss2("Esys_TR_GetTpmHandle", Esys_TR_GetTpmHandle(context, session, &tpmHandle))
@@ -292,7 +378,12 @@ final class ESYSConnection {
     /// spends 2–5 ms of CPU on each HMAC-session command, ten times the command itself. The response HMAC is
     /// verified. `session.nonceTPM` is advanced on success; after a failure the caller drops the session.
     /// Returns r ‖ s.
-    func sign(_ key: KeptKey, authorization: SecretBytes, session: inout HMACSession, digest: [UInt8])
+    func sign(
+        _ key: KeptKey,
+        authorization: SecretBytes,
+        session: inout HMACSession,
+        digest: [UInt8]
+    )
         throws(TSS2Error) -> [UInt8]
     {
         precondition(digest.count == 32, "the caller sizes the digest")
@@ -320,11 +411,20 @@ final class ESYSConnection {
         }
         let commandMAC = Array(
             HMAC<SHA256>.authenticationCode(
-                for: Array(cpHash.finalize()) + nonceCaller + session.nonceTPM + [attributes], using: hmacKey))
+                for: Array(cpHash.finalize()) + nonceCaller + session.nonceTPM + [attributes],
+                using: hmacKey
+            )
+        )
         var commandAuths = TSS2L_SYS_AUTH_COMMAND()
         let filled = keyseal_fill_command_auth(
-            &commandAuths, session.tpmHandle, nonceCaller, nonceCaller.count, TPMA_SESSION(attributes), commandMAC,
-            commandMAC.count)
+            &commandAuths,
+            session.tpmHandle,
+            nonceCaller,
+            nonceCaller.count,
+            TPMA_SESSION(attributes),
+            commandMAC,
+            commandMAC.count
+        )
         precondition(filled == 0, "nonce and HMAC are 32 bytes")
         try tss2("Tss2_Sys_SetCmdAuths", Tss2_Sys_SetCmdAuths(sys, &commandAuths))
         try tss2("Tss2_Sys_Sign", Tss2_Sys_Execute(sys))
@@ -338,7 +438,13 @@ final class ESYSConnection {
         var responseAttributes = TPMA_SESSION(0)
         guard
             keyseal_response_auth(
-                &responseAuths, &nonceTPM, &nonceSize, &responseMAC, &macSize, &responseAttributes) == 0
+                &responseAuths,
+                &nonceTPM,
+                &nonceSize,
+                &responseMAC,
+                &macSize,
+                &responseAttributes
+            ) == 0
         else { throw Self.malformed("Tss2_Sys_Sign") }
         var rpSize = 0
         var rpBuffer: UnsafePointer<UInt8>?
@@ -351,11 +457,15 @@ final class ESYSConnection {
             Array(rpHash.finalize()) + newNonce + nonceCaller + [UInt8(truncatingIfNeeded: responseAttributes)]
         guard
             HMAC<SHA256>.isValidAuthenticationCode(
-                Array(responseMAC.prefix(macSize)), authenticating: responseData, using: hmacKey)
+                Array(responseMAC.prefix(macSize)),
+                authenticating: responseData,
+                using: hmacKey
+            )
         else {
             throw TSS2Error(
                 function: "Tss2_Sys_Sign",
-                code: TSS2ResultCode(rawValue: 0x7_0000 | TSS2ResultCode.TSS.responseAuthFailed))
+                code: TSS2ResultCode(rawValue: 0x7_0000 | TSS2ResultCode.TSS.responseAuthFailed)
+            )
         }
         session.nonceTPM = newNonce
 
@@ -387,8 +497,17 @@ final class ESYSConnection {
         try tss2(
             "Esys_Sign",
             Esys_Sign(
-                context, key, session, ESYS_TR(ESYS_TR_NONE), ESYS_TR(ESYS_TR_NONE), &inDigest, &scheme, &ticket,
-                &signature))
+                context,
+                key,
+                session,
+                ESYS_TR(ESYS_TR_NONE),
+                ESYS_TR(ESYS_TR_NONE),
+                &inDigest,
+                &scheme,
+                &ticket,
+                &signature
+            )
+        )
         defer { Esys_Free(signature) }
         var rs = [UInt8](repeating: 0, count: 64)
         guard let signature, keyseal_ecdsa_signature(signature, &rs) == 0 else { throw Self.malformed("Esys_Sign") }
@@ -403,7 +522,8 @@ final class ESYSConnection {
         var outPoint: UnsafeMutablePointer<TPM2B_ECC_POINT>?
         try tss2(
             "Esys_ECDH_ZGen",
-            Esys_ECDH_ZGen(context, key, session, ESYS_TR(ESYS_TR_NONE), ESYS_TR(ESYS_TR_NONE), &inPoint, &outPoint))
+            Esys_ECDH_ZGen(context, key, session, ESYS_TR(ESYS_TR_NONE), ESYS_TR(ESYS_TR_NONE), &inPoint, &outPoint)
+        )
         defer {
             if let outPoint { zeroize(outPoint, MemoryLayout<TPM2B_ECC_POINT>.size) }
             Esys_Free(outPoint)
@@ -432,7 +552,14 @@ final class ESYSConnection {
         try tss2(
             "Esys_HierarchyChangeAuth",
             Esys_HierarchyChangeAuth(
-                context, ESYS_TR(ESYS_TR_RH_LOCKOUT), session, ESYS_TR(ESYS_TR_NONE), ESYS_TR(ESYS_TR_NONE), value))
+                context,
+                ESYS_TR(ESYS_TR_RH_LOCKOUT),
+                session,
+                ESYS_TR(ESYS_TR_NONE),
+                ESYS_TR(ESYS_TR_NONE),
+                value
+            )
+        )
     }
 
     /// Sets the attributes of a session for its next command (continueSession is always added).
@@ -471,8 +598,17 @@ final class ESYSConnection {
             try tss2(
                 "Esys_GetCapability",
                 Esys_GetCapability(
-                    context, ESYS_TR(ESYS_TR_NONE), ESYS_TR(ESYS_TR_NONE), ESYS_TR(ESYS_TR_NONE),
-                    keyseal_TPM2_CAP_TPM_PROPERTIES, property, last - property + 1, &more, &data))
+                    context,
+                    ESYS_TR(ESYS_TR_NONE),
+                    ESYS_TR(ESYS_TR_NONE),
+                    ESYS_TR(ESYS_TR_NONE),
+                    keyseal_TPM2_CAP_TPM_PROPERTIES,
+                    property,
+                    last - property + 1,
+                    &more,
+                    &data
+                )
+            )
             defer { Esys_Free(data) }
             guard let data else { continue }
             for index in 0..<keyseal_capability_property_count(data) {
@@ -490,7 +626,8 @@ final class ESYSConnection {
     func handles(type: UInt32) throws(TSS2Error) -> [UInt32] {
         let session = type == keyseal_TPM2_HT_LOADED_SESSION || type == keyseal_TPM2_HT_SAVED_SESSION
         func listed(_ handle: UInt32) -> Bool {
-            session ? [keyseal_TPM2_HT_LOADED_SESSION, keyseal_TPM2_HT_SAVED_SESSION].contains(handle >> 24)
+            session
+                ? [keyseal_TPM2_HT_LOADED_SESSION, keyseal_TPM2_HT_SAVED_SESSION].contains(handle >> 24)
                 : handle >> 24 == type
         }
         var result: [UInt32] = []
@@ -501,8 +638,17 @@ final class ESYSConnection {
             try tss2(
                 "Esys_GetCapability",
                 Esys_GetCapability(
-                    context, ESYS_TR(ESYS_TR_NONE), ESYS_TR(ESYS_TR_NONE), ESYS_TR(ESYS_TR_NONE),
-                    keyseal_TPM2_CAP_HANDLES, next, 64, &more, &data))
+                    context,
+                    ESYS_TR(ESYS_TR_NONE),
+                    ESYS_TR(ESYS_TR_NONE),
+                    ESYS_TR(ESYS_TR_NONE),
+                    keyseal_TPM2_CAP_HANDLES,
+                    next,
+                    64,
+                    &more,
+                    &data
+                )
+            )
             defer { Esys_Free(data) }
             guard let data else { break }
             let count = keyseal_capability_handle_count(data)

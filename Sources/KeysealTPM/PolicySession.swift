@@ -14,8 +14,19 @@ extension ESYSConnection {
         try tss2(
             "Esys_StartAuthSession",
             Esys_StartAuthSession(
-                context, ESYS_TR(ESYS_TR_NONE), ESYS_TR(ESYS_TR_NONE), ESYS_TR(ESYS_TR_NONE), ESYS_TR(ESYS_TR_NONE),
-                ESYS_TR(ESYS_TR_NONE), nil, keyseal_TPM2_SE_TRIAL, &symmetric, keyseal_TPM2_ALG_SHA256, &session))
+                context,
+                ESYS_TR(ESYS_TR_NONE),
+                ESYS_TR(ESYS_TR_NONE),
+                ESYS_TR(ESYS_TR_NONE),
+                ESYS_TR(ESYS_TR_NONE),
+                ESYS_TR(ESYS_TR_NONE),
+                nil,
+                keyseal_TPM2_SE_TRIAL,
+                &symmetric,
+                keyseal_TPM2_ALG_SHA256,
+                &session
+            )
+        )
         live.insert(session)
         defer { flush(session) }
         try applyPCRPolicy(session, mask: mask, authValue: authValue)
@@ -23,7 +34,14 @@ extension ESYSConnection {
         try tss2(
             "Esys_PolicyGetDigest",
             Esys_PolicyGetDigest(
-                context, session, ESYS_TR(ESYS_TR_NONE), ESYS_TR(ESYS_TR_NONE), ESYS_TR(ESYS_TR_NONE), &digest))
+                context,
+                session,
+                ESYS_TR(ESYS_TR_NONE),
+                ESYS_TR(ESYS_TR_NONE),
+                ESYS_TR(ESYS_TR_NONE),
+                &digest
+            )
+        )
         defer { Esys_Free(digest) }
         guard let digest else { return [] }
         return Array(UnsafeBufferPointer(start: keyseal_digest_bytes(digest), count: Int(digest.pointee.size)))
@@ -39,8 +57,19 @@ extension ESYSConnection {
         try tss2(
             "Esys_StartAuthSession",
             Esys_StartAuthSession(
-                context, tpmKey, ESYS_TR(ESYS_TR_NONE), ESYS_TR(ESYS_TR_NONE), ESYS_TR(ESYS_TR_NONE),
-                ESYS_TR(ESYS_TR_NONE), nil, keyseal_TPM2_SE_POLICY, &symmetric, keyseal_TPM2_ALG_SHA256, &session))
+                context,
+                tpmKey,
+                ESYS_TR(ESYS_TR_NONE),
+                ESYS_TR(ESYS_TR_NONE),
+                ESYS_TR(ESYS_TR_NONE),
+                ESYS_TR(ESYS_TR_NONE),
+                nil,
+                keyseal_TPM2_SE_POLICY,
+                &symmetric,
+                keyseal_TPM2_ALG_SHA256,
+                &session
+            )
+        )
         live.insert(session)
         let flags = keyseal_TPMA_SESSION_ENCRYPT | keyseal_TPMA_SESSION_CONTINUESESSION
         try tss2("Esys_TRSess_SetAttributes", Esys_TRSess_SetAttributes(context, session, flags, 0xFF))
@@ -54,12 +83,26 @@ extension ESYSConnection {
         try tss2(
             "Esys_PolicyPCR",
             Esys_PolicyPCR(
-                context, session, ESYS_TR(ESYS_TR_NONE), ESYS_TR(ESYS_TR_NONE), ESYS_TR(ESYS_TR_NONE), &current,
-                &selection))
+                context,
+                session,
+                ESYS_TR(ESYS_TR_NONE),
+                ESYS_TR(ESYS_TR_NONE),
+                ESYS_TR(ESYS_TR_NONE),
+                &current,
+                &selection
+            )
+        )
         if authValue {
             try tss2(
                 "Esys_PolicyAuthValue",
-                Esys_PolicyAuthValue(context, session, ESYS_TR(ESYS_TR_NONE), ESYS_TR(ESYS_TR_NONE), ESYS_TR(ESYS_TR_NONE)))
+                Esys_PolicyAuthValue(
+                    context,
+                    session,
+                    ESYS_TR(ESYS_TR_NONE),
+                    ESYS_TR(ESYS_TR_NONE),
+                    ESYS_TR(ESYS_TR_NONE)
+                )
+            )
         }
     }
 
@@ -90,11 +133,19 @@ extension ESYSConnection {
                 try tss2(
                     "Esys_NV_DefineSpace",
                     Esys_NV_DefineSpace(
-                        context, ESYS_TR(ESYS_TR_RH_OWNER), session, ESYS_TR(ESYS_TR_NONE), ESYS_TR(ESYS_TR_NONE), value,
-                        &info, &handle))
+                        context,
+                        ESYS_TR(ESYS_TR_RH_OWNER),
+                        session,
+                        ESYS_TR(ESYS_TR_NONE),
+                        ESYS_TR(ESYS_TR_NONE),
+                        value,
+                        &info,
+                        &handle
+                    )
+                )
                 _ = Esys_TR_Close(context, &handle)
                 return index
-            } catch where error.code.isTPM(TSS2ResultCode.TPM.nvDefined) {
+            } catch  where error.code.isTPM(TSS2ResultCode.TPM.nvDefined) {
                 lastError = error
                 continue
             }
@@ -104,14 +155,24 @@ extension ESYSConnection {
 
     /// Runs `body` with an ESAPI handle for the NV index `index`, closed afterwards (not flushed: NV indexes are
     /// not transient).
-    func withNVIndex<Result>(_ index: UInt32, _ body: (ESYS_TR) throws(TSS2Error) -> Result) throws(TSS2Error)
+    func withNVIndex<Result>(
+        _ index: UInt32,
+        _ body: (ESYS_TR) throws(TSS2Error) -> Result
+    ) throws(TSS2Error)
         -> Result
     {
         var handle = ESYS_TR(ESYS_TR_NONE)
         try tss2(
             "Esys_TR_FromTPMPublic",
             Esys_TR_FromTPMPublic(
-                context, index, ESYS_TR(ESYS_TR_NONE), ESYS_TR(ESYS_TR_NONE), ESYS_TR(ESYS_TR_NONE), &handle))
+                context,
+                index,
+                ESYS_TR(ESYS_TR_NONE),
+                ESYS_TR(ESYS_TR_NONE),
+                ESYS_TR(ESYS_TR_NONE),
+                &handle
+            )
+        )
         defer { _ = Esys_TR_Close(context, &handle) }
         return try body(handle)
     }
@@ -122,8 +183,17 @@ extension ESYSConnection {
         try tss2(
             "Esys_NV_Read",
             Esys_NV_Read(
-                context, ESYS_TR(ESYS_TR_RH_OWNER), handle, ESYS_TR(ESYS_TR_PASSWORD), ESYS_TR(ESYS_TR_NONE),
-                ESYS_TR(ESYS_TR_NONE), 8, 0, &data))
+                context,
+                ESYS_TR(ESYS_TR_RH_OWNER),
+                handle,
+                ESYS_TR(ESYS_TR_PASSWORD),
+                ESYS_TR(ESYS_TR_NONE),
+                ESYS_TR(ESYS_TR_NONE),
+                8,
+                0,
+                &data
+            )
+        )
         defer { Esys_Free(data) }
         guard let data else { return 0 }
         return keyseal_nv_counter_value(data)
@@ -135,6 +205,7 @@ extension ESYSConnection {
         try setAuthorization(authorization, for: handle)
         try tss2(
             "Esys_NV_Increment",
-            Esys_NV_Increment(context, handle, handle, session, ESYS_TR(ESYS_TR_NONE), ESYS_TR(ESYS_TR_NONE)))
+            Esys_NV_Increment(context, handle, handle, session, ESYS_TR(ESYS_TR_NONE), ESYS_TR(ESYS_TR_NONE))
+        )
     }
 }

@@ -42,7 +42,11 @@ struct SealedBlob {
 
     /// Builds the blob from the marshalled public and private areas that Esys_Create returned.
     static func encode(
-        kind: Kind, primaryName: [UInt8], marshalledPublic: [UInt8], marshalledPrivate: [UInt8], pcrMask: UInt32 = 0
+        kind: Kind,
+        primaryName: [UInt8],
+        marshalledPublic: [UInt8],
+        marshalledPrivate: [UInt8],
+        pcrMask: UInt32 = 0
     ) -> Data {
         var bytes = magic + [pcrMask == 0 ? version : boundVersion, kind.rawValue]
         if pcrMask != 0 { bytes += (0..<4).map { UInt8(truncatingIfNeeded: pcrMask >> (24 - 8 * $0)) } }
@@ -128,7 +132,9 @@ struct SealedBlob {
     var policy: [UInt8] {
         var publicArea = publicArea
         return withUnsafePointer(to: &publicArea) {
-            Array(UnsafeBufferPointer(start: keyseal_public_policy_bytes($0), count: Int(keyseal_public_policy_size($0))))
+            Array(
+                UnsafeBufferPointer(start: keyseal_public_policy_bytes($0), count: Int(keyseal_public_policy_size($0)))
+            )
         }
     }
 

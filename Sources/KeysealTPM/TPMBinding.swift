@@ -56,7 +56,9 @@ extension TPMDeviceKey {
         guard blob.pcrMask != 0 else { return }
         let current = try connection.pcrPolicyDigest(mask: blob.pcrMask, authValue: passcode)
         guard current == blob.policy else {
-            throw Self.pcrMismatch(detail: "PCR \(SealedBlob.pcrs(blob.pcrMask).map(String.init).joined(separator: ","))")
+            throw Self.pcrMismatch(
+                detail: "PCR \(SealedBlob.pcrs(blob.pcrMask).map(String.init).joined(separator: ","))"
+            )
         }
     }
 
@@ -66,7 +68,8 @@ extension TPMDeviceKey {
             KeychainStatus.recoveryRequired,
             "recovery required: the TPM's PCRs no longer have the values this store was sealed to (\(detail); a "
                 + "firmware or boot change, or another system booted); run `keyseal recover` with the recovery key",
-            notTried: true)
+            notTried: true
+        )
     }
 
     // MARK: Anti-rollback counter
@@ -123,7 +126,9 @@ extension TPMDeviceKey {
     /// authorization and define in its place an ordinary index, which it writes at will, or a counter of other
     /// attributes; either has another Name.
     private func withCounter<Result>(
-        _ index: UInt32, name: Data, session: Bool,
+        _ index: UInt32,
+        name: Data,
+        session: Bool,
         _ body: (ESYSConnection, ESYS_TR, ESYS_TR) throws(TSS2Error) -> Result
     ) throws -> Result {
         try withConnection { connection in
@@ -146,7 +151,8 @@ extension TPMDeviceKey {
         KeychainError(
             KeychainStatus.decode,
             "the TPM's anti-rollback counter 0x\(String(index, radix: 16)) of this store is gone (undefined, or the "
-                + "TPM was cleared)")
+                + "TPM was cleared)"
+        )
     }
 
     /// The index at the counter's handle is not the store's counter: `errKeysealRolledBack`.
@@ -155,6 +161,7 @@ extension TPMDeviceKey {
             KeychainStatus.rolledBack,
             "the TPM's NV index 0x\(String(index, radix: 16)) is not this store's anti-rollback counter: its Name "
                 + "(type, attributes, authPolicy) differs from the one the store recorded, so the counter was "
-                + "undefined and another index defined in its place")
+                + "undefined and another index defined in its place"
+        )
     }
 }

@@ -185,9 +185,13 @@ public final class TPMDeviceKey: DeviceKeyProvider, @unchecked Sendable {
             }
         }
         return DeviceKeyStatus(
-            backend: backendName, hardwareBacked: true, guessingHardwareLimited: limited, detail: detail,
+            backend: backendName,
+            hardwareBacked: true,
+            guessingHardwareLimited: limited,
+            detail: detail,
             hardwareTriesLeft: state.counting ? state.usableTriesLeft : nil,
-            lockoutRetrySeconds: state.secondsUntilNextTry)
+            lockoutRetrySeconds: state.secondsUntilNextTry
+        )
     }
 
     public func close() {
@@ -246,7 +250,10 @@ public final class TPMDeviceKey: DeviceKeyProvider, @unchecked Sendable {
     // MARK: Operations (lock held)
 
     func sealObject(
-        _ connection: ESYSConnection, secret: SecretBytes, authorization: SecretBytes?, bound: Bool = true
+        _ connection: ESYSConnection,
+        secret: SecretBytes,
+        authorization: SecretBytes?,
+        bound: Bool = true
     ) throws -> Data {
         let mask = bound ? pcrMask : 0
         let (primary, primaryName) = try storagePrimary(connection)
@@ -254,21 +261,35 @@ public final class TPMDeviceKey: DeviceKeyProvider, @unchecked Sendable {
             throw KeychainError(
                 KeychainStatus.decode,
                 "the TPM's storage primary is not the one this store was opened with (the TPM was cleared or "
-                    + "replaced); nothing was sealed")
+                    + "replaced); nothing was sealed"
+            )
         }
         // Command parameter encryption: the secret and the authorization cross the wire encrypted.
         let policy = mask == 0 ? nil : try connection.pcrPolicyDigest(mask: mask, authValue: authorization != nil)
         let session = try keptSession(connection, attributes: keyseal_TPMA_SESSION_DECRYPT)
         makeRoom(connection)  // TPM2_Create holds the new object in a slot while it works
         let created = try connection.createSealedObject(
-            parent: primary, session: session, secret: secret, authorization: authorization,
-            dictionaryAttackProtected: authorization != nil, policy: policy)
+            parent: primary,
+            session: session,
+            secret: secret,
+            authorization: authorization,
+            dictionaryAttackProtected: authorization != nil,
+            policy: policy
+        )
         return SealedBlob.encode(
-            kind: authorization == nil ? .device : .passcode, primaryName: primaryName,
-            marshalledPublic: created.public, marshalledPrivate: created.private, pcrMask: mask)
+            kind: authorization == nil ? .device : .passcode,
+            primaryName: primaryName,
+            marshalledPublic: created.public,
+            marshalledPrivate: created.private,
+            pcrMask: mask
+        )
     }
 
-    func unsealObject(_ connection: ESYSConnection, blob: SealedBlob, authorization: SecretBytes?) throws
+    func unsealObject(
+        _ connection: ESYSConnection,
+        blob: SealedBlob,
+        authorization: SecretBytes?
+    ) throws
         -> SecretBytes
     {
         let (primary, primaryName) = try storagePrimary(connection)
@@ -311,7 +332,9 @@ public final class TPMDeviceKey: DeviceKeyProvider, @unchecked Sendable {
             return KeychainError(
                 KeychainStatus.authFailed,
                 "wrong passcode; the TPM allows \(tries) more \(tries == 1 ? "try" : "tries") before lockout",
-                retryAfterSeconds: state.secondsUntilNextTry, triesLeft: tries)
+                retryAfterSeconds: state.secondsUntilNextTry,
+                triesLeft: tries
+            )
         }
         if error.code.isTPM(TSS2ResultCode.TPM.lockout) {
             // In lockout the TPM refuses before checking: nothing was counted.
@@ -335,7 +358,9 @@ public final class TPMDeviceKey: DeviceKeyProvider, @unchecked Sendable {
                 KeychainStatus.authFailed,
                 "the TPM allows \(state.maxFailures) passcode \(state.maxFailures == 1 ? "try" : "tries") in all and "
                     + "Keyseal keeps one in reserve; raise TPM2_PT_MAX_AUTH_FAIL (tpm2_dictionarylockout -s -n)",
-                triesLeft: 0, notTried: true)
+                triesLeft: 0,
+                notTried: true
+            )
         }
         if state.tpmLockedOut { return lockoutError(state) }
         if state.usableTriesLeft == 0 {
@@ -345,7 +370,10 @@ public final class TPMDeviceKey: DeviceKeyProvider, @unchecked Sendable {
                 "no passcode try was made: Keyseal keeps the TPM's last try in reserve, and it is the only one left "
                     + "(\(state.limitsDescription); \(state.failures) counted); try again in \(seconds) s, or reset "
                     + "the TPM's counter now with \(resetCommand(state))",
-                retryAfterSeconds: seconds, triesLeft: 0, notTried: true)
+                retryAfterSeconds: seconds,
+                triesLeft: 0,
+                notTried: true
+            )
         }
         return nil
     }
@@ -357,7 +385,10 @@ public final class TPMDeviceKey: DeviceKeyProvider, @unchecked Sendable {
             KeychainStatus.authFailed,
             "the TPM is in dictionary-attack lockout; try again in \(seconds) s (\(state.limitsDescription)), or "
                 + "reset its counter with \(resetCommand(state))",
-            retryAfterSeconds: seconds, triesLeft: 0, notTried: true)
+            retryAfterSeconds: seconds,
+            triesLeft: 0,
+            notTried: true
+        )
     }
 
     /// The tpm2-tools command that resets the dictionary-attack counter.
@@ -375,7 +406,9 @@ public final class TPMDeviceKey: DeviceKeyProvider, @unchecked Sendable {
         let values = try connection.properties(wanted)
         guard wanted.allSatisfy({ values[$0] != nil }) else {
             throw KeychainError(
-                KeychainStatus.internalComponent, "the TPM did not report its dictionary-attack properties")
+                KeychainStatus.internalComponent,
+                "the TPM did not report its dictionary-attack properties"
+            )
         }
         let attributes = values[permanent]!
         return DictionaryAttackState(
@@ -384,7 +417,8 @@ public final class TPMDeviceKey: DeviceKeyProvider, @unchecked Sendable {
             failures: Int(values[keyseal_TPM2_PT_LOCKOUT_COUNTER]!),
             maxFailures: Int(values[keyseal_TPM2_PT_MAX_AUTH_FAIL]!),
             interval: Int(values[keyseal_TPM2_PT_LOCKOUT_INTERVAL]!),
-            recovery: Int(values[keyseal_TPM2_PT_LOCKOUT_RECOVERY]!))
+            recovery: Int(values[keyseal_TPM2_PT_LOCKOUT_RECOVERY]!)
+        )
     }
 
     // MARK: Objects kept loaded (lock held)
@@ -443,7 +477,7 @@ public final class TPMDeviceKey: DeviceKeyProvider, @unchecked Sendable {
     private func load(_ connection: ESYSConnection, parent: ESYS_TR, blob: SealedBlob) throws -> ESYS_TR {
         do {
             return try connection.load(parent: parent, public: blob.publicArea, private: blob.privateArea)
-        } catch where error.code.isStaleReference || error.code.isCommunicationFailure {
+        } catch  where error.code.isStaleReference || error.code.isCommunicationFailure {
             throw error
         } catch {
             throw map(error, during: .load)
@@ -487,7 +521,8 @@ public final class TPMDeviceKey: DeviceKeyProvider, @unchecked Sendable {
     /// TPM2_Clear, a TPM reset under a resource manager) did nothing: the kept objects are dropped and `body` runs
     /// once more, loading them afresh. After any other failure the kept session is dropped (its nonces are not
     /// trusted after a refused command); the primary stays.
-    private func run<Result>(_ body: (ESYSConnection) throws -> Result, on connection: ESYSConnection) throws -> Result {
+    private func run<Result>(_ body: (ESYSConnection) throws -> Result, on connection: ESYSConnection) throws -> Result
+    {
         connection.commandsSucceeded = 0
         defer { if connection.broken { disconnect() } }
         do {
@@ -552,25 +587,31 @@ public final class TPMDeviceKey: DeviceKeyProvider, @unchecked Sendable {
         if [TPM.objectMemory, TPM.sessionMemory, TPM.objectHandles, TPM.sessionHandles].contains(where: code.isTPM) {
             return KeychainError(
                 KeychainStatus.internalComponent,
-                "the TPM has no free object or session slot; another program may hold them (\(error))")
+                "the TPM has no free object or session slot; another program may hold them (\(error))"
+            )
         }
         if error.function == "Esys_CreatePrimary",
             code.isTPM(TPM.authFail) || code.isTPM(TPM.badAuth)
         {
             return KeychainError(
                 KeychainStatus.notAvailable,
-                "the TPM owner hierarchy has an authorization value; Keyseal needs it empty (\(error))")
+                "the TPM owner hierarchy has an authorization value; Keyseal needs it empty (\(error))"
+            )
         }
         let blobRelated =
             code.isTPM || code.layer == TSS2ResultCode.Layer.marshalling
             || (code.layer == TSS2ResultCode.Layer.esapi && code.base == TSS2ResultCode.TSS.badValue)
         if operation == .load, blobRelated, !isWarning(code) {
             return KeychainError(
-                KeychainStatus.decode, "the TPM refused the sealed object: it was edited or is not from this TPM (\(error))")
+                KeychainStatus.decode,
+                "the TPM refused the sealed object: it was edited or is not from this TPM (\(error))"
+            )
         }
         if code.layer == TSS2ResultCode.Layer.esapi, code.base == TSS2ResultCode.TSS.responseAuthFailed {
             return KeychainError(
-                KeychainStatus.internalComponent, "a TPM response failed its integrity check (\(error))")
+                KeychainStatus.internalComponent,
+                "a TPM response failed its integrity check (\(error))"
+            )
         }
         return KeychainError(KeychainStatus.internalComponent, "TPM error in \(error)")
     }
@@ -582,14 +623,18 @@ public final class TPMDeviceKey: DeviceKeyProvider, @unchecked Sendable {
     private func checkSecretSize(_ secret: SecretBytes) throws {
         guard secret.count <= Self.maximumSecretSize else {
             throw KeychainError(
-                KeychainStatus.param, "a TPM sealed object holds at most \(Self.maximumSecretSize) bytes")
+                KeychainStatus.param,
+                "a TPM sealed object holds at most \(Self.maximumSecretSize) bytes"
+            )
         }
     }
 
     private func checkAuthorizationSize(_ authorization: SecretBytes) throws {
         guard (1...Self.maximumAuthorizationSize).contains(authorization.count) else {
             throw KeychainError(
-                KeychainStatus.param, "a TPM passcode authorization is 1 to \(Self.maximumAuthorizationSize) bytes")
+                KeychainStatus.param,
+                "a TPM passcode authorization is 1 to \(Self.maximumAuthorizationSize) bytes"
+            )
         }
     }
 
@@ -609,7 +654,9 @@ public final class TPMDeviceKey: DeviceKeyProvider, @unchecked Sendable {
 
     private static let closedError = KeychainError(KeychainStatus.notAvailable, "the TPM device key is closed")
     private static let lockoutAlreadySet = KeychainError(
-        KeychainStatus.param, "the TPM lockout authorization is already set")
+        KeychainStatus.param,
+        "the TPM lockout authorization is already set"
+    )
 }
 
 // MARK: - Key pairs inside the TPM
@@ -627,18 +674,25 @@ extension TPMDeviceKey: HardwareKeyProvider {
                 throw KeychainError(
                     KeychainStatus.decode,
                     "the TPM's storage primary is not the one this store was opened with (the TPM was cleared or "
-                        + "replaced); no key was created")
+                        + "replaced); no key was created"
+                )
             }
             let session = try keptSession(connection, attributes: keyseal_TPMA_SESSION_DECRYPT)
             makeRoom(connection)  // TPM2_Create holds the new object in a slot while it works
             let created = try connection.createHardwareKey(
-                parent: primary, session: session, authorization: authorization)
+                parent: primary,
+                session: session,
+                authorization: authorization
+            )
             guard created.point.count == 64 else {
                 throw KeychainError(KeychainStatus.internalComponent, "the TPM returned no P-256 public key")
             }
             let blob = SealedBlob.encode(
-                kind: .key, primaryName: primaryName, marshalledPublic: created.public,
-                marshalledPrivate: created.private)
+                kind: .key,
+                primaryName: primaryName,
+                marshalledPublic: created.public,
+                marshalledPrivate: created.private
+            )
             return HardwareKeyBlob(blob: blob, publicKey: Data([0x04] + created.point))
         }
     }
@@ -660,7 +714,9 @@ extension TPMDeviceKey: HardwareKeyProvider {
                 return rs
             } catch {
                 connection.flush(session.handle)  // its nonces are not trusted after a failure
-                if let error = error as? TSS2Error, Self.isWrongAuthorization(error) { throw Self.wrongKeyAuthorization }
+                if let error = error as? TSS2Error, Self.isWrongAuthorization(error) {
+                    throw Self.wrongKeyAuthorization
+                }
                 throw error
             }
         }
@@ -671,7 +727,9 @@ extension TPMDeviceKey: HardwareKeyProvider {
     public func keyExchange(peerPublicKey: Data, keyBlob: Data, authorization: SecretBytes) throws -> SecretBytes {
         guard peerPublicKey.count == 65, peerPublicKey.first == 0x04 else {
             throw KeychainError(
-                KeychainStatus.param, "the peer's public key is not an uncompressed P-256 point (04 ‖ X ‖ Y, 65 bytes)")
+                KeychainStatus.param,
+                "the peer's public key is not an uncompressed P-256 point (04 ‖ X ‖ Y, 65 bytes)"
+            )
         }
         try checkKeyAuthorization(authorization)
         return try withConnection { connection in
@@ -721,8 +779,11 @@ extension TPMDeviceKey: HardwareKeyProvider {
         let handle = try load(connection, parent: primary, blob: blob)
         do {
             let kept = ESYSConnection.KeptKey(
-                blob: bytes, handle: handle, tpmHandle: try connection.tpmHandle(of: handle),
-                name: try connection.name(of: handle))
+                blob: bytes,
+                handle: handle,
+                tpmHandle: try connection.tpmHandle(of: handle),
+                name: try connection.name(of: handle)
+            )
             connection.keys.append(kept)
             return kept
         } catch {
@@ -734,7 +795,9 @@ extension TPMDeviceKey: HardwareKeyProvider {
     private func checkKeyAuthorization(_ authorization: SecretBytes) throws {
         guard (1...Self.maximumAuthorizationSize).contains(authorization.count) else {
             throw KeychainError(
-                KeychainStatus.param, "a hardware key's authorization is 1 to \(Self.maximumAuthorizationSize) bytes")
+                KeychainStatus.param,
+                "a hardware key's authorization is 1 to \(Self.maximumAuthorizationSize) bytes"
+            )
         }
     }
 
@@ -764,5 +827,7 @@ extension TPMDeviceKey: HardwareKeyProvider {
     }
 
     private static let wrongKeyAuthorization = KeychainError(
-        KeychainStatus.authFailed, "wrong authorization for the hardware key")
+        KeychainStatus.authFailed,
+        "wrong authorization for the hardware key"
+    )
 }

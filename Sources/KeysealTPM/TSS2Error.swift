@@ -128,7 +128,8 @@ func tss2(_ function: StaticString, _ rc: TSS2_RC) throws(TSS2Error) {
     if code.layer == TSS2ResultCode.Layer.esapi {
         precondition(
             ![TSS2ResultCode.TSS.badReference, TSS2ResultCode.TSS.badTR].contains(code.base),
-            "\(function) was misused: \(code)")
+            "\(function) was misused: \(code)"
+        )
     }
     throw TSS2Error(function: "\(function)", code: code)
 }

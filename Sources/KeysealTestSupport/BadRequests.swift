@@ -36,19 +36,28 @@ public enum BadRequest: String, CaseIterable, Sendable, CustomStringConvertible 
 
     /// Sends the request to `store`; the status it got (0 when it succeeded).
     public func status(on store: KeychainStore) -> OSStatus {
-        func add(_ itemClass: ItemClass = .genericPassword, _ attributes: [String: AttributeValue] = [:],
-            group: String? = nil, flags: UInt? = nil) -> OSStatus
-        {
+        func add(
+            _ itemClass: ItemClass = .genericPassword,
+            _ attributes: [String: AttributeValue] = [:],
+            group: String? = nil,
+            flags: UInt? = nil
+        ) -> OSStatus {
             var all: [String: AttributeValue] = [AttributeKey.account: .string("bad-\(rawValue)")]
             if itemClass != .genericPassword { all = [:] }
             all.merge(attributes) { _, new in new }
             let item = NewItem(
-                itemClass: itemClass, attributes: all, accessGroup: group, accessControlFlags: flags,
-                data: Data("s".utf8))
+                itemClass: itemClass,
+                attributes: all,
+                accessGroup: group,
+                accessControlFlags: flags,
+                data: Data("s".utf8)
+            )
             return KeysealTestSupport.status { _ = try store.add(item) }
         }
         func find(_ itemClass: ItemClass = .genericPassword, _ attributes: [String: AttributeValue] = [:]) -> OSStatus {
-            KeysealTestSupport.status { _ = try store.copyMatching(ItemQuery(itemClass: itemClass, attributes: attributes)) }
+            KeysealTestSupport.status {
+                _ = try store.copyMatching(ItemQuery(itemClass: itemClass, attributes: attributes))
+            }
         }
         func update(_ changes: ItemChanges) -> OSStatus {
             KeysealTestSupport.status { try store.update(.password(account: "anyone"), with: changes) }
@@ -62,7 +71,8 @@ public enum BadRequest: String, CaseIterable, Sendable, CustomStringConvertible 
         let pairs: AttributeValue = .data(StringAttributes.encode(["k": "v"]))
         switch self {
         case .replacingAddWithoutStringAttributes: return replacingAdd([:])
-        case .replacingAddUnknownAttribute: return replacingAdd([AttributeKey.stringAttributes: pairs, "zzzz": .string("x")])
+        case .replacingAddUnknownAttribute:
+            return replacingAdd([AttributeKey.stringAttributes: pairs, "zzzz": .string("x")])
         case .replacingAddOversizedValue:
             return replacingAdd([AttributeKey.stringAttributes: pairs], data: Data(count: (1 << 20) + 1))
         case .addKey: return add(.key, [AttributeKey.label: .string("k")])
@@ -86,7 +96,8 @@ public enum BadRequest: String, CaseIterable, Sendable, CustomStringConvertible 
                 [
                     AttributeKey.keyClass: .string("1"), AttributeKey.type: .string("73"),
                     AttributeKey.tokenID: .string("com.apple.setoken"),
-                ])
+                ]
+            )
         case .updateCertificateData:
             return KeysealTestSupport.status {
                 try store.update(ItemQuery(itemClass: .certificate), with: ItemChanges(data: Data([1])))

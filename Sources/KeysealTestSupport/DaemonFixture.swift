@@ -63,7 +63,10 @@ public final class DaemonFixture: @unchecked Sendable {
     /// - Parameter tpmLimits: for `.tpm`, the swtpm's dictionary-attack limits (default: the fixture's 5 tries, 60 s,
     ///   2 s; swtpm's own defaults are 3, 1000, 1000).
     public init(
-        _ backend: Backend = .hostKey, arguments: [String] = [], start: Bool = true, productArgon2: Bool = false,
+        _ backend: Backend = .hostKey,
+        arguments: [String] = [],
+        start: Bool = true,
+        productArgon2: Bool = false,
         tpmLimits: (maxTries: Int, recoveryTime: Int, lockoutRecovery: Int)? = nil
     ) throws {
         self.backend = backend
@@ -72,8 +75,13 @@ public final class DaemonFixture: @unchecked Sendable {
         softhsm = backend == .pkcs11 ? try SoftHSMFixture() : nil
         let limits = tpmLimits ?? (5, 60, 2)
         broker = backend == .tabrmd ? try ResourceManagerFixture(maxTries: limits.maxTries) : nil
-        swtpm = backend == .tpm
-            ? try SwtpmFixture(maxTries: limits.maxTries, recoveryTime: limits.recoveryTime, lockoutRecovery: limits.lockoutRecovery)
+        swtpm =
+            backend == .tpm
+            ? try SwtpmFixture(
+                maxTries: limits.maxTries,
+                recoveryTime: limits.recoveryTime,
+                lockoutRecovery: limits.lockoutRecovery
+            )
             : broker?.swtpm
         extraArguments = arguments
         self.productArgon2 = productArgon2
@@ -126,7 +134,10 @@ public final class DaemonFixture: @unchecked Sendable {
         process.environment = environment
         if !FileManager.default.fileExists(atPath: logPath) {
             _ = FileManager.default.createFile(
-                atPath: logPath, contents: nil, attributes: [.posixPermissions: 0o600])
+                atPath: logPath,
+                contents: nil,
+                attributes: [.posixPermissions: 0o600]
+            )
         }
         let log = try FileHandle(forWritingTo: URL(fileURLWithPath: logPath))
         log.seekToEndOfFile()
@@ -190,17 +201,24 @@ public final class DaemonFixture: @unchecked Sendable {
     }
 
     /// Runs keyseald with `arguments` to completion (for start-up errors).
-    public static func runToCompletion(_ arguments: [String], environment: [String: String]? = nil) throws
+    public static func runToCompletion(
+        _ arguments: [String],
+        environment: [String: String]? = nil
+    ) throws
         -> ProcessResult
     {
         try runProcess(
-            try builtProductsDirectory().appendingPathComponent("keyseald").path, arguments, environment: environment)
+            try builtProductsDirectory().appendingPathComponent("keyseald").path,
+            arguments,
+            environment: environment
+        )
     }
 }
 
 extension DaemonFixture {
     /// A started daemon that uid 65534 can reach: socket group 65534 and a traversable root.
-    public static func sharedWithNobody(_ arguments: [String] = [], backend: Backend = .hostKey) throws -> DaemonFixture {
+    public static func sharedWithNobody(_ arguments: [String] = [], backend: Backend = .hostKey) throws -> DaemonFixture
+    {
         let daemon = try DaemonFixture(backend, arguments: ["--socket-group", "65534"] + arguments, start: false)
         chmod(daemon.root.path, 0o711)
         try daemon.start()
@@ -212,7 +230,8 @@ extension DaemonFixture {
         let setpriv = try requireTool("setpriv", package: "util-linux")
         let probe = try builtProductsDirectory().appendingPathComponent("keyseal-wire-probe").path
         return try runProcess(
-            setpriv, ["--reuid", "65534", "--regid", "65534", "--clear-groups", probe, socketPath] + arguments
+            setpriv,
+            ["--reuid", "65534", "--regid", "65534", "--clear-groups", probe, socketPath] + arguments
         ).stdoutText.trimmingCharacters(in: .whitespacesAndNewlines)
     }
 }

@@ -19,7 +19,10 @@ public final class TemporaryDirectory: @unchecked Sendable {
         let base = URL(fileURLWithPath: NSTemporaryDirectory())
         let url = base.appendingPathComponent("\(prefix)-\(UUID().uuidString)")
         try FileManager.default.createDirectory(
-            at: url, withIntermediateDirectories: true, attributes: [.posixPermissions: 0o700])
+            at: url,
+            withIntermediateDirectories: true,
+            attributes: [.posixPermissions: 0o700]
+        )
         self.url = url
     }
 
@@ -51,7 +54,10 @@ public struct ProcessResult: Sendable {
 /// Runs `executable` with `arguments` to completion, feeding `input` on standard input.
 @discardableResult
 public func runProcess(
-    _ executable: String, _ arguments: [String], environment: [String: String]? = nil, input: Data? = nil
+    _ executable: String,
+    _ arguments: [String],
+    environment: [String: String]? = nil,
+    input: Data? = nil
 ) throws -> ProcessResult {
     let process = Process()
     process.executableURL = URL(fileURLWithPath: executable)
@@ -86,7 +92,12 @@ final class LockedBox: @unchecked Sendable {
     init(_ value: Data) { _value = value }
     var value: Data {
         get { lock.withLock { _value } }
-        set { lock.withLock { _value = newValue; _done = true } }
+        set {
+            lock.withLock {
+                _value = newValue
+                _done = true
+            }
+        }
     }
     var done: Bool { lock.withLock { _done } }
 }

@@ -74,7 +74,10 @@ public final class SecretServiceFixture: @unchecked Sendable {
     /// Starts keyseal-secret-service and waits until it says it serves the name.
     public func startBridge(_ arguments: [String] = []) throws {
         let process = try Self.launchBridge(
-            arguments: ["--socket", daemon.socketPath] + arguments, environment: environment, log: bridgeLogPath)
+            arguments: ["--socket", daemon.socketPath] + arguments,
+            environment: environment,
+            log: bridgeLogPath
+        )
         bridge = process
         let deadline = Date().addingTimeInterval(20)
         while Date() < deadline {
@@ -89,7 +92,10 @@ public final class SecretServiceFixture: @unchecked Sendable {
 
     /// A bridge process writing to `log` (not waited for).
     public static func launchBridge(
-        arguments: [String], environment: [String: String], log: String, prefix: [String] = []
+        arguments: [String],
+        environment: [String: String],
+        log: String,
+        prefix: [String] = []
     ) throws -> Process {
         if !FileManager.default.fileExists(atPath: log) {
             _ = FileManager.default.createFile(atPath: log, contents: nil, attributes: [.posixPermissions: 0o600])
@@ -122,7 +128,11 @@ public final class SecretServiceFixture: @unchecked Sendable {
 
     /// Runs `secret-tool` (libsecret-tools) on this bus.
     public func secretTool(_ arguments: [String], input: String? = nil) throws -> ProcessResult {
-        try run(try requireTool("secret-tool", package: "libsecret-tools"), arguments, input: input.map { Data($0.utf8) })
+        try run(
+            try requireTool("secret-tool", package: "libsecret-tools"),
+            arguments,
+            input: input.map { Data($0.utf8) }
+        )
     }
 
     /// Starts gnome-keyring-daemon headless on this bus (its secrets component, its login keyring created and
@@ -132,7 +142,10 @@ public final class SecretServiceFixture: @unchecked Sendable {
         let daemon = try requireTool("gnome-keyring-daemon", package: "gnome-keyring")
         let home = directory.appending("gnome-home")
         try FileManager.default.createDirectory(
-            at: home, withIntermediateDirectories: true, attributes: [.posixPermissions: 0o700])
+            at: home,
+            withIntermediateDirectories: true,
+            attributes: [.posixPermissions: 0o700]
+        )
         var environment = self.environment
         environment["HOME"] = home.path
         environment["XDG_DATA_HOME"] = home.appendingPathComponent(".local/share").path
@@ -157,7 +170,8 @@ public final class SecretServiceFixture: @unchecked Sendable {
                 [
                     "--session", "--print-reply", "--dest=org.freedesktop.DBus", "/org/freedesktop/DBus",
                     "org.freedesktop.DBus.NameHasOwner", "string:org.freedesktop.secrets",
-                ])
+                ]
+            )
             if owner.stdoutText.contains("boolean true") { return }
             guard process.isRunning else {
                 throw FixtureError("gnome-keyring-daemon exited with \(process.terminationStatus)")
@@ -216,17 +230,20 @@ public final class UserSecretSession: @unchecked Sendable {
     public init(uid: UInt32, daemon: DaemonFixture) throws {
         self.uid = uid
         setpriv = try requireTool("setpriv", package: "util-linux")
-        directory = URL(fileURLWithPath: NSTemporaryDirectory()).appendingPathComponent("keyseal-user-\(uid)-\(UUID().uuidString)")
+        directory = URL(fileURLWithPath: NSTemporaryDirectory()).appendingPathComponent(
+            "keyseal-user-\(uid)-\(UUID().uuidString)"
+        )
         try FileManager.default.createDirectory(at: directory, withIntermediateDirectories: true)
         chown(directory.path, uid, 65534)
         chmod(directory.path, 0o700)
         do {
             let bus = Process()
             bus.executableURL = URL(fileURLWithPath: setpriv)
-            bus.arguments = asUser + [
-                try requireTool("dbus-daemon", package: "dbus"), "--session", "--nofork", "--nopidfile",
-                "--address=\(busAddress)",
-            ]
+            bus.arguments =
+                asUser + [
+                    try requireTool("dbus-daemon", package: "dbus"), "--session", "--nofork", "--nopidfile",
+                    "--address=\(busAddress)",
+                ]
             bus.environment = environment
             bus.standardInput = FileHandle.nullDevice
             bus.standardOutput = FileHandle.nullDevice
@@ -235,17 +252,25 @@ public final class UserSecretSession: @unchecked Sendable {
             processes.append(bus)
             let deadline = Date().addingTimeInterval(10)
             while !SwtpmFixture.accepts(directory.appendingPathComponent("bus").path) {
-                guard Date() < deadline, bus.isRunning else { throw FixtureError("dbus-daemon as \(uid) did not start") }
+                guard Date() < deadline, bus.isRunning else {
+                    throw FixtureError("dbus-daemon as \(uid) did not start")
+                }
                 usleep(10_000)
             }
             let log = directory.appendingPathComponent("bridge.log").path
             let bridge = try SecretServiceFixture.launchBridge(
-                arguments: ["--socket", daemon.socketPath], environment: environment, log: log, prefix: [setpriv] + asUser)
+                arguments: ["--socket", daemon.socketPath],
+                environment: environment,
+                log: log,
+                prefix: [setpriv] + asUser
+            )
             processes.append(bridge)
             let started = Date().addingTimeInterval(20)
             while !((try? String(contentsOfFile: log, encoding: .utf8)) ?? "").contains("serving") {
                 guard Date() < started, bridge.isRunning else {
-                    throw FixtureError("the bridge as \(uid) did not start: \((try? String(contentsOfFile: log, encoding: .utf8)) ?? "")")
+                    throw FixtureError(
+                        "the bridge as \(uid) did not start: \((try? String(contentsOfFile: log, encoding: .utf8)) ?? "")"
+                    )
                 }
                 usleep(10_000)
             }
@@ -265,7 +290,11 @@ public final class UserSecretSession: @unchecked Sendable {
     /// Runs a client program as this user on this user's bus.
     public func run(_ executable: String, _ arguments: [String], input: String? = nil) throws -> ProcessResult {
         try runProcess(
-            setpriv, asUser + [executable] + arguments, environment: environment, input: input.map { Data($0.utf8) })
+            setpriv,
+            asUser + [executable] + arguments,
+            environment: environment,
+            input: input.map { Data($0.utf8) }
+        )
     }
 
     /// A copy of `file` in this user's directory, owned by the user, for a program run as the user: the checkout

@@ -51,8 +51,12 @@ public final class SoftHSMFixture: @unchecked Sendable {
 
     /// Writes `contents` to a new file created with mode 0600, then sets `mode` (PIN files for tests).
     public static func writeFile(_ url: URL, contents: String, mode: Int = 0o600) throws {
-        guard FileManager.default.createFile(
-            atPath: url.path, contents: Data(contents.utf8), attributes: [.posixPermissions: 0o600])
+        guard
+            FileManager.default.createFile(
+                atPath: url.path,
+                contents: Data(contents.utf8),
+                attributes: [.posixPermissions: 0o600]
+            )
         else { throw FixtureError("cannot create \(url.path)") }
         try FileManager.default.setAttributes([.posixPermissions: mode], ofItemAtPath: url.path)
     }
@@ -63,7 +67,6 @@ public final class SoftHSMFixture: @unchecked Sendable {
         try runProcess(try requireTool("softhsm2-util", package: "softhsm2"), arguments, environment: environment)
     }
 }
-
 
 /// The process-wide SoftHSM2 configuration and its pool of initialized tokens.
 final class SoftHSMPool: @unchecked Sendable {
@@ -96,13 +99,17 @@ final class SoftHSMPool: @unchecked Sendable {
         guard FileManager.default.fileExists(atPath: SoftHSMFixture.defaultModule) else {
             throw FixtureError(
                 "the SoftHSM2 module \(SoftHSMFixture.defaultModule) is missing (Debian package softhsm2); "
-                    + "run Scripts/bootstrap.sh")
+                    + "run Scripts/bootstrap.sh"
+            )
         }
         let directory = try TemporaryDirectory(prefix: "keyseal-softhsm")
         root = directory.path
         let tokens = directory.appending("tokens")
         try FileManager.default.createDirectory(
-            at: tokens, withIntermediateDirectories: true, attributes: [.posixPermissions: 0o700])
+            at: tokens,
+            withIntermediateDirectories: true,
+            attributes: [.posixPermissions: 0o700]
+        )
         configPath = directory.appending("softhsm2.conf").path
         let config = """
             directories.tokendir = \(tokens.path)
@@ -126,14 +133,17 @@ final class SoftHSMPool: @unchecked Sendable {
             let token = Token(
                 label: "keyseal-\(pid)-\(index)",
                 pin: String(UInt32.random(in: 100_000...999_999)),
-                soPin: String(UInt32.random(in: 100_000...999_999)))
+                soPin: String(UInt32.random(in: 100_000...999_999))
+            )
             let result = try runProcess(
                 util,
                 ["--init-token", "--free", "--label", token.label, "--pin", token.pin, "--so-pin", token.soPin],
-                environment: ["SOFTHSM2_CONF": configPath])
+                environment: ["SOFTHSM2_CONF": configPath]
+            )
             guard result.status == 0 else {
                 throw FixtureError(
-                    "softhsm2-util --init-token failed (\(result.status)): \(result.stderrText)\(result.stdoutText)")
+                    "softhsm2-util --init-token failed (\(result.status)): \(result.stderrText)\(result.stdoutText)"
+                )
             }
             created.append(token)
         }
@@ -145,7 +155,8 @@ final class SoftHSMPool: @unchecked Sendable {
             guard !free.isEmpty else {
                 throw FixtureError(
                     "the SoftHSM2 token pool (\(size) tokens) is used up; raise KEYSEAL_SOFTHSM_TOKENS (SoftHSM2 does "
-                        + "not see tokens created after it was initialized in this process)")
+                        + "not see tokens created after it was initialized in this process)"
+                )
             }
             return free.removeFirst()
         }

@@ -92,7 +92,8 @@ public final class SoftwareHardwareKeyDevice: DeviceKeyProvider, HardwareKeyProv
         let key = try log.key(keyBlob, authorization: authorization.withUnsafeBytes { Data($0) })
         let agreement = try P256.KeyAgreement.PrivateKey(rawRepresentation: key.rawRepresentation)
         let shared = try agreement.sharedSecretFromKeyAgreement(
-            with: P256.KeyAgreement.PublicKey(x963Representation: peerPublicKey))
+            with: P256.KeyAgreement.PublicKey(x963Representation: peerPublicKey)
+        )
         return shared.withUnsafeBytes { SecretBytes(copying: $0) }
     }
 
@@ -128,7 +129,8 @@ public final class HardwareKeyStoreFixture: @unchecked Sendable {
             store = try KeychainStore.embedded(
                 directory: storeDirectory,
                 device: SoftwareHardwareKeyDevice.deviceKey(hostKeyFile: root.appending("host.key"), log: log),
-                configuration: KeychainStore.Configuration(argon2: testArgon2))
+                configuration: KeychainStore.Configuration(argon2: testArgon2)
+            )
             self.root = root
             self.log = log
             fixture = nil

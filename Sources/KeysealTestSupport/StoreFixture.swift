@@ -51,7 +51,8 @@ public enum TestBackend: String, CaseIterable, Sendable, CustomStringConvertible
         guard let backend = TestBackend(rawValue: name) else {
             fatalError(
                 "KEYSEAL_TEST_BACKEND=\(name) is not one of host-key, tpm, pkcs11, tabrmd, daemon-host-key, "
-                    + "daemon-tpm, daemon-pkcs11, daemon-tabrmd")
+                    + "daemon-tpm, daemon-pkcs11, daemon-tabrmd"
+            )
         }
         return (backend, throughDaemon)
     }
@@ -92,8 +93,12 @@ public final class StoreFixture: @unchecked Sendable {
     /// delays (10 failures) with every try made by the TPM, none refused at its reserve.
     public convenience init(valueLimit: Int = 1 << 20) throws {
         try self.init(
-            TestBackend.current, valueLimit: valueLimit, throughDaemon: TestBackend.throughDaemon, tpmMaxTries: 32,
-            sharedResourceManager: TestBackend.onSharedResourceManager)
+            TestBackend.current,
+            valueLimit: valueLimit,
+            throughDaemon: TestBackend.throughDaemon,
+            tpmMaxTries: 32,
+            sharedResourceManager: TestBackend.onSharedResourceManager
+        )
     }
 
     /// A store on `backend`: embedded unless `throughDaemon` (then the value limit is the wire's, 1 MiB).
@@ -102,13 +107,19 @@ public final class StoreFixture: @unchecked Sendable {
     ///   - sharedResourceManager: on `.tpm` and embedded, the TPM behind the process's one tpm2-abrmd
     ///     (`tabrmd:bus_type=session`) instead of a swtpm of the store's own.
     public init(
-        _ backend: TestBackend, valueLimit: Int = 1 << 20, throughDaemon: Bool = false, tpmMaxTries: Int = 5,
+        _ backend: TestBackend,
+        valueLimit: Int = 1 << 20,
+        throughDaemon: Bool = false,
+        tpmMaxTries: Int = 5,
         sharedResourceManager: Bool = false
     ) throws {
         self.backend = backend
         let clock = self.clock
         configuration = KeychainStore.Configuration(
-            valueLimit: valueLimit, argon2: testArgon2, clock: { clock.now })
+            valueLimit: valueLimit,
+            argon2: testArgon2,
+            clock: { clock.now }
+        )
         if throughDaemon {
             let daemonBackend: DaemonFixture.Backend =
                 switch backend {
@@ -168,7 +179,10 @@ public final class StoreFixture: @unchecked Sendable {
                 _store = try daemon.client()
             } else {
                 _store = try KeychainStore.embedded(
-                    directory: storeDirectory, device: device, configuration: configuration)
+                    directory: storeDirectory,
+                    device: device,
+                    configuration: configuration
+                )
             }
         }
     }
@@ -233,19 +247,29 @@ public final class StoreFixture: @unchecked Sendable {
 extension NewItem {
     /// A generic password for tests.
     public static func password(
-        service: String = "svc", account: String, secret: String = "secret",
-        accessibility: Accessibility = .whenUnlocked, group: String? = nil
+        service: String = "svc",
+        account: String,
+        secret: String = "secret",
+        accessibility: Accessibility = .whenUnlocked,
+        group: String? = nil
     ) -> NewItem {
         NewItem(
             itemClass: .genericPassword,
             attributes: [AttributeKey.service: .string(service), AttributeKey.account: .string(account)],
-            accessGroup: group, accessibility: accessibility, data: Data(secret.utf8))
+            accessGroup: group,
+            accessibility: accessibility,
+            data: Data(secret.utf8)
+        )
     }
 }
 
 extension ItemQuery {
     /// A generic-password query by service and account.
-    public static func password(service: String = "svc", account: String?, returns: ReturnOptions = [])
+    public static func password(
+        service: String = "svc",
+        account: String?,
+        returns: ReturnOptions = []
+    )
         -> ItemQuery
     {
         var attributes: [String: AttributeValue] = [AttributeKey.service: .string(service)]

@@ -42,11 +42,16 @@ public final class SwtpmFixture: @unchecked Sendable {
         self.directory = try TemporaryDirectory(prefix: "keyseal-swtpm")
         guard directory.appending("swtpm.sock.ctrl").path.utf8.count < 108 else {
             directory.remove()
-            throw FixtureError("the swtpm socket path under \(directory.path) is too long for a Unix socket; set TMPDIR=/tmp")
+            throw FixtureError(
+                "the swtpm socket path under \(directory.path) is too long for a Unix socket; set TMPDIR=/tmp"
+            )
         }
         do {
             try start()
-            try tool("tpm2_dictionarylockout", ["-s", "-n", "\(maxTries)", "-t", "\(recoveryTime)", "-l", "\(lockoutRecovery)"])
+            try tool(
+                "tpm2_dictionarylockout",
+                ["-s", "-n", "\(maxTries)", "-t", "\(recoveryTime)", "-l", "\(lockoutRecovery)"]
+            )
             try tool("tpm2_dictionarylockout", ["-c"])
         } catch {
             stop()
@@ -151,7 +156,9 @@ public final class SwtpmFixture: @unchecked Sendable {
         let path = try requireTool(name, package: "tpm2-tools")
         let result = try runProcess(path, arguments + ["-T", tcti], environment: ["TSS2_LOG": "all+NONE"])
         if check, result.status != 0 {
-            throw FixtureError("\(name) \(arguments.joined(separator: " ")) failed (\(result.status)): \(result.stderrText)")
+            throw FixtureError(
+                "\(name) \(arguments.joined(separator: " ")) failed (\(result.status)): \(result.stderrText)"
+            )
         }
         return result
     }
@@ -213,13 +220,19 @@ public final class SwtpmFixture: @unchecked Sendable {
             [
                 "-Q", "-C", "\(dir)/tools-primary.ctx", "-p", "right", "-i", "-", "-u", "\(dir)/tools-da.pub", "-r",
                 "\(dir)/tools-da.priv", "-T", tcti,
-            ], environment: ["TSS2_LOG": "all+NONE"], input: Data("fixture".utf8))
+            ],
+            environment: ["TSS2_LOG": "all+NONE"],
+            input: Data("fixture".utf8)
+        )
         guard created.status == 0 else { throw FixtureError("tpm2_create failed: \(created.stderrText)") }
         try tool("tpm2_flushcontext", ["-t"])
         try tool(
             "tpm2_load",
-            ["-Q", "-C", "\(dir)/tools-primary.ctx", "-u", "\(dir)/tools-da.pub", "-r", "\(dir)/tools-da.priv", "-c",
-             "\(dir)/tools-da.ctx"])
+            [
+                "-Q", "-C", "\(dir)/tools-primary.ctx", "-u", "\(dir)/tools-da.pub", "-r", "\(dir)/tools-da.priv", "-c",
+                "\(dir)/tools-da.ctx",
+            ]
+        )
         // Without a resource manager the tools leave what they load in the TPM's 3 slots: flush after each.
         try tool("tpm2_flushcontext", ["-t"])
         for _ in 0..<count {
@@ -227,7 +240,9 @@ public final class SwtpmFixture: @unchecked Sendable {
             try tool("tpm2_flushcontext", ["-t"])
             guard result.status != 0 else { throw FixtureError("tpm2_unseal with a wrong password succeeded") }
             guard result.stderrText.contains("0x98E") || result.stderrText.contains("0x921") else {
-                throw FixtureError("tpm2_unseal failed otherwise than with an authorization failure: \(result.stderrText)")
+                throw FixtureError(
+                    "tpm2_unseal failed otherwise than with an authorization failure: \(result.stderrText)"
+                )
             }
         }
     }
@@ -257,20 +272,24 @@ extension SwtpmFixture {
         switch replacement {
         case .ordinaryIndex:
             try tool(
-                "tpm2_nvdefine", [handle, "-C", "o", "-s", "8", "-a", "ownerwrite|ownerread|authread|authwrite|no_da"])
+                "tpm2_nvdefine",
+                [handle, "-C", "o", "-s", "8", "-a", "ownerwrite|ownerread|authread|authwrite|no_da"]
+            )
             let bytes = (0..<8).map { UInt8(truncatingIfNeeded: value >> (56 - 8 * $0)) }
             try Data(bytes).write(to: URL(fileURLWithPath: file))
             try tool("tpm2_nvwrite", [handle, "-C", "o", "-i", file])
         case .counterOtherAttributes:
             try tool(
                 "tpm2_nvdefine",
-                [handle, "-C", "o", "-s", "8", "-a", "nt=counter|ownerwrite|ownerread|authread|authwrite|no_da"])
+                [handle, "-C", "o", "-s", "8", "-a", "nt=counter|ownerwrite|ownerread|authread|authwrite|no_da"]
+            )
             try tool("tpm2_nvincrement", [handle, "-C", "o"])
         case .counterOtherPolicy:
             try Data(repeating: 0x5A, count: 32).write(to: URL(fileURLWithPath: file))
             try tool(
                 "tpm2_nvdefine",
-                [handle, "-C", "o", "-s", "8", "-L", file, "-a", "nt=counter|ownerread|authread|authwrite|no_da"])
+                [handle, "-C", "o", "-s", "8", "-L", file, "-a", "nt=counter|ownerread|authread|authwrite|no_da"]
+            )
             try tool("tpm2_nvincrement", [handle, "-C", handle])
         }
     }

@@ -130,7 +130,8 @@ public final class ResourceManagerFixture: @unchecked Sendable {
         let process = Process()
         process.executableURL = URL(fileURLWithPath: try requireTool("tpm2-abrmd", package: "tpm2-abrmd"))
         process.arguments =
-            ["--session", "--allow-root", "--tcti=\(swtpm.tcti)"] + (maxConnections.map { ["--max-connections=\($0)"] } ?? [])
+            ["--session", "--allow-root", "--tcti=\(swtpm.tcti)"]
+            + (maxConnections.map { ["--max-connections=\($0)"] } ?? [])
         process.environment = environment
         process.standardInput = FileHandle.nullDevice
         process.standardOutput = FileHandle.nullDevice
@@ -232,8 +233,10 @@ public final class TPM2PKCS11Fixture: @unchecked Sendable {
         resourceManager = try ResourceManagerFixture()
         do {
             try FileManager.default.createDirectory(
-                at: directory.appending("tpm2-pkcs11"), withIntermediateDirectories: true,
-                attributes: [.posixPermissions: 0o700])
+                at: directory.appending("tpm2-pkcs11"),
+                withIntermediateDirectories: true,
+                attributes: [.posixPermissions: 0o700]
+            )
             try ptool(["init"])
             try ptool(["addtoken", "--pid=1", "--sopin=so-pin-5678", "--userpin=\(pin)", "--label=\(tokenLabel)"])
             if withKeys {
@@ -255,7 +258,10 @@ public final class TPM2PKCS11Fixture: @unchecked Sendable {
     @discardableResult
     public func ptool(_ arguments: [String]) throws -> ProcessResult {
         let result = try runProcess(
-            try requireTool("tpm2_ptool", package: "libtpm2-pkcs11-tools"), arguments, environment: environment)
+            try requireTool("tpm2_ptool", package: "libtpm2-pkcs11-tools"),
+            arguments,
+            environment: environment
+        )
         guard result.status == 0 else {
             throw FixtureError("tpm2_ptool \(arguments.first ?? "") failed: \(result.stderrText) \(result.stdoutText)")
         }
@@ -267,7 +273,12 @@ public final class TPM2PKCS11Fixture: @unchecked Sendable {
 
 /// Starts keyseald with `arguments` (its `--socket` is `socket`) and `environment` (with the testing Argon2id cost),
 /// logging to `log`, and waits until `keyseal status` answers. For daemons on stacks `DaemonFixture` does not know.
-public func startKeyseald(arguments: [String], socket: String, environment: [String: String], log: URL) throws
+public func startKeyseald(
+    arguments: [String],
+    socket: String,
+    environment: [String: String],
+    log: URL
+) throws
     -> Process
 {
     let process = Process()
@@ -439,7 +450,8 @@ public final class TPM2PKCS11Pool: @unchecked Sendable {
         _ = try requireTool("tpm2_ptool", package: "libtpm2-pkcs11-tools")
         guard FileManager.default.fileExists(atPath: TPM2PKCS11Fixture.module) else {
             throw FixtureError(
-                "\(TPM2PKCS11Fixture.module) is missing (Debian package libtpm2-pkcs11-1); run Scripts/bootstrap.sh")
+                "\(TPM2PKCS11Fixture.module) is missing (Debian package libtpm2-pkcs11-1); run Scripts/bootstrap.sh"
+            )
         }
         let broker = try ResourceManagerFixture.shared()
         resourceManager = broker
@@ -451,12 +463,17 @@ public final class TPM2PKCS11Pool: @unchecked Sendable {
         ]) { _, new in new }
         // This process's own loads of the module.
         publishEnvironment(
-            ["TPM2_PKCS11_TCTI", "TPM2_PKCS11_STORE", "TPM2_PKCS11_LOG_LEVEL"].reduce(into: [:]) { $0[$1] = environment[$1] })
+            ["TPM2_PKCS11_TCTI", "TPM2_PKCS11_STORE", "TPM2_PKCS11_LOG_LEVEL"].reduce(into: [:]) {
+                $0[$1] = environment[$1]
+            }
+        )
         let ptool = try requireTool("tpm2_ptool", package: "libtpm2-pkcs11-tools")
         func run(_ arguments: [String]) throws {
             let result = try runProcess(ptool, arguments, environment: environment)
             guard result.status == 0 else {
-                throw FixtureError("tpm2_ptool \(arguments.first ?? "") failed: \(result.stderrText) \(result.stdoutText)")
+                throw FixtureError(
+                    "tpm2_ptool \(arguments.first ?? "") failed: \(result.stderrText) \(result.stdoutText)"
+                )
             }
         }
         func token(_ name: String, keys: Bool) throws -> TPM2PKCS11Token {
@@ -515,7 +532,8 @@ public final class TPM2PKCS11Pool: @unchecked Sendable {
                 guard !own.isEmpty else {
                     throw FixtureError(
                         "the tpm2-pkcs11 tokens of their own are used up; raise KEYSEAL_TPM2_PKCS11_OWN (tpm2-pkcs11 "
-                            + "does not see tokens created after it was initialized in this process)")
+                            + "does not see tokens created after it was initialized in this process)"
+                    )
                 }
                 return own.removeFirst()
             case .withoutKeys:

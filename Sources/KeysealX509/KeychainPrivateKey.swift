@@ -57,7 +57,8 @@ public struct KeychainPrivateKey: CustomPrivateKey {
     }
 
     public func signSynchronously(
-        bytes: some DataProtocol, signatureAlgorithm: Certificate.SignatureAlgorithm
+        bytes: some DataProtocol,
+        signatureAlgorithm: Certificate.SignatureAlgorithm
     ) throws -> Certificate.Signature {
         let algorithm: String
         switch signatureAlgorithm {
@@ -72,7 +73,9 @@ public struct KeychainPrivateKey: CustomPrivateKey {
         }
         let signature = try store.sign(reference, algorithm: algorithm, data: Data(bytes), caller: caller)
         return try Certificate.Signature(
-            signatureAlgorithm: signatureAlgorithm, signatureBytes: ASN1BitString(bytes: ArraySlice(signature)))
+            signatureAlgorithm: signatureAlgorithm,
+            signatureBytes: ASN1BitString(bytes: ArraySlice(signature))
+        )
     }
 
     public static let defaultPEMDiscriminator = "PRIVATE KEY"
@@ -106,7 +109,9 @@ extension KeychainStore {
     /// Stores `certificate` (its attributes read from its DER); errSecDuplicateItem if its issuer and serial number
     /// are already stored in the group.
     public func addCertificate(
-        _ certificate: Certificate, label: String? = nil, accessGroup: String? = nil,
+        _ certificate: Certificate,
+        label: String? = nil,
+        accessGroup: String? = nil,
         accessibility: Accessibility = .whenUnlocked
     ) throws {
         var serializer = DER.Serializer()
@@ -115,14 +120,24 @@ extension KeychainStore {
         if let label { attributes[AttributeKey.label] = .string(label) }
         _ = try add(
             NewItem(
-                itemClass: .certificate, attributes: attributes, accessGroup: accessGroup, accessibility: accessibility,
-                data: Data(serializer.serializedBytes)))
+                itemClass: .certificate,
+                attributes: attributes,
+                accessGroup: accessGroup,
+                accessibility: accessibility,
+                data: Data(serializer.serializedBytes)
+            )
+        )
     }
 
     /// The stored certificates, in the order they were added.
     public func certificates(accessGroup: String? = nil) throws -> [Certificate] {
         let query = ItemQuery(
-            itemClass: .certificate, accessGroup: accessGroup, synchronizable: .any, limit: .all, returns: [.data])
+            itemClass: .certificate,
+            accessGroup: accessGroup,
+            synchronizable: .any,
+            limit: .all,
+            returns: [.data]
+        )
         return try Self.orEmpty { try copyMatching(query) }.map {
             try Certificate(derEncoded: [UInt8]($0.data ?? Data()))
         }
@@ -131,13 +146,18 @@ extension KeychainStore {
     /// Identities: each stored certificate whose public key belongs to a stored private key in its group.
     public func identities(accessGroup: String? = nil) throws -> [KeychainIdentity] {
         let query = ItemQuery(
-            itemClass: .identity, accessGroup: accessGroup, synchronizable: .any, limit: .all,
-            returns: [.data, .persistentRef])
+            itemClass: .identity,
+            accessGroup: accessGroup,
+            synchronizable: .any,
+            limit: .all,
+            returns: [.data, .persistentRef]
+        )
         return try Self.orEmpty { try copyMatching(query) }.compactMap { record in
             guard let keyRef = record.keyPersistentRef, let der = record.data else { return nil }
             return KeychainIdentity(
                 certificate: try Certificate(derEncoded: [UInt8](der)),
-                privateKey: try KeychainPrivateKey(store: self, reference: .item(keyRef)))
+                privateKey: try KeychainPrivateKey(store: self, reference: .item(keyRef))
+            )
         }
     }
 

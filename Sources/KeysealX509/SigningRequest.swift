@@ -38,11 +38,14 @@ package enum SigningRequest {
         parts.append(current)
         var names: [RelativeDistinguishedName] = []
         for part in parts {
-            let pair = part.split(separator: "=", maxSplits: 1).map { String($0.drop(while: \.isWhitespace).reversed().drop(while: \.isWhitespace).reversed()) }
+            let pair = part.split(separator: "=", maxSplits: 1).map {
+                String($0.drop(while: \.isWhitespace).reversed().drop(while: \.isWhitespace).reversed())
+            }
             guard pair.count == 2, !pair[1].isEmpty, let type = types[pair[0].uppercased()] else {
                 throw KeychainError(
                     KeychainStatus.param,
-                    "the subject is not NAME=VALUE,… with names among CN, O, OU, C, L, ST, STREET, DC, E: \(part)")
+                    "the subject is not NAME=VALUE,… with names among CN, O, OU, C, L, ST, STREET, DC, E: \(part)"
+                )
             }
             do {
                 let attribute =
@@ -61,13 +64,20 @@ package enum SigningRequest {
 
     /// A PKCS#10 request (DER) for `subject`, signed by the stored key `reference` as `caller`.
     package static func create(
-        store: KeychainStore, reference: KeyReference, subject: String, caller: Caller
+        store: KeychainStore,
+        reference: KeyReference,
+        subject: String,
+        caller: Caller
     ) throws -> Data {
         let name = try distinguishedName(subject)
         let key = try KeychainPrivateKey(store: store, reference: reference, caller: caller)
         let request = try CertificateSigningRequest(
-            version: .v1, subject: name, privateKey: Certificate.PrivateKey(key),
-            attributes: CertificateSigningRequest.Attributes(), signatureAlgorithm: key.defaultSignatureAlgorithm)
+            version: .v1,
+            subject: name,
+            privateKey: Certificate.PrivateKey(key),
+            attributes: CertificateSigningRequest.Attributes(),
+            signatureAlgorithm: key.defaultSignatureAlgorithm
+        )
         var serializer = DER.Serializer()
         try serializer.serialize(request)
         return Data(serializer.serializedBytes)

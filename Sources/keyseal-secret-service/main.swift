@@ -14,7 +14,8 @@ struct SecretServiceCommand: ParsableCommand {
             Connects to keyseald as the calling user (default socket: $KEYSEAL_SOCKET, else \
             $XDG_RUNTIME_DIR/keyseal/keyseal.sock) and owns org.freedesktop.secrets on $DBUS_SESSION_BUS_ADDRESS. \
             Exits with status 3 when another provider owns the name, unless --replace.
-            """)
+            """
+    )
 
     @Option(name: .long, help: "keyseald's socket.")
     var socket: String?
@@ -24,7 +25,9 @@ struct SecretServiceCommand: ParsableCommand {
 
     @Option(
         name: .long,
-        help: "The program an Unlock prompt runs; it prints the passcode on standard output (default: $KEYSEAL_ASKPASS; none: an Unlock prompt completes dismissed).")
+        help:
+            "The program an Unlock prompt runs; it prints the passcode on standard output (default: $KEYSEAL_ASKPASS; none: an Unlock prompt completes dismissed)."
+    )
     var askpass: String?
 
     @Option(name: .long, help: "Seconds an askpass program may take.")
@@ -38,7 +41,9 @@ struct SecretServiceCommand: ParsableCommand {
             configuration: .init(
                 socketPath: socketPath,
                 askpass: program.flatMap { $0.isEmpty ? nil : $0.split(separator: " ").map(String.init) },
-                askpassTimeoutSeconds: askpassTimeout))
+                askpassTimeoutSeconds: askpassTimeout
+            )
+        )
         // A parent may have left signals blocked (the mask is inherited): SIGTERM must stop the bridge.
         var none = sigset_t()
         sigemptyset(&none)

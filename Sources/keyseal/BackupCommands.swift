@@ -1,3 +1,6 @@
+import ArgumentParser
+import KeysealClient
+
 #if canImport(FoundationEssentials)
 import FoundationEssentials
 #else
@@ -10,9 +13,6 @@ import Musl
 #elseif canImport(Darwin)
 import Darwin
 #endif
-import ArgumentParser
-import KeysealClient
-
 
 /// Items done / total on standard error while it is a terminal; silent otherwise.
 struct ProgressLine {
@@ -64,7 +64,8 @@ struct ExportCommand: ClientCommand {
             one line of standard input with --passphrase-stdin. The passphrase needs at least 10 characters and \
             must not be one character repeated, a straight run or one of the most common choices; \
             --allow-weak-passphrase takes it anyway.
-            """)
+            """
+    )
 
     @OptionGroup var global: GlobalOptions
     @Option(name: .long, help: ArgumentHelp("The backup file to write.", valueName: "file"))
@@ -73,14 +74,25 @@ struct ExportCommand: ClientCommand {
     var passphraseStdin = false
     @Flag(name: .long, help: "Leave out the items of locked classes instead of failing.")
     var availableOnly = false
-    @Flag(name: .long, help: "Take a passphrase that fails the strength floor (short, repeated, a straight run, common).")
+    @Flag(
+        name: .long,
+        help: "Take a passphrase that fails the strength floor (short, repeated, a straight run, common)."
+    )
     var allowWeakPassphrase = false
 
     func execute(_ client: DaemonClient) throws {
-        let passphrase = try SecretInput.passcode("backup passphrase", fromStandardInput: passphraseStdin, confirm: true)
+        let passphrase = try SecretInput.passcode(
+            "backup passphrase",
+            fromStandardInput: passphraseStdin,
+            confirm: true
+        )
         try SecretStrength.check(
-            passphrase, what: "backup passphrase", minimum: SecretStrength.passphraseMinimum,
-            overrideFlag: "--allow-weak-passphrase", allowWeak: allowWeakPassphrase)
+            passphrase,
+            what: "backup passphrase",
+            minimum: SecretStrength.passphraseMinimum,
+            overrideFlag: "--allow-weak-passphrase",
+            allowWeak: allowWeakPassphrase
+        )
         let writer: BackupFileWriter
         do { writer = try BackupFileWriter(path: output) } catch { throw CommandFailure(error) }
         defer { writer.discard() }
@@ -88,9 +100,11 @@ struct ExportCommand: ClientCommand {
         let report: ExportReport
         do {
             report = try client.connection.exportBackup(
-                passphrase: passphrase, availableOnly: availableOnly,
+                passphrase: passphrase,
+                availableOnly: availableOnly,
                 sink: { bytes throws(KeychainError) in try writer.write(bytes) },
-                progress: { progress.update($0, $1) })
+                progress: { progress.update($0, $1) }
+            )
             progress.finish()
             try writer.commit()
         } catch {
@@ -107,24 +121,34 @@ struct ExportCommand: ClientCommand {
             members.append(("keyDerivationSeconds", .double(report.keyDerivationSeconds)))
             members.append(("undecryptable", .int(Int64(report.undecryptable.count))))
             members.append(
-                ("undecryptableItems",
-                    .array(report.undecryptable.map { item in
-                        .object([
-                            ("id", .string(item.id)), ("class", .string(item.itemClass)),
-                            ("accessible", .string(AccessibleName.name(item.accessibility))),
-                            ("accessGroup", .string(item.accessGroup)), ("reason", .string(item.reason.rawValue)),
-                        ])
-                    })))
+                (
+                    "undecryptableItems",
+                    .array(
+                        report.undecryptable.map { item in
+                            .object([
+                                ("id", .string(item.id)), ("class", .string(item.itemClass)),
+                                ("accessible", .string(AccessibleName.name(item.accessibility))),
+                                ("accessGroup", .string(item.accessGroup)), ("reason", .string(item.reason.rawValue)),
+                            ])
+                        }
+                    )
+                )
+            )
             members.append(
-                ("skippedKeys",
-                    .array(report.skippedKeys.map { key in
-                        var fields: [(String, JSON)] = [
-                            ("accessGroup", .string(key.accessGroup)), ("reason", .string(key.reason.rawValue)),
-                        ]
-                        if let label = key.label { fields.append(("label", .string(label))) }
-                        if let tag = key.tag { fields.append(("tag", .string(Self.tagText(tag)))) }
-                        return .object(fields)
-                    })))
+                (
+                    "skippedKeys",
+                    .array(
+                        report.skippedKeys.map { key in
+                            var fields: [(String, JSON)] = [
+                                ("accessGroup", .string(key.accessGroup)), ("reason", .string(key.reason.rawValue)),
+                            ]
+                            if let label = key.label { fields.append(("label", .string(label))) }
+                            if let tag = key.tag { fields.append(("tag", .string(Self.tagText(tag)))) }
+                            return .object(fields)
+                        }
+                    )
+                )
+            )
             Console.out(JSON.object(members).rendered)
             return
         }
@@ -132,7 +156,9 @@ struct ExportCommand: ClientCommand {
         if report.exportedCount > 0 { line += " (\(describe(report.exported)))" }
         Console.out(line)
         if report.skippedPasscodeOnly > 0 {
-            Console.out("not exported: \(report.skippedPasscodeOnly) when-passcode-set-this-device-only item\(report.skippedPasscodeOnly == 1 ? "" : "s") (never exported)")
+            Console.out(
+                "not exported: \(report.skippedPasscodeOnly) when-passcode-set-this-device-only item\(report.skippedPasscodeOnly == 1 ? "" : "s") (never exported)"
+            )
         }
         if !report.skippedUnavailable.isEmpty {
             Console.out("not exported, locked: \(describe(report.skippedUnavailable)) (--available-only)")
@@ -140,7 +166,8 @@ struct ExportCommand: ClientCommand {
         if !report.undecryptable.isEmpty {
             let count = report.undecryptable.count
             Console.out(
-                "not exported, undecryptable: \(count) item\(count == 1 ? "" : "s") (`keyseal doctor` lists and deletes them)")
+                "not exported, undecryptable: \(count) item\(count == 1 ? "" : "s") (`keyseal doctor` lists and deletes them)"
+            )
             for item in report.undecryptable {
                 Console.out("  \(item.id)  \(item.itemClass)  group \(item.accessGroup)  \(item.reason.rawValue)")
             }
@@ -148,7 +175,8 @@ struct ExportCommand: ClientCommand {
         if !report.skippedKeys.isEmpty {
             let count = report.skippedKeys.count
             Console.out(
-                "not exported: \(count) key\(count == 1 ? "" : "s") that cannot leave this device (in hardware, or not extractable)")
+                "not exported: \(count) key\(count == 1 ? "" : "s") that cannot leave this device (in hardware, or not extractable)"
+            )
             for key in report.skippedKeys {
                 var name = "  group \(key.accessGroup)"
                 if let label = key.label { name += "  label \"\(label)\"" }
@@ -174,7 +202,8 @@ struct ImportCommand: ClientCommand {
             reported, or replaced with --replace; this-device-only items from another device are skipped and \
             named. A wrong passphrase exits 51; a truncated, edited or unknown-version file exits 93; in both \
             cases the store is unchanged.
-            """)
+            """
+    )
 
     @OptionGroup var global: GlobalOptions
     @Argument(help: ArgumentHelp("The backup file.", valueName: "file"))
@@ -193,9 +222,11 @@ struct ImportCommand: ClientCommand {
         let report: ImportReport
         do {
             report = try client.connection.importBackup(
-                passphrase: passphrase, replace: replace,
+                passphrase: passphrase,
+                replace: replace,
                 source: { maxCount throws(KeychainError) in try reader.read(maxCount: maxCount) },
-                progress: { progress.update($0, $1) })
+                progress: { progress.update($0, $1) }
+            )
         } catch {
             progress.finish()
             throw CommandFailure(error)
@@ -208,17 +239,21 @@ struct ImportCommand: ClientCommand {
                     ("accessible", .string(AccessibleName.name(item.accessibility.rawValue))),
                     ("accessGroup", .string(item.accessGroup)),
                 ]
-                if let service = item.service { members.append((item.itemClass == "inet" ? "server" : "service", .string(service))) }
+                if let service = item.service {
+                    members.append((item.itemClass == "inet" ? "server" : "service", .string(service)))
+                }
                 if let account = item.account { members.append(("account", .string(account))) }
                 members += [("reason", .string(item.reason.rawValue)), ("detail", .string(item.detail))]
                 return .object(members)
             }
-            Console.out(JSON.object([
-                ("file", .string(file)), ("total", .int(Int64(report.total))),
-                ("restored", .int(Int64(report.restoredCount))), ("byClass", json(report.restored)),
-                ("replaced", .int(Int64(report.replaced))), ("skipped", .array(skipped)),
-                ("keyDerivationSeconds", .double(report.keyDerivationSeconds)),
-            ]).rendered)
+            Console.out(
+                JSON.object([
+                    ("file", .string(file)), ("total", .int(Int64(report.total))),
+                    ("restored", .int(Int64(report.restoredCount))), ("byClass", json(report.restored)),
+                    ("replaced", .int(Int64(report.replaced))), ("skipped", .array(skipped)),
+                    ("keyDerivationSeconds", .double(report.keyDerivationSeconds)),
+                ]).rendered
+            )
             return
         }
         var line = "restored \(report.restoredCount) of \(report.total) item\(report.total == 1 ? "" : "s")"
@@ -229,7 +264,9 @@ struct ImportCommand: ClientCommand {
             Console.out("skipped \(report.skipped.count):")
             for item in report.skipped {
                 let name = [item.service, item.account].compactMap { $0 }.joined(separator: " / ")
-                Console.out("  \(name.isEmpty ? "(no name)" : name) [\(AccessibleName.name(item.accessibility.rawValue))]: \(item.detail.isEmpty ? item.reason.rawValue : item.detail)")
+                Console.out(
+                    "  \(name.isEmpty ? "(no name)" : name) [\(AccessibleName.name(item.accessibility.rawValue))]: \(item.detail.isEmpty ? item.reason.rawValue : item.detail)"
+                )
             }
         }
     }

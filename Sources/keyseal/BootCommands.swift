@@ -1,10 +1,11 @@
+import ArgumentParser
+import KeysealClient
+
 #if canImport(FoundationEssentials)
 import FoundationEssentials
 #else
 import Foundation
 #endif
-import ArgumentParser
-import KeysealClient
 
 #if canImport(Glibc)
 import Glibc
@@ -15,7 +16,8 @@ struct RecoveryKeyCommand: ParsableCommand {
     static let configuration = CommandConfiguration(
         commandName: "recovery-key",
         abstract: "Manage the recovery key of a TPM store bound to PCRs.",
-        subcommands: [Create.self])
+        subcommands: [Create.self]
+    )
 
     struct Create: ClientCommand {
         static let configuration = CommandConfiguration(
@@ -26,7 +28,8 @@ struct RecoveryKeyCommand: ParsableCommand {
                 it is written to a new file (0600) instead. With a passcode set, the passcode is asked for (or read \
                 from standard input with --passcode-stdin). Keep the key offline: with this TPM it opens the store \
                 when the PCRs change (`keyseal recover`).
-                """)
+                """
+        )
         static var displayName: String { "recovery-key create" }
 
         @OptionGroup var global: GlobalOptions
@@ -40,7 +43,8 @@ struct RecoveryKeyCommand: ParsableCommand {
                 throw CommandFailure(
                     status: -50,
                     message: "the recovery key is shown only on a terminal; stdout is not one, so give --file FILE "
-                        + "(nothing was created)")
+                        + "(nothing was created)"
+                )
             }
             guard case .status(let status) = try client.send(.status) else { throw unexpected }
             let passcode =
@@ -60,12 +64,21 @@ struct RecoveryKeyCommand: ParsableCommand {
             if let file {
                 try RecoveryKeyOutput.writeLine(prefix: "", key, to: fd, what: file)
                 guard fsync(fd) == 0 else {
-                    throw CommandFailure(status: -36, message: "cannot sync \(file): \(String(cString: strerror(errno)))")
+                    throw CommandFailure(
+                        status: -36,
+                        message: "cannot sync \(file): \(String(cString: strerror(errno)))"
+                    )
                 }
-                Console.out(global.json ? JSON.object([("file", .string(file))]).rendered : "recovery key written to \(file)")
+                Console.out(
+                    global.json ? JSON.object([("file", .string(file))]).rendered : "recovery key written to \(file)"
+                )
             } else {
                 try RecoveryKeyOutput.writeLine(
-                    prefix: "recovery key (shown once; keep it offline): ", key, to: fd, what: "the terminal")
+                    prefix: "recovery key (shown once; keep it offline): ",
+                    key,
+                    to: fd,
+                    what: "the terminal"
+                )
             }
         }
     }
@@ -80,10 +93,14 @@ struct RecoverCommand: ClientCommand {
             The recovery key is prompted for on the terminal without echo, or read from standard input with \
             --recovery-key-stdin; when a passcode is set, the passcode follows (the next line of standard input). \
             A wrong recovery key is counted by the TPM (exit 51, with the tries left).
-            """)
+            """
+    )
 
     @OptionGroup var global: GlobalOptions
-    @Flag(name: .long, help: "Read the recovery key (then the passcode, when one is set) from standard input, one per line.")
+    @Flag(
+        name: .long,
+        help: "Read the recovery key (then the passcode, when one is set) from standard input, one per line."
+    )
     var recoveryKeyStdin = false
 
     func execute(_ client: DaemonClient) throws {
@@ -113,7 +130,8 @@ struct TPMCommand: ParsableCommand {
     static let configuration = CommandConfiguration(
         commandName: "tpm",
         abstract: "TPM boot binding and anti-rollback (administrators).",
-        subcommands: [Reseal.self, AcceptRollback.self])
+        subcommands: [Reseal.self, AcceptRollback.self]
+    )
 
     struct Reseal: ClientCommand {
         static let configuration = CommandConfiguration(
@@ -123,7 +141,8 @@ struct TPMCommand: ParsableCommand {
                 For planned changes: `--pcrs none` before a firmware update, then `--pcrs 7` after it. With a \
                 passcode set, the passcode is asked for (or read with --passcode-stdin); the store is unlocked \
                 afterwards.
-                """)
+                """
+        )
         static var displayName: String { "tpm reseal" }
 
         @OptionGroup var global: GlobalOptions
@@ -165,7 +184,8 @@ struct TPMCommand: ParsableCommand {
                 administrator either puts the newer copy back or runs this: the store then takes the TPM counter's \
                 value, its failure count stays raised by the events the copy did not know of, and the passcode \
                 classes are served again (after an unlock when a passcode is set).
-                """)
+                """
+        )
         static var displayName: String { "tpm accept-rollback" }
 
         @OptionGroup var global: GlobalOptions
@@ -186,7 +206,9 @@ enum RecoveryKeyOutput {
         guard fd >= 0 else {
             throw CommandFailure(
                 status: -36,
-                message: "cannot create \(path) for the recovery key: \(String(cString: strerror(errno))) (nothing was created)")
+                message:
+                    "cannot create \(path) for the recovery key: \(String(cString: strerror(errno))) (nothing was created)"
+            )
         }
         return fd
     }

@@ -1,11 +1,12 @@
+import ArgumentParser
+import Glibc
+import KeysealClient
+
 #if canImport(FoundationEssentials)
 import FoundationEssentials
 #else
 import Foundation
 #endif
-import ArgumentParser
-import Glibc
-import KeysealClient
 
 // Certificates and identities (CLI.md "Keys, certificates, identities"), as macOS `security` prints them. keyseald
 // parses the DER and derives what is printed (names, hashes, validity); the CLI only reads files and formats.
@@ -71,7 +72,8 @@ enum CertificateOutput {
                 lines.append("    \"\(name)\"<uint32>=\(flag ? 1 : 0)")
             case .date(let date):
                 lines.append(
-                    "    \"\(name)\"<timedate>=\"\(Formatting.iso8601(referenceSeconds: date.timeIntervalSinceReferenceDate))\"")
+                    "    \"\(name)\"<timedate>=\"\(Formatting.iso8601(referenceSeconds: date.timeIntervalSinceReferenceDate))\""
+                )
             }
         }
         return lines
@@ -108,18 +110,22 @@ enum CertificateOutput {
 
     /// Whether a certificate's common name (or, without one, its subject summary) contains `name`.
     static func matches(_ certificate: WireCertificate, name: String) -> Bool {
-        let names = certificate.commonNames.isEmpty ? certificate.subjectSummary.map { [$0] } ?? [] : certificate.commonNames
+        let names =
+            certificate.commonNames.isEmpty ? certificate.subjectSummary.map { [$0] } ?? [] : certificate.commonNames
         return names.contains { $0.contains(name) }
     }
 
     static let notFound = CommandFailure(
-        status: -25300, message: "The specified item could not be found in the keychain.")
+        status: -25300,
+        message: "The specified item could not be found in the keychain."
+    )
 }
 
 struct AddCertificates: ClientCommand {
     static let configuration = CommandConfiguration(
         commandName: "add-certificates",
-        abstract: "Add certificates from files (PEM, several per file, or DER).")
+        abstract: "Add certificates from files (PEM, several per file, or DER)."
+    )
 
     @OptionGroup var global: GlobalOptions
     @Argument(help: ArgumentHelp("Certificate files.", valueName: "file"))
@@ -170,7 +176,8 @@ struct AddCertificates: ClientCommand {
 struct FindCertificate: ClientCommand {
     static let configuration = CommandConfiguration(
         commandName: "find-certificate",
-        abstract: "Find certificates by common name or e-mail address; print attributes, PEM or hashes.")
+        abstract: "Find certificates by common name or e-mail address; print attributes, PEM or hashes."
+    )
 
     @OptionGroup var global: GlobalOptions
     @Flag(name: .customShort("a"), help: "Every match, not only the first.")
@@ -217,12 +224,17 @@ struct FindCertificate: ClientCommand {
 
 struct DeleteCertificate: ClientCommand {
     static let configuration = CommandConfiguration(
-        commandName: "delete-certificate", abstract: "Delete one certificate, by common name or by SHA-1 (or SHA-256) hash.")
+        commandName: "delete-certificate",
+        abstract: "Delete one certificate, by common name or by SHA-1 (or SHA-256) hash."
+    )
 
     @OptionGroup var global: GlobalOptions
     @Option(name: .customShort("c"), help: ArgumentHelp("The common name contains this.", valueName: "name"))
     var name: String?
-    @Option(name: .customShort("Z"), help: ArgumentHelp("The certificate's SHA-1 or SHA-256 hash, hex.", valueName: "hash"))
+    @Option(
+        name: .customShort("Z"),
+        help: ArgumentHelp("The certificate's SHA-1 or SHA-256 hash, hex.", valueName: "hash")
+    )
     var hash: String?
 
     func validate() throws {
@@ -241,15 +253,26 @@ struct DeleteCertificate: ClientCommand {
         guard let certificate = found.first else { throw CertificateOutput.notFound }
         guard found.count == 1 else {
             throw CommandFailure(
-                status: -25299, message: "\(found.count) certificates match \"\(name ?? "")\": name one with -Z HASH")
+                status: -25299,
+                message: "\(found.count) certificates match \"\(name ?? "")\": name one with -Z HASH"
+            )
         }
         _ = try client.send(
-            .delete(ItemQuery(itemClass: .certificate, synchronizable: .any, persistentRef: certificate.reference, limit: .all)))
+            .delete(
+                ItemQuery(
+                    itemClass: .certificate,
+                    synchronizable: .any,
+                    persistentRef: certificate.reference,
+                    limit: .all
+                )
+            )
+        )
         if global.json {
             Console.out(
                 JSON.object([
                     ("deleted", .int(1)), ("sha1", .string(CertificateOutput.upperHex(certificate.sha1))),
-                ]).rendered)
+                ]).rendered
+            )
         }
     }
 }
@@ -257,7 +280,8 @@ struct DeleteCertificate: ClientCommand {
 struct FindIdentity: ClientCommand {
     static let configuration = CommandConfiguration(
         commandName: "find-identity",
-        abstract: "List identities: certificates whose private key is in the keychain (-v: valid ones only).")
+        abstract: "List identities: certificates whose private key is in the keychain (-v: valid ones only)."
+    )
 
     @OptionGroup var global: GlobalOptions
     @Flag(name: .customShort("v"), help: "Only identities whose certificate is within its validity period.")
@@ -280,7 +304,8 @@ struct FindIdentity: ClientCommand {
                         }
                         return .object(members)
                     }
-                ).rendered)
+                ).rendered
+            )
             return
         }
         for (index, identity) in identities.enumerated() {
@@ -294,13 +319,16 @@ struct FindIdentity: ClientCommand {
 
 struct CreateCSR: ClientCommand {
     static let configuration = CommandConfiguration(
-        commandName: "create-csr", abstract: "A PKCS#10 certificate request signed by a stored key, as PEM.")
+        commandName: "create-csr",
+        abstract: "A PKCS#10 certificate request signed by a stored key, as PEM."
+    )
 
     @OptionGroup var global: GlobalOptions
     @OptionGroup var selection: KeySelection
     @Option(
         name: .long,
-        help: ArgumentHelp("The subject, as \"CN=…,O=…\" (CN, O, OU, C, L, ST, STREET, DC, E).", valueName: "subject"))
+        help: ArgumentHelp("The subject, as \"CN=…,O=…\" (CN, O, OU, C, L, ST, STREET, DC, E).", valueName: "subject")
+    )
     var subject: String
 
     func validate() throws {

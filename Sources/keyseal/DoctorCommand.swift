@@ -1,10 +1,11 @@
+import ArgumentParser
+import KeysealClient
+
 #if canImport(FoundationEssentials)
 import FoundationEssentials
 #else
 import Foundation
 #endif
-import ArgumentParser
-import KeysealClient
 
 struct DoctorCommand: ClientCommand {
     static let configuration = CommandConfiguration(
@@ -21,7 +22,8 @@ struct DoctorCommand: ClientCommand {
             --delete-undecryptable --all deletes every row the listing shows. An id of a row that can be served \
             is refused (exit 206; delete it with delete-generic-password or delete-internet-password), an unknown \
             id is not found (exit 44); either way nothing is deleted.
-            """)
+            """
+    )
 
     @OptionGroup var global: GlobalOptions
     @Flag(name: .long, help: "Delete the rows named by ID (or every such row with --all), without decrypting them.")
@@ -41,7 +43,8 @@ struct DoctorCommand: ClientCommand {
     }
 
     func execute(_ client: DaemonClient) throws {
-        let request: WireRequest = deleteUndecryptable ? .deleteUndecryptable(ids: all ? nil : ids) : .undecryptableItems
+        let request: WireRequest =
+            deleteUndecryptable ? .deleteUndecryptable(ids: all ? nil : ids) : .undecryptableItems
         guard case .undecryptable(let items) = try client.send(request) else { throw unexpected }
         if global.json {
             let entries = items.map { item -> JSON in
@@ -66,7 +69,8 @@ struct DoctorCommand: ClientCommand {
         for item in items {
             Console.out(
                 "  \(item.id)  \(item.itemClass)  \(AccessibleName.name(item.accessibility))  group \(item.accessGroup)"
-                    + "  \(item.reason.rawValue): \(item.detail)")
+                    + "  \(item.reason.rawValue): \(item.detail)"
+            )
         }
     }
 }

@@ -1,3 +1,5 @@
+import KeysealClient
+
 #if canImport(Glibc)
 import Glibc
 #elseif canImport(Musl)
@@ -5,7 +7,6 @@ import Musl
 #elseif canImport(Darwin)
 import Darwin
 #endif
-import KeysealClient
 
 /// The command lines of `find-generic-password` and `find-internet-password` that ArgumentParser would accept,
 /// parsed without it: ArgumentParser's first parse in a process (reflection over the commands, protocol conformance
@@ -115,8 +116,14 @@ enum FindParser {
             return nil
         }
         return FindInvocation(
-            itemClass: itemClass, attributes: attributes, accessGroup: accessGroup, accessibility: accessibility,
-            output: output, socket: socket, json: json)
+            itemClass: itemClass,
+            attributes: attributes,
+            accessGroup: accessGroup,
+            accessibility: accessibility,
+            output: output,
+            socket: socket,
+            json: json
+        )
     }
 
     /// Ends the process with `status`.

@@ -1,10 +1,11 @@
+import ArgumentParser
+import KeysealClient
+
 #if canImport(FoundationEssentials)
 import FoundationEssentials
 #else
 import Foundation
 #endif
-import ArgumentParser
-import KeysealClient
 
 private let genericPassword = ItemClass.genericPassword
 private let internetPassword = ItemClass.internetPassword
@@ -52,7 +53,8 @@ struct GenericPasswordFlags: ItemFlags {
     func attributes() throws -> [String: AttributeValue] {
         try Self.attributes(
             ["a": account, "s": service, "l": label, "j": comment, "D": kind, "G": generic, "c": creator, "C": type]
-                .compactMapValues { $0 })
+                .compactMapValues { $0 }
+        )
     }
 
     static func attributes(_ given: [Character: String]) throws -> [String: AttributeValue] {
@@ -78,7 +80,11 @@ struct InternetPasswordFlags: ItemFlags {
     var server: String?
     @Option(
         name: .customShort("r"),
-        help: ArgumentHelp("Protocol: a scheme name (https, http, ftp, ssh, imap, smtp, ldap, …) or a 4-character code (htps).", valueName: "protocol"))
+        help: ArgumentHelp(
+            "Protocol: a scheme name (https, http, ftp, ssh, imap, smtp, ldap, …) or a 4-character code (htps).",
+            valueName: "protocol"
+        )
+    )
     var `protocol`: String?
     @Option(name: .customShort("P"), help: ArgumentHelp("Port number.", valueName: "port"))
     var port: Int?
@@ -88,7 +94,11 @@ struct InternetPasswordFlags: ItemFlags {
     var domain: String?
     @Option(
         name: .customShort("t"),
-        help: ArgumentHelp("Authentication type: default, form, http, http-digest, ntlm, msn, dpa, rpa, or a 4-character code (dflt).", valueName: "type"))
+        help: ArgumentHelp(
+            "Authentication type: default, form, http, http-digest, ntlm, msn, dpa, rpa, or a 4-character code (dflt).",
+            valueName: "type"
+        )
+    )
     var authenticationType: String?
     @Option(name: .customShort("l"), help: ArgumentHelp("Label.", valueName: "label"))
     var label: String?
@@ -112,7 +122,8 @@ struct InternetPasswordFlags: ItemFlags {
             [
                 "a": account, "s": server, "r": self.protocol, "P": port.map { String($0) }, "p": path, "d": domain,
                 "t": authenticationType, "l": label, "j": comment, "D": kind, "c": creator, "C": type,
-            ].compactMapValues { $0 })
+            ].compactMapValues { $0 }
+        )
     }
 
     static func attributes(_ given: [Character: String]) throws -> [String: AttributeValue] {
@@ -126,14 +137,18 @@ struct InternetPasswordFlags: ItemFlags {
             map[AttributeName.protocol] = .string(code)
         }
         if let text = given["P"] {
-            guard let port = Int(text), (0...65535).contains(port) else { throw ValidationError("-P: a port is 0–65535") }
+            guard let port = Int(text), (0...65535).contains(port) else {
+                throw ValidationError("-P: a port is 0–65535")
+            }
             map[AttributeName.port] = .int(Int64(port))
         }
         map[AttributeName.path] = given["p"].map(AttributeValue.string)
         map[AttributeName.securityDomain] = given["d"].map(AttributeValue.string)
         if let text = given["t"] {
             guard let code = FourCharNames.authenticationTypes.code(text) else {
-                throw ValidationError("-t: unknown authentication type \(text) (default, form, http, ntlm, … or a 4-character code)")
+                throw ValidationError(
+                    "-t: unknown authentication type \(text) (default, form, http, ntlm, … or a 4-character code)"
+                )
             }
             map[AttributeName.authenticationType] = .string(code)
         }
@@ -152,7 +167,9 @@ struct SecretFlags: ParsableArguments {
         name: .customShort("w"),
         help: ArgumentHelp(
             "The password. Other local users can read command lines: prefer --password-stdin, or put -w last to be prompted.",
-            valueName: "password"))
+            valueName: "password"
+        )
+    )
     var password: String?
     @Flag(name: .long, help: "Read the password from standard input (all of it, less one trailing newline).")
     var passwordStdin = false
@@ -162,9 +179,14 @@ struct SecretFlags: ParsableArguments {
         name: .customShort("X"),
         help: ArgumentHelp(
             "The password in hexadecimal. Other local users can read command lines: prefer --hex-stdin.",
-            valueName: "hex"))
+            valueName: "hex"
+        )
+    )
     var hexPassword: String?
-    @Flag(name: .long, help: "Read the password in hexadecimal from standard input (whitespace between digits is ignored).")
+    @Flag(
+        name: .long,
+        help: "Read the password in hexadecimal from standard input (whitespace between digits is ignored)."
+    )
     var hexStdin = false
 
     func validate() throws {
@@ -209,7 +231,11 @@ struct SecretFlags: ParsableArguments {
 struct AccessibleFlag: ParsableArguments {
     @Option(
         name: .long,
-        help: ArgumentHelp("Accessibility class: \(AccessibleName.help); Apple's constant names and stored codes work too.", valueName: "class"))
+        help: ArgumentHelp(
+            "Accessibility class: \(AccessibleName.help); Apple's constant names and stored codes work too.",
+            valueName: "class"
+        )
+    )
     var accessible: String?
 
     func validate() throws {
@@ -245,11 +271,17 @@ extension AddCommand {
         let data = try options.secret.secret()
         if let count = data?.count, count > Wire.valueLimit {
             throw CommandFailure(
-                status: -25302, message: "the password is \(count) bytes; the limit is \(Wire.valueLimit)")
+                status: -25302,
+                message: "the password is \(count) bytes; the limit is \(Wire.valueLimit)"
+            )
         }
         let newItem = NewItem(
-            itemClass: Flags.itemClass, attributes: attributes, accessGroup: item.accessGroup,
-            accessibility: options.accessible.accessibility ?? .whenUnlocked, data: data ?? Data())
+            itemClass: Flags.itemClass,
+            attributes: attributes,
+            accessGroup: item.accessGroup,
+            accessibility: options.accessible.accessibility ?? .whenUnlocked,
+            data: data ?? Data()
+        )
         let outcome = try add(client, newItem, attributes: attributes, data: data)
         if global.json { Console.out(JSON.object([("result", .string(outcome))]).rendered) }
     }
@@ -257,7 +289,10 @@ extension AddCommand {
     /// Adds; with -U a duplicate is updated instead: only the attributes given change, and the accessibility
     /// stays unless --accessible is given.
     private func add(
-        _ client: DaemonClient, _ newItem: NewItem, attributes: [String: AttributeValue], data: Data?
+        _ client: DaemonClient,
+        _ newItem: NewItem,
+        attributes: [String: AttributeValue],
+        data: Data?
     ) throws(CommandFailure) -> String {
         do {
             _ = try client.send(.add(newItem))
@@ -285,7 +320,8 @@ struct AddGenericPassword: AddCommand {
             With -U an existing item (same account, service and access group) is updated: only the attributes \
             given change, and the accessibility stays unless --accessible is given. Without -w, --password-stdin \
             or -X the password is empty (as with security); put -w last to be prompted.
-            """)
+            """
+    )
 
     @OptionGroup var global: GlobalOptions
     @OptionGroup var item: GenericPasswordFlags
@@ -305,7 +341,8 @@ struct AddInternetPassword: AddCommand {
         discussion: """
             The item's identity is account, server, protocol, port, path, security domain and authentication \
             type (each empty or 0 when not given) and the access group. With -U only the attributes given change.
-            """)
+            """
+    )
 
     @OptionGroup var global: GlobalOptions
     @OptionGroup var item: InternetPasswordFlags
@@ -343,10 +380,14 @@ extension FindCommand {
     /// The command as a plain value, the one FindParser produces for the same command line.
     func invocation() throws -> FindInvocation {
         FindInvocation(
-            itemClass: Flags.itemClass, attributes: try item.attributes(), accessGroup: item.accessGroup,
+            itemClass: Flags.itemClass,
+            attributes: try item.attributes(),
+            accessGroup: item.accessGroup,
             accessibility: accessible.accessibility,
             output: output.printSecretOnly ? .secretOnly : output.printSecret ? .attributesAndSecret : .attributes,
-            socket: global.socket, json: global.json)
+            socket: global.socket,
+            json: global.json
+        )
     }
 
     func run() throws {
@@ -395,9 +436,14 @@ struct FindInvocation: Equatable {
     func execute(_ client: DaemonClient) throws(CommandFailure) {
         let wantsSecret = output != .attributes
         let query = ItemQuery(
-            itemClass: itemClass, attributes: attributes, accessGroup: accessGroup,
-            accessibility: accessibility, synchronizable: .any, limit: .one,
-            returns: wantsSecret ? [.data, .attributes] : .attributes)
+            itemClass: itemClass,
+            attributes: attributes,
+            accessGroup: accessGroup,
+            accessibility: accessibility,
+            synchronizable: .any,
+            limit: .one,
+            returns: wantsSecret ? [.data, .attributes] : .attributes
+        )
         guard case .records(let records) = try client.send(.copyMatching(query)), var record = records.first else {
             throw CommandFailure(status: -25300, message: "The specified item could not be found in the keychain.")
         }
@@ -417,7 +463,9 @@ struct FindGenericPassword: FindCommand {
     static let configuration = CommandConfiguration(
         commandName: "find-generic-password",
         abstract: "Find a generic password.",
-        discussion: "-w prints only the password and a newline; -g prints the attributes on stdout and the password on stderr; neither prints the attributes.")
+        discussion:
+            "-w prints only the password and a newline; -g prints the attributes on stdout and the password on stderr; neither prints the attributes."
+    )
 
     @OptionGroup var global: GlobalOptions
     @OptionGroup var item: GenericPasswordFlags
@@ -429,7 +477,9 @@ struct FindInternetPassword: FindCommand {
     static let configuration = CommandConfiguration(
         commandName: "find-internet-password",
         abstract: "Find an internet password.",
-        discussion: "-w prints only the password and a newline; -g prints the attributes on stdout and the password on stderr; neither prints the attributes.")
+        discussion:
+            "-w prints only the password and a newline; -g prints the attributes on stdout and the password on stderr; neither prints the attributes."
+    )
 
     @OptionGroup var global: GlobalOptions
     @OptionGroup var item: InternetPasswordFlags
@@ -448,9 +498,15 @@ protocol DeleteCommand: ClientCommand {
 extension DeleteCommand {
     func execute(_ client: DaemonClient) throws {
         var query = ItemQuery(
-            itemClass: Flags.itemClass, attributes: try item.attributes(), accessGroup: item.accessGroup,
-            accessibility: accessible.accessibility, synchronizable: .any, limit: .all, limitGiven: true,
-            returns: .persistentRef)
+            itemClass: Flags.itemClass,
+            attributes: try item.attributes(),
+            accessGroup: item.accessGroup,
+            accessibility: accessible.accessibility,
+            synchronizable: .any,
+            limit: .all,
+            limitGiven: true,
+            returns: .persistentRef
+        )
         guard case .records(let records) = try client.send(.copyMatching(query)) else { throw unexpected }
         query.limit = .all
         query.limitGiven = false
@@ -466,7 +522,9 @@ extension DeleteCommand {
 
 struct DeleteGenericPassword: DeleteCommand {
     static let configuration = CommandConfiguration(
-        commandName: "delete-generic-password", abstract: "Delete every generic password that matches the flags given.")
+        commandName: "delete-generic-password",
+        abstract: "Delete every generic password that matches the flags given."
+    )
 
     @OptionGroup var global: GlobalOptions
     @OptionGroup var item: GenericPasswordFlags
@@ -475,7 +533,9 @@ struct DeleteGenericPassword: DeleteCommand {
 
 struct DeleteInternetPassword: DeleteCommand {
     static let configuration = CommandConfiguration(
-        commandName: "delete-internet-password", abstract: "Delete every internet password that matches the flags given.")
+        commandName: "delete-internet-password",
+        abstract: "Delete every internet password that matches the flags given."
+    )
 
     @OptionGroup var global: GlobalOptions
     @OptionGroup var item: InternetPasswordFlags
@@ -487,7 +547,9 @@ struct DeleteInternetPassword: DeleteCommand {
 struct DumpKeychain: ClientCommand {
     static let configuration = CommandConfiguration(
         commandName: "dump-keychain",
-        abstract: "List every visible item's attributes (-d: and secrets); items of locked classes are listed as locked.")
+        abstract:
+            "List every visible item's attributes (-d: and secrets); items of locked classes are listed as locked."
+    )
 
     @OptionGroup var global: GlobalOptions
     @Flag(name: .customShort("d"), help: "Include the secrets.")
@@ -523,9 +585,11 @@ struct DumpKeychain: ClientCommand {
                 if let count = counts[code] { members.append(("items", .int(Int64(count)))) }
                 return .object(members)
             }
-            Console.out(JSON.object([
-                ("items", .array(items.map { ItemPrinter.json($0, secret: secrets) })), ("locked", .array(locked)),
-            ]).rendered)
+            Console.out(
+                JSON.object([
+                    ("items", .array(items.map { ItemPrinter.json($0, secret: secrets) })), ("locked", .array(locked)),
+                ]).rendered
+            )
             return
         }
         for record in items {
@@ -540,10 +604,19 @@ struct DumpKeychain: ClientCommand {
     }
 
     /// The matching records; nil when a class they are in is locked.
-    private func find(_ client: DaemonClient, itemClass: ItemClass, accessibility: String?) throws(CommandFailure) -> [ItemRecord]? {
+    private func find(
+        _ client: DaemonClient,
+        itemClass: ItemClass,
+        accessibility: String?
+    ) throws(CommandFailure) -> [ItemRecord]? {
         let query = ItemQuery(
-            itemClass: itemClass, accessibility: accessibility.flatMap(Accessibility.init(rawValue:)), synchronizable: .any,
-            limit: .all, limitGiven: true, returns: secrets ? [.data, .attributes] : .attributes)
+            itemClass: itemClass,
+            accessibility: accessibility.flatMap(Accessibility.init(rawValue:)),
+            synchronizable: .any,
+            limit: .all,
+            limitGiven: true,
+            returns: secrets ? [.data, .attributes] : .attributes
+        )
         let response: WireResponse
         do {
             response = try client.send(.copyMatching(query))
@@ -576,13 +649,15 @@ enum ItemPrinter {
         case .data(let data): "<blob>=\(quoted(data))"
         case .bool(let flag): "<sint32>=\(flag ? 1 : 0)"
         case .int(let number): "<uint32>=\(number)"
-        case .date(let date): "<timedate>=\"\(Formatting.iso8601(referenceSeconds: date.timeIntervalSinceReferenceDate))\""
+        case .date(let date):
+            "<timedate>=\"\(Formatting.iso8601(referenceSeconds: date.timeIntervalSinceReferenceDate))\""
         }
     }
 
     /// A quoted string when the bytes are printable UTF-8, else hexadecimal.
     private static func quoted(_ data: Data) -> String {
-        if let text = String(validating: data, as: UTF8.self), !text.unicodeScalars.contains(where: { $0.value < 0x20 }) {
+        if let text = String(validating: data, as: UTF8.self), !text.unicodeScalars.contains(where: { $0.value < 0x20 })
+        {
             return "\"" + text.replacing("\\", with: "\\\\").replacing("\"", with: "\\\"") + "\""
         }
         return "0x" + Formatting.hex(data)

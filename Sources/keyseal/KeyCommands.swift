@@ -1,10 +1,11 @@
+import ArgumentParser
+import KeysealClient
+
 #if canImport(FoundationEssentials)
 import FoundationEssentials
 #else
 import Foundation
 #endif
-import ArgumentParser
-import KeysealClient
 
 // Keys (CLI.md "Keys, certificates, identities"): generated and used inside keyseald, which answers with public
 // keys and signatures only.
@@ -19,7 +20,8 @@ struct KeySelection: ParsableArguments {
 
     @Option(
         name: .long,
-        help: ArgumentHelp("The key's application label: SHA-1 of its public key, in hex.", valueName: "klbl-hex"))
+        help: ArgumentHelp("The key's application label: SHA-1 of its public key, in hex.", valueName: "klbl-hex")
+    )
     var hash: String?
 
     func validate() throws {
@@ -39,8 +41,13 @@ struct KeySelection: ParsableArguments {
         var attributes = self.attributes
         if privateOnly { attributes["kcls"] = .string("1") }
         let query = ItemQuery(
-            itemClass: .key, attributes: attributes, synchronizable: .any, limit: .all, limitGiven: true,
-            returns: [.attributes, .persistentRef])
+            itemClass: .key,
+            attributes: attributes,
+            synchronizable: .any,
+            limit: .all,
+            limitGiven: true,
+            returns: [.attributes, .persistentRef]
+        )
         guard case .records(let records) = try client.send(.copyMatching(query)) else { throw unexpected }
         return records
     }
@@ -98,7 +105,8 @@ enum KeyOutput {
 struct CreateKey: ClientCommand {
     static let configuration = CommandConfiguration(
         commandName: "create-key",
-        abstract: "Generate a key pair in keyseald (--hardware: inside the store's TPM or token); print its public key.")
+        abstract: "Generate a key pair in keyseald (--hardware: inside the store's TPM or token); print its public key."
+    )
 
     @OptionGroup var global: GlobalOptions
     @Option(name: .long, help: ArgumentHelp("The key's application tag.", valueName: "tag"))
@@ -119,7 +127,9 @@ struct CreateKey: ClientCommand {
     ]
 
     func validate() throws {
-        guard Self.types[type] != nil else { throw ValidationError("--type: one of ec256, ec384, ec521, rsa2048, rsa3072, rsa4096") }
+        guard Self.types[type] != nil else {
+            throw ValidationError("--type: one of ec256, ec384, ec521, rsa2048, rsa3072, rsa4096")
+        }
     }
 
     func execute(_ client: DaemonClient) throws {
@@ -127,8 +137,12 @@ struct CreateKey: ClientCommand {
         var attributes: [String: AttributeValue] = ["atag": .data(Data(tag.utf8))]
         if let label { attributes["labl"] = .string(label) }
         let generation = KeyGenerationRequest(
-            keyType: try KeyType(typeCode: code, bits: bits), inHardware: hardware, attributes: attributes,
-            accessGroup: accessGroup, accessibility: accessible.accessibility ?? .whenUnlocked)
+            keyType: try KeyType(typeCode: code, bits: bits),
+            inHardware: hardware,
+            attributes: attributes,
+            accessGroup: accessGroup,
+            accessibility: accessible.accessibility ?? .whenUnlocked
+        )
         guard case .key(let key) = try client.send(.generateKey(generation)) else { throw unexpected }
         if global.json {
             Console.out(KeyOutput.json(key).rendered)
@@ -140,7 +154,9 @@ struct CreateKey: ClientCommand {
 
 struct FindKey: ClientCommand {
     static let configuration = CommandConfiguration(
-        commandName: "find-key", abstract: "Find keys by tag, label or application label: attributes and public key.")
+        commandName: "find-key",
+        abstract: "Find keys by tag, label or application label: attributes and public key."
+    )
 
     @OptionGroup var global: GlobalOptions
     @OptionGroup var selection: KeySelection
@@ -160,7 +176,8 @@ struct FindKey: ClientCommand {
                 "key: type \(KeyOutput.typeName(key)) \(key.isPrivate ? "private" : "public")"
                     + "\(key.inHardware ? " hardware" : "") applicationLabel \(Formatting.hex(Array(KeyOutput.label(key))))"
                     + (KeyOutput.string(key.attributes["atag"]).map { " tag \"\($0)\"" } ?? "")
-                    + (KeyOutput.string(key.attributes["labl"]).map { " label \"\($0)\"" } ?? ""))
+                    + (KeyOutput.string(key.attributes["labl"]).map { " label \"\($0)\"" } ?? "")
+            )
             Console.out(KeyOutput.pem(key.subjectPublicKeyInfo))
         }
     }
@@ -168,7 +185,9 @@ struct FindKey: ClientCommand {
 
 struct DeleteKey: ClientCommand {
     static let configuration = CommandConfiguration(
-        commandName: "delete-key", abstract: "Delete keys by tag, label or application label (a hardware key's object too).")
+        commandName: "delete-key",
+        abstract: "Delete keys by tag, label or application label (a hardware key's object too)."
+    )
 
     @OptionGroup var global: GlobalOptions
     @OptionGroup var selection: KeySelection
@@ -191,7 +210,9 @@ struct DeleteKey: ClientCommand {
 
 struct SignCommand: ClientCommand {
     static let configuration = CommandConfiguration(
-        commandName: "sign", abstract: "Sign standard input (or --input FILE) with a key; the signature on stdout.")
+        commandName: "sign",
+        abstract: "Sign standard input (or --input FILE) with a key; the signature on stdout."
+    )
 
     @OptionGroup var global: GlobalOptions
     @OptionGroup var selection: KeySelection
@@ -238,11 +259,18 @@ struct SignCommand: ClientCommand {
             data = Data(try SecretInput.readStandardInput(limit: limit))
         }
         guard data.count <= limit else {
-            throw CommandFailure(status: -25302, message: "the input is over \(limit) bytes; sign a digest with --digest")
+            throw CommandFailure(
+                status: -25302,
+                message: "the input is over \(limit) bytes; sign a digest with --digest"
+            )
         }
         let entry = Self.algorithms[algorithm]!
         let operation = WireKeyOperation(
-            reference: reference, kind: .sign, algorithm: digest ? entry.digest! : entry.message, data: data)
+            reference: reference,
+            kind: .sign,
+            algorithm: digest ? entry.digest! : entry.message,
+            data: data
+        )
         guard case .keyResult(let signature) = try client.send(.keyOperation(operation)) else { throw unexpected }
         if global.json {
             Console.out(JSON.object([("signature", .string(signature.base64EncodedString()))]).rendered)

@@ -1,10 +1,11 @@
+import ArgumentParser
+import KeysealClient
+
 #if canImport(FoundationEssentials)
 import FoundationEssentials
 #else
 import Foundation
 #endif
-import ArgumentParser
-import KeysealClient
 
 /// `keyseal`: the command line of CLI.md, modelled on macOS `security`. It talks to keyseald over the thin client
 /// only (no engine, no NIO, no SQLite), so it starts in a few milliseconds.
@@ -34,7 +35,8 @@ struct KeysealCommand: ParsableCommand {
             CreateKey.self, FindKey.self, DeleteKey.self, SignCommand.self, CreateCSR.self,
             AddCertificates.self, FindCertificate.self, DeleteCertificate.self, FindIdentity.self,
             RecoveryKeyCommand.self, RecoverCommand.self, TPMCommand.self,
-        ])
+        ]
+    )
 
     static func main() {
         let arguments = Array(CommandLine.arguments.dropFirst())

@@ -1,11 +1,12 @@
+import ArgumentParser
+import KeysealClient
+import KeysealStatus
+
 #if canImport(FoundationEssentials)
 import FoundationEssentials
 #else
 import Foundation
 #endif
-import ArgumentParser
-import KeysealClient
-import KeysealStatus
 
 extension LockState {
     var name: String {
@@ -21,7 +22,8 @@ struct StatusCommand: ClientCommand {
     static let configuration = CommandConfiguration(
         commandName: "status",
         abstract: "Show the lock state, passcode, backend, auto-lock, failed attempts and item counts.",
-        discussion: "Exits 0 whenever keyseald answers, in every lock state.")
+        discussion: "Exits 0 whenever keyseald answers, in every lock state."
+    )
 
     @OptionGroup var global: GlobalOptions
 
@@ -42,39 +44,54 @@ struct StatusCommand: ClientCommand {
                 ("failedAttempts", .int(Int64(status.failedAttempts))),
                 ("triesLeft", status.triesLeft.map { .int(Int64($0)) } ?? .null),
                 ("hardwareTriesLeft", device.hardwareTriesLeft.map { .int(Int64($0)) } ?? .null),
-                ("nextTryAt", status.nextTryAt.map { .string(Formatting.iso8601(unixSeconds: $0.timeIntervalSince1970)) } ?? .null),
-                ("retryAfterSeconds", (wait.flatMap { $0 > 0 ? $0 : nil } ?? device.lockoutRetrySeconds).map { .int(Int64($0)) } ?? .null),
+                (
+                    "nextTryAt",
+                    status.nextTryAt.map { .string(Formatting.iso8601(unixSeconds: $0.timeIntervalSince1970)) } ?? .null
+                ),
+                (
+                    "retryAfterSeconds",
+                    (wait.flatMap { $0 > 0 ? $0 : nil } ?? device.lockoutRetrySeconds).map { .int(Int64($0)) } ?? .null
+                ),
             ]
             members.append(("items", .object(counts.map { ($0.0, .int(Int64($0.1))) })))
             if !status.ledger.verified {
                 let ledger = status.ledger
                 members.append(
-                    ("ledger",
+                    (
+                        "ledger",
                         .object([
                             ("refusedBuckets", .array(ledger.refusedBuckets.map { .int(Int64($0)) })),
                             ("missingItems", .int(Int64(ledger.missingEntries))),
                             ("unexpectedItems", .int(Int64(ledger.unexpectedEntries))),
                             ("summary", .string(ledger.summary)),
-                        ])))
+                        ])
+                    )
+                )
             }
             if let boot = status.boot {
                 members.append(
-                    ("pcrs",
+                    (
+                        "pcrs",
                         .object([
                             ("bound", .array(boot.pcrs.map { .int(Int64($0)) })),
                             ("match", .bool(boot.pcrsMatch)),
-                        ])))
+                        ])
+                    )
+                )
                 members.append(("recoveryRequired", .bool(boot.recoveryRequired)))
                 members.append(("recoveryKey", .bool(boot.recoveryKeySet)))
                 members.append(("rolledBack", .bool(boot.rolledBack)))
                 members.append(
-                    ("antiRollbackCounter",
+                    (
+                        "antiRollbackCounter",
                         boot.counterIndex.map { index in
                             .object([
                                 ("index", .string("0x" + String(index, radix: 16))),
                                 ("value", boot.counterValue.map { .int(Int64(clamping: $0)) } ?? .null),
                             ])
-                        } ?? .null))
+                        } ?? .null
+                    )
+                )
                 members.append(("boot", .string(boot.detail)))
             }
             Console.out(JSON.object(members).rendered)
@@ -97,7 +114,9 @@ struct StatusCommand: ClientCommand {
         if let wait, wait > 0 {
             Console.out("next try:         in \(WaitTime.describe(seconds: wait))")
         } else if let lockout = device.lockoutRetrySeconds {
-            Console.out("next try:         in \(WaitTime.describe(seconds: lockout)) (the TPM: its last try kept in reserve, or its lockout)")
+            Console.out(
+                "next try:         in \(WaitTime.describe(seconds: lockout)) (the TPM: its last try kept in reserve, or its lockout)"
+            )
         }
         if !counts.isEmpty {
             Console.out("items:            " + counts.map { "\($0.0) \($0.1)" }.joined(separator: ", "))
@@ -113,7 +132,8 @@ struct StatusCommand: ClientCommand {
             if let index = boot.counterIndex {
                 Console.out(
                     "anti-rollback:    TPM counter 0x\(String(index, radix: 16))"
-                        + (boot.counterValue.map { " = \($0)" } ?? ""))
+                        + (boot.counterValue.map { " = \($0)" } ?? "")
+                )
             }
         }
     }
@@ -129,7 +149,8 @@ struct UnlockCommand: ClientCommand {
             The passcode is prompted for on the terminal without echo, or read as one line of standard input with \
             --passcode-stdin. During an escalating delay or a TPM lockout this fails (exit 51) and says how long to \
             wait and how many tries are left.
-            """)
+            """
+    )
 
     @OptionGroup var global: GlobalOptions
     @Flag(name: .long, help: "Read the passcode from standard input (one line).")
@@ -150,7 +171,9 @@ struct LockCommand: ClientCommand {
     static let configuration = CommandConfiguration(
         commandName: "lock",
         abstract: "Lock the store now.",
-        discussion: "With no passcode set the store cannot lock: nothing changes, the reason is printed, and the exit status is 0.")
+        discussion:
+            "With no passcode set the store cannot lock: nothing changes, the reason is printed, and the exit status is 0."
+    )
 
     @OptionGroup var global: GlobalOptions
 
@@ -176,17 +199,23 @@ struct PasscodeCommand: ParsableCommand {
             character repeated, a straight run (123456, abcdef) or one of the most common choices; \
             --allow-weak-passcode takes it anyway. The store is unlocked afterwards.
             """,
-        subcommands: [Set.self, Change.self, Remove.self])
+        subcommands: [Set.self, Change.self, Remove.self]
+    )
 
     struct Set: ClientCommand {
         static let configuration = CommandConfiguration(
-            commandName: "set", abstract: "Set a passcode (errSecParam if one is set). Standard input: the new passcode.")
+            commandName: "set",
+            abstract: "Set a passcode (errSecParam if one is set). Standard input: the new passcode."
+        )
         static var displayName: String { "passcode set" }
 
         @OptionGroup var global: GlobalOptions
         @Flag(name: .long, help: "Read the passcode from standard input (one line).")
         var passcodeStdin = false
-        @Flag(name: .long, help: "Take a new passcode that fails the strength floor (short, repeated, a straight run, common).")
+        @Flag(
+            name: .long,
+            help: "Take a new passcode that fails the strength floor (short, repeated, a straight run, common)."
+        )
         var allowWeakPasscode = false
 
         func execute(_ client: DaemonClient) throws {
@@ -200,13 +229,17 @@ struct PasscodeCommand: ParsableCommand {
     struct Change: ClientCommand {
         static let configuration = CommandConfiguration(
             commandName: "change",
-            abstract: "Change the passcode. Standard input: the current passcode, then the new one, one per line.")
+            abstract: "Change the passcode. Standard input: the current passcode, then the new one, one per line."
+        )
         static var displayName: String { "passcode change" }
 
         @OptionGroup var global: GlobalOptions
         @Flag(name: .long, help: "Read the passcodes from standard input (current, then new; one per line).")
         var passcodeStdin = false
-        @Flag(name: .long, help: "Take a new passcode that fails the strength floor (short, repeated, a straight run, common).")
+        @Flag(
+            name: .long,
+            help: "Take a new passcode that fails the strength floor (short, repeated, a straight run, common)."
+        )
         var allowWeakPasscode = false
 
         func execute(_ client: DaemonClient) throws {
@@ -229,7 +262,9 @@ struct PasscodeCommand: ParsableCommand {
         static let configuration = CommandConfiguration(
             commandName: "remove",
             abstract: "Remove the passcode. Standard input: the current passcode.",
-            discussion: "Items of the when-passcode-set-this-device-only class are deleted: they cannot exist without a passcode.")
+            discussion:
+                "Items of the when-passcode-set-this-device-only class are deleted: they cannot exist without a passcode."
+        )
         static var displayName: String { "passcode remove" }
 
         @OptionGroup var global: GlobalOptions
@@ -245,13 +280,19 @@ struct PasscodeCommand: ParsableCommand {
 
     static func checkStrength(_ passcode: SecretBytes, allowWeak: Bool) throws(CommandFailure) {
         try SecretStrength.check(
-            passcode, what: "new passcode", minimum: SecretStrength.passcodeMinimum,
-            overrideFlag: "--allow-weak-passcode", allowWeak: allowWeak)
+            passcode,
+            what: "new passcode",
+            minimum: SecretStrength.passcodeMinimum,
+            overrideFlag: "--allow-weak-passcode",
+            allowWeak: allowWeak
+        )
     }
 
     static func report(json: Bool, passcodeSet: Bool, _ sentence: String) {
         if json {
-            Console.out(JSON.object([("passcodeSet", .bool(passcodeSet)), ("lockState", .string("unlocked"))]).rendered)
+            Console.out(
+                JSON.object([("passcodeSet", .bool(passcodeSet)), ("lockState", .string("unlocked"))]).rendered
+            )
         } else {
             Console.out(sentence)
         }
@@ -262,7 +303,9 @@ struct SettingsCommand: ClientCommand {
     static let configuration = CommandConfiguration(
         commandName: "settings",
         abstract: "Show or change the auto-lock timeout.",
-        discussion: "With no flag, prints the settings. keyseald's --auto-lock/--no-auto-lock, when given, win at its next start.")
+        discussion:
+            "With no flag, prints the settings. keyseald's --auto-lock/--no-auto-lock, when given, win at its next start."
+    )
 
     @OptionGroup var global: GlobalOptions
     @Option(name: .customShort("t"), help: ArgumentHelp("Lock after this many idle seconds.", valueName: "seconds"))
@@ -272,7 +315,9 @@ struct SettingsCommand: ClientCommand {
 
     func validate() throws {
         if timeout != nil && noAutoLock { throw ValidationError("give either -t SECONDS or --no-auto-lock") }
-        if let timeout, timeout <= 0 { throw ValidationError("-t takes a positive number of seconds; use --no-auto-lock to turn auto-lock off") }
+        if let timeout, timeout <= 0 {
+            throw ValidationError("-t takes a positive number of seconds; use --no-auto-lock to turn auto-lock off")
+        }
     }
 
     func execute(_ client: DaemonClient) throws {
@@ -285,7 +330,9 @@ struct SettingsCommand: ClientCommand {
         }
         guard case .settings(let settings) = response else { throw unexpected }
         if global.json {
-            Console.out(JSON.object([("autoLockSeconds", settings.autoLockSeconds.map { .int(Int64($0)) } ?? .null)]).rendered)
+            Console.out(
+                JSON.object([("autoLockSeconds", settings.autoLockSeconds.map { .int(Int64($0)) } ?? .null)]).rendered
+            )
         } else {
             Console.out("auto-lock: \(settings.autoLockSeconds.map { "after \($0) s idle" } ?? "never")")
         }
@@ -296,7 +343,8 @@ struct ErrorCommand: ParsableCommand {
     static let configuration = CommandConfiguration(
         commandName: "error",
         abstract: "Print the name and meaning of each OSStatus.",
-        discussion: "Negative codes work as written: keyseal error -25308. Hexadecimal (0xFFFF9D2C) is accepted too.")
+        discussion: "Negative codes work as written: keyseal error -25308. Hexadecimal (0xFFFF9D2C) is accepted too."
+    )
 
     @OptionGroup var global: GlobalOptions
     @Argument(help: ArgumentHelp("OSStatus values.", valueName: "code"))
@@ -320,10 +368,12 @@ struct ErrorCommand: ParsableCommand {
             guard let status = Self.parse(code) else { continue }
             let known = OSStatusTable.entries[status]
             if global.json {
-                entries.append(.object([
-                    ("status", .int(Int64(status))), ("name", known.map { .string($0.name) } ?? .null),
-                    ("message", .string(known?.message ?? "Unknown OSStatus.")),
-                ]))
+                entries.append(
+                    .object([
+                        ("status", .int(Int64(status))), ("name", known.map { .string($0.name) } ?? .null),
+                        ("message", .string(known?.message ?? "Unknown OSStatus.")),
+                    ])
+                )
             } else if let known {
                 Console.out("\(status) \(known.name): \(known.message)")
             } else {

@@ -1,3 +1,6 @@
+import KeysealClient
+import KeysealStatus
+
 #if canImport(FoundationEssentials)
 import FoundationEssentials
 #else
@@ -10,8 +13,6 @@ import Musl
 #elseif canImport(Darwin)
 import Darwin
 #endif
-import KeysealClient
-import KeysealStatus
 
 #if canImport(Glibc)
 private let systemWrite = Glibc.write
@@ -134,8 +135,11 @@ struct CommandFailure: Error {
 
     init(_ error: KeychainError) {
         self.init(
-            status: error.status, message: error.message, retryAfterSeconds: error.retryAfterSeconds,
-            triesLeft: error.triesLeft)
+            status: error.status,
+            message: error.message,
+            retryAfterSeconds: error.retryAfterSeconds,
+            triesLeft: error.triesLeft
+        )
         switch error.status {
         case -25308: hint = "run keyseal unlock"
         case -25294: hint = "is keyseald running? start it, or give --socket PATH"

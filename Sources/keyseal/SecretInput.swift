@@ -1,3 +1,8 @@
+import ArgumentParser
+import KeysealClient
+
+import struct FoundationEssentials.Data
+
 #if canImport(Glibc)
 import Glibc
 #elseif canImport(Musl)
@@ -5,9 +10,6 @@ import Musl
 #elseif canImport(Darwin)
 import Darwin
 #endif
-import ArgumentParser
-import struct FoundationEssentials.Data
-import KeysealClient
 
 #if canImport(Glibc)
 private let systemRead = Glibc.read
@@ -35,7 +37,10 @@ enum SecretInput {
             if count < 0 {
                 if errno == EINTR { continue }
                 wipe(&bytes)
-                throw CommandFailure(status: -36, message: "cannot read standard input: \(String(cString: strerror(errno)))")
+                throw CommandFailure(
+                    status: -36,
+                    message: "cannot read standard input: \(String(cString: strerror(errno)))"
+                )
             }
             if count == 0 { break }
             bytes.append(contentsOf: chunk[0..<count])
@@ -61,7 +66,8 @@ enum SecretInput {
         guard lines.count == count else {
             throw CommandFailure(
                 status: -50,
-                message: "expected \(what.joined(separator: " then ")) on standard input, one per line")
+                message: "expected \(what.joined(separator: " then ")) on standard input, one per line"
+            )
         }
         for (line, name) in zip(lines, what) where line.count == 0 {
             throw CommandFailure(status: -50, message: "the \(name) is empty")
@@ -73,7 +79,9 @@ enum SecretInput {
     static func prompt(_ label: String) throws -> SecretBytes {
         let tty = open("/dev/tty", O_RDWR | O_CLOEXEC)
         guard tty >= 0 else {
-            throw ValidationError("no terminal to prompt on for the \(label); use the --…-stdin flag and write it to standard input")
+            throw ValidationError(
+                "no terminal to prompt on for the \(label); use the --…-stdin flag and write it to standard input"
+            )
         }
         defer { close(tty) }
         write(tty, "\(label.prefix(1).uppercased())\(label.dropFirst()): ")
@@ -181,7 +189,13 @@ enum SecretStrength {
     ]
 
     /// Throws errSecParam naming the weakness and the override unless `allowWeak`.
-    static func check(_ secret: SecretBytes, what: String, minimum: Int, overrideFlag: String, allowWeak: Bool)
+    static func check(
+        _ secret: SecretBytes,
+        what: String,
+        minimum: Int,
+        overrideFlag: String,
+        allowWeak: Bool
+    )
         throws(CommandFailure)
     {
         guard !allowWeak else { return }
@@ -194,12 +208,16 @@ enum SecretStrength {
                 return "it is a straight run of characters"
             }
             let lowered = bytes.map { $0 >= 0x41 && $0 <= 0x5A ? $0 | 0x20 : $0 }
-            if common.contains(where: { lowered.elementsEqual($0.utf8) }) { return "it is one of the most common choices" }
+            if common.contains(where: { lowered.elementsEqual($0.utf8) }) {
+                return "it is one of the most common choices"
+            }
             return nil
         }
         guard let weakness else { return }
         throw CommandFailure(
             status: -50,
-            message: "the \(what) is too weak: \(weakness); choose a stronger one, or give \(overrideFlag) to use it anyway")
+            message:
+                "the \(what) is too weak: \(weakness); choose a stronger one, or give \(overrideFlag) to use it anyway"
+        )
     }
 }

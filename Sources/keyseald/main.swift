@@ -11,7 +11,8 @@ import Synchronization
 struct Keyseald: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
         commandName: "keyseald",
-        abstract: "The Keyseal daemon: serves one keychain store on a Unix socket.")
+        abstract: "The Keyseal daemon: serves one keychain store on a Unix socket."
+    )
 
     enum BackendName: String, ExpressibleByArgument, CaseIterable {
         case tpm, swtpm, pkcs11
@@ -21,7 +22,10 @@ struct Keyseald: AsyncParsableCommand {
     @Option(name: .customLong("store"), help: "The store directory (created and provisioned if missing).")
     var store: String?
 
-    @Option(help: "The socket (default: $KEYSEAL_SOCKET, else $XDG_RUNTIME_DIR/keyseal/keyseal.sock, else /run/keyseal/keyseal.sock).")
+    @Option(
+        help:
+            "The socket (default: $KEYSEAL_SOCKET, else $XDG_RUNTIME_DIR/keyseal/keyseal.sock, else /run/keyseal/keyseal.sock)."
+    )
     var socket: String?
 
     @Option(help: "Where the device key lives: tpm (default), swtpm (development), pkcs11 or host-key.")
@@ -30,22 +34,31 @@ struct Keyseald: AsyncParsableCommand {
     @Option(help: "The TPM's TCTI (default: $KEYSEAL_TCTI, else device:/dev/tpmrm0).")
     var tcti: String?
 
-    @Flag(help: "Set a random TPM lockout authorization and show it once: on the terminal, or in the --tpm-lockout-file file (keep it offline).")
+    @Flag(
+        help:
+            "Set a random TPM lockout authorization and show it once: on the terminal, or in the --tpm-lockout-file file (keep it offline)."
+    )
     var tpmProtectLockout = false
 
     @Option(
         name: .customLong("tpm-lockout-file"),
-        help: "With --tpm-protect-lockout: write the value to this new file (0600) instead of the terminal; needed when stdout is not a terminal.")
+        help:
+            "With --tpm-protect-lockout: write the value to this new file (0600) instead of the terminal; needed when stdout is not a terminal."
+    )
     var tpmLockoutFile: String?
 
     @Option(
         name: .customLong("tpm-pcrs"),
-        help: "When the store is created: bind its device and passcode objects to these PCRs' current values (SHA-256 bank), e.g. 7 or 7,14; default none.")
+        help:
+            "When the store is created: bind its device and passcode objects to these PCRs' current values (SHA-256 bank), e.g. 7 or 7,14; default none."
+    )
     var tpmPCRs: String?
 
     @Option(
         name: .customLong("checkpoint-interval"),
-        help: "TPM stores: seconds between checkpoints of the item ledger on the anti-rollback counter (default 900; 0: every item write).")
+        help:
+            "TPM stores: seconds between checkpoints of the item ledger on the anti-rollback counter (default 900; 0: every item write)."
+    )
     var checkpointInterval: Int?
 
     @Option(name: .customLong("pkcs11-module"), help: "The PKCS#11 module: a path or a p11-kit module name.")
@@ -60,7 +73,10 @@ struct Keyseald: AsyncParsableCommand {
     @Option(name: .customLong("host-key"), help: "The host key file, outside the store directory.")
     var hostKey: String?
 
-    @Option(name: .customLong("auto-lock"), help: "Idle seconds before locking (default 300); wins over the stored setting.")
+    @Option(
+        name: .customLong("auto-lock"),
+        help: "Idle seconds before locking (default 300); wins over the stored setting."
+    )
     var autoLock: Int?
 
     @Flag(name: .customLong("no-auto-lock"), help: "Never lock when idle.")
@@ -74,60 +90,75 @@ struct Keyseald: AsyncParsableCommand {
 
     @Option(
         name: .customLong("frame-timeout"),
-        help: "Seconds a connection may hold an incomplete request frame before it is closed (default 10).")
+        help: "Seconds a connection may hold an incomplete request frame before it is closed (default 10)."
+    )
     var frameTimeout: Int?
 
     @Option(
         name: .customLong("max-unlocked"),
-        help: "Lock this many seconds after an unlock whatever the activity (default: never).")
+        help: "Lock this many seconds after an unlock whatever the activity (default: never)."
+    )
     var maxUnlocked: Int?
 
     @Option(
         name: .customLong("max-connections"),
-        help: "Open connections per uid (default \(DaemonLimits.defaultConnectionsPerUID)).")
+        help: "Open connections per uid (default \(DaemonLimits.defaultConnectionsPerUID))."
+    )
     var maxConnections: Int?
 
     @Option(
         name: .customLong("max-pending-bytes"),
-        help: "Bytes of requests read and not yet decoded per uid (default 16M; suffixes K, M, G).")
+        help: "Bytes of requests read and not yet decoded per uid (default 16M; suffixes K, M, G)."
+    )
     var maxPendingBytes: String?
 
     @Option(
         name: .customLong("quota-items"),
-        help: "Items a non-administrator may keep in one access group (default \(DaemonLimits.defaultItemsPerGroup)).")
+        help: "Items a non-administrator may keep in one access group (default \(DaemonLimits.defaultItemsPerGroup))."
+    )
     var quotaItems: Int?
 
     @Option(
         name: .customLong("quota-bytes"),
-        help: "Stored bytes a non-administrator may keep in one access group (default 64M; suffixes K, M, G).")
+        help: "Stored bytes a non-administrator may keep in one access group (default 64M; suffixes K, M, G)."
+    )
     var quotaBytes: String?
 
     @Option(
         name: .customLong("quota-hardware-keys"),
-        help: "Keys in the TPM or token a non-administrator may keep in its access groups together (default \(DaemonLimits.defaultHardwareKeysPerUID)).")
+        help:
+            "Keys in the TPM or token a non-administrator may keep in its access groups together (default \(DaemonLimits.defaultHardwareKeysPerUID))."
+    )
     var quotaHardwareKeys: Int?
 
     @Option(
         name: .customLong("idle-timeout"),
-        help: "Seconds a connection without a subscription may go without a request (default 60; 0: never closed).")
+        help: "Seconds a connection without a subscription may go without a request (default 60; 0: never closed)."
+    )
     var idleTimeout: Int?
 
     @Option(
         name: .customLong("max-response"),
-        help: "Stored bytes one lookup may return (default 64M; suffixes K, M, G).")
+        help: "Stored bytes one lookup may return (default 64M; suffixes K, M, G)."
+    )
     var maxResponse: String?
 
     @Option(
         name: .customLong("response-memory-per-uid"),
-        help: "Bytes of lookup results one uid's connections may hold, gathered and not yet written (default 64M).")
+        help: "Bytes of lookup results one uid's connections may hold, gathered and not yet written (default 64M)."
+    )
     var responseMemoryPerUID: String?
 
     @Option(
         name: .customLong("response-memory"),
-        help: "Bytes of lookup results all connections may hold, gathered and not yet written (default 160M).")
+        help: "Bytes of lookup results all connections may hold, gathered and not yet written (default 160M)."
+    )
     var responseMemory: String?
 
-    @Option(help: "A configuration file: `key = value` lines with the long option names as keys (docs/OPERATIONS.md); options given here win.")
+    @Option(
+        help:
+            "A configuration file: `key = value` lines with the long option names as keys (docs/OPERATIONS.md); options given here win."
+    )
     var config: String?
 
     @Option(name: .customLong("log-level"), help: "trace, debug, info, notice (default), warning, error or critical.")
@@ -175,7 +206,9 @@ struct Keyseald: AsyncParsableCommand {
         func integer(_ key: String, _ flag: Int?) throws -> Int? {
             if let flag { return flag }
             guard let text = file[key] else { return nil }
-            guard let value = Int(text) else { throw ValidationError("\(key) in \(config ?? "") is not a whole number: \(text)") }
+            guard let value = Int(text) else {
+                throw ValidationError("\(key) in \(config ?? "") is not a whole number: \(text)")
+            }
             return value
         }
         guard let store = store ?? file["store"] else {
@@ -189,7 +222,9 @@ struct Keyseald: AsyncParsableCommand {
             backend = parsed
         }
         let levelName = logLevel ?? file["log-level"] ?? "notice"
-        guard let level = Logger.Level(rawValue: levelName) else { throw ValidationError("unknown log level \(levelName)") }
+        guard let level = Logger.Level(rawValue: levelName) else {
+            throw ValidationError("unknown log level \(levelName)")
+        }
         // The command line's --auto-lock or --no-auto-lock replaces both keys of the file.
         if self.autoLock != nil && self.noAutoLock {
             throw ValidationError("--auto-lock and --no-auto-lock exclude each other")
@@ -219,20 +254,39 @@ struct Keyseald: AsyncParsableCommand {
             idleTimeout: idle == 0 ? nil : .seconds(idle),
             responseBytes: try bytes("max-response", maxResponse, DaemonLimits.defaultResponseBytes),
             hardwareKeysPerUID: try positive(
-                "quota-hardware-keys", quotaHardwareKeys, DaemonLimits.defaultHardwareKeysPerUID),
+                "quota-hardware-keys",
+                quotaHardwareKeys,
+                DaemonLimits.defaultHardwareKeysPerUID
+            ),
             responseMemoryPerUID: try bytes(
-                "response-memory-per-uid", responseMemoryPerUID, DaemonLimits.defaultResponseMemoryPerUID),
-            responseMemory: try bytes("response-memory", responseMemory, DaemonLimits.defaultResponseMemory))
+                "response-memory-per-uid",
+                responseMemoryPerUID,
+                DaemonLimits.defaultResponseMemoryPerUID
+            ),
+            responseMemory: try bytes("response-memory", responseMemory, DaemonLimits.defaultResponseMemory)
+        )
         let maxUnlocked = try integer("max-unlocked", maxUnlocked)
-        if let maxUnlocked, maxUnlocked <= 0 { throw ValidationError("--max-unlocked takes a positive number of seconds") }
+        if let maxUnlocked, maxUnlocked <= 0 {
+            throw ValidationError("--max-unlocked takes a positive number of seconds")
+        }
         let settings = Settings(
-            store: store, socket: socket ?? file["socket"], backend: backend, tcti: tcti ?? file["tcti"],
-            pkcs11Module: pkcs11Module ?? file["pkcs11-module"], pkcs11Token: pkcs11Token ?? file["pkcs11-token"],
-            pkcs11PinFile: pkcs11PinFile ?? file["pkcs11-pin-file"], hostKey: hostKey ?? file["host-key"],
-            autoLock: autoLock, noAutoLock: noAutoLock,
-            policy: policy ?? file["policy"], socketGroup: socketGroup ?? file["socket-group"],
-            frameTimeout: try integer("frame-timeout", frameTimeout) ?? 10, maxUnlocked: maxUnlocked, limits: limits,
-            logLevel: level)
+            store: store,
+            socket: socket ?? file["socket"],
+            backend: backend,
+            tcti: tcti ?? file["tcti"],
+            pkcs11Module: pkcs11Module ?? file["pkcs11-module"],
+            pkcs11Token: pkcs11Token ?? file["pkcs11-token"],
+            pkcs11PinFile: pkcs11PinFile ?? file["pkcs11-pin-file"],
+            hostKey: hostKey ?? file["host-key"],
+            autoLock: autoLock,
+            noAutoLock: noAutoLock,
+            policy: policy ?? file["policy"],
+            socketGroup: socketGroup ?? file["socket-group"],
+            frameTimeout: try integer("frame-timeout", frameTimeout) ?? 10,
+            maxUnlocked: maxUnlocked,
+            limits: limits,
+            logLevel: level
+        )
         try settings.validate(tpmProtectLockout: tpmProtectLockout)
         if tpmLockoutFile != nil && !tpmProtectLockout {
             throw ValidationError("--tpm-lockout-file needs --tpm-protect-lockout")
@@ -263,7 +317,8 @@ struct Keyseald: AsyncParsableCommand {
             // A pipe or the journal would keep the value, or lose it in a buffer: refuse before anything changes.
             Self.fail(
                 "--tpm-protect-lockout shows the value only on a terminal; stdout is not one, so give "
-                    + "--tpm-lockout-file FILE (the TPM was not changed)")
+                    + "--tpm-lockout-file FILE (the TPM was not changed)"
+            )
         }
 
         let environment = ProcessInfo.processInfo.environment
@@ -273,18 +328,25 @@ struct Keyseald: AsyncParsableCommand {
         case .swtpm: deviceBackend = .swtpm
         case .pkcs11:
             deviceBackend = .pkcs11(
-                module: settings.pkcs11Module ?? "", token: settings.pkcs11Token ?? "",
-                pinFile: settings.pkcs11PinFile.map(Self.url))
+                module: settings.pkcs11Module ?? "",
+                token: settings.pkcs11Token ?? "",
+                pinFile: settings.pkcs11PinFile.map(Self.url)
+            )
         case .hostKey: deviceBackend = .hostKey(file: settings.hostKey.map(Self.url))
         }
         var options = DaemonOptions(
             storeDirectory: Self.url(settings.store),
             socket: SocketConfiguration(
-                path: settings.socket ?? KeychainStore.defaultSocketPath, group: settings.socketGroup),
+                path: settings.socket ?? KeychainStore.defaultSocketPath,
+                group: settings.socketGroup
+            ),
             backend: deviceBackend,
             autoLock: settings.noAutoLock ? .never : settings.autoLock.map { .seconds($0) } ?? .stored,
             policyFile: settings.policy.map(Self.url),
-            frameTimeout: .seconds(settings.frameTimeout), maxUnlocked: settings.maxUnlocked, limits: settings.limits)
+            frameTimeout: .seconds(settings.frameTimeout),
+            maxUnlocked: settings.maxUnlocked,
+            limits: settings.limits
+        )
         if let list = tpmPCRs ?? file["tpm-pcrs"] {
             guard settings.backend == .tpm || settings.backend == .swtpm else {
                 throw ValidationError("--tpm-pcrs needs --backend tpm")
@@ -308,7 +370,9 @@ struct Keyseald: AsyncParsableCommand {
         // operations), so that a test can make a delayed one fast or slow at will.
         if let text = environment["KEYSEAL_TESTING_KEY_BOUND_MS"], let milliseconds = Int(text), milliseconds > 0 {
             options.keyOperationBound = .milliseconds(milliseconds)
-            logger.warning("debug build: KEYSEAL_TESTING_KEY_BOUND_MS=\(milliseconds) sets the fast key operation bound")
+            logger.warning(
+                "debug build: KEYSEAL_TESTING_KEY_BOUND_MS=\(milliseconds) sets the fast key operation bound"
+            )
         }
         #endif
         // tpm2-abrmd's TCTI (also under tpm2-pkcs11) reports D-Bus failures through GLib, on stderr unless GLib's
@@ -331,7 +395,9 @@ struct Keyseald: AsyncParsableCommand {
                 do {
                     if let tpmLockoutFile {
                         try daemon.protectHardwareLockout { try LockoutValue.write($0, toNewFile: tpmLockoutFile) }
-                        logger.notice("TPM lockout authorization set; its value is in \(tpmLockoutFile) (keep it offline)")
+                        logger.notice(
+                            "TPM lockout authorization set; its value is in \(tpmLockoutFile) (keep it offline)"
+                        )
                     } else {
                         try daemon.protectHardwareLockout { try LockoutValue.show($0) }
                     }
@@ -395,8 +461,12 @@ enum LockoutValue {
     /// On the terminal that is stdout.
     static func show(_ value: SecretBytes) throws {
         try writeLine(
-            prefix: "TPM lockout authorization (shown once; keep it offline; reset with tpm2_dictionarylockout -c -p VALUE): ",
-            value, to: STDOUT_FILENO, what: "the terminal")
+            prefix:
+                "TPM lockout authorization (shown once; keep it offline; reset with tpm2_dictionarylockout -c -p VALUE): ",
+            value,
+            to: STDOUT_FILENO,
+            what: "the terminal"
+        )
     }
 
     /// Into a new file, 0600; an existing file is never overwritten.
@@ -404,7 +474,10 @@ enum LockoutValue {
         let fd = open(path, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0o600)
         guard fd >= 0 else {
             let reason = String(cString: strerror(errno))
-            throw KeychainError(KeychainStatus.io, "cannot create \(path) for the lockout authorization: \(reason) (the TPM was not changed)")
+            throw KeychainError(
+                KeychainStatus.io,
+                "cannot create \(path) for the lockout authorization: \(reason) (the TPM was not changed)"
+            )
         }
         defer { close(fd) }
         do {
@@ -412,7 +485,10 @@ enum LockoutValue {
             guard fsync(fd) == 0 else {
                 throw KeychainError(KeychainStatus.io, "cannot sync \(path): \(String(cString: strerror(errno)))")
             }
-            let directory = open(URL(fileURLWithPath: path).deletingLastPathComponent().path, O_RDONLY | O_DIRECTORY | O_CLOEXEC)
+            let directory = open(
+                URL(fileURLWithPath: path).deletingLastPathComponent().path,
+                O_RDONLY | O_DIRECTORY | O_CLOEXEC
+            )
             if directory >= 0 {
                 _ = fsync(directory)
                 close(directory)
@@ -435,13 +511,14 @@ enum LockoutValue {
             if result < 0 && errno == EINTR { continue }
             guard result > 0 else {
                 throw KeychainError(
-                    KeychainStatus.io, "cannot write the lockout authorization to \(what) (the TPM was not changed)")
+                    KeychainStatus.io,
+                    "cannot write the lockout authorization to \(what) (the TPM was not changed)"
+                )
             }
             written += result
         }
     }
 }
-
 
 /// GLib's log messages in keyseald.
 ///
@@ -467,10 +544,14 @@ enum GLibMessages {
         typealias Writer = @convention(c) (Int32, UnsafeRawPointer?, Int, UnsafeMutableRawPointer?) -> Int32
         typealias SetWriter = @convention(c) (Writer?, UnsafeMutableRawPointer?, UnsafeMutableRawPointer?) -> Void
         let setWriter = unsafeBitCast(symbol, to: SetWriter.self)
-        setWriter({ level, fields, count, _ in
-            GLibMessages.receive(level: level, fields: fields, count: count)
-            return 1  // G_LOG_WRITER_HANDLED
-        }, nil, nil)
+        setWriter(
+            { level, fields, count, _ in
+                GLibMessages.receive(level: level, fields: fields, count: count)
+                return 1  // G_LOG_WRITER_HANDLED
+            },
+            nil,
+            nil
+        )
         return true
     }
 
@@ -485,7 +566,10 @@ enum GLibMessages {
         for index in 0..<count {
             let field = fields + index * stride
             guard let key = field.load(as: UnsafePointer<CChar>?.self),
-                let value = field.load(fromByteOffset: MemoryLayout<UnsafeRawPointer>.stride, as: UnsafeRawPointer?.self)
+                let value = field.load(
+                    fromByteOffset: MemoryLayout<UnsafeRawPointer>.stride,
+                    as: UnsafeRawPointer?.self
+                )
             else { continue }
             let length = field.load(fromByteOffset: 2 * MemoryLayout<UnsafeRawPointer>.stride, as: Int.self)
             let text =

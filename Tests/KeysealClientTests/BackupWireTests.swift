@@ -45,20 +45,35 @@ struct BackupWireTests {
     @Test("backup responses round-trip")
     func responsesRoundTrip() throws {
         let skipped = ImportReport.SkippedItem(
-            itemClass: "genp", accessibility: .whenUnlockedThisDeviceOnly, accessGroup: "g", service: "s", account: nil,
-            reason: .otherDevice, detail: "made on another device")
+            itemClass: "genp",
+            accessibility: .whenUnlockedThisDeviceOnly,
+            accessGroup: "g",
+            service: "s",
+            account: nil,
+            reason: .otherDevice,
+            detail: "made on another device"
+        )
         let responses: [WireResponse] = [
             .backupChunk(bytes: [1, 2, 3], done: 5, total: 9),
             .exportReport(
                 ExportReport(
-                    exported: [.whenUnlocked: 3, .alwaysThisDeviceOnly: 1], skippedPasscodeOnly: 2,
+                    exported: [.whenUnlocked: 3, .alwaysThisDeviceOnly: 1],
+                    skippedPasscodeOnly: 2,
                     skippedUnavailable: [.whenUnlockedThisDeviceOnly: 4],
-                    keyDerivationSeconds: 0.25)),
+                    keyDerivationSeconds: 0.25
+                )
+            ),
             .importProgress(done: 7, total: 9),
             .importSkipped([skipped, skipped]),
             .importReport(
                 ImportReport(
-                    total: 9, restored: [.afterFirstUnlock: 6], replaced: 1, skipped: [skipped], keyDerivationSeconds: 0.5)),
+                    total: 9,
+                    restored: [.afterFirstUnlock: 6],
+                    replaced: 1,
+                    skipped: [skipped],
+                    keyDerivationSeconds: 0.5
+                )
+            ),
         ]
         for response in responses {
             #expect(try WireResponse.decode(payload: Self.payload(response.encodedFrame())) == response)

@@ -37,8 +37,10 @@ struct ReceiveBufferTests {
     static func record(_ account: String, value count: Int) -> WireResponse {
         .records([
             ItemRecord(
-                itemClass: .genericPassword, attributes: ["acct": .string(account)],
-                data: Data(repeating: UInt8(count & 0xff), count: count))
+                itemClass: .genericPassword,
+                attributes: ["acct": .string(account)],
+                data: Data(repeating: UInt8(count & 0xff), count: count)
+            )
         ])
     }
 
@@ -50,7 +52,10 @@ struct ReceiveBufferTests {
 
     @Test func responsesSentTogetherComeOutOneAtATime() throws {
         try Self.withPair { client, daemon, buffer throws in
-            Self.write(daemon, Self.record("one", value: 10).encodedFrame() + Self.record("two", value: 20).encodedFrame())
+            Self.write(
+                daemon,
+                Self.record("one", value: 10).encodedFrame() + Self.record("two", value: 20).encodedFrame()
+            )
             #expect(Self.account(try buffer.readResponse(client, path: "test")) == "one")
             // The second response was received with the first: it is answered without another byte from the socket.
             #expect(Self.account(try buffer.readResponse(client, path: "test")) == "two")
@@ -75,15 +80,21 @@ struct ReceiveBufferTests {
     @Test func aResponseInPartsFollowedByAnotherIsJoined() throws {
         try Self.withPair { client, daemon, buffer throws in
             // Three values of 1 MiB: more than one frame (Wire.maxFrame), so the response comes in parts.
-            let large = WireResponse.records((0..<3).map { index in
-                ItemRecord(
-                    itemClass: .genericPassword, attributes: ["acct": .string("large\(index)")],
-                    data: Data(repeating: 7, count: 1 << 20))
-            })
+            let large = WireResponse.records(
+                (0..<3).map { index in
+                    ItemRecord(
+                        itemClass: .genericPassword,
+                        attributes: ["acct": .string("large\(index)")],
+                        data: Data(repeating: 7, count: 1 << 20)
+                    )
+                }
+            )
             let end = daemon
             let frames = large.encodedFrames()
             #expect(frames.count > 1)
-            let writer = Thread { Self.write(end, frames.flatMap { $0 } + Self.record("after", value: 1).encodedFrame()) }
+            let writer = Thread {
+                Self.write(end, frames.flatMap { $0 } + Self.record("after", value: 1).encodedFrame())
+            }
             writer.start()
             guard case .records(let records) = try buffer.readResponse(client, path: "test") else {
                 Issue.record("not records")
@@ -96,7 +107,10 @@ struct ReceiveBufferTests {
 
     @Test func whatWasReceivedOnAClosedConnectionIsDropped() throws {
         try Self.withPair { client, daemon, buffer throws in
-            Self.write(daemon, Self.record("old", value: 1).encodedFrame() + Self.record("stale", value: 1).encodedFrame())
+            Self.write(
+                daemon,
+                Self.record("old", value: 1).encodedFrame() + Self.record("stale", value: 1).encodedFrame()
+            )
             #expect(Self.account(try buffer.readResponse(client, path: "test")) == "old")
             buffer.dropPending()
             Self.write(daemon, Self.record("new", value: 1).encodedFrame())

@@ -5,10 +5,18 @@ import Testing
 @Suite("Wire coding of certificate requests")
 struct WireCertificateCodingTests {
     static let certificate = WireCertificate(
-        reference: Data("cert-ref".utf8), keyReference: Data("key-ref".utf8), der: Data(repeating: 0x30, count: 40),
-        sha1: Data(repeating: 1, count: 20), sha256: Data(repeating: 2, count: 32), subjectSummary: "device-7",
-        commonNames: ["device-7", "second"], emailAddresses: ["ops@example.com"], notBefore: 1_800_000_000,
-        notAfter: 1_900_000_000, attributes: ["pkhh": .data(Data([7])), "labl": .string("device-7")])
+        reference: Data("cert-ref".utf8),
+        keyReference: Data("key-ref".utf8),
+        der: Data(repeating: 0x30, count: 40),
+        sha1: Data(repeating: 1, count: 20),
+        sha256: Data(repeating: 2, count: 32),
+        subjectSummary: "device-7",
+        commonNames: ["device-7", "second"],
+        emailAddresses: ["ops@example.com"],
+        notBefore: 1_800_000_000,
+        notAfter: 1_900_000_000,
+        attributes: ["pkhh": .data(Data([7])), "labl": .string("device-7")]
+    )
 
     static func payload(_ frame: [UInt8]) -> [UInt8] { Array(frame.dropFirst(4)) }
 
@@ -16,7 +24,8 @@ struct WireCertificateCodingTests {
         let query = ItemQuery(itemClass: .identity, synchronizable: .any, limit: .all, limitGiven: true)
         guard
             case .certificates(let decoded) = try WireRequest.decode(
-                payload: Self.payload(try WireRequest.certificates(query).encodedFrame()))
+                payload: Self.payload(try WireRequest.certificates(query).encodedFrame())
+            )
         else {
             Issue.record("not a certificates request")
             return
@@ -24,7 +33,10 @@ struct WireCertificateCodingTests {
         #expect(decoded == query)
         guard
             case .createCSR(let reference, let subject) = try WireRequest.decode(
-                payload: Self.payload(try WireRequest.createCSR(reference: Data([1, 2]), subject: "CN=a,O=b").encodedFrame()))
+                payload: Self.payload(
+                    try WireRequest.createCSR(reference: Data([1, 2]), subject: "CN=a,O=b").encodedFrame()
+                )
+            )
         else {
             Issue.record("not a create-csr request")
             return

@@ -26,8 +26,10 @@ struct WireCodingTests {
     func recordsEncoderMatchesWholeEncoding(count: Int) throws {
         let records = (0..<count).map { index in
             ItemRecord(
-                itemClass: .genericPassword, attributes: ["acct": .string("a\(index)")],
-                data: Data(repeating: UInt8(index), count: count == 3 ? 100 : 700_000))
+                itemClass: .genericPassword,
+                attributes: ["acct": .string("a\(index)")],
+                data: Data(repeating: UInt8(index), count: count == 3 ? 100 : 700_000)
+            )
         }
         var encoder = WireRecordsEncoder(count: records.count)
         var frames: [[UInt8]] = []
@@ -50,8 +52,15 @@ struct WireCodingTests {
     @Test("an add round-trips every attribute type and a non-UTF-8 value byte-exact")
     func addRoundTrip() throws {
         let item = NewItem(
-            itemClass: .genericPassword, attributes: Self.attributes, accessGroup: "com.example", accessibility: .afterFirstUnlockThisDeviceOnly,
-            accessControlFlags: 1 << 31, synchronizable: true, data: Data([0xc3, 0x28, 0, 1]), returns: ReturnOptions(rawValue: 3))
+            itemClass: .genericPassword,
+            attributes: Self.attributes,
+            accessGroup: "com.example",
+            accessibility: .afterFirstUnlockThisDeviceOnly,
+            accessControlFlags: 1 << 31,
+            synchronizable: true,
+            data: Data([0xc3, 0x28, 0, 1]),
+            returns: ReturnOptions(rawValue: 3)
+        )
         guard case .add(let decoded) = try Self.roundTrip(.add(item)) else {
             Issue.record("not an add")
             return
@@ -63,14 +72,21 @@ struct WireCodingTests {
     func addReplacingAttributesRoundTrip() throws {
         let item = NewItem(
             itemClass: .genericPassword,
-            attributes: ["acct": .string("a"), "svce": .string("s"), "ksat": .data(Data([1, 0, 0, 0, 1, 0x6b, 2, 0, 0, 0, 0]))],
-            accessGroup: "g", data: Data([0xc3, 0x28]))
+            attributes: [
+                "acct": .string("a"), "svce": .string("s"), "ksat": .data(Data([1, 0, 0, 0, 1, 0x6b, 2, 0, 0, 0, 0])),
+            ],
+            accessGroup: "g",
+            data: Data([0xc3, 0x28])
+        )
         guard case .addReplacingAttributes(let decoded) = try Self.roundTrip(.addReplacingAttributes(item)) else {
             Issue.record("not an add replacing by attributes")
             return
         }
         #expect(decoded == item)
-        guard case .onBehalf(7, .addReplacingAttributes(let inner)) = try Self.roundTrip(.onBehalf(pid: 7, .addReplacingAttributes(item)))
+        guard
+            case .onBehalf(7, .addReplacingAttributes(let inner)) = try Self.roundTrip(
+                .onBehalf(pid: 7, .addReplacingAttributes(item))
+            )
         else {
             Issue.record("not on behalf")
             return
@@ -83,21 +99,35 @@ struct WireCodingTests {
         // The answer: the replaced item's account in one record; any other record is a decode error.
         let record = try #require(
             try { () throws -> ItemRecord? in
-                guard case .records(let records) = try Self.roundTrip(.records([Wire.replacedRecord(account: "acc")])) else { return nil }
+                guard case .records(let records) = try Self.roundTrip(.records([Wire.replacedRecord(account: "acc")]))
+                else { return nil }
                 return records.first
-            }())
+            }()
+        )
         #expect(try Wire.replacedAccount(record) == "acc")
         #expect(throws: KeychainError.self) {
-            try Wire.replacedAccount(ItemRecord(itemClass: .genericPassword, attributes: ["acct": .string("a"), "labl": .string("")]))
+            try Wire.replacedAccount(
+                ItemRecord(itemClass: .genericPassword, attributes: ["acct": .string("a"), "labl": .string("")])
+            )
         }
-        #expect(throws: KeychainError.self) { try Wire.replacedAccount(ItemRecord(itemClass: .key, attributes: ["acct": .string("a")])) }
+        #expect(throws: KeychainError.self) {
+            try Wire.replacedAccount(ItemRecord(itemClass: .key, attributes: ["acct": .string("a")]))
+        }
     }
 
     @Test("queries with every limit round-trip", arguments: [MatchLimit.one, .all, .count(7)])
     func queryRoundTrip(limit: MatchLimit) throws {
         let query = ItemQuery(
-            itemClass: .internetPassword, attributes: Self.attributes, accessGroup: nil, accessibility: .whenUnlocked, synchronizable: .any,
-            persistentRef: Data([1, 2, 3]), limit: limit, limitGiven: true, returns: ReturnOptions(rawValue: 7))
+            itemClass: .internetPassword,
+            attributes: Self.attributes,
+            accessGroup: nil,
+            accessibility: .whenUnlocked,
+            synchronizable: .any,
+            persistentRef: Data([1, 2, 3]),
+            limit: limit,
+            limitGiven: true,
+            returns: ReturnOptions(rawValue: 7)
+        )
         guard case .copyMatching(let decoded) = try Self.roundTrip(.copyMatching(query)) else {
             Issue.record("not a copy-matching")
             return
@@ -109,8 +139,13 @@ struct WireCodingTests {
     func updateRoundTrip() throws {
         let query = ItemQuery(itemClass: .genericPassword, attributes: ["acct": .string("a")])
         let changes = ItemChanges(
-            attributes: ["labl": .string("new")], accessGroup: "g", accessibility: .always, accessControlFlags: nil,
-            synchronizable: false, data: Data())
+            attributes: ["labl": .string("new")],
+            accessGroup: "g",
+            accessibility: .always,
+            accessControlFlags: nil,
+            synchronizable: false,
+            data: Data()
+        )
         guard case .update(let q, let c) = try Self.roundTrip(.update(query, changes)) else {
             Issue.record("not an update")
             return
@@ -121,8 +156,10 @@ struct WireCodingTests {
 
     @Test("passcodes round-trip and print redacted")
     func passcodes() throws {
-        guard case .changePasscode(let old, let new) = try Self.roundTrip(
-            .changePasscode(old: SecretBytes(utf8: "old pass"), new: SecretBytes(utf8: "nouveau ✓")))
+        guard
+            case .changePasscode(let old, let new) = try Self.roundTrip(
+                .changePasscode(old: SecretBytes(utf8: "old pass"), new: SecretBytes(utf8: "nouveau ✓"))
+            )
         else {
             Issue.record("not a change")
             return
@@ -150,7 +187,12 @@ struct WireCodingTests {
 
     @Test("an on-behalf request carries one item request and its pid; nothing else decodes")
     func onBehalf() throws {
-        let query = ItemQuery(itemClass: .genericPassword, attributes: ["acct": .string("a")], accessGroup: nil, limit: .one)
+        let query = ItemQuery(
+            itemClass: .genericPassword,
+            attributes: ["acct": .string("a")],
+            accessGroup: nil,
+            limit: .one
+        )
         let decoded = try Self.roundTrip(.onBehalf(pid: 4242, .copyMatching(query)))
         guard case .onBehalf(let pid, .copyMatching(let inner)) = decoded else {
             Issue.record("not an on-behalf copy-matching")
@@ -173,12 +215,22 @@ struct WireCodingTests {
             ItemRecord(itemClass: .internetPassword, attributes: [:], persistentRef: Data([9])),
         ]
         let status = StoreStatus(
-            lockState: .locked, passcodeSet: true,
+            lockState: .locked,
+            passcodeSet: true,
             device: DeviceKeyStatus(
-                backend: "tpm", hardwareBacked: false, guessingHardwareLimited: false, detail: "swtpm",
-                hardwareTriesLeft: 3, lockoutRetrySeconds: nil),
-            failedAttempts: 2, triesLeft: 3, nextTryAt: Date(timeIntervalSince1970: 1_800_000_000.5),
-            autoLockSeconds: 300, itemCounts: [.whenUnlocked: 3, .alwaysThisDeviceOnly: 1])
+                backend: "tpm",
+                hardwareBacked: false,
+                guessingHardwareLimited: false,
+                detail: "swtpm",
+                hardwareTriesLeft: 3,
+                lockoutRetrySeconds: nil
+            ),
+            failedAttempts: 2,
+            triesLeft: 3,
+            nextTryAt: Date(timeIntervalSince1970: 1_800_000_000.5),
+            autoLockSeconds: 300,
+            itemCounts: [.whenUnlocked: 3, .alwaysThisDeviceOnly: 1]
+        )
         let responses: [WireResponse] = [
             .ok, .records(records), .records([]), .status(status), .lockState(.beforeFirstUnlock),
             .message("no passcode is set"), .message(nil), .settings(WireSettings(autoLockSeconds: nil)),
@@ -186,11 +238,22 @@ struct WireCodingTests {
             .failure(KeychainError(status: -25293, message: "wrong passcode", retryAfterSeconds: 60, triesLeft: 2)),
             .status(
                 StoreStatus(
-                    lockState: .unlocked, passcodeSet: false,
+                    lockState: .unlocked,
+                    passcodeSet: false,
                     device: DeviceKeyStatus(
-                        backend: "host-key", hardwareBacked: false, guessingHardwareLimited: false, detail: ""),
+                        backend: "host-key",
+                        hardwareBacked: false,
+                        guessingHardwareLimited: false,
+                        detail: ""
+                    ),
                     ledger: LedgerStatus(
-                        refusedBuckets: [1, 127], missingEntries: 1, unexpectedEntries: 0, recordProblem: nil))),
+                        refusedBuckets: [1, 127],
+                        missingEntries: 1,
+                        unexpectedEntries: 0,
+                        recordProblem: nil
+                    )
+                )
+            ),
         ]
         for response in responses {
             #expect(try Self.roundTrip(response) == response)
@@ -214,8 +277,10 @@ struct WireCodingTests {
         // Three values at the limit, with attributes: about 3 MiB, over the 2 MiB frame limit.
         let records = (0..<3).map { index in
             ItemRecord(
-                itemClass: .genericPassword, attributes: Self.attributes.merging(["acct": .string("item-\(index)")]) { $1 },
-                data: Data((0..<Wire.valueLimit).map { UInt8(truncatingIfNeeded: $0 &* 7 &+ index) }))
+                itemClass: .genericPassword,
+                attributes: Self.attributes.merging(["acct": .string("item-\(index)")]) { $1 },
+                data: Data((0..<Wire.valueLimit).map { UInt8(truncatingIfNeeded: $0 &* 7 &+ index) })
+            )
         }
         let response = WireResponse.records(records)
         let frames = response.encodedFrames()
@@ -223,16 +288,26 @@ struct WireCodingTests {
         for frame in frames { #expect(frame.count - 4 <= Wire.maxFrame) }
         #expect(try Self.join(frames) == response)
         // A response within the limit is one ordinary frame.
-        #expect(WireResponse.records(Array(records.prefix(1))).encodedFrames() == [WireResponse.records(Array(records.prefix(1))).encodedFrame()])
+        #expect(
+            WireResponse.records(Array(records.prefix(1))).encodedFrames() == [
+                WireResponse.records(Array(records.prefix(1))).encodedFrame()
+            ]
+        )
     }
 
     @Test("a payload of exactly the frame limit is one frame; one byte more goes in parts")
     func partsBoundary() throws {
-        let overhead = WireResponse.records([ItemRecord(itemClass: .genericPassword, attributes: [:], data: Data())]).encodedFrame().count - 4
-        let exact = WireResponse.records([ItemRecord(itemClass: .genericPassword, attributes: [:], data: Data(count: Wire.maxFrame - overhead))])
+        let overhead =
+            WireResponse.records([ItemRecord(itemClass: .genericPassword, attributes: [:], data: Data())])
+            .encodedFrame().count - 4
+        let exact = WireResponse.records([
+            ItemRecord(itemClass: .genericPassword, attributes: [:], data: Data(count: Wire.maxFrame - overhead))
+        ])
         #expect(exact.encodedFrame().count - 4 == Wire.maxFrame)
         #expect(exact.encodedFrames().count == 1)
-        let over = WireResponse.records([ItemRecord(itemClass: .genericPassword, attributes: [:], data: Data(count: Wire.maxFrame - overhead + 1))])
+        let over = WireResponse.records([
+            ItemRecord(itemClass: .genericPassword, attributes: [:], data: Data(count: Wire.maxFrame - overhead + 1))
+        ])
         let frames = over.encodedFrames()
         #expect(frames.count == 2)
         #expect(frames.map { $0.count - 4 } == [Wire.maxFrame, 5])  // version and kind, then 3 bytes left
@@ -242,7 +317,9 @@ struct WireCodingTests {
     @Test("a response in parts over the client's limit is errSecDataTooLarge")
     func partsLimit() throws {
         let frames = WireResponse.records(
-            (0..<3).map { ItemRecord(itemClass: .genericPassword, attributes: [:], data: Data(count: Wire.valueLimit + $0)) }
+            (0..<3).map {
+                ItemRecord(itemClass: .genericPassword, attributes: [:], data: Data(count: Wire.valueLimit + $0))
+            }
         ).encodedFrames()
         var remaining = frames[...]
         do {
@@ -258,7 +335,10 @@ struct WireCodingTests {
     @Test("parts cut short, or interrupted by another response, are a decode error")
     func brokenParts() throws {
         let big = WireResponse.records(
-            (0..<3).map { ItemRecord(itemClass: .genericPassword, attributes: [:], data: Data(count: Wire.valueLimit - $0)) })
+            (0..<3).map {
+                ItemRecord(itemClass: .genericPassword, attributes: [:], data: Data(count: Wire.valueLimit - $0))
+            }
+        )
         let frames = big.encodedFrames()
         #expect(frames.count > 1)
         #expect(throws: KeychainError.self) { try Self.join(Array(frames.dropLast())) }
@@ -298,25 +378,38 @@ struct WireCodingTests {
         frame[0] = 9
         #expect(throws: KeychainError.self) { try WireRequest.decode(payload: frame) }
         #expect(throws: KeychainError.self) { try WireRequest.decode(payload: [Wire.version, 200]) }
-        #expect(throws: KeychainError.self) { try WireRequest.decode(payload: Self.payload(try WireRequest.status.encodedFrame()) + [0]) }
+        #expect(throws: KeychainError.self) {
+            try WireRequest.decode(payload: Self.payload(try WireRequest.status.encodedFrame()) + [0])
+        }
         // A huge attribute count in a tiny frame is rejected before allocating.
-        #expect(throws: KeychainError.self) { try WireRequest.decode(payload: [Wire.version, 17, 4] + Array("genp".utf8) + [0xff, 0xff]) }
+        #expect(throws: KeychainError.self) {
+            try WireRequest.decode(payload: [Wire.version, 17, 4] + Array("genp".utf8) + [0xff, 0xff])
+        }
         // Invalid UTF-8 in a string.
         #expect(throws: KeychainError.self) { try WireRequest.decode(payload: [Wire.version, 17, 2, 0xc3, 0x28]) }
     }
 
     @Test("every truncation of valid frames is an error, never a crash")
     func truncations() throws {
-        let item = NewItem(itemClass: .genericPassword, attributes: Self.attributes, accessGroup: "g", data: Data([1, 2]))
-        for request in [WireRequest.add(item), .addReplacingAttributes(item), .onBehalf(pid: 3, .addReplacingAttributes(item))] {
+        let item = NewItem(
+            itemClass: .genericPassword,
+            attributes: Self.attributes,
+            accessGroup: "g",
+            data: Data([1, 2])
+        )
+        for request in [
+            WireRequest.add(item), .addReplacingAttributes(item), .onBehalf(pid: 3, .addReplacingAttributes(item)),
+        ] {
             let full = Self.payload(try request.encodedFrame())
             for cut in 0..<full.count {
                 #expect(throws: KeychainError.self) { try WireRequest.decode(payload: Array(full.prefix(cut))) }
             }
         }
         let response = Self.payload(
-            WireResponse.records([ItemRecord(itemClass: .genericPassword, attributes: Self.attributes, data: Data([1]))])
-                .encodedFrame())
+            WireResponse.records([ItemRecord(itemClass: .genericPassword, attributes: Self.attributes, data: Data([1]))]
+            )
+            .encodedFrame()
+        )
         for cut in 0..<response.count {
             #expect(throws: KeychainError.self) { try WireResponse.decode(payload: Array(response.prefix(cut))) }
         }

@@ -5,22 +5,41 @@ import Testing
 @Suite("Wire coding of key requests")
 struct WireKeyCodingTests {
     static let generation = KeyGenerationRequest(
-        keyType: .p256, inHardware: true, attributes: ["atag": .data(Data([1, 2])), "labl": .string("k")],
-        accessGroup: "g", accessibility: .whenUnlockedThisDeviceOnly, accessControlFlags: 1 << 30,
-        synchronizable: false, isExtractable: false)
+        keyType: .p256,
+        inHardware: true,
+        attributes: ["atag": .data(Data([1, 2])), "labl": .string("k")],
+        accessGroup: "g",
+        accessibility: .whenUnlockedThisDeviceOnly,
+        accessControlFlags: 1 << 30,
+        synchronizable: false,
+        isExtractable: false
+    )
     static let operation = WireKeyOperation(
-        reference: Data("ksr1-reference".utf8), kind: .keyExchange, algorithm: "algid:keyexchange:ECDH:KDFX963:SHA256",
-        data: Data(repeating: 4, count: 65), requestedSize: 32, sharedInfo: Data([9]))
+        reference: Data("ksr1-reference".utf8),
+        kind: .keyExchange,
+        algorithm: "algid:keyexchange:ECDH:KDFX963:SHA256",
+        data: Data(repeating: 4, count: 65),
+        requestedSize: 32,
+        sharedInfo: Data([9])
+    )
     static let key = WireKey(
-        reference: Data([1]), keyType: "73", bits: 256, publicKey: Data(repeating: 4, count: 65), isPrivate: true,
-        inHardware: true, extractable: false, attributes: ["tkid": .string("com.apple.setoken")])
+        reference: Data([1]),
+        keyType: "73",
+        bits: 256,
+        publicKey: Data(repeating: 4, count: 65),
+        isPrivate: true,
+        inHardware: true,
+        extractable: false,
+        attributes: ["tkid": .string("com.apple.setoken")]
+    )
 
     static func payload(_ frame: [UInt8]) -> [UInt8] { Array(frame.dropFirst(4)) }
 
     @Test func keyRequestsRoundTrip() throws {
         guard
             case .generateKey(let generation) = try WireRequest.decode(
-                payload: Self.payload(try WireRequest.generateKey(Self.generation).encodedFrame()))
+                payload: Self.payload(try WireRequest.generateKey(Self.generation).encodedFrame())
+            )
         else {
             Issue.record("not a key generation")
             return
@@ -28,7 +47,8 @@ struct WireKeyCodingTests {
         #expect(generation == Self.generation)
         guard
             case .keyOperation(let operation) = try WireRequest.decode(
-                payload: Self.payload(try WireRequest.keyOperation(Self.operation).encodedFrame()))
+                payload: Self.payload(try WireRequest.keyOperation(Self.operation).encodedFrame())
+            )
         else {
             Issue.record("not a key operation")
             return

@@ -10,7 +10,10 @@ struct CoreTests {
         let classKey = ClassKey(accessibility: .whenUnlocked, secret: secret)
         let itemID = randomBytes(16)
         let expected = HKDF<SHA256>.deriveKey(
-            inputKeyMaterial: SymmetricKey(data: secret), info: Array("metadata".utf8) + itemID, outputByteCount: 32)
+            inputKeyMaterial: SymmetricKey(data: secret),
+            info: Array("metadata".utf8) + itemID,
+            outputByteCount: 32
+        )
         let derived = classKey.metadataKey(itemID: itemID)
         #expect(derived.withUnsafeBytes { Array($0) } == expected.withUnsafeBytes { Array($0) })
     }
@@ -19,15 +22,24 @@ struct CoreTests {
         let index = IndexKey(SecretBytes.random(count: 32))
         // Length prefixes keep ("ab", "c") apart from ("a", "bc").
         let one = index.primaryKeyDigest(
-            group: "g", itemClass: .genericPassword,
-            attributes: [AttributeKey.account: .string("ab"), AttributeKey.service: .string("c")], synchronizable: false)
+            group: "g",
+            itemClass: .genericPassword,
+            attributes: [AttributeKey.account: .string("ab"), AttributeKey.service: .string("c")],
+            synchronizable: false
+        )
         let two = index.primaryKeyDigest(
-            group: "g", itemClass: .genericPassword,
-            attributes: [AttributeKey.account: .string("a"), AttributeKey.service: .string("bc")], synchronizable: false)
+            group: "g",
+            itemClass: .genericPassword,
+            attributes: [AttributeKey.account: .string("a"), AttributeKey.service: .string("bc")],
+            synchronizable: false
+        )
         #expect(one != two)
         let otherGroup = index.primaryKeyDigest(
-            group: "h", itemClass: .genericPassword,
-            attributes: [AttributeKey.account: .string("ab"), AttributeKey.service: .string("c")], synchronizable: false)
+            group: "h",
+            itemClass: .genericPassword,
+            attributes: [AttributeKey.account: .string("ab"), AttributeKey.service: .string("c")],
+            synchronizable: false
+        )
         #expect(one != otherGroup)
     }
 
@@ -45,23 +57,39 @@ struct CoreTests {
         let prefix = field(1, Array("team".utf8)) + field(2, Array("genp".utf8))
         #expect(
             index.attributeDigest(group: "team", itemClass: .genericPassword, key: "acct", value: .string("ann"))
-                == hmac(prefix + field(3, Array("acct".utf8)) + field(4, Array("ann".utf8))))
+                == hmac(prefix + field(3, Array("acct".utf8)) + field(4, Array("ann".utf8)))
+        )
         #expect(
-            index.attributeDigest(group: "team", itemClass: .genericPassword, key: "svce", value: .data(Data([0, 255])))
-                == hmac(prefix + field(3, Array("svce".utf8)) + field(4, [0, 255])))
+            index.attributeDigest(
+                group: "team",
+                itemClass: .genericPassword,
+                key: "svce",
+                value: .data(Data([0, 255]))
+            )
+                == hmac(prefix + field(3, Array("svce".utf8)) + field(4, [0, 255]))
+        )
         let whole =
             prefix + field(3, Array("acct".utf8)) + field(4, Array("ann".utf8)) + field(3, Array("svce".utf8))
             + field(4, []) + field(3, Array("sync".utf8)) + field(5, [1])
         #expect(
             index.primaryKeyDigest(
-                group: "team", itemClass: .genericPassword, attributes: [AttributeKey.account: .string("ann")],
-                synchronizable: true) == hmac(whole))
+                group: "team",
+                itemClass: .genericPassword,
+                attributes: [AttributeKey.account: .string("ann")],
+                synchronizable: true
+            ) == hmac(whole)
+        )
     }
 
     @Test func stringAndDataOfTheSameBytesHaveTheSameDigest() {
         let index = IndexKey(SecretBytes.random(count: 32))
         let text = index.attributeDigest(group: "g", itemClass: .genericPassword, key: "acct", value: .string("x"))
-        let data = index.attributeDigest(group: "g", itemClass: .genericPassword, key: "acct", value: .data(Data("x".utf8)))
+        let data = index.attributeDigest(
+            group: "g",
+            itemClass: .genericPassword,
+            key: "acct",
+            value: .data(Data("x".utf8))
+        )
         #expect(text == data)
     }
 
@@ -80,8 +108,15 @@ struct CoreTests {
 
     @Test func itemHeaderEncodesAsVersionThenLengthPrefixedFields() {
         let header = ItemHeader(
-            storeID: [1, 2, 3], itemID: [4, 5], itemClass: "genp", accessGroup: "tëam", accessibility: "ak",
-            primaryKeyDigest: Data([6, 7, 8]), digests: [Data([9]), nil, Data()], generation: 258)
+            storeID: [1, 2, 3],
+            itemID: [4, 5],
+            itemClass: "genp",
+            accessGroup: "tëam",
+            accessibility: "ak",
+            primaryKeyDigest: Data([6, 7, 8]),
+            digests: [Data([9]), nil, Data()],
+            generation: 258
+        )
         // The layout stored items were sealed with (DESIGN.md §2): tag, 32-bit big-endian length, bytes.
         func field(_ tag: UInt8, _ bytes: [UInt8]) -> [UInt8] {
             [tag, 0, 0, UInt8(bytes.count >> 8), UInt8(bytes.count & 0xFF)] + bytes

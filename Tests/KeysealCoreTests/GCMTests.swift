@@ -25,7 +25,8 @@ struct GCMTests {
 
     static func open(_ box: Data, key: [UInt8], aad: [UInt8]) throws(KeychainError) -> Data {
         try key.withBytes { keyBytes throws(KeychainError) in
-            try aad.withBytes { aadBytes throws(KeychainError) in try GCMContext.open(box, key: keyBytes, aad: aadBytes) }
+            try aad.withBytes { aadBytes throws(KeychainError) in try GCMContext.open(box, key: keyBytes, aad: aadBytes)
+            }
         }
     }
 
@@ -35,14 +36,19 @@ struct GCMTests {
         let nonce = Self.hex("cafebabefacedbaddecaf888")
         let aad = Self.hex("feedfacedeadbeeffeedfacedeadbeefabaddad2")
         let plaintext = Self.hex(
-            "d9313225f88406e5a55909c5aff5269a86a7a9531534f7da2e4c303d8a318a721c3c0c95956809532fcf0e2449a6b525b16aedf5aa0de657ba637b39")
+            "d9313225f88406e5a55909c5aff5269a86a7a9531534f7da2e4c303d8a318a721c3c0c95956809532fcf0e2449a6b525b16aedf5aa0de657ba637b39"
+        )
         let ciphertext = Self.hex(
-            "522dc1f099567d07f47f37a32a84427d643a8cdcbfe5c0c97598a2bd2555d1aa8cb08e48590dbb3da7b08b1056828838c5f61e6393ba7a0abcc9f662")
+            "522dc1f099567d07f47f37a32a84427d643a8cdcbfe5c0c97598a2bd2555d1aa8cb08e48590dbb3da7b08b1056828838c5f61e6393ba7a0abcc9f662"
+        )
         let tag = Self.hex("76fc6ece0f4e1768cddf8853bb2d551b")
         #expect(try Self.open(Data(nonce + ciphertext + tag), key: key, aad: aad) == Data(plaintext))
     }
 
-    @Test("opens what swift-crypto sealed, byte-exact, from empty to 1 MiB", arguments: [0, 1, 15, 16, 17, 1000, 1 << 20])
+    @Test(
+        "opens what swift-crypto sealed, byte-exact, from empty to 1 MiB",
+        arguments: [0, 1, 15, 16, 17, 1000, 1 << 20]
+    )
     func opensSwiftCryptoBoxes(length: Int) throws {
         for aadLength in [0, 1, 300] {
             let key = Self.random(32)
@@ -73,7 +79,9 @@ struct GCMTests {
 
     @Test("refuses boxes too short to hold a nonce and a tag, without reading past them", arguments: [0, 1, 12, 27])
     func refusesShortBoxes(length: Int) {
-        #expect(throws: KeychainError.decode) { try Self.open(Data(Self.random(length)), key: Self.random(32), aad: []) }
+        #expect(throws: KeychainError.decode) {
+            try Self.open(Data(Self.random(length)), key: Self.random(32), aad: [])
+        }
     }
 
     @Test("a keyed context opens many boxes in turn and zeroes the output of one that fails")
@@ -86,7 +94,9 @@ struct GCMTests {
             var out = [UInt8](repeating: 0xAA, count: length)
             try out.withUnsafeMutableBytes { raw in
                 try [UInt8]([1, 2, 3]).withBytes { aad throws(KeychainError) in
-                    try box.withBytes { bytes throws(KeychainError) in try context.open(bytes, aad: aad, exactlyInto: raw) }
+                    try box.withBytes { bytes throws(KeychainError) in
+                        try context.open(bytes, aad: aad, exactlyInto: raw)
+                    }
                 }
             }
             #expect(out == plaintext)
@@ -119,13 +129,17 @@ struct GCMTests {
         let key = Self.random(32)
         let context = key.withUnsafeBytes { GCMContext(key: $0) }
         let plaintexts = (0..<16).map { _ in Self.random(48) }
-        let boxes = try plaintexts.enumerated().map { index, plain in try Self.seal(plain, key: key, aad: [UInt8(index)]) }
+        let boxes = try plaintexts.enumerated().map { index, plain in
+            try Self.seal(plain, key: key, aad: [UInt8(index)])
+        }
         let opened = await withTaskGroup(of: (Int, Data?).self) { group in
             for (index, box) in boxes.enumerated() {
                 group.addTask {
                     var last: Data?
                     for _ in 0..<500 {
-                        last = try? [UInt8(index)].withBytes { aad throws(KeychainError) in try context.open(box, aad: aad) }
+                        last = try? [UInt8(index)].withBytes { aad throws(KeychainError) in
+                            try context.open(box, aad: aad)
+                        }
                     }
                     return (index, last)
                 }

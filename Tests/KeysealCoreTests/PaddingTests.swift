@@ -1,18 +1,30 @@
 import Crypto
 import Foundation
-@testable import KeysealCore
 import Testing
+
+@testable import KeysealCore
 
 @Suite("Item plaintexts padded to size buckets")
 struct PaddingTests {
     private let header = ItemHeader(
-        storeID: Array(repeating: 1, count: 16), itemID: Array(repeating: 2, count: 16), itemClass: "genp",
-        accessGroup: "default", accessibility: "ak", primaryKeyDigest: Data(repeating: 3, count: 32),
-        digests: [Data(repeating: 4, count: 32), nil, nil, nil, nil, nil, nil, nil], generation: 1)
+        storeID: Array(repeating: 1, count: 16),
+        itemID: Array(repeating: 2, count: 16),
+        itemClass: "genp",
+        accessGroup: "default",
+        accessibility: "ak",
+        primaryKeyDigest: Data(repeating: 3, count: 32),
+        digests: [Data(repeating: 4, count: 32), nil, nil, nil, nil, nil, nil, nil],
+        generation: 1
+    )
 
     private func sealed(_ secret: Data, attributes: [UInt8] = [], key: ClassKey) throws -> SealedItem {
         try ItemEnvelope.seal(
-            attributes: attributes, secret: secret, aad: header.encoded(), itemID: header.itemID, classKey: key)
+            attributes: attributes,
+            secret: secret,
+            aad: header.encoded(),
+            itemID: header.itemID,
+            classKey: key
+        )
     }
 
     @Test("buckets: multiples of 32 bytes, never smaller than the length, at most 12 % larger from 512 bytes")
@@ -37,7 +49,10 @@ struct PaddingTests {
         #expect(short.attributes.count == long.attributes.count)
     }
 
-    @Test("padded values and attributes open to exactly what was sealed", arguments: [0, 1, 31, 32, 33, 127, 128, 4097, 70_000])
+    @Test(
+        "padded values and attributes open to exactly what was sealed",
+        arguments: [0, 1, 31, 32, 33, 127, 128, 4097, 70_000]
+    )
     func roundTrip(length: Int) throws {
         let key = ClassKey.generate(.whenUnlocked)
         let secret = Data((0..<length).map { UInt8(truncatingIfNeeded: $0 &* 7 &+ 0x80) })  // may end in 0x80 or 0x00
@@ -67,8 +82,10 @@ struct PaddingTests {
         return SealedItem(attributes: attributesBox, wrappedKey: wrapped, value: value)
     }
 
-    @Test("rows sealed before padding still open, including one whose nonce starts with the padded format's byte",
-        arguments: [UInt8(0x00), 0x02, 0xFF])
+    @Test(
+        "rows sealed before padding still open, including one whose nonce starts with the padded format's byte",
+        arguments: [UInt8(0x00), 0x02, 0xFF]
+    )
     func unpaddedRowsOpen(nonceFirstByte: UInt8) throws {
         let key = ClassKey.generate(.whenUnlocked)
         let secret = Data("s3cr3t\u{0}\u{80}".utf8)

@@ -1,7 +1,8 @@
 import Foundation
 import KeysealCore
-@testable import KeysealPKCS11
 import Testing
+
+@testable import KeysealPKCS11
 
 @Suite("p11-kit module names")
 struct ModuleLocatorTests {

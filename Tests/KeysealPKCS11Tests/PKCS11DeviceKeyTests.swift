@@ -1,19 +1,25 @@
 import CP11Kit
 import Foundation
 import KeysealCore
-@testable import KeysealPKCS11
 import KeysealTestSupport
 import Synchronization
 import Testing
 
+@testable import KeysealPKCS11
+
 /// Opens a device key on `fixture`'s token; the caller closes it.
 func openDeviceKey(
-    _ fixture: PKCS11TokenFixture, provisioning: Bool = true, module: String? = nil, pinFile: URL? = nil,
+    _ fixture: PKCS11TokenFixture,
+    provisioning: Bool = true,
+    module: String? = nil,
+    pinFile: URL? = nil,
     tokenLabel: String? = nil
 ) throws -> PKCS11DeviceKey {
     let key = PKCS11DeviceKey(
-        module: module ?? fixture.module, tokenLabel: tokenLabel ?? fixture.tokenLabel,
-        pinFile: pinFile ?? fixture.pinFile)
+        module: module ?? fixture.module,
+        tokenLabel: tokenLabel ?? fixture.tokenLabel,
+        pinFile: pinFile ?? fixture.pinFile
+    )
     do {
         try key.open(provisioning: provisioning)
     } catch {
@@ -66,7 +72,10 @@ struct PKCS11DeviceKeyTests {
         #expect(opened.constantTimeEquals(secret))
     }
 
-    @Test("the key created at provisioning (or beforehand) is found again by label on a second open", arguments: PKCS11Stack.allCases)
+    @Test(
+        "the key created at provisioning (or beforehand) is found again by label on a second open",
+        arguments: PKCS11Stack.allCases
+    )
     func keyFoundAgain(stack: PKCS11Stack) throws {
         let fixture = try stack.token()
         defer { fixture.remove() }
@@ -89,7 +98,11 @@ struct PKCS11DeviceKeyTests {
         let message = failureMessage(KeychainStatus.notAvailable) {
             _ = try openDeviceKey(fixture, provisioning: false)
         }
-        #expect(message.contains("\"keyseal-device-key.device\" and \"keyseal-device-key.passcode\" not found on token \"\(fixture.tokenLabel)\""))
+        #expect(
+            message.contains(
+                "\"keyseal-device-key.device\" and \"keyseal-device-key.passcode\" not found on token \"\(fixture.tokenLabel)\""
+            )
+        )
     }
 
     @Test("a wrong PIN is refused with a clear message", arguments: PKCS11Stack.allCases)
@@ -110,7 +123,8 @@ struct PKCS11DeviceKeyTests {
 
     @Test(
         "a wrong PIN is refused while another device key of the process is logged in to the token (which then answers CKR_USER_ALREADY_LOGGED_IN without looking at the PIN)",
-        arguments: PKCS11Stack.allCases)
+        arguments: PKCS11Stack.allCases
+    )
     func wrongPINWhileLoggedIn(stack: PKCS11Stack) throws {
         let fixture = try stack.token()
         defer { fixture.remove() }
@@ -128,7 +142,10 @@ struct PKCS11DeviceKeyTests {
         #expect(!message.contains(fixture.pin))
     }
 
-    @Test("the right PIN opens a second device key while the first is logged in, and the first still seals after the second closes", arguments: PKCS11Stack.allCases)
+    @Test(
+        "the right PIN opens a second device key while the first is logged in, and the first still seals after the second closes",
+        arguments: PKCS11Stack.allCases
+    )
     func rightPINWhileLoggedIn(stack: PKCS11Stack) throws {
         let fixture = try stack.token()
         defer { fixture.remove() }
@@ -140,10 +157,12 @@ struct PKCS11DeviceKeyTests {
         #expect(try first.unseal(blob).count == 32)
     }
 
-    @Test("device keys opened and closed at once on several threads never find the module finalized underneath them (SoftHSM2 only: tpm2-pkcs11 tokens take turns)")
+    @Test(
+        "device keys opened and closed at once on several threads never find the module finalized underneath them (SoftHSM2 only: tpm2-pkcs11 tokens take turns)"
+    )
     func concurrentOpenAndClose() throws {
         let fixtures = try (0..<2).map { _ in try SoftHSMFixture() }
-        defer { fixtures.forEach { $0.remove() } }
+        defer { for fixture in fixtures { fixture.remove() } }
         // Provision both tokens' keys first.
         for fixture in fixtures { try openDeviceKey(fixture).close() }
         let failures = Mutex<[String]>([])
@@ -204,7 +223,10 @@ struct PKCS11DeviceKeyTests {
     @Test("a missing module path fails and names the path")
     func missingModulePath() throws {
         let key = PKCS11DeviceKey(
-            module: "/nonexistent/libkeyseal-missing.so", tokenLabel: "any", pinFile: nil)
+            module: "/nonexistent/libkeyseal-missing.so",
+            tokenLabel: "any",
+            pinFile: nil
+        )
         defer { key.close() }
         let message = failureMessage(KeychainStatus.notAvailable) { try key.open(provisioning: false) }
         #expect(message.contains("PKCS#11 module not found: /nonexistent/libkeyseal-missing.so"))
@@ -243,8 +265,10 @@ struct PKCS11DeviceKeyTests {
     }
 
     @Test(
-        "a tampered blob is refused with errSecDecode", arguments: PKCS11Stack.allCases,
-        ["version", "salt", "nonce", "ciphertext", "tag", "truncated"])
+        "a tampered blob is refused with errSecDecode",
+        arguments: PKCS11Stack.allCases,
+        ["version", "salt", "nonce", "ciphertext", "tag", "truncated"]
+    )
     func tamperedBlob(stack: PKCS11Stack, part: String) throws {
         let fixture = try stack.token()
         defer { fixture.remove() }
@@ -282,7 +306,8 @@ struct PKCS11DeviceKeyTests {
     /// through PKCS#11 (tpm2_ptool makes them, with attributes of its own, checked when the keys are found).
     @Test(
         "each HMAC key Keyseal creates is a sensitive, never-extractable, private token object whose only use is HMAC-SHA256 signing (SoftHSM2 only: tpm2-pkcs11 cannot create keys through PKCS#11)",
-        arguments: [PKCS11DeviceKey.Role.device, .passcode])
+        arguments: [PKCS11DeviceKey.Role.device, .passcode]
+    )
     func keysAreRestricted(role: PKCS11DeviceKey.Role) throws {
         let fixture = try SoftHSMFixture()
         defer { fixture.remove() }
@@ -307,7 +332,10 @@ struct PKCS11DeviceKeyTests {
         #expect(attributes.allowedMechanisms == [UInt(CKM_SHA256_HMAC)])
     }
 
-    @Test("sealing after the key was destroyed from another session fails with errSecNotAvailable", arguments: PKCS11Stack.allCases)
+    @Test(
+        "sealing after the key was destroyed from another session fails with errSecNotAvailable",
+        arguments: PKCS11Stack.allCases
+    )
     func keyRemovedWhileOpen(stack: PKCS11Stack) throws {
         let fixture = try stack.token(.own)
         defer { fixture.remove() }
@@ -322,7 +350,9 @@ struct PKCS11DeviceKeyTests {
 
     /// SoftHSM2 only: tpm2-pkcs11 keeps the objects it read when the session logged in (the key's TPM blob in
     /// memory), so another process's deletion reaches a running keyseald only at its next open (docs/PKCS11.md).
-    @Test("sealing after another process deleted the key fails with errSecNotAvailable (SoftHSM2 only: tpm2-pkcs11 keeps the key it read at login until the next open)")
+    @Test(
+        "sealing after another process deleted the key fails with errSecNotAvailable (SoftHSM2 only: tpm2-pkcs11 keeps the key it read at login until the next open)"
+    )
     func keyDeletedByAnotherProcess() throws {
         let p11tool = try requireTool("p11tool", package: "gnutls-bin")
         let fixture = try SoftHSMFixture()
@@ -335,13 +365,17 @@ struct PKCS11DeviceKeyTests {
                 "--provider", fixture.module, "--login", "--batch", "--delete",
                 "pkcs11:token=\(fixture.tokenLabel);object=keyseal-device-key.device;type=secret-key",
             ],
-            environment: fixture.environment.merging(["GNUTLS_PIN": fixture.pin]) { _, new in new })
+            environment: fixture.environment.merging(["GNUTLS_PIN": fixture.pin]) { _, new in new }
+        )
         try #require(deleted.status == 0, "p11tool --delete failed: \(deleted.stderrText)")
         let message = failureMessage(KeychainStatus.notAvailable) { _ = try key.seal(SecretBytes.random(count: 32)) }
         #expect(message.contains("the device key was removed from the token"))
     }
 
-    @Test("a secret sealed with a passcode authorization opens only with that authorization", arguments: PKCS11Stack.allCases)
+    @Test(
+        "a secret sealed with a passcode authorization opens only with that authorization",
+        arguments: PKCS11Stack.allCases
+    )
     func passcodeRoundTrip(stack: PKCS11Stack) throws {
         let fixture = try stack.token()
         defer { fixture.remove() }

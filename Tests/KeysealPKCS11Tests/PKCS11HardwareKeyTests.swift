@@ -2,9 +2,10 @@ import CP11Kit
 import Crypto
 import Foundation
 import KeysealCore
-@testable import KeysealPKCS11
 import KeysealTestSupport
 import Testing
+
+@testable import KeysealPKCS11
 
 /// One SoftHSM2 token for this suite (the process's token pool is small): each test opens its own device key on it
 /// and makes its own key pairs.
@@ -23,7 +24,8 @@ extension PKCS11Stack {
 
 /// Opens a device key on `stack`'s shared token (or on `fixture`), runs `body`, closes the key.
 func withToken<Result>(
-    _ stack: PKCS11Stack, _ fixture: PKCS11TokenFixture? = nil,
+    _ stack: PKCS11Stack,
+    _ fixture: PKCS11TokenFixture? = nil,
     _ body: (PKCS11TokenFixture, PKCS11DeviceKey) throws -> Result
 ) throws -> Result {
     let leased = fixture == nil && stack == .tpm2pkcs11 ? try stack.keyToken() : nil
@@ -42,7 +44,10 @@ private let authorization = SecretBytes(copying: [UInt8](repeating: 0x42, count:
 /// threads of one process use one of its tokens at once (CKR_OPERATION_ACTIVE, CKR_SESSION_HANDLE_INVALID).
 @Suite("PKCS#11 hardware keys", .serialized)
 struct PKCS11HardwareKeyTests {
-    @Test("a signature verifies with swift-crypto's P-256 public key, for digests of 20 to 64 bytes", arguments: PKCS11Stack.allCases)
+    @Test(
+        "a signature verifies with swift-crypto's P-256 public key, for digests of 20 to 64 bytes",
+        arguments: PKCS11Stack.allCases
+    )
     func signatureVerifies(stack: PKCS11Stack) throws {
         try withToken(stack) { _, key in
             let made = try key.generateP256Key(authorization: authorization)
@@ -70,9 +75,13 @@ struct PKCS11HardwareKeyTests {
             let made = try key.generateP256Key(authorization: authorization)
             let peer = P256.KeyAgreement.PrivateKey()
             let z = try key.keyExchange(
-                peerPublicKey: peer.publicKey.x963Representation, keyBlob: made.blob, authorization: authorization)
+                peerPublicKey: peer.publicKey.x963Representation,
+                keyBlob: made.blob,
+                authorization: authorization
+            )
             let expected = try peer.sharedSecretFromKeyAgreement(
-                with: P256.KeyAgreement.PublicKey(x963Representation: made.publicKey))
+                with: P256.KeyAgreement.PublicKey(x963Representation: made.publicKey)
+            )
             #expect(z.withUnsafeBytes { Array($0) } == expected.withUnsafeBytes { Array($0) })
             let secretObjects = try key.withRawSession(.device) { functions, session, _ in
                 try countObjects(functions, session, objectClass: CKO_SECRET_KEY)
@@ -88,7 +97,8 @@ struct PKCS11HardwareKeyTests {
 
     @Test(
         "the private key is a private, sensitive, never-extractable token object that signs and derives only",
-        arguments: PKCS11Stack.allCases)
+        arguments: PKCS11Stack.allCases
+    )
     func privateKeyAttributes(stack: PKCS11Stack) throws {
         try withToken(stack) { _, key in
             let made = try key.generateP256Key(authorization: authorization)
@@ -108,7 +118,10 @@ struct PKCS11HardwareKeyTests {
         }
     }
 
-    @Test("the token refuses to reveal the private value, even to a session logged in with the PIN", arguments: PKCS11Stack.allCases)
+    @Test(
+        "the token refuses to reveal the private value, even to a session logged in with the PIN",
+        arguments: PKCS11Stack.allCases
+    )
     func privateValueIsNeverReadable(stack: PKCS11Stack) throws {
         try withToken(stack) { _, key in
             let made = try key.generateP256Key(authorization: authorization)
@@ -118,7 +131,10 @@ struct PKCS11HardwareKeyTests {
                 var buffer = [UInt8](repeating: 0, count: 64)
                 return buffer.withUnsafeMutableBytes { bytes in
                     var attribute = CK_ATTRIBUTE(
-                        type: CK_ATTRIBUTE_TYPE(CKA_VALUE), pValue: bytes.baseAddress, ulValueLen: CK_ULONG(bytes.count))
+                        type: CK_ATTRIBUTE_TYPE(CKA_VALUE),
+                        pValue: bytes.baseAddress,
+                        ulValueLen: CK_ULONG(bytes.count)
+                    )
                     return functions.C_GetAttributeValue!(session, handle, &attribute, 1)
                 }
             }
@@ -127,7 +143,10 @@ struct PKCS11HardwareKeyTests {
         }
     }
 
-    @Test("deleteKey destroys the private and the public object; the blob is then errSecDecode", arguments: PKCS11Stack.allCases)
+    @Test(
+        "deleteKey destroys the private and the public object; the blob is then errSecDecode",
+        arguments: PKCS11Stack.allCases
+    )
     func deleteDestroysBothObjects(stack: PKCS11Stack) throws {
         try withToken(stack) { _, key in
             let made = try key.generateP256Key(authorization: authorization)
@@ -175,7 +194,10 @@ struct PKCS11HardwareKeyTests {
         }
     }
 
-    @Test("the token ignores the authorization: any value signs (keyseald is the only gate)", arguments: PKCS11Stack.allCases)
+    @Test(
+        "the token ignores the authorization: any value signs (keyseald is the only gate)",
+        arguments: PKCS11Stack.allCases
+    )
     func authorizationIsNotChecked(stack: PKCS11Stack) throws {
         try withToken(stack) { _, key in
             let made = try key.generateP256Key(authorization: authorization)
@@ -191,7 +213,12 @@ func countObjects(_ functions: CK_FUNCTION_LIST, _ session: CK_SESSION_HANDLE, o
 }
 
 /// The one object of `objectClass` with `id`.
-func findObject(_ functions: CK_FUNCTION_LIST, _ session: CK_SESSION_HANDLE, objectClass: UInt, id: [UInt8]) throws
+func findObject(
+    _ functions: CK_FUNCTION_LIST,
+    _ session: CK_SESSION_HANDLE,
+    objectClass: UInt,
+    id: [UInt8]
+) throws
     -> CK_OBJECT_HANDLE
 {
     let found = try objects(functions, session, objectClass: objectClass, id: id)
@@ -199,7 +226,12 @@ func findObject(_ functions: CK_FUNCTION_LIST, _ session: CK_SESSION_HANDLE, obj
     return found[0]
 }
 
-func objects(_ functions: CK_FUNCTION_LIST, _ session: CK_SESSION_HANDLE, objectClass: UInt, id: [UInt8]?)
+func objects(
+    _ functions: CK_FUNCTION_LIST,
+    _ session: CK_SESSION_HANDLE,
+    objectClass: UInt,
+    id: [UInt8]?
+)
     throws -> [CK_OBJECT_HANDLE]
 {
     var classValue = CK_OBJECT_CLASS(objectClass)
@@ -208,9 +240,15 @@ func objects(_ functions: CK_FUNCTION_LIST, _ session: CK_SESSION_HANDLE, object
         idBytes.withUnsafeMutableBytes { idPointer in
             var template = [
                 CK_ATTRIBUTE(
-                    type: CK_ATTRIBUTE_TYPE(CKA_CLASS), pValue: classPointer,
-                    ulValueLen: CK_ULONG(MemoryLayout<CK_OBJECT_CLASS>.size)),
-                CK_ATTRIBUTE(type: CK_ATTRIBUTE_TYPE(CKA_ID), pValue: idPointer.baseAddress, ulValueLen: CK_ULONG(idPointer.count)),
+                    type: CK_ATTRIBUTE_TYPE(CKA_CLASS),
+                    pValue: classPointer,
+                    ulValueLen: CK_ULONG(MemoryLayout<CK_OBJECT_CLASS>.size)
+                ),
+                CK_ATTRIBUTE(
+                    type: CK_ATTRIBUTE_TYPE(CKA_ID),
+                    pValue: idPointer.baseAddress,
+                    ulValueLen: CK_ULONG(idPointer.count)
+                ),
             ]
             return functions.C_FindObjectsInit!(session, &template, id == nil ? 1 : 2)
         }

@@ -2,10 +2,11 @@ import CP11Kit
 import Foundation
 import Keyseal
 import KeysealCore
-@testable import KeysealPKCS11
 import KeysealStore
 import KeysealTestSupport
 import Testing
+
+@testable import KeysealPKCS11
 
 /// The attack an outside review made on format 1, run as the token's PIN holder would: with the token, its PIN and
 /// the passcode blob (not the passcode), ask the token for the AES-GCM keystream under the blob's IV — CKM_AES_GCM
@@ -28,12 +29,19 @@ private func keystreamAttack(_ key: PKCS11DeviceKey, blob: Data, roles: [PKCS11D
             let gcm = ivCopy.withUnsafeMutableBufferPointer { ivBuffer in
                 aad.withUnsafeMutableBufferPointer { aadBuffer -> CK_RV in
                     var parameters = CK_GCM_PARAMS(
-                        pIv: ivBuffer.baseAddress, ulIvLen: 12, ulIvBits: 96, pAAD: aadBuffer.baseAddress, ulAADLen: 0,
-                        ulTagBits: 128)
+                        pIv: ivBuffer.baseAddress,
+                        ulIvLen: 12,
+                        ulIvBits: 96,
+                        pAAD: aadBuffer.baseAddress,
+                        ulAADLen: 0,
+                        ulTagBits: 128
+                    )
                     return withUnsafeMutablePointer(to: &parameters) { parameters in
                         var mechanism = CK_MECHANISM(
-                            mechanism: CK_MECHANISM_TYPE(CKM_AES_GCM), pParameter: UnsafeMutableRawPointer(parameters),
-                            ulParameterLen: CK_ULONG(MemoryLayout<CK_GCM_PARAMS>.size))
+                            mechanism: CK_MECHANISM_TYPE(CKM_AES_GCM),
+                            pParameter: UnsafeMutableRawPointer(parameters),
+                            ulParameterLen: CK_ULONG(MemoryLayout<CK_GCM_PARAMS>.size)
+                        )
                         return functions.C_EncryptInit!(session, &mechanism, handle)
                     }
                 }
@@ -47,7 +55,11 @@ private func keystreamAttack(_ key: PKCS11DeviceKey, blob: Data, roles: [PKCS11D
             var blocks: [UInt8] = []
             for counter in 0..<((ciphertext.count + 15) / 16) {
                 let value = UInt32(counter + 2)
-                blocks += iv + [UInt8(value >> 24), UInt8((value >> 16) & 0xFF), UInt8((value >> 8) & 0xFF), UInt8(value & 0xFF)]
+                blocks +=
+                    iv + [
+                        UInt8(value >> 24), UInt8((value >> 16) & 0xFF), UInt8((value >> 8) & 0xFF),
+                        UInt8(value & 0xFF),
+                    ]
             }
             var ecb = CK_MECHANISM(mechanism: CK_MECHANISM_TYPE(CKM_AES_ECB), pParameter: nil, ulParameterLen: 0)
             var output = [UInt8](repeating: 0, count: blocks.count)
@@ -65,7 +77,12 @@ private func keystreamAttack(_ key: PKCS11DeviceKey, blob: Data, roles: [PKCS11D
 }
 
 /// Runs a raw mechanism on one of the token's keys; true when the token lets it start.
-private func tokenAllows(_ key: PKCS11DeviceKey, _ role: PKCS11DeviceKey.Role, mechanism type: UInt, sign: Bool) throws
+private func tokenAllows(
+    _ key: PKCS11DeviceKey,
+    _ role: PKCS11DeviceKey.Role,
+    mechanism type: UInt,
+    sign: Bool
+) throws
     -> Bool
 {
     try key.withRawSession(role) { functions, session, handle in
@@ -89,8 +106,12 @@ private func tokenAllows(_ key: PKCS11DeviceKey, _ role: PKCS11DeviceKey.Role, m
 private func legacyDeviceKey(_ fixture: SoftHSMFixture) -> DeviceKey {
     DeviceKey(description: "pkcs11 format 1") {
         PKCS11DeviceKey(
-            module: fixture.module, tokenLabel: fixture.tokenLabel, pinFile: fixture.pinFile,
-            keyLabel: "keyseal-device-key", sealsLegacyFormat: true)
+            module: fixture.module,
+            tokenLabel: fixture.tokenLabel,
+            pinFile: fixture.pinFile,
+            keyLabel: "keyseal-device-key",
+            sealsLegacyFormat: true
+        )
     }
 }
 
@@ -107,13 +128,19 @@ private let fastArgon2 = Argon2Parameters(memoryKiB: 64, iterations: 1, parallel
 struct PKCS11PasscodeBindingTests {
     /// SoftHSM2 only here and in the format-1 migration below: format 1 needs an AES key made by C_GenerateKey and
     /// AES-GCM, which tpm2-pkcs11 has neither of.
-    @Test("format 1 (the old design): the PIN holder recovers the passcode secret from its blob without the passcode (SoftHSM2 only: format 1 needs AES-GCM)")
+    @Test(
+        "format 1 (the old design): the PIN holder recovers the passcode secret from its blob without the passcode (SoftHSM2 only: format 1 needs AES-GCM)"
+    )
     func keystreamAttackBreaksFormat1() throws {
         let fixture = try SoftHSMFixture()
         defer { fixture.remove() }
         let key = PKCS11DeviceKey(
-            module: fixture.module, tokenLabel: fixture.tokenLabel, pinFile: fixture.pinFile,
-            keyLabel: "keyseal-device-key", sealsLegacyFormat: true)
+            module: fixture.module,
+            tokenLabel: fixture.tokenLabel,
+            pinFile: fixture.pinFile,
+            keyLabel: "keyseal-device-key",
+            sealsLegacyFormat: true
+        )
         try key.open(provisioning: true)
         defer { key.close() }
         let secret = SecretBytes.random(count: 32)
@@ -125,7 +152,8 @@ struct PKCS11PasscodeBindingTests {
 
     @Test(
         "format 2: no key on the token yields a keystream for the passcode blob, so PS cannot be taken offline",
-        arguments: PKCS11Stack.allCases)
+        arguments: PKCS11Stack.allCases
+    )
     func keystreamAttackFailsOnFormat2(stack: PKCS11Stack) throws {
         let fixture = try stack.token()
         defer { fixture.remove() }
@@ -137,7 +165,9 @@ struct PKCS11PasscodeBindingTests {
 
     @Test(
         "format 2: the token refuses every mechanism but HMAC-SHA256 signing on its keys",
-        arguments: PKCS11Stack.allCases, [PKCS11DeviceKey.Role.device, .passcode])
+        arguments: PKCS11Stack.allCases,
+        [PKCS11DeviceKey.Role.device, .passcode]
+    )
     func onlyHMACSHA256IsAllowed(stack: PKCS11Stack, role: PKCS11DeviceKey.Role) throws {
         let fixture = try stack.token()
         defer { fixture.remove() }
@@ -145,10 +175,16 @@ struct PKCS11PasscodeBindingTests {
         defer { key.close() }
         #expect(try tokenAllows(key, role, mechanism: UInt(CKM_SHA256_HMAC), sign: true))
         for mechanism in [CKM_SHA_1_HMAC, CKM_SHA384_HMAC, CKM_SHA512_HMAC, CKM_MD5_HMAC] {
-            #expect(try !tokenAllows(key, role, mechanism: UInt(mechanism), sign: true), "mechanism 0x\(String(mechanism, radix: 16))")
+            #expect(
+                try !tokenAllows(key, role, mechanism: UInt(mechanism), sign: true),
+                "mechanism 0x\(String(mechanism, radix: 16))"
+            )
         }
         for mechanism in [CKM_AES_ECB, CKM_AES_CBC, CKM_AES_CTR] {
-            #expect(try !tokenAllows(key, role, mechanism: UInt(mechanism), sign: false), "mechanism 0x\(String(mechanism, radix: 16))")
+            #expect(
+                try !tokenAllows(key, role, mechanism: UInt(mechanism), sign: false),
+                "mechanism 0x\(String(mechanism, radix: 16))"
+            )
         }
         // Neither wrapping with the key nor reading its value.
         try key.withRawSession(role) { functions, session, handle in
@@ -163,7 +199,9 @@ struct PKCS11PasscodeBindingTests {
         }
     }
 
-    @Test("a format-1 store migrates: DS at open, PS at the next unlock, items kept, the blobs no longer attackable (SoftHSM2 only: format 1 needs AES-GCM)")
+    @Test(
+        "a format-1 store migrates: DS at open, PS at the next unlock, items kept, the blobs no longer attackable (SoftHSM2 only: format 1 needs AES-GCM)"
+    )
     func format1StoreMigrates() throws {
         let fixture = try SoftHSMFixture()
         defer { fixture.remove() }
@@ -173,7 +211,10 @@ struct PKCS11PasscodeBindingTests {
         let configuration = KeychainStore.Configuration(argon2: fastArgon2)
 
         var store = try KeychainStore.embedded(
-            directory: directory, device: legacyDeviceKey(fixture), configuration: configuration)
+            directory: directory,
+            device: legacyDeviceKey(fixture),
+            configuration: configuration
+        )
         try store.setPasscode("correct horse battery")
         try Keychain(service: "svc", store: store).accessibility(.whenUnlocked).set("when-unlocked", key: "ak")
         try Keychain(service: "svc", store: store).accessibility(.always).set("always", key: "dk")
@@ -214,7 +255,9 @@ struct PKCS11PasscodeBindingTests {
         #expect(try Keychain(service: "svc", store: store).get("ak") == "when-unlocked")
         #expect(try Keychain(service: "svc", store: store).get("dk") == "always")
 
-        #expect(try store.status().device.detail.contains("format-1 AES key \"keyseal-device-key\" is still on the token"))
+        #expect(
+            try store.status().device.detail.contains("format-1 AES key \"keyseal-device-key\" is still on the token")
+        )
         store.close()
 
         // The migrated passcode blob resists the attack that broke format 1. (The format-1 key, still on the token
@@ -228,8 +271,10 @@ struct PKCS11PasscodeBindingTests {
 
     /// SoftHSM2 only: the variants are made with C_CreateObject and attribute edits SoftHSM2 allows; on tpm2-pkcs11
     /// keys made by `tpm2_ptool` are accepted by every test of ``PKCS11DeviceKeyTests``.
-    @Test("keys created beforehand are accepted when they qualify and refused, with the reason, when they do not (SoftHSM2 only: made with C_CreateObject)",
-        arguments: ["qualifies", "derive", "extractable", "not sensitive", "sha1 allowed", "every mechanism"])
+    @Test(
+        "keys created beforehand are accepted when they qualify and refused, with the reason, when they do not (SoftHSM2 only: made with C_CreateObject)",
+        arguments: ["qualifies", "derive", "extractable", "not sensitive", "sha1 allowed", "every mechanism"]
+    )
     func keysCreatedBeforehand(variant: String) throws {
         let fixture = try SoftHSMFixture()
         defer { fixture.remove() }
@@ -248,13 +293,15 @@ struct PKCS11PasscodeBindingTests {
                     }
                 func ulong(_ value: UInt) -> [UInt8] { withUnsafeBytes(of: CK_ULONG(value)) { Array($0) } }
                 func flag(_ value: Bool) -> [UInt8] { [value ? CK_BBOOL(CK_TRUE) : CK_BBOOL(CK_FALSE)] }
-                let attributes: [(UInt, [UInt8])] = [
-                    (CKA_CLASS, ulong(CKO_SECRET_KEY)), (CKA_KEY_TYPE, ulong(CKK_GENERIC_SECRET)),
-                    (CKA_VALUE_LEN, ulong(32)), (CKA_TOKEN, flag(true)), (CKA_PRIVATE, flag(true)),
-                    (CKA_SENSITIVE, flag(variant != "not sensitive")), (CKA_EXTRACTABLE, flag(variant == "extractable")),
-                    (CKA_SIGN, flag(true)), (CKA_DERIVE, flag(variant == "derive")), (CKA_LABEL, Array(label.utf8)),
-                    (CKA_ID, [1, 2, 3, 4]),
-                ] + (allowed.isEmpty ? [] : [(CKA_ALLOWED_MECHANISMS, allowed.withUnsafeBytes { Array($0) })])
+                let attributes: [(UInt, [UInt8])] =
+                    [
+                        (CKA_CLASS, ulong(CKO_SECRET_KEY)), (CKA_KEY_TYPE, ulong(CKK_GENERIC_SECRET)),
+                        (CKA_VALUE_LEN, ulong(32)), (CKA_TOKEN, flag(true)), (CKA_PRIVATE, flag(true)),
+                        (CKA_SENSITIVE, flag(variant != "not sensitive")),
+                        (CKA_EXTRACTABLE, flag(variant == "extractable")),
+                        (CKA_SIGN, flag(true)), (CKA_DERIVE, flag(variant == "derive")), (CKA_LABEL, Array(label.utf8)),
+                        (CKA_ID, [1, 2, 3, 4]),
+                    ] + (allowed.isEmpty ? [] : [(CKA_ALLOWED_MECHANISMS, allowed.withUnsafeBytes { Array($0) })])
                 // One buffer holds every value for the call's duration.
                 let total = attributes.reduce(0) { $0 + $1.1.count }
                 let storage = UnsafeMutableRawPointer.allocate(byteCount: max(total, 1), alignment: 16)
@@ -262,12 +309,17 @@ struct PKCS11PasscodeBindingTests {
                 var offset = 0
                 var template: [CK_ATTRIBUTE] = attributes.map { type, value in
                     let start = storage + offset
-                    value.withUnsafeBytes { if let base = $0.baseAddress { start.copyMemory(from: base, byteCount: $0.count) } }
+                    value.withUnsafeBytes {
+                        if let base = $0.baseAddress { start.copyMemory(from: base, byteCount: $0.count) }
+                    }
                     offset += value.count
                     return CK_ATTRIBUTE(type: CK_ATTRIBUTE_TYPE(type), pValue: start, ulValueLen: CK_ULONG(value.count))
                 }
                 var mechanism = CK_MECHANISM(
-                    mechanism: CK_MECHANISM_TYPE(CKM_GENERIC_SECRET_KEY_GEN), pParameter: nil, ulParameterLen: 0)
+                    mechanism: CK_MECHANISM_TYPE(CKM_GENERIC_SECRET_KEY_GEN),
+                    pParameter: nil,
+                    ulParameterLen: 0
+                )
                 var created = CK_OBJECT_HANDLE(0)
                 let rv = functions.C_GenerateKey!(session, &mechanism, &template, CK_ULONG(template.count), &created)
                 #expect(rv == CK_RV(CKR_OK), "C_GenerateKey: 0x\(String(rv, radix: 16))")

@@ -1,8 +1,9 @@
 import Foundation
 import KeysealCore
-@testable import KeysealPKCS11
 import KeysealTestSupport
 import Testing
+
+@testable import KeysealPKCS11
 
 /// The median of `samples`, in milliseconds.
 private func medianMilliseconds(_ samples: [Duration]) -> Double {
@@ -49,7 +50,8 @@ struct PKCS11TimingTests {
             "PKCS#11 SoftHSM2 medians: module load + initialize + finalize \(String(format: "%.3f", load)) ms, "
                 + "open (load + initialize + session + login + find key + close) "
                 + "\(String(format: "%.3f", open)) ms, seal 32 B \(String(format: "%.3f", seal)) ms, "
-                + "unseal 32 B \(String(format: "%.3f", unseal)) ms")
+                + "unseal 32 B \(String(format: "%.3f", unseal)) ms"
+        )
         #expect(open < 500)
         #expect(seal < 50)
         #expect(unseal < 50)

@@ -9,7 +9,8 @@ import Testing
 @Suite("Secret Service bridge", .serialized)
 struct SecretServiceTests {
     static let pythonDirectory = URL(fileURLWithPath: #filePath).deletingLastPathComponent().appendingPathComponent(
-        "Python")
+        "Python"
+    )
 
     static func python() throws -> String {
         let path = ProcessInfo.processInfo.environment["KEYSEAL_PYTHON"] ?? "/opt/keyseal-python/bin/python3"
@@ -35,7 +36,9 @@ struct SecretServiceTests {
         let fixture = try SecretServiceFixture()
         defer { fixture.remove() }
         let store = try fixture.secretTool(
-            ["store", "--label=Mail password", "service", "mail", "user", "alice"], input: "hunter2")
+            ["store", "--label=Mail password", "service", "mail", "user", "alice"],
+            input: "hunter2"
+        )
         #expect(store.status == 0, "\(store.stderrText)")
         let lookup = try fixture.secretTool(["lookup", "service", "mail", "user", "alice"])
         #expect(lookup.status == 0)
@@ -60,7 +63,9 @@ struct SecretServiceTests {
         _ = try fixture.secretTool(["store", "--label=L", "k", "v"], input: "value-in-keyseald")
         let keyseal = try builtProductsDirectory().appendingPathComponent("keyseal").path
         let found = try runProcess(
-            keyseal, ["--socket", fixture.daemon.socketPath, "find-generic-password", "-s", "freedesktop-secret:login"])
+            keyseal,
+            ["--socket", fixture.daemon.socketPath, "find-generic-password", "-s", "freedesktop-secret:login"]
+        )
         #expect(found.status == 0, "\(found.stderrText)")
         let database = try Data(contentsOf: fixture.daemon.storeDirectory.appendingPathComponent("keyseal.db"))
         for plaintext in ["value-in-keyseald", "xdg:schema"] {
@@ -74,14 +79,19 @@ struct SecretServiceTests {
         defer { fixture.remove() }
         let log = fixture.directory.appending("second.log").path
         let second = try SecretServiceFixture.launchBridge(
-            arguments: ["--socket", fixture.daemon.socketPath], environment: fixture.environment, log: log)
+            arguments: ["--socket", fixture.daemon.socketPath],
+            environment: fixture.environment,
+            log: log
+        )
         second.waitUntilExit()
         #expect(second.terminationStatus == 3)
         let message = (try? String(contentsOfFile: log, encoding: .utf8)) ?? ""
         #expect(message.contains("another Secret Service provider owns org.freedesktop.secrets"), "\(message)")
         let replacing = try SecretServiceFixture.launchBridge(
-            arguments: ["--socket", fixture.daemon.socketPath, "--replace"], environment: fixture.environment,
-            log: log)
+            arguments: ["--socket", fixture.daemon.socketPath, "--replace"],
+            environment: fixture.environment,
+            log: log
+        )
         defer {
             kill(replacing.processIdentifier, SIGTERM)
             replacing.waitUntilExit()
@@ -113,7 +123,9 @@ struct SecretServiceTests {
         let fixture = try SecretServiceFixture()
         defer { fixture.remove() }
         try Self.runPython(
-            fixture, ["-m", "pytest", "-q", "-p", "no:cacheprovider", Self.script("test_keyring_backend.py")])
+            fixture,
+            ["-m", "pytest", "-q", "-p", "no:cacheprovider", Self.script("test_keyring_backend.py")]
+        )
     }
 
     /// One user's two sessions, each with its session bus and its bridge, in front of one keyseald: libsecret's
@@ -146,8 +158,10 @@ struct SecretServiceTests {
         let fixture = try SecretServiceFixture(daemon: nil, startBridge: false)
         let keyseal = try builtProductsDirectory().appendingPathComponent("keyseal").path
         let setPasscode = try runProcess(
-            keyseal, ["--socket", fixture.daemon.socketPath, "passcode", "set", "--passcode-stdin"],
-            input: Data("pass-1234\n".utf8))
+            keyseal,
+            ["--socket", fixture.daemon.socketPath, "passcode", "set", "--passcode-stdin"],
+            input: Data("pass-1234\n".utf8)
+        )
         #expect(setPasscode.status == 0, "\(setPasscode.stderrText)")
         try "pass-1234\n".write(to: fixture.askpassFile, atomically: true, encoding: .utf8)
         try fixture.startBridge(bridgeArguments(fixture))
@@ -159,12 +173,18 @@ struct SecretServiceTests {
         return fixture
     }
 
-    static func keyseal(_ fixture: SecretServiceFixture, _ arguments: [String], input: String? = nil) throws
+    static func keyseal(
+        _ fixture: SecretServiceFixture,
+        _ arguments: [String],
+        input: String? = nil
+    ) throws
         -> ProcessResult
     {
         try runProcess(
             try builtProductsDirectory().appendingPathComponent("keyseal").path,
-            ["--socket", fixture.daemon.socketPath] + arguments, input: input.map { Data($0.utf8) })
+            ["--socket", fixture.daemon.socketPath] + arguments,
+            input: input.map { Data($0.utf8) }
+        )
     }
 
     @Test("locked, no askpass: lookups and stores fail with IsLocked and its message; nothing is stored or lost")
@@ -183,7 +203,9 @@ struct SecretServiceTests {
         #expect(try fixture.secretTool(["lookup", "app", "while-locked"]).stdoutText.isEmpty)
     }
 
-    @Test("locked, with an askpass program: a search names the item locked, its secret stays IsLocked, the prompt unlocks")
+    @Test(
+        "locked, with an askpass program: a search names the item locked, its secret stays IsLocked, the prompt unlocks"
+    )
     func lockedWithPrompt() throws {
         let fixture = try Self.lockedFixture { ["--askpass", $0.askpassProgram.path] }
         defer { fixture.remove() }
@@ -349,12 +371,16 @@ struct SecretServiceTests {
         defer { fixture.remove() }
         try Self.runPython(fixture, [Self.script("collections_groups.py")])
         let query = ItemQuery(itemClass: .genericPassword, limit: .all, returns: ReturnOptions(rawValue: 2))
-        guard case .records(let records) = try KeysealConnection(socketPath: fixture.daemon.socketPath).send(
-            .copyMatching(query))
+        guard
+            case .records(let records) = try KeysealConnection(socketPath: fixture.daemon.socketPath).send(
+                .copyMatching(query)
+            )
         else { throw FixtureError("no records") }
         var groups: [String: String] = [:]
         for record in records {
-            if case .string(let service)? = record.attributes["svce"], case .string(let group)? = record.attributes["agrp"] {
+            if case .string(let service)? = record.attributes["svce"],
+                case .string(let group)? = record.attributes["agrp"]
+            {
                 groups[service] = group
             }
         }
@@ -374,7 +400,10 @@ struct SecretServiceTests {
 
 @Suite("Secret Service bridge: two users")
 struct SecretServiceUserTests {
-    @Test("two users' bridges on one keyseald do not see each other's items", .enabled(if: getuid() == 0, "needs root to run as two users"))
+    @Test(
+        "two users' bridges on one keyseald do not see each other's items",
+        .enabled(if: getuid() == 0, "needs root to run as two users")
+    )
     func twoUsers() throws {
         let daemon = try DaemonFixture.sharedWithNobody()
         defer { daemon.remove() }
@@ -401,7 +430,8 @@ struct SecretServiceUserTests {
 struct SecretServiceIdentityTests {
     @Test(
         "CreateCollection for a group the policy does not grant is refused; a granted group stores",
-        .enabled(if: getuid() == 0, "needs root to run as another user"))
+        .enabled(if: getuid() == 0, "needs root to run as another user")
+    )
     func collectionRefused() throws {
         let root = try TemporaryDirectory(prefix: "keyseal-bridge-groups")
         defer { root.remove() }
@@ -416,7 +446,8 @@ struct SecretServiceIdentityTests {
             [
                 try session.readableCopy(of: SecretServiceTests.script("collection_refused.py")), "com.example.granted",
                 "com.example.other",
-            ])
+            ]
+        )
         #expect(result.status == 0, "\(result.stdoutText)\n\(result.stderrText)")
         #expect(try Self.groups(daemon).contains("com.example.granted"))
     }
@@ -436,7 +467,8 @@ struct SecretServiceIdentityTests {
 
     @Test(
         "a vouching bridge stores a D-Bus caller's item in its executable's group; without vouching in the bridge's",
-        .enabled(if: getuid() == 0, "needs root to run as another user"))
+        .enabled(if: getuid() == 0, "needs root to run as another user")
+    )
     func callerExecutable() throws {
         let secretTool = Self.resolved(try requireTool("secret-tool", package: "libsecret-tools"))
         let bridge = Self.resolved(try SecretServiceFixture.bridgeExecutable())
@@ -456,4 +488,3 @@ struct SecretServiceIdentityTests {
         }
     }
 }
-

@@ -46,19 +46,22 @@ struct HashableTypesTests {
     @Test func accessControlsWithTheSameProtectionAndFlagsAreEqual() {
         #expect(
             accessControl(kSecAttrAccessibleWhenUnlocked, .privateKeyUsage)
-                == accessControl(kSecAttrAccessibleWhenUnlocked, .privateKeyUsage))
+                == accessControl(kSecAttrAccessibleWhenUnlocked, .privateKeyUsage)
+        )
     }
 
     @Test func accessControlsWithOtherFlagsDiffer() {
         #expect(
             accessControl(kSecAttrAccessibleWhenUnlocked, .privateKeyUsage)
-                != accessControl(kSecAttrAccessibleWhenUnlocked, .devicePasscode))
+                != accessControl(kSecAttrAccessibleWhenUnlocked, .devicePasscode)
+        )
     }
 
     @Test func accessControlsWithOtherProtectionsDiffer() {
         #expect(
             accessControl(kSecAttrAccessibleWhenUnlocked, [])
-                != accessControl(kSecAttrAccessibleAfterFirstUnlock, []))
+                != accessControl(kSecAttrAccessibleAfterFirstUnlock, [])
+        )
     }
 }
 
@@ -93,7 +96,8 @@ struct BooleanConstantTests {
             let (status, result) = copyMatching(
                 genericQuery([
                     kSecReturnData as String: kCFBooleanTrue!, kSecReturnAttributes as String: kCFBooleanFalse!,
-                ]))
+                ])
+            )
             #expect(status == errSecSuccess)
             #expect(result as? Data == Data("secret".utf8))
         }

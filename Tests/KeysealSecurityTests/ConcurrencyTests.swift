@@ -47,7 +47,8 @@ struct ConcurrencyTests {
             case .add: status = add(genericPassword(account: account, service: service, data: value))
             case .find:
                 let outcome = copyMatching(
-                    genericQuery(account: account, service: service, [kSecReturnData as String: true]))
+                    genericQuery(account: account, service: service, [kSecReturnData as String: true])
+                )
                 status = outcome.status
                 found = outcome.result as? Data
             case .update:

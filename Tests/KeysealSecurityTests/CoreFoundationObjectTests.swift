@@ -62,7 +62,8 @@ struct CoreFoundationObjectTests {
             ]
             #expect(SecItemAdd(add as CFDictionary, nil) == errSecSuccess)
             #expect(
-                SecItemDelete([kSecClass: kSecClassGenericPassword, kSecAttrAccount: "cf"] as CFDictionary) == noErr)
+                SecItemDelete([kSecClass: kSecClassGenericPassword, kSecAttrAccount: "cf"] as CFDictionary) == noErr
+            )
             var error: Unmanaged<CFError>?
             let parameters: [CFString: Any] = [
                 kSecAttrKeyType: kSecAttrKeyTypeECSECPrimeRandom, kSecAttrKeySizeInBits: 256,

@@ -12,7 +12,9 @@ import Testing
     .enabled(
         if: ProcessInfo.processInfo.environment["KEYSEAL_STORE"] == nil
             && ProcessInfo.processInfo.environment["KEYSEAL_SOCKET"] == nil
-            && !FileManager.default.fileExists(atPath: KeychainStore.defaultSocketPath)))
+            && !FileManager.default.fileExists(atPath: KeychainStore.defaultSocketPath)
+    )
+)
 struct DefaultStoreTests {
     @Test func addWithoutADaemonIsNoSuchKeychain() {
         #expect(SecItemAdd(genericPassword() as CFDictionary, nil) == errSecNoSuchKeychain)

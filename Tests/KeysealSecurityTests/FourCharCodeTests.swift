@@ -17,7 +17,8 @@ struct FourCharCodeTests {
             let type: UInt = 0x6170_706C  // 'appl'
             #expect(
                 add(genericPassword([kSecAttrCreator as String: creator, kSecAttrType as String: type]))
-                    == errSecSuccess)
+                    == errSecSuccess
+            )
             let attributes = try #require(findAttributes(genericQuery([kSecAttrCreator as String: creator])))
             #expect(attributes[kSecAttrCreator as String] as? UInt == creator)
             #expect(attributes[kSecAttrType as String] as? UInt == type)
@@ -25,10 +26,14 @@ struct FourCharCodeTests {
             #expect(copyMatching(genericQuery([kSecAttrCreator as String: UInt32(6)])).status == errSecItemNotFound)
             #expect(
                 SecItemUpdate(
-                    genericQuery() as CFDictionary, [kSecAttrCreator as String: NSNumber(value: 7)] as CFDictionary)
-                    == errSecSuccess)
+                    genericQuery() as CFDictionary,
+                    [kSecAttrCreator as String: NSNumber(value: 7)] as CFDictionary
+                )
+                    == errSecSuccess
+            )
             #expect(
-                findAttributes(genericQuery([kSecAttrCreator as String: 7]))?[kSecAttrCreator as String] as? Int == 7)
+                findAttributes(genericQuery([kSecAttrCreator as String: 7]))?[kSecAttrCreator as String] as? Int == 7
+            )
         }
     }
 
@@ -62,7 +67,8 @@ struct FourCharCodeTests {
                 findAttributes([
                     kSecClass as String: kSecClassKey, kSecAttrApplicationTag as String: Data("fcc".utf8),
                     kSecAttrKeyClass as String: kSecAttrKeyClassPrivate,
-                ]))
+                ])
+            )
             #expect(attributes[kSecAttrKeyType as String] as? String == kSecAttrKeyTypeEC as String)
         }
     }

@@ -33,7 +33,8 @@ struct LockedVersusNotFoundTests {
             try fixture.store.setPasscode(Self.passcode)
             #expect(
                 add(genericPassword([kSecAttrAccessible as String: kSecAttrAccessibleAfterFirstUnlock]))
-                    == errSecSuccess)
+                    == errSecSuccess
+            )
             try fixture.store.lock()
             #expect(findData(genericQuery()) == Data("secret".utf8))
         }
@@ -80,7 +81,8 @@ struct LockedVersusNotFoundTests {
             try fixture.store.setPasscode(Self.passcode)
             #expect(
                 add(genericPassword([kSecAttrAccessible as String: kSecAttrAccessibleAfterFirstUnlock]))
-                    == errSecSuccess)
+                    == errSecSuccess
+            )
             try fixture.reopen()
             KeychainStore.withDefault(fixture.store) {
                 #expect(SecItemCopyMatching(genericQuery() as CFDictionary, nil) == errSecInteractionNotAllowed)

@@ -71,7 +71,10 @@ struct ResultDataTests {
             #expect(attributes.map { $0[kSecValueData] as? Data } == values)
             let (_, array) = copyMatching(
                 genericQuery(
-                    account: nil, [kSecReturnData as String: true, kSecMatchLimit as String: kSecMatchLimitAll]))
+                    account: nil,
+                    [kSecReturnData as String: true, kSecMatchLimit as String: kSecMatchLimitAll]
+                )
+            )
             #expect(array as? [Data] == values)
         }
     }

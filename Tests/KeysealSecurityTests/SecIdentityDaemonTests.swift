@@ -20,7 +20,8 @@ struct SecIdentityDaemonTests {
                 kSecAttrKeyType as String: kSecAttrKeyTypeEC, kSecAttrKeyClass as String: kSecAttrKeyClassPrivate,
             ]
             let key = try #require(
-                SecKeyCreateWithData(KeyTestMaterial.privateKey as CFData, attributes as CFDictionary, &error))
+                SecKeyCreateWithData(KeyTestMaterial.privateKey as CFData, attributes as CFDictionary, &error)
+            )
             let certificate = try #require(SecCertificateCreateWithData(nil, KeyTestMaterial.certificate as CFData))
             #expect(SecItemAdd([kSecValueRef: key] as CFDictionary, nil) == errSecSuccess)
             #expect(SecItemAdd([kSecValueRef: certificate] as CFDictionary, nil) == errSecSuccess)
@@ -34,10 +35,17 @@ struct SecIdentityDaemonTests {
             let signingKey = try #require(privateKey)
             let message = Data("signed in keyseald".utf8) as CFData
             let signature = try #require(
-                SecKeyCreateSignature(signingKey, .ecdsaSignatureMessageX962SHA256, message, &error))
+                SecKeyCreateSignature(signingKey, .ecdsaSignatureMessageX962SHA256, message, &error)
+            )
             #expect(
                 SecKeyVerifySignature(
-                    SecCertificateCopyKey(certificate)!, .ecdsaSignatureMessageX962SHA256, message, signature, &error))
+                    SecCertificateCopyKey(certificate)!,
+                    .ecdsaSignatureMessageX962SHA256,
+                    message,
+                    signature,
+                    &error
+                )
+            )
         }
     }
 }

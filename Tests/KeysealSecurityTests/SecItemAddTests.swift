@@ -26,10 +26,14 @@ struct SecItemAddTests {
     @Test func duplicatePrimaryKeyIsRefusedEvenWithAnotherAccessibility() throws {
         try withStore { _ in
             #expect(
-                add(genericPassword([kSecAttrAccessible as String: kSecAttrAccessibleWhenUnlocked])) == errSecSuccess)
+                add(genericPassword([kSecAttrAccessible as String: kSecAttrAccessibleWhenUnlocked])) == errSecSuccess
+            )
             let status = add(
                 genericPassword(
-                    data: Data("other".utf8), [kSecAttrAccessible as String: kSecAttrAccessibleAfterFirstUnlock]))
+                    data: Data("other".utf8),
+                    [kSecAttrAccessible as String: kSecAttrAccessibleAfterFirstUnlock]
+                )
+            )
             #expect(status == errSecDuplicateItem)
         }
     }
@@ -45,9 +49,12 @@ struct SecItemAddTests {
     @Test func queryWithADifferentAccessibilityFindsNothing() throws {
         try withStore { _ in
             #expect(
-                add(genericPassword([kSecAttrAccessible as String: kSecAttrAccessibleWhenUnlocked])) == errSecSuccess)
+                add(genericPassword([kSecAttrAccessible as String: kSecAttrAccessibleWhenUnlocked])) == errSecSuccess
+            )
             let status = SecItemCopyMatching(
-                genericQuery([kSecAttrAccessible as String: kSecAttrAccessibleAfterFirstUnlock]) as CFDictionary, nil)
+                genericQuery([kSecAttrAccessible as String: kSecAttrAccessibleAfterFirstUnlock]) as CFDictionary,
+                nil
+            )
             #expect(status == errSecItemNotFound)
         }
     }
@@ -62,7 +69,8 @@ struct SecItemAddTests {
     @Test func whenPasscodeSetItemWithoutPasscodeFailsAuthentication() throws {
         try withStore { _ in
             let status = add(
-                genericPassword([kSecAttrAccessible as String: kSecAttrAccessibleWhenPasscodeSetThisDeviceOnly]))
+                genericPassword([kSecAttrAccessible as String: kSecAttrAccessibleWhenPasscodeSetThisDeviceOnly])
+            )
             #expect(status == errSecAuthFailed)
         }
     }
@@ -71,7 +79,9 @@ struct SecItemAddTests {
         try withStore { _ in
             var result: CFTypeRef?
             let query = genericPassword(
-                data: Data("pw".utf8), [kSecReturnAttributes as String: true, kSecReturnData as String: true])
+                data: Data("pw".utf8),
+                [kSecReturnAttributes as String: true, kSecReturnData as String: true]
+            )
             #expect(SecItemAdd(query as CFDictionary, &result) == errSecSuccess)
             let item = result as? [String: Any]
             #expect(item?[kSecValueData] as? Data == Data("pw".utf8))
@@ -127,18 +137,22 @@ struct SecItemAddTests {
             #expect(add(genericPassword([kSecAttrLabel as String: label])) == errSecSuccess)
             #expect(
                 add(genericPassword([kSecAttrAccount as String: "b", kSecAttrLabel as String: label + "l"]))
-                    == errSecDataTooLarge)
+                    == errSecDataTooLarge
+            )
             #expect(
                 add(
                     genericPassword([
                         kSecAttrAccount as String: "c",
                         kSecAttrGeneric as String: Data(count: RequestValidation.attributeLimit + 1),
-                    ]))
-                    == errSecDataTooLarge)
+                    ])
+                )
+                    == errSecDataTooLarge
+            )
             let group = String(repeating: "g", count: RequestValidation.groupLimit + 1)
             #expect(
                 add(genericPassword([kSecAttrAccount as String: "d", kSecAttrAccessGroup as String: group]))
-                    == errSecDataTooLarge)
+                    == errSecDataTooLarge
+            )
         }
     }
 
@@ -235,7 +249,9 @@ struct SecItemAddTests {
         try withStore { _ in
             #expect(add(genericPassword(service: "svc")) == errSecSuccess)
             let status = SecItemCopyMatching(
-                genericQuery([kSecAttrService as String: Data("svc".utf8)]) as CFDictionary, nil)
+                genericQuery([kSecAttrService as String: Data("svc".utf8)]) as CFDictionary,
+                nil
+            )
             #expect(status == errSecSuccess)
         }
     }
@@ -244,7 +260,9 @@ struct SecItemAddTests {
         try withStore { _ in
             #expect(add(genericPassword([kSecAttrGeneric as String: "blob"])) == errSecSuccess)
             let status = SecItemCopyMatching(
-                genericQuery([kSecAttrGeneric as String: Data("blob".utf8)]) as CFDictionary, nil)
+                genericQuery([kSecAttrGeneric as String: Data("blob".utf8)]) as CFDictionary,
+                nil
+            )
             #expect(status == errSecSuccess)
         }
     }
@@ -260,7 +278,8 @@ struct SecItemAddTests {
         try withStore { _ in
             var error: Unmanaged<CFError>?
             let control = try #require(
-                SecAccessControlCreateWithFlags(kCFAllocatorDefault, kSecAttrAccessibleAfterFirstUnlock, [], &error))
+                SecAccessControlCreateWithFlags(kCFAllocatorDefault, kSecAttrAccessibleAfterFirstUnlock, [], &error)
+            )
             #expect(add(genericPassword([kSecAttrAccessControl as String: control])) == errSecSuccess)
             let accessible = findAttributes(genericQuery())?[kSecAttrAccessible] as? String
             #expect(accessible == kSecAttrAccessibleAfterFirstUnlock)
@@ -272,7 +291,8 @@ struct SecItemAddTests {
         try withStore { _ in
             var error: Unmanaged<CFError>?
             let control = try #require(
-                SecAccessControlCreateWithFlags(kCFAllocatorDefault, kSecAttrAccessibleWhenUnlocked, flags, &error))
+                SecAccessControlCreateWithFlags(kCFAllocatorDefault, kSecAttrAccessibleWhenUnlocked, flags, &error)
+            )
             #expect(add(genericPassword([kSecAttrAccessControl as String: control])) == errSecUnimplemented)
         }
     }

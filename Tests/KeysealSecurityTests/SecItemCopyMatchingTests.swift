@@ -29,7 +29,10 @@ struct SecItemCopyMatchingTests {
             addAccounts(["m", "z", "a"])
             let (_, result) = copyMatching(
                 genericQuery(
-                    account: nil, [kSecReturnAttributes as String: true, kSecMatchLimit as String: kSecMatchLimitOne]))
+                    account: nil,
+                    [kSecReturnAttributes as String: true, kSecMatchLimit as String: kSecMatchLimitOne]
+                )
+            )
             #expect((result as? [String: Any])?[kSecAttrAccount] as? String == "m")
         }
     }
@@ -39,7 +42,10 @@ struct SecItemCopyMatchingTests {
             addAccounts(["a", "b", "c"])
             let (status, result) = copyMatching(
                 genericQuery(
-                    account: nil, [kSecReturnAttributes as String: true, kSecMatchLimit as String: kSecMatchLimitAll]))
+                    account: nil,
+                    [kSecReturnAttributes as String: true, kSecMatchLimit as String: kSecMatchLimitAll]
+                )
+            )
             #expect(status == errSecSuccess)
             let accounts = (result as? [[String: Any]])?.compactMap { $0[kSecAttrAccount] as? String }
             #expect(accounts == ["a", "b", "c"])
@@ -51,7 +57,10 @@ struct SecItemCopyMatchingTests {
             addAccounts(["a"])
             let (_, result) = copyMatching(
                 genericQuery(
-                    account: nil, [kSecReturnData as String: true, kSecMatchLimit as String: kSecMatchLimitAll]))
+                    account: nil,
+                    [kSecReturnData as String: true, kSecMatchLimit as String: kSecMatchLimitAll]
+                )
+            )
             #expect((result as? [Data]) == [Data("pw-a".utf8)])
         }
     }
@@ -60,7 +69,8 @@ struct SecItemCopyMatchingTests {
         try withStore { _ in
             addAccounts(["a", "b", "c"])
             let (_, result) = copyMatching(
-                genericQuery(account: nil, [kSecReturnData as String: true, kSecMatchLimit as String: 2]))
+                genericQuery(account: nil, [kSecReturnData as String: true, kSecMatchLimit as String: 2])
+            )
             #expect((result as? [Data]) == [Data("pw-a".utf8), Data("pw-b".utf8)])
         }
     }
@@ -102,7 +112,9 @@ struct SecItemCopyMatchingTests {
                     [
                         kSecReturnData as String: true, kSecReturnAttributes as String: true,
                         kSecReturnPersistentRef as String: true,
-                    ]))
+                    ]
+                )
+            )
             let item = try #require(result as? [String: Any])
             #expect(item[kSecValueData] as? Data == Data("pw-a".utf8))
             #expect(item[kSecValuePersistentRef] is Data)
@@ -114,7 +126,8 @@ struct SecItemCopyMatchingTests {
         try withStore { _ in
             addAccounts(["a"])
             let (_, result) = copyMatching(
-                genericQuery(account: "a", [kSecReturnData as String: true, kSecReturnPersistentRef as String: true]))
+                genericQuery(account: "a", [kSecReturnData as String: true, kSecReturnPersistentRef as String: true])
+            )
             let item = try #require(result as? [String: Any])
             #expect(item[kSecValueData] as? Data == Data("pw-a".utf8))
             #expect(item[kSecValuePersistentRef] is Data)
@@ -131,7 +144,9 @@ struct SecItemCopyMatchingTests {
                         kSecReturnData as String: true, kSecReturnAttributes as String: true,
                         kSecReturnRef as String: true,
                         kSecReturnPersistentRef as String: true,
-                    ]))
+                    ]
+                )
+            )
             #expect(status == errSecSuccess)
             let item = try #require(result as? [String: Any])
             #expect(item[kSecValueData] as? Data == Data("pw-a".utf8))
@@ -170,7 +185,9 @@ struct SecItemCopyMatchingTests {
         try withStore { _ in
             addAccounts(["a"])
             let status = SecItemCopyMatching(
-                genericQuery(account: "a", [kSecReturnData as String: true]) as CFDictionary, nil)
+                genericQuery(account: "a", [kSecReturnData as String: true]) as CFDictionary,
+                nil
+            )
             #expect(status == errSecParam)
         }
     }
@@ -179,7 +196,8 @@ struct SecItemCopyMatchingTests {
         try withStore { _ in
             addAccounts(["a"])
             #expect(
-                copyMatching(genericQuery(account: "b", [kSecReturnData as String: true])).status == errSecItemNotFound)
+                copyMatching(genericQuery(account: "b", [kSecReturnData as String: true])).status == errSecItemNotFound
+            )
         }
     }
 
@@ -187,7 +205,8 @@ struct SecItemCopyMatchingTests {
         try withStore { _ in
             addAccounts(["a", "b"])
             let reference = try #require(
-                copyMatching(genericQuery(account: "b", [kSecReturnPersistentRef as String: true])).result as? Data)
+                copyMatching(genericQuery(account: "b", [kSecReturnPersistentRef as String: true])).result as? Data
+            )
             let query: [String: Any] = [
                 kSecClass as String: kSecClassGenericPassword, kSecValuePersistentRef as String: reference,
                 kSecReturnData as String: true,
@@ -242,7 +261,8 @@ struct SecItemCopyMatchingTests {
             #expect(add(genericPassword(account: "synced", [kSecAttrSynchronizable as String: true])) == errSecSuccess)
             #expect(add(genericPassword(account: "local")) == errSecSuccess)
             let items = findAll(
-                genericQuery(account: nil, [kSecAttrSynchronizable as String: kSecAttrSynchronizableAny]))
+                genericQuery(account: nil, [kSecAttrSynchronizable as String: kSecAttrSynchronizableAny])
+            )
             #expect(Set(items.compactMap { $0[kSecAttrAccount] as? String }) == ["synced", "local"])
         }
     }
@@ -261,7 +281,8 @@ struct SecItemCopyMatchingTests {
             #expect(add(genericPassword(data: Data("local".utf8))) == errSecSuccess)
             #expect(
                 add(genericPassword(data: Data("synced".utf8), [kSecAttrSynchronizable as String: true]))
-                    == errSecSuccess)
+                    == errSecSuccess
+            )
             let items = findAll(genericQuery([kSecAttrSynchronizable as String: kSecAttrSynchronizableAny]))
             #expect(Set(items.compactMap { $0[kSecValueData] as? Data }) == [Data("local".utf8), Data("synced".utf8)])
         }
@@ -273,7 +294,8 @@ struct SecItemCopyMatchingTests {
                 genericPassword([
                     kSecAttrSynchronizable as String: true,
                     kSecAttrAccessible as String: kSecAttrAccessibleWhenUnlockedThisDeviceOnly,
-                ]))
+                ])
+            )
             #expect(status == errSecSuccess)
             let attributes = findAttributes(genericQuery([kSecAttrSynchronizable as String: true]))
             #expect(attributes?[kSecAttrSynchronizable] as? Bool == true)
@@ -293,10 +315,12 @@ struct SecItemCopyMatchingTests {
         try withStore { _ in
             #expect(
                 add(genericPassword(data: Data("one".utf8), [kSecAttrAccessGroup as String: "group.one"]))
-                    == errSecSuccess)
+                    == errSecSuccess
+            )
             #expect(
                 add(genericPassword(data: Data("two".utf8), [kSecAttrAccessGroup as String: "group.two"]))
-                    == errSecSuccess)
+                    == errSecSuccess
+            )
             #expect(findData(genericQuery([kSecAttrAccessGroup as String: "group.two"])) == Data("two".utf8))
         }
     }
@@ -327,7 +351,8 @@ struct SecItemCopyMatchingTests {
             addAccounts(["alice"])
             let status = SecItemUpdate(
                 genericQuery(Self.useKeys) as CFDictionary,
-                [kSecValueData: Data("new".utf8), kSecUseDataProtectionKeychain: true] as CFDictionary)
+                [kSecValueData: Data("new".utf8), kSecUseDataProtectionKeychain: true] as CFDictionary
+            )
             #expect(status == errSecSuccess)
         }
     }
@@ -343,7 +368,9 @@ struct SecItemCopyMatchingTests {
         try withStore { _ in
             addAccounts(["alice"])
             let status = SecItemCopyMatching(
-                genericQuery([kSecMatchCaseInsensitive as String: true]) as CFDictionary, nil)
+                genericQuery([kSecMatchCaseInsensitive as String: true]) as CFDictionary,
+                nil
+            )
             #expect(status == errSecUnimplemented)
         }
     }
@@ -391,7 +418,8 @@ struct SecItemCopyMatchingTests {
             }
             #expect(
                 findAll([kSecClass as String: kSecClassInternetPassword, kSecAttrServer as String: "example.com"]).count
-                    == 2)
+                    == 2
+            )
         }
     }
 }

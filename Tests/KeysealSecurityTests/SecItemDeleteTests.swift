@@ -45,7 +45,8 @@ struct SecItemDeleteTests {
             #expect(add(genericPassword(account: "a")) == errSecSuccess)
             #expect(add(genericPassword(account: "b")) == errSecSuccess)
             let status = SecItemDelete(
-                genericQuery(account: nil, [kSecMatchLimit as String: kSecMatchLimitAll]) as CFDictionary)
+                genericQuery(account: nil, [kSecMatchLimit as String: kSecMatchLimitAll]) as CFDictionary
+            )
             #expect(status == errSecSuccess)
             #expect(findAll(genericQuery(account: nil)).isEmpty)
         }
@@ -73,7 +74,8 @@ struct SecItemDeleteTests {
             #expect(add(genericPassword(account: "a")) == errSecSuccess)
             #expect(add(genericPassword(account: "b")) == errSecSuccess)
             let reference = try #require(
-                copyMatching(genericQuery(account: "a", [kSecReturnPersistentRef as String: true])).result as? Data)
+                copyMatching(genericQuery(account: "a", [kSecReturnPersistentRef as String: true])).result as? Data
+            )
             let query: [String: Any] = [
                 kSecClass as String: kSecClassGenericPassword, kSecValuePersistentRef as String: reference,
             ]

@@ -35,7 +35,8 @@ struct SecItemUpdateTests {
             #expect(add(genericPassword()) == errSecSuccess)
             let status = update(
                 genericQuery(),
-                [kSecValueData as String: Data("new".utf8), kSecMatchLimit as String: kSecMatchLimitAll])
+                [kSecValueData as String: Data("new".utf8), kSecMatchLimit as String: kSecMatchLimitAll]
+            )
             #expect(status == errSecParam)
         }
     }
@@ -44,7 +45,9 @@ struct SecItemUpdateTests {
         try withStore { _ in
             #expect(add(genericPassword()) == errSecSuccess)
             let status = update(
-                genericQuery(), [kSecValueData as String: Data("new".utf8), kSecMatchCaseInsensitive as String: false])
+                genericQuery(),
+                [kSecValueData as String: Data("new".utf8), kSecMatchCaseInsensitive as String: false]
+            )
             #expect(status == errSecParam)
         }
     }
@@ -54,7 +57,8 @@ struct SecItemUpdateTests {
             #expect(add(genericPassword()) == errSecSuccess)
             #expect(
                 update(genericQuery(), [kSecValueData as String: Data("new".utf8), kSecReturnData as String: true])
-                    == errSecParam)
+                    == errSecParam
+            )
             #expect(findData(genericQuery()) == Data("secret".utf8))
         }
     }
@@ -78,7 +82,8 @@ struct SecItemUpdateTests {
             #expect(add(genericPassword()) == errSecSuccess)
             #expect(
                 update(genericQuery([kSecReturnData as String: true]), [kSecValueData as String: Data("new".utf8)])
-                    == errSecParam)
+                    == errSecParam
+            )
         }
     }
 
@@ -86,7 +91,8 @@ struct SecItemUpdateTests {
         try withStore { _ in
             #expect(add(genericPassword()) == errSecSuccess)
             #expect(
-                update(genericQuery(account: "bob"), [kSecValueData as String: Data("new".utf8)]) == errSecItemNotFound)
+                update(genericQuery(account: "bob"), [kSecValueData as String: Data("new".utf8)]) == errSecItemNotFound
+            )
         }
     }
 
@@ -104,7 +110,8 @@ struct SecItemUpdateTests {
             #expect(add(genericPassword(account: "b", data: Data("pw-b".utf8))) == errSecSuccess)
             _ = update(
                 genericQuery(account: "a"),
-                [kSecAttrAccount as String: "b", kSecValueData as String: Data("changed".utf8)])
+                [kSecAttrAccount as String: "b", kSecValueData as String: Data("changed".utf8)]
+            )
             let items = findAll(genericQuery(account: nil))
             let pairs = items.map { ($0[kSecAttrAccount] as? String ?? "?", $0[kSecValueData] as? Data ?? Data()) }
             #expect(pairs.map(\.0) == ["a", "b"])
@@ -127,7 +134,8 @@ struct SecItemUpdateTests {
             #expect(add(genericPassword()) == errSecSuccess)
             #expect(
                 update(genericQuery(), [kSecAttrAccessible as String: kSecAttrAccessibleAfterFirstUnlock])
-                    == errSecSuccess)
+                    == errSecSuccess
+            )
             let query = genericQuery([kSecAttrAccessible as String: kSecAttrAccessibleAfterFirstUnlock])
             #expect(findData(query) == Data("secret".utf8))
         }
@@ -138,9 +146,12 @@ struct SecItemUpdateTests {
             #expect(add(genericPassword()) == errSecSuccess)
             #expect(
                 update(genericQuery(), [kSecAttrAccessible as String: kSecAttrAccessibleAfterFirstUnlock])
-                    == errSecSuccess)
+                    == errSecSuccess
+            )
             let status = SecItemCopyMatching(
-                genericQuery([kSecAttrAccessible as String: kSecAttrAccessibleWhenUnlocked]) as CFDictionary, nil)
+                genericQuery([kSecAttrAccessible as String: kSecAttrAccessibleWhenUnlocked]) as CFDictionary,
+                nil
+            )
             #expect(status == errSecItemNotFound)
         }
     }
@@ -151,7 +162,8 @@ struct SecItemUpdateTests {
             #expect(add(genericPassword()) == errSecSuccess)
             #expect(
                 update(genericQuery(), [kSecAttrAccessible as String: kSecAttrAccessibleAfterFirstUnlock])
-                    == errSecSuccess)
+                    == errSecSuccess
+            )
             try fixture.store.lock()
             // A when-unlocked item would now be refused; an after-first-unlock one is readable while locked.
             #expect(findData(genericQuery()) == Data("secret".utf8))
@@ -172,7 +184,8 @@ struct SecItemUpdateTests {
             #expect(add(genericPassword()) == errSecSuccess)
             var error: Unmanaged<CFError>?
             let control = try #require(
-                SecAccessControlCreateWithFlags(kCFAllocatorDefault, kSecAttrAccessibleAfterFirstUnlock, [], &error))
+                SecAccessControlCreateWithFlags(kCFAllocatorDefault, kSecAttrAccessibleAfterFirstUnlock, [], &error)
+            )
             #expect(update(genericQuery(), [kSecAttrAccessControl as String: control]) == errSecSuccess)
             let accessible = findAttributes(genericQuery())?[kSecAttrAccessible] as? String
             #expect(accessible == kSecAttrAccessibleAfterFirstUnlock)
@@ -185,7 +198,8 @@ struct SecItemUpdateTests {
             #expect(add(genericPassword()) == errSecSuccess)
             var error: Unmanaged<CFError>?
             let control = try #require(
-                SecAccessControlCreateWithFlags(kCFAllocatorDefault, kSecAttrAccessibleWhenUnlocked, flags, &error))
+                SecAccessControlCreateWithFlags(kCFAllocatorDefault, kSecAttrAccessibleWhenUnlocked, flags, &error)
+            )
             #expect(update(genericQuery(), [kSecAttrAccessControl as String: control]) == errSecUnimplemented)
         }
     }

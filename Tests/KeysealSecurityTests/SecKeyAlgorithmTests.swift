@@ -24,7 +24,8 @@ struct SecKeyAlgorithmTests {
         #expect(kSecKeyAlgorithmRSAEncryptionOAEPSHA384AESGCM.rawValue == "algid:encrypt:RSA:OAEP:SHA384:AESGCM")
         #expect(
             kSecKeyAlgorithmECIESEncryptionCofactorVariableIVX963SHA224AESGCM.rawValue
-                == "algid:encrypt:ECIES:ECDHC:KDFX963:SHA224:AESGCM-KDFIV")
+                == "algid:encrypt:ECIES:ECDHC:KDFX963:SHA224:AESGCM-KDFIV"
+        )
         #expect(kSecKeyAlgorithmECDHKeyExchangeCofactorX963SHA1.rawValue == "algid:keyexchange:ECDHC:KDFX963:SHA1")
         #expect(kSecKeyAlgorithmECDSASignatureDigestRFC4754.rawValue == "algid:sign:ECDSA:digest-RFC4754")
         #expect(kSecKeyAlgorithmRSASignatureRaw == .rsaSignatureRaw)
@@ -46,17 +47,20 @@ struct SecKeyAlgorithmTests {
                     #expect(SecKeyVerifySignature(publicKey, algorithm, message, signature, &error), "\(form) \(hash)")
                     // The digest form verifies the same signature over the message's digest.
                     let digestAlgorithm = SecKeyAlgorithm(
-                        rawValue: "algid:sign:ECDSA:digest-\(form):\(hash)" as CFString)
+                        rawValue: "algid:sign:ECDSA:digest-\(form):\(hash)" as CFString
+                    )
                     let digest = Self.digest(message, hash)
                     #expect(
                         SecKeyVerifySignature(publicKey, digestAlgorithm, digest, signature, &error),
-                        "digest \(form) \(hash)")
+                        "digest \(form) \(hash)"
+                    )
                 }
             }
             // SHA-224 as its definition says (FIPS 180-4 test vector "abc").
             #expect(
                 Self.digest(Data("abc".utf8), "SHA224").map { String(format: "%02x", $0) }.joined()
-                    == "23097d223405d8228642a477bda255b32aadbce4bda0b3f7e36c9da7")
+                    == "23097d223405d8228642a477bda255b32aadbce4bda0b3f7e36c9da7"
+            )
         }
     }
 
@@ -106,12 +110,23 @@ struct SecKeyAlgorithmTests {
             for hash in Self.hashes {
                 for variant in ["ECDH", "ECDHC"] {
                     let algorithm = SecKeyAlgorithm(
-                        rawValue: "algid:keyexchange:\(variant):KDFX963:\(hash)" as CFString)
+                        rawValue: "algid:keyexchange:\(variant):KDFX963:\(hash)" as CFString
+                    )
                     #expect(SecKeyIsAlgorithmSupported(alice, .keyExchange, algorithm))
                     let one = SecKeyCopyKeyExchangeResult(
-                        alice, algorithm, SecKeyCopyPublicKey(bob)!, parameters as CFDictionary, &error)
+                        alice,
+                        algorithm,
+                        SecKeyCopyPublicKey(bob)!,
+                        parameters as CFDictionary,
+                        &error
+                    )
                     let two = SecKeyCopyKeyExchangeResult(
-                        bob, algorithm, SecKeyCopyPublicKey(alice)!, parameters as CFDictionary, &error)
+                        bob,
+                        algorithm,
+                        SecKeyCopyPublicKey(alice)!,
+                        parameters as CFDictionary,
+                        &error
+                    )
                     #expect(one != nil && one == two && one?.count == 40, "\(variant) \(hash)")
                 }
             }
@@ -134,7 +149,9 @@ struct SecKeyAlgorithmTests {
                 #expect(SecKeyIsAlgorithmSupported(privateKey, .sign, algorithm), "\(algorithm.rawValue)")
                 let signature = try #require(SecKeyCreateSignature(privateKey, algorithm, message, &error))
                 #expect(
-                    SecKeyVerifySignature(publicKey, algorithm, message, signature, &error), "\(algorithm.rawValue)")
+                    SecKeyVerifySignature(publicKey, algorithm, message, signature, &error),
+                    "\(algorithm.rawValue)"
+                )
             }
             let oldName = SecKeyAlgorithm(rawValue: "algid:sign:RSA:message-PSS:SHA256")
             let pss = try #require(SecKeyCreateSignature(privateKey, oldName, message, &error))
@@ -186,7 +203,8 @@ struct SecKeyAlgorithmTests {
             var small = [UInt8](repeating: 0, count: 8)
             var smallLength = small.count
             #expect(
-                SecKeyRawSign(privateKey, .PKCS1, digest, digest.count, &small, &smallLength) == errSecBufferTooSmall)
+                SecKeyRawSign(privateKey, .PKCS1, digest, digest.count, &small, &smallLength) == errSecBufferTooSmall
+            )
             // `.sigRaw`: RFC 4754's r ‖ s.
             length = signature.count
             #expect(SecKeyRawSign(privateKey, .sigRaw, digest, digest.count, &signature, &length) == errSecSuccess)
@@ -205,20 +223,24 @@ struct SecKeyAlgorithmTests {
             var cipherLength = ciphertext.count
             #expect(
                 SecKeyEncrypt(publicKey, .OAEP, plaintext, plaintext.count, &ciphertext, &cipherLength)
-                    == errSecSuccess)
+                    == errSecSuccess
+            )
             var decrypted = [UInt8](repeating: 0, count: 256)
             var decryptedLength = decrypted.count
             #expect(
                 SecKeyDecrypt(privateKey, .OAEP, ciphertext, cipherLength, &decrypted, &decryptedLength)
-                    == errSecSuccess)
+                    == errSecSuccess
+            )
             #expect(Array(decrypted.prefix(decryptedLength)) == plaintext)
             // PKCS#1 v1.5 encryption and digest-form RSA signatures are not implemented: errSecParam, nothing written.
             #expect(
-                SecKeyEncrypt(publicKey, .PKCS1, plaintext, plaintext.count, &ciphertext, &cipherLength) == errSecParam)
+                SecKeyEncrypt(publicKey, .PKCS1, plaintext, plaintext.count, &ciphertext, &cipherLength) == errSecParam
+            )
             let digest = [UInt8](SHA256.hash(data: Data(plaintext)))
             #expect(
                 SecKeyRawSign(privateKey, .PKCS1SHA256, digest, digest.count, &ciphertext, &cipherLength)
-                    == errSecParam)
+                    == errSecParam
+            )
         }
     }
 
@@ -226,12 +248,15 @@ struct SecKeyAlgorithmTests {
         "a Secure Enclave key signs with ECDSA SHA-1 and SHA-224 too",
         .disabled(
             if: TestBackend.throughDaemon && TestBackend.current == .hostKey,
-            "keyseald on the host key has no key hardware (the software double is embedded only)"))
+            "keyseald on the host key has no key hardware (the software double is embedded only)"
+        )
+    )
     func hardwareKeyWithOtherHashes() throws {
         try withHardwareStore { _ in
             var error: Unmanaged<CFError>?
             let privateKey = try #require(
-                SecKeyCreateRandomKey(SecKeyTests.secureEnclaveParameters(tag: "hashes") as CFDictionary, &error))
+                SecKeyCreateRandomKey(SecKeyTests.secureEnclaveParameters(tag: "hashes") as CFDictionary, &error)
+            )
             let publicKey = try #require(SecKeyCopyPublicKey(privateKey))
             let message = Data("hardware".utf8)
             for algorithm: SecKeyAlgorithm in [.ecdsaSignatureMessageX962SHA1, .ecdsaSignatureMessageX962SHA224] {

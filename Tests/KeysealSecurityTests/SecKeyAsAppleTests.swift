@@ -52,7 +52,8 @@ struct SecKeyAsAppleTests {
             let publicKey = try #require(item[kSecValueRef] as? SecKey)
             #expect(SecKeyCopyExternalRepresentation(publicKey, &error) == expected)
             #expect(
-                SecKeyCopyAttributes(publicKey)?[kSecAttrKeyClass] as? String == kSecAttrKeyClassPublic)
+                SecKeyCopyAttributes(publicKey)?[kSecAttrKeyClass] as? String == kSecAttrKeyClassPublic
+            )
 
             // Each half under its own tag: the private tag finds the private key only.
             let privateFound = Self.keysFound(Self.keyQuery(tag: "sign.private"))
@@ -61,14 +62,22 @@ struct SecKeyAsAppleTests {
             #expect(
                 copyMatching(Self.keyQuery(tag: "sign.public", [kSecAttrKeyClass as String: kSecAttrKeyClassPrivate]))
                     .status
-                    == errSecItemNotFound)
+                    == errSecItemNotFound
+            )
             // The public key found verifies what the private key signs.
             let message = Data("signed".utf8) as CFData
             let signature = try #require(
-                SecKeyCreateSignature(privateKey, .ecdsaSignatureMessageX962SHA256, message, &error))
+                SecKeyCreateSignature(privateKey, .ecdsaSignatureMessageX962SHA256, message, &error)
+            )
             #expect(
                 SecKeyVerifySignature(
-                    publicKey, .ecdsaSignatureMessageX962SHA256, message, signature, &error))
+                    publicKey,
+                    .ecdsaSignatureMessageX962SHA256,
+                    message,
+                    signature,
+                    &error
+                )
+            )
         }
     }
 
@@ -85,7 +94,8 @@ struct SecKeyAsAppleTests {
             let found = Self.keysFound(Self.keyQuery(tag: "both"))
             #expect(
                 Set(found.compactMap { $0[kSecAttrKeyClass] as? String })
-                    == [kSecAttrKeyClassPrivate as String, kSecAttrKeyClassPublic as String])
+                    == [kSecAttrKeyClassPrivate as String, kSecAttrKeyClassPublic as String]
+            )
             #expect(found.count == 2)
             #expect(found.allSatisfy { $0[kSecAttrLabel] as? String == "pair" })
         }
@@ -104,7 +114,8 @@ struct SecKeyAsAppleTests {
             #expect(
                 copyMatching(Self.keyQuery(tag: "private-only", [kSecAttrKeyClass as String: kSecAttrKeyClassPublic]))
                     .status
-                    == errSecItemNotFound)
+                    == errSecItemNotFound
+            )
             #expect(Self.keysFound(Self.keyQuery(tag: "private-only")).count == 1)
         }
     }
@@ -149,7 +160,9 @@ struct SecKeyAsAppleTests {
         "a Secure Enclave key's permanent public half is found by its own tag",
         .disabled(
             if: TestBackend.throughDaemon && TestBackend.current == .hostKey,
-            "keyseald on the host key has no key hardware (the software double is embedded only)"))
+            "keyseald on the host key has no key hardware (the software double is embedded only)"
+        )
+    )
     func hardwareKeyPublicHalfIsFoundByItsOwnTag() throws {
         try withHardwareStore { _ in
             var error: Unmanaged<CFError>?
@@ -162,7 +175,8 @@ struct SecKeyAsAppleTests {
             let publicKey = try #require(found.first?[kSecValueRef] as? SecKey)
             #expect(
                 SecKeyCopyExternalRepresentation(publicKey, &error)
-                    == SecKeyCopyExternalRepresentation(SecKeyCopyPublicKey(privateKey)!, &error))
+                    == SecKeyCopyExternalRepresentation(SecKeyCopyPublicKey(privateKey)!, &error)
+            )
         }
     }
 }
@@ -187,7 +201,8 @@ struct SecKeyAcceptsWhatAppleIgnoresTests {
             #expect(key != nil, "\(String(describing: takeError(error)))")
             #expect(
                 copyMatching(SecKeyAsAppleTests.keyQuery(tag: "returns")).status
-                    == (permanent ? errSecSuccess : errSecItemNotFound))
+                    == (permanent ? errSecSuccess : errSecItemNotFound)
+            )
         }
     }
 

@@ -23,7 +23,11 @@ func takeError(_ error: Unmanaged<CFError>?) -> (domain: String, code: Int)? {
 struct SecKeyTests {
     static func secureEnclaveParameters(tag: String, permanent: Bool = true) -> [String: Any] {
         let access = SecAccessControlCreateWithFlags(
-            kCFAllocatorDefault, kSecAttrAccessibleWhenUnlockedThisDeviceOnly, .privateKeyUsage, nil)!
+            kCFAllocatorDefault,
+            kSecAttrAccessibleWhenUnlockedThisDeviceOnly,
+            .privateKeyUsage,
+            nil
+        )!
         return [
             kSecAttrKeyType as String: kSecAttrKeyTypeECSECPrimeRandom, kSecAttrKeySizeInBits as String: 256,
             kSecAttrTokenID as String: kSecAttrTokenIDSecureEnclave,
@@ -38,12 +42,14 @@ struct SecKeyTests {
         try withHardwareStore { _ in
             var error: Unmanaged<CFError>?
             let privateKey = try #require(
-                SecKeyCreateRandomKey(Self.secureEnclaveParameters(tag: "se") as CFDictionary, &error))
+                SecKeyCreateRandomKey(Self.secureEnclaveParameters(tag: "se") as CFDictionary, &error)
+            )
             #expect(CFGetTypeID(privateKey) == SecKeyGetTypeID())
             let publicKey = try #require(SecKeyCopyPublicKey(privateKey))
             let message = Data("hello".utf8)
             let signature = try #require(
-                SecKeyCreateSignature(privateKey, .ecdsaSignatureMessageX962SHA256, message as CFData, &error))
+                SecKeyCreateSignature(privateKey, .ecdsaSignatureMessageX962SHA256, message as CFData, &error)
+            )
             #expect(
                 SecKeyVerifySignature(publicKey, .ecdsaSignatureMessageX962SHA256, message as CFData, signature, &error)
             )
@@ -52,7 +58,10 @@ struct SecKeyTests {
             let swiftCrypto = try P256.Signing.PublicKey(x963Representation: external)
             #expect(
                 swiftCrypto.isValidSignature(
-                    try P256.Signing.ECDSASignature(derRepresentation: signature), for: message))
+                    try P256.Signing.ECDSASignature(derRepresentation: signature),
+                    for: message
+                )
+            )
         }
     }
 
@@ -61,7 +70,8 @@ struct SecKeyTests {
         try withHardwareStore { _ in
             var error: Unmanaged<CFError>?
             let privateKey = try #require(
-                SecKeyCreateRandomKey(Self.secureEnclaveParameters(tag: "se") as CFDictionary, &error))
+                SecKeyCreateRandomKey(Self.secureEnclaveParameters(tag: "se") as CFDictionary, &error)
+            )
             #expect(SecKeyCopyExternalRepresentation(privateKey, &error) == nil)
             let failure = try #require(takeError(error))
             #expect(failure.domain == "NSOSStatusErrorDomain")
@@ -77,7 +87,8 @@ struct SecKeyTests {
         try withHardwareStore { _ in
             var error: Unmanaged<CFError>?
             let created = try #require(
-                SecKeyCreateRandomKey(Self.secureEnclaveParameters(tag: "found") as CFDictionary, &error))
+                SecKeyCreateRandomKey(Self.secureEnclaveParameters(tag: "found") as CFDictionary, &error)
+            )
             let query: [String: Any] = [
                 kSecClass as String: kSecClassKey, kSecAttrApplicationTag as String: Data("found".utf8),
                 kSecAttrKeyType as String: kSecAttrKeyTypeECSECPrimeRandom, kSecReturnRef as String: true,
@@ -87,10 +98,12 @@ struct SecKeyTests {
             #expect(CFGetTypeID(result) == SecKeyGetTypeID())
             let found = result as! SecKey
             let signature = try #require(
-                SecKeyCreateSignature(found, .ecdsaSignatureMessageX962SHA256, Data() as CFData, &error))
+                SecKeyCreateSignature(found, .ecdsaSignatureMessageX962SHA256, Data() as CFData, &error)
+            )
             let publicKey = try #require(SecKeyCopyPublicKey(created))
             #expect(
-                SecKeyVerifySignature(publicKey, .ecdsaSignatureMessageX962SHA256, Data() as CFData, signature, &error))
+                SecKeyVerifySignature(publicKey, .ecdsaSignatureMessageX962SHA256, Data() as CFData, signature, &error)
+            )
         }
     }
 
@@ -109,7 +122,8 @@ struct SecKeyTests {
         try withHardwareStore { fixture in
             var error: Unmanaged<CFError>?
             let key = try #require(
-                SecKeyCreateRandomKey(Self.secureEnclaveParameters(tag: "lk") as CFDictionary, &error))
+                SecKeyCreateRandomKey(Self.secureEnclaveParameters(tag: "lk") as CFDictionary, &error)
+            )
             try fixture.store.setPasscode("pw")
             try fixture.store.lock()
             #expect(SecKeyCreateSignature(key, .ecdsaSignatureMessageX962SHA256, Data() as CFData, &error) == nil)
@@ -122,7 +136,8 @@ struct SecKeyTests {
         try withHardwareStore { fixture in
             var error: Unmanaged<CFError>?
             let key = try #require(
-                SecKeyCreateRandomKey(Self.secureEnclaveParameters(tag: "t", permanent: false) as CFDictionary, &error))
+                SecKeyCreateRandomKey(Self.secureEnclaveParameters(tag: "t", permanent: false) as CFDictionary, &error)
+            )
             let add: [String: Any] = [
                 kSecClass as String: kSecClassKey, kSecValueRef as String: key,
                 kSecAttrApplicationTag as String: Data("added".utf8),
@@ -131,7 +146,8 @@ struct SecKeyTests {
             #expect(SecKeyCreateSignature(key, .ecdsaSignatureMessageX962SHA256, Data() as CFData, &error) != nil)
             #expect(
                 SecItemDelete([kSecClass: kSecClassKey, kSecAttrApplicationTag: Data("added".utf8)] as CFDictionary)
-                    == errSecSuccess)
+                    == errSecSuccess
+            )
             if let log = fixture.log { #expect(log.deletedBlobs.count == 1) }
             #expect(SecKeyCreateSignature(key, .ecdsaSignatureMessageX962SHA256, Data() as CFData, &error) == nil)
         }
@@ -166,10 +182,17 @@ struct SecKeyTests {
             let key = try #require(SecKeyCreateRandomKey(parameters as CFDictionary, &error))
             let publicKey = try #require(SecKeyCopyPublicKey(key))
             let signature = try #require(
-                SecKeyCreateSignature(key, .ecdsaSignatureMessageX962SHA256, Data("a".utf8) as CFData, &error))
+                SecKeyCreateSignature(key, .ecdsaSignatureMessageX962SHA256, Data("a".utf8) as CFData, &error)
+            )
             #expect(
                 !SecKeyVerifySignature(
-                    publicKey, .ecdsaSignatureMessageX962SHA256, Data("b".utf8) as CFData, signature, &error))
+                    publicKey,
+                    .ecdsaSignatureMessageX962SHA256,
+                    Data("b".utf8) as CFData,
+                    signature,
+                    &error
+                )
+            )
             let failure = try #require(takeError(error))
             #expect(failure.domain == "NSOSStatusErrorDomain" && failure.code == -67808)
         }
@@ -220,7 +243,8 @@ struct SecKeyTests {
         try withHardwareStore { _ in
             var error: Unmanaged<CFError>?
             let key = try #require(
-                SecKeyCreateRandomKey(Self.secureEnclaveParameters(tag: "ecies") as CFDictionary, &error))
+                SecKeyCreateRandomKey(Self.secureEnclaveParameters(tag: "ecies") as CFDictionary, &error)
+            )
             let publicKey = try #require(SecKeyCopyPublicKey(key))
             let plaintext = Data("a secret for the device".utf8)
             let ciphertext = try #require(SecKeyCreateEncryptedData(publicKey, encrypt, plaintext as CFData, &error))
@@ -245,15 +269,22 @@ struct SecKeyTests {
             let agreement = try P256.KeyAgreement.PrivateKey(x963Representation: external)
             let ciphertext = try #require(
                 SecKeyCreateEncryptedData(
-                    SecKeyCopyPublicKey(key)!, .eciesEncryptionStandardX963SHA256AESGCM, Data("hi".utf8) as CFData,
-                    &error))
+                    SecKeyCopyPublicKey(key)!,
+                    .eciesEncryptionStandardX963SHA256AESGCM,
+                    Data("hi".utf8) as CFData,
+                    &error
+                )
+            )
             let ephemeral = ciphertext.prefix(65)
             let shared = try agreement.sharedSecretFromKeyAgreement(
-                with: P256.KeyAgreement.PublicKey(x963Representation: ephemeral))
+                with: P256.KeyAgreement.PublicKey(x963Representation: ephemeral)
+            )
             let aesKey = shared.x963DerivedSymmetricKey(using: SHA256.self, sharedInfo: ephemeral, outputByteCount: 16)
             let box = try AES.GCM.SealedBox(
-                nonce: AES.GCM.Nonce(data: Data(count: 16)), ciphertext: ciphertext.dropFirst(65).dropLast(16),
-                tag: ciphertext.suffix(16))
+                nonce: AES.GCM.Nonce(data: Data(count: 16)),
+                ciphertext: ciphertext.dropFirst(65).dropLast(16),
+                tag: ciphertext.suffix(16)
+            )
             #expect(try AES.GCM.open(box, using: aesKey) == Data("hi".utf8))
         }
     }
@@ -263,29 +294,53 @@ struct SecKeyTests {
         try withHardwareStore { _ in
             var error: Unmanaged<CFError>?
             let key = try #require(
-                SecKeyCreateRandomKey(Self.secureEnclaveParameters(tag: "dh") as CFDictionary, &error))
+                SecKeyCreateRandomKey(Self.secureEnclaveParameters(tag: "dh") as CFDictionary, &error)
+            )
             let peerParameters: [String: Any] = [
                 kSecAttrKeyType as String: kSecAttrKeyTypeEC, kSecAttrKeySizeInBits as String: 256,
             ]
             let peer = try #require(SecKeyCreateRandomKey(peerParameters as CFDictionary, &error))
             let ours = try #require(
                 SecKeyCopyKeyExchangeResult(
-                    key, .ecdhKeyExchangeStandard, SecKeyCopyPublicKey(peer)!, [:] as CFDictionary, &error))
+                    key,
+                    .ecdhKeyExchangeStandard,
+                    SecKeyCopyPublicKey(peer)!,
+                    [:] as CFDictionary,
+                    &error
+                )
+            )
             let cofactor = try #require(
                 SecKeyCopyKeyExchangeResult(
-                    key, .ecdhKeyExchangeCofactor, SecKeyCopyPublicKey(peer)!, [:] as CFDictionary, &error))
+                    key,
+                    .ecdhKeyExchangeCofactor,
+                    SecKeyCopyPublicKey(peer)!,
+                    [:] as CFDictionary,
+                    &error
+                )
+            )
             let theirs = try #require(
                 SecKeyCopyKeyExchangeResult(
-                    peer, .ecdhKeyExchangeStandard, SecKeyCopyPublicKey(key)!, [:] as CFDictionary, &error))
+                    peer,
+                    .ecdhKeyExchangeStandard,
+                    SecKeyCopyPublicKey(key)!,
+                    [:] as CFDictionary,
+                    &error
+                )
+            )
             #expect(ours == theirs && cofactor == ours && ours.count == 32)
             let derived = try #require(
                 SecKeyCopyKeyExchangeResult(
-                    key, .ecdhKeyExchangeStandardX963SHA256, SecKeyCopyPublicKey(peer)!,
+                    key,
+                    .ecdhKeyExchangeStandardX963SHA256,
+                    SecKeyCopyPublicKey(peer)!,
                     [
                         kSecKeyKeyExchangeParameterRequestedSize: 48,
                         kSecKeyKeyExchangeParameterSharedInfo: Data("i".utf8),
                     ]
-                        as CFDictionary, &error))
+                        as CFDictionary,
+                    &error
+                )
+            )
             #expect(derived.count == 48)
         }
     }
@@ -299,7 +354,12 @@ struct SecKeyTests {
             let key = try #require(SecKeyCreateRandomKey(parameters as CFDictionary, &error))
             let ciphertext = try #require(
                 SecKeyCreateEncryptedData(
-                    SecKeyCopyPublicKey(key)!, .rsaEncryptionOAEPSHA256, Data("x".utf8) as CFData, &error))
+                    SecKeyCopyPublicKey(key)!,
+                    .rsaEncryptionOAEPSHA256,
+                    Data("x".utf8) as CFData,
+                    &error
+                )
+            )
             #expect(SecKeyCreateDecryptedData(key, .rsaEncryptionOAEPSHA256, ciphertext, &error) == Data("x".utf8))
         }
     }
@@ -311,7 +371,8 @@ struct SecKeyTests {
                 kSecAttrKeyType as String: kSecAttrKeyTypeEC, kSecAttrKeyClass as String: kSecAttrKeyClassPrivate,
             ]
             let key = try #require(
-                SecKeyCreateWithData(KeyTestMaterial.privateKey as CFData, attributes as CFDictionary, &error))
+                SecKeyCreateWithData(KeyTestMaterial.privateKey as CFData, attributes as CFDictionary, &error)
+            )
             #expect(SecKeyCopyExternalRepresentation(key, &error) == KeyTestMaterial.privateKey)
             #expect(SecKeyCopyExternalRepresentation(SecKeyCopyPublicKey(key)!, &error) == KeyTestMaterial.publicKey)
             #expect(SecKeyCreateWithData(Data([1, 2, 3]) as CFData, attributes as CFDictionary, &error) == nil)
@@ -342,7 +403,8 @@ struct SecKeyTests {
             #expect(SecItemCopyMatching(lookup as CFDictionary, &result) == errSecDataNotAvailable)
             #expect(
                 SecItemUpdate(query as CFDictionary, [kSecAttrIsExtractable: true] as CFDictionary)
-                    == errSecReadOnlyAttr)
+                    == errSecReadOnlyAttr
+            )
             #expect(SecItemCopyMatching(lookup as CFDictionary, &result) == errSecDataNotAvailable)
             #expect(result == nil)
             #expect(SecKeyCopyExternalRepresentation(key, &error) == nil)
@@ -374,7 +436,8 @@ struct SecKeyTests {
 
 @Suite(
     "SecCertificate and SecIdentity",
-    .disabled(if: TestBackend.throughDaemon, "embedded only; DaemonKeyTests covers keyseald"))
+    .disabled(if: TestBackend.throughDaemon, "embedded only; DaemonKeyTests covers keyseald")
+)
 struct SecCertificateTests {
     @Test func certificateFromDER() throws {
         let certificate = try #require(SecCertificateCreateWithData(nil, KeyTestMaterial.certificate as CFData))
@@ -401,12 +464,14 @@ struct SecCertificateTests {
                 kSecAttrKeyType as String: kSecAttrKeyTypeEC, kSecAttrKeyClass as String: kSecAttrKeyClassPrivate,
             ]
             let key = try #require(
-                SecKeyCreateWithData(KeyTestMaterial.privateKey as CFData, attributes as CFDictionary, &error))
+                SecKeyCreateWithData(KeyTestMaterial.privateKey as CFData, attributes as CFDictionary, &error)
+            )
             let certificate = try #require(SecCertificateCreateWithData(nil, KeyTestMaterial.certificate as CFData))
             #expect(SecItemAdd([kSecValueRef: key] as CFDictionary, nil) == errSecSuccess)
             #expect(
                 SecItemAdd([kSecClass: kSecClassCertificate, kSecValueRef: certificate] as CFDictionary, nil)
-                    == errSecSuccess)
+                    == errSecSuccess
+            )
             var result: CFTypeRef?
             let query: [String: Any] = [kSecClass as String: kSecClassIdentity, kSecReturnRef as String: true]
             #expect(SecItemCopyMatching(query as CFDictionary, &result) == errSecSuccess)
@@ -418,11 +483,17 @@ struct SecCertificateTests {
             #expect(SecIdentityCopyPrivateKey(identity, &copiedKey) == errSecSuccess)
             #expect(copiedCertificate.map(SecCertificateCopyData) == KeyTestMaterial.certificate)
             let signature = try #require(
-                SecKeyCreateSignature(copiedKey!, .ecdsaSignatureMessageX962SHA256, Data("t".utf8) as CFData, &error))
+                SecKeyCreateSignature(copiedKey!, .ecdsaSignatureMessageX962SHA256, Data("t".utf8) as CFData, &error)
+            )
             #expect(
                 SecKeyVerifySignature(
-                    SecCertificateCopyKey(certificate)!, .ecdsaSignatureMessageX962SHA256, Data("t".utf8) as CFData,
-                    signature, &error))
+                    SecCertificateCopyKey(certificate)!,
+                    .ecdsaSignatureMessageX962SHA256,
+                    Data("t".utf8) as CFData,
+                    signature,
+                    &error
+                )
+            )
         }
     }
 

@@ -9,13 +9,15 @@ struct SecurityFunctionTests {
     @Test func errorMessageForNotFoundIsApples() {
         #expect(
             SecCopyErrorMessageString(errSecItemNotFound, nil)
-                == "The specified item could not be found in the keychain.")
+                == "The specified item could not be found in the keychain."
+        )
     }
 
     @Test func errorMessageForDuplicateIsApples() {
         #expect(
             SecCopyErrorMessageString(errSecDuplicateItem, nil)
-                == "The specified item already exists in the keychain.")
+                == "The specified item already exists in the keychain."
+        )
     }
 
     @Test func errorMessageForAnUnknownStatusIsNotNil() {
@@ -62,7 +64,12 @@ struct SecurityFunctionTests {
         var error: Unmanaged<CFError>?
         let control = try #require(
             SecAccessControlCreateWithFlags(
-                kCFAllocatorDefault, kSecAttrAccessibleWhenUnlockedThisDeviceOnly, [.userPresence], &error))
+                kCFAllocatorDefault,
+                kSecAttrAccessibleWhenUnlockedThisDeviceOnly,
+                [.userPresence],
+                &error
+            )
+        )
         #expect(control.protection == kSecAttrAccessibleWhenUnlockedThisDeviceOnly)
         #expect(control.flags == .userPresence)
         #expect(error == nil)

@@ -12,7 +12,9 @@ func withStore<T>(_ body: (StoreFixture) throws -> T) throws -> T {
 
 /// A generic-password add dictionary.
 func genericPassword(
-    account: String = "alice", service: String = "svc", data: Data = Data("secret".utf8),
+    account: String = "alice",
+    service: String = "svc",
+    data: Data = Data("secret".utf8),
     _ extra: [String: Any] = [:]
 ) -> [String: Any] {
     var query: [String: Any] = [
@@ -25,7 +27,11 @@ func genericPassword(
 }
 
 /// A generic-password query (no value).
-func genericQuery(account: String? = "alice", service: String? = "svc", _ extra: [String: Any] = [:])
+func genericQuery(
+    account: String? = "alice",
+    service: String? = "svc",
+    _ extra: [String: Any] = [:]
+)
     -> [String: Any]
 {
     var query: [String: Any] = [kSecClass as String: kSecClassGenericPassword]

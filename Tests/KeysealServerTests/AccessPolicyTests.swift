@@ -40,7 +40,8 @@ struct AccessPolicyTests {
             user alice: mail shared
             group 60: ops
             user 1001: extra
-            """)
+            """
+        )
         let caller = policy.caller(for: PeerCredentials(pid: 1, uid: 1001, gid: 1001)) { _ in [50, 60] }
         #expect(caller.accessGroups == ["mail", "shared", "extra", "team", "ops"])
         #expect(caller.defaultGroup == "mail")
@@ -48,9 +49,12 @@ struct AccessPolicyTests {
         #expect(staffOnly.accessGroups == ["shared", "team"])
     }
 
-    @Test("bad lines are one-line errors naming the line", arguments: [
-        "user alice mail", "user nobody-known: g", "group nogroup: g", "role alice: g", "user alice:", "user: g",
-    ])
+    @Test(
+        "bad lines are one-line errors naming the line",
+        arguments: [
+            "user alice mail", "user nobody-known: g", "group nogroup: g", "role alice: g", "user alice:", "user: g",
+        ]
+    )
     func badLines(line: String) {
         #expect(throws: KeychainError.self) { try Self.parse("\n" + line) }
         do {
@@ -70,7 +74,8 @@ struct AccessPolicyTests {
             unit mail.service: spool *com.example.mail
             exe /usr/bin/mail app: com.example.mail.cache
             exe /usr/bin/other: other
-            """)
+            """
+        )
         let caller = policy.caller(for: PeerCredentials(pid: 1, uid: 1001, gid: 1001), identity: Self.app) { _ in [] }
         #expect(caller.accessGroups == ["com.example.mail.cache", "spool", "com.example.mail", "shared"])
         #expect(caller.defaultGroup == "com.example.mail")
@@ -108,9 +113,12 @@ struct AccessPolicyTests {
         #expect(own.defaultGroup == "mail")
     }
 
-    @Test("bad exe and unit lines are errors", arguments: [
-        "exe relative/path: g", "unit mail: g", "unit a/b.service: g", "exe /bin/x: *a *b", "exe /bin/x: *",
-    ])
+    @Test(
+        "bad exe and unit lines are errors",
+        arguments: [
+            "exe relative/path: g", "unit mail: g", "unit a/b.service: g", "exe /bin/x: *a *b", "exe /bin/x: *",
+        ]
+    )
     func badIdentityLines(line: String) {
         #expect(throws: KeychainError.self) { try Self.parse(line) }
     }
@@ -150,7 +158,10 @@ struct AccessPolicyTests {
     func identifiesThroughPeerPidfd() {
         var pair: [Int32] = [-1, -1]
         #expect(socketpair(AF_UNIX, Int32(SOCK_STREAM.rawValue), 0, &pair) == 0)
-        defer { close(pair[0]); close(pair[1]) }
+        defer {
+            close(pair[0])
+            close(pair[1])
+        }
         let pidfd = PeerIdentity.peerPidfd(socket: pair[0])
         #expect(pidfd != nil, "SO_PEERPIDFD needs Linux 6.5 or later")
         let me = PeerCredentials(pid: getpid(), uid: geteuid(), gid: getegid())

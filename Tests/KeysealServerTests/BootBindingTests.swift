@@ -13,19 +13,25 @@ struct BootBindingTests {
     static let rolledBackExit: Int32 = 155
 
     /// A daemon on swtpm bound to PCR 7, with one always item and a recovery key in a file; returns the key.
-    static func boundDaemon(backend: DaemonFixture.Backend = .tpm, passcode: Bool = false) throws
+    static func boundDaemon(
+        backend: DaemonFixture.Backend = .tpm,
+        passcode: Bool = false
+    ) throws
         -> (DaemonFixture, CLI, String)
     {
         let daemon = try DaemonFixture(backend, arguments: ["--tpm-pcrs", "7"], tpmLimits: (32, 600, 2))
         let cli = CLI(socket: daemon.socketPath)
-        try expectOK(cli("add-generic-password", "-a", "acct", "-s", "svc", "-w", "always-secret", "--accessible", "always"))
+        try expectOK(
+            cli("add-generic-password", "-a", "acct", "-s", "svc", "-w", "always-secret", "--accessible", "always")
+        )
         if passcode {
             try expectOK(cli("passcode", "set", "--passcode-stdin", "--allow-weak-passcode", input: Self.passcode))
             try expectOK(cli("add-generic-password", "-a", "acct", "-s", "locked-svc", "-w", "ak-secret"))
         }
         let file = daemon.root.appending("recovery-key").path
         try expectOK(
-            cli("recovery-key", "create", "--file", file, "--passcode-stdin", input: passcode ? Self.passcode : ""))
+            cli("recovery-key", "create", "--file", file, "--passcode-stdin", input: passcode ? Self.passcode : "")
+        )
         let key = try String(contentsOfFile: file, encoding: .utf8).trimmingCharacters(in: .whitespacesAndNewlines)
         return (daemon, cli, key)
     }
@@ -41,7 +47,8 @@ struct BootBindingTests {
 
     @Test(
         "bound to PCR 7: an extend means recovery required (always item exit 156); recover brings it all back",
-        arguments: [DaemonFixture.Backend.tpm, .tabrmd])
+        arguments: [DaemonFixture.Backend.tpm, .tabrmd]
+    )
     func recoveryAfterExtend(backend: DaemonFixture.Backend) throws {
         let (daemon, cli, key) = try Self.boundDaemon(backend: backend)
         defer { daemon.remove() }
@@ -131,14 +138,23 @@ struct BootBindingTests {
         defer { _ = try? swtpm.tool("tpm2_flushcontext", ["-t"], check: false) }
         try swtpm.tool(
             "tpm2_createprimary",
-            ["-Q", "-C", "o", "-G", "ecc256:aes128cfb", "-a",
-             "restricted|decrypt|fixedtpm|fixedparent|sensitivedataorigin|userwithauth|noda", "-c", "\(dir)/p.ctx"])
+            [
+                "-Q", "-C", "o", "-G", "ecc256:aes128cfb", "-a",
+                "restricted|decrypt|fixedtpm|fixedparent|sensitivedataorigin|userwithauth|noda", "-c", "\(dir)/p.ctx",
+            ]
+        )
         try swtpm.tool("tpm2_flushcontext", ["-t"])
-        try swtpm.tool("tpm2_load", ["-Q", "-C", "\(dir)/p.ctx", "-u", "\(dir)/ds.pub", "-r", "\(dir)/ds.priv", "-c", "\(dir)/ds.ctx"])
+        try swtpm.tool(
+            "tpm2_load",
+            ["-Q", "-C", "\(dir)/p.ctx", "-u", "\(dir)/ds.pub", "-r", "\(dir)/ds.priv", "-c", "\(dir)/ds.ctx"]
+        )
         try swtpm.tool("tpm2_flushcontext", ["-t"])
         let bound = blob[4] == 2
         return try swtpm.tool(
-            "tpm2_unseal", ["-c", "\(dir)/ds.ctx"] + (bound ? ["-p", "pcr:sha256:7"] : []), check: false)
+            "tpm2_unseal",
+            ["-c", "\(dir)/ds.ctx"] + (bound ? ["-p", "pcr:sha256:7"] : []),
+            check: false
+        )
     }
 
     @Test("live USB: tpm2_unseal of the device object from a copy of the keybag works unbound, fails once bound")
@@ -163,7 +179,9 @@ struct BootBindingTests {
     static func lockedDaemon(arguments: [String] = []) throws -> (DaemonFixture, CLI) {
         let daemon = try DaemonFixture(.tpm, arguments: arguments, tpmLimits: (32, 600, 2))
         let cli = CLI(socket: daemon.socketPath)
-        try expectOK(cli("add-generic-password", "-a", "acct", "-s", "svc", "-w", "always-secret", "--accessible", "always"))
+        try expectOK(
+            cli("add-generic-password", "-a", "acct", "-s", "svc", "-w", "always-secret", "--accessible", "always")
+        )
         try expectOK(cli("passcode", "set", "--passcode-stdin", "--allow-weak-passcode", input: Self.passcode))
         try expectOK(cli("add-generic-password", "-a", "acct", "-s", "locked-svc", "-w", "ak-secret"))
         try expectOK(cli("lock"))
@@ -183,7 +201,8 @@ struct BootBindingTests {
 
     @Test(
         "root replaces the counter with another index holding an older copy's value and puts that copy back: rolled back",
-        arguments: NVIndexReplacement.allCases)
+        arguments: NVIndexReplacement.allCases
+    )
     func replacedCounterDetected(replacement: NVIndexReplacement) throws {
         let (daemon, cli) = try Self.lockedDaemon(arguments: ["--tpm-pcrs", "7"])
         defer { daemon.remove() }
@@ -239,7 +258,9 @@ struct BootBindingTests {
         #expect(refused.stderrText.contains("too many failed attempts (5)"), "\(refused.stderrText)")
     }
 
-    @Test("rollback: a copy put back after three failed tries is detected; the count is not reset; an administrator decides")
+    @Test(
+        "rollback: a copy put back after three failed tries is detected; the count is not reset; an administrator decides"
+    )
     func rollbackDetected() throws {
         let (daemon, cli) = try Self.lockedDaemon()
         defer { daemon.remove() }
@@ -274,7 +295,8 @@ struct BootBindingTests {
 
     @Test(
         "a kill -9 between the keybag's commit and the counter's increment, or just after the increment, never bricks the store",
-        arguments: ["after-commit", "after-increment"])
+        arguments: ["after-commit", "after-increment"]
+    )
     func crashDuringIncrement(point: String) throws {
         let (daemon, cli) = try Self.lockedDaemon()
         defer { daemon.remove() }
@@ -297,7 +319,8 @@ struct BootBindingTests {
 
     @Test(
         "checkpoint interval 0: a kill -9 after an item write's commit, before or after its increment, never bricks the store",
-        arguments: ["after-commit", "after-increment"])
+        arguments: ["after-commit", "after-increment"]
+    )
     func crashDuringCheckpoint(point: String) throws {
         let daemon = try DaemonFixture(.tpm, arguments: ["--checkpoint-interval", "0"], tpmLimits: (32, 600, 2))
         defer { daemon.remove() }

@@ -61,7 +61,9 @@ struct CLICertificateTests {
         let files = try TemporaryDirectory()
         defer { files.remove() }
         let cli = CLI(socket: daemon.socketPath)
-        #expect(try cli("add-certificates", try Self.write(KeyTestMaterial.certificate, "one.der", in: files)).status == 0)
+        #expect(
+            try cli("add-certificates", try Self.write(KeyTestMaterial.certificate, "one.der", in: files)).status == 0
+        )
         let hash = Self.upperHex(Insecure.SHA1.hash(data: KeyTestMaterial.certificate))
         let deleted = try cli("delete-certificate", "-Z", hash)
         #expect(deleted.status == 0, "\(deleted.stderrText)")
@@ -106,34 +108,51 @@ struct CLICertificateTests {
         let cli = CLI(socket: daemon.socketPath)
         let created = try cli("--json", "create-key", "--tag", "device", "--hardware")
         #expect(created.status == 0, "\(created.stderrText)")
-        let publicKey = try P256.Signing.PublicKey(pemRepresentation: try #require(CLI.json(created)["publicKey"] as? String))
+        let publicKey = try P256.Signing.PublicKey(
+            pemRepresentation: try #require(CLI.json(created)["publicKey"] as? String)
+        )
 
         let requested = try cli("create-csr", "--tag", "device", "--subject", "CN=device-7,O=Keyseal")
         #expect(requested.status == 0, "\(requested.stderrText)")
         let csr = try CertificateSigningRequest(pemEncoded: requested.stdoutText)
         #expect(csr.publicKey == Certificate.PublicKey(publicKey))
         #expect(csr.publicKey.isValidSignature(csr.signature, for: csr))
-        #expect(csr.subject == (try DistinguishedName { CommonName("device-7"); OrganizationName("Keyseal") }))
+        #expect(
+            csr.subject
+                == (try DistinguishedName {
+                    CommonName("device-7")
+                    OrganizationName("Keyseal")
+                })
+        )
 
         #expect(try cli("find-identity", "-v").stdoutText == "     0 valid identities found\n")
         let caKey = P256.Signing.PrivateKey()
         let now = Date()
         let certificate = try Certificate(
-            version: .v3, serialNumber: Certificate.SerialNumber(), publicKey: csr.publicKey,
-            notValidBefore: now.addingTimeInterval(-60), notValidAfter: now.addingTimeInterval(3600),
-            issuer: try DistinguishedName { CommonName("Keyseal Test CA") }, subject: csr.subject,
-            signatureAlgorithm: .ecdsaWithSHA256, extensions: Certificate.Extensions(),
-            issuerPrivateKey: Certificate.PrivateKey(caKey))
+            version: .v3,
+            serialNumber: Certificate.SerialNumber(),
+            publicKey: csr.publicKey,
+            notValidBefore: now.addingTimeInterval(-60),
+            notValidAfter: now.addingTimeInterval(3600),
+            issuer: try DistinguishedName { CommonName("Keyseal Test CA") },
+            subject: csr.subject,
+            signatureAlgorithm: .ecdsaWithSHA256,
+            extensions: Certificate.Extensions(),
+            issuerPrivateKey: Certificate.PrivateKey(caKey)
+        )
         var serializer = DER.Serializer()
         try serializer.serialize(certificate)
         let der = Data(serializer.serializedBytes)
-        #expect(try cli("add-certificates", try Self.write(Data(Self.pem(der).utf8), "device.pem", in: files)).status == 0)
+        #expect(
+            try cli("add-certificates", try Self.write(Data(Self.pem(der).utf8), "device.pem", in: files)).status == 0
+        )
 
         let identities = try cli("find-identity", "-v")
         #expect(identities.status == 0, "\(identities.stderrText)")
         #expect(
             identities.stdoutText
-                == "  1) \(Self.upperHex(Insecure.SHA1.hash(data: der))) \"device-7\"\n     1 valid identities found\n")
+                == "  1) \(Self.upperHex(Insecure.SHA1.hash(data: der))) \"device-7\"\n     1 valid identities found\n"
+        )
     }
 
     @Test func anExpiredIdentityIsListedButNotValid() throws {
@@ -147,11 +166,17 @@ struct CLICertificateTests {
         let csr = try CertificateSigningRequest(pemEncoded: requested.stdoutText)
         let now = Date()
         let certificate = try Certificate(
-            version: .v3, serialNumber: Certificate.SerialNumber(), publicKey: csr.publicKey,
-            notValidBefore: now.addingTimeInterval(-7200), notValidAfter: now.addingTimeInterval(-3600),
-            issuer: try DistinguishedName { CommonName("Keyseal Test CA") }, subject: csr.subject,
-            signatureAlgorithm: .ecdsaWithSHA256, extensions: Certificate.Extensions(),
-            issuerPrivateKey: Certificate.PrivateKey(P256.Signing.PrivateKey()))
+            version: .v3,
+            serialNumber: Certificate.SerialNumber(),
+            publicKey: csr.publicKey,
+            notValidBefore: now.addingTimeInterval(-7200),
+            notValidAfter: now.addingTimeInterval(-3600),
+            issuer: try DistinguishedName { CommonName("Keyseal Test CA") },
+            subject: csr.subject,
+            signatureAlgorithm: .ecdsaWithSHA256,
+            extensions: Certificate.Extensions(),
+            issuerPrivateKey: Certificate.PrivateKey(P256.Signing.PrivateKey())
+        )
         var serializer = DER.Serializer()
         try serializer.serialize(certificate)
         let path = try Self.write(Data(serializer.serializedBytes), "old.der", in: files)

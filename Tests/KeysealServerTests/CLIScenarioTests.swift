@@ -13,8 +13,10 @@ struct CLI {
 
     func run(_ arguments: [String], input: Data? = nil) throws -> ProcessResult {
         try runProcess(
-            try builtProductsDirectory().appendingPathComponent("keyseal").path, ["--socket", socket] + arguments,
-            input: input ?? Data())
+            try builtProductsDirectory().appendingPathComponent("keyseal").path,
+            ["--socket", socket] + arguments,
+            input: input ?? Data()
+        )
     }
 
     static func json(_ result: ProcessResult) throws -> [String: Any] {
@@ -42,8 +44,17 @@ struct CLIScenarioTests {
         let cli = CLI(socket: daemon.socketPath)
         #expect(try cli("passcode", "set", "--passcode-stdin", input: "correct horse\n").status == 0)
         for entry in classes {
-            let added = try cli("add-generic-password", "-a", entry.name, "-s", "cli", "-w", "secret-\(entry.name)",
-                "--accessible", entry.name)
+            let added = try cli(
+                "add-generic-password",
+                "-a",
+                entry.name,
+                "-s",
+                "cli",
+                "-w",
+                "secret-\(entry.name)",
+                "--accessible",
+                entry.name
+            )
             #expect(added.status == 0, "\(entry.name): \(added.stderrText)")
         }
         #expect(try cli("lock").status == 0)
@@ -71,7 +82,11 @@ struct CLIScenarioTests {
         #expect(generic.stdoutText.contains("    \"acct\"<blob>=\"alice\"\n"))
         #expect(generic.stderrText == "password: \"s3cret\"\n")
         try cli("add-internet-password", "-a", "bob", "-s", "example.com", "-w", "pw")
-        #expect(try cli("find-internet-password", "-a", "bob", "-s", "example.com").stdoutText.hasPrefix("class: \"inet\"\n"))
+        #expect(
+            try cli("find-internet-password", "-a", "bob", "-s", "example.com").stdoutText.hasPrefix(
+                "class: \"inet\"\n"
+            )
+        )
     }
 
     @Test("a wrong passcode exits 51 and unlocks nothing; the right one unlocks every class", arguments: backends)
@@ -122,11 +137,17 @@ struct CLIScenarioTests {
         let database = daemon.storeDirectory.appendingPathComponent("keyseal.db").path
         let edit = try runProcess(
             try requireTool("sqlite3", package: "sqlite3"),
-            [database, "DELETE FROM ledger WHERE id = (SELECT max(id) FROM items); DELETE FROM items WHERE id = (SELECT max(id) FROM items);"])
+            [
+                database,
+                "DELETE FROM ledger WHERE id = (SELECT max(id) FROM items); DELETE FROM items WHERE id = (SELECT max(id) FROM items);",
+            ]
+        )
         #expect(edit.status == 0, "\(edit.stderrText)")
         try daemon.start()
         let status = try cli("status")
-        #expect(status.stdoutText.contains("ledger:           1 of 128 ledger buckets failed verification, 1 item missing"))
+        #expect(
+            status.stdoutText.contains("ledger:           1 of 128 ledger buckets failed verification, 1 item missing")
+        )
         let ledger = try #require(try CLI.json(try cli("--json", "status"))["ledger"] as? [String: Any])
         #expect(ledger["missingItems"] as? Int == 1)
         #expect(daemon.log_().contains("generation ledger failed verification"))
@@ -138,8 +159,21 @@ struct CLIScenarioTests {
         let daemon = try DaemonFixture(backend)
         defer { daemon.remove() }
         let cli = CLI(socket: daemon.socketPath)
-        #expect(try cli("add-generic-password", "-a", "alice", "-s", "web", "-w", "one", "-l", "Label",
-            "--accessible", "after-first-unlock").status == 0)
+        #expect(
+            try cli(
+                "add-generic-password",
+                "-a",
+                "alice",
+                "-s",
+                "web",
+                "-w",
+                "one",
+                "-l",
+                "Label",
+                "--accessible",
+                "after-first-unlock"
+            ).status == 0
+        )
         #expect(try cli("add-generic-password", "-a", "alice", "-s", "web", "-w", "two").status == 45)
         #expect(try cli("add-generic-password", "-a", "alice", "-s", "web", "-j", "a comment", "-U").status == 0)
         let kept = try CLI.json(try cli("--json", "find-generic-password", "-a", "alice", "-s", "web", "-g"))
@@ -147,7 +181,10 @@ struct CLIScenarioTests {
         #expect(kept["label"] as? String == "Label")
         #expect(kept["comment"] as? String == "a comment")
         #expect(kept["accessible"] as? String == "after-first-unlock")
-        #expect(try cli("add-generic-password", "-a", "alice", "-s", "web", "-U", "--password-stdin", input: "two\n").status == 0)
+        #expect(
+            try cli("add-generic-password", "-a", "alice", "-s", "web", "-U", "--password-stdin", input: "two\n").status
+                == 0
+        )
         #expect(try cli("find-generic-password", "-a", "alice", "-s", "web", "-w").stdoutText == "two\n")
         let deleted = try cli("delete-generic-password", "-a", "alice", "-s", "web")
         #expect(deleted.status == 0)
@@ -162,9 +199,28 @@ struct CLIScenarioTests {
         let daemon = try DaemonFixture(backend)
         defer { daemon.remove() }
         let cli = CLI(socket: daemon.socketPath)
-        #expect(try cli("add-internet-password", "-a", "bob", "-s", "example.com", "-r", "https", "-P", "443",
-            "-p", "/login", "-t", "form", "-w", "pw").status == 0)
-        #expect(try cli("add-internet-password", "-a", "bob", "-s", "example.com", "-r", "ssh", "-w", "key").status == 0)
+        #expect(
+            try cli(
+                "add-internet-password",
+                "-a",
+                "bob",
+                "-s",
+                "example.com",
+                "-r",
+                "https",
+                "-P",
+                "443",
+                "-p",
+                "/login",
+                "-t",
+                "form",
+                "-w",
+                "pw"
+            ).status == 0
+        )
+        #expect(
+            try cli("add-internet-password", "-a", "bob", "-s", "example.com", "-r", "ssh", "-w", "key").status == 0
+        )
         #expect(try cli("find-internet-password", "-s", "example.com", "-r", "htps", "-w").stdoutText == "pw\n")
         #expect(try cli("find-internet-password", "-s", "example.com", "-r", "ssh ", "-w").stdoutText == "key\n")
         let item = try CLI.json(try cli("--json", "find-internet-password", "-a", "bob", "-r", "https"))
@@ -172,8 +228,25 @@ struct CLIScenarioTests {
         #expect(item["authenticationType"] as? String == "form")
         #expect(item["port"] as? Int == 443)
         #expect(item["class"] as? String == "internet-password")
-        #expect(try cli("add-internet-password", "-a", "bob", "-s", "example.com", "-r", "https", "-P", "443",
-            "-p", "/login", "-t", "form", "-w", "again").status == 45)
+        #expect(
+            try cli(
+                "add-internet-password",
+                "-a",
+                "bob",
+                "-s",
+                "example.com",
+                "-r",
+                "https",
+                "-P",
+                "443",
+                "-p",
+                "/login",
+                "-t",
+                "form",
+                "-w",
+                "again"
+            ).status == 45
+        )
         #expect(try cli("delete-internet-password", "-s", "example.com").stdoutText == "deleted 2 items\n")
     }
 
@@ -241,7 +314,10 @@ struct CLIScenarioTests {
         #expect(try cli("find-generic-password", "-a", "dk", "-w").stdoutText == "always\n")
     }
 
-    @Test("export and import through the command line: per-class rules, refusals, the store unchanged", arguments: backends)
+    @Test(
+        "export and import through the command line: per-class rules, refusals, the store unchanged",
+        arguments: backends
+    )
     func backupRoundTrip(backend: DaemonFixture.Backend) throws {
         let source = try DaemonFixture(backend)
         defer { source.remove() }
@@ -251,7 +327,17 @@ struct CLIScenarioTests {
         let to = CLI(socket: target.socketPath)
         try from("passcode", "set", "--passcode-stdin", input: "pin-2468\n")
         for entry in classes {
-            try from("add-generic-password", "-a", entry.name, "-s", "backup", "-w", "v-\(entry.name)", "--accessible", entry.name)
+            try from(
+                "add-generic-password",
+                "-a",
+                entry.name,
+                "-s",
+                "backup",
+                "-w",
+                "v-\(entry.name)",
+                "--accessible",
+                entry.name
+            )
         }
         let file = source.root.appending("store.ksb").path
         let exported = try from("--json", "export", "--output", file, "--passphrase-stdin", input: "backup words\n")
@@ -275,9 +361,11 @@ struct CLIScenarioTests {
         let report = try CLI.json(imported)
         #expect(report["restored"] as? Int == 3)
         let skipped = try #require(report["skipped"] as? [[String: Any]])
-        #expect(Set(skipped.compactMap { $0["account"] as? String }) == [
-            "when-unlocked-this-device-only", "after-first-unlock-this-device-only", "always-this-device-only",
-        ])
+        #expect(
+            Set(skipped.compactMap { $0["account"] as? String }) == [
+                "when-unlocked-this-device-only", "after-first-unlock-this-device-only", "always-this-device-only",
+            ]
+        )
         #expect(skipped.allSatisfy { $0["reason"] as? String == "other-device" })
         for name in ["when-unlocked", "after-first-unlock", "always"] {
             #expect(try to("find-generic-password", "-a", name, "-s", "backup", "-w").stdoutText == "v-\(name)\n")
@@ -317,11 +405,14 @@ struct CLIScenarioTests {
         #expect(try CLI.json(try cli("--json", "status"))["passcodeSet"] as? Bool == false)
     }
 
-    @Test("usage errors exit 64 with a usage line", arguments: [
-        ["no-such-command"], ["add-generic-password", "-s", "web"], ["find-generic-password", "-w", "-g"],
-        ["settings", "-t", "0"], ["error"], ["add-internet-password", "-a", "a", "-s", "b", "-r", "gopherx"],
-        ["add-generic-password", "-a", "a", "-s", "b", "-X", "abc"],
-    ])
+    @Test(
+        "usage errors exit 64 with a usage line",
+        arguments: [
+            ["no-such-command"], ["add-generic-password", "-s", "web"], ["find-generic-password", "-w", "-g"],
+            ["settings", "-t", "0"], ["error"], ["add-internet-password", "-a", "a", "-s", "b", "-r", "gopherx"],
+            ["add-generic-password", "-a", "a", "-s", "b", "-X", "abc"],
+        ]
+    )
     func usageErrors(arguments: [String]) throws {
         let result = try CLI(socket: "/nonexistent/keyseal.sock").run(arguments)
         #expect(result.status == 64)
@@ -340,11 +431,13 @@ struct CLIScenarioTests {
     func errorCodes() throws {
         let result = try CLI(socket: "/nonexistent/keyseal.sock")("error", "-25308", "-25293")
         #expect(result.status == 0)
-        #expect(result.stdoutText == """
-            -25308 errSecInteractionNotAllowed: User interaction is not allowed.
-            -25293 errSecAuthFailed: The user name or passphrase you entered is not correct.
+        #expect(
+            result.stdoutText == """
+                -25308 errSecInteractionNotAllowed: User interaction is not allowed.
+                -25293 errSecAuthFailed: The user name or passphrase you entered is not correct.
 
-            """)
+                """
+        )
     }
 }
 
@@ -353,7 +446,9 @@ struct CLICompletionTests {
     @Test("the shipped completion scripts are those the built command generates", arguments: ["bash", "zsh", "fish"])
     func completionsAreCurrent(shell: String) throws {
         let generated = try runProcess(
-            try builtProductsDirectory().appendingPathComponent("keyseal").path, ["--generate-completion-script", shell])
+            try builtProductsDirectory().appendingPathComponent("keyseal").path,
+            ["--generate-completion-script", shell]
+        )
         #expect(generated.status == 0)
         let repository = URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent()
             .deletingLastPathComponent()
@@ -365,7 +460,11 @@ struct CLICompletionTests {
 @Suite("keyseal terminal prompts")
 struct CLIPromptTests {
     /// Runs `keyseal arguments` on a pseudo-terminal (util-linux `script`), typing `lines` after the prompts.
-    func onTerminal(_ socket: String, _ arguments: [String], typing lines: [String]) throws -> (status: Int32, text: String) {
+    func onTerminal(
+        _ socket: String,
+        _ arguments: [String],
+        typing lines: [String]
+    ) throws -> (status: Int32, text: String) {
         let script = try requireTool("script", package: "bsdutils")
         let keyseal = try builtProductsDirectory().appendingPathComponent("keyseal").path
         let command = ([keyseal, "--socket", socket] + arguments).map { "'\($0)'" }.joined(separator: " ")

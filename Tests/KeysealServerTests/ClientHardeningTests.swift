@@ -29,15 +29,22 @@ struct ClientHardeningTests {
         defer { server.stop() }
         let passwd = server.directory.appending("passwd").path
         let entries = try String(contentsOfFile: "/etc/passwd", encoding: .utf8)
-        try #require(!entries.contains("\n\(uid):") && !entries.hasPrefix("keyseal:") && !entries.contains("\nkeyseal:"))
+        try #require(
+            !entries.contains("\n\(uid):") && !entries.hasPrefix("keyseal:") && !entries.contains("\nkeyseal:")
+        )
         try (entries + "keyseal:x:\(uid):\(uid)::/nonexistent:/usr/sbin/nologin\n").write(
-            toFile: passwd, atomically: true, encoding: .utf8)
+            toFile: passwd,
+            atomically: true,
+            encoding: .utf8
+        )
         let keyseal = try builtProductsDirectory().appendingPathComponent("keyseal").path
         let result = try runProcess(
-            unshare, [
+            unshare,
+            [
                 "--mount", "sh", "-c", "mount --bind \"$1\" /etc/passwd && exec \"$2\" --socket \"$3\" status", "sh",
                 passwd, keyseal, server.socket,
-            ])
+            ]
+        )
         #expect(!result.stderrText.contains("runs as uid"), "\(result.stderrText)")
         #expect(try !server.received().isEmpty)
     }
@@ -49,10 +56,12 @@ struct ClientHardeningTests {
         defer { daemon.remove() }
         let keyseal = try builtProductsDirectory().appendingPathComponent("keyseal").path
         let result = try runProcess(
-            strace, [
+            strace,
+            [
                 "-f", "-e", "trace=openat,connect", keyseal, "--socket", daemon.socketPath, "find-generic-password",
                 "-a", "nobody", "-w",
-            ])
+            ]
+        )
         #expect(result.status == 44, "\(result.stderrText)")
         #expect(result.stderrText.contains(daemon.socketPath))
         for name in ["/etc/passwd", "nsswitch.conf", "nscd", "libnss_"] {
@@ -71,16 +80,24 @@ struct ClientHardeningTests {
         #expect(admin.stdoutText.contains(daemon.hostKeyPath))
         let keyseal = try builtProductsDirectory().appendingPathComponent("keyseal").path
         let other = try runProcess(
-            setpriv, ["--reuid", "65534", "--regid", "65534", "--clear-groups", keyseal, "--socket", daemon.socketPath, "status"])
+            setpriv,
+            [
+                "--reuid", "65534", "--regid", "65534", "--clear-groups", keyseal, "--socket", daemon.socketPath,
+                "status",
+            ]
+        )
         #expect(other.status == 0, "\(other.stderrText)")
         #expect(other.stdoutText.contains("the device key is a file on this host"))
         #expect(!other.stdoutText.contains(daemon.hostKeyPath))
         #expect(!other.stdoutText.contains(daemon.root.path))
     }
 
-    @Test("obviously weak new passcodes are refused with errSecParam naming the override", arguments: [
-        "12345", "aaaaaaaa", "abcdefgh", "87654321", "Password",
-    ])
+    @Test(
+        "obviously weak new passcodes are refused with errSecParam naming the override",
+        arguments: [
+            "12345", "aaaaaaaa", "abcdefgh", "87654321", "Password",
+        ]
+    )
     func weakPasscodeRefused(passcode: String) throws {
         let daemon = try DaemonFixture()
         defer { daemon.remove() }
@@ -91,7 +108,9 @@ struct ClientHardeningTests {
         #expect(refused.stderrText.contains("--allow-weak-passcode"))
         #expect(!refused.stderrText.contains(passcode))
         #expect(try CLI.json(try cli("--json", "status"))["passcodeSet"] as? Bool == false)
-        #expect(try cli("passcode", "set", "--allow-weak-passcode", "--passcode-stdin", input: passcode + "\n").status == 0)
+        #expect(
+            try cli("passcode", "set", "--allow-weak-passcode", "--passcode-stdin", input: passcode + "\n").status == 0
+        )
         let change = try cli("passcode", "change", "--passcode-stdin", input: passcode + "\n" + passcode + "\n")
         #expect(change.status == 206)
         #expect(try cli("passcode", "change", "--passcode-stdin", input: passcode + "\nwell-chosen-9\n").status == 0)
@@ -108,7 +127,14 @@ struct ClientHardeningTests {
         #expect(refused.status == 206)
         #expect(refused.stderrText.contains("--allow-weak-passphrase"))
         #expect(!FileManager.default.fileExists(atPath: file))
-        let forced = try cli("export", "--output", file, "--allow-weak-passphrase", "--passphrase-stdin", input: "short-one\n")
+        let forced = try cli(
+            "export",
+            "--output",
+            file,
+            "--allow-weak-passphrase",
+            "--passphrase-stdin",
+            input: "short-one\n"
+        )
         #expect(forced.status == 0, "\(forced.stderrText)")
     }
 
@@ -117,12 +143,16 @@ struct ClientHardeningTests {
         let daemon = try DaemonFixture()
         defer { daemon.remove() }
         let cli = CLI(socket: daemon.socketPath)
-        #expect(try cli("add-generic-password", "-a", "a", "-s", "hex", "--hex-stdin", input: "68 65 6c6C6f\n").status == 0)
+        #expect(
+            try cli("add-generic-password", "-a", "a", "-s", "hex", "--hex-stdin", input: "68 65 6c6C6f\n").status == 0
+        )
         #expect(try cli("find-generic-password", "-a", "a", "-s", "hex", "-w").stdoutText == "hello\n")
         #expect(try cli("add-generic-password", "-a", "b", "-s", "hex", "--hex-stdin", input: "6g\n").status == 206)
         let help = try cli("add-generic-password", "--help").stdoutText.split(whereSeparator: \.isWhitespace)
             .joined(separator: " ")
-        #expect(help.contains("The password in hexadecimal. Other local users can read command lines: prefer --hex-stdin"))
+        #expect(
+            help.contains("The password in hexadecimal. Other local users can read command lines: prefer --hex-stdin")
+        )
     }
 }
 

@@ -10,16 +10,19 @@ import Testing
 struct DaemonBackupTests {
     static func item(_ accessibility: Accessibility) -> NewItem {
         .password(
-            service: "svc-\(accessibility.rawValue)", account: "acct-\(accessibility.rawValue)",
-            secret: "secret-\(accessibility.rawValue)", accessibility: accessibility)
+            service: "svc-\(accessibility.rawValue)",
+            account: "acct-\(accessibility.rawValue)",
+            secret: "secret-\(accessibility.rawValue)",
+            accessibility: accessibility
+        )
     }
 
     static func everyItem(_ store: KeychainStore) throws -> [String: Data] {
         do {
             var result: [String: Data] = [:]
             for record in try store.copyMatching(
-                ItemQuery(itemClass: .genericPassword, limit: .all, returns: [.data, .attributes]))
-            {
+                ItemQuery(itemClass: .genericPassword, limit: .all, returns: [.data, .attributes])
+            ) {
                 result["\(record.string(AttributeKey.service) ?? "")/\(record.string(AttributeKey.account) ?? "")"] =
                     record.data
             }
@@ -45,11 +48,16 @@ struct DaemonBackupTests {
                 NewItem(
                     itemClass: .genericPassword,
                     attributes: [AttributeKey.service: .string("bulk"), AttributeKey.account: .string("\(index)")],
-                    accessibility: .afterFirstUnlock, data: bulk))
+                    accessibility: .afterFirstUnlock,
+                    data: bulk
+                )
+            )
         }
         let file = source.root.appending("backup.ksb")
         var exportProgress: [(Int, Int)] = []
-        let exported = try sourceStore.exportBackup(to: file, passphrase: "correct horse") { exportProgress.append(($0, $1)) }
+        let exported = try sourceStore.exportBackup(to: file, passphrase: "correct horse") {
+            exportProgress.append(($0, $1))
+        }
         #expect(exported.exportedCount == 1506)
         #expect(exported.skippedPasscodeOnly == 1)
         #expect(exportProgress.count > 2)
@@ -58,18 +66,27 @@ struct DaemonBackupTests {
 
         let targetStore = try target.client()
         var importProgress: [(Int, Int)] = []
-        let report = try targetStore.importBackup(from: file, passphrase: "correct horse") { importProgress.append(($0, $1)) }
+        let report = try targetStore.importBackup(from: file, passphrase: "correct horse") {
+            importProgress.append(($0, $1))
+        }
         #expect(report.restoredCount == 1503)
         #expect(report.restored[.afterFirstUnlock] == 1501)
-        #expect(Set(report.skipped.map { "\($0.service ?? "")/\($0.account ?? "")" })
-            == ["svc-aku/acct-aku", "svc-cku/acct-cku", "svc-dku/acct-dku"])
+        #expect(
+            Set(report.skipped.map { "\($0.service ?? "")/\($0.account ?? "")" })
+                == ["svc-aku/acct-aku", "svc-cku/acct-cku", "svc-dku/acct-dku"]
+        )
         #expect(report.skipped.allSatisfy { $0.reason == .otherDevice })
         #expect(importProgress.last.map { $0.0 == 1506 && $0.1 == 1506 } == true)
         // (One response carries at most 2 MiB: the items are checked a few at a time.)
         #expect(try targetStore.status().itemCounts == [.whenUnlocked: 1, .afterFirstUnlock: 1501, .always: 1])
-        #expect(try targetStore.copyMatching(.password(service: "svc-ak", account: "acct-ak", returns: .data)).first?.data
-            == Data("secret-ak".utf8))
-        #expect(try targetStore.copyMatching(.password(service: "bulk", account: "1499", returns: .data)).first?.data == bulk)
+        #expect(
+            try targetStore.copyMatching(.password(service: "svc-ak", account: "acct-ak", returns: .data)).first?.data
+                == Data("secret-ak".utf8)
+        )
+        #expect(
+            try targetStore.copyMatching(.password(service: "bulk", account: "1499", returns: .data)).first?.data
+                == bulk
+        )
     }
 
     @Test("keyseald on its own swtpm restores this-device-only items into its own store")
@@ -97,17 +114,29 @@ struct DaemonBackupTests {
             KeyGenerationRequest(
                 keyType: .p256,
                 attributes: [AttributeKey.applicationTag: .data(Data("ne".utf8)), AttributeKey.label: .string("kept")],
-                isExtractable: false))
+                isExtractable: false
+            )
+        )
         _ = try store.add(Self.item(.whenUnlocked))
         let report = try store.exportBackup(to: daemon.root.appending("backup.ksb"), passphrase: "p")
         #expect(report.exportedCount == 1)
         #expect(
             report.skippedKeys == [
-                ExportReport.SkippedKey(accessGroup: "default", label: "kept", tag: Data("ne".utf8), reason: .notExtractable)
-            ])
+                ExportReport.SkippedKey(
+                    accessGroup: "default",
+                    label: "kept",
+                    tag: Data("ne".utf8),
+                    reason: .notExtractable
+                )
+            ]
+        )
         let output = try CLI(socket: daemon.socketPath).run(
-            ["export", "--output", daemon.root.appending("cli.ksb").path, "--passphrase-stdin", "--allow-weak-passphrase"],
-            input: Data("p\n".utf8))
+            [
+                "export", "--output", daemon.root.appending("cli.ksb").path, "--passphrase-stdin",
+                "--allow-weak-passphrase",
+            ],
+            input: Data("p\n".utf8)
+        )
         #expect(output.status == 0, "\(output.stderrText)")
         #expect(output.stdoutText.contains("not exported: 1 key that cannot leave this device"))
         #expect(output.stdoutText.contains("label \"kept\"  tag \"ne\"  not-extractable"))
@@ -145,7 +174,11 @@ struct DaemonBackupTests {
         let file = daemon.root.appending("backup.ksb")
         #expect(status { try store.exportBackup(to: file, passphrase: "p") } == KeychainStatus.interactionNotAllowed)
         #expect(!FileManager.default.fileExists(atPath: file.path))
-        #expect(try store.exportBackup(to: file, passphrase: "p", availableOnly: true).skippedUnavailable == [.whenUnlocked: 1])
+        #expect(
+            try store.exportBackup(to: file, passphrase: "p", availableOnly: true).skippedUnavailable == [
+                .whenUnlocked: 1
+            ]
+        )
     }
 
     @Test("export and import are refused to a client that is not an administrator")
@@ -160,7 +193,8 @@ struct DaemonBackupTests {
         let probe = try builtProductsDirectory().appendingPathComponent("keyseal-wire-probe").path
         func asNobody(_ arguments: [String]) throws -> String {
             try runProcess(
-                setpriv, ["--reuid", "65534", "--regid", "65534", "--clear-groups", probe, daemon.socketPath] + arguments
+                setpriv,
+                ["--reuid", "65534", "--regid", "65534", "--clear-groups", probe, daemon.socketPath] + arguments
             ).stdoutText.trimmingCharacters(in: .whitespacesAndNewlines)
         }
         #expect(try asNobody(["export", "p"]).hasPrefix("error -34018"))

@@ -30,7 +30,8 @@ struct DaemonConfigFileTests {
 
             auto-lock = 60
             no-auto-lock = false
-            """)
+            """
+        )
         #expect(config["store"] == "/var/lib/keyseal")
         #expect(config["backend"] == "host-key")
         #expect(config["auto-lock"] == "60")
@@ -64,7 +65,10 @@ struct DaemonConfigFileTests {
     @Test("tpm-protect-lockout and config are command-line only")
     func commandLineOnlyKeys() {
         for key in ["tpm-protect-lockout = true", "config = /etc/other.conf"] {
-            #expect(Self.message { _ = try DaemonConfigFile.parse(key) }?.contains("only be given on the command line") == true)
+            #expect(
+                Self.message { _ = try DaemonConfigFile.parse(key) }?.contains("only be given on the command line")
+                    == true
+            )
         }
     }
 
@@ -79,7 +83,9 @@ struct DaemonConfigFileTests {
         defer { directory.remove() }
         let file = directory.appending("keyseald.conf")
         try SoftHSMFixture.writeFile(file, contents: "store = /tmp/x\n", mode: 0o666)
-        #expect(Self.message { _ = try DaemonConfigFile.load(file: file) }?.contains("writable by group or others") == true)
+        #expect(
+            Self.message { _ = try DaemonConfigFile.load(file: file) }?.contains("writable by group or others") == true
+        )
     }
 }
 
@@ -98,7 +104,8 @@ struct DaemonConfigProcessTests {
                 host-key = \(daemon.hostKeyPath)
                 socket = \(socket)
                 \(extra)
-                """)
+                """
+        )
         return (daemon, file)
     }
 
@@ -128,7 +135,8 @@ struct DaemonConfigProcessTests {
 
     @Test("store, backend, host key and socket come from the file")
     func startsFromTheFile() throws {
-        let socketPath = FileManager.default.temporaryDirectory.appendingPathComponent("ks-\(UUID().uuidString).sock").path
+        let socketPath = FileManager.default.temporaryDirectory.appendingPathComponent("ks-\(UUID().uuidString).sock")
+            .path
         let (daemon, file) = try Self.configured(socket: socketPath, extra: "auto-lock = 42")
         defer { daemon.remove() }
         try Self.running(["--config", file.path], socket: socketPath) { store in
@@ -144,7 +152,8 @@ struct DaemonConfigProcessTests {
         let (daemon, file) = try Self.configured(socket: "/nonexistent-keyseal/never.sock", extra: "auto-lock = 42")
         defer { daemon.remove() }
         try Self.running(
-            ["--config", file.path, "--socket", daemon.socketPath, "--auto-lock", "7"], socket: daemon.socketPath
+            ["--config", file.path, "--socket", daemon.socketPath, "--auto-lock", "7"],
+            socket: daemon.socketPath
         ) { store in
             let seconds = try store.autoLockSeconds()
             #expect(seconds == 7)

@@ -165,7 +165,8 @@ struct DaemonIsolationTests {
         defer { close(fd) }
         // Updates of every item, each on the pool, then the first bytes of a ping; its last bytes follow at once.
         let update = try WireRequest.update(
-            ItemQuery(itemClass: .genericPassword, limit: .all), ItemChanges(data: Data("w".utf8))
+            ItemQuery(itemClass: .genericPassword, limit: .all),
+            ItemChanges(data: Data("w".utf8))
         ).encodedFrame()
         let ping = try WireRequest.ping.encodedFrame()
         let updates = 96
@@ -253,7 +254,9 @@ struct DaemonIsolationTests {
         let probe = try builtProductsDirectory().appendingPathComponent("keyseal-wire-probe").path
         func asNobody(_ arguments: [String]) throws -> String {
             let result = try runProcess(
-                setpriv, ["--reuid", "65534", "--regid", "65534", "--clear-groups", probe, daemon.socketPath] + arguments)
+                setpriv,
+                ["--reuid", "65534", "--regid", "65534", "--clear-groups", probe, daemon.socketPath] + arguments
+            )
             return result.stdoutText.trimmingCharacters(in: .whitespacesAndNewlines)
         }
         // The first user's item is invisible; naming its group is -34018 naming the group.
@@ -290,7 +293,8 @@ struct DaemonIsolationTests {
         let probe = try builtProductsDirectory().appendingPathComponent("keyseal-wire-probe").path
         func asNobody(_ arguments: [String]) throws -> String {
             try runProcess(
-                setpriv, ["--reuid", "65534", "--regid", "65534", "--clear-groups", probe, daemon.socketPath] + arguments
+                setpriv,
+                ["--reuid", "65534", "--regid", "65534", "--clear-groups", probe, daemon.socketPath] + arguments
             ).stdoutText.trimmingCharacters(in: .whitespacesAndNewlines)
         }
         #expect(try asNobody(["find", "-", "shared"]) == "ok 1 team")
@@ -326,7 +330,8 @@ struct DaemonIsolationTests {
         _ = try daemon.client().add(.password(service: "probe", account: "app", group: "com.example.app"))
         func asNobody(_ probe: String, _ arguments: [String]) throws -> String {
             try runProcess(
-                setpriv, ["--reuid", "65534", "--regid", "65534", "--clear-groups", probe, daemon.socketPath] + arguments
+                setpriv,
+                ["--reuid", "65534", "--regid", "65534", "--clear-groups", probe, daemon.socketPath] + arguments
             ).stdoutText.trimmingCharacters(in: .whitespacesAndNewlines)
         }
         #expect(try asNobody(copies[0], ["find", "-", "app"]) == "ok 1 com.example.app")
@@ -346,7 +351,8 @@ struct DaemonIsolationTests {
     /// namespace root made, as a container runtime does, in which only the device-and-inode check refuses.)
     @Test(
         "a granted path that names another file in the peer's own mount namespace grants nothing",
-        arguments: ["bind", "overlay", "bind in keyseald's user namespace"])
+        arguments: ["bind", "overlay", "bind in keyseald's user namespace"]
+    )
     func namespaceCannotLendAnExecutable(mount: String) throws {
         guard runningAsRoot("the namespace test needs root to switch users") else { return }
         let setpriv = try requireTool("setpriv", package: "util-linux")
@@ -405,7 +411,8 @@ struct DaemonIsolationTests {
     /// file it can read (`prctl(PR_SET_MM_MAP)`) without running it, it has none.
     @Test(
         "the granted binary keeps its groups in a network namespace of its own, and has none in a user namespace",
-        arguments: ["network", "user"])
+        arguments: ["network", "user"]
+    )
     func grantedBinaryInANamespace(namespace: String) throws {
         guard runningAsRoot("the namespace test needs root to switch users") else { return }
         let setpriv = try requireTool("setpriv", package: "util-linux")
@@ -434,7 +441,8 @@ struct DaemonIsolationTests {
     /// still open (inherited across the exec) or closed by it.
     @Test(
         "a connection made before its process exec'd a granted binary gets none of that binary's groups",
-        arguments: ["inherit", "cloexec"])
+        arguments: ["inherit", "cloexec"]
+    )
     func connectionLentAcrossExec(mode: String) throws {
         guard runningAsRoot("the policy test needs root to switch users") else { return }
         let setpriv = try requireTool("setpriv", package: "util-linux")
@@ -452,7 +460,8 @@ struct DaemonIsolationTests {
         defer { if stopped { kill(daemonPID, SIGCONT) } }
         let attacker = Process()
         attacker.executableURL = URL(fileURLWithPath: setpriv)
-        attacker.arguments = nobody + [built, daemon.socketPath, "lend", mode, granted, daemon.socketPath, "poll-status", "3"]
+        attacker.arguments =
+            nobody + [built, daemon.socketPath, "lend", mode, granted, daemon.socketPath, "poll-status", "3"]
         let output = Pipe()
         attacker.standardOutput = output
         try attacker.run()
@@ -512,8 +521,10 @@ struct DaemonIsolationTests {
             return process
         }
         let nobodyApp = try running(
-            [setpriv, "--reuid", "65534", "--regid", "65534", "--clear-groups", probes["app"]!, daemon.socketPath,
-             "poll-status", "4"])
+            [
+                setpriv, "--reuid", "65534", "--regid", "65534", "--clear-groups", probes["app"]!, daemon.socketPath,
+                "poll-status", "4",
+            ])
         let rootApp = try running([probes["app"]!, daemon.socketPath, "poll-status", "4"])
         defer {
             nobodyApp.waitUntilExit()
@@ -522,7 +533,8 @@ struct DaemonIsolationTests {
         usleep(300_000)  // both have exec'd the granted binary
         func asNobody(_ probe: String, _ arguments: [String]) throws -> String {
             try runProcess(
-                setpriv, ["--reuid", "65534", "--regid", "65534", "--clear-groups", probe, daemon.socketPath] + arguments
+                setpriv,
+                ["--reuid", "65534", "--regid", "65534", "--clear-groups", probe, daemon.socketPath] + arguments
             ).stdoutText.trimmingCharacters(in: .whitespacesAndNewlines)
         }
         let app = "\(nobodyApp.processIdentifier)"

@@ -62,7 +62,8 @@ struct DaemonKeyPlacementTests {
         for _ in 0..<2 {
             let ping = try Self.pingDuring(
                 { _ = try store.sign(key.reference, algorithm: Self.algorithm, data: Data("m".utf8)) },
-                socket: daemon.socketPath)
+                socket: daemon.socketPath
+            )
             #expect(ping < .milliseconds(400), "the ping waited for a slow sign: \(ping)")
         }
     }
@@ -177,7 +178,10 @@ struct DaemonKeyPlacementTests {
         for _ in 0..<(Self.fastRun - 1) { try sign() }
         try Data("\(Self.slow)".utf8).write(to: delayFile)
         let pooled = try Self.pingDuring(sign, socket: daemon.socketPath)
-        #expect(pooled < .milliseconds(400), "a key with too few fast signs since a slow one held up the ping: \(pooled)")
+        #expect(
+            pooled < .milliseconds(400),
+            "a key with too few fast signs since a slow one held up the ping: \(pooled)"
+        )
     }
 
     /// What an operation costs also depends on its input: a key measured fast still runs an operation of much input
@@ -191,8 +195,11 @@ struct DaemonKeyPlacementTests {
         defer { daemon.remove() }
         try Data("\(Self.slow)".utf8).write(to: fast.delayFile)
         let large = try Self.pingDuring(
-            { _ = try store.sign(key.reference, algorithm: Self.algorithm, data: Data(repeating: 1, count: 512 << 10)) },
-            socket: daemon.socketPath)
+            {
+                _ = try store.sign(key.reference, algorithm: Self.algorithm, data: Data(repeating: 1, count: 512 << 10))
+            },
+            socket: daemon.socketPath
+        )
         #expect(large < .milliseconds(400), "a sign of 512 KiB ran on the event loop: the ping waited \(large)")
         // That slow sign was not counted: the key is still measured fast, and a small sign runs on the loop.
         let held = try Self.pingDuring(small, socket: daemon.socketPath)
@@ -206,7 +213,8 @@ struct DaemonKeyPlacementTests {
         let store = try daemon.client()
         try store.setPasscode("pw")
         let key = try store.generateKey(
-            KeyGenerationRequest(keyType: .p256, inHardware: true, accessibility: .whenUnlocked))
+            KeyGenerationRequest(keyType: .p256, inHardware: true, accessibility: .whenUnlocked)
+        )
         let sign: @Sendable () throws -> Void = {
             _ = try store.sign(key.reference, algorithm: Self.algorithm, data: Data("m".utf8))
         }

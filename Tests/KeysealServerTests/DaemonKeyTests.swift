@@ -29,8 +29,12 @@ struct DaemonKeyTests {
             for (info, size, expected) in cases {
                 let outcome = status {
                     let result = try store.keyExchange(
-                        key.reference, algorithm: algorithm, peer: key.publicKey.bytes, requestedSize: size,
-                        sharedInfo: Data(repeating: 1, count: info))
+                        key.reference,
+                        algorithm: algorithm,
+                        peer: key.publicKey.bytes,
+                        requestedSize: size,
+                        sharedInfo: Data(repeating: 1, count: info)
+                    )
                     #expect(result.count == size)
                 }
                 #expect(outcome == expected, "shared info \(info), size \(size)")
@@ -41,8 +45,13 @@ struct DaemonKeyTests {
         #expect(
             status {
                 _ = try software.keyExchange(
-                    algorithm: algorithm, peer: peer, requestedSize: 32, sharedInfo: Data(count: 4 << 10 + 1))
-            } == KeychainStatus.param)
+                    algorithm: algorithm,
+                    peer: peer,
+                    requestedSize: 32,
+                    sharedInfo: Data(count: 4 << 10 + 1)
+                )
+            } == KeychainStatus.param
+        )
     }
 
     @Test func aSoftwareKeySignsInKeysealdAndNeverLeavesIt() throws {
@@ -50,7 +59,8 @@ struct DaemonKeyTests {
         defer { daemon.remove() }
         let store = try daemon.client()
         let key = try store.generateKey(
-            KeyGenerationRequest(keyType: .p256, attributes: [AttributeKey.applicationTag: .data(Data("d".utf8))]))
+            KeyGenerationRequest(keyType: .p256, attributes: [AttributeKey.applicationTag: .data(Data("d".utf8))])
+        )
         let message = Data("through the socket".utf8)
         let signature = try store.sign(key.reference, algorithm: Self.algorithm, data: message)
         let publicKey = try P256.Signing.PublicKey(x963Representation: key.publicKey.bytes)
@@ -67,7 +77,8 @@ struct DaemonKeyTests {
         let store = try daemon.client()
         let tag = AttributeKey.applicationTag
         _ = try store.generateKey(
-            KeyGenerationRequest(keyType: .p256, attributes: [tag: .data(Data("ne".utf8))], isExtractable: false))
+            KeyGenerationRequest(keyType: .p256, attributes: [tag: .data(Data("ne".utf8))], isExtractable: false)
+        )
         let query = ItemQuery(itemClass: .key, attributes: [tag: .data(Data("ne".utf8))], returns: .attributes)
         #expect(throws: KeychainError.readOnlyAttr) {
             try store.update(query, with: ItemChanges(attributes: [AttributeKey.isExtractable: .bool(true)]))
@@ -115,7 +126,8 @@ struct DaemonKeyTests {
         let key = try first.generateHardwareP256Key(tag: Data("shared".utf8))
         _ = try key.signature(for: Data("m".utf8))
         try second.delete(
-            ItemQuery(itemClass: .key, attributes: [AttributeKey.applicationTag: .data(Data("shared".utf8))]))
+            ItemQuery(itemClass: .key, attributes: [AttributeKey.applicationTag: .data(Data("shared".utf8))])
+        )
         #expect(throws: KeychainError.itemNotFound) { _ = try key.signature(for: Data("m".utf8)) }
     }
 

@@ -204,14 +204,20 @@ struct DaemonLimitsTests {
         let store = try daemon.client()
         try store.delete(
             ItemQuery(
-                itemClass: .genericPassword, attributes: [AttributeKey.account: .string("c")], accessGroup: "uid.65534"))
+                itemClass: .genericPassword,
+                attributes: [AttributeKey.account: .string("c")],
+                accessGroup: "uid.65534"
+            )
+        )
         #expect(try Self.asNobody(daemon, ["add-size", "-", "big", "\(70 << 10)"])?.hasPrefix("error -108") == true)
         #expect(try Self.asNobody(daemon, ["add-size", "-", "small", "\(8 << 10)"]) == "ok 0")
         // The administrator is not limited, in its own groups or in the user's.
         for index in 0..<5 { _ = try store.add(.password(account: "admin\(index)", group: "uid.65534")) }
     }
 
-    @Test("another user's replacing add adds, then replaces; it is refused another's group, over the quota and while locked")
+    @Test(
+        "another user's replacing add adds, then replaces; it is refused another's group, over the quota and while locked"
+    )
     func replacingAddIsAdmittedAsAnAdd() throws {
         guard runningAsRoot() else { return }
         let daemon = try Self.sharedDaemon(["--quota-items", "2"])
@@ -220,11 +226,18 @@ struct DaemonLimitsTests {
         func values() throws -> [String: String] {
             let records = try store.copyMatching(
                 ItemQuery(
-                    itemClass: .genericPassword, attributes: [AttributeKey.service: .string("probe")],
-                    accessGroup: "uid.65534", limit: .all, returns: [.attributes, .data]))
-            return Dictionary(uniqueKeysWithValues: records.map {
-                ($0.string(AttributeKey.account) ?? "?", String(decoding: $0.data ?? Data(), as: UTF8.self))
-            })
+                    itemClass: .genericPassword,
+                    attributes: [AttributeKey.service: .string("probe")],
+                    accessGroup: "uid.65534",
+                    limit: .all,
+                    returns: [.attributes, .data]
+                )
+            )
+            return Dictionary(
+                uniqueKeysWithValues: records.map {
+                    ($0.string(AttributeKey.account) ?? "?", String(decoding: $0.data ?? Data(), as: UTF8.self))
+                }
+            )
         }
         // "ok 0": added; "ok 1": replaced, the item keeping its account.
         #expect(try Self.asNobody(daemon, ["store", "-", "first", "one"]) == "ok 0")
@@ -276,7 +289,9 @@ struct DaemonLimitsTests {
         let store = try daemon.client()
         for index in 0..<2 { _ = try store.add(.password(account: "v\(index)", group: "victim")) }
         #expect(try Self.asNobody(daemon, ["add-size", "-", "mine", "16"]) == "ok 0")
-        for command in [["move", "-", "mine", "victim"], ["update-size", "victim", "v0", "16"], ["genkey", "victim"]] {
+        for command in [
+            ["move", "-", "mine", "victim"], ["update-size", "victim", "v0", "16"], ["genkey", "victim"],
+        ] {
             let answer = try #require(try Self.asNobody(daemon, command))
             #expect(answer.hasPrefix("error -34018"), "\(command): \(answer)")
         }
@@ -313,7 +328,8 @@ struct DaemonLimitsTests {
     /// deleting keys frees the quota; software keys and the administrator's hardware keys are not counted.
     @Test(
         "another user's hardware keys are limited by --quota-hardware-keys and freed by deleting them",
-        arguments: [DaemonFixture.Backend.tpm, .pkcs11])
+        arguments: [DaemonFixture.Backend.tpm, .pkcs11]
+    )
     func hardwareKeyQuota(backend: DaemonFixture.Backend) throws {
         guard runningAsRoot() else { return }
         let daemon = try DaemonFixture.sharedWithNobody(["--quota-hardware-keys", "3"], backend: backend)
@@ -377,7 +393,9 @@ struct DaemonLimitsTests {
         defer { daemon.remove() }
         // One item replaced twenty times with 8 KiB: 160 KiB counted, 8 KiB held.
         #expect(try Self.asNobody(daemon, ["store-size", "-", "one", "same", "16"]) == "ok 0")
-        for _ in 0..<20 { #expect(try Self.asNobody(daemon, ["store-size", "-", "one", "same", "\(8 << 10)"]) == "ok 1") }
+        for _ in 0..<20 {
+            #expect(try Self.asNobody(daemon, ["store-size", "-", "one", "same", "\(8 << 10)"]) == "ok 1")
+        }
         // Three small items each replaced with 30 KiB: the third would hold 90 KiB.
         for index in 0..<3 {
             #expect(try Self.asNobody(daemon, ["store-size", "-", "s\(index)", "p\(index)", "16"]) == "ok 0")
@@ -390,7 +408,9 @@ struct DaemonLimitsTests {
     /// The bytes `group` holds as the store counts them (`group_usage`), from a copy of the daemon's files.
     static func storedBytes(_ daemon: DaemonFixture, group: String) throws -> Int {
         let path = daemon.storeDirectory.appendingPathComponent("keyseal.db").path
-        return Int(try StoreFixture.sqlOnDisk(databasePath: path, "SELECT bytes FROM group_usage WHERE agrp = '\(group)'"))
+        return Int(
+            try StoreFixture.sqlOnDisk(databasePath: path, "SELECT bytes FROM group_usage WHERE agrp = '\(group)'")
+        )
             ?? -1
     }
 
@@ -437,7 +457,10 @@ struct DaemonLimitsTests {
     /// Runs `attack` on a thread of its own and, while it runs, `probe` every 50 ms: the attack's outcome, the longest
     /// probe and the number of probes. An attack of more than 200 ms must have seen two probes or more (the second
     /// began while it ran).
-    static func longestWhile(_ attack: @escaping @Sendable () -> String, _ probe: () throws -> Void) throws
+    static func longestWhile(
+        _ attack: @escaping @Sendable () -> String,
+        _ probe: () throws -> Void
+    ) throws
         -> (outcome: String, longest: Duration, probes: Int)
     {
         let outcome = Mutex<(text: String, took: Duration)?>(nil)
@@ -482,10 +505,16 @@ struct DaemonLimitsTests {
             let pong = try root.send(.ping)
             #expect(pong == .ok)
         }
-        let refused = try Self.longestWhile({ (try? daemon.probeAsNobody(["ecdh", "9", "\(2 << 20)", "\(64 << 10)"])) ?? "" }, ping)
+        let refused = try Self.longestWhile(
+            { (try? daemon.probeAsNobody(["ecdh", "9", "\(2 << 20)", "\(64 << 10)"])) ?? "" },
+            ping
+        )
         #expect(refused.outcome.hasPrefix("error -50"), "\(refused.outcome)")
         #expect(refused.longest < .milliseconds(300), "root's ping waited \(refused.longest)")
-        let largest = try Self.longestWhile({ (try? daemon.probeAsNobody(["ecdh", "9", "\(4 << 10)", "\(64 << 10)"])) ?? "" }, ping)
+        let largest = try Self.longestWhile(
+            { (try? daemon.probeAsNobody(["ecdh", "9", "\(4 << 10)", "\(64 << 10)"])) ?? "" },
+            ping
+        )
         #expect(largest.outcome.hasPrefix("ok 65536"), "\(largest.outcome)")
         #expect(largest.longest < .milliseconds(300), "root's ping waited \(largest.longest)")
     }
@@ -522,9 +551,15 @@ struct DaemonLimitsTests {
         let daemon = try Self.sharedDaemon([])
         defer { daemon.remove() }
         let lookups = try Self.twentyItemLookups(daemon)
-        let result = try Self.longestWhile({ (try? daemon.probeAsNobody(["genkeys", "4", "8", "4096"])) ?? "" }, lookups)
+        let result = try Self.longestWhile(
+            { (try? daemon.probeAsNobody(["genkeys", "4", "8", "4096"])) ?? "" },
+            lookups
+        )
         #expect(result.outcome.hasPrefix("ok "), "\(result.outcome)")
-        #expect(result.longest < .milliseconds(500), "root's lookups waited \(result.longest) (\(result.probes) probes)")
+        #expect(
+            result.longest < .milliseconds(500),
+            "root's lookups waited \(result.longest) (\(result.probes) probes)"
+        )
     }
 
     /// Administrators (root, keyseald's own uid) are not held to one request at a time on the pool: they are the
@@ -544,12 +579,15 @@ struct DaemonLimitsTests {
                 let end = ContinuousClock.now + .seconds(6)
                 var generated = 0
                 while ContinuousClock.now < end {
-                    guard case .key = try? connection.send(.generateKey(KeyGenerationRequest(keyType: .rsa(bits: 4096))))
+                    guard
+                        case .key = try? connection.send(.generateKey(KeyGenerationRequest(keyType: .rsa(bits: 4096))))
                     else { return "error" }
                     generated += 1
                 }
                 return "ok \(generated)"
-            }, lookups)
+            },
+            lookups
+        )
         #expect(result.outcome.hasPrefix("ok "), "\(result.outcome)")
         #expect(result.longest < .milliseconds(500), "the lookups waited \(result.longest) (\(result.probes) probes)")
     }
@@ -558,7 +596,10 @@ struct DaemonLimitsTests {
 
     /// A keyseald started with `arguments` and five items of 1 MiB in it: a lookup of them all with their data fails
     /// with `refusal`, one of three is served. Returns the daemon, its client and the lookup of all.
-    static func fiveLargeItems(_ arguments: [String], refusal: OSStatus) throws -> (DaemonFixture, KeychainStore, ItemQuery) {
+    static func fiveLargeItems(
+        _ arguments: [String],
+        refusal: OSStatus
+    ) throws -> (DaemonFixture, KeychainStore, ItemQuery) {
         let daemon = try DaemonFixture(arguments: arguments)
         let store: KeychainStore
         do {
@@ -580,7 +621,10 @@ struct DaemonLimitsTests {
 
     @Test("a lookup whose stored size is over --max-response fails with errSecDataTooLarge; smaller ones are served")
     func responseLimit() throws {
-        let (daemon, store, all) = try Self.fiveLargeItems(["--max-response", "4M"], refusal: KeychainStatus.dataTooLarge)
+        let (daemon, store, all) = try Self.fiveLargeItems(
+            ["--max-response", "4M"],
+            refusal: KeychainStatus.dataTooLarge
+        )
         defer { daemon.remove() }
         var attributes = all
         attributes.returns = .attributes
@@ -588,7 +632,9 @@ struct DaemonLimitsTests {
     }
 
     /// A client's lookup is held to its uid's response memory; an administrator's is not.
-    @Test("a client's lookup over the response memory one uid may hold fails with errSecAllocate; smaller ones are served")
+    @Test(
+        "a client's lookup over the response memory one uid may hold fails with errSecAllocate; smaller ones are served"
+    )
     func responseMemoryLimit() throws {
         guard runningAsRoot() else { return }
         let daemon = try Self.sharedDaemon(["--response-memory-per-uid", "4M"])
@@ -600,7 +646,10 @@ struct DaemonLimitsTests {
                 NewItem(
                     itemClass: .genericPassword,
                     attributes: [AttributeKey.account: .string("big\(index)"), AttributeKey.service: .string("probe")],
-                    accessGroup: "uid.65534", data: value))
+                    accessGroup: "uid.65534",
+                    data: value
+                )
+            )
         }
         let all = try daemon.probeAsNobody(["find-all"])
         #expect(all.hasPrefix("error \(KeychainStatus.allocate)"), "\(all)")
@@ -628,7 +677,10 @@ struct DaemonLimitsTests {
                 NewItem(
                     itemClass: .genericPassword,
                     attributes: [AttributeKey.account: .string("big\(index)"), AttributeKey.service: .string("probe")],
-                    accessGroup: "uid.65534", data: Data(value.utf8)))
+                    accessGroup: "uid.65534",
+                    data: Data(value.utf8)
+                )
+            )
         }
         for index in 0..<8 { _ = try store.add(.password(account: "mine\(index)", secret: value)) }
         var mine = ItemQuery.password(account: nil, returns: [.data, .attributes])
@@ -641,7 +693,9 @@ struct DaemonLimitsTests {
         }
         for (mode, seconds) in [("none", "4"), ("slow", "4"), ("read", "60")] {
             let flood = try Self.longestWhile(
-                { (try? daemon.probeAsNobody(["find-flood", "16", mode, seconds])) ?? "" }, served)
+                { (try? daemon.probeAsNobody(["find-flood", "16", mode, seconds])) ?? "" },
+                served
+            )
             #expect(flood.outcome.hasPrefix("ok "), "\(mode): \(flood.outcome)")
             if mode == "read" {
                 #expect(flood.outcome == "ok " + Array(repeating: "40", count: 16).joined(separator: ","))
@@ -670,8 +724,13 @@ struct DaemonLimitsTests {
                 _ = try store.add(
                     NewItem(
                         itemClass: .genericPassword,
-                        attributes: [AttributeKey.account: .string("big\(index)"), AttributeKey.service: .string("probe")],
-                        accessGroup: "uid.\(uid)", data: value))
+                        attributes: [
+                            AttributeKey.account: .string("big\(index)"), AttributeKey.service: .string("probe"),
+                        ],
+                        accessGroup: "uid.\(uid)",
+                        data: value
+                    )
+                )
             }
         }
         for index in 0..<10 {
@@ -679,7 +738,9 @@ struct DaemonLimitsTests {
                 NewItem(
                     itemClass: .genericPassword,
                     attributes: [AttributeKey.account: .string("own\(index)"), AttributeKey.service: .string("root")],
-                    data: Data(String(repeating: "v", count: 16 << 10).utf8)))
+                    data: Data(String(repeating: "v", count: 16 << 10).utf8)
+                )
+            )
         }
         // Ten rows of 16 KiB: a lookup for the pool.
         var own = ItemQuery(itemClass: .genericPassword, attributes: [AttributeKey.service: .string("root")])
@@ -692,8 +753,12 @@ struct DaemonLimitsTests {
             Thread {
                 _ = try? runProcess(
                     setpriv,
-                    ["--reuid", uid, "--regid", "65534", "--clear-groups", probe, daemon.socketPath, "find-flood", "1",
-                     "none", "8"])
+                    [
+                        "--reuid", uid, "--regid", "65534", "--clear-groups", probe, daemon.socketPath, "find-flood",
+                        "1",
+                        "none", "8",
+                    ]
+                )
                 holders.leave()
             }.start()
         }
@@ -712,7 +777,8 @@ struct DaemonLimitsTests {
         let store = try daemon.client()
         for index in 0..<6 {
             _ = try store.add(
-                .password(account: "big\(index)", secret: String(repeating: Character("\(index)"), count: 1 << 20)))
+                .password(account: "big\(index)", secret: String(repeating: Character("\(index)"), count: 1 << 20))
+            )
         }
         var all = ItemQuery.password(account: nil, returns: [.data, .attributes])
         all.limit = .all

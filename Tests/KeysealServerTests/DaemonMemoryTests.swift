@@ -37,7 +37,9 @@ struct DaemonMemoryTests {
                         let hit = memchr(base + offset, Int32(pattern[0]), count - offset - pattern.count + 1)
                     {
                         let position = base.distance(to: UnsafeRawPointer(hit))
-                        if memcmp(hit, pattern.baseAddress!, pattern.count) == 0 { found.append("\(name) +\(position)") }
+                        if memcmp(hit, pattern.baseAddress!, pattern.count) == 0 {
+                            found.append("\(name) +\(position)")
+                        }
                         offset = position + 1
                     }
                 }

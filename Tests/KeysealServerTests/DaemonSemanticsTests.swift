@@ -7,7 +7,10 @@ import Testing
 /// The core SecItem semantics through a real keyseald, on each backend: the same answers as embedded.
 @Suite("Daemon semantics", .serialized)
 struct DaemonSemanticsTests {
-    @Test("add, find, update, delete, duplicate, not found and locked through the daemon", arguments: DaemonFixture.Backend.allCases)
+    @Test(
+        "add, find, update, delete, duplicate, not found and locked through the daemon",
+        arguments: DaemonFixture.Backend.allCases
+    )
     func coreSemantics(backend: DaemonFixture.Backend) throws {
         let daemon = try DaemonFixture(backend)
         defer { daemon.remove() }
@@ -22,17 +25,28 @@ struct DaemonSemanticsTests {
         #expect(status { _ = try store.copyMatching(.password(account: "nobody")) } == KeychainStatus.itemNotFound)
 
         try store.update(.password(account: "alice"), with: ItemChanges(data: Data([0, 0xff, 0xc3])))
-        #expect(try store.copyMatching(.password(account: "alice", returns: .data)).first?.data == Data([0, 0xff, 0xc3]))
+        #expect(
+            try store.copyMatching(.password(account: "alice", returns: .data)).first?.data == Data([0, 0xff, 0xc3])
+        )
 
         // Values byte-exact at the limit; over the limit refused.
         let big = Data((0..<(1 << 20)).map { UInt8(truncatingIfNeeded: $0 &* 31) })
-        _ = try store.add(NewItem(
-            itemClass: .genericPassword, attributes: [AttributeKey.account: .string("big")], data: big))
+        _ = try store.add(
+            NewItem(
+                itemClass: .genericPassword,
+                attributes: [AttributeKey.account: .string("big")],
+                data: big
+            )
+        )
         var query = ItemQuery.password(account: "big", returns: .data)
         query.attributes[AttributeKey.service] = nil
         #expect(try store.copyMatching(query).first?.data == big)
-        #expect(status { _ = try store.add(.password(account: "huge", secret: String(repeating: "x", count: (1 << 20) + 1))) }
-            == KeychainStatus.dataTooLarge)
+        #expect(
+            status {
+                _ = try store.add(.password(account: "huge", secret: String(repeating: "x", count: (1 << 20) + 1)))
+            }
+                == KeychainStatus.dataTooLarge
+        )
 
         // Locked: when-unlocked items are -25308 for find, update and delete; after-first-unlock items still work.
         _ = try store.add(.password(account: "ck", accessibility: .afterFirstUnlock))
@@ -40,10 +54,14 @@ struct DaemonSemanticsTests {
         #expect(store.lockState == .unlocked)
         #expect(try store.lock() == nil)
         #expect(store.lockState == .locked)
-        #expect(status { _ = try store.copyMatching(.password(account: "alice", returns: .data)) }
-            == KeychainStatus.interactionNotAllowed)
-        #expect(status { try store.update(.password(account: "alice"), with: ItemChanges(data: Data())) }
-            == KeychainStatus.interactionNotAllowed)
+        #expect(
+            status { _ = try store.copyMatching(.password(account: "alice", returns: .data)) }
+                == KeychainStatus.interactionNotAllowed
+        )
+        #expect(
+            status { try store.update(.password(account: "alice"), with: ItemChanges(data: Data())) }
+                == KeychainStatus.interactionNotAllowed
+        )
         #expect(status { try store.delete(.password(account: "alice")) } == KeychainStatus.interactionNotAllowed)
         #expect(status { _ = try store.add(.password(account: "new")) } == KeychainStatus.interactionNotAllowed)
         #expect(try store.copyMatching(.password(account: "ck", returns: .data)).first?.data == Data("secret".utf8))
@@ -75,13 +93,19 @@ struct DaemonSemanticsTests {
         // Three values at the limit: about 3 MiB of results, over the 2 MiB frame.
         let values = (0..<3).map { index in Data((0..<(1 << 20)).map { UInt8(truncatingIfNeeded: $0 &* 13 &+ index) }) }
         for (index, value) in values.enumerated() {
-            _ = try store.add(NewItem(
-                itemClass: .genericPassword,
-                attributes: [AttributeKey.service: .string("big"), AttributeKey.account: .string("item-\(index)")],
-                data: value))
+            _ = try store.add(
+                NewItem(
+                    itemClass: .genericPassword,
+                    attributes: [AttributeKey.service: .string("big"), AttributeKey.account: .string("item-\(index)")],
+                    data: value
+                )
+            )
         }
         var query = ItemQuery(
-            itemClass: .genericPassword, attributes: [AttributeKey.service: .string("big")], returns: [.data, .attributes])
+            itemClass: .genericPassword,
+            attributes: [AttributeKey.service: .string("big")],
+            returns: [.data, .attributes]
+        )
         query.limit = .all
         let found = try store.copyMatching(query)
         #expect(found.count == 3)
@@ -90,22 +114,33 @@ struct DaemonSemanticsTests {
         }
         // The largest item: a value at the limit and every string attribute at the attribute limit.
         let text = String(repeating: "l", count: RequestValidation.attributeLimit)
-        let keys = [AttributeKey.label, AttributeKey.description, AttributeKey.comment, AttributeKey.creator,
-            AttributeKey.type, AttributeKey.generic]
+        let keys = [
+            AttributeKey.label, AttributeKey.description, AttributeKey.comment, AttributeKey.creator,
+            AttributeKey.type, AttributeKey.generic,
+        ]
         try store.update(
             .password(service: "big", account: "item-0"),
-            with: ItemChanges(attributes: Dictionary(uniqueKeysWithValues: keys.map { ($0, AttributeValue.string(text)) })))
+            with: ItemChanges(
+                attributes: Dictionary(uniqueKeysWithValues: keys.map { ($0, AttributeValue.string(text)) })
+            )
+        )
         let one = try store.copyMatching(.password(service: "big", account: "item-0", returns: [.data, .attributes]))
         #expect(one.first?.data == values[0])
         #expect(keys.allSatisfy { one.first?.string($0) == text })
         // An attribute over the limit is refused before the engine.
-        #expect(status {
-            try store.update(
-                .password(service: "big", account: "item-0"),
-                with: ItemChanges(attributes: [AttributeKey.label: .string(String(repeating: "l", count: 3 << 19))]))
-        } == KeychainStatus.dataTooLarge)
+        #expect(
+            status {
+                try store.update(
+                    .password(service: "big", account: "item-0"),
+                    with: ItemChanges(attributes: [AttributeKey.label: .string(String(repeating: "l", count: 3 << 19))])
+                )
+            } == KeychainStatus.dataTooLarge
+        )
         // The connection is still in step: the next request gets its own answer.
-        #expect(try store.copyMatching(.password(service: "big", account: "item-2", returns: .data)).first?.data == values[2])
+        #expect(
+            try store.copyMatching(.password(service: "big", account: "item-2", returns: .data)).first?.data
+                == values[2]
+        )
     }
 
     @Test("a value over the limit is refused by the client before sending")
@@ -132,10 +167,14 @@ struct DaemonLifecycleTests {
         try daemon.restart()
         store = try daemon.client()
         #expect(store.lockState == .beforeFirstUnlock)
-        #expect(status { _ = try store.copyMatching(.password(account: "ak", returns: .data)) }
-            == KeychainStatus.interactionNotAllowed)
-        #expect(status { _ = try store.copyMatching(.password(account: "ck", returns: .data)) }
-            == KeychainStatus.interactionNotAllowed)
+        #expect(
+            status { _ = try store.copyMatching(.password(account: "ak", returns: .data)) }
+                == KeychainStatus.interactionNotAllowed
+        )
+        #expect(
+            status { _ = try store.copyMatching(.password(account: "ck", returns: .data)) }
+                == KeychainStatus.interactionNotAllowed
+        )
         #expect(try store.copyMatching(.password(account: "dk", returns: .data)).count == 1)
         try store.unlock(passcode: "pass")
         #expect(try store.copyMatching(.password(account: "ak", returns: .data)).count == 1)
@@ -179,8 +218,10 @@ struct DaemonLifecycleTests {
         defer { daemon.remove() }
         let other = daemon.root.appending("other.sock").path
         let held = try DaemonFixture.runToCompletion(
-            ["--store", daemon.storeDirectory.path, "--socket", other, "--backend", "host-key", "--host-key",
-             daemon.hostKeyPath])
+            [
+                "--store", daemon.storeDirectory.path, "--socket", other, "--backend", "host-key", "--host-key",
+                daemon.hostKeyPath,
+            ])
         #expect(held.status != 0)
         #expect(held.stderrText.contains("already open"))
         #expect(held.stderrText.split(separator: "\n").count == 1)
@@ -193,8 +234,10 @@ struct DaemonLifecycleTests {
         #expect(mismatched.stderrText.split(separator: "\n").count == 1)
 
         let missingKey = try DaemonFixture.runToCompletion(
-            ["--store", daemon.storeDirectory.path, "--socket", other, "--backend", "host-key", "--host-key",
-             daemon.root.appending("missing.key").path])
+            [
+                "--store", daemon.storeDirectory.path, "--socket", other, "--backend", "host-key", "--host-key",
+                daemon.root.appending("missing.key").path,
+            ])
         #expect(missingKey.status != 0)
         #expect(missingKey.stderrText.split(separator: "\n").count == 1)
         #expect(!FileManager.default.fileExists(atPath: other))

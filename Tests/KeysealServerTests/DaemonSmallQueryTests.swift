@@ -1,8 +1,8 @@
 import Foundation
-import Synchronization
 import Keyseal
 import KeysealCore
 import KeysealTestSupport
+import Synchronization
 import Testing
 
 @testable import KeysealClient
@@ -23,15 +23,19 @@ struct DaemonSmallQueryTests {
         let item = NewItem(
             itemClass: .genericPassword,
             attributes: [AttributeKey.service: .string(service), AttributeKey.account: .string(account)],
-            data: Data(repeating: 7, count: bytes))
+            data: Data(repeating: 7, count: bytes)
+        )
         _ = try connection.send(.add(item))
     }
 
     /// The placement keyseald logged for each request named `name`, in order.
     static func placements(_ daemon: DaemonFixture, of name: String = "copy-matching") throws -> [String] {
         let log = try String(contentsOfFile: daemon.logPath, encoding: .utf8)
-        return log.split(separator: "\n").filter { $0.contains("request.name=\(name) ") || $0.hasSuffix("request.name=\(name)") }.compactMap { line in
-            line.contains("answered on the event loop") ? "loop" : line.contains("answered on the thread pool") ? "pool" : nil
+        return log.split(separator: "\n").filter {
+            $0.contains("request.name=\(name) ") || $0.hasSuffix("request.name=\(name)")
+        }.compactMap { line in
+            line.contains("answered on the event loop")
+                ? "loop" : line.contains("answered on the thread pool") ? "pool" : nil
         }
     }
 
@@ -74,10 +78,15 @@ struct DaemonSmallQueryTests {
                     AttributeKey.service: .string("ss"), AttributeKey.account: .string(account),
                     AttributeKey.stringAttributes: .data(StringAttributes.encode(pairs)),
                 ],
-                data: Data("v".utf8))
+                data: Data("v".utf8)
+            )
         }
         for index in 0..<(KeychainService.smallQuery.rows + 4) {
-            #expect(try connection.send(.addReplacingAttributes(storing("m\(index)", ["xdg:schema": "s", "n": "\(index)"]))) == .records([]))
+            #expect(
+                try connection.send(
+                    .addReplacingAttributes(storing("m\(index)", ["xdg:schema": "s", "n": "\(index)"]))
+                ) == .records([])
+            )
         }
         #expect(try connection.send(.addReplacingAttributes(storing("schema", ["xdg:schema": "s"]))) == .records([]))
         guard case .records(let all) = try connection.send(.copyMatching(Self.query(service: "ss"))) else {
@@ -102,7 +111,9 @@ struct DaemonSmallQueryTests {
         defer { daemon.remove() }
         let connection = KeysealConnection(socketPath: daemon.socketPath)
         defer { connection.disconnect() }
-        for index in 0..<KeychainService.smallQuery.rows { try Self.add(connection, service: "s", account: "a\(index)") }
+        for index in 0..<KeychainService.smallQuery.rows {
+            try Self.add(connection, service: "s", account: "a\(index)")
+        }
         // Each request decrypts the attributes of every candidate row, and none matches: the answer is small.
         var attributes: [String: AttributeValue] = [AttributeKey.service: .string("s")]
         attributes[AttributeKey.label] = .string("none of them")
@@ -119,7 +130,10 @@ struct DaemonSmallQueryTests {
                 { while DaemonIsolationTests.readPayload(fd) != nil { answered.withLock { $0 += 1 } } },
             ] as [@Sendable () -> Void] {
                 stopped.enter()
-                Thread { work(); stopped.leave() }.start()
+                Thread {
+                    work()
+                    stopped.leave()
+                }.start()
             }
         }
         defer {
@@ -143,7 +157,10 @@ struct DaemonSmallQueryTests {
         // Each ping waits for at most one turn of each other connection. Without turns, or with a task per waiting
         // connection, the pings waited for whole reads of the bursts (seconds); the slowest bound leaves room for a
         // busy machine's scheduling.
-        #expect(sorted[sorted.count / 2] < .milliseconds(5), "pings waited behind other connections' queries: \(sorted)")
+        #expect(
+            sorted[sorted.count / 2] < .milliseconds(5),
+            "pings waited behind other connections' queries: \(sorted)"
+        )
         #expect(sorted.last! < .milliseconds(250), "a ping waited behind other connections' queries: \(sorted.last!)")
     }
 }

@@ -3,6 +3,7 @@ import Foundation
 import KeysealClient
 import KeysealTestSupport
 import Testing
+
 @testable import keyseal
 
 #if canImport(Glibc)
@@ -93,7 +94,8 @@ private let declinedCorpus: [[String]] = {
         [generic, "--access-group=g"], ["--socket=/tmp/k.sock", generic], [generic, "--socket=/tmp/k.sock"],
         [generic, "-wg"], [generic, "--accessible", "sometimes"], [generic, "--accessible"], [generic, "positional"],
         ["--json", "--json", generic], [generic, "--json", "--json"], ["--socket", "/a", generic, "--socket", "/b"],
-        ["--socket"], ["--socket", "-w", generic], [generic, "--socket"], [generic, "--version"], [generic, "-r", "https"],
+        ["--socket"], ["--socket", "-w", generic], [generic, "--socket"], [generic, "--version"],
+        [generic, "-r", "https"],
         [internet, "-G", "x"], [internet, "-r", "gopherx"], [internet, "-t", "bogus"], [internet, "-P", "70000"],
         [internet, "-P", "-1"], [internet, "-P", "x"], [internet, "-P", "0x10"], [internet, "-P"],
         ["find-generic-passwords", "-w"], [generic, "--access-group"], [generic, "-a", "-x"], [generic, "-s", "--x"],
@@ -125,12 +127,18 @@ struct FindParserTests {
         for arguments in declinedCorpus {
             #expect(FindParser.parse(arguments) == nil, "taken: \(arguments)")
             let result = try runProcess(
-                keyseal, arguments, environment: ["KEYSEAL_SOCKET": socket, "COLUMNS": columns])
+                keyseal,
+                arguments,
+                environment: ["KEYSEAL_SOCKET": socket, "COLUMNS": columns]
+            )
             switch ArgumentParserReading(arguments) {
             case .find(let invocation):
                 // A form ArgumentParser takes: the lookup ran through it.
                 #expect(result.status == 50, "\(arguments): \(result.stderrText)")
-                #expect(result.stderrText.contains("cannot reach keyseald at \(invocation.socket ?? socket):"), "\(arguments)")
+                #expect(
+                    result.stderrText.contains("cannot reach keyseald at \(invocation.socket ?? socket):"),
+                    "\(arguments)"
+                )
             case .error(let error):
                 let expected = KeysealCommand.fullMessage(for: error)
                 let status = KeysealCommand.exitCode(for: error).rawValue
@@ -172,6 +180,7 @@ struct FindParserTests {
         #expect(missing.stdoutText.isEmpty)
         #expect(
             missing.stderrText
-                == "keyseal: find-generic-password: The specified item could not be found in the keychain. (-25300)\n")
+                == "keyseal: find-generic-password: The specified item could not be found in the keychain. (-25300)\n"
+        )
     }
 }

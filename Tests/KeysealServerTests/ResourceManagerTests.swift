@@ -6,13 +6,20 @@ import Testing
 /// keyseald on a TPM reached through tpm2-abrmd (`tabrmd:` TCTI) on a private session bus.
 @Suite("keyseald through tpm2-abrmd", .serialized)
 struct ResourceManagerTests {
-    private func startDaemon(_ broker: ResourceManagerFixture, store: URL, name: String = "keyseal") throws
+    private func startDaemon(
+        _ broker: ResourceManagerFixture,
+        store: URL,
+        name: String = "keyseal"
+    ) throws
         -> (Process, CLI)
     {
         let socket = broker.directory.appending("run/\(name).sock").path
         let process = try startKeyseald(
-            arguments: ["--store", store.path, "--backend", "tpm", "--tcti", broker.tcti], socket: socket,
-            environment: broker.environment, log: broker.directory.appending("\(name).log"))
+            arguments: ["--store", store.path, "--backend", "tpm", "--tcti", broker.tcti],
+            socket: socket,
+            environment: broker.environment,
+            log: broker.directory.appending("\(name).log")
+        )
         return (process, CLI(socket: socket))
     }
 
@@ -60,20 +67,28 @@ struct ResourceManagerTests {
             // As the broker sees it, and as the TPM behind it does.
             let getcap = try requireTool("tpm2_getcap", package: "tpm2-tools")
             let saved = try runProcess(
-                getcap, ["-T", broker.tcti, "handles-saved-session"], environment: broker.environment)
+                getcap,
+                ["-T", broker.tcti, "handles-saved-session"],
+                environment: broker.environment
+            )
             #expect(saved.status == 0 && !saved.stdoutText.contains("- "), "after stop \(round): \(saved.stdoutText)")
             #expect(try broker.swtpm.handlesInUse() == [], "after stop \(round)")
         }
     }
 
-    @Test("a user tpm2-abrmd's bus policy refuses: keyseald fails with one line naming the refusal and group tss, no GLib warning")
+    @Test(
+        "a user tpm2-abrmd's bus policy refuses: keyseald fails with one line naming the refusal and group tss, no GLib warning"
+    )
     func refusedByTheBusPolicy() throws {
         let broker = try ResourceManagerFixture(busPolicy: .tss)
         defer { broker.remove() }
         // uid 65534 is in neither user nor group root or tss, the only ones Debian's tpm2-abrmd policy lets call it.
         let home = broker.directory.appending("nobody")
         try FileManager.default.createDirectory(
-            at: home, withIntermediateDirectories: false, attributes: [.posixPermissions: 0o700])
+            at: home,
+            withIntermediateDirectories: false,
+            attributes: [.posixPermissions: 0o700]
+        )
         #expect(chown(home.path, 65534, 65534) == 0)
         let setpriv = try requireTool("setpriv", package: "util-linux")
         let keyseald = try builtProductsDirectory().appendingPathComponent("keyseald").path
@@ -83,7 +98,9 @@ struct ResourceManagerTests {
                 "--reuid", "65534", "--regid", "65534", "--clear-groups", keyseald, "--store",
                 home.appendingPathComponent("store").path, "--socket", home.appendingPathComponent("keyseal.sock").path,
                 "--backend", "tpm", "--tcti", broker.tcti,
-            ], environment: broker.environment)
+            ],
+            environment: broker.environment
+        )
         #expect(result.status == 1)
         let lines = result.stderrText.split(separator: "\n", omittingEmptySubsequences: true)
         #expect(lines.count == 1, "\(result.stderrText)")
@@ -94,7 +111,9 @@ struct ResourceManagerTests {
         #expect(!result.stderrText.contains("WARNING"))
     }
 
-    @Test("two keyseald on one TPM through tpm2-abrmd at once; every store on the TPM shares its dictionary-attack counter")
+    @Test(
+        "two keyseald on one TPM through tpm2-abrmd at once; every store on the TPM shares its dictionary-attack counter"
+    )
     func twoDaemonsShareOneTPM() throws {
         let broker = try ResourceManagerFixture(maxTries: 10)
         defer { broker.remove() }
@@ -113,7 +132,9 @@ struct ResourceManagerTests {
             #expect(try cli("add-generic-password", "-a", "alice", "-s", "mail", "-w", "secret").status == 0)
             #expect(try cli("lock").status == 0)
         }
-        func hardwareTries(_ cli: CLI) throws -> Int? { try CLI.json(try cli("--json", "status"))["hardwareTriesLeft"] as? Int }
+        func hardwareTries(_ cli: CLI) throws -> Int? {
+            try CLI.json(try cli("--json", "status"))["hardwareTriesLeft"] as? Int
+        }
         let before = try #require(try hardwareTries(b))
         #expect(try a("unlock", "--passcode-stdin", input: "wrong passcode here\n").status == 51)
         #expect(try hardwareTries(b) == before - 1)
@@ -137,7 +158,10 @@ struct TPMDeviceNodeTests {
         try SoftHSMFixture.writeFile(node, contents: "")
         let home = root.appending("nobody")
         try FileManager.default.createDirectory(
-            at: home, withIntermediateDirectories: false, attributes: [.posixPermissions: 0o700])
+            at: home,
+            withIntermediateDirectories: false,
+            attributes: [.posixPermissions: 0o700]
+        )
         #expect(chown(home.path, 65534, 65534) == 0)
         let setpriv = try requireTool("setpriv", package: "util-linux")
         let keyseald = try builtProductsDirectory().appendingPathComponent("keyseald").path
@@ -147,7 +171,8 @@ struct TPMDeviceNodeTests {
                 "--reuid", "65534", "--regid", "65534", "--clear-groups", keyseald, "--store",
                 home.appendingPathComponent("store").path, "--socket", home.appendingPathComponent("keyseal.sock").path,
                 "--backend", "tpm", "--tcti", "device:\(node.path)",
-            ])
+            ]
+        )
         #expect(result.status == 1)
         let lines = result.stderrText.split(separator: "\n", omittingEmptySubsequences: true)
         #expect(lines.count == 1, "\(result.stderrText)")

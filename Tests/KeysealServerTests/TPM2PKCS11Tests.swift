@@ -13,7 +13,11 @@ struct TPM2PKCS11Tests {
             arguments: [
                 "--store", store.path, "--backend", "pkcs11", "--pkcs11-module", TPM2PKCS11Fixture.module,
                 "--pkcs11-token", token.tokenLabel, "--pkcs11-pin-file", token.pinFile.path,
-            ], socket: socket, environment: token.environment, log: log)
+            ],
+            socket: socket,
+            environment: token.environment,
+            log: log
+        )
         return (process, socket)
     }
 
@@ -34,8 +38,18 @@ struct TPM2PKCS11Tests {
         #expect(try cli("passcode", "set", "--passcode-stdin", input: "correct horse battery\n").status == 0)
         #expect(try cli("add-generic-password", "-a", "alice", "-s", "mail", "-w", "wu-secret").status == 0)
         #expect(
-            try cli("add-generic-password", "-a", "bob", "-s", "mail", "-w", "afu-secret", "--accessible",
-                "after-first-unlock").status == 0)
+            try cli(
+                "add-generic-password",
+                "-a",
+                "bob",
+                "-s",
+                "mail",
+                "-w",
+                "afu-secret",
+                "--accessible",
+                "after-first-unlock"
+            ).status == 0
+        )
         #expect(try cli("lock").status == 0)
         #expect(try cli("find-generic-password", "-a", "alice", "-s", "mail", "-w").status == 36)
         #expect(try cli("find-generic-password", "-a", "bob", "-s", "mail", "-w").stdoutText == "afu-secret\n")
@@ -64,8 +78,15 @@ struct TPM2PKCS11Tests {
                 "--store", token.directory.appending("store").path, "--socket",
                 token.directory.appending("run/keyseal.sock").path, "--backend", "pkcs11", "--pkcs11-module",
                 TPM2PKCS11Fixture.module, "--pkcs11-token", token.tokenLabel, "--pkcs11-pin-file", token.pinFile.path,
-            ], environment: environment)
+            ],
+            environment: environment
+        )
         #expect(result.status != 0)
-        #expect(result.stderrText.contains("create the keys \"keyseal-device-key.device\" and \"keyseal-device-key.passcode\" beforehand"), "\(result.stderrText)")
+        #expect(
+            result.stderrText.contains(
+                "create the keys \"keyseal-device-key.device\" and \"keyseal-device-key.passcode\" beforehand"
+            ),
+            "\(result.stderrText)"
+        )
     }
 }

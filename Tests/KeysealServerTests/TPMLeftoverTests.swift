@@ -31,7 +31,9 @@ struct TPMLeftoverTests {
             for earlier in 0...round {
                 let found = try cli("find-generic-password", "-a", "acct", "-s", "round-\(earlier)", "-w")
                 #expect(
-                    found.stdoutText == "secret-\(earlier)\n", "round \(round), write \(earlier): \(found.stderrText)")
+                    found.stdoutText == "secret-\(earlier)\n",
+                    "round \(round), write \(earlier): \(found.stderrText)"
+                )
             }
         }
         // Only what the running keyseald keeps is in the TPM: nothing of the 20 it replaced.

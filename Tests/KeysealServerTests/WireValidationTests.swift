@@ -23,7 +23,9 @@ struct WireValidationTests {
         .add(NewItem(itemClass: itemClass, attributes: attributes, accessibility: .whenUnlocked, data: Data("s".utf8)))
     }
 
-    @Test("a raw add of a key, certificate or identity without valid material, or of an unknown attribute, is refused; passcode changes and exports keep working")
+    @Test(
+        "a raw add of a key, certificate or identity without valid material, or of an unknown attribute, is refused; passcode changes and exports keep working"
+    )
     func unimplementedClassesAndUnknownAttributesCannotStrandRows() throws {
         let daemon = try DaemonFixture()
         defer { daemon.remove() }
@@ -35,11 +37,13 @@ struct WireValidationTests {
         for itemClass: ItemClass in [.key, .certificate, .identity] {
             #expect(
                 Self.wireStatus(connection, Self.rawAdd(itemClass, ["labl": .string("x")])) == KeychainStatus.param,
-                "class \(itemClass)")
+                "class \(itemClass)"
+            )
         }
         #expect(
             Self.wireStatus(connection, Self.rawAdd(.genericPassword, ["acct": .string("odd"), "zzzz": .string("x")]))
-                == KeychainStatus.noSuchAttr)
+                == KeychainStatus.noSuchAttr
+        )
 
         // The damage the finding describes: after a passcode change, rows of those classes could not be decrypted,
         // every export failed and nobody could delete them. None were stored, so all of this works.
@@ -101,7 +105,9 @@ struct DoctorCommandTests {
         let database = daemon.storeDirectory.appendingPathComponent("keyseal.db").path
         let sqlite = try requireTool("sqlite3", package: "sqlite3")
         let edited = try runProcess(
-            sqlite, [database, "UPDATE items SET value = zeroblob(length(value)) WHERE id = (SELECT max(id) FROM items)"])
+            sqlite,
+            [database, "UPDATE items SET value = zeroblob(length(value)) WHERE id = (SELECT max(id) FROM items)"]
+        )
         #expect(edited.status == 0, "\(edited.stderrText)")
         let id = try runProcess(sqlite, [database, "SELECT lower(hex(item_id)) FROM items ORDER BY id DESC LIMIT 1"])
             .stdoutText.trimmingCharacters(in: .whitespacesAndNewlines)
@@ -123,8 +129,13 @@ struct DoctorCommandTests {
         #expect(report["exported"] as? Int == 1)
         #expect(report["undecryptable"] as? Int == 1)
         #expect((report["undecryptableItems"] as? [[String: Any]])?.first?["id"] as? String == id)
-        let text = try cli("export", "--output", scratch.appending("again.ksb").path, "--passphrase-stdin",
-            input: "backup words\n")
+        let text = try cli(
+            "export",
+            "--output",
+            scratch.appending("again.ksb").path,
+            "--passphrase-stdin",
+            input: "backup words\n"
+        )
         #expect(text.stdoutText.contains("not exported, undecryptable: 1 item"))
 
         #expect(try cli("doctor", "--delete-undecryptable").status == 64)

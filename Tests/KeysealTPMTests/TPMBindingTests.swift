@@ -11,7 +11,9 @@ struct TPMBindingTests {
         try fixture.tool("tpm2_pcrextend", ["\(pcr):sha256=" + String(repeating: "cd", count: 32)])
     }
 
-    @Test("a PCR-bound device object unseals while PCR 7 matches; after an extend it is recovery required, nothing tried")
+    @Test(
+        "a PCR-bound device object unseals while PCR 7 matches; after an extend it is recovery required, nothing tried"
+    )
     func boundDeviceObject() throws {
         try withTPM { fixture, key in
             try key.bind(to: [7])
@@ -92,8 +94,10 @@ struct TPMBindingTests {
         }
     }
 
-    @Test("an index defined by root in place of the counter is refused with errKeysealRolledBack, read or increment",
-        arguments: NVIndexReplacement.allCases)
+    @Test(
+        "an index defined by root in place of the counter is refused with errKeysealRolledBack, read or increment",
+        arguments: NVIndexReplacement.allCases
+    )
     func replacedCounterIsRefused(replacement: NVIndexReplacement) throws {
         try withTPM { fixture, key in
             let defined = try key.defineCounter(authorization: secret(6))
@@ -138,7 +142,8 @@ struct TPMBindingTests {
             print(
                 "TPM binding timings (swtpm, median of 21): bound seal \(seal), bound unseal \(unseal), bound "
                     + "unsealWithPasscode \(unsealPasscode), pcrsMatch \(match), counter read \(read), counter "
-                    + "increment \(increment)")
+                    + "increment \(increment)"
+            )
         }
     }
 }

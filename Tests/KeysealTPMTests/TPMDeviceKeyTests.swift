@@ -7,7 +7,9 @@ import Testing
 /// Starts a private swtpm with the given dictionary-attack parameters, opens a key on it, runs `body`, and closes
 /// and removes both on every path.
 func withTPM<Result>(
-    maxTries: Int = 5, recoveryTime: Int = 60, lockoutRecovery: Int = 2,
+    maxTries: Int = 5,
+    recoveryTime: Int = 60,
+    lockoutRecovery: Int = 2,
     _ body: (SwtpmFixture, TPMDeviceKey) throws -> Result
 ) throws -> Result {
     let fixture = try SwtpmFixture(maxTries: maxTries, recoveryTime: recoveryTime, lockoutRecovery: lockoutRecovery)
@@ -143,7 +145,8 @@ struct TPMDeviceKeyTests {
                 refused?.message
                     == "no passcode try was made: Keyseal keeps the TPM's last try in reserve, and it is the only one "
                     + "left (the TPM allows 3 passcode tries and forgets one failure every 60 s; 2 counted); try again "
-                    + "in 60 s, or reset the TPM's counter now with `tpm2_dictionarylockout -c`")
+                    + "in 60 s, or reset the TPM's counter now with `tpm2_dictionarylockout -c`"
+            )
             #expect(second?.notTried == false)
             let status = try key.status()
             #expect(status.hardwareTriesLeft == 0)
@@ -218,13 +221,17 @@ struct TPMDeviceKeyTests {
         }
     }
 
-    @Test("opened on a TPM reached directly, the key flushes what a dead client left: all three object slots, a session")
+    @Test(
+        "opened on a TPM reached directly, the key flushes what a dead client left: all three object slots, a session"
+    )
     func deadClientsLeftoversAreFlushed() throws {
         let fixture = try SwtpmFixture()
         defer { fixture.stop() }
         // A client that exits without flushing (tpm2-tools without a resource manager leaves what it loads).
         let dir = fixture.stateDirectory
-        for slot in 0..<3 { try fixture.tool("tpm2_createprimary", ["-Q", "-C", "o", "-c", "\(dir)/dead-\(slot).ctx"]) }
+        for slot in 0..<3 {
+            try fixture.tool("tpm2_createprimary", ["-Q", "-C", "o", "-c", "\(dir)/dead-\(slot).ctx"])
+        }
         try fixture.tool("tpm2_startauthsession", ["-S", "\(dir)/dead.session"])
         #expect(try fixture.handlesInUse().count == 4)
         let key = TPMDeviceKey(tcti: fixture.tcti)
@@ -244,7 +251,8 @@ struct TPMDeviceKeyTests {
         func savedSessions() throws -> Set<String> {
             Set(
                 try runProcess(getcap, ["-T", broker.tcti, "handles-saved-session"], environment: broker.environment)
-                    .stdoutText.split(separator: "\n").map(String.init).filter { $0.hasPrefix("- ") })
+                    .stdoutText.split(separator: "\n").map(String.init).filter { $0.hasPrefix("- ") }
+            )
         }
         let earlier = try savedSessions()
         // Another client starts a session and exits: the broker keeps it, abandoned, for a later claim.
@@ -260,11 +268,14 @@ struct TPMDeviceKeyTests {
         #expect(try savedSessions().isSuperset(of: others))
     }
 
-    @Test("which TCTIs reach a TPM directly (its leftovers are flushed at open) and which go through a resource manager")
+    @Test(
+        "which TCTIs reach a TPM directly (its leftovers are flushed at open) and which go through a resource manager"
+    )
     func directTCTIs() {
-        for tcti in ["swtpm:path=/run/swtpm.sock", "mssim:host=localhost,port=2321", "device:/dev/tpm0",
-            "libtss2-tcti-device.so.0:/dev/tpm0"]
-        {
+        for tcti in [
+            "swtpm:path=/run/swtpm.sock", "mssim:host=localhost,port=2321", "device:/dev/tpm0",
+            "libtss2-tcti-device.so.0:/dev/tpm0",
+        ] {
             #expect(TPMDeviceKey.reachesTPMDirectly(tcti), "\(tcti)")
         }
         for tcti in ["device:/dev/tpmrm0", "tabrmd:bus_type=session", "tabrmd", "device", "device:", "cmd:tpm2-tool"] {
@@ -295,7 +306,8 @@ struct TPMDeviceKeyTests {
             #expect(
                 status.detail
                     == "passcode guessing is not hardware-limited (TPM lockout authorization is empty); the TPM allows "
-                    + "5 passcode tries and forgets one failure every 60 s; Keyseal keeps the TPM's last try in reserve")
+                    + "5 passcode tries and forgets one failure every 60 s; Keyseal keeps the TPM's last try in reserve"
+            )
             #expect(status.hardwareTriesLeft == 4)
             #expect(status.lockoutRetrySeconds == nil)
         }
@@ -313,7 +325,8 @@ struct TPMDeviceKeyTests {
             #expect(
                 status.detail
                     == "passcode guessing is limited by the TPM: the TPM allows 5 passcode tries and forgets one failure "
-                    + "every 60 s; Keyseal keeps the TPM's last try in reserve")
+                    + "every 60 s; Keyseal keeps the TPM's last try in reserve"
+            )
         }
     }
 
@@ -323,13 +336,17 @@ struct TPMDeviceKeyTests {
         try withTPM(maxTries: 3, recoveryTime: 1000, lockoutRecovery: 1000) { _, key in
             let blob = try key.sealWithPasscode(secret(7), authorization: secret(8))
             #expect(try key.status().hardwareTriesLeft == 2)
-            #expect(try key.status().detail.contains("the TPM allows 3 passcode tries and forgets one failure every 1000 s"))
+            #expect(
+                try key.status().detail.contains("the TPM allows 3 passcode tries and forgets one failure every 1000 s")
+            )
             _ = try? key.unsealWithPasscode(blob, authorization: secret(9))
             _ = try? key.unsealWithPasscode(blob, authorization: secret(9))
             let status = try key.status()
             #expect(status.hardwareTriesLeft == 0)
             #expect(status.lockoutRetrySeconds == 1000)
-            #expect(status.detail.hasSuffix("and it is the only one left: no passcode try until the TPM forgets a failure"))
+            #expect(
+                status.detail.hasSuffix("and it is the only one left: no passcode try until the TPM forgets a failure")
+            )
         }
     }
 
@@ -466,7 +483,8 @@ struct TPMDeviceKeyTests {
             print(
                 "TPM timings (swtpm, median of 21): seal \(ms(seal)), unseal \(ms(unseal)), "
                     + "unsealWithPasscode \(ms(unsealPasscode)), deviceIdentity \(ms(identity)), "
-                    + "sign \(ms(sign)), keyExchange \(ms(exchange)), generateP256Key \(ms(generate))")
+                    + "sign \(ms(sign)), keyExchange \(ms(exchange)), generateP256Key \(ms(generate))"
+            )
         }
     }
 }

@@ -21,7 +21,11 @@ struct TPMHardwareKeyTests {
         try withTPM { _, key in
             let made = try key.generateP256Key(authorization: secret(1))
             let message = Data("attest this".utf8)
-            let der = try key.sign(digest: Array(SHA256.hash(data: message)), keyBlob: made.blob, authorization: secret(1))
+            let der = try key.sign(
+                digest: Array(SHA256.hash(data: message)),
+                keyBlob: made.blob,
+                authorization: secret(1)
+            )
             let publicKey = try P256.Signing.PublicKey(x963Representation: made.publicKey)
             let signature = try P256.Signing.ECDSASignature(derRepresentation: der)
             #expect(publicKey.isValidSignature(signature, for: message))
@@ -56,9 +60,13 @@ struct TPMHardwareKeyTests {
             let made = try key.generateP256Key(authorization: secret(2))
             let peer = P256.KeyAgreement.PrivateKey()
             let z = try key.keyExchange(
-                peerPublicKey: peer.publicKey.x963Representation, keyBlob: made.blob, authorization: secret(2))
+                peerPublicKey: peer.publicKey.x963Representation,
+                keyBlob: made.blob,
+                authorization: secret(2)
+            )
             let expected = try peer.sharedSecretFromKeyAgreement(
-                with: P256.KeyAgreement.PublicKey(x963Representation: made.publicKey))
+                with: P256.KeyAgreement.PublicKey(x963Representation: made.publicKey)
+            )
             #expect(bytes(z) == expected.withUnsafeBytes { Array($0) })
         }
     }
@@ -73,7 +81,11 @@ struct TPMHardwareKeyTests {
                 try key.keyExchange(peerPublicKey: offCurve, keyBlob: made.blob, authorization: secret(2))
             }
             #expect(throws: KeychainError.param) {
-                try key.keyExchange(peerPublicKey: Data(offCurve.prefix(33)), keyBlob: made.blob, authorization: secret(2))
+                try key.keyExchange(
+                    peerPublicKey: Data(offCurve.prefix(33)),
+                    keyBlob: made.blob,
+                    authorization: secret(2)
+                )
             }
         }
     }
@@ -97,7 +109,9 @@ struct TPMHardwareKeyTests {
         }
     }
 
-    @Test("the TPM reports the key's attributes: fixedTPM|fixedParent|sensitiveDataOrigin|userWithAuth|noDA|decrypt|sign, ECC P-256")
+    @Test(
+        "the TPM reports the key's attributes: fixedTPM|fixedParent|sensitiveDataOrigin|userWithAuth|noDA|decrypt|sign, ECC P-256"
+    )
     func attributesReadBackFromTheTPM() throws {
         try withTPM { fixture, key in
             let made = try key.generateP256Key(authorization: secret(5))
@@ -113,11 +127,17 @@ struct TPMHardwareKeyTests {
                     "-Q", "-C", "o", "-g", "sha256", "-G", "ecc256:null:aes128cfb", "-a",
                     "restricted|decrypt|fixedtpm|fixedparent|sensitivedataorigin|userwithauth|noda", "-c",
                     "\(dir)/primary.ctx",
-                ])
+                ]
+            )
             // Without a resource manager every tool leaves its objects loaded: flush between the steps.
             try fixture.tool("tpm2_flushcontext", ["-t"])
             try fixture.tool(
-                "tpm2_load", ["-Q", "-C", "\(dir)/primary.ctx", "-u", "\(dir)/key.pub", "-r", "\(dir)/key.priv", "-c", "\(dir)/key.ctx"])
+                "tpm2_load",
+                [
+                    "-Q", "-C", "\(dir)/primary.ctx", "-u", "\(dir)/key.pub", "-r", "\(dir)/key.priv", "-c",
+                    "\(dir)/key.ctx",
+                ]
+            )
             try fixture.tool("tpm2_flushcontext", ["-t"])
             let printed = try fixture.tool("tpm2_readpublic", ["-c", "\(dir)/key.ctx"]).stdoutText
             try fixture.tool("tpm2_flushcontext", ["-t"])
@@ -167,7 +187,9 @@ struct TPMHardwareKeyTests {
                 }
             }
             let sealed = try key.seal(secret(1))
-            #expect(throws: KeychainError.decode) { try key.sign(digest: digest, keyBlob: sealed, authorization: secret(6)) }
+            #expect(throws: KeychainError.decode) {
+                try key.sign(digest: digest, keyBlob: sealed, authorization: secret(6))
+            }
             #expect(throws: KeychainError.decode) { try key.unseal(made.blob) }
         }
     }
@@ -199,8 +221,12 @@ struct TPMHardwareKeyTests {
                     let der = try key.sign(digest: digest, keyBlob: blob.blob, authorization: secret(8))
                     let publicKey = try P256.Signing.PublicKey(x963Representation: blob.publicKey)
                     #expect(
-                        publicKey.isValidSignature(try P256.Signing.ECDSASignature(derRepresentation: der), for: message),
-                        "round \(round)")
+                        publicKey.isValidSignature(
+                            try P256.Signing.ECDSASignature(derRepresentation: der),
+                            for: message
+                        ),
+                        "round \(round)"
+                    )
                 }
                 let transient = try fixture.handlesInUse().filter { $0.hasPrefix("- 0x80") }
                 #expect(transient.count == 3)  // the primary and the two most recently used keys
@@ -222,7 +248,10 @@ struct TPMHardwareKeyTests {
             let made = try key.generateP256Key(authorization: authorization)
             let message = Data("zeros".utf8)
             let der = try key.sign(
-                digest: Array(SHA256.hash(data: message)), keyBlob: made.blob, authorization: authorization)
+                digest: Array(SHA256.hash(data: message)),
+                keyBlob: made.blob,
+                authorization: authorization
+            )
             let publicKey = try P256.Signing.PublicKey(x963Representation: made.publicKey)
             #expect(publicKey.isValidSignature(try P256.Signing.ECDSASignature(derRepresentation: der), for: message))
         }
@@ -239,16 +268,25 @@ struct TPMHardwareKeyTests {
         for _ in 0..<2 {
             for blob in made {
                 let der = try key.sign(
-                    digest: Array(SHA256.hash(data: message)), keyBlob: blob.blob, authorization: secret(12))
+                    digest: Array(SHA256.hash(data: message)),
+                    keyBlob: blob.blob,
+                    authorization: secret(12)
+                )
                 let publicKey = try P256.Signing.PublicKey(x963Representation: blob.publicKey)
-                #expect(publicKey.isValidSignature(try P256.Signing.ECDSASignature(derRepresentation: der), for: message))
+                #expect(
+                    publicKey.isValidSignature(try P256.Signing.ECDSASignature(derRepresentation: der), for: message)
+                )
             }
         }
         let peer = P256.KeyAgreement.PrivateKey()
         let z = try key.keyExchange(
-            peerPublicKey: peer.publicKey.x963Representation, keyBlob: made[0].blob, authorization: secret(12))
+            peerPublicKey: peer.publicKey.x963Representation,
+            keyBlob: made[0].blob,
+            authorization: secret(12)
+        )
         let expected = try peer.sharedSecretFromKeyAgreement(
-            with: P256.KeyAgreement.PublicKey(x963Representation: made[0].publicKey))
+            with: P256.KeyAgreement.PublicKey(x963Representation: made[0].publicKey)
+        )
         #expect(bytes(z) == expected.withUnsafeBytes { Array($0) })
         #expect(throws: KeychainError.authFailed) {
             try key.sign(digest: Array(SHA256.hash(data: message)), keyBlob: made[1].blob, authorization: secret(13))

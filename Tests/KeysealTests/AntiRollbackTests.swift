@@ -23,7 +23,9 @@ struct AntiRollbackTests {
         #expect(boot.counterIndex != nil && boot.counterValue != nil && !boot.rolledBack)
     }
 
-    @Test("a keybag without its counter's Name (written before it was recorded): an index put in the counter's place is a rollback")
+    @Test(
+        "a keybag without its counter's Name (written before it was recorded): an index put in the counter's place is a rollback"
+    )
     func replacedCounterUnderOlderKeybag() throws {
         let swtpm = try SwtpmFixture(maxTries: 32)
         defer { swtpm.stop() }
@@ -55,29 +57,46 @@ struct AntiRollbackTests {
 
     // MARK: Item-level freshness (docs/TPM.md "Item-level freshness")
 
-    static func open(_ directory: TemporaryDirectory, _ swtpm: SwtpmFixture, interval: TimeInterval = 0) throws
+    static func open(
+        _ directory: TemporaryDirectory,
+        _ swtpm: SwtpmFixture,
+        interval: TimeInterval = 0
+    ) throws
         -> KeychainStore
     {
         try KeychainStore.embedded(
-            directory: directory.url, device: .tpm(tcti: swtpm.tcti),
-            configuration: KeychainStore.Configuration(checkpointInterval: interval))
+            directory: directory.url,
+            device: .tpm(tcti: swtpm.tcti),
+            configuration: KeychainStore.Configuration(checkpointInterval: interval)
+        )
     }
 
     static func add(_ store: KeychainStore, _ account: String, _ accessibility: Accessibility = .whenUnlocked) throws {
         _ = try store.add(
             NewItem(
-                itemClass: .genericPassword, attributes: [AttributeKey.account: .string(account)],
-                accessibility: accessibility, data: Data("secret-\(account)".utf8)))
+                itemClass: .genericPassword,
+                attributes: [AttributeKey.account: .string(account)],
+                accessibility: accessibility,
+                data: Data("secret-\(account)".utf8)
+            )
+        )
     }
 
     static func find(_ store: KeychainStore, _ account: String) throws -> [ItemRecord] {
         try store.copyMatching(
-            ItemQuery(itemClass: .genericPassword, attributes: [AttributeKey.account: .string(account)], returns: [.data]))
+            ItemQuery(
+                itemClass: .genericPassword,
+                attributes: [AttributeKey.account: .string(account)],
+                returns: [.data]
+            )
+        )
     }
 
     /// Closes `store`, copies its directory and returns the copy's path.
     static func copy(_ directory: TemporaryDirectory, name: String) throws -> URL {
-        let copy = directory.url.deletingLastPathComponent().appending(path: directory.url.lastPathComponent + "-" + name)
+        let copy = directory.url.deletingLastPathComponent().appending(
+            path: directory.url.lastPathComponent + "-" + name
+        )
         try FileManager.default.copyItem(at: directory.url, to: copy)
         return copy
     }
@@ -139,7 +158,8 @@ struct AntiRollbackTests {
 
     static func delete(_ store: KeychainStore, _ account: String) throws {
         try store.delete(
-            ItemQuery(itemClass: .genericPassword, attributes: [AttributeKey.account: .string(account)], limit: .all))
+            ItemQuery(itemClass: .genericPassword, attributes: [AttributeKey.account: .string(account)], limit: .all)
+        )
     }
 
     @Test("1,000 item adds with a 15-minute checkpoint interval make at most one increment of the counter")

@@ -7,12 +7,19 @@ import Testing
 /// One item per accessibility class, named after the class: service `svc-<code>`, account `acct-<code>`.
 private func classItem(_ accessibility: Accessibility) -> NewItem {
     .password(
-        service: "svc-\(accessibility.rawValue)", account: "acct-\(accessibility.rawValue)",
-        secret: "secret-\(accessibility.rawValue)", accessibility: accessibility)
+        service: "svc-\(accessibility.rawValue)",
+        account: "acct-\(accessibility.rawValue)",
+        secret: "secret-\(accessibility.rawValue)",
+        accessibility: accessibility
+    )
 }
 
 private func classQuery(_ accessibility: Accessibility) -> ItemQuery {
-    .password(service: "svc-\(accessibility.rawValue)", account: "acct-\(accessibility.rawValue)", returns: [.data, .attributes])
+    .password(
+        service: "svc-\(accessibility.rawValue)",
+        account: "acct-\(accessibility.rawValue)",
+        returns: [.data, .attributes]
+    )
 }
 
 /// A passcode (so that when-passcode-set items can exist) and one item of every class.
@@ -26,7 +33,8 @@ private func everyPassword(_ store: KeychainStore) throws -> [String: ItemRecord
     let records: [ItemRecord]
     do {
         records = try store.copyMatching(
-            ItemQuery(itemClass: .genericPassword, limit: .all, returns: [.data, .attributes]))
+            ItemQuery(itemClass: .genericPassword, limit: .all, returns: [.data, .attributes])
+        )
     } catch let error as KeychainError where error.status == KeychainStatus.itemNotFound {
         return [:]
     }
@@ -37,16 +45,23 @@ private func everyPassword(_ store: KeychainStore) throws -> [String: ItemRecord
     return result
 }
 
-private func key(_ accessibility: Accessibility) -> String { "svc-\(accessibility.rawValue)/acct-\(accessibility.rawValue)" }
+private func key(_ accessibility: Accessibility) -> String {
+    "svc-\(accessibility.rawValue)/acct-\(accessibility.rawValue)"
+}
 
 /// A fresh store beside `fixture`'s, on the same device (the same swtpm state, token or host key).
 private func sameDeviceStore(_ fixture: StoreFixture, _ name: String = "same-device") throws -> KeychainStore {
     try KeychainStore.embedded(
-        directory: fixture.root.appending(name), device: fixture.device, configuration: fixture.configuration)
+        directory: fixture.root.appending(name),
+        device: fixture.device,
+        configuration: fixture.configuration
+    )
 }
 
 private let portable: [Accessibility] = [.whenUnlocked, .afterFirstUnlock, .always]
-private let deviceOnly: [Accessibility] = [.whenUnlockedThisDeviceOnly, .afterFirstUnlockThisDeviceOnly, .alwaysThisDeviceOnly]
+private let deviceOnly: [Accessibility] = [
+    .whenUnlockedThisDeviceOnly, .afterFirstUnlockThisDeviceOnly, .alwaysThisDeviceOnly,
+]
 
 /// Backups across devices on real hardware: swtpm for the TPM (two swtpm processes are two devices; a second
 /// store on the same swtpm state is the same device) and SoftHSM2 tokens.
@@ -110,7 +125,9 @@ struct BackupDeviceTests {
         source.close()
         let restored = try sameDeviceStore(source)
         defer { restored.close() }
-        #expect(status { try restored.importBackup(from: file, passphrase: "wrong horse") } == KeychainStatus.authFailed)
+        #expect(
+            status { try restored.importBackup(from: file, passphrase: "wrong horse") } == KeychainStatus.authFailed
+        )
         #expect(try everyPassword(restored).isEmpty)
     }
 
@@ -126,7 +143,10 @@ struct BackupDeviceTests {
         try restored.setPasscode("pw")
         let report = try restored.importBackup(from: file, passphrase: "p")
         #expect(report.restored[.whenPasscodeSetThisDeviceOnly] == nil)
-        #expect(status { _ = try restored.copyMatching(classQuery(.whenPasscodeSetThisDeviceOnly)) } == KeychainStatus.itemNotFound)
+        #expect(
+            status { _ = try restored.copyMatching(classQuery(.whenPasscodeSetThisDeviceOnly)) }
+                == KeychainStatus.itemNotFound
+        )
     }
 }
 
@@ -274,9 +294,13 @@ struct BackupRefusalTests {
         try populateEveryClass(fixture.store)
         try fixture.store.lock()
         let file = fixture.root.appending("backup.ksb")
-        #expect(status { try fixture.store.exportBackup(to: file, passphrase: "p") } == KeychainStatus.interactionNotAllowed)
+        #expect(
+            status { try fixture.store.exportBackup(to: file, passphrase: "p") } == KeychainStatus.interactionNotAllowed
+        )
         #expect(!FileManager.default.fileExists(atPath: file.path))
-        let leftovers = try FileManager.default.contentsOfDirectory(atPath: fixture.root.path).filter { $0.contains("partial") }
+        let leftovers = try FileManager.default.contentsOfDirectory(atPath: fixture.root.path).filter {
+            $0.contains("partial")
+        }
         #expect(leftovers.isEmpty)
     }
 
@@ -289,13 +313,23 @@ struct BackupRefusalTests {
         let report = try source.store.exportBackup(to: file, passphrase: "p", availableOnly: true)
         #expect(report.skippedUnavailable == [.whenUnlocked: 1, .whenUnlockedThisDeviceOnly: 1])
         #expect(report.skippedPasscodeOnly == 1)
-        #expect(report.exported == [.afterFirstUnlock: 1, .always: 1, .afterFirstUnlockThisDeviceOnly: 1, .alwaysThisDeviceOnly: 1])
+        #expect(
+            report.exported == [
+                .afterFirstUnlock: 1, .always: 1, .afterFirstUnlockThisDeviceOnly: 1, .alwaysThisDeviceOnly: 1,
+            ]
+        )
         source.close()
         let restored = try sameDeviceStore(source)
         defer { restored.close() }
         try restored.importBackup(from: file, passphrase: "p")
         let keys = Set(try everyPassword(restored).keys)
-        #expect(keys == Set([Accessibility.afterFirstUnlock, .always, .afterFirstUnlockThisDeviceOnly, .alwaysThisDeviceOnly].map(key)))
+        #expect(
+            keys
+                == Set(
+                    [Accessibility.afterFirstUnlock, .always, .afterFirstUnlockThisDeviceOnly, .alwaysThisDeviceOnly]
+                        .map(key)
+                )
+        )
     }
 
     @Test func anImportIntoALockedClassIsInteractionNotAllowedAndChangesNothing() throws {
@@ -324,15 +358,24 @@ struct BackupRefusalTests {
     @Test func anEmptyPassphraseIsAParameterError() throws {
         let fixture = try StoreFixture(.hostKey)
         defer { fixture.remove() }
-        #expect(status { try fixture.store.exportBackup(to: fixture.root.appending("b"), passphrase: "") } == KeychainStatus.param)
+        #expect(
+            status { try fixture.store.exportBackup(to: fixture.root.appending("b"), passphrase: "") }
+                == KeychainStatus.param
+        )
     }
 
     @Test func noAttributeOrSecretAppearsInTheFile() throws {
         let fixture = try StoreFixture(.hostKey)
         defer { fixture.remove() }
         _ = try fixture.store.add(
-            .password(service: "conspicuous-service", account: "conspicuous-account", secret: "conspicuous-secret",
-                accessibility: .whenUnlockedThisDeviceOnly, group: "conspicuous-group"))
+            .password(
+                service: "conspicuous-service",
+                account: "conspicuous-account",
+                secret: "conspicuous-secret",
+                accessibility: .whenUnlockedThisDeviceOnly,
+                group: "conspicuous-group"
+            )
+        )
         _ = try fixture.store.add(.password(service: "visible-svc", account: "visible-acct", secret: "visible-secret"))
         let file = fixture.root.appending("backup.ksb")
         try fixture.store.exportBackup(to: file, passphrase: "p")
@@ -382,8 +425,12 @@ struct BackupRestoreTests {
         #expect(report.skipped.isEmpty)
         let shared = try target.store.copyMatching(
             ItemQuery(
-                itemClass: .genericPassword, attributes: [AttributeKey.account: .string("shared")], limit: .all,
-                returns: .data))
+                itemClass: .genericPassword,
+                attributes: [AttributeKey.account: .string("shared")],
+                limit: .all,
+                returns: .data
+            )
+        )
         #expect(shared.map(\.data) == [Data("from-backup".utf8)])
     }
 
@@ -398,22 +445,35 @@ struct BackupRestoreTests {
             let value: Data
             switch index % 4 {
             case 0: value = Data()
-            case 1: value = Data([0xff, 0xfe, 0x00, 0xc3, 0x28] + (0..<(index % 97)).map { _ in UInt8.random(in: 0...255, using: &generator) })
+            case 1:
+                value = Data(
+                    [0xff, 0xfe, 0x00, 0xc3, 0x28]
+                        + (0..<(index % 97)).map { _ in UInt8.random(in: 0...255, using: &generator) }
+                )
             case 2: value = Data("pässwörd-\(index)".utf8)
             default: value = Data((0..<(index % 700)).map { _ in UInt8.random(in: 0...255, using: &generator) })
             }
             var attributes: [String: AttributeValue] = [
-                AttributeKey.service: .string("svc-\(index % 13)"), AttributeKey.account: .data(Data([0xff, 0x00]) + Data("\(index)".utf8)),
-                AttributeKey.label: .string("label \(index)"), AttributeKey.generic: .data(Data([UInt8(index & 0xff), 0x80])),
+                AttributeKey.service: .string("svc-\(index % 13)"),
+                AttributeKey.account: .data(Data([0xff, 0x00]) + Data("\(index)".utf8)),
+                AttributeKey.label: .string("label \(index)"),
+                AttributeKey.generic: .data(Data([UInt8(index & 0xff), 0x80])),
             ]
             if index % 5 == 0 { attributes[AttributeKey.comment] = .string("") }
             items.append(
                 NewItem(
-                    itemClass: .genericPassword, attributes: attributes, accessGroup: index % 3 == 0 ? "group.a" : nil,
-                    accessibility: classes[index % classes.count], data: value))
+                    itemClass: .genericPassword,
+                    attributes: attributes,
+                    accessGroup: index % 3 == 0 ? "group.a" : nil,
+                    accessibility: classes[index % classes.count],
+                    data: value
+                )
+            )
         }
         try source.store.addBatch(items)
-        for record in try source.store.copyMatching(ItemQuery(itemClass: .genericPassword, limit: .all, returns: [.data, .attributes])) {
+        for record in try source.store.copyMatching(
+            ItemQuery(itemClass: .genericPassword, limit: .all, returns: [.data, .attributes])
+        ) {
             guard case .data(let account)? = record.attributes[AttributeKey.account] else { continue }
             expected[account.base64EncodedString()] = (record.data ?? Data(), record.attributes)
         }
@@ -428,7 +488,9 @@ struct BackupRestoreTests {
         let report = try restored.importBackup(from: file, passphrase: "p")
         #expect(report.restoredCount == 10_000)
         var matched = 0
-        for record in try restored.copyMatching(ItemQuery(itemClass: .genericPassword, limit: .all, returns: [.data, .attributes])) {
+        for record in try restored.copyMatching(
+            ItemQuery(itemClass: .genericPassword, limit: .all, returns: [.data, .attributes])
+        ) {
             guard case .data(let account)? = record.attributes[AttributeKey.account],
                 let (value, attributes) = expected[account.base64EncodedString()]
             else { continue }
@@ -449,12 +511,17 @@ struct BackupStreamingTests {
                 NewItem(
                     itemClass: .genericPassword,
                     attributes: [AttributeKey.service: .string("bulk"), AttributeKey.account: .string("\(index)")],
-                    data: bulk)
-            })
+                    data: bulk
+                )
+            }
+        )
         var pieces: [Int] = []
         _ = try fixture.store.exportEmbedded(
-            passphrase: SecretBytes(utf8: "p"), availableOnly: false, sink: { pieces.append($0.count) },
-            progress: { _, _ in })
+            passphrase: SecretBytes(utf8: "p"),
+            availableOnly: false,
+            sink: { pieces.append($0.count) },
+            progress: { _, _ in }
+        )
         #expect(pieces.count >= 6)
         #expect(pieces.allSatisfy { $0 <= (1 << 20) + (64 << 10) })
     }
@@ -493,7 +560,11 @@ struct BackupEdgeTests {
                     AttributeKey.server: .string("example.com"), AttributeKey.account: .string("a"),
                     AttributeKey.port: .int(8443), AttributeKey.protocol: .string("htps"),
                 ],
-                accessGroup: "team", accessibility: .afterFirstUnlock, data: Data("web".utf8)))
+                accessGroup: "team",
+                accessibility: .afterFirstUnlock,
+                data: Data("web".utf8)
+            )
+        )
         let file = source.root.appending("backup.ksb")
         try source.store.exportBackup(to: file, passphrase: "p")
         let target = try StoreFixture(.hostKey)
@@ -503,7 +574,9 @@ struct BackupEdgeTests {
             ItemQuery(
                 itemClass: .internetPassword,
                 attributes: [AttributeKey.server: .string("example.com"), AttributeKey.port: .int(8443)],
-                returns: [.data, .attributes]))
+                returns: [.data, .attributes]
+            )
+        )
         #expect(found.first?.data == Data("web".utf8))
         #expect(found.first?.string(AttributeKey.accessGroup) == "team")
         #expect(found.first?.accessibility == .afterFirstUnlock)
@@ -516,7 +589,10 @@ struct BackupImportSessionTests {
         let source = try StoreFixture(.hostKey)
         defer { source.remove() }
         try source.store.addBatch(
-            (0..<3000).map { NewItem.password(service: "bulk", account: "\($0)", secret: String(repeating: "x", count: 600)) })
+            (0..<3000).map {
+                NewItem.password(service: "bulk", account: "\($0)", secret: String(repeating: "x", count: 600))
+            }
+        )
         let file = source.root.appending("backup.ksb")
         try source.store.exportBackup(to: file, passphrase: "p")
         let bytes = [UInt8](try Data(contentsOf: file))

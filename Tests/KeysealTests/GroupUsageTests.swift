@@ -1,9 +1,10 @@
 import Foundation
-@testable import Keyseal
 import KeysealCore
 import KeysealStore
 import KeysealTestSupport
 import Testing
+
+@testable import Keyseal
 
 /// Each access group's item count and stored bytes, which keyseald's quotas read (`ItemStore.usage(accessGroup:)`):
 /// kept in `group_usage` by triggers on `items`, so that every write keeps it exact and a count is one lookup, not a
@@ -26,7 +27,8 @@ struct GroupUsageTests {
         (
             try fixture.sqlOnDisk("SELECT agrp, items, bytes FROM group_usage ORDER BY agrp"),
             try fixture.sqlOnDisk(
-                "SELECT agrp, count(*), sum(length(attrs) + length(value)) FROM items GROUP BY agrp ORDER BY agrp")
+                "SELECT agrp, count(*), sum(length(attrs) + length(value)) FROM items GROUP BY agrp ORDER BY agrp"
+            )
         )
     }
 
@@ -40,7 +42,8 @@ struct GroupUsageTests {
                 let line = try fixture.sqlOnDisk(
                     "SELECT coalesce((SELECT items || '|' || bytes FROM group_usage WHERE agrp = \(quoted)), '0|0') || '|' || "
                         + "(SELECT count(*) || '|' || coalesce(sum(length(attrs) + length(value)), 0) FROM items "
-                        + "WHERE agrp = \(quoted))")
+                        + "WHERE agrp = \(quoted))"
+                )
                 result[group] = line.split(separator: "|").map { Int($0) ?? -1 }
             }
             return result
@@ -65,14 +68,19 @@ struct GroupUsageTests {
         ]
         if let pairs { attributes[AttributeKey.stringAttributes] = .data(StringAttributes.encode(pairs)) }
         return NewItem(
-            itemClass: .genericPassword, attributes: attributes, accessGroup: group,
-            data: Data(repeating: 0x61, count: bytes))
+            itemClass: .genericPassword,
+            attributes: attributes,
+            accessGroup: group,
+            data: Data(repeating: 0x61, count: bytes)
+        )
     }
 
     static func query(_ account: String, group: String) -> ItemQuery {
         ItemQuery(
             itemClass: .genericPassword,
-            attributes: [AttributeKey.service: .string("svc"), AttributeKey.account: .string(account)], accessGroup: group)
+            attributes: [AttributeKey.service: .string("svc"), AttributeKey.account: .string(account)],
+            accessGroup: group
+        )
     }
 
     @Test func usageEqualsACountOfTheItemsAfterEveryKindOfWrite() throws {
@@ -85,15 +93,24 @@ struct GroupUsageTests {
             steps.append(step)
         }
         let store = fixture.store
-        for index in 0..<4 { _ = try store.add(Self.item("a\(index)", group: "one", bytes: 40 + index * 300), caller: .owner) }
+        for index in 0..<4 {
+            _ = try store.add(Self.item("a\(index)", group: "one", bytes: 40 + index * 300), caller: .owner)
+        }
         _ = try store.add(Self.item("b", group: "two", bytes: 10), caller: .owner)
         try check("adds")
         #expect(try Self.tableAndScan(fixture).table.split(separator: "\n").count == 2)
         // A Secret Service store: added, then replacing the item with a larger value.
-        #expect(try store.addReplacingAttributes(Self.item("s", group: "two", bytes: 5, pairs: ["k": "v"]), caller: .owner) == nil)
         #expect(
-            try store.addReplacingAttributes(Self.item("t", group: "two", bytes: 3000, pairs: ["k": "v"]), caller: .owner)
-                == "s")
+            try store.addReplacingAttributes(Self.item("s", group: "two", bytes: 5, pairs: ["k": "v"]), caller: .owner)
+                == nil
+        )
+        #expect(
+            try store.addReplacingAttributes(
+                Self.item("t", group: "two", bytes: 3000, pairs: ["k": "v"]),
+                caller: .owner
+            )
+                == "s"
+        )
         try check("replacing adds")
         try store.update(Self.query("a1", group: "one"), with: ItemChanges(data: Data(count: 5000)), caller: .owner)
         try check("a growing update")
@@ -120,7 +137,10 @@ struct GroupUsageTests {
         #expect(steps.count == 9)
         let usage = try Self.usageAndScan(fixture, ["one", "two", "three", "none"])
         for (group, counts) in usage {
-            #expect(counts[0] == counts[2] && counts[1] == counts[3], "\(group): usage \(counts[0...1]), scan \(counts[2...])")
+            #expect(
+                counts[0] == counts[2] && counts[1] == counts[3],
+                "\(group): usage \(counts[0...1]), scan \(counts[2...])"
+            )
         }
         #expect(usage["one"]?[0] == 3)
         #expect(usage["three"] == [0, 0, 0, 0])
@@ -131,7 +151,9 @@ struct GroupUsageTests {
     func aStoreOfSchemaFourGetsItsUsageCountedWhenOpened() throws {
         let fixture = try StoreFixture()
         defer { fixture.remove() }
-        for index in 0..<3 { _ = try fixture.store.add(Self.item("x\(index)", group: "g", bytes: 100 * index), caller: .owner) }
+        for index in 0..<3 {
+            _ = try fixture.store.add(Self.item("x\(index)", group: "g", bytes: 100 * index), caller: .owner)
+        }
         _ = try fixture.store.add(Self.item("y", group: "h", bytes: 7), caller: .owner)
         fixture.close()
         // The store as schema 4 wrote it.
@@ -156,7 +178,9 @@ struct GroupUsageTests {
     func aCountDoesNotScanTheItems() throws {
         let fixture = try StoreFixture()
         defer { fixture.remove() }
-        try fixture.store.addBatch((0..<3_000).map { Self.item("i\($0)", group: $0 % 2 == 0 ? "even" : "odd", bytes: 8) })
+        try fixture.store.addBatch(
+            (0..<3_000).map { Self.item("i\($0)", group: $0 % 2 == 0 ? "even" : "odd", bytes: 8) }
+        )
         try fixture.store.withEngine { engine in
             let database = engine.store.database
             let usage = try database.withWorkBound(instructions: Self.lookupBound) { () throws(KeychainError) in
@@ -164,7 +188,8 @@ struct GroupUsageTests {
             }
             #expect(usage?.items == 1_500)
             // The same bound stops the scan the count replaced, so that it tells a lookup from a scan.
-            let scanned = try database.withWorkBound(instructions: Self.lookupBound) { () throws(KeychainError) -> Int64 in
+            let scanned = try database.withWorkBound(instructions: Self.lookupBound) {
+                () throws(KeychainError) -> Int64 in
                 do {
                     let scan = try database.statement(Self.scanSQL)
                     defer { scan.reset() }

@@ -48,7 +48,10 @@ struct HardwareBackendTests {
         _ = try fixture.store.add(.password(account: "ck", secret: "c", accessibility: .afterFirstUnlock))
         try fixture.reopen()
         #expect(try fixture.store.copyMatching(.password(account: "dk", returns: .data)).first?.data == Data("d".utf8))
-        #expect(status { _ = try fixture.store.copyMatching(.password(account: "ck")) } == KeychainStatus.interactionNotAllowed)
+        #expect(
+            status { _ = try fixture.store.copyMatching(.password(account: "ck")) }
+                == KeychainStatus.interactionNotAllowed
+        )
         try fixture.store.unlock(passcode: "pw")
         try fixture.store.lock()
         #expect(try fixture.store.copyMatching(.password(account: "ck", returns: .data)).first?.data == Data("c".utf8))
@@ -80,11 +83,15 @@ struct HardwareBackendTests {
         // The TPM did not spend its last try.
         #expect(try tpm.lockoutCounter() == 4)
         // The always and after-first-unlock classes stay available during the lockout.
-        #expect(try fixture.store.copyMatching(.password(account: "always", returns: .data)).first?.data == Data("a".utf8))
+        #expect(
+            try fixture.store.copyMatching(.password(account: "always", returns: .data)).first?.data == Data("a".utf8)
+        )
         #expect(try fixture.store.copyMatching(.password(account: "afu", returns: .data)).first?.data == Data("c".utf8))
         // After a reboot too: the device object is noDA.
         try fixture.reopen()
-        #expect(try fixture.store.copyMatching(.password(account: "always", returns: .data)).first?.data == Data("a".utf8))
+        #expect(
+            try fixture.store.copyMatching(.password(account: "always", returns: .data)).first?.data == Data("a".utf8)
+        )
     }
 
     @Test func protectingTheLockoutMakesGuessingHardwareLimited() throws {
@@ -110,10 +117,15 @@ struct HardwareBackendTests {
         let before = try Data(contentsOf: URL(fileURLWithPath: fixture.databasePath))
         let other = try SwtpmFixture()
         defer { other.stop() }
-        let error = try #require(failure {
-            _ = try KeychainStore.embedded(
-                directory: fixture.storeDirectory, device: .tpm(tcti: other.tcti), configuration: fixture.configuration)
-        })
+        let error = try #require(
+            failure {
+                _ = try KeychainStore.embedded(
+                    directory: fixture.storeDirectory,
+                    device: .tpm(tcti: other.tcti),
+                    configuration: fixture.configuration
+                )
+            }
+        )
         #expect(error.status == KeychainStatus.decode)
         #expect(error.message.contains("sealed by another device"))
         #expect(try other.lockoutCounter() == 0)
@@ -127,11 +139,15 @@ struct HardwareBackendTests {
         let fixture = try StoreFixture(.tpm)
         defer { fixture.remove() }
         fixture.close()
-        let error = try #require(failure {
-            _ = try KeychainStore.embedded(
-                directory: fixture.storeDirectory, device: .hostKey(file: fixture.root.appending("x.key")),
-                configuration: fixture.configuration)
-        })
+        let error = try #require(
+            failure {
+                _ = try KeychainStore.embedded(
+                    directory: fixture.storeDirectory,
+                    device: .hostKey(file: fixture.root.appending("x.key")),
+                    configuration: fixture.configuration
+                )
+            }
+        )
         #expect(error.status == KeychainStatus.param)
         #expect(error.message.contains("tpm"))
     }

@@ -8,18 +8,27 @@ import Testing
 /// Keys generated inside the device key's hardware (`kSecAttrTokenIDSecureEnclave`). On the host-key backend the
 /// hardware is a software double (HardwareKeyStoreFixture); on the TPM and PKCS#11 backends swtpm and SoftHSM2.
 @Suite(
-    "Hardware keys", .disabled(if: TestBackend.throughDaemon, "embedded only; DaemonKeyTests covers keyseald"))
+    "Hardware keys",
+    .disabled(if: TestBackend.throughDaemon, "embedded only; DaemonKeyTests covers keyseald")
+)
 struct HardwareKeyTests {
     static let sha256Message = "algid:sign:ECDSA:message-X962:SHA256"
 
     static func generate(
-        _ store: KeychainStore, tag: String = "hw", accessibility: Accessibility = .whenUnlocked,
+        _ store: KeychainStore,
+        tag: String = "hw",
+        accessibility: Accessibility = .whenUnlocked,
         permanent: Bool = true
     ) throws -> KeyDescription {
         try store.generateKey(
             KeyGenerationRequest(
-                keyType: .p256, inHardware: true, isPermanent: permanent,
-                attributes: [AttributeKey.applicationTag: .data(Data(tag.utf8))], accessibility: accessibility))
+                keyType: .p256,
+                inHardware: true,
+                isPermanent: permanent,
+                attributes: [AttributeKey.applicationTag: .data(Data(tag.utf8))],
+                accessibility: accessibility
+            )
+        )
     }
 
     @Test func hardwareSignatureVerifiesWithSwiftCrypto() throws {
@@ -40,9 +49,13 @@ struct HardwareKeyTests {
         let key = try Self.generate(fixture.store)
         let peer = P256.KeyAgreement.PrivateKey()
         let ours = try fixture.store.keyExchange(
-            key.reference, algorithm: "algid:keyexchange:ECDH", peer: peer.publicKey.x963Representation)
+            key.reference,
+            algorithm: "algid:keyexchange:ECDH",
+            peer: peer.publicKey.x963Representation
+        )
         let theirs = try peer.sharedSecretFromKeyAgreement(
-            with: P256.KeyAgreement.PublicKey(x963Representation: key.publicKey.bytes))
+            with: P256.KeyAgreement.PublicKey(x963Representation: key.publicKey.bytes)
+        )
         #expect(ours.withUnsafeBytes { Data($0) } == theirs.withUnsafeBytes { Data($0) })
     }
 
@@ -79,7 +92,10 @@ struct HardwareKeyTests {
         #expect(throws: KeychainError(KeychainStatus.dataNotAvailable)) {
             _ = try fixture.store.copyMatching(
                 ItemQuery(
-                    itemClass: .key, attributes: [AttributeKey.applicationTag: .data(Data("x".utf8))], returns: [.data])
+                    itemClass: .key,
+                    attributes: [AttributeKey.applicationTag: .data(Data("x".utf8))],
+                    returns: [.data]
+                )
             )
         }
     }
@@ -97,7 +113,8 @@ struct HardwareKeyTests {
         defer { fixture.remove() }
         let key = try Self.generate(fixture.store, tag: "d")
         try fixture.store.delete(
-            ItemQuery(itemClass: .key, attributes: [AttributeKey.applicationTag: .data(Data("d".utf8))]))
+            ItemQuery(itemClass: .key, attributes: [AttributeKey.applicationTag: .data(Data("d".utf8))])
+        )
         if let log = fixture.log {
             #expect(log.deletedBlobs.count == 1)
             #expect(log.liveKeys == 0)
@@ -173,7 +190,8 @@ struct HardwareKeyTests {
         let key = try Self.generate(fixture.store, tag: "gone")
         try Self.sign(fixture.store, key)
         try fixture.store.delete(
-            ItemQuery(itemClass: .key, attributes: [AttributeKey.applicationTag: .data(Data("gone".utf8))]))
+            ItemQuery(itemClass: .key, attributes: [AttributeKey.applicationTag: .data(Data("gone".utf8))])
+        )
         #expect(throws: KeychainError.itemNotFound) { try Self.sign(fixture.store, key) }
     }
 
@@ -185,7 +203,8 @@ struct HardwareKeyTests {
         try Self.sign(fixture.store, key)
         try fixture.store.update(
             ItemQuery(itemClass: .key, attributes: [AttributeKey.applicationTag: .data(Data("moved".utf8))]),
-            with: ItemChanges(accessibility: .whenUnlocked))
+            with: ItemChanges(accessibility: .whenUnlocked)
+        )
         try fixture.store.lock()
         #expect(throws: KeychainError.interactionNotAllowed) { try Self.sign(fixture.store, key) }
     }
@@ -242,7 +261,10 @@ struct HardwareKeyTests {
 
     @Test(
         .disabled(
-            if: TestBackend.current == .hostKey, "the software double keeps every authorization it is given"))
+            if: TestBackend.current == .hostKey,
+            "the software double keeps every authorization it is given"
+        )
+    )
     func noCopyOfAnAuthorizationStaysOnceItsClassLocks() throws {
         let fixture = try HardwareKeyStoreFixture()
         defer { fixture.remove() }
@@ -270,10 +292,13 @@ struct HardwareKeyTests {
         defer { fixture.remove() }
         _ = try fixture.store.generateKey(
             KeyGenerationRequest(
-                keyType: .p256, inHardware: true,
+                keyType: .p256,
+                inHardware: true,
                 attributes: [
                     AttributeKey.applicationTag: .data(Data("tag".utf8)), AttributeKey.label: .string("id key"),
-                ]))
+                ]
+            )
+        )
         _ = try fixture.store.add(.password(account: "a"))
         let scratch = try TemporaryDirectory(prefix: "export")
         defer { scratch.remove() }
@@ -283,7 +308,12 @@ struct HardwareKeyTests {
             report.skippedKeys
                 == [
                     ExportReport.SkippedKey(
-                        accessGroup: "default", label: "id key", tag: Data("tag".utf8), reason: .hardware)
-                ])
+                        accessGroup: "default",
+                        label: "id key",
+                        tag: Data("tag".utf8),
+                        reason: .hardware
+                    )
+                ]
+        )
     }
 }

@@ -8,21 +8,33 @@ import Testing
 /// Key and certificate items and identities in the engine (software keys; hardware keys are in HardwareKeyTests).
 @Suite(
     "Key and certificate items",
-    .disabled(if: TestBackend.throughDaemon, "embedded only; DaemonKeyTests covers keyseald"))
+    .disabled(if: TestBackend.throughDaemon, "embedded only; DaemonKeyTests covers keyseald")
+)
 struct KeyItemTests {
     static func keyQuery(tag: String, returns: ReturnOptions = [.attributes], limit: MatchLimit = .all) -> ItemQuery {
         ItemQuery(
-            itemClass: .key, attributes: [AttributeKey.applicationTag: .data(Data(tag.utf8))], limit: limit,
-            returns: returns)
+            itemClass: .key,
+            attributes: [AttributeKey.applicationTag: .data(Data(tag.utf8))],
+            limit: limit,
+            returns: returns
+        )
     }
 
-    static func generate(_ store: KeychainStore, tag: String, type: KeyType = .p256, extractable: Bool = true) throws
+    static func generate(
+        _ store: KeychainStore,
+        tag: String,
+        type: KeyType = .p256,
+        extractable: Bool = true
+    ) throws
         -> KeyDescription
     {
         try store.generateKey(
             KeyGenerationRequest(
-                keyType: type, attributes: [AttributeKey.applicationTag: .data(Data(tag.utf8))],
-                isExtractable: extractable))
+                keyType: type,
+                attributes: [AttributeKey.applicationTag: .data(Data(tag.utf8))],
+                isExtractable: extractable
+            )
+        )
     }
 
     static func addKeyAndCertificates(_ store: KeychainStore, certificates: [Data]) throws {
@@ -33,7 +45,9 @@ struct KeyItemTests {
                     AttributeKey.keyClass: .string("1"), AttributeKey.type: .string("73"),
                     AttributeKey.applicationTag: .data(Data("id".utf8)),
                 ],
-                data: KeyTestMaterial.privateKey))
+                data: KeyTestMaterial.privateKey
+            )
+        )
         for certificate in certificates { _ = try store.add(NewItem(itemClass: .certificate, data: certificate)) }
     }
 
@@ -47,7 +61,8 @@ struct KeyItemTests {
         #expect(record.attributes[AttributeKey.keySizeInBits] == .int(256))
         #expect(
             record.attributes[AttributeKey.applicationLabel]
-                == .data(Data(Insecure.SHA1.hash(data: key.publicKey.bytes))))
+                == .data(Data(Insecure.SHA1.hash(data: key.publicKey.bytes)))
+        )
         #expect(key.publicKey.bytes.count == 65 && key.publicKey.bytes.first == 4)
     }
 
@@ -60,7 +75,8 @@ struct KeyItemTests {
         #expect(records.count == 2)
         #expect(
             Set(records.compactMap { $0.attributes[AttributeKey.applicationLabel] })
-                == [.data(first.publicKey.applicationLabel), .data(second.publicKey.applicationLabel)])
+                == [.data(first.publicKey.applicationLabel), .data(second.publicKey.applicationLabel)]
+        )
     }
 
     @Test func keyFoundByItsApplicationLabelDigest() throws {
@@ -69,8 +85,10 @@ struct KeyItemTests {
         _ = try Self.generate(fixture.store, tag: "a")
         let wanted = try Self.generate(fixture.store, tag: "a")
         let query = ItemQuery(
-            itemClass: .key, attributes: [AttributeKey.applicationLabel: .data(wanted.publicKey.applicationLabel)],
-            returns: [.persistentRef])
+            itemClass: .key,
+            attributes: [AttributeKey.applicationLabel: .data(wanted.publicKey.applicationLabel)],
+            returns: [.persistentRef]
+        )
         let found = try fixture.store.copyMatching(query)
         #expect(found.count == 1)
         #expect(found.first.flatMap(\.persistentRef).map(KeyReference.item) == wanted.reference)
@@ -116,7 +134,10 @@ struct KeyItemTests {
         let key = try Self.generate(fixture.store, tag: "s")
         let message = Data("message".utf8)
         let signature = try fixture.store.sign(
-            key.reference, algorithm: "algid:sign:ECDSA:message-X962:SHA256", data: message)
+            key.reference,
+            algorithm: "algid:sign:ECDSA:message-X962:SHA256",
+            data: message
+        )
         let publicKey = try P256.Signing.PublicKey(x963Representation: key.publicKey.bytes)
         #expect(publicKey.isValidSignature(try P256.Signing.ECDSASignature(derRepresentation: signature), for: message))
     }
@@ -154,7 +175,9 @@ struct KeyItemTests {
         let key = try Self.generate(fixture.store, tag: "ne", extractable: false)
         #expect(throws: KeychainError.readOnlyAttr) {
             try fixture.store.update(
-                Self.keyQuery(tag: "ne"), with: ItemChanges(attributes: [AttributeKey.isExtractable: .bool(true)]))
+                Self.keyQuery(tag: "ne"),
+                with: ItemChanges(attributes: [AttributeKey.isExtractable: .bool(true)])
+            )
         }
         #expect(throws: KeychainError(KeychainStatus.dataNotAvailable)) {
             _ = try fixture.store.copyMatching(Self.keyQuery(tag: "ne", returns: [.data]))
@@ -167,13 +190,17 @@ struct KeyItemTests {
         // Clearing it is allowed: an extractable key made non-extractable stays so.
         let other = try Self.generate(fixture.store, tag: "ex")
         try fixture.store.update(
-            Self.keyQuery(tag: "ex"), with: ItemChanges(attributes: [AttributeKey.isExtractable: .bool(false)]))
+            Self.keyQuery(tag: "ex"),
+            with: ItemChanges(attributes: [AttributeKey.isExtractable: .bool(false)])
+        )
         #expect(throws: KeychainError(KeychainStatus.dataNotAvailable)) {
             _ = try fixture.store.exportPrivateKey(other.reference)
         }
         #expect(throws: KeychainError.readOnlyAttr) {
             try fixture.store.update(
-                Self.keyQuery(tag: "ex"), with: ItemChanges(attributes: [AttributeKey.isExtractable: .bool(true)]))
+                Self.keyQuery(tag: "ex"),
+                with: ItemChanges(attributes: [AttributeKey.isExtractable: .bool(true)])
+            )
         }
     }
 
@@ -202,7 +229,8 @@ struct KeyItemTests {
         defer { fixture.remove() }
         _ = try fixture.store.add(NewItem(itemClass: .certificate, data: KeyTestMaterial.certificate))
         let record = try #require(
-            try fixture.store.copyMatching(ItemQuery(itemClass: .certificate, returns: [.attributes])).first)
+            try fixture.store.copyMatching(ItemQuery(itemClass: .certificate, returns: [.attributes])).first
+        )
         let fields = try CertificateFields(der: KeyTestMaterial.certificate)
         #expect(record.attributes[AttributeKey.certificateType] == .int(3))
         #expect(record.attributes[AttributeKey.certificateEncoding] == .int(3))
@@ -210,7 +238,8 @@ struct KeyItemTests {
         #expect(record.attributes[AttributeKey.subjectKeyID] == .data(KeyTestMaterial.subjectKeyID))
         #expect(
             record.attributes[AttributeKey.publicKeyHash]
-                == .data(Data(Insecure.SHA1.hash(data: KeyTestMaterial.publicKey))))
+                == .data(Data(Insecure.SHA1.hash(data: KeyTestMaterial.publicKey)))
+        )
         #expect(record.attributes[AttributeKey.label] == .string("Keyseal Test"))
         #expect(record.attributes[AttributeKey.issuer] == .data(fields.issuer))
         #expect(fields.commonNames == ["Keyseal Test"])
@@ -220,7 +249,9 @@ struct KeyItemTests {
         let fixture = try StoreFixture()
         defer { fixture.remove() }
         try Self.addKeyAndCertificates(
-            fixture.store, certificates: [KeyTestMaterial.certificate, KeyTestMaterial.secondCertificate])
+            fixture.store,
+            certificates: [KeyTestMaterial.certificate, KeyTestMaterial.secondCertificate]
+        )
         let second = try CertificateFields(der: KeyTestMaterial.secondCertificate)
         let query = ItemQuery(
             itemClass: .certificate,
@@ -228,7 +259,8 @@ struct KeyItemTests {
                 AttributeKey.issuer: .data(second.issuer), AttributeKey.serialNumber: .data(second.serialNumber),
                 AttributeKey.certificateType: .int(3),
             ],
-            returns: [.data])
+            returns: [.data]
+        )
         #expect(try fixture.store.copyMatching(query).map(\.data) == [KeyTestMaterial.secondCertificate])
     }
 
@@ -258,14 +290,20 @@ struct KeyItemTests {
         #expect(throws: KeychainError.param) {
             _ = try fixture.store.add(
                 NewItem(
-                    itemClass: .key, attributes: [AttributeKey.type: .string("73")], data: KeyTestMaterial.privateKey))
+                    itemClass: .key,
+                    attributes: [AttributeKey.type: .string("73")],
+                    data: KeyTestMaterial.privateKey
+                )
+            )
         }
         #expect(throws: KeychainError.param) {
             _ = try fixture.store.add(
                 NewItem(
                     itemClass: .key,
                     attributes: [AttributeKey.keyClass: .string("1"), AttributeKey.type: .string("73")],
-                    data: Data(repeating: 7, count: 97)))
+                    data: Data(repeating: 7, count: 97)
+                )
+            )
         }
     }
 
@@ -274,7 +312,8 @@ struct KeyItemTests {
         defer { fixture.remove() }
         try Self.addKeyAndCertificates(fixture.store, certificates: [KeyTestMaterial.certificate])
         let identities = try fixture.store.copyMatching(
-            ItemQuery(itemClass: .identity, limit: .all, returns: [.data, .persistentRef]))
+            ItemQuery(itemClass: .identity, limit: .all, returns: [.data, .persistentRef])
+        )
         #expect(identities.count == 1)
         #expect(identities.first?.data == KeyTestMaterial.certificate)
         let keyRef = try #require(identities.first?.keyPersistentRef)
@@ -296,7 +335,8 @@ struct KeyItemTests {
         defer { fixture.remove() }
         try Self.addKeyAndCertificates(fixture.store, certificates: [])
         _ = try fixture.store.add(
-            NewItem(itemClass: .certificate, accessGroup: "other", data: KeyTestMaterial.certificate))
+            NewItem(itemClass: .certificate, accessGroup: "other", data: KeyTestMaterial.certificate)
+        )
         #expect(throws: KeychainError.itemNotFound) {
             _ = try fixture.store.copyMatching(ItemQuery(itemClass: .identity, returns: [.persistentRef]))
         }
@@ -306,10 +346,13 @@ struct KeyItemTests {
         let fixture = try StoreFixture()
         defer { fixture.remove() }
         try Self.addKeyAndCertificates(
-            fixture.store, certificates: [KeyTestMaterial.certificate, KeyTestMaterial.secondCertificate])
+            fixture.store,
+            certificates: [KeyTestMaterial.certificate, KeyTestMaterial.secondCertificate]
+        )
         let first = try CertificateFields(der: KeyTestMaterial.certificate)
         try fixture.store.delete(
-            ItemQuery(itemClass: .identity, attributes: [AttributeKey.serialNumber: .data(first.serialNumber)]))
+            ItemQuery(itemClass: .identity, attributes: [AttributeKey.serialNumber: .data(first.serialNumber)])
+        )
         #expect(try fixture.store.copyMatching(Self.keyQuery(tag: "id")).count == 1)
         try fixture.store.delete(ItemQuery(itemClass: .identity))
         #expect(throws: KeychainError.itemNotFound) { _ = try fixture.store.copyMatching(Self.keyQuery(tag: "id")) }
@@ -328,10 +371,13 @@ struct KeyItemTests {
         #expect(throws: KeychainError.readOnlyAttr) {
             try fixture.store.update(
                 ItemQuery(itemClass: .certificate),
-                with: ItemChanges(attributes: [AttributeKey.serialNumber: .data(Data([1]))]))
+                with: ItemChanges(attributes: [AttributeKey.serialNumber: .data(Data([1]))])
+            )
         }
         try fixture.store.update(
-            ItemQuery(itemClass: .certificate), with: ItemChanges(attributes: [AttributeKey.label: .string("renamed")]))
+            ItemQuery(itemClass: .certificate),
+            with: ItemChanges(attributes: [AttributeKey.label: .string("renamed")])
+        )
     }
 
     @Test func hardwareKeyOnTheHostKeyBackendIsUnimplemented() throws {
@@ -352,8 +398,11 @@ struct KeyItemTests {
         let tag = AttributeKey.applicationTag
         _ = try fixture.store.generateKey(
             KeyGenerationRequest(
-                keyType: .p256, attributes: [tag: .data(Data("ne".utf8)), AttributeKey.label: .string("kept")],
-                isExtractable: false))
+                keyType: .p256,
+                attributes: [tag: .data(Data("ne".utf8)), AttributeKey.label: .string("kept")],
+                isExtractable: false
+            )
+        )
         _ = try Self.generate(fixture.store, tag: "ex")
         let scratch = try TemporaryDirectory(prefix: "export")
         defer { scratch.remove() }
@@ -363,8 +412,13 @@ struct KeyItemTests {
         #expect(
             report.skippedKeys == [
                 ExportReport.SkippedKey(
-                    accessGroup: "default", label: "kept", tag: Data("ne".utf8), reason: .notExtractable)
-            ])
+                    accessGroup: "default",
+                    label: "kept",
+                    tag: Data("ne".utf8),
+                    reason: .notExtractable
+                )
+            ]
+        )
         let other = try StoreFixture()
         defer { other.remove() }
         #expect(try other.store.importBackup(from: file, passphrase: "pp").restoredCount == 1)
@@ -383,7 +437,8 @@ struct KeyItemTests {
         try fixture.store.delete(ItemQuery(itemClass: .identity))
         #expect(try fixture.store.importBackup(from: file, passphrase: "pp").restoredCount == 2)
         let identity = try #require(
-            try fixture.store.copyMatching(ItemQuery(itemClass: .identity, returns: [.persistentRef])).first)
+            try fixture.store.copyMatching(ItemQuery(itemClass: .identity, returns: [.persistentRef])).first
+        )
         let key = try fixture.store.describeKey(.item(try #require(identity.keyPersistentRef)))
         #expect(key.publicKey.bytes == KeyTestMaterial.publicKey)
     }

@@ -9,7 +9,8 @@ import Testing
 /// moved to another row, or brought from another store, is refused with errSecDecode, and only that row is affected.
 @Suite(
     "Tamper detection: keys and certificates",
-    .disabled(if: TestBackend.throughDaemon, "edits the store file under an embedded engine"))
+    .disabled(if: TestBackend.throughDaemon, "edits the store file under an embedded engine")
+)
 struct KeyTamperTests {
     static let sha256Message = "algid:sign:ECDSA:message-X962:SHA256"
 
@@ -17,8 +18,11 @@ struct KeyTamperTests {
     static func generate(_ fixture: StoreFixture, tag: String) throws -> KeyDescription {
         try fixture.store.generateKey(
             KeyGenerationRequest(
-                keyType: .p256, inHardware: fixture.backend != .hostKey,
-                attributes: [AttributeKey.applicationTag: .data(Data(tag.utf8))]))
+                keyType: .p256,
+                inHardware: fixture.backend != .hostKey,
+                attributes: [AttributeKey.applicationTag: .data(Data(tag.utf8))]
+            )
+        )
     }
 
     static func signStatus(_ fixture: StoreFixture, _ key: KeyDescription) -> OSStatus {
@@ -40,7 +44,8 @@ struct KeyTamperTests {
               wkey = (SELECT wkey FROM t WHERE t.id = CASE items.id WHEN \(a) THEN \(b) ELSE \(a) END),
               value = (SELECT value FROM t WHERE t.id = CASE items.id WHEN \(a) THEN \(b) ELSE \(a) END)
               WHERE id IN (\(a), \(b));
-            """)
+            """
+        )
     }
 
     @Test func keyBlobsSwappedBetweenTwoKeyItemsAreRefused() throws {
@@ -98,8 +103,11 @@ struct KeyTamperTests {
             let fields = try CertificateFields(der: certificate)
             let one = ItemQuery(
                 itemClass: .certificate,
-                attributes: [AttributeKey.issuer: .data(fields.issuer), AttributeKey.serialNumber: .data(fields.serialNumber)],
-                returns: .data)
+                attributes: [
+                    AttributeKey.issuer: .data(fields.issuer), AttributeKey.serialNumber: .data(fields.serialNumber),
+                ],
+                returns: .data
+            )
             #expect(status { _ = try fixture.store.copyMatching(one) } == KeychainStatus.decode)
         }
         let kept = try fixture.store.copyMatching(.password(service: "svc", account: "kept", returns: .data))

@@ -48,7 +48,9 @@ struct KeychainTests {
         let fixture = try StoreFixture()
         defer { fixture.remove() }
         try Keychain(service: "s", store: fixture.store).label("L").comment("C").set("v", key: "k")
-        let record = try #require(try fixture.store.copyMatching(.password(service: "s", account: "k", returns: .attributes)).first)
+        let record = try #require(
+            try fixture.store.copyMatching(.password(service: "s", account: "k", returns: .attributes)).first
+        )
         #expect(record.string(AttributeKey.label) == "L")
         #expect(record.string(AttributeKey.comment) == "C")
         #expect(record.accessibility == .whenUnlocked)
@@ -60,7 +62,9 @@ struct KeychainTests {
         let keychain = Keychain(service: "s", store: fixture.store)
         try keychain.set("v", key: "k")
         try keychain.accessibility(.always).set("w", key: "k")
-        let record = try #require(try fixture.store.copyMatching(.password(service: "s", account: "k", returns: .attributes)).first)
+        let record = try #require(
+            try fixture.store.copyMatching(.password(service: "s", account: "k", returns: .attributes)).first
+        )
         #expect(record.accessibility == .always)
     }
 
@@ -143,14 +147,19 @@ struct KeychainTests {
         for length in 1...31 {
             _ = try fixture.store.add(
                 .password(
-                    service: "s", account: String(repeating: "a", count: length),
-                    secret: String(repeating: "x", count: length)))
+                    service: "s",
+                    account: String(repeating: "a", count: length),
+                    secret: String(repeating: "x", count: length)
+                )
+            )
         }
         let values = try fixture.sqlOnDisk("SELECT count(DISTINCT length(value)) FROM items")
         let attributes = try fixture.sqlOnDisk("SELECT count(DISTINCT length(attrs)) FROM items")
         #expect(values == "1")
         #expect(Int(attributes) ?? 99 <= 2, "\(attributes) attribute ciphertext lengths")
-        #expect(try fixture.store.copyMatching(.password(service: "s", account: "aaa", returns: .data)).first?.data
-            == Data("xxx".utf8))
+        #expect(
+            try fixture.store.copyMatching(.password(service: "s", account: "aaa", returns: .data)).first?.data
+                == Data("xxx".utf8)
+        )
     }
 }

@@ -62,7 +62,10 @@ struct LockMatrixTests {
         case .locked: try fixture.store.lock()
         case .beforeFirstUnlock: try fixture.reopen()
         }
-        #expect(fixture.store.lockState == (state == .locked ? .locked : state == .beforeFirstUnlock ? .beforeFirstUnlock : .unlocked))
+        #expect(
+            fixture.store.lockState
+                == (state == .locked ? .locked : state == .beforeFirstUnlock ? .beforeFirstUnlock : .unlocked)
+        )
 
         let store = fixture.store
         var records: [ItemRecord] = []
@@ -85,7 +88,8 @@ struct LockMatrixTests {
         let expected = Self.expected(accessibility, state, operation)
         #expect(
             result == expected,
-            "\(accessibility.name) / \(state.rawValue) / \(operation.rawValue): got \(result), expected \(expected)")
+            "\(accessibility.name) / \(state.rawValue) / \(operation.rawValue): got \(result), expected \(expected)"
+        )
 
         if result == 0 {
             switch operation {
@@ -101,8 +105,13 @@ struct LockMatrixTests {
         // A refused call changed nothing: unlock and look.
         try fixture.store.unlock(passcode: Self.passcode)
         let after = try fixture.store.copyMatching(
-            ItemQuery(itemClass: .genericPassword, attributes: [AttributeKey.service: .string("svc")], limit: .all,
-                returns: [.data, .attributes]))
+            ItemQuery(
+                itemClass: .genericPassword,
+                attributes: [AttributeKey.service: .string("svc")],
+                limit: .all,
+                returns: [.data, .attributes]
+            )
+        )
         #expect(after.count == 1)
         #expect(after.first?.data == Data("seed-secret".utf8))
         #expect(after.first?.string(AttributeKey.account) == "seed")

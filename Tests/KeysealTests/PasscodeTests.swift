@@ -71,7 +71,9 @@ struct PasscodeTests {
         try fixture.reopen()
         #expect(status { try fixture.store.unlock(passcode: "old") } == KeychainStatus.authFailed)
         try fixture.store.unlock(passcode: "new")
-        #expect(try fixture.store.copyMatching(.password(account: "a", returns: .data)).first?.data == Data("kept".utf8))
+        #expect(
+            try fixture.store.copyMatching(.password(account: "a", returns: .data)).first?.data == Data("kept".utf8)
+        )
     }
 
     @Test func changeWithWrongOldPasscodeChangesNothing() throws {
@@ -90,8 +92,12 @@ struct PasscodeTests {
         _ = try fixture.store.add(.password(account: "akpu", accessibility: .whenPasscodeSetThisDeviceOnly))
         _ = try fixture.store.add(.password(account: "ak", secret: "stays"))
         try fixture.store.removePasscode("pw")
-        #expect(status { _ = try fixture.store.copyMatching(.password(account: "akpu")) } == KeychainStatus.itemNotFound)
-        #expect(try fixture.store.copyMatching(.password(account: "ak", returns: .data)).first?.data == Data("stays".utf8))
+        #expect(
+            status { _ = try fixture.store.copyMatching(.password(account: "akpu")) } == KeychainStatus.itemNotFound
+        )
+        #expect(
+            try fixture.store.copyMatching(.password(account: "ak", returns: .data)).first?.data == Data("stays".utf8)
+        )
         try fixture.reopen()
         #expect(fixture.store.lockState == .unlocked)
         #expect(try fixture.store.status().itemCounts[.whenPasscodeSetThisDeviceOnly] == nil)
@@ -131,9 +137,14 @@ struct PasscodeTests {
         let fifth = try #require(failUnlock(fixture.store))
         #expect(fifth.retryAfterSeconds == 60)
         // During the delay even the right passcode is refused, with the wait.
-        let during = try #require({ () -> KeychainError? in
-            do { try fixture.store.unlock(passcode: "right"); return nil } catch let e as KeychainError { return e } catch { return nil }
-        }())
+        let during = try #require(
+            { () -> KeychainError? in
+                do {
+                    try fixture.store.unlock(passcode: "right")
+                    return nil
+                } catch let e as KeychainError { return e } catch { return nil }
+            }()
+        )
         #expect(during.status == KeychainStatus.authFailed)
         #expect(during.retryAfterSeconds == 60)
         #expect(during.message.contains("try again in 60 s"))
@@ -177,7 +188,11 @@ struct PasscodeTests {
         let observed = ObservedCounts()
         let inner = root.appending("host.key")
         let device = DeviceKey(description: "observing host key") {
-            ObservingDevice(inner: inner, databasePath: storeDir.appendingPathComponent("keyseal.db").path, observed: observed)
+            ObservingDevice(
+                inner: inner,
+                databasePath: storeDir.appendingPathComponent("keyseal.db").path,
+                observed: observed
+            )
         }
         let configuration = KeychainStore.Configuration(argon2: testArgon2)
         let store = try KeychainStore.embedded(directory: storeDir, device: device, configuration: configuration)
@@ -219,7 +234,9 @@ final class ObservingDevice: DeviceKeyProvider {
     }
     func unsealWithPasscode(_ blob: Data, authorization: SecretBytes) throws -> SecretBytes {
         let count = try StoreFixture.sqlOnDisk(
-            databasePath: databasePath, "SELECT json_extract(CAST(body AS TEXT), '$.failedAttempts') FROM keybag")
+            databasePath: databasePath,
+            "SELECT json_extract(CAST(body AS TEXT), '$.failedAttempts') FROM keybag"
+        )
         observed.append(Int(count) ?? -1)
         return try inner.unsealWithPasscode(blob, authorization: authorization)
     }

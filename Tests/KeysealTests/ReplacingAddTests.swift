@@ -9,8 +9,13 @@ import Testing
 /// backend, embedded and through keyseald (Scripts/test.sh).
 extension StringAttributeTests {
     static func storing(
-        _ account: String, _ pairs: [String: String]?, secret: String, label: String = "label",
-        service: String = "ss", group: String? = nil, accessibility: Accessibility = .whenUnlocked
+        _ account: String,
+        _ pairs: [String: String]?,
+        secret: String,
+        label: String = "label",
+        service: String = "ss",
+        group: String? = nil,
+        accessibility: Accessibility = .whenUnlocked
     ) -> NewItem {
         var attributes: [String: AttributeValue] = [
             AttributeKey.service: .string(service), AttributeKey.account: .string(account),
@@ -18,8 +23,12 @@ extension StringAttributeTests {
         ]
         if let pairs { attributes[AttributeKey.stringAttributes] = .data(StringAttributes.encode(pairs)) }
         return NewItem(
-            itemClass: .genericPassword, attributes: attributes, accessGroup: group, accessibility: accessibility,
-            data: Data(secret.utf8))
+            itemClass: .genericPassword,
+            attributes: attributes,
+            accessGroup: group,
+            accessibility: accessibility,
+            data: Data(secret.utf8)
+        )
     }
 
     /// Every generic password of the store: account → (value, label).
@@ -27,7 +36,8 @@ extension StringAttributeTests {
         let records: [ItemRecord]
         do {
             records = try store.copyMatching(
-                ItemQuery(itemClass: .genericPassword, limit: .all, returns: [.attributes, .data]))
+                ItemQuery(itemClass: .genericPassword, limit: .all, returns: [.attributes, .data])
+            )
         } catch let error as KeychainError where error.status == KeychainStatus.itemNotFound {
             return [:]
         }
@@ -47,16 +57,20 @@ extension StringAttributeTests {
         _ = try fixture.store.add(Self.storing("kept", pairs, secret: "old", label: "old label"))
         let created = try #require(
             try fixture.store.copyMatching(.password(service: "ss", account: "kept", returns: .attributes)).first?
-                .attributes[AttributeKey.creationDate])
+                .attributes[AttributeKey.creationDate]
+        )
         let replaced = try fixture.store.addReplacingAttributes(
-            Self.storing("fresh", pairs, secret: "new", label: "new label"), caller: .owner)
+            Self.storing("fresh", pairs, secret: "new", label: "new label"),
+            caller: .owner
+        )
         #expect(replaced == "kept")
         let items = try Self.everyItem(fixture.store)
         #expect(items.count == 1)
         #expect(items["kept"]?.value == "new")
         #expect(items["kept"]?.label == "new label")
         let after = try #require(
-            try fixture.store.copyMatching(.password(service: "ss", account: "kept", returns: .attributes)).first)
+            try fixture.store.copyMatching(.password(service: "ss", account: "kept", returns: .attributes)).first
+        )
         #expect(after.attributes[AttributeKey.creationDate] == created)
         #expect(after.accessibility == .whenUnlocked)
     }
@@ -64,7 +78,10 @@ extension StringAttributeTests {
     @Test func aReplacingAddWithoutAnEqualItemAdds() throws {
         let fixture = try StoreFixture()
         defer { fixture.remove() }
-        #expect(try fixture.store.addReplacingAttributes(Self.storing("first", ["k": "v"], secret: "s1"), caller: .owner) == nil)
+        #expect(
+            try fixture.store.addReplacingAttributes(Self.storing("first", ["k": "v"], secret: "s1"), caller: .owner)
+                == nil
+        )
         let items = try Self.everyItem(fixture.store)
         #expect(items.count == 1 && items["first"]?.value == "s1")
     }
@@ -75,7 +92,9 @@ extension StringAttributeTests {
         _ = try fixture.store.add(Self.storing("superset", ["a": "1", "b": "2", "c": "3"], secret: "sup"))
         _ = try fixture.store.add(Self.storing("subset", ["a": "1"], secret: "sub"))
         let replaced = try fixture.store.addReplacingAttributes(
-            Self.storing("exact", ["a": "1", "b": "2"], secret: "new"), caller: .owner)
+            Self.storing("exact", ["a": "1", "b": "2"], secret: "new"),
+            caller: .owner
+        )
         #expect(replaced == nil)
         let items = try Self.everyItem(fixture.store)
         #expect(items.count == 3)
@@ -89,7 +108,9 @@ extension StringAttributeTests {
         _ = try fixture.store.add(Self.storing("other-service", pairs, secret: "s1", service: "elsewhere"))
         _ = try fixture.store.add(Self.storing("other-group", pairs, secret: "s2", group: "com.example.other"))
         let replaced = try fixture.store.addReplacingAttributes(
-            Self.storing("new", pairs, secret: "s3", group: "com.example.mine"), caller: .owner)
+            Self.storing("new", pairs, secret: "s3", group: "com.example.mine"),
+            caller: .owner
+        )
         #expect(replaced == nil)
         let items = try Self.everyItem(fixture.store)
         #expect(items.count == 3)
@@ -103,7 +124,10 @@ extension StringAttributeTests {
         for account in ["first", "second", "third"] {
             _ = try fixture.store.add(Self.storing(account, ["k": "v"], secret: account))
         }
-        let replaced = try fixture.store.addReplacingAttributes(Self.storing("new", ["k": "v"], secret: "new"), caller: .owner)
+        let replaced = try fixture.store.addReplacingAttributes(
+            Self.storing("new", ["k": "v"], secret: "new"),
+            caller: .owner
+        )
         #expect(replaced == "first")
         let items = try Self.everyItem(fixture.store)
         #expect(items.mapValues(\.value) == ["first": "new", "second": "second", "third": "third"])
@@ -124,13 +148,17 @@ extension StringAttributeTests {
         let fixture = try StoreFixture()
         defer { fixture.remove() }
         _ = try fixture.store.add(Self.storing("plain", nil, secret: "orig"))
-        #expect(try fixture.store.addReplacingAttributes(Self.storing("new", [:], secret: "other"), caller: .owner) == nil)
+        #expect(
+            try fixture.store.addReplacingAttributes(Self.storing("new", [:], secret: "other"), caller: .owner) == nil
+        )
         let items = try Self.everyItem(fixture.store)
         #expect(items["plain"]?.value == "orig")
         #expect(items["new"]?.value == "other")
         // Items that do carry an empty set are equal to it.
         #expect(
-            try fixture.store.addReplacingAttributes(Self.storing("newer", [:], secret: "third"), caller: .owner) == "new")
+            try fixture.store.addReplacingAttributes(Self.storing("newer", [:], secret: "third"), caller: .owner)
+                == "new"
+        )
     }
 
     /// Locked: refused whether the new item's class key is missing or only the candidate's (the search cannot tell
@@ -144,7 +172,9 @@ extension StringAttributeTests {
         try fixture.store.lock()
         let result = status(of: {
             _ = try fixture.store.addReplacingAttributes(
-                Self.storing("new", ["k": "v"], secret: "new", accessibility: newAccessibility), caller: .owner)
+                Self.storing("new", ["k": "v"], secret: "new", accessibility: newAccessibility),
+                caller: .owner
+            )
         })
         #expect(result == KeychainStatus.interactionNotAllowed)
         try fixture.store.unlock(passcode: "1234")
@@ -169,7 +199,9 @@ extension StringAttributeTests {
                     start.wait()
                     do {
                         _ = try store.addReplacingAttributes(
-                            Self.storing("r\(round)w\(writer)", ["round": "\(round)"], secret: "w\(writer)"), caller: .owner)
+                            Self.storing("r\(round)w\(writer)", ["round": "\(round)"], secret: "w\(writer)"),
+                            caller: .owner
+                        )
                     } catch {
                         failures.record("round \(round), writer \(writer): \(error)")
                     }

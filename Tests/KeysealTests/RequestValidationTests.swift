@@ -23,10 +23,14 @@ struct RequestValidationTests {
         defer { fixture.remove() }
         let label = String(repeating: "l", count: RequestValidation.attributeLimit)
         let group = String(repeating: "g", count: RequestValidation.groupLimit)
-        _ = try fixture.store.add(NewItem(
-            itemClass: .genericPassword,
-            attributes: [AttributeKey.account: .string("edge"), AttributeKey.label: .string(label)], accessGroup: group,
-            data: Data("s".utf8)))
+        _ = try fixture.store.add(
+            NewItem(
+                itemClass: .genericPassword,
+                attributes: [AttributeKey.account: .string("edge"), AttributeKey.label: .string(label)],
+                accessGroup: group,
+                data: Data("s".utf8)
+            )
+        )
         var query = ItemQuery.password(account: "edge", returns: .attributes)
         query.accessGroup = group
         query.attributes[AttributeKey.service] = nil

@@ -80,10 +80,15 @@ struct RowHintTests {
 
     static func row(_ seed: Int, pk: Data) -> ItemRow {
         ItemRow(
-            itemID: Array(Self.digest(seed).prefix(16)), itemClass: "genp", accessGroup: "default",
-            accessibility: "ak", generation: 1, primaryKeyDigest: pk,
+            itemID: Array(Self.digest(seed).prefix(16)),
+            itemClass: "genp",
+            accessGroup: "default",
+            accessibility: "ak",
+            generation: 1,
+            primaryKeyDigest: pk,
             digests: AttributeKey.digested.map { _ in nil },
-            sealed: SealedItem(attributes: Data([1, UInt8(seed & 0xff)]), wrappedKey: Data([2]), value: Data([3])))
+            sealed: SealedItem(attributes: Data([1, UInt8(seed & 0xff)]), wrappedKey: Data([2]), value: Data([3]))
+        )
     }
 
     static func find(_ store: ItemStore, _ pk: Data) throws -> [Int64] {
@@ -102,13 +107,19 @@ struct RowHintTests {
             ids[group] = try store.insert(row)
         }
         let terms = ["c", "a", "missing"].map { group in
-            RowFilter.GroupTerm(group: group, primaryKeyDigest: Self.digest(group == "c" ? 202 : group == "a" ? 201 : 299))
+            RowFilter.GroupTerm(
+                group: group,
+                primaryKeyDigest: Self.digest(group == "c" ? 202 : group == "a" ? 201 : 299)
+            )
         }
         let filter = RowFilter(itemClass: "genp", groups: terms)
         #expect(try store.rows(filter).map(\.id) == [ids["a"]!, ids["c"]!].sorted())
         #expect(store.hintedReads == 2)  // both present groups read through their hints
         var first: [Int64] = []
-        try store.forEachRow(filter) { first.append($0.id); return false }
+        try store.forEachRow(filter) {
+            first.append($0.id)
+            return false
+        }
         #expect(first == [min(ids["a"]!, ids["c"]!)])
     }
 
@@ -123,10 +134,13 @@ struct RowHintTests {
         let id = try store.insert(row)
         func find(accessibility: String? = nil, itemID: [UInt8]? = nil, accountDigest: Data? = nil) throws -> [Int64] {
             let term = RowFilter.GroupTerm(
-                group: "default", primaryKeyDigest: Self.digest(300),
-                digests: accountDigest.map { [(AttributeKey.account, $0)] } ?? [])
+                group: "default",
+                primaryKeyDigest: Self.digest(300),
+                digests: accountDigest.map { [(AttributeKey.account, $0)] } ?? []
+            )
             return try store.rows(
-                RowFilter(itemClass: "genp", groups: [term], accessibility: accessibility, itemID: itemID)).map(\.id)
+                RowFilter(itemClass: "genp", groups: [term], accessibility: accessibility, itemID: itemID)
+            ).map(\.id)
         }
         #expect(try find(accessibility: "ak", itemID: row.itemID, accountDigest: account) == [id])
         #expect(store.hintedReads == 1)

@@ -15,9 +15,15 @@ struct RowInPlaceTests {
         digests[0] = Data(repeating: 0xA1, count: 32)
         digests[1] = Data()
         return ItemRow(
-            itemID: Array(0..<16), itemClass: "genp", accessGroup: "tëam.group", accessibility: "cku", generation: 7,
-            primaryKeyDigest: pk, digests: digests,
-            sealed: SealedItem(attributes: Data((0..<70).map { UInt8($0) }), wrappedKey: Data(), value: Data([3, 4])))
+            itemID: Array(0..<16),
+            itemClass: "genp",
+            accessGroup: "tëam.group",
+            accessibility: "cku",
+            generation: 7,
+            primaryKeyDigest: pk,
+            digests: digests,
+            sealed: SealedItem(attributes: Data((0..<70).map { UInt8($0) }), wrappedKey: Data(), value: Data([3, 4]))
+        )
     }
 
     @Test func aRowInPlaceHasTheCopiedRowsColumnsAndHeaderWithAndWithoutItsHint() throws {
@@ -31,7 +37,9 @@ struct RowInPlaceTests {
             let store = try ItemStore(directory: url)
             defer { store.close() }
             let id = try store.insert(Self.row(pk: pk))
-            let copied = try store.rows(RowFilter(itemClass: "genp", groups: [.init(group: "tëam.group", primaryKeyDigest: pk)]))
+            let copied = try store.rows(
+                RowFilter(itemClass: "genp", groups: [.init(group: "tëam.group", primaryKeyDigest: pk)])
+            )
             #expect(copied.count == 1)
             let expected = copied[0]
             if !hinted { store.hints = RowIDHints() }  // through the index, as after a stale or missing hint
@@ -47,7 +55,9 @@ struct RowInPlaceTests {
                 #expect(Data(row.attributes) == expected.sealed.attributes)
                 #expect(Data(row.wrappedKey) == Data())
                 #expect(Data(row.value) == Data([3, 4]))
-                let header = try row.withHeaderColumns { columns throws(KeychainError) in columns.encoded(storeID: storeID) }
+                let header = try row.withHeaderColumns { columns throws(KeychainError) in
+                    columns.encoded(storeID: storeID)
+                }
                 #expect(header == expected.header(storeID: storeID).encoded())
                 return true
             }

@@ -14,7 +14,8 @@ struct SmallQueryTests {
         NewItem(
             itemClass: .genericPassword,
             attributes: [AttributeKey.service: .string(service), AttributeKey.account: .string(account)],
-            data: Data(repeating: 1, count: bytes))
+            data: Data(repeating: 1, count: bytes)
+        )
     }
 
     static func query(_ attributes: [String: AttributeValue]) -> ItemQuery {
@@ -23,11 +24,21 @@ struct SmallQueryTests {
 
     /// The records answered within `rows` and `bytes`, nil when given up; a refusal (no match) is answered too.
     static func within(
-        _ store: KeychainStore, _ query: ItemQuery, caller: Caller = .owner, rows: Int = 8, bytes: Int = 1 << 16
+        _ store: KeychainStore,
+        _ query: ItemQuery,
+        caller: Caller = .owner,
+        rows: Int = 8,
+        bytes: Int = 1 << 16
     ) -> [ItemRecord]?? {
         do {
             return .some(
-                try store.copyMatching(query, caller: caller, resultLimit: nil, within: ScanBound(rows: rows, bytes: bytes)))
+                try store.copyMatching(
+                    query,
+                    caller: caller,
+                    resultLimit: nil,
+                    within: ScanBound(rows: rows, bytes: bytes)
+                )
+            )
         } catch {
             return .some([])
         }
@@ -91,10 +102,14 @@ struct SmallQueryTests {
         }
         let bound = ScanBound(rows: 8, bytes: 1 << 16)
         // By a pair one item holds: within the bound, added then replaced.
-        #expect(try store.addReplacingAttributes(storing("a", ["user": "lone"], secret: "1"), caller: .owner, within: bound) == .added)
+        #expect(
+            try store.addReplacingAttributes(storing("a", ["user": "lone"], secret: "1"), caller: .owner, within: bound)
+                == .added
+        )
         #expect(
             try store.addReplacingAttributes(storing("b", ["user": "lone"], secret: "2"), caller: .owner, within: bound)
-                == .replaced(account: "a"))
+                == .replaced(account: "a")
+        )
         // By the pair all twelve hold: over the bound, and nothing written.
         let schemaOnly = storing("c", ["xdg:schema": "s"], secret: "3")
         #expect(try store.addReplacingAttributes(schemaOnly, caller: .owner, within: bound) == .overBound)
@@ -119,8 +134,10 @@ struct SmallQueryTests {
         func pairs(_ pairs: [String: String]) -> ItemQuery {
             ItemQuery(
                 itemClass: .genericPassword,
-                attributes: [AttributeKey.stringAttributes: .data(StringAttributes.encode(pairs))], limit: .all,
-                returns: .attributes)
+                attributes: [AttributeKey.stringAttributes: .data(StringAttributes.encode(pairs))],
+                limit: .all,
+                returns: .attributes
+            )
         }
         // No item holds both: nothing reaches the engine, and SQLite visits 1,500 rows.
         #expect(!Self.answered(Self.within(fixture.store, pairs(["a": "1", "b": "1"]))))

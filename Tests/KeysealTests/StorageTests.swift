@@ -39,15 +39,23 @@ struct StorageTests {
                 attributes: [
                     AttributeKey.account: .string(markers[1]), AttributeKey.service: .string(markers[2]),
                     AttributeKey.label: .string(markers[4]), AttributeKey.comment: .string(markers[5]),
-                ], data: Data(markers[0].utf8)))
+                ],
+                data: Data(markers[0].utf8)
+            )
+        )
         _ = try fixture.store.add(
             NewItem(
                 itemClass: .internetPassword,
                 attributes: [AttributeKey.account: .string(markers[1]), AttributeKey.server: .string(markers[3])],
-                data: Data(markers[0].utf8)))
+                data: Data(markers[0].utf8)
+            )
+        )
         // A second item written and then updated, so that both old and new pages and the WAL hold data.
         _ = try fixture.store.add(.password(service: markers[2], account: "other", secret: markers[0]))
-        try fixture.store.update(.password(service: markers[2], account: "other"), with: ItemChanges(data: Data(markers[0].utf8)))
+        try fixture.store.update(
+            .password(service: markers[2], account: "other"),
+            with: ItemChanges(data: Data(markers[0].utf8))
+        )
         let bytes = try storeBytes(fixture)
         #expect(FileManager.default.fileExists(atPath: fixture.databasePath + "-wal"))
         for marker in markers {
@@ -67,11 +75,14 @@ struct StorageTests {
         let directoryMode = try manager.attributesOfItem(atPath: fixture.storeDirectory.path)[.posixPermissions] as? Int
         #expect(directoryMode == 0o700)
         for name in try manager.contentsOfDirectory(atPath: fixture.storeDirectory.path) {
-            let mode = try manager.attributesOfItem(atPath: fixture.storeDirectory.appendingPathComponent(name).path)[
-                .posixPermissions] as? Int
+            let mode =
+                try manager.attributesOfItem(atPath: fixture.storeDirectory.appendingPathComponent(name).path)[
+                    .posixPermissions
+                ] as? Int
             #expect(mode == 0o600, "\(name) has mode \(String(mode ?? 0, radix: 8))")
         }
-        let keyMode = try manager.attributesOfItem(atPath: fixture.root.appending("host.key").path)[.posixPermissions] as? Int
+        let keyMode =
+            try manager.attributesOfItem(atPath: fixture.root.appending("host.key").path)[.posixPermissions] as? Int
         #expect(keyMode == 0o600)
     }
 
@@ -93,18 +104,24 @@ struct StorageTests {
             DROP TABLE ledger_record;
             DROP TABLE item_pairs;
             DELETE FROM schema_version WHERE version > 1;
-            """ + GroupUsageTests.undoSchemaFive)
+            """ + GroupUsageTests.undoSchemaFive
+        )
         try fixture.reopen()
         let found = try fixture.store.copyMatching(.password(service: "svc", account: "b", returns: .data))
         #expect(found.first?.data == Data("secret-b".utf8))
         try fixture.store.update(.password(service: "svc", account: "a"), with: ItemChanges(data: Data("new-a".utf8)))
         fixture.close()
         #expect(try fixture.sql("SELECT max(version) FROM schema_version") == "5")
-        #expect(try fixture.sql("SELECT group_concat(generation) FROM (SELECT generation FROM ledger ORDER BY id)") == "2,1")
+        #expect(
+            try fixture.sql("SELECT group_concat(generation) FROM (SELECT generation FROM ledger ORDER BY id)") == "2,1"
+        )
         // The row of generation 1 put back in place of generation 2 is still refused.
         try fixture.sql("DELETE FROM items WHERE id = (SELECT id FROM saved); INSERT INTO items SELECT * FROM saved")
         try fixture.reopen()
-        #expect(status { _ = try fixture.store.copyMatching(.password(service: "svc", account: "a", returns: .data)) } == KeychainStatus.decode)
+        #expect(
+            status { _ = try fixture.store.copyMatching(.password(service: "svc", account: "a", returns: .data)) }
+                == KeychainStatus.decode
+        )
     }
 
     @Test func storeUsesWriteAheadLogging() throws {
@@ -139,15 +156,22 @@ struct StorageTests {
         let sqlite = try requireTool("sqlite3", package: "sqlite3")
         let moved = try runProcess(
             sqlite,
-            [copy.appendingPathComponent("keyseal.db").path,
+            [
+                copy.appendingPathComponent("keyseal.db").path,
                 """
                 ATTACH '\(fixture.databasePath)' AS new;
                 DELETE FROM main.items; DELETE FROM main.ledger;
                 INSERT INTO main.items SELECT * FROM new.items;
                 INSERT INTO main.ledger SELECT * FROM new.ledger;
-                """])
+                """,
+            ]
+        )
         #expect(moved.status == 0, "\(moved.stderrText)")
-        let old = try KeychainStore.embedded(directory: copy, device: fixture.device, configuration: fixture.configuration)
+        let old = try KeychainStore.embedded(
+            directory: copy,
+            device: fixture.device,
+            configuration: fixture.configuration
+        )
         defer { old.close() }
         try old.unlock(passcode: "old")
         for account in ["before", "after"] {
@@ -164,7 +188,9 @@ struct StorageTests {
         fixture.close()
         let oldBody = try fixture.sql("SELECT CAST(body AS TEXT) FROM keybag")
         let oldKeys = try #require(
-            (try JSONSerialization.jsonObject(with: Data(oldBody.utf8)) as? [String: Any])?["classKeys"] as? [String: String])
+            (try JSONSerialization.jsonObject(with: Data(oldBody.utf8)) as? [String: Any])?["classKeys"]
+                as? [String: String]
+        )
         let oldWrapped = try fixture.sql("SELECT hex(wkey) FROM items")
         try fixture.reopen()
         try fixture.store.changePasscode(from: "old", to: "new")
@@ -231,7 +257,10 @@ struct StorageTests {
             }
         }
         #expect(unexpected.value == 0)
-        #expect(status { _ = try store.copyMatching(ItemQuery(itemClass: .genericPassword, limit: .all)) } == KeychainStatus.itemNotFound)
+        #expect(
+            status { _ = try store.copyMatching(ItemQuery(itemClass: .genericPassword, limit: .all)) }
+                == KeychainStatus.itemNotFound
+        )
     }
 
     @Test func aSecondOpenOfTheSameStoreIsRefused() throws {
@@ -261,7 +290,10 @@ struct StorageTests {
         try FileManager.default.setAttributes([.posixPermissions: 0o600], ofItemAtPath: other.path)
         let error = #expect(throws: KeychainError.self) {
             _ = try KeychainStore.embedded(
-                directory: fixture.storeDirectory, device: .hostKey(file: other), configuration: fixture.configuration)
+                directory: fixture.storeDirectory,
+                device: .hostKey(file: other),
+                configuration: fixture.configuration
+            )
         }
         #expect(error?.status == KeychainStatus.decode)
         #expect(error?.message.contains("another device") == true)
@@ -273,7 +305,9 @@ struct StorageTests {
         let directory = root.appending("store")
         let error = #expect(throws: KeychainError.self) {
             _ = try KeychainStore.embedded(
-                directory: directory, device: .hostKey(file: directory.appendingPathComponent("host.key")))
+                directory: directory,
+                device: .hostKey(file: directory.appendingPathComponent("host.key"))
+            )
         }
         #expect(error?.status == KeychainStatus.param)
     }
@@ -282,7 +316,10 @@ struct StorageTests {
         let fixture = try StoreFixture(.hostKey)
         defer { fixture.remove() }
         fixture.close()
-        try FileManager.default.setAttributes([.posixPermissions: 0o644], ofItemAtPath: fixture.root.appending("host.key").path)
+        try FileManager.default.setAttributes(
+            [.posixPermissions: 0o644],
+            ofItemAtPath: fixture.root.appending("host.key").path
+        )
         #expect(throws: KeychainError.param) { try fixture.reopen() }
     }
 }

@@ -16,13 +16,17 @@ struct StringAttributeTests {
                 AttributeKey.service: .string("ss"), AttributeKey.account: .string(account),
                 AttributeKey.stringAttributes: .data(StringAttributes.encode(pairs)),
             ],
-            data: Data(secret.utf8))
+            data: Data(secret.utf8)
+        )
     }
 
     static func query(_ pairs: [String: String], returns: ReturnOptions = .attributes) -> ItemQuery {
         ItemQuery(
-            itemClass: .genericPassword, attributes: [AttributeKey.stringAttributes: .data(StringAttributes.encode(pairs))],
-            limit: .all, returns: returns)
+            itemClass: .genericPassword,
+            attributes: [AttributeKey.stringAttributes: .data(StringAttributes.encode(pairs))],
+            limit: .all,
+            returns: returns
+        )
     }
 
     static func accounts(_ store: KeychainStore, _ pairs: [String: String]) throws -> [String] {
@@ -55,7 +59,11 @@ struct StringAttributeTests {
         defer { fixture.remove() }
         for index in 0..<80 {
             _ = try fixture.store.add(
-                Self.item("m\(index)", ["xdg:schema": "bench", "app": "mail", "user": "u\(index)", "half": "\(index % 2)"]))
+                Self.item(
+                    "m\(index)",
+                    ["xdg:schema": "bench", "app": "mail", "user": "u\(index)", "half": "\(index % 2)"]
+                )
+            )
         }
         _ = try fixture.store.add(Self.item("c", ["xdg:schema": "bench", "app": "chat", "user": "u7"]))
         #expect(try Self.accounts(fixture.store, ["xdg:schema": "bench", "app": "mail", "user": "u7"]) == ["m7"])
@@ -82,12 +90,15 @@ struct StringAttributeTests {
         _ = try fixture.store.add(Self.item("a", ["k": "old"]))
         try fixture.store.update(
             Self.query(["k": "old"], returns: []),
-            with: ItemChanges(attributes: [AttributeKey.stringAttributes: .data(StringAttributes.encode(["k": "new"]))]))
+            with: ItemChanges(attributes: [AttributeKey.stringAttributes: .data(StringAttributes.encode(["k": "new"]))])
+        )
         #expect(try Self.accounts(fixture.store, ["k": "old"]) == [])
         #expect(try Self.accounts(fixture.store, ["k": "new"]) == ["a"])
         // An update that leaves the pairs alone keeps them searchable.
         try fixture.store.update(
-            Self.query(["k": "new"], returns: []), with: ItemChanges(attributes: [AttributeKey.label: .string("L")]))
+            Self.query(["k": "new"], returns: []),
+            with: ItemChanges(attributes: [AttributeKey.label: .string("L")])
+        )
         #expect(try Self.accounts(fixture.store, ["k": "new"]) == ["a"])
     }
 
@@ -142,7 +153,9 @@ struct StringAttributeTests {
         defer { fixture.remove() }
         _ = try fixture.store.add(.password(account: "old"))
         fixture.close()
-        try fixture.sql(GroupUsageTests.undoSchemaFive + "DROP TABLE item_pairs; DELETE FROM schema_version WHERE version >= 4")
+        try fixture.sql(
+            GroupUsageTests.undoSchemaFive + "DROP TABLE item_pairs; DELETE FROM schema_version WHERE version >= 4"
+        )
         try fixture.reopen()
         #expect(try fixture.store.copyMatching(.password(account: "old")).count == 1)
         _ = try fixture.store.add(Self.item("new", ["k": "v"]))

@@ -51,7 +51,8 @@ struct TamperTests {
                 CREATE TEMP TABLE t AS SELECT pk FROM items WHERE id = \(a);
                 UPDATE items SET pk = x'00' WHERE id = \(a);
                 UPDATE items SET pk = (SELECT pk FROM t) WHERE id = \(b);
-                """)
+                """
+            )
             return
         }
         try fixture.sql(
@@ -59,7 +60,8 @@ struct TamperTests {
             CREATE TEMP TABLE t AS SELECT id, \(column) AS v FROM items WHERE id IN (\(a), \(b));
             UPDATE items SET \(column) = (SELECT v FROM t WHERE t.id = CASE items.id WHEN \(a) THEN \(b) ELSE \(a) END)
               WHERE id IN (\(a), \(b));
-            """)
+            """
+        )
     }
 
     @Test func swappedValueCiphertextsAreDetected() throws {
@@ -98,7 +100,8 @@ struct TamperTests {
         // Found through the other row's digest, the row fails authentication rather than answering for the item.
         let result = status {
             _ = try fixture.store.copyMatching(
-                ItemQuery(itemClass: .genericPassword, attributes: attributes, synchronizable: sync, returns: .data))
+                ItemQuery(itemClass: .genericPassword, attributes: attributes, synchronizable: sync, returns: .data)
+            )
         }
         #expect(result == KeychainStatus.decode)
         try expectOthersIntact(fixture)
@@ -125,7 +128,8 @@ struct TamperTests {
             """
             UPDATE items SET \(column) = CAST(substr(\(column), 1, length(\(column)) - 1)
               || CASE WHEN substr(\(column), -1) = x'00' THEN x'01' ELSE x'00' END AS BLOB) WHERE id = \(a);
-            """)
+            """
+        )
         #expect(try fixture.sql("SELECT hex(substr(\(column), -1)) IN ('00', '01') FROM items WHERE id = \(a)") == "1")
         try fixture.reopen()
         #expect(find(fixture, "a", returns: returns) == KeychainStatus.decode)
@@ -157,7 +161,8 @@ struct TamperTests {
             DELETE FROM items WHERE id = (SELECT id FROM saved);
             INSERT INTO items SELECT * FROM saved;
             DROP TABLE saved;
-            """)
+            """
+        )
         try fixture.reopen()
         #expect(find(fixture, "a") == KeychainStatus.decode)
         try expectOthersIntact(fixture)
@@ -167,7 +172,8 @@ struct TamperTests {
         let fixture = try makeFixture()
         defer { fixture.remove() }
         try fixture.sql(
-            "UPDATE keybag SET body = CAST(replace(CAST(body AS TEXT), '\"autoLockSeconds\":300', '\"autoLockSeconds\":301') AS BLOB)")
+            "UPDATE keybag SET body = CAST(replace(CAST(body AS TEXT), '\"autoLockSeconds\":300', '\"autoLockSeconds\":301') AS BLOB)"
+        )
         #expect(throws: KeychainError.decode) { try fixture.reopen() }
     }
 
@@ -180,7 +186,8 @@ struct TamperTests {
         let salt = try #require(body.range(of: "\"salt\":\"").map { body[$0.upperBound...].prefix(4) })
         let replacement = salt == "AAAA" ? "BBBB" : "AAAA"
         try fixture.sql(
-            "UPDATE keybag SET body = CAST(replace(CAST(body AS TEXT), '\"salt\":\"\(salt)', '\"salt\":\"\(replacement)') AS BLOB)")
+            "UPDATE keybag SET body = CAST(replace(CAST(body AS TEXT), '\"salt\":\"\(salt)', '\"salt\":\"\(replacement)') AS BLOB)"
+        )
         #expect(throws: KeychainError.decode) { try fixture.reopen() }
     }
 
@@ -206,7 +213,8 @@ struct LedgerTamperTests {
             """
             CREATE TABLE saved_item AS SELECT * FROM items WHERE id = (SELECT min(id) FROM items);
             CREATE TABLE saved_ledger AS SELECT * FROM ledger WHERE id = (SELECT id FROM saved_item);
-            """)
+            """
+        )
         try fixture.reopen()
         try fixture.store.update(.password(service: "svc-a", account: "a"), with: ItemChanges(data: Data("newer".utf8)))
         fixture.close()
@@ -218,7 +226,8 @@ struct LedgerTamperTests {
             INSERT INTO ledger SELECT * FROM saved_ledger;
             DROP TABLE saved_item;
             DROP TABLE saved_ledger;
-            """)
+            """
+        )
         try fixture.reopen()
     }
 
@@ -266,7 +275,9 @@ struct LedgerTamperTests {
         try fixture.sql("UPDATE ledger SET generation = generation + 1 WHERE id = \(a)")
         try fixture.reopen()
         #expect(tamper.find(fixture, "a") == KeychainStatus.decode)
-        #expect(try fixture.store.status().ledger.refusedBuckets == [LedgerDigest.bucket(rowID: try #require(Int64(a)))])
+        #expect(
+            try fixture.store.status().ledger.refusedBuckets == [LedgerDigest.bucket(rowID: try #require(Int64(a)))]
+        )
         try tamper.expectOthersIntact(fixture)
     }
 
@@ -277,18 +288,23 @@ struct LedgerTamperTests {
         try fixture.reopen()
         // Rows 4 … 4 + bucketCount - 1: the last shares a's bucket.
         try fixture.store.addBatch(
-            (0..<LedgerDigest.bucketCount).map { NewItem.password(service: "svc-n", account: "n\($0)", secret: "s\($0)") })
+            (0..<LedgerDigest.bucketCount).map {
+                NewItem.password(service: "svc-n", account: "n\($0)", secret: "s\($0)")
+            }
+        )
         fixture.close()
         let a = try #require(Int64(try tamper.id(fixture, rank: 0)))
         let sameBucket = try fixture.sql(
-            "SELECT count(*) FROM items WHERE id != \(a) AND id % \(LedgerDigest.bucketCount) = \(a % Int64(LedgerDigest.bucketCount))")
+            "SELECT count(*) FROM items WHERE id != \(a) AND id % \(LedgerDigest.bucketCount) = \(a % Int64(LedgerDigest.bucketCount))"
+        )
         #expect(sameBucket == "1")
         try replayA(fixture)
         #expect(tamper.find(fixture, "a") == KeychainStatus.decode)
         let sharer = "n\(LedgerDigest.bucketCount - 3)"  // row 4 + 125 = 129 = 1 + 128
         #expect(
             status { _ = try fixture.store.copyMatching(.password(service: "svc-n", account: sharer, returns: .data)) }
-                == KeychainStatus.decode)
+                == KeychainStatus.decode
+        )
         try tamper.expectOthersIntact(fixture)
         let other = try fixture.store.copyMatching(.password(service: "svc-n", account: "n0", returns: .data))
         #expect(other.first?.data == Data("s0".utf8))
@@ -311,7 +327,8 @@ struct LedgerTamperTests {
         try fixture.reopen()
         // Rows 4 … 128: the next row, 129, falls in a's bucket (row 1).
         try fixture.store.addBatch(
-            (0..<125).map { NewItem.password(service: "svc-n", account: "n\($0)", secret: "s\($0)") })
+            (0..<125).map { NewItem.password(service: "svc-n", account: "n\($0)", secret: "s\($0)") }
+        )
         fixture.close()
         let a = try #require(Int64(try tamper.id(fixture, rank: 0)))
         let bucket = LedgerDigest.bucket(rowID: a)
@@ -323,10 +340,12 @@ struct LedgerTamperTests {
         _ = try fixture.store.add(.password(service: "svc-n", account: "later", secret: "later"))
         #expect(
             try fixture.store.copyMatching(.password(service: "svc-n", account: "later", returns: .data)).first?.data
-                == Data("later".utf8))
+                == Data("later".utf8)
+        )
         fixture.close()
         let later = try #require(
-            Int64(try fixture.sql("SELECT id FROM items ORDER BY id DESC LIMIT 1")))
+            Int64(try fixture.sql("SELECT id FROM items ORDER BY id DESC LIMIT 1"))
+        )
         #expect(LedgerDigest.bucket(rowID: later) != bucket)
         try fixture.reopen()
         #expect(try fixture.store.status().ledger.refusedBuckets == [bucket])
@@ -340,17 +359,22 @@ struct LedgerTamperTests {
         // Items written into the repaired bucket are served, across a restart too.
         _ = try fixture.store.add(.password(service: "svc-a", account: "a", secret: "again"))
         try fixture.store.addBatch(
-            (0..<LedgerDigest.bucketCount).map { NewItem.password(service: "svc-m", account: "m\($0)", secret: "m\($0)") })
+            (0..<LedgerDigest.bucketCount).map {
+                NewItem.password(service: "svc-m", account: "m\($0)", secret: "m\($0)")
+            }
+        )
         fixture.close()
         let inBucket = try fixture.sql(
-            "SELECT count(*) FROM items WHERE id % \(LedgerDigest.bucketCount) = \(bucket)")
+            "SELECT count(*) FROM items WHERE id % \(LedgerDigest.bucketCount) = \(bucket)"
+        )
         #expect(inBucket == "1")
         try fixture.reopen()
         #expect(try fixture.store.status().ledger.verified)
         for index in 0..<LedgerDigest.bucketCount {
             #expect(
                 try fixture.store.copyMatching(.password(service: "svc-m", account: "m\(index)", returns: .data)).first?
-                    .data == Data("m\(index)".utf8))
+                    .data == Data("m\(index)".utf8)
+            )
         }
         #expect(tamper.find(fixture, "a") == KeychainStatus.success)
         try tamper.expectOthersIntact(fixture)
@@ -361,7 +385,9 @@ struct LedgerTamperTests {
     @Test func anAddIsRefusedWhileEveryBucketIsRefusedAndTheDoctorRepairsTheStore() throws {
         let fixture = try tamper.makeFixture()
         defer { fixture.remove() }
-        try fixture.sql("UPDATE ledger_record SET body = CAST(substr(body, 1, 10) || x'ff' || substr(body, 12) AS BLOB)")
+        try fixture.sql(
+            "UPDATE ledger_record SET body = CAST(substr(body, 1, 10) || x'ff' || substr(body, 12) AS BLOB)"
+        )
         try fixture.reopen()
         #expect(try fixture.store.status().ledger.recordProblem != nil)
         #expect(throws: KeychainError(KeychainStatus.decode)) {
@@ -378,7 +404,8 @@ struct LedgerTamperTests {
         _ = try fixture.store.add(.password(service: "svc-n", account: "new", secret: "new"))
         #expect(
             try fixture.store.copyMatching(.password(service: "svc-n", account: "new", returns: .data)).first?.data
-                == Data("new".utf8))
+                == Data("new".utf8)
+        )
     }
 
     @Test func editedOrMissingLedgerRecordRefusesEveryItem() throws {
@@ -407,7 +434,8 @@ struct LedgerTamperTests {
         fixture.close()
         try fixture.sql(
             GroupUsageTests.undoSchemaFive
-                + "DROP TABLE ledger_record; DROP TABLE item_pairs; DELETE FROM schema_version WHERE version >= 3;")
+                + "DROP TABLE ledger_record; DROP TABLE item_pairs; DELETE FROM schema_version WHERE version >= 3;"
+        )
         try fixture.reopen()
         #expect(try fixture.store.status().ledger.verified)
         try tamper.expectOthersIntact(fixture)

@@ -1,9 +1,10 @@
 import Foundation
-@testable import Keyseal
 import KeysealCore
 import KeysealStore
 import KeysealTestSupport
 import Testing
+
+@testable import Keyseal
 
 /// Rows no SecItem call can reach — of a class Keyseal does not implement, or that cannot be decrypted — are
 /// re-keyed or never stranded by a passcode change, listed and deleted by administrators, and reported by exports
@@ -18,16 +19,25 @@ struct UndecryptableTests {
                 var attributes = item.attributes
                 attributes[AttributeKey.synchronizable] = .bool(false)
                 let row = try engine.seal(
-                    itemID: randomBytes(16), itemClass: item.itemClass, group: item.accessGroup ?? "default",
-                    accessibility: item.accessibility, generation: 1, attributes: attributes, secret: item.data,
-                    classKey: try engine.requireClassKey(item.accessibility))
+                    itemID: randomBytes(16),
+                    itemClass: item.itemClass,
+                    group: item.accessGroup ?? "default",
+                    accessibility: item.accessibility,
+                    generation: 1,
+                    attributes: attributes,
+                    secret: item.data,
+                    classKey: try engine.requireClassKey(item.accessibility)
+                )
                 try engine.store.transaction { () throws(KeychainError) in _ = try engine.store.insert(row) }
             }
         }
         guard fixture.throughDaemon else { return try insert(fixture.store) }
         fixture.close()
         let embedded = try KeychainStore.embedded(
-            directory: fixture.storeDirectory, device: fixture.device, configuration: fixture.configuration)
+            directory: fixture.storeDirectory,
+            device: fixture.device,
+            configuration: fixture.configuration
+        )
         do {
             try insert(embedded)
         } catch {
@@ -57,8 +67,11 @@ struct UndecryptableTests {
 
     /// A row of a class that is never stored (an identity is a join of a certificate and a key).
     static let keyItem = NewItem(
-        itemClass: .identity, attributes: [AttributeKey.label: .string("legacy identity")],
-        accessibility: .whenUnlocked, data: Data("identity bytes".utf8))
+        itemClass: .identity,
+        attributes: [AttributeKey.label: .string("legacy identity")],
+        accessibility: .whenUnlocked,
+        data: Data("identity bytes".utf8)
+    )
 
     @Test func aRowOfAnUnimplementedClassIsReKeyedWithEveryPasscodeChange() throws {
         let fixture = try StoreFixture()
@@ -74,7 +87,10 @@ struct UndecryptableTests {
         #expect(listed.first?.itemClass == "idnt")
         try fixture.store.removePasscode("two")
         #expect(try fixture.store.undecryptableItems().map(\.reason) == [.unsupportedClass])
-        #expect(try fixture.store.copyMatching(.password(account: "good", returns: .data)).first?.data == Data("secret".utf8))
+        #expect(
+            try fixture.store.copyMatching(.password(account: "good", returns: .data)).first?.data
+                == Data("secret".utf8)
+        )
     }
 
     @Test func aPasscodeChangeThatWouldStrandAnUndecryptableRowIsRefusedAndChangesNothing() throws {
@@ -88,7 +104,9 @@ struct UndecryptableTests {
         try fixture.store.unlock(passcode: "one")
 
         var refusal: KeychainError?
-        do { try fixture.store.changePasscode(from: "one", to: "two") } catch let error as KeychainError { refusal = error }
+        do { try fixture.store.changePasscode(from: "one", to: "two") } catch let error as KeychainError {
+            refusal = error
+        }
         #expect(refusal?.status == KeychainStatus.decode)
         #expect(refusal?.message.contains("1 item of the passcode classes cannot be decrypted") == true)
         #expect(refusal?.message.contains("keyseal doctor") == true)
@@ -98,12 +116,16 @@ struct UndecryptableTests {
         try fixture.reopen()
         #expect(status { try fixture.store.unlock(passcode: "two") } == KeychainStatus.authFailed)
         try fixture.store.unlock(passcode: "one")
-        #expect(try fixture.store.copyMatching(.password(account: "a", returns: .data)).first?.data == Data("secret-a".utf8))
+        #expect(
+            try fixture.store.copyMatching(.password(account: "a", returns: .data)).first?.data == Data("secret-a".utf8)
+        )
 
         // Once the row is deleted, the change goes through.
         try fixture.store.deleteUndecryptable(ids: nil)
         try fixture.store.changePasscode(from: "one", to: "two")
-        #expect(try fixture.store.copyMatching(.password(account: "a", returns: .data)).first?.data == Data("secret-a".utf8))
+        #expect(
+            try fixture.store.copyMatching(.password(account: "a", returns: .data)).first?.data == Data("secret-a".utf8)
+        )
     }
 
     @Test func undecryptableRowsAreListedAndDeletedByIdWithoutDecrypting() throws {
@@ -116,7 +138,8 @@ struct UndecryptableTests {
         try Self.edit(
             fixture,
             "UPDATE items SET attrs = zeroblob(length(attrs)) WHERE id = \(b); "
-                + "UPDATE ledger SET generation = generation + 1 WHERE id = \(c)")
+                + "UPDATE ledger SET generation = generation + 1 WHERE id = \(c)"
+        )
         // An ordinary delete decrypts first, so it cannot remove them.
         #expect(status { try fixture.store.delete(.password(account: "b")) } != 0)
 
@@ -128,15 +151,19 @@ struct UndecryptableTests {
         // A decryptable row is not deleted this way, an unknown id is not found, a malformed one is a parameter
         // error; each leaves everything in place.
         #expect(status { try fixture.store.deleteUndecryptable(ids: [ids[0], ids[1]]) } == KeychainStatus.param)
-        #expect(status { try fixture.store.deleteUndecryptable(ids: [String(repeating: "0", count: 32)]) }
-            == KeychainStatus.itemNotFound)
+        #expect(
+            status { try fixture.store.deleteUndecryptable(ids: [String(repeating: "0", count: 32)]) }
+                == KeychainStatus.itemNotFound
+        )
         #expect(status { try fixture.store.deleteUndecryptable(ids: ["zz"]) } == KeychainStatus.param)
         #expect(try fixture.store.undecryptableItems().count == 2)
 
         let deleted = try fixture.store.deleteUndecryptable(ids: [ids[1], ids[2].uppercased()])
         #expect(deleted.map(\.id) == [ids[1], ids[2]])
         #expect(try fixture.store.undecryptableItems().isEmpty)
-        #expect(try fixture.store.copyMatching(.password(account: "a", returns: .data)).first?.data == Data("secret".utf8))
+        #expect(
+            try fixture.store.copyMatching(.password(account: "a", returns: .data)).first?.data == Data("secret".utf8)
+        )
         #expect(status { _ = try fixture.store.copyMatching(.password(account: "b")) } == KeychainStatus.itemNotFound)
     }
 
@@ -163,7 +190,9 @@ struct UndecryptableTests {
         try fixture.store.delete(.password(account: "a"))
         let restored = try fixture.store.importBackup(from: file, passphrase: "pp")
         #expect(restored.restoredCount == 1)
-        #expect(try fixture.store.copyMatching(.password(account: "a", returns: .data)).first?.data == Data("secret-a".utf8))
+        #expect(
+            try fixture.store.copyMatching(.password(account: "a", returns: .data)).first?.data == Data("secret-a".utf8)
+        )
     }
 
     @Test func listingNeedsEveryClassThatHoldsRowsUnlocked() throws {

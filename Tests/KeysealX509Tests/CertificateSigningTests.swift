@@ -11,17 +11,25 @@ import X509
 /// swift-certificates signing with a key that stays in the store's hardware (the software double on the host-key
 /// backend, swtpm and SoftHSM2 on theirs): a CSR, a certificate from a test CA, stored, found back as an identity.
 @Suite(
-    "KeysealX509", .disabled(if: TestBackend.throughDaemon, "embedded only; DaemonKeyTests covers keyseald"))
+    "KeysealX509",
+    .disabled(if: TestBackend.throughDaemon, "embedded only; DaemonKeyTests covers keyseald")
+)
 struct CertificateSigningTests {
     static func issue(for csr: CertificateSigningRequest, caKey: P256.Signing.PrivateKey) throws -> Certificate {
         let caName = try DistinguishedName { CommonName("Keyseal Test CA") }
         let now = Date()
         return try Certificate(
-            version: .v3, serialNumber: Certificate.SerialNumber(), publicKey: csr.publicKey,
-            notValidBefore: now.addingTimeInterval(-60), notValidAfter: now.addingTimeInterval(3600), issuer: caName,
-            subject: csr.subject, signatureAlgorithm: .ecdsaWithSHA256,
+            version: .v3,
+            serialNumber: Certificate.SerialNumber(),
+            publicKey: csr.publicKey,
+            notValidBefore: now.addingTimeInterval(-60),
+            notValidAfter: now.addingTimeInterval(3600),
+            issuer: caName,
+            subject: csr.subject,
+            signatureAlgorithm: .ecdsaWithSHA256,
             extensions: try Certificate.Extensions { Critical(BasicConstraints.notCertificateAuthority) },
-            issuerPrivateKey: Certificate.PrivateKey(caKey))
+            issuerPrivateKey: Certificate.PrivateKey(caKey)
+        )
     }
 
     @Test func hardwareKeySignsACSRAndIsFoundBackAsAnIdentity() throws {
@@ -32,8 +40,12 @@ struct CertificateSigningTests {
         let signer = try KeychainPrivateKey(key)
         let subject = try DistinguishedName { CommonName("device-42") }
         let csr = try CertificateSigningRequest(
-            version: .v1, subject: subject, privateKey: Certificate.PrivateKey(signer),
-            attributes: CertificateSigningRequest.Attributes(), signatureAlgorithm: .ecdsaWithSHA256)
+            version: .v1,
+            subject: subject,
+            privateKey: Certificate.PrivateKey(signer),
+            attributes: CertificateSigningRequest.Attributes(),
+            signatureAlgorithm: .ecdsaWithSHA256
+        )
         #expect(csr.publicKey == Certificate.PublicKey(key.publicKey))
         #expect(csr.publicKey.isValidSignature(csr.signature, for: csr))
 

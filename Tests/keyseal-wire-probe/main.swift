@@ -1,3 +1,9 @@
+import Dispatch
+import KeysealClient
+import Synchronization
+
+import class Foundation.Thread
+
 // A test helper: sends one request to keyseald and prints the outcome on one line, so that tests can act as a
 // process of another user (`setpriv --reuid …`). Not installed; not a user interface.
 //
@@ -21,10 +27,6 @@ import Foundation
 #if canImport(Glibc)
 import Glibc
 #endif
-import Dispatch
-import class Foundation.Thread
-import KeysealClient
-import Synchronization
 
 var arguments = Array(CommandLine.arguments.dropFirst())
 guard arguments.count >= 2 else {
@@ -78,11 +80,17 @@ if arguments.count == 3 && (arguments[1] == "export" || arguments[1] == "import"
     do {
         if arguments[1] == "export" {
             let report = try connection.exportBackup(
-                passphrase: SecretBytes(utf8: arguments[2]), availableOnly: false, sink: { _ in })
+                passphrase: SecretBytes(utf8: arguments[2]),
+                availableOnly: false,
+                sink: { _ in }
+            )
             print("ok \(report.exportedCount)")
         } else {
             let report = try connection.importBackup(
-                passphrase: SecretBytes(utf8: arguments[2]), replace: false, source: { _ in nil })
+                passphrase: SecretBytes(utf8: arguments[2]),
+                replace: false,
+                source: { _ in nil }
+            )
             print("ok \(report.restoredCount)")
         }
     } catch {
@@ -108,8 +116,11 @@ enum Churn {
     /// The connections opened.
     static func run(path: String, seconds: Double, threads: Int, frames: Int) throws -> Int {
         let query = ItemQuery(
-            itemClass: .genericPassword, attributes: [AttributeKey.account: .string("churn")], limit: .one,
-            returns: .data)
+            itemClass: .genericPassword,
+            attributes: [AttributeKey.account: .string("churn")],
+            limit: .one,
+            returns: .data
+        )
         let burst = Array(repeating: try WireRequest.copyMatching(query).encodedFrame(), count: frames).flatMap { $0 }
         let end = ContinuousClock.now + .milliseconds(Int(seconds * 1000))
         let opened = Mutex(0)
@@ -159,8 +170,15 @@ enum KeyExchangeProbe {
             try connection.send(
                 .keyOperation(
                     WireKeyOperation(
-                        reference: key.reference, kind: .keyExchange, algorithm: "algid:keyexchange:ECDH:KDFX963:SHA256",
-                        data: key.publicKey, requestedSize: size, sharedInfo: Data(repeating: 7, count: info))))
+                        reference: key.reference,
+                        kind: .keyExchange,
+                        algorithm: "algid:keyexchange:ECDH:KDFX963:SHA256",
+                        data: key.publicKey,
+                        requestedSize: size,
+                        sharedInfo: Data(repeating: 7, count: info)
+                    )
+                )
+            )
         }
         for _ in 0..<fastRuns { _ = try exchange(info: 16, size: 32) }
         let start = ContinuousClock.now
@@ -227,8 +245,13 @@ enum FindFlood {
     static func run(path: String, connections: Int, mode: String, seconds: Double) -> String {
         let request = WireRequest.copyMatching(
             ItemQuery(
-                itemClass: .genericPassword, attributes: ["svce": .string("probe")], accessGroup: nil, limit: .all,
-                returns: [.data, .attributes]))
+                itemClass: .genericPassword,
+                attributes: ["svce": .string("probe")],
+                accessGroup: nil,
+                limit: .all,
+                returns: [.data, .attributes]
+            )
+        )
         let end = ContinuousClock.now + .milliseconds(Int(seconds * 1000))
         let outcomes = Mutex<[String]>([])
         let done = DispatchGroup()
@@ -262,7 +285,9 @@ enum FindFlood {
                         usleep(50_000)
                         continue
                     }
-                    let count = buffer.withUnsafeMutableBytes { recv(fd, $0.baseAddress, $0.count, Int32(MSG_DONTWAIT)) }
+                    let count = buffer.withUnsafeMutableBytes {
+                        recv(fd, $0.baseAddress, $0.count, Int32(MSG_DONTWAIT))
+                    }
                     if count == 0 { break }
                     if count > 0 { received += count }
                     usleep(20_000)
@@ -287,8 +312,13 @@ enum Latency {
     static func run(path: String, seconds: Double, account: String) throws -> String {
         let lookup = WireRequest.copyMatching(
             ItemQuery(
-                itemClass: .genericPassword, attributes: ["acct": .string(account)], accessGroup: nil, limit: .all,
-                returns: [.data, .attributes]))
+                itemClass: .genericPassword,
+                attributes: ["acct": .string(account)],
+                accessGroup: nil,
+                limit: .all,
+                returns: [.data, .attributes]
+            )
+        )
         let pinger = KeysealConnection(socketPath: path)
         defer { pinger.disconnect() }
         var pings: [Duration] = []
@@ -306,7 +336,8 @@ enum Latency {
                     let connection = KeysealConnection(socketPath: path)
                     defer { connection.disconnect() }
                     return try connection.send(lookup)
-                })
+                }
+            )
             usleep(50_000)
         }
         func summary(_ name: String, _ times: [Duration]) -> String {
@@ -345,46 +376,68 @@ case ("unlock", 3): request = .unlock(passcode: SecretBytes(utf8: arguments[2]))
 case ("add", 4):
     request = .add(
         NewItem(
-            itemClass: .genericPassword, attributes: ["acct": .string(arguments[3]), "svce": .string("probe")],
-            accessGroup: group(arguments[2]), data: Array("secret".utf8).withUnsafeBytes { Data($0) }))
+            itemClass: .genericPassword,
+            attributes: ["acct": .string(arguments[3]), "svce": .string("probe")],
+            accessGroup: group(arguments[2]),
+            data: Array("secret".utf8).withUnsafeBytes { Data($0) }
+        )
+    )
 case ("add-size", 5):
     request = .add(
         NewItem(
-            itemClass: .genericPassword, attributes: ["acct": .string(arguments[3]), "svce": .string("probe")],
-            accessGroup: group(arguments[2]), data: Data(repeating: 7, count: Int(arguments[4]) ?? 0)))
+            itemClass: .genericPassword,
+            attributes: ["acct": .string(arguments[3]), "svce": .string("probe")],
+            accessGroup: group(arguments[2]),
+            data: Data(repeating: 7, count: Int(arguments[4]) ?? 0)
+        )
+    )
 case ("update-size", 5):
     // The value of the probe item ACCOUNT in GROUP (every probe item for "*") set to BYTES bytes.
     var attributes: [String: AttributeValue] = ["svce": .string("probe")]
     if arguments[3] != "*" { attributes["acct"] = .string(arguments[3]) }
     request = .update(
         ItemQuery(
-            itemClass: .genericPassword, attributes: attributes, accessGroup: group(arguments[2]),
-            limit: arguments[3] == "*" ? .all : .one),
-        ItemChanges(data: Data(repeating: 7, count: Int(arguments[4]) ?? 0)))
+            itemClass: .genericPassword,
+            attributes: attributes,
+            accessGroup: group(arguments[2]),
+            limit: arguments[3] == "*" ? .all : .one
+        ),
+        ItemChanges(data: Data(repeating: 7, count: Int(arguments[4]) ?? 0))
+    )
 case ("move", 5):
     // The probe item ACCOUNT in GROUP moved to the access group TARGET.
     var changes = ItemChanges()
     changes.accessGroup = arguments[4]
     request = .update(
         ItemQuery(
-            itemClass: .genericPassword, attributes: ["acct": .string(arguments[3]), "svce": .string("probe")],
-            accessGroup: group(arguments[2])),
-        changes)
+            itemClass: .genericPassword,
+            attributes: ["acct": .string(arguments[3]), "svce": .string("probe")],
+            accessGroup: group(arguments[2])
+        ),
+        changes
+    )
 case ("genkey", 3), ("genkey", 4):
     // A software P-256 key stored in GROUP, with a label of BYTES bytes when given.
     var generation = KeyGenerationRequest(keyType: .ec(bits: 256), accessGroup: group(arguments[2]))
-    if arguments.count == 4 { generation.attributes[AttributeKey.label] = .string(String(repeating: "k", count: Int(arguments[3]) ?? 0)) }
+    if arguments.count == 4 {
+        generation.attributes[AttributeKey.label] = .string(String(repeating: "k", count: Int(arguments[3]) ?? 0))
+    }
     request = .generateKey(generation)
 case ("hwkey", 3):
     // A P-256 key in the device key's hardware (kSecAttrTokenIDSecureEnclave), stored in GROUP.
-    request = .generateKey(KeyGenerationRequest(keyType: .ec(bits: 256), inHardware: true, accessGroup: group(arguments[2])))
+    request = .generateKey(
+        KeyGenerationRequest(keyType: .ec(bits: 256), inHardware: true, accessGroup: group(arguments[2]))
+    )
 case ("delete-keys", 3):
     request = .delete(ItemQuery(itemClass: .key, accessGroup: group(arguments[2])))
 case ("delete", 4):
     request = .delete(
         ItemQuery(
-            itemClass: .genericPassword, attributes: ["acct": .string(arguments[3]), "svce": .string("probe")],
-            accessGroup: group(arguments[2])))
+            itemClass: .genericPassword,
+            attributes: ["acct": .string(arguments[3]), "svce": .string("probe")],
+            accessGroup: group(arguments[2])
+        )
+    )
 case ("store", 5), ("store-size", 6):
     // The Secret Service's CreateItem with replace: the attribute probe=PAIR-VALUE; "ok 0" added, "ok 1" replaced.
     // store-size GROUP ACCOUNT PAIR-VALUE SIZE stores a value of SIZE bytes instead of "secret".
@@ -396,15 +449,30 @@ case ("store", 5), ("store-size", 6):
                 "acct": .string(arguments[3]), "svce": .string("probe"),
                 "ksat": .data(onePair("probe", arguments[4])),
             ],
-            accessGroup: group(arguments[2]), data: value))
+            accessGroup: group(arguments[2]),
+            data: value
+        )
+    )
 case ("find-all", 2):
     request = .copyMatching(
-        ItemQuery(itemClass: .genericPassword, attributes: ["svce": .string("probe")], accessGroup: nil, limit: .all, returns: [.data, .attributes]))
+        ItemQuery(
+            itemClass: .genericPassword,
+            attributes: ["svce": .string("probe")],
+            accessGroup: nil,
+            limit: .all,
+            returns: [.data, .attributes]
+        )
+    )
 case ("find", 4):
     request = .copyMatching(
         ItemQuery(
-            itemClass: .genericPassword, attributes: ["acct": .string(arguments[3])], accessGroup: group(arguments[2]),
-            limit: .all, returns: [.data, .attributes]))
+            itemClass: .genericPassword,
+            attributes: ["acct": .string(arguments[3])],
+            accessGroup: group(arguments[2]),
+            limit: .all,
+            returns: [.data, .attributes]
+        )
+    )
 case ("doctor", 2): request = .undecryptableItems
 case ("doctor-delete", 3): request = .deleteUndecryptable(ids: [arguments[2]])
 case ("add-class", 3):
@@ -414,13 +482,17 @@ case ("add-class", 3):
     }
     request = .add(
         NewItem(
-            itemClass: itemClass, attributes: ["labl": .string("probe")],
-            data: Array("secret".utf8).withUnsafeBytes { Data($0) }))
+            itemClass: itemClass,
+            attributes: ["labl": .string("probe")],
+            data: Array("secret".utf8).withUnsafeBytes { Data($0) }
+        )
+    )
 case ("sign", 3):
     // A key named by its persistent reference in hex.
     var reference = Data()
     var index = arguments[2].startIndex
-    while index < arguments[2].endIndex, let next = arguments[2].index(index, offsetBy: 2, limitedBy: arguments[2].endIndex),
+    while index < arguments[2].endIndex,
+        let next = arguments[2].index(index, offsetBy: 2, limitedBy: arguments[2].endIndex),
         let byte = UInt8(arguments[2][index..<next], radix: 16)
     {
         reference.append(byte)
@@ -428,11 +500,17 @@ case ("sign", 3):
     }
     request = .keyOperation(
         WireKeyOperation(
-            reference: reference, kind: .sign, algorithm: "algid:sign:ECDSA:message-X962:SHA256", data: Data([1])))
+            reference: reference,
+            kind: .sign,
+            algorithm: "algid:sign:ECDSA:message-X962:SHA256",
+            data: Data([1])
+        )
+    )
 default:
     print(
         "usage: keyseal-wire-probe SOCKET status|lock|settings|unlock P|add GROUP ACCT|find GROUP ACCT|doctor"
-            + "|doctor-delete ID|add-class CLASS|sign REFERENCE-HEX")
+            + "|doctor-delete ID|add-class CLASS|sign REFERENCE-HEX"
+    )
     exit(64)
 }
 do {

@@ -32,42 +32,58 @@ let benchmarks: @Sendable () -> Void = {
     }
 
     Benchmark(
-        "backup: export (\(BenchEnvironment.largeItems) items)", configuration: configuration,
+        "backup: export (\(BenchEnvironment.largeItems) items)",
+        configuration: configuration,
         closure: { benchmark in
             orFail("export") {
                 let store = try KeychainStore.embedded(
-                    directory: source.value.directory, device: .hostKey(file: source.value.hostKey))
+                    directory: source.value.directory,
+                    device: .hostKey(file: source.value.hostKey)
+                )
                 defer { store.close() }
                 let start = nanoseconds()
                 let report = try store.exportBackup(to: file.value, passphrase: passphrase)
                 let seconds = Double(nanoseconds() - start) / 1e9
-                guard report.exportedCount == items else { throw BenchError("exported \(report.exportedCount) of \(items)") }
+                guard report.exportedCount == items else {
+                    throw BenchError("exported \(report.exportedCount) of \(items)")
+                }
                 record(benchmark, seconds: seconds, derivation: report.keyDerivationSeconds)
             }
         },
         setup: { try prepare() },
-        teardown: { try? FileManager.default.removeItem(at: source.value.directory.deletingLastPathComponent()) })
+        teardown: { try? FileManager.default.removeItem(at: source.value.directory.deletingLastPathComponent()) }
+    )
 
     let target = Shared<URL>()
     Benchmark(
-        "backup: import into a fresh store (\(BenchEnvironment.largeItems) items)", configuration: configuration,
+        "backup: import into a fresh store (\(BenchEnvironment.largeItems) items)",
+        configuration: configuration,
         closure: { benchmark in
             orFail("import") {
-                let store = try KeychainStore.embedded(directory: target.value, device: .hostKey(file: source.value.hostKey))
+                let store = try KeychainStore.embedded(
+                    directory: target.value,
+                    device: .hostKey(file: source.value.hostKey)
+                )
                 defer { store.close() }
                 let start = nanoseconds()
                 let report = try store.importBackup(from: file.value, passphrase: passphrase)
                 let seconds = Double(nanoseconds() - start) / 1e9
-                guard report.restoredCount == items else { throw BenchError("restored \(report.restoredCount) of \(items)") }
+                guard report.restoredCount == items else {
+                    throw BenchError("restored \(report.restoredCount) of \(items)")
+                }
                 record(benchmark, seconds: seconds, derivation: report.keyDerivationSeconds)
             }
         },
         setup: {
             try prepare()
-            let store = try KeychainStore.embedded(directory: source.value.directory, device: .hostKey(file: source.value.hostKey))
+            let store = try KeychainStore.embedded(
+                directory: source.value.directory,
+                device: .hostKey(file: source.value.hostKey)
+            )
             defer { store.close() }
             _ = try store.exportBackup(to: file.value, passphrase: passphrase)
             target.value = source.value.directory.deletingLastPathComponent().appendingPathComponent("imported")
         },
-        teardown: { try? FileManager.default.removeItem(at: source.value.directory.deletingLastPathComponent()) })
+        teardown: { try? FileManager.default.removeItem(at: source.value.directory.deletingLastPathComponent()) }
+    )
 }

@@ -23,36 +23,53 @@ func run(_ argv: [String]) {
     let cEnvironment = childEnvironment.map { strdup($0) } + [nil]
     defer { for pointer in cEnvironment { free(pointer) } }
     var pid: pid_t = 0
-    guard posix_spawn(&pid, argv[0], &actions, nil, cArguments, cEnvironment) == 0 else { fatalError("cannot start \(argv[0])") }
+    guard posix_spawn(&pid, argv[0], &actions, nil, cArguments, cEnvironment) == 0 else {
+        fatalError("cannot start \(argv[0])")
+    }
     var status: Int32 = 0
     waitpid(pid, &status, 0)
     guard status == 0 else { fatalError("\(argv.joined(separator: " ")) exited with \(status)") }
 }
 
 let benchmarks: @Sendable () -> Void = {
-    let configuration = benchConfiguration(metrics: [.wallClock, .throughput], maxIterations: 400, seconds: 10, warmup: 10)
+    let configuration = benchConfiguration(
+        metrics: [.wallClock, .throughput],
+        maxIterations: 400,
+        seconds: 10,
+        warmup: 10
+    )
     let minimal = Shared<String>()
     Benchmark(
-        "cli: floor: minimal Swift program (whole process)", configuration: configuration,
+        "cli: floor: minimal Swift program (whole process)",
+        configuration: configuration,
         closure: { benchmark in
             for _ in benchmark.scaledIterations { run([minimal.value]) }
         },
-        setup: { minimal.value = try BenchEnvironment.binary("keyseal-bench-minimal", own: true).path })
+        setup: { minimal.value = try BenchEnvironment.binary("keyseal-bench-minimal", own: true).path }
+    )
 
     let daemon = Shared<DaemonProcess>()
     let find = Shared<[String]>()
     Benchmark(
-        "cli: keyseal find-generic-password -w (whole process)", configuration: configuration,
+        "cli: keyseal find-generic-password -w (whole process)",
+        configuration: configuration,
         closure: { benchmark in
             for _ in benchmark.scaledIterations { run(find.value) }
         },
         setup: {
             let directory = try BenchEnvironment.privateDirectory("cli")
             daemon.value = try DaemonProcess(
-                store: (directory.appendingPathComponent("store"), directory.appendingPathComponent("host.key")))
+                store: (directory.appendingPathComponent("store"), directory.appendingPathComponent("host.key"))
+            )
             let keyseal = try BenchEnvironment.binary("keyseal").path
-            run([keyseal, "--socket", daemon.value.socket, "add-generic-password", "-a", "bench", "-s", "cli", "-w", "s3cret"])
-            find.value = [keyseal, "--socket", daemon.value.socket, "find-generic-password", "-a", "bench", "-s", "cli", "-w"]
+            run([
+                keyseal, "--socket", daemon.value.socket, "add-generic-password", "-a", "bench", "-s", "cli", "-w",
+                "s3cret",
+            ])
+            find.value = [
+                keyseal, "--socket", daemon.value.socket, "find-generic-password", "-a", "bench", "-s", "cli", "-w",
+            ]
         },
-        teardown: { daemon.value.stop() })
+        teardown: { daemon.value.stop() }
+    )
 }

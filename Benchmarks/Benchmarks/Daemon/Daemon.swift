@@ -89,7 +89,8 @@ let benchmarks: @Sendable () -> Void = {
                 let sizes = try lookupFrameSizes(socket: daemon.socket, account: account)
                 pingPong.value = try PingPong(requestBytes: sizes.request, replyBytes: sizes.reply)
             },
-            teardown: { pingPong.value.close() })
+            teardown: { pingPong.value.close() }
+        )
     }
 
     for items in [1_000, BenchEnvironment.largeItems] {
@@ -110,7 +111,8 @@ let benchmarks: @Sendable () -> Void = {
             teardown: {
                 client.value.close()
                 daemon.value.stop()
-            })
+            }
+        )
 
         let pool = Shared<ClientPool>()
         let poolDaemon = Shared<DaemonProcess>()
@@ -119,7 +121,9 @@ let benchmarks: @Sendable () -> Void = {
         Benchmark(
             "daemon: SecItemCopyMatching return data, \(clientCount) clients × \(lookupsPerClient) lookups (\(items) items)",
             configuration: benchConfiguration(
-                metrics: [.wallClock, .throughput, .mallocCountTotal, daemonCPU, clientCPU], maxIterations: 2_000),
+                metrics: [.wallClock, .throughput, .mallocCountTotal, daemonCPU, clientCPU],
+                maxIterations: 2_000
+            ),
             closure: { benchmark in
                 for _ in benchmark.scaledIterations { pool.value.round() }
                 // CPU time is counted in clock ticks (10 ms), more than one iteration takes: each sample is the
@@ -127,20 +131,30 @@ let benchmarks: @Sendable () -> Void = {
                 pool.value.lookups += clientCount * lookupsPerClient
                 let lookups = Double(pool.value.lookups)
                 benchmark.measurement(
-                    daemonCPU, Int((processCPUSeconds(poolDaemon.value.pid) - pool.value.daemonCPUStart) / lookups * 1e9))
-                benchmark.measurement(clientCPU, Int((processCPUSeconds(0) - pool.value.clientCPUStart) / lookups * 1e9))
+                    daemonCPU,
+                    Int((processCPUSeconds(poolDaemon.value.pid) - pool.value.daemonCPUStart) / lookups * 1e9)
+                )
+                benchmark.measurement(
+                    clientCPU,
+                    Int((processCPUSeconds(0) - pool.value.clientCPUStart) / lookups * 1e9)
+                )
             },
             setup: {
                 poolDaemon.value = try DaemonProcess(store: try sharedStore(items: items))
                 pool.value = try ClientPool(
-                    socket: poolDaemon.value.socket, clients: clientCount, items: items, perClient: lookupsPerClient)
+                    socket: poolDaemon.value.socket,
+                    clients: clientCount,
+                    items: items,
+                    perClient: lookupsPerClient
+                )
                 pool.value.daemonCPUStart = processCPUSeconds(poolDaemon.value.pid)
                 pool.value.clientCPUStart = processCPUSeconds(0)
             },
             teardown: {
                 pool.value.stop()
                 poolDaemon.value.stop()
-            })
+            }
+        )
     }
 
     // One client's lookups through keyseald per device-key stack, each on a store of its own with a passcode, unlocked
@@ -157,7 +171,8 @@ let benchmarks: @Sendable () -> Void = {
                 embedded.value = try BackendStore(name, argon2: minimalArgon2)
                 KeychainStore.default = embedded.value.store!
             },
-            teardown: { embedded.value.close() })
+            teardown: { embedded.value.close() }
+        )
 
         let served = Shared<BackendStore>()
         let daemon = Shared<DaemonProcess>()
@@ -176,7 +191,8 @@ let benchmarks: @Sendable () -> Void = {
                 client.value.close()
                 daemon.value.stop()
                 served.value.close()
-            })
+            }
+        )
     }
 
     // The daemon's own overhead: a ping answered without the engine, and a raw copy-matching without the SecItem
@@ -192,20 +208,26 @@ let benchmarks: @Sendable () -> Void = {
         wireDaemon.value.stop()
     }
     Benchmark(
-        "daemon: ping (wire client, no engine)", configuration: benchConfiguration(),
+        "daemon: ping (wire client, no engine)",
+        configuration: benchConfiguration(),
         closure: { benchmark in
             for _ in benchmark.scaledIterations { blackHole(orFail("ping") { try connection.value.send(.ping) }) }
         },
-        setup: wireSetup, teardown: wireTeardown)
+        setup: wireSetup,
+        teardown: wireTeardown
+    )
     let rawQuery = rawLookup(account: "account-12")
     Benchmark(
-        "daemon: raw copy-matching (wire client, no SecItem layer, 1000 items)", configuration: benchConfiguration(),
+        "daemon: raw copy-matching (wire client, no SecItem layer, 1000 items)",
+        configuration: benchConfiguration(),
         closure: { benchmark in
             for _ in benchmark.scaledIterations {
                 blackHole(orFail("copy-matching") { try connection.value.send(.copyMatching(rawQuery)) })
             }
         },
-        setup: wireSetup, teardown: wireTeardown)
+        setup: wireSetup,
+        teardown: wireTeardown
+    )
 
     // A 1 MiB value through the daemon (target: ≤ 2× the ping-pong of the same frames plus the embedded lookup).
     let largeDaemon = Shared<DaemonProcess>()
@@ -224,7 +246,8 @@ let benchmarks: @Sendable () -> Void = {
         teardown: {
             largeClient.value.close()
             largeDaemon.value.stop()
-        })
+        }
+    )
 
     // Resident memory with 100,000 items (target ≤ 30 MiB outside unlock: Argon2id's 64 MiB excluded), the passcode
     // set that re-encrypts every item, and an unlock through the socket. Once, on a copy of the large store.
@@ -236,7 +259,9 @@ let benchmarks: @Sendable () -> Void = {
     let peak = metric("VmHWM with Argon2id's 64 MiB (KiB)")
     let passcodeSet = metric("passcode set re-encrypting every item (ms)")
     let unlock = metric("unlock through the socket with Argon2id 64 MiB t=3 (ms)")
-    let memoryMetrics = [rssStart, rssAfterLookups, anonAfterLookups, rssLocked, rssAfterUnlock, peak, passcodeSet, unlock]
+    let memoryMetrics = [
+        rssStart, rssAfterLookups, anonAfterLookups, rssLocked, rssAfterUnlock, peak, passcodeSet, unlock,
+    ]
     let memoryStore = Shared<(directory: URL, hostKey: URL)>()
     Benchmark(
         "daemon: resident memory, passcode set and unlock (\(BenchEnvironment.largeItems) items)",
@@ -269,5 +294,6 @@ let benchmarks: @Sendable () -> Void = {
             }
         },
         setup: { memoryStore.value = try copyOfSharedStore(items: BenchEnvironment.largeItems) },
-        teardown: { try? FileManager.default.removeItem(at: memoryStore.value.directory.deletingLastPathComponent()) })
+        teardown: { try? FileManager.default.removeItem(at: memoryStore.value.directory.deletingLastPathComponent()) }
+    )
 }

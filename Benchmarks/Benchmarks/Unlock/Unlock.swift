@@ -16,18 +16,27 @@ func argon2id(_ parameters: Argon2Parameters) {
     let salt = [UInt8](repeating: 7, count: 16)
     var out = [UInt8](repeating: 0, count: 32)
     let rc = keyseal_argon2id(
-        passcodeBytes, passcodeBytes.count, salt, salt.count, UInt32(parameters.memoryKiB),
-        UInt32(parameters.iterations), UInt32(parameters.parallelism), &out)
+        passcodeBytes,
+        passcodeBytes.count,
+        salt,
+        salt.count,
+        UInt32(parameters.memoryKiB),
+        UInt32(parameters.iterations),
+        UInt32(parameters.parallelism),
+        &out
+    )
     guard rc == 0 else { fatalError("argon2id failed: \(rc)") }
 }
 
 let benchmarks: @Sendable () -> Void = {
     Benchmark(
-        "Argon2id, product cost (64 MiB, t=3, p=1)", configuration: benchConfiguration(maxIterations: 10, seconds: 10, warmup: 1)
+        "Argon2id, product cost (64 MiB, t=3, p=1)",
+        configuration: benchConfiguration(maxIterations: 10, seconds: 10, warmup: 1)
     ) { benchmark in
         for _ in benchmark.scaledIterations { argon2id(.standard) }
     }
-    Benchmark("Argon2id, minimal cost (64 KiB, t=1)", configuration: benchConfiguration(maxIterations: 200)) { benchmark in
+    Benchmark("Argon2id, minimal cost (64 KiB, t=1)", configuration: benchConfiguration(maxIterations: 200)) {
+        benchmark in
         for _ in benchmark.scaledIterations { argon2id(minimalArgon2) }
     }
 
@@ -41,7 +50,8 @@ let benchmarks: @Sendable () -> Void = {
             orFail("unlock") { try store.unlock(passcode: benchPasscode) }
         }
         Benchmark(
-            "\(name): store open (reboot)", configuration: benchConfiguration(maxIterations: 30, seconds: 10, warmup: 2),
+            "\(name): store open (reboot)",
+            configuration: benchConfiguration(maxIterations: 30, seconds: 10, warmup: 2),
             closure: { benchmark in
                 for _ in benchmark.scaledIterations { orFail("open") { try shared.value.open().close() } }
             },
@@ -50,14 +60,16 @@ let benchmarks: @Sendable () -> Void = {
                 shared.value.store?.close()
                 shared.value.store = nil
             },
-            teardown: { shared.value.close() })
+            teardown: { shared.value.close() }
+        )
 
         Benchmark(
             "\(name): unlock, hardware part (Argon2id minimal)",
             configuration: benchConfiguration(maxIterations: 30, seconds: 10, warmup: 2),
             closure: unlockOnce,
             setup: { shared.value = try BackendStore(name, argon2: minimalArgon2) },
-            teardown: { shared.value.close() })
+            teardown: { shared.value.close() }
+        )
 
         Benchmark(
             "\(name): embedded SecItemCopyMatching return data (1000 items)",
@@ -68,7 +80,8 @@ let benchmarks: @Sendable () -> Void = {
                 try shared.value.store!.unlock(passcode: benchPasscode)
                 KeychainStore.default = shared.value.store!
             },
-            teardown: { shared.value.close() })
+            teardown: { shared.value.close() }
+        )
 
         // The whole unlock at the product's Argon2id cost: Argon2id plus the hardware part.
         Benchmark(
@@ -76,7 +89,8 @@ let benchmarks: @Sendable () -> Void = {
             configuration: benchConfiguration(maxIterations: 5, seconds: 10, warmup: 1),
             closure: unlockOnce,
             setup: { shared.value = try BackendStore(name, argon2: .standard, items: 10) },
-            teardown: { shared.value.close() })
+            teardown: { shared.value.close() }
+        )
 
         guard name == "swtpm" || name == "tabrmd" else { continue }
         // The raw ESAPI floor on the same stack.
@@ -88,7 +102,10 @@ let benchmarks: @Sendable () -> Void = {
         ] {
             Benchmark(
                 "\(name): floor: raw ESAPI \(operation) (C)",
-                configuration: benchConfiguration(maxIterations: operation.hasPrefix("Esys_Unseal") ? 2_000 : 100, seconds: 10),
+                configuration: benchConfiguration(
+                    maxIterations: operation.hasPrefix("Esys_Unseal") ? 2_000 : 100,
+                    seconds: 10
+                ),
                 closure: { benchmark in
                     for _ in benchmark.scaledIterations {
                         guard call(floor.value) == 0 else { fatalError("\(operation) failed") }
@@ -97,7 +114,12 @@ let benchmarks: @Sendable () -> Void = {
                 setup: {
                     let directory = try BenchEnvironment.privateDirectory("esapi-\(name)")
                     backend.value = try BenchBackend.make(name, directory: directory)
-                    guard let opened = keyseal_tpm_floor_open(backend.value.tcti!, operation.hasPrefix("Esys_Unseal") ? 1 : 0) else {
+                    guard
+                        let opened = keyseal_tpm_floor_open(
+                            backend.value.tcti!,
+                            operation.hasPrefix("Esys_Unseal") ? 1 : 0
+                        )
+                    else {
                         throw BenchError("the ESAPI floor did not open on \(name)")
                     }
                     floor.value = opened
@@ -105,7 +127,8 @@ let benchmarks: @Sendable () -> Void = {
                 teardown: {
                     keyseal_tpm_floor_close(floor.value)
                     backend.value.cleanup()
-                })
+                }
+            )
         }
     }
 }

@@ -27,7 +27,8 @@ public enum BenchEnvironment {
     /// `KEYSEAL_BENCH_SCRATCH`: the run's directory for stores shared between benchmarks (tmpfs by default: the
     /// stores are populated one add at a time, and what is measured of them does not write).
     public static let scratch = URL(
-        fileURLWithPath: environment["KEYSEAL_BENCH_SCRATCH"] ?? "/dev/shm/keyseal-bench-\(getuid())")
+        fileURLWithPath: environment["KEYSEAL_BENCH_SCRATCH"] ?? "/dev/shm/keyseal-bench-\(getuid())"
+    )
     /// `KEYSEAL_BENCH_DISK`: a directory on a disk, for what commits (durable adds, their SQLite floor, backups).
     public static let disk = URL(fileURLWithPath: environment["KEYSEAL_BENCH_DISK"] ?? "/tmp")
     /// `KEYSEAL_BENCH_BIN`: where the release keyseald and keyseal are; else next to this executable.
@@ -60,7 +61,10 @@ public enum BenchEnvironment {
     public static func privateDirectory(_ name: String, base: URL = scratch) throws -> URL {
         let url = base.appendingPathComponent("\(name)-\(getpid())-\(UInt32.random(in: 0...UInt32.max))")
         try FileManager.default.createDirectory(
-            at: url, withIntermediateDirectories: true, attributes: [.posixPermissions: 0o700])
+            at: url,
+            withIntermediateDirectories: true,
+            attributes: [.posixPermissions: 0o700]
+        )
         return url
     }
 }
@@ -69,19 +73,29 @@ public enum BenchEnvironment {
 /// counts this process only: a daemon's allocations are not in the figures). The iteration caps are the issues'
 /// sample counts; `--quick` quarters them and the time.
 public func benchConfiguration(
-    metrics: [BenchmarkMetric] = [.wallClock, .throughput, .mallocCountTotal], maxIterations: Int = 20_000,
-    seconds: Int = 4, warmup: Int = 100
+    metrics: [BenchmarkMetric] = [.wallClock, .throughput, .mallocCountTotal],
+    maxIterations: Int = 20_000,
+    seconds: Int = 4,
+    warmup: Int = 100
 ) -> Benchmark.Configuration {
     Benchmark.Configuration(
-        metrics: metrics, timeUnits: .nanoseconds, warmupIterations: warmup,
+        metrics: metrics,
+        timeUnits: .nanoseconds,
+        warmupIterations: warmup,
         maxDuration: .seconds(BenchEnvironment.quick ? max(1, seconds / 4) : seconds),
-        maxIterations: BenchEnvironment.quick ? max(1, maxIterations / 4) : maxIterations)
+        maxIterations: BenchEnvironment.quick ? max(1, maxIterations / 4) : maxIterations
+    )
 }
 
 /// A measurement taken once (resident memory, a whole export): custom metrics, one iteration, no warm-up.
 public func onceConfiguration(_ metrics: [BenchmarkMetric]) -> Benchmark.Configuration {
     Benchmark.Configuration(
-        metrics: metrics, timeUnits: .nanoseconds, warmupIterations: 0, maxDuration: .seconds(600), maxIterations: 1)
+        metrics: metrics,
+        timeUnits: .nanoseconds,
+        warmupIterations: 0,
+        maxDuration: .seconds(600),
+        maxIterations: 1
+    )
 }
 
 /// Runs a setup step that throws in a benchmark's synchronous body, stopping the process with the error
@@ -129,8 +143,11 @@ public func processCPUSeconds(_ pid: Int32) -> Double {
 public func benchItem(_ index: Int) -> NewItem {
     NewItem(
         itemClass: .genericPassword,
-        attributes: [AttributeKey.service: .string("bench.service"), AttributeKey.account: .string("account-\(index)")],
-        data: Data("secret-value-\(index)".utf8))
+        attributes: [
+            AttributeKey.service: .string("bench.service"), AttributeKey.account: .string("account-\(index)"),
+        ],
+        data: Data("secret-value-\(index)".utf8)
+    )
 }
 
 /// The account of the 1 MiB item in every shared store.
@@ -146,21 +163,30 @@ public func sharedStore(items: Int) throws -> (directory: URL, hostKey: URL) {
     let done = base.appendingPathComponent("complete")
     if FileManager.default.fileExists(atPath: done.path) { return (directory, hostKey) }
     try? FileManager.default.removeItem(at: base)
-    try FileManager.default.createDirectory(at: base, withIntermediateDirectories: true, attributes: [.posixPermissions: 0o700])
+    try FileManager.default.createDirectory(
+        at: base,
+        withIntermediateDirectories: true,
+        attributes: [.posixPermissions: 0o700]
+    )
     let store = try KeychainStore.embedded(directory: directory, device: .hostKey(file: hostKey))
     defer { store.close() }
     for index in 0..<items { _ = try store.add(benchItem(index)) }
     _ = try store.add(
         NewItem(
             itemClass: .genericPassword,
-            attributes: [AttributeKey.service: .string("bench.service"), AttributeKey.account: .string(largeValueAccount)],
-            data: Data(repeating: 0x4b, count: largeValueBytes)))
+            attributes: [
+                AttributeKey.service: .string("bench.service"), AttributeKey.account: .string(largeValueAccount),
+            ],
+            data: Data(repeating: 0x4b, count: largeValueBytes)
+        )
+    )
     _ = FileManager.default.createFile(atPath: done.path, contents: Data(), attributes: [.posixPermissions: 0o600])
     return (directory, hostKey)
 }
 
 /// A private copy of a shared store, for benchmarks that change it.
-public func copyOfSharedStore(items: Int, base: URL = BenchEnvironment.scratch) throws -> (directory: URL, hostKey: URL) {
+public func copyOfSharedStore(items: Int, base: URL = BenchEnvironment.scratch) throws -> (directory: URL, hostKey: URL)
+{
     let shared = try sharedStore(items: items)
     let target = try BenchEnvironment.privateDirectory("copy-\(items)", base: base)
     let directory = target.appendingPathComponent("store")
@@ -218,33 +244,47 @@ public struct BenchBackend {
         case "host-key":
             let file = directory.appendingPathComponent("host.key")
             return BenchBackend(
-                device: .hostKey(file: file), daemonArguments: ["--backend", "host-key", "--host-key", file.path],
-                environment: [:], cleanup: {})
+                device: .hostKey(file: file),
+                daemonArguments: ["--backend", "host-key", "--host-key", file.path],
+                environment: [:],
+                cleanup: {}
+            )
         case "swtpm":
             let tpm = try SwtpmFixture(maxTries: 32)
             return BenchBackend(
-                device: .tpm(tcti: tpm.tcti), tcti: tpm.tcti, daemonArguments: ["--backend", "tpm", "--tcti", tpm.tcti],
-                environment: [:], cleanup: { tpm.stop() })
+                device: .tpm(tcti: tpm.tcti),
+                tcti: tpm.tcti,
+                daemonArguments: ["--backend", "tpm", "--tcti", tpm.tcti],
+                environment: [:],
+                cleanup: { tpm.stop() }
+            )
         case "tabrmd":
             // It stops when the process exits.
             let broker = try ResourceManagerFixture.shared()
             return BenchBackend(
-                device: .tpm(tcti: broker.tcti), tcti: broker.tcti,
-                daemonArguments: ["--backend", "tpm", "--tcti", broker.tcti], environment: broker.environment,
-                cleanup: {})
+                device: .tpm(tcti: broker.tcti),
+                tcti: broker.tcti,
+                daemonArguments: ["--backend", "tpm", "--tcti", broker.tcti],
+                environment: broker.environment,
+                cleanup: {}
+            )
         case "tpm2-pkcs11":
             let pool = try TPM2PKCS11Pool.shared()
             let token = try pool.token(.shared)
             return BenchBackend(
                 device: .pkcs11(module: token.module, token: token.tokenLabel, pinFile: token.pinFile),
                 daemonArguments: pkcs11Arguments(module: token.module, token: token.tokenLabel, pinFile: token.pinFile),
-                environment: pool.environment, cleanup: { token.remove() })
+                environment: pool.environment,
+                cleanup: { token.remove() }
+            )
         case "softhsm2":
             let token = try SoftHSMFixture()
             return BenchBackend(
                 device: .pkcs11(module: token.module, token: token.tokenLabel, pinFile: token.pinFile),
                 daemonArguments: pkcs11Arguments(module: token.module, token: token.tokenLabel, pinFile: token.pinFile),
-                environment: token.environment, cleanup: { token.remove() })
+                environment: token.environment,
+                cleanup: { token.remove() }
+            )
         default: throw BenchError("unknown backend \(name)")
         }
     }
@@ -273,7 +313,10 @@ public final class BackendStore: @unchecked Sendable {
         backend = try BenchBackend.make(name, directory: directory)
         configuration = KeychainStore.Configuration(argon2: argon2)
         let store = try KeychainStore.embedded(
-            directory: storeDirectory, device: backend.device, configuration: configuration)
+            directory: storeDirectory,
+            device: backend.device,
+            configuration: configuration
+        )
         try store.setPasscode(benchPasscode)
         for index in 0..<items { _ = try store.add(benchItem(index)) }
         self.store = store
@@ -290,7 +333,8 @@ public final class BackendStore: @unchecked Sendable {
         store = nil
         let daemon = try DaemonProcess(
             arguments: ["--store", storeDirectory.path, "--no-auto-lock"] + backend.daemonArguments,
-            environment: backend.environment)
+            environment: backend.environment
+        )
         do {
             let admin = try KeychainStore.daemon(socket: daemon.socket)
             defer { admin.close() }
@@ -329,8 +373,11 @@ public final class DaemonProcess: @unchecked Sendable {
     public convenience init(arguments: [String], environment: [String: String] = [:]) throws {
         let run = try BenchEnvironment.privateDirectory("keyseald")
         try self.init(
-            arguments: arguments, socket: run.appendingPathComponent("keyseal.sock").path,
-            logPath: run.appendingPathComponent("log").path, environment: environment)
+            arguments: arguments,
+            socket: run.appendingPathComponent("keyseal.sock").path,
+            logPath: run.appendingPathComponent("log").path,
+            environment: environment
+        )
     }
 
     public init(arguments: [String], socket: String, logPath: String, environment: [String: String] = [:]) throws {
@@ -350,7 +397,9 @@ public final class DaemonProcess: @unchecked Sendable {
         let deadline = Date().addingTimeInterval(120)
         while (try? probe.status()) == nil {
             guard process.isRunning, Date() < deadline else {
-                throw BenchError("keyseald did not start: \((try? String(contentsOfFile: logPath, encoding: .utf8)) ?? "")")
+                throw BenchError(
+                    "keyseald did not start: \((try? String(contentsOfFile: logPath, encoding: .utf8)) ?? "")"
+                )
             }
             usleep(5_000)
         }
@@ -362,7 +411,8 @@ public final class DaemonProcess: @unchecked Sendable {
     public func memoryKiB(_ field: String) -> Int {
         guard let text = try? String(contentsOfFile: "/proc/\(pid)/status", encoding: .utf8) else { return -1 }
         for line in text.split(separator: "\n") where line.hasPrefix(field + ":") {
-            let number = line.dropFirst(field.count + 1).trimmingCharacters(in: .whitespaces).split(separator: " ").first
+            let number = line.dropFirst(field.count + 1).trimmingCharacters(in: .whitespaces).split(separator: " ")
+                .first
             return Int(number ?? "") ?? -1
         }
         return -1
@@ -411,8 +461,12 @@ public final class PingPong: @unchecked Sendable {
         let rc = request.withUnsafeBytes { out in
             reply.withUnsafeMutableBytes { back in
                 keyseal_pingpong_round_trip(
-                    fd, out.baseAddress!.assumingMemoryBound(to: UInt8.self), out.count,
-                    back.baseAddress!.assumingMemoryBound(to: UInt8.self), back.count)
+                    fd,
+                    out.baseAddress!.assumingMemoryBound(to: UInt8.self),
+                    out.count,
+                    back.baseAddress!.assumingMemoryBound(to: UInt8.self),
+                    back.count
+                )
             }
         }
         guard rc == 0 else { fatalError("ping-pong failed") }
@@ -439,5 +493,6 @@ public func rawLookup(account: String) -> ItemQuery {
     ItemQuery(
         itemClass: .genericPassword,
         attributes: [AttributeKey.service: .string("bench.service"), AttributeKey.account: .string(account)],
-        returns: .data)
+        returns: .data
+    )
 }
