@@ -63,7 +63,10 @@ let package = Package(
         // Device keys in hardware.
         .target(
             name: "KeysealTPM",
-            dependencies: ["KeysealCore", "CTSS2", .product(name: "Crypto", package: "swift-crypto")],
+            dependencies: [
+                "KeysealCore", "CTSS2", .product(name: "Crypto", package: "swift-crypto"),
+                .product(name: "_CryptoExtras", package: "swift-crypto"),
+            ],
             swiftSettings: swiftSettings
         ),
         .target(
@@ -107,7 +110,7 @@ let package = Package(
         .target(
             name: "KeysealServer",
             dependencies: [
-                "Keyseal", "KeysealCore", "KeysealClient", "CKeysealSys", "KeysealX509",
+                "Keyseal", "KeysealCore", "KeysealClient", "CKeysealSys", "KeysealX509", "KeysealTPM",
                 .product(name: "NIOCore", package: "swift-nio"),
                 .product(name: "NIOPosix", package: "swift-nio"),
                 .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
@@ -139,6 +142,8 @@ let package = Package(
             name: "keyseal",
             dependencies: [
                 "KeysealClient", "KeysealModel", "KeysealStatus",
+                // `tpm sign-policy`: signing with the build system's key, and reading PCRs through the TCTI.
+                "KeysealTPM",
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
             ],
             swiftSettings: swiftSettings,

@@ -36,8 +36,24 @@ public struct DeviceKey: Sendable, CustomStringConvertible {
     /// tries count against the TPM's dictionary-attack protection.
     /// With `pcrs`, a new store's device and passcode objects are bound to those PCRs' current values (SHA-256
     /// bank); an existing store keeps the binding it has (docs/TPM.md "Boot binding").
-    public static func tpm(tcti: String, logging: Bool = false, pcrs: [Int] = []) -> DeviceKey {
-        DeviceKey(description: "tpm \(tcti)") { TPMDeviceKey(tcti: tcti, logging: logging, pcrs: pcrs) }
+    /// With `pcrPolicyKey` too, they are bound with `PolicyAuthorize` to PCR policies that key signs, read at each
+    /// unseal from `signatureDirectories` (docs/TPM.md "Signed PCR policies").
+    public static func tpm(
+        tcti: String,
+        logging: Bool = false,
+        pcrs: [Int] = [],
+        pcrPolicyKey: PCRPolicyKey? = nil,
+        signatureDirectories: [String] = []
+    ) -> DeviceKey {
+        DeviceKey(description: "tpm \(tcti)") {
+            TPMDeviceKey(
+                tcti: tcti,
+                logging: logging,
+                pcrs: pcrs,
+                pcrPolicyKey: pcrPolicyKey,
+                signatureDirectories: signatureDirectories
+            )
+        }
     }
 
     /// A PKCS#11 token, its module loaded alone through p11-kit (a path or a p11-kit module name), the slot

@@ -31,11 +31,12 @@ struct RollbackFinding {
 extension KeychainEngine {
     // MARK: Boot binding
 
-    /// An existing TPM store keeps the PCRs its device object is bound to, whatever keyseald was started with
-    /// (`--tpm-pcrs` applies when a store is created; `keyseal tpm reseal --pcrs` changes the binding).
+    /// An existing TPM store keeps the PCRs its device object is bound to, and the key of a signed binding, whatever
+    /// keyseald was started with (`--tpm-pcrs` and `--tpm-pcr-public-key` apply when a store is created; `keyseal tpm
+    /// reseal --pcrs` changes the binding).
     static func adoptBinding(_ device: any DeviceKeyProvider, keybag: Keybag) throws {
         guard let tpm = device as? TPMDeviceKey else { return }
-        try tpm.bind(to: TPMDeviceKey.boundPCRs(ofBlob: keybag.sealedDeviceSecret))
+        try tpm.adoptBinding(ofBlob: keybag.sealedDeviceSecret)
     }
 
     static func describe(_ pcrs: [Int]) -> String {
@@ -63,9 +64,14 @@ extension KeychainEngine {
             unlockAfterVerification()
         }
         let binding = tpm.boundPCRs
-        if let pcrs { try tpm.bind(to: pcrs) }
+        let signer = tpm.pcrPolicyKey
+        if let pcrs {
+            try tpm.bind(to: pcrs)
+            if pcrs.isEmpty { tpm.bind(signedBy: nil) }
+        }
         let saved = keybag
         do {
+            try tpm.requireSignedPolicyForCurrentValues()
             keybag.sealedDeviceSecret = try tpm.seal(deviceSecret)
             if let passcodeSecret, let passcodeKey {
                 keybag.passcode?.sealedSecret = try tpm.sealWithPasscode(passcodeSecret, authorization: passcodeKey)
@@ -74,6 +80,7 @@ extension KeychainEngine {
         } catch {
             keybag = saved
             try? tpm.bind(to: binding)
+            tpm.bind(signedBy: signer)
             throw error
         }
         try store.checkpoint()
@@ -474,6 +481,9 @@ extension KeychainEngine {
             rolledBack?.replaced == true
             ? nil : try keybag.counter.map { try tpm.readCounter(index: $0.index, name: Self.counterName($0)) }
         var detail = pcrs.isEmpty ? "not bound to PCRs" : "bound to PCR \(Self.describe(pcrs))"
+        if let signer = TPMDeviceKey.pcrPolicyKeyFingerprint(ofBlob: keybag.sealedDeviceSecret) {
+            detail += " through policies signed by the key \(signer)"
+        }
         if let counterProblem { detail += "; no anti-rollback counter (\(counterProblem))" }
         if !pcrs.isEmpty { detail += match ? " (they match)" : " (they no longer match)" }
         detail += keybag.recovery == nil ? "; no recovery key" : "; a recovery key exists"
@@ -501,6 +511,7 @@ extension KeychainEngine {
     ) -> StoreStatus {
         var passcodeSet = false
         var pcrs: [Int] = []
+        var signed = false
         var recoveryKeySet = false
         var failedAttempts = 0
         var wait = 0
@@ -515,6 +526,7 @@ extension KeychainEngine {
             if let stored = try? store.loadKeybag(), let keybag = try? Keybag.parseUnverified(stored.body) {
                 passcodeSet = keybag.passcode != nil
                 pcrs = (try? TPMDeviceKey.boundPCRs(ofBlob: keybag.sealedDeviceSecret)) ?? []
+                signed = TPMDeviceKey.pcrPolicyKeyFingerprint(ofBlob: keybag.sealedDeviceSecret) != nil
                 recoveryKeySet = keybag.recovery != nil
                 failedAttempts = keybag.failedAttempts
                 wait = remainingDelay(keybag, policy: configuration.passcodePolicy, now: configuration.clock())
@@ -526,9 +538,12 @@ extension KeychainEngine {
                 deviceStatus = status
             }
         }
+        // A signed binding: the reason names the key and what was found in the signature directories.
         let detail =
-            "recovery required: PCR \(describe(pcrs)) no longer match; nothing that needs the device secret is "
-            + "served until `keyseal recover`" + (recoveryKeySet ? "" : " (this store has no recovery key)")
+            (signed
+                ? reason.message
+                : "recovery required: PCR \(describe(pcrs)) no longer match; nothing that needs the device secret is "
+                    + "served until `keyseal recover`") + (recoveryKeySet ? "" : " (this store has no recovery key)")
         return StoreStatus(
             lockState: .beforeFirstUnlock,
             passcodeSet: passcodeSet,

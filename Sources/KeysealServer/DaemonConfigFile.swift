@@ -12,12 +12,15 @@ public struct DaemonConfigFile: Sendable, Equatable {
         "store", "socket", "backend", "tcti", "pkcs11-module", "pkcs11-token", "pkcs11-pin-file", "host-key",
         "auto-lock", "policy", "socket-group", "log-level", "frame-timeout", "max-unlocked", "max-connections",
         "max-pending-bytes", "quota-items", "quota-bytes", "idle-timeout", "max-response", "response-memory-per-uid",
-        "response-memory", "checkpoint-interval", "tpm-pcrs", "quota-hardware-keys",
+        "response-memory", "checkpoint-interval", "tpm-pcrs", "tpm-pcr-public-key", "tpm-pcr-signatures",
+        "quota-hardware-keys",
     ]
     /// Keys that are switches: `true` or `false` (also `yes`/`no`, `1`/`0`).
     public static let flagKeys: Set<String> = ["no-auto-lock"]
     /// Keys whose value must be an absolute path.
-    static let pathKeys: Set<String> = ["store", "socket", "pkcs11-pin-file", "host-key", "policy"]
+    static let pathKeys: Set<String> = [
+        "store", "socket", "pkcs11-pin-file", "host-key", "policy", "tpm-pcr-public-key", "tpm-pcr-signatures",
+    ]
 
     public private(set) var values: [String: String] = [:]
     public private(set) var flags: [String: Bool] = [:]

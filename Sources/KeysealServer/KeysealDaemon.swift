@@ -2,6 +2,7 @@ import FoundationEssentials
 import Glibc
 import Keyseal
 import KeysealCore
+import KeysealTPM
 import Logging
 import NIOPosix
 import ServiceLifecycle
@@ -40,6 +41,12 @@ public struct DaemonOptions: Sendable {
     public var argon2: Argon2Parameters?
     /// `--tpm-pcrs`: the PCRs a new TPM store's device and passcode objects are bound to (empty: unbound).
     public var tpmPCRs: [Int] = []
+    /// `--tpm-pcr-public-key`: a new TPM store is bound with `PolicyAuthorize` to PCR policies this key (a PEM file)
+    /// signs (docs/TPM.md "Signed PCR policies").
+    public var tpmPCRPublicKeyFile: URL?
+    /// `--tpm-pcr-signatures`: where signed PCR policies are read (nil: /etc/keyseal/pcr-signatures); the store's own
+    /// `pcr-signatures` directory is read after it.
+    public var tpmPCRSignatureDirectory: URL?
     /// `--checkpoint-interval`: seconds between checkpoints of the item ledger on the anti-rollback counter.
     public var checkpointInterval: TimeInterval = KeychainStore.Configuration.defaultCheckpointInterval
     /// The time within which a key operation counts as fast, so that the key's next ones may run on the event loop
@@ -86,8 +93,19 @@ public final class KeysealDaemon: Sendable {
         policy = try options.policyFile.map { try AccessPolicy.load(file: $0) } ?? AccessPolicy()
         var swtpm: SwtpmProcess?
         let device: DeviceKey
+        let pcrPolicyKey = try options.tpmPCRPublicKeyFile.map(Self.pcrPolicyKey)
+        let signatureDirectories = [
+            options.tpmPCRSignatureDirectory?.path ?? "/etc/keyseal/pcr-signatures",
+            options.storeDirectory.appendingPathComponent("pcr-signatures").path,
+        ]
         switch options.backend {
-        case .tpm(let tcti): device = .tpm(tcti: tcti, pcrs: options.tpmPCRs)
+        case .tpm(let tcti):
+            device = .tpm(
+                tcti: tcti,
+                pcrs: options.tpmPCRs,
+                pcrPolicyKey: pcrPolicyKey,
+                signatureDirectories: signatureDirectories
+            )
         case .swtpm:
             let process = SwtpmProcess(
                 stateDirectory: options.storeDirectory.appendingPathComponent("swtpm"),
@@ -96,7 +114,12 @@ public final class KeysealDaemon: Sendable {
             try Self.createStoreDirectory(options.storeDirectory)
             try process.start()
             swtpm = process
-            device = .tpm(tcti: process.tcti, pcrs: options.tpmPCRs)
+            device = .tpm(
+                tcti: process.tcti,
+                pcrs: options.tpmPCRs,
+                pcrPolicyKey: pcrPolicyKey,
+                signatureDirectories: signatureDirectories
+            )
         case .pkcs11(let module, let token, let pinFile):
             device = .pkcs11(module: module, token: token, pinFile: pinFile)
         case .hostKey(let file): device = .hostKey(file: file ?? DeviceKey.defaultHostKeyFile)
@@ -132,6 +155,14 @@ public final class KeysealDaemon: Sendable {
     /// One event loop serves every connection: the engine answers one call at a time anyway, and a second loop
     /// only adds lock contention between the two (8 clients measured slower than one).
     static let connectionLoop = MultiThreadedEventLoopGroup(numberOfThreads: 1)
+
+    /// The public key of `--tpm-pcr-public-key` (PEM, RSA 2048 or P-256).
+    private static func pcrPolicyKey(_ file: URL) throws -> PCRPolicyKey {
+        guard let data = FileManager.default.contents(atPath: file.path), data.count < 65536 else {
+            throw KeychainError(KeychainStatus.param, "cannot read the PCR policy public key \(file.path)")
+        }
+        return try PCRPolicyKey(pemRepresentation: String(decoding: data, as: UTF8.self))
+    }
 
     private static func createStoreDirectory(_ directory: URL) throws {
         do {

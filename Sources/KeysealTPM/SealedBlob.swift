@@ -12,7 +12,8 @@ import struct FoundationEssentials.Data
 ///     0x01    format version
 ///     kind    0x01 device object (empty auth, noDA) | 0x02 passcode object (auth, dictionary-attack protected)
 ///             | 0x03 hardware key (ECC P-256, sign and decrypt, auth, noDA)
-///     (version 2 only) PCR mask, 4 bytes: the SHA-256 PCRs the object's policy is bound to (bit n = PCR n)
+///     (versions 2, 3) PCR mask, 4 bytes: the SHA-256 PCRs the object's policy is bound to (bit n = PCR n)
+///     (version 3 only) TPM2B_PUBLIC of the key that signs PCR policies for the object (RSA 2048 or P-256)
 ///     TPM2B_NAME    the storage primary's Name when sealed
 ///     TPM2B_PUBLIC  the sealed object's public area
 ///     TPM2B_PRIVATE the sealed object's private area (encrypted and integrity-protected by the TPM)
@@ -21,7 +22,9 @@ import struct FoundationEssentials.Data
 ///
 /// Version 2 is a PCR-bound object: its authPolicy is `PolicyPCR` over the masked PCRs (then `PolicyAuthValue` for
 /// a passcode object) and it has no userWithAuth, so nothing but that policy releases it. Version 1 (no mask) is
-/// an unbound object, authorized by its authValue alone.
+/// an unbound object, authorized by its authValue alone. Version 3 is bound to signed PCR policies (docs/TPM.md "Signed
+/// PCR policies"): its authPolicy is `PolicyAuthorize` of the recorded key's Name (then `PolicyAuthValue` for a
+/// passcode object), so any `PolicyPCR` digest that key signed releases it; it has no userWithAuth either.
 struct SealedBlob {
     enum Kind: UInt8 {
         case device = 1
@@ -32,10 +35,13 @@ struct SealedBlob {
     static let magic: [UInt8] = Array("KSTP".utf8)
     static let version: UInt8 = 1
     static let boundVersion: UInt8 = 2
+    static let signedVersion: UInt8 = 3
 
     var kind: Kind
     /// The SHA-256 PCRs the object is bound to; 0 for an unbound object.
     var pcrMask: UInt32 = 0
+    /// The key whose signed PCR policies release the object (version 3); nil for versions 1 and 2.
+    var policyKey: PCRPolicyKey?
     var primaryName: [UInt8]
     var publicArea: TPM2B_PUBLIC
     var privateArea: TPM2B_PRIVATE
@@ -46,10 +52,13 @@ struct SealedBlob {
         primaryName: [UInt8],
         marshalledPublic: [UInt8],
         marshalledPrivate: [UInt8],
-        pcrMask: UInt32 = 0
+        pcrMask: UInt32 = 0,
+        policyKey: PCRPolicyKey? = nil
     ) -> Data {
-        var bytes = magic + [pcrMask == 0 ? version : boundVersion, kind.rawValue]
+        let format = pcrMask == 0 ? version : policyKey == nil ? boundVersion : signedVersion
+        var bytes = magic + [format, kind.rawValue]
         if pcrMask != 0 { bytes += (0..<4).map { UInt8(truncatingIfNeeded: pcrMask >> (24 - 8 * $0)) } }
+        if pcrMask != 0, let policyKey { bytes += policyKey.marshalledPublicArea }
         bytes += [UInt8(truncatingIfNeeded: primaryName.count >> 8), UInt8(truncatingIfNeeded: primaryName.count)]
         bytes += primaryName
         bytes += marshalledPublic
@@ -65,7 +74,7 @@ struct SealedBlob {
             KeychainError(KeychainStatus.decode, "the sealed TPM blob is damaged or not a Keyseal TPM blob (\(why))")
         }
         guard bytes.count > 6, Array(bytes[0..<4]) == Self.magic else { throw corrupt("no Keyseal TPM header") }
-        guard bytes[4] == Self.version || bytes[4] == Self.boundVersion else {
+        guard [Self.version, Self.boundVersion, Self.signedVersion].contains(bytes[4]) else {
             throw corrupt("unknown format version \(bytes[4])")
         }
         guard let kind = Kind(rawValue: bytes[5]) else { throw corrupt("unknown object kind \(bytes[5])") }
@@ -85,11 +94,22 @@ struct SealedBlob {
         var privateArea = TPM2B_PRIVATE()
         var offset = 6
         var mask: UInt32 = 0
-        if bytes[4] == Self.boundVersion {
+        if bytes[4] != Self.version {
             guard bytes.count > 10 else { throw corrupt("truncated PCR mask") }
             mask = bytes[6..<10].reduce(0) { $0 << 8 | UInt32($1) }
             guard mask != 0, mask & 0xFF00_0000 == 0 else { throw corrupt("invalid PCR mask") }
             offset = 10
+        }
+        var policyKey: PCRPolicyKey?
+        if bytes[4] == Self.signedVersion {
+            var keyArea = TPM2B_PUBLIC()
+            let read = bytes.withUnsafeBufferPointer {
+                Tss2_MU_TPM2B_PUBLIC_Unmarshal($0.baseAddress, $0.count, &offset, &keyArea) == 0
+            }
+            guard read, let key = PCRPolicyKey(publicArea: keyArea) else {
+                throw corrupt("the PCR policy key is not an RSA 2048 or P-256 public key")
+            }
+            policyKey = key
         }
         let ok = bytes.withUnsafeBufferPointer { buffer -> Bool in
             Tss2_MU_TPM2B_NAME_Unmarshal(buffer.baseAddress, buffer.count, &offset, &name) == 0
@@ -121,11 +141,16 @@ struct SealedBlob {
         }
         self.kind = kind
         self.pcrMask = mask
+        self.policyKey = policyKey
         self.primaryName = withUnsafePointer(to: &name) {
             Array(UnsafeBufferPointer(start: keyseal_name_bytes($0), count: Int($0.pointee.size)))
         }
         self.publicArea = publicArea
         self.privateArea = privateArea
+        if let policyKey {
+            guard kind != .key, policy == SignedPCRPolicy.authorizedPolicy(key: policyKey, authValue: kind == .passcode)
+            else { throw corrupt("the object's policy is not PolicyAuthorize of its PCR policy key") }
+        }
     }
 
     /// The object's authPolicy (empty for an unbound object).

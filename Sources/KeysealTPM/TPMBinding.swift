@@ -28,12 +28,20 @@ extension TPMDeviceKey {
         return SealedBlob.pcrs(parsed.pcrMask)
     }
 
-    /// Whether the PCRs a device blob is bound to have the values it was sealed to now (true for an unbound blob).
+    /// Whether the PCRs a device blob is bound to have the values it was sealed to now (true for an unbound blob);
+    /// for a blob bound to signed policies, whether a signed policy for their current values verifies.
     public func pcrsMatch(deviceBlob blob: Data) throws -> Bool {
         let parsed = try SealedBlob(decoding: blob, expecting: .device)
         guard parsed.pcrMask != 0 else { return true }
         return try withConnection { connection in
-            try connection.pcrPolicyDigest(mask: parsed.pcrMask, authValue: false) == parsed.policy
+            if parsed.policyKey != nil {
+                do {
+                    return try signedApproval(connection, blob: parsed) != nil
+                } catch let error as KeychainError where error.status == KeychainStatus.recoveryRequired {
+                    return false
+                }
+            }
+            return try connection.pcrPolicyDigest(mask: parsed.pcrMask, authValue: false) == parsed.policy
         }
     }
 

@@ -45,6 +45,11 @@ public final class TPMDeviceKey: DeviceKeyProvider, @unchecked Sendable {
     private var pinnedPrimaryName: [UInt8]?
     /// The SHA-256 PCRs new device and passcode objects are bound to (0: unbound); see TPMBinding.swift.
     var pcrMask: UInt32 = 0
+    /// The key whose signed PCR policies new device and passcode objects are bound to (nil: plain `PolicyPCR`); see
+    /// TPMSignedBinding.swift.
+    var policyKey: PCRPolicyKey?
+    /// Where signed PCR policies are read from at each unseal of an object bound to them, in order.
+    public let signatureDirectories: [String]
 
     /// The largest authorization value for a passcode object: the size of a SHA-256 digest (the object's nameAlg).
     public static let maximumAuthorizationSize = 32
@@ -58,9 +63,19 @@ public final class TPMDeviceKey: DeviceKeyProvider, @unchecked Sendable {
     ///     (`TSS2_LOG=all+NONE`) before the first TSS call. The setting is process-wide and read once by
     ///     tpm2-tss, so the first key created in a process decides it.
     ///   - pcrs: the PCRs (SHA-256 bank, 0–23) that new device and passcode objects are bound to; empty: unbound.
-    public init(tcti: String, logging: Bool = false, pcrs: [Int] = []) {
+    ///   - pcrPolicyKey: with `pcrs`, new objects are bound with `PolicyAuthorize` to policies this key signs.
+    ///   - signatureDirectories: where the signed PCR policies of objects bound to them are read from.
+    public init(
+        tcti: String,
+        logging: Bool = false,
+        pcrs: [Int] = [],
+        pcrPolicyKey: PCRPolicyKey? = nil,
+        signatureDirectories: [String] = []
+    ) {
         self.tcti = tcti
         self.pcrMask = SealedBlob.mask(pcrs.filter { (0..<24).contains($0) })
+        self.policyKey = pcrPolicyKey
+        self.signatureDirectories = signatureDirectories
         if !logging { _ = Self.silenceTSSLogging }
     }
 
@@ -94,6 +109,9 @@ public final class TPMDeviceKey: DeviceKeyProvider, @unchecked Sendable {
             }
             opened = true
         }
+        // A new store bound to signed PCR policies: refused before anything is sealed unless a signed policy opens it
+        // now (docs/TPM.md "Signed PCR policies").
+        if provisioning { try requireSignedPolicyForCurrentValues() }
     }
 
     /// Whether `tcti` reaches the TPM without a resource manager: `swtpm:` and `mssim:` (simulators), or `device:`
@@ -256,6 +274,7 @@ public final class TPMDeviceKey: DeviceKeyProvider, @unchecked Sendable {
         bound: Bool = true
     ) throws -> Data {
         let mask = bound ? pcrMask : 0
+        let key = mask == 0 ? nil : policyKey
         let (primary, primaryName) = try storagePrimary(connection)
         if let pinned = pinnedPrimaryName, pinned != primaryName {
             throw KeychainError(
@@ -265,7 +284,11 @@ public final class TPMDeviceKey: DeviceKeyProvider, @unchecked Sendable {
             )
         }
         // Command parameter encryption: the secret and the authorization cross the wire encrypted.
-        let policy = mask == 0 ? nil : try connection.pcrPolicyDigest(mask: mask, authValue: authorization != nil)
+        let policy =
+            mask == 0
+            ? nil
+            : try key.map { SignedPCRPolicy.authorizedPolicy(key: $0, authValue: authorization != nil) }
+                ?? connection.pcrPolicyDigest(mask: mask, authValue: authorization != nil)
         let session = try keptSession(connection, attributes: keyseal_TPMA_SESSION_DECRYPT)
         makeRoom(connection)  // TPM2_Create holds the new object in a slot while it works
         let created = try connection.createSealedObject(
@@ -281,7 +304,8 @@ public final class TPMDeviceKey: DeviceKeyProvider, @unchecked Sendable {
             primaryName: primaryName,
             marshalledPublic: created.public,
             marshalledPrivate: created.private,
-            pcrMask: mask
+            pcrMask: mask,
+            policyKey: key
         )
     }
 
@@ -296,7 +320,9 @@ public final class TPMDeviceKey: DeviceKeyProvider, @unchecked Sendable {
         guard primaryName == blob.primaryName else {
             throw KeychainError(KeychainStatus.decode, "this store was sealed by another device")
         }
-        try checkPCRs(connection, blob: blob, passcode: authorization != nil)
+        // A signed binding: the policy for the current values, verified by the TPM, before anything is counted.
+        let approval = try signedApproval(connection, blob: blob)
+        if approval == nil { try checkPCRs(connection, blob: blob, passcode: authorization != nil) }
         if authorization != nil {
             let state = try readDictionaryAttackState(connection)
             if let refusal = Self.refusal(state) { throw refusal }
@@ -310,7 +336,16 @@ public final class TPMDeviceKey: DeviceKeyProvider, @unchecked Sendable {
         let policySession =
             blob.pcrMask == 0
             ? nil
-            : try connection.startPCRPolicySession(tpmKey: primary, mask: blob.pcrMask, authValue: authorization != nil)
+            : try approval.map {
+                try connection.startAuthorizedPolicySession(
+                    tpmKey: primary,
+                    mask: blob.pcrMask,
+                    key: $0.key,
+                    approvedPolicy: $0.policy,
+                    ticket: $0.ticket,
+                    authValue: authorization != nil
+                )
+            } ?? connection.startPCRPolicySession(tpmKey: primary, mask: blob.pcrMask, authValue: authorization != nil)
         defer { if let policySession { connection.flush(policySession) } }
         let session = try policySession ?? keptSession(connection, attributes: keyseal_TPMA_SESSION_ENCRYPT)
         guard let authorization else { return try connection.unseal(object, session: session) }
@@ -466,7 +501,7 @@ public final class TPMDeviceKey: DeviceKeyProvider, @unchecked Sendable {
 
     /// Evicts the least recently used kept keys until one more object fits next to the primary (a load, or the
     /// slot TPM2_Create uses while it works).
-    private func makeRoom(_ connection: ESYSConnection) {
+    func makeRoom(_ connection: ESYSConnection) {
         while 1 + connection.keys.count >= Self.transientSlots, let oldest = connection.keys.first {
             connection.flush(oldest.handle)
         }

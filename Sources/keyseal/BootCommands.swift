@@ -130,7 +130,7 @@ struct TPMCommand: ParsableCommand {
     static let configuration = CommandConfiguration(
         commandName: "tpm",
         abstract: "TPM boot binding and anti-rollback (administrators).",
-        subcommands: [Reseal.self, AcceptRollback.self]
+        subcommands: [Reseal.self, AcceptRollback.self, SignPolicyCommand.self]
     )
 
     struct Reseal: ClientCommand {

@@ -55,6 +55,24 @@ struct Keyseald: AsyncParsableCommand {
     var tpmPCRs: String?
 
     @Option(
+        name: .customLong("tpm-pcr-public-key"),
+        help: ArgumentHelp(
+            "With --tpm-pcrs, when the store is created: bind its device and passcode objects to PCR policies signed by this key (PEM public key, RSA 2048 or P-256) instead of the PCRs' current values; refused unless a signed policy matches them now.",
+            valueName: "file"
+        )
+    )
+    var tpmPCRPublicKey: String?
+
+    @Option(
+        name: .customLong("tpm-pcr-signatures"),
+        help: ArgumentHelp(
+            "Where signed PCR policies (JSON, systemd's tpm2-pcr-signature.json layout) are read at each open; default /etc/keyseal/pcr-signatures. The store's own pcr-signatures directory is read after it.",
+            valueName: "dir"
+        )
+    )
+    var tpmPCRSignatures: String?
+
+    @Option(
         name: .customLong("checkpoint-interval"),
         help:
             "TPM stores: seconds between checkpoints of the item ledger on the anti-rollback counter (default 900; 0: every item write)."
@@ -352,6 +370,18 @@ struct Keyseald: AsyncParsableCommand {
                 throw ValidationError("--tpm-pcrs needs --backend tpm")
             }
             options.tpmPCRs = try Self.pcrList(list)
+        }
+        if let key = tpmPCRPublicKey ?? file["tpm-pcr-public-key"] {
+            guard !options.tpmPCRs.isEmpty else {
+                throw ValidationError("--tpm-pcr-public-key needs --tpm-pcrs with the PCRs the signed policies cover")
+            }
+            options.tpmPCRPublicKeyFile = Self.url(key)
+        }
+        if let directory = tpmPCRSignatures ?? file["tpm-pcr-signatures"] {
+            guard settings.backend == .tpm || settings.backend == .swtpm else {
+                throw ValidationError("--tpm-pcr-signatures needs --backend tpm")
+            }
+            options.tpmPCRSignatureDirectory = Self.url(directory)
         }
         if let text = checkpointInterval.map(String.init) ?? file["checkpoint-interval"] {
             guard let seconds = Int(text), seconds >= 0 else {

@@ -1,0 +1,356 @@
+import Crypto
+import Foundation
+import Keyseal
+import KeysealTestSupport
+import Testing
+
+/// Boot binding to signed PCR policies (`PolicyAuthorize`) through the real keyseald on swtpm, the command line
+/// (`keyseal tpm sign-policy`), openssl and tpm2-tools (docs/TPM.md "Signed PCR policies").
+@Suite("keyseald on a TPM: signed PCR policies", .serialized)
+struct SignedPCRPolicyTests {
+    static let passcode = "correct-horse-7\n"
+    static let recoveryRequiredExit: Int32 = 156
+
+    enum KeyType: String, CaseIterable, CustomStringConvertible {
+        case rsa2048, p256
+        var description: String { rawValue }
+        var genpkey: [String] {
+            switch self {
+            case .rsa2048: ["-algorithm", "RSA", "-pkeyopt", "rsa_keygen_bits:2048"]
+            case .p256: ["-algorithm", "EC", "-pkeyopt", "ec_paramgen_curve:P-256"]
+            }
+        }
+    }
+
+    /// A signing key pair made by openssl: (private PEM file, public PEM file).
+    static func makeKey(_ type: KeyType, named name: String, in root: TemporaryDirectory) throws -> (String, String) {
+        let openssl = try requireTool("openssl", package: "openssl")
+        let privatePath = root.appending("\(name).key.pem").path
+        let publicPath = root.appending("\(name).pub.pem").path
+        try expectOK(runProcess(openssl, ["genpkey"] + type.genpkey + ["-out", privatePath]))
+        try expectOK(runProcess(openssl, ["pkey", "-in", privatePath, "-pubout", "-out", publicPath]))
+        return (privatePath, publicPath)
+    }
+
+    static func expectOK(_ result: ProcessResult, sourceLocation: SourceLocation = #_sourceLocation) throws {
+        #expect(result.status == 0, "\(result.stderrText)", sourceLocation: sourceLocation)
+        if result.status != 0 { throw FixtureError("command failed: \(result.stderrText)") }
+    }
+
+    /// `keyseal tpm sign-policy --pcrs 7` of the swtpm's current PCR 7 (keyseald stopped: it would hold the swtpm's
+    /// one connection).
+    static func signCurrent(_ cli: CLI, _ swtpm: SwtpmFixture, key: String, output: String) throws {
+        try expectOK(
+            cli(
+                "tpm",
+                "sign-policy",
+                "--pcrs",
+                "7",
+                "--current",
+                "--tcti",
+                swtpm.tcti,
+                "--private-key",
+                key,
+                "--output",
+                output
+            )
+        )
+    }
+
+    static func extendPCR7(_ swtpm: SwtpmFixture, with byte: String) throws {
+        try swtpm.tool("tpm2_pcrextend", ["7:sha256=" + String(repeating: byte, count: 32)])
+    }
+
+    /// A daemon on swtpm whose store is bound to PCR 7 through policies signed by a new key of `type`, created in
+    /// the boot state it was signed for (the swtpm's fresh PCR 7), with an always item, a passcode, a passcode item
+    /// and a recovery key. Returns the daemon (running), its CLI, the signature directory, the key pair, the
+    /// recovery key.
+    static func signedDaemon(
+        _ type: KeyType
+    ) throws -> (daemon: DaemonFixture, cli: CLI, signatures: String, key: (String, String), recovery: String) {
+        let daemon = try DaemonFixture(.tpm, start: false, tpmLimits: (32, 600, 2))
+        let cli = CLI(socket: daemon.socketPath)
+        let signatures = daemon.root.appending("signatures").path
+        try FileManager.default.createDirectory(atPath: signatures, withIntermediateDirectories: true)
+        let key = try makeKey(type, named: "build", in: daemon.root)
+        let swtpm = try #require(daemon.swtpm)
+        try signCurrent(cli, swtpm, key: key.0, output: signatures + "/state-a.json")
+        daemon.extraArguments = [
+            "--tpm-pcrs", "7", "--tpm-pcr-public-key", key.1, "--tpm-pcr-signatures", signatures,
+        ]
+        try daemon.start()
+        try expectOK(
+            cli("add-generic-password", "-a", "acct", "-s", "svc", "-w", "always-secret", "--accessible", "always")
+        )
+        try expectOK(cli("passcode", "set", "--passcode-stdin", "--allow-weak-passcode", input: Self.passcode))
+        try expectOK(cli("add-generic-password", "-a", "acct", "-s", "locked-svc", "-w", "ak-secret"))
+        let file = daemon.root.appending("recovery-key").path
+        try expectOK(cli("recovery-key", "create", "--file", file, "--passcode-stdin", input: Self.passcode))
+        let recovery = try String(contentsOfFile: file, encoding: .utf8)
+            .trimmingCharacters(in: .whitespacesAndNewlines)
+        return (daemon, cli, signatures, key, recovery)
+    }
+
+    /// Both items readable: the always one at once, the passcode one after an unlock through the passcode object.
+    static func expectOpens(_ cli: CLI, sourceLocation: SourceLocation = #_sourceLocation) throws {
+        let status = try CLI.json(try cli("--json", "status"))
+        #expect(status["recoveryRequired"] as? Bool == false, sourceLocation: sourceLocation)
+        #expect((status["pcrs"] as? [String: Any])?["match"] as? Bool == true, sourceLocation: sourceLocation)
+        let always = try cli("find-generic-password", "-a", "acct", "-s", "svc", "-w")
+        #expect(always.stdoutText == "always-secret\n", "\(always.stderrText)", sourceLocation: sourceLocation)
+        try expectOK(cli("unlock", "--passcode-stdin", input: Self.passcode), sourceLocation: sourceLocation)
+        let locked = try cli("find-generic-password", "-a", "acct", "-s", "locked-svc", "-w")
+        #expect(locked.stdoutText == "ak-secret\n", "\(locked.stderrText)", sourceLocation: sourceLocation)
+    }
+
+    /// The store refuses everything that needs the device secret: recovery required (exit 156).
+    static func expectRecoveryRequired(_ cli: CLI, sourceLocation: SourceLocation = #_sourceLocation) throws {
+        let status = try CLI.json(try cli("--json", "status"))
+        #expect(status["recoveryRequired"] as? Bool == true, sourceLocation: sourceLocation)
+        let refused = try cli("find-generic-password", "-a", "acct", "-s", "svc", "-w")
+        #expect(refused.status == Self.recoveryRequiredExit, "\(refused.stderrText)", sourceLocation: sourceLocation)
+        #expect(refused.stdout.isEmpty, sourceLocation: sourceLocation)
+    }
+
+    @Test(
+        "two signed boot states (PCR 7 fresh and extended) both open, item and passcode, without a reseal",
+        arguments: KeyType.allCases
+    )
+    func twoSignedStatesOpen(type: KeyType) throws {
+        let (daemon, cli, signatures, key, _) = try Self.signedDaemon(type)
+        defer { daemon.remove() }
+        let swtpm = try #require(daemon.swtpm)
+        let before = try CLI.json(try cli("--json", "status"))
+        #expect((before["boot"] as? String ?? "").contains("through policies signed by the key"), "\(before)")
+
+        // The build system signs the next boot state from its predicted values (here tpm2_pcrread's output).
+        daemon.stop()
+        try Self.extendPCR7(swtpm, with: "ab")
+        let values = daemon.root.appending("state-b.values").path
+        let read = try swtpm.tool("tpm2_pcrread", ["sha256:7"])
+        try read.stdout.write(to: URL(fileURLWithPath: values))
+        try Self.expectOK(
+            cli(
+                "tpm",
+                "sign-policy",
+                "--pcrs",
+                "7",
+                "--pcr-values",
+                values,
+                "--private-key",
+                key.0,
+                "--output",
+                signatures + "/state-b.json"
+            )
+        )
+        try daemon.start()
+        try Self.expectOpens(cli)
+
+        // Back to the first state (a power cycle resets the PCRs): it still opens; nothing was sealed again.
+        daemon.stop()
+        try swtpm.restart()
+        try daemon.start()
+        try Self.expectOpens(cli)
+    }
+
+    @Test("a boot state nobody signed needs the recovery key, which opens the store")
+    func unsignedStateNeedsRecovery() throws {
+        let (daemon, cli, _, _, recovery) = try Self.signedDaemon(.rsa2048)
+        defer { daemon.remove() }
+        daemon.stop()
+        try Self.extendPCR7(try #require(daemon.swtpm), with: "cd")
+        try daemon.start()
+        try Self.expectRecoveryRequired(cli)
+        let detail = try CLI.json(try cli("--json", "status"))["boot"] as? String ?? ""
+        #expect(detail.contains("recovery required"), "\(detail)")
+
+        try Self.expectOK(cli("recover", "--recovery-key-stdin", input: recovery + "\n" + Self.passcode))
+        #expect(try cli("find-generic-password", "-a", "acct", "-s", "svc", "-w").stdoutText == "always-secret\n")
+        #expect(try cli("find-generic-password", "-a", "acct", "-s", "locked-svc", "-w").stdoutText == "ak-secret\n")
+    }
+
+    @Test("a policy signed by another key is refused, whether it names that key or the bound one")
+    func otherKeyRefused() throws {
+        let (daemon, cli, signatures, _, _) = try Self.signedDaemon(.p256)
+        defer { daemon.remove() }
+        let swtpm = try #require(daemon.swtpm)
+        let other = try Self.makeKey(.p256, named: "other", in: daemon.root)
+        daemon.stop()
+        try Self.extendPCR7(swtpm, with: "ef")
+        let forged = signatures + "/state-b.json"
+        try Self.signCurrent(cli, swtpm, key: other.0, output: forged)
+        try daemon.start()
+        try Self.expectRecoveryRequired(cli)
+
+        // The same signature relabelled with the bound key's fingerprint: the TPM's TPM2_VerifySignature refuses it.
+        daemon.stop()
+        let bound = try JSONSerialization.jsonObject(
+            with: Data(contentsOf: URL(fileURLWithPath: signatures + "/state-a.json"))
+        )
+        let boundFingerprint = try #require(((bound as? [String: Any])?["sha256"] as? [[String: Any]])?.first?["pkfp"])
+        var file = try #require(
+            try JSONSerialization.jsonObject(with: Data(contentsOf: URL(fileURLWithPath: forged))) as? [String: Any]
+        )
+        var entries = try #require(file["sha256"] as? [[String: Any]])
+        #expect(entries[0]["pkfp"] as? String != boundFingerprint as? String)
+        entries[0]["pkfp"] = boundFingerprint
+        file["sha256"] = entries
+        try JSONSerialization.data(withJSONObject: file).write(to: URL(fileURLWithPath: forged))
+        try daemon.start()
+        try Self.expectRecoveryRequired(cli)
+        let detail = try CLI.json(try cli("--json", "status"))["boot"] as? String ?? ""
+        #expect(detail.contains("did not verify") || daemon.log_().contains("did not verify"), "\(detail)")
+    }
+
+    @Test("enrolment is refused when no signed policy matches the current values; nothing is bound")
+    func enrolmentRefusedWithoutMatchingSignature() throws {
+        let daemon = try DaemonFixture(.tpm, start: false, tpmLimits: (32, 600, 2))
+        defer { daemon.remove() }
+        let cli = CLI(socket: daemon.socketPath)
+        let swtpm = try #require(daemon.swtpm)
+        let signatures = daemon.root.appending("signatures").path
+        try FileManager.default.createDirectory(atPath: signatures, withIntermediateDirectories: true)
+        let key = try Self.makeKey(.rsa2048, named: "build", in: daemon.root)
+        // A signature for another state only (the one after an extend); the TPM is back in the fresh state.
+        try Self.extendPCR7(swtpm, with: "ab")
+        try Self.signCurrent(cli, swtpm, key: key.0, output: signatures + "/state-b.json")
+        try swtpm.restart()
+        let arguments =
+            daemon.arguments + [
+                "--tpm-pcrs", "7", "--tpm-pcr-public-key", key.1, "--tpm-pcr-signatures", signatures,
+            ]
+        let refused = try DaemonFixture.runToCompletion(arguments, environment: daemon.environment)
+        #expect(refused.status != 0)
+        #expect(refused.stderrText.contains("no policy signed by the PCR policy key"), "\(refused.stderrText)")
+        #expect(refused.stderrText.contains("nothing was bound"), "\(refused.stderrText)")
+        #expect(throws: (any Error).self) {
+            try KeychainStoreTestHooks.sealedDeviceSecret(directory: daemon.storeDirectory)
+        }
+
+        // Signed for the current state, the same command creates the store.
+        try Self.signCurrent(cli, swtpm, key: key.0, output: signatures + "/state-a.json")
+        daemon.extraArguments = [
+            "--tpm-pcrs", "7", "--tpm-pcr-public-key", key.1, "--tpm-pcr-signatures", signatures,
+        ]
+        try daemon.start()
+        #expect((try CLI.json(try cli("--json", "status"))["boot"] as? String ?? "").contains("signed by the key"))
+    }
+
+    @Test("live USB: tpm2_unseal of the signed-bound device object from a copy of the keybag fails")
+    func liveUSBAttack() throws {
+        let (daemon, _, _, _, _) = try Self.signedDaemon(.rsa2048)
+        defer { daemon.remove() }
+        let swtpm = try #require(daemon.swtpm)
+        daemon.stop()
+        try Self.extendPCR7(swtpm, with: "cd")  // the live system's boot state, which nobody signed
+        let blob = [UInt8](try KeychainStoreTestHooks.sealedDeviceSecret(directory: daemon.storeDirectory))
+        #expect(blob[4] == 3)
+        var offset = 10
+        func sized() -> [UInt8] {
+            let size = Int(blob[offset]) << 8 | Int(blob[offset + 1])
+            defer { offset += 2 + size }
+            return Array(blob[offset..<offset + 2 + size])
+        }
+        _ = sized()  // the policy key's public area
+        _ = sized()  // the primary's Name
+        let publicArea = sized()
+        let privateArea = Array(blob[offset...])
+        let dir = daemon.root.path
+        try Data(publicArea).write(to: URL(fileURLWithPath: "\(dir)/ds.pub"))
+        try Data(privateArea).write(to: URL(fileURLWithPath: "\(dir)/ds.priv"))
+        defer { _ = try? swtpm.tool("tpm2_flushcontext", ["-t"], check: false) }
+        try swtpm.tool(
+            "tpm2_createprimary",
+            [
+                "-Q", "-C", "o", "-G", "ecc256:aes128cfb", "-a",
+                "restricted|decrypt|fixedtpm|fixedparent|sensitivedataorigin|userwithauth|noda", "-c", "\(dir)/p.ctx",
+            ]
+        )
+        try swtpm.tool("tpm2_flushcontext", ["-t"])
+        try swtpm.tool(
+            "tpm2_load",
+            ["-Q", "-C", "\(dir)/p.ctx", "-u", "\(dir)/ds.pub", "-r", "\(dir)/ds.priv", "-c", "\(dir)/ds.ctx"]
+        )
+        try swtpm.tool("tpm2_flushcontext", ["-t"])
+        for attempt in [[], ["-p", "pcr:sha256:7"]] {
+            let attack = try swtpm.tool("tpm2_unseal", ["-c", "\(dir)/ds.ctx"] + attempt, check: false)
+            #expect(attack.status != 0, "\(attempt)")
+            #expect(attack.stdout.isEmpty, "\(attempt)")
+            _ = try? swtpm.tool("tpm2_flushcontext", ["-s"], check: false)
+        }
+    }
+
+    @Test("sign-policy: openssl verifies the signature over SHA-256(pol) with the public key; pkfp is its hash")
+    func signatureVerifiesWithOpenSSL() throws {
+        let root = try TemporaryDirectory()
+        defer { root.remove() }
+        let openssl = try requireTool("openssl", package: "openssl")
+        let values = root.appending("values").path
+        try "# state\nsha256:\n  7 : 0x\(String(repeating: "11", count: 32))\n".write(
+            toFile: values,
+            atomically: true,
+            encoding: .utf8
+        )
+        for type in KeyType.allCases {
+            let key = try Self.makeKey(type, named: type.rawValue, in: root)
+            let output = root.appending("\(type).json").path
+            try Self.expectOK(
+                CLI(socket: "/nonexistent")(
+                    "tpm",
+                    "sign-policy",
+                    "--pcrs",
+                    "7",
+                    "--pcr-values",
+                    values,
+                    "--private-key",
+                    key.0,
+                    "--output",
+                    output
+                )
+            )
+            let file = try JSONSerialization.jsonObject(with: Data(contentsOf: URL(fileURLWithPath: output)))
+            let entry = try #require(((file as? [String: Any])?["sha256"] as? [[String: Any]])?.first)
+            #expect(entry["pcrs"] as? [Int] == [7])
+            let pol = try #require(entry["pol"] as? String)
+            // PolicyPCR over PCR 7 = 0x11…11, as the TPM 2.0 specification computes it.
+            let expected = Self.pcrPolicyDigest(pcr7: [UInt8](repeating: 0x11, count: 32))
+            #expect(pol == expected)
+            try Data(Self.bytes(pol)).write(to: URL(fileURLWithPath: root.appending("pol").path))
+            let base64 = try #require(entry["sig"] as? String)
+            let sig = try #require(Data(base64Encoded: base64))
+            try sig.write(to: URL(fileURLWithPath: root.appending("sig").path))
+            let verified = try runProcess(
+                openssl,
+                [
+                    "dgst", "-sha256", "-verify", key.1, "-signature", root.appending("sig").path,
+                    root.appending("pol").path,
+                ]
+            )
+            #expect(verified.status == 0 && verified.stdoutText.contains("Verified OK"), "\(verified.stderrText)")
+            let der = try runProcess(openssl, ["pkey", "-pubin", "-in", key.1, "-outform", "DER"])
+            #expect(entry["pkfp"] as? String == Self.hex(Array(SHA256.hash(data: der.stdout))))
+        }
+    }
+
+    /// SHA-256(0³² ‖ TPM_CC_PolicyPCR ‖ TPML_PCR_SELECTION{sha256, PCR 7} ‖ SHA-256(value)), written out here from the
+    /// specification rather than taken from the code under test.
+    static func pcrPolicyDigest(pcr7 value: [UInt8]) -> String {
+        let selection: [UInt8] = [0, 0, 0, 1, 0x00, 0x0B, 3, 0x80, 0, 0]
+        let command: [UInt8] = [0, 0, 0x01, 0x7F]
+        let message = [UInt8](repeating: 0, count: 32) + command + selection + Array(SHA256.hash(data: value))
+        return hex(Array(SHA256.hash(data: message)))
+    }
+
+    static func hex(_ bytes: [UInt8]) -> String { bytes.map { String(format: "%02x", $0) }.joined() }
+
+    static func bytes(_ hex: String) -> [UInt8] {
+        var bytes: [UInt8] = []
+        var index = hex.startIndex
+        while index < hex.endIndex {
+            let next = hex.index(index, offsetBy: 2)
+            bytes.append(UInt8(hex[index..<next], radix: 16)!)
+            index = next
+        }
+        return bytes
+    }
+}
