@@ -2,11 +2,13 @@
 # keyseald on the kernel's TPM resource manager: a qemu guest (software emulation, Debian's kernel unpacked from its
 # package, a busybox initramfs carrying keyseald, keyseal and the libraries they load) whose TPM is swtpm. First
 # boot: the command-line scenario over device:/dev/tpmrm0 (passcode, classes, lock, refusal, wrong passcode,
-# unlock), a second store bound to PCR 7 (extended with tpm2 pcrextend: recovery required, exit 156; `keyseal
-# recover` with its recovery key), then a check through /dev/tpm0 that no transient object or session is left on the
+# unlock), a store bound to signed PCR policies (keyseald --tpm-pcr-public-key; `keyseal tpm sign-policy --current`
+# signs the boot state and, after tpm2 pcrextend, a second one: both open without a reseal; a third state nobody signed
+# is recovery required and its recovery key opens it), a second store bound to PCR 7 (extended with tpm2 pcrextend:
+# recovery required, exit 156; `keyseal recover` with its recovery key), then a check through /dev/tpm0 that no transient object or session is left on the
 # TPM, then a power cut.
 # Second boot, on the same TPM state and disk image: after-first-unlock items refused until the first unlock,
-# then every item back. A missing package or a step that fails is a failure, never a skip.
+# then every item back; the signed store opens in the first boot state again (its signature, no reseal). A missing package or a step that fails is a failure, never a skip.
 #
 # Needs the debug build of keyseald and keyseal (Scripts/test.sh builds it first). Budget: about a minute a boot.
 set -euo pipefail
@@ -79,6 +81,9 @@ done | sort -u | while read -r library; do
 done
 mkdir -p "$root$(dirname "$device_tcti")"
 cp -L "$device_tcti" "$root$device_tcti"
+# The build system's PCR policy key (test only: the guest signs its own boot states with it).
+openssl genpkey -algorithm EC -pkeyopt ec_paramgen_curve:P-256 -out "$root/etc/pcr.key" 2>/dev/null
+openssl pkey -in "$root/etc/pcr.key" -pubout -out "$root/etc/pcr.pub"
 : >"$root/modules/order"
 for path in "${order[@]}"; do
   cp "$modules_dir/$path" "$root/modules/"
@@ -110,6 +115,13 @@ expect() {  # expect NAME EXIT [STDOUT] -- command
   if [ "$got" = "$want" ] && { [ -z "$out" ] || [ "$got_out" = "$out" ]; }; then report "ok $name"
   else report "FAIL $name (exit $got, wanted $want; $(cat /tmp/err))"; fi
 }
+s() { keyseal --socket /run/s.sock "$@"; }
+start_signed() {
+  keyseald --store /mnt/signed --socket /run/s.sock --backend tpm --tcti device:/dev/tpmrm0 --tpm-pcrs 7 \
+    --tpm-pcr-public-key /etc/pcr.pub --tpm-pcr-signatures /mnt/pcr-signatures >>/tmp/signed.log 2>&1 &
+  signed_pid=$!
+  for i in $(seq 1 200); do s status >/dev/null 2>&1 && break; sleep 0.1; done
+}
 if [ "$phase" = 1 ]; then
   expect passcode-set 0 "" -- sh -c 'echo "correct horse battery" | keyseal --socket /run/k.sock passcode set --passcode-stdin'
   expect add-when-unlocked 0 "" -- k add-generic-password -a alice -s mail -w wu-secret
@@ -120,6 +132,26 @@ if [ "$phase" = 1 ]; then
   expect wrong-passcode 51 "" -- sh -c 'echo "wrong passcode here" | keyseal --socket /run/k.sock unlock --passcode-stdin'
   expect unlock 0 "" -- sh -c 'echo "correct horse battery" | keyseal --socket /run/k.sock unlock --passcode-stdin'
   expect unlocked-readable 0 wu-secret -- k find-generic-password -a alice -s mail -w
+  # Signed PCR policies on /dev/tpmrm0: the boot state (A) is signed, the store enrolled; after an extend (B, signed
+  # too) it opens without a reseal; after another (C, nobody signed) it is recovery required and recovered.
+  mkdir -p /mnt/pcr-signatures
+  sign() { k tpm sign-policy --pcrs 7 --current --tcti device:/dev/tpmrm0 --private-key /etc/pcr.key --output "$1"; }
+  expect sign-state-a 0 "" -- sign /mnt/pcr-signatures/a.json
+  start_signed
+  expect signed-add 0 "" -- s add-generic-password -a dave -s sso -w signed-secret --accessible always
+  expect signed-recovery-key 0 "" -- s recovery-key create --file /tmp/signed-recovery-key
+  kill $signed_pid; wait $signed_pid
+  expect pcr-extend-b 0 "" -- tpm2 pcrextend -T device:/dev/tpmrm0 7:sha256=1111111111111111111111111111111111111111111111111111111111111111
+  expect sign-state-b 0 "" -- sign /mnt/pcr-signatures/b.json
+  start_signed
+  expect signed-state-b 0 signed-secret -- s find-generic-password -a dave -s sso -w
+  kill $signed_pid; wait $signed_pid
+  expect pcr-extend-c 0 "" -- tpm2 pcrextend -T device:/dev/tpmrm0 7:sha256=2222222222222222222222222222222222222222222222222222222222222222
+  start_signed
+  expect signed-unsigned-state 156 "" -- s find-generic-password -a dave -s sso -w
+  expect signed-recover 0 "" -- sh -c 'keyseal --socket /run/s.sock recover --recovery-key-stdin </tmp/signed-recovery-key'
+  expect signed-recovered 0 signed-secret -- s find-generic-password -a dave -s sso -w
+  kill $signed_pid; wait $signed_pid
   # Boot binding on /dev/tpmrm0: a second store bound to PCR 7; an extend makes it recovery required (exit 156),
   # the recovery key brings it back.
   b() { keyseal --socket /run/b.sock "$@"; }
@@ -144,6 +176,9 @@ else
   expect unlock-after-power-cycle 0 "" -- sh -c 'echo "correct horse battery" | keyseal --socket /run/k.sock unlock --passcode-stdin'
   expect afu-back 0 afu-secret -- k find-generic-password -a bob -s mail -w
   expect wu-back 0 wu-secret -- k find-generic-password -a alice -s mail -w
+  start_signed
+  expect signed-state-a-again 0 signed-secret -- s find-generic-password -a dave -s sso -w
+  kill $signed_pid; wait $signed_pid
 fi
 # The TPM itself, through the raw device while keyseald still runs: no transient object or loaded session on it (the
 # resource manager swaps a client's objects out between its commands; the swtpm suites check keyseald's flushes).

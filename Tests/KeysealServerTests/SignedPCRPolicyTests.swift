@@ -219,8 +219,11 @@ struct SignedPCRPolicyTests {
             daemon.arguments + [
                 "--tpm-pcrs", "7", "--tpm-pcr-public-key", key.1, "--tpm-pcr-signatures", signatures,
             ]
-        let refused = try DaemonFixture.runToCompletion(arguments, environment: daemon.environment)
-        #expect(refused.status != 0)
+        // Bounded: a keyseald that accepts the enrolment keeps running, and must fail the test rather than hang it.
+        let keyseald = try builtProductsDirectory().appendingPathComponent("keyseald").path
+        let timeout = try requireTool("timeout", package: "coreutils")
+        let refused = try runProcess(timeout, ["20", keyseald] + arguments, environment: daemon.environment)
+        #expect(refused.status != 0 && refused.status != 124, "exit \(refused.status)")
         #expect(refused.stderrText.contains("no policy signed by the PCR policy key"), "\(refused.stderrText)")
         #expect(refused.stderrText.contains("nothing was bound"), "\(refused.stderrText)")
         #expect(throws: (any Error).self) {
@@ -244,7 +247,7 @@ struct SignedPCRPolicyTests {
         daemon.stop()
         try Self.extendPCR7(swtpm, with: "cd")  // the live system's boot state, which nobody signed
         let blob = [UInt8](try KeychainStoreTestHooks.sealedDeviceSecret(directory: daemon.storeDirectory))
-        #expect(blob[4] == 3)
+        try #require(blob[4] == 3, "not a blob bound to signed policies")
         var offset = 10
         func sized() -> [UInt8] {
             let size = Int(blob[offset]) << 8 | Int(blob[offset + 1])
