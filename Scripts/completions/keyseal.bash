@@ -986,13 +986,13 @@ _keyseal_tpm() {
     unset 'unparsed_words[0]'
     unparsed_words=("${unparsed_words[@]}")
     case "${subcommand}" in
-    reseal|accept-rollback)
+    reseal|accept-rollback|sign-policy)
         # Offer subcommand argument completions
         "_keyseal_tpm_${subcommand}"
         ;;
     *)
         # Offer subcommand completions
-        COMPREPLY+=($(compgen -W 'reseal accept-rollback' -- "${cur}"))
+        COMPREPLY+=($(compgen -W 'reseal accept-rollback sign-policy' -- "${cur}"))
         ;;
     esac
 }
@@ -1024,6 +1024,36 @@ _keyseal_tpm_accept-rollback() {
 
     # Offer option value completions
     case "${prev}" in
+    '--socket')
+        return
+        ;;
+    esac
+}
+
+_keyseal_tpm_sign-policy() {
+    repeating_flags=()
+    non_repeating_flags=(--current --json --version -h --help)
+    repeating_options=()
+    non_repeating_options=(--pcrs --pcr-values --tcti --private-key --output --socket)
+    __keyseal_offer_flags_options 0
+
+    # Offer option value completions
+    case "${prev}" in
+    '--pcrs')
+        return
+        ;;
+    '--pcr-values')
+        return
+        ;;
+    '--tcti')
+        return
+        ;;
+    '--private-key')
+        return
+        ;;
+    '--output')
+        return
+        ;;
     '--socket')
         return
         ;;

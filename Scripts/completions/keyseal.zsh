@@ -683,12 +683,13 @@ _keyseal_tpm() {
         local -ar subcommands=(
             'reseal:Seal the device and passcode objects again to the PCRs'\'' current values (or to --pcrs).'
             'accept-rollback:Keep a rolled-back store as it is (the failure count stays raised).'
+            'sign-policy:Sign the PCR policy of a boot state (build system; no keyseald needed).'
         )
         _describe -V subcommand subcommands && ret=0
         ;;
     arg)
         case "${words[1]}" in
-        reseal|accept-rollback)
+        reseal|accept-rollback|sign-policy)
             "_keyseal_tpm_${words[1]}" && ret=0
             ;;
         esac
@@ -716,6 +717,25 @@ _keyseal_tpm_reseal() {
 _keyseal_tpm_accept-rollback() {
     local -i ret=1
     local -ar arg_specs=(
+        '--socket[keyseald'\''s socket.]:path:'
+        '--json[Print one JSON document on standard output.]'
+        '--version[Show the version.]'
+        '(-h --help)'{-h,--help}'[Show help information.]'
+    )
+    _arguments -w -s -S : "${arg_specs[@]}" && ret=0
+
+    return "${ret}"
+}
+
+_keyseal_tpm_sign-policy() {
+    local -i ret=1
+    local -ar arg_specs=(
+        '--pcrs[The PCRs the policy covers (comma-separated, 0-23), as the device'\''s --tpm-pcrs.]:pcrs:'
+        '--pcr-values[The PCR values to sign.]:file:'
+        '--current[Sign the values the TPM'\''s PCRs have now.]'
+        '--tcti[The TPM to read with --current.]:tcti:'
+        '--private-key[The signing key (PEM, RSA 2048 or P-256).]:file:'
+        '--output[Where to write the signed policy (JSON).]:file:'
         '--socket[keyseald'\''s socket.]:path:'
         '--json[Print one JSON document on standard output.]'
         '--version[Show the version.]'
