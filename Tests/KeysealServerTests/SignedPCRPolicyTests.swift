@@ -106,10 +106,12 @@ struct SignedPCRPolicyTests {
     /// The store refuses everything that needs the device secret: recovery required (exit 156).
     static func expectRecoveryRequired(_ cli: CLI, sourceLocation: SourceLocation = #_sourceLocation) throws {
         let status = try CLI.json(try cli("--json", "status"))
-        #expect(status["recoveryRequired"] as? Bool == true, sourceLocation: sourceLocation)
+        let required = status["recoveryRequired"] as? Bool == true
         let refused = try cli("find-generic-password", "-a", "acct", "-s", "svc", "-w")
         #expect(refused.status == Self.recoveryRequiredExit, "\(refused.stderrText)", sourceLocation: sourceLocation)
         #expect(refused.stdout.isEmpty, sourceLocation: sourceLocation)
+        // The test stops here when the store opened: the steps after it assume the recovery-required state.
+        try #require(required, "the store is not recovery-required", sourceLocation: sourceLocation)
     }
 
     @Test(
