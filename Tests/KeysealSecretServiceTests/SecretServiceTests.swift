@@ -244,8 +244,8 @@ struct SecretServiceTests {
     }
 
     /// git's credential helper (contrib/credential/libsecret) looks up with secret_service_search and the flags
-    /// UNLOCK and LOAD_SECRETS, which `secret-tool search --unlock` also uses (the helper itself needs
-    /// libsecret-1-dev to build, which CI does not install); `secret-tool lookup` is secret_password_lookup.
+    /// UNLOCK and LOAD_SECRETS, which `secret-tool search --unlock` also uses (GitCredentialHelperTests runs the
+    /// helper itself); `secret-tool lookup` is secret_password_lookup.
     @Test("bridge started while locked: libsecret's search and lookup get the item as locked, prompt, and read it")
     func lockedStartPrompts() throws {
         let fixture = try Self.lockedFixture { ["--askpass", $0.askpassProgram.path] }
