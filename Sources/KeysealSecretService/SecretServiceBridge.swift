@@ -5,7 +5,7 @@ import KeysealCore
 
 /// The freedesktop Secret Service (org.freedesktop.secrets) over keyseald: every Secret Service item is a Keyseal
 /// generic password of the calling user, reached through keyseald's wire as that user, so that the daemon's roles,
-/// groups and lock state apply (docs/ARCHITECTURE.md, Secret Service bridge).
+/// groups and lock state apply (docs/DECISIONS.md, "The Secret Service bridge is a wire client").
 ///
 /// An item is the generic password with service `freedesktop-secret:<collection>` and an account of 32 hex digits
 /// (its object path's last element); its Secret Service attributes are the item's string attributes
