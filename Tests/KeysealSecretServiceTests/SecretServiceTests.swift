@@ -278,6 +278,13 @@ struct SecretServiceTests {
         #expect(lookup.stdoutText == "still-here", "\(lookup.stderrText)")
     }
 
+    @Test("prompts never run are capped per client: one client's 100 keep its newest 16, none of another's go")
+    func promptsPerClient() throws {
+        let fixture = try Self.lockedFixture { _ in [] }
+        defer { fixture.remove() }
+        try Self.runPython(fixture, [Self.script("prompts_per_client.py")])
+    }
+
     @Test("locked, no askpass: Unlock's prompt completes dismissed; python-keyring raises KeyringLocked")
     func unlockWithoutAskpass() throws {
         let fixture = try Self.lockedFixture { _ in [] }
