@@ -372,6 +372,31 @@ struct SecretServiceTests {
         #expect(try Self.keyseal(fixture, ["status"]).stdoutText.contains("state:            unlocked"))
     }
 
+    @Test("the Secret portal backend refuses a caller in a Flatpak sandbox: it could name another application")
+    func portalRefusesSandboxedCallers() throws {
+        let fixture = try SecretServiceFixture()
+        defer { fixture.remove() }
+        let outside = try Self.portal(fixture, "unlocked")
+        #expect(outside.split(separator: "\n").count == 2, "\(outside)")
+        // A sandbox as Flatpak builds one with bubblewrap: a root of its own holding /.flatpak-info.
+        let info = fixture.directory.appending("flatpak-info")
+        try "[Application]\nname=org.example.Sandboxed\n".write(to: info, atomically: true, encoding: .utf8)
+        let scripts = Self.pythonDirectory.path
+        var arguments = [
+            "--ro-bind", "/usr", "/usr", "--symlink", "usr/lib", "/lib", "--symlink", "usr/lib64", "/lib64",
+            "--symlink", "usr/bin", "/bin", "--symlink", "usr/sbin", "/sbin", "--ro-bind", "/etc", "/etc",
+            "--ro-bind", "/opt", "/opt", "--bind", "/tmp", "/tmp", "--proc", "/proc", "--dev", "/dev",
+            "--ro-bind", info.path, "/.flatpak-info",
+        ]
+        for directory in [scripts, fixture.directory.path] where !directory.hasPrefix("/tmp/") {
+            arguments += ["--bind", directory, directory]
+        }
+        arguments += ["--", try Self.python(), scripts + "/portal_secret.py", "sandboxed"]
+        let sandboxed = try fixture.run(try requireTool("bwrap", package: "bubblewrap"), arguments)
+        #expect(sandboxed.status == 0, "\(sandboxed.stdoutText)\n\(sandboxed.stderrText)\n\(fixture.bridgeLog())")
+        #expect(fixture.bridgeLog().contains("RetrieveSecret from a sandboxed or unknown process refused"))
+    }
+
     @Test("collections are access groups: an item in each of two, a search on each collection finds only its own")
     func collectionsAreGroups() throws {
         let fixture = try SecretServiceFixture()
