@@ -27,16 +27,10 @@ final class ConnectionHandler: ChannelInboundHandler {
     private var caller: Caller?
     /// Frames that arrived while a request was in flight or before the peer was identified.
     private var pending = CircularBuffer<ByteBuffer>()
-    private var busy = true
-    /// Replies wait to be read (the channel is over its high water mark): nothing more is answered meanwhile.
-    private var waitingForReader = false
-    /// This connection has had its turn on the event loop (a key operation, or ``turnBudget`` of answers): its next
-    /// frame waits for the loop's next turn and nothing more is read from it meanwhile, so that a client pipelining
-    /// requests holds up the other connections for one turn at most.
-    private var yielding = false
+    /// Identifying, answering, busy, waiting for the reader, yielding its turn or closing, and the changes between.
+    private var state = ConnectionStateMachine()
     /// When this connection's current turn of answers on the event loop began.
     private var turnStart: NIODeadline?
-    private var closing = false
     private var subscription: (id: Int, task: Task<Void, Never>)?
     /// The allowance this connection's request waits for (pool share, response memory), withdrawn if it closes.
     private var waitingFor: (allowance: Allowance, promise: EventLoopPromise<Void>)?
@@ -50,8 +44,15 @@ final class ConnectionHandler: ChannelInboundHandler {
         self.account = account
     }
 
-    /// Turns reading from this connection on or off (`autoRead`), noting since when it reads for the stall timer.
-    private func reading(_ on: Bool, context: ChannelHandlerContext) {
+    /// Turns reading from this connection on or off (`autoRead`) as a change of state asks, noting since when it
+    /// reads for the stall timer.
+    private func perform(_ action: ConnectionStateMachine.ReadingAction, context: ChannelHandlerContext) {
+        let on: Bool
+        switch action {
+        case .startReading: on = true
+        case .stopReading: on = false
+        case .none: return
+        }
         try? context.channel.syncOptions?.setOption(ChannelOptions.autoRead, value: on)
         if !on {
             account.readingSince = nil
@@ -120,15 +121,24 @@ final class ConnectionHandler: ChannelInboundHandler {
             "peer identified",
             metadata: ["peer": "\(peer)", "identity": "\(identity)", "pidfd": "\(source?.rawValue ?? "none")"]
         )
-        guard !closing else { return }
-        busy = false
+        perform(state.identified(), context: context)
+    }
+
+    /// Serves this connection again as a change of state asks: reads again if it stopped, answers its pending frames
+    /// and arms the idle timer.
+    private func perform(_ action: ConnectionStateMachine.ServeAction, context: ChannelHandlerContext) {
+        switch action {
+        case .startReading: perform(ConnectionStateMachine.ReadingAction.startReading, context: context)
+        case .serve: break
+        case .none: return
+        }
         drain(context: context)
         armIdleTimer(context: context)
     }
 
     func channelInactive(context: ChannelHandlerContext) {
         // Frames the client sent before it went are not answered: a queued turn of this connection does nothing.
-        closing = true
+        state.close()
         pending.removeAll()
         if let waitingFor { waitingFor.allowance.cancel(waitingFor.promise) }
         backupImport.discard()
@@ -148,7 +158,7 @@ final class ConnectionHandler: ChannelInboundHandler {
     }
 
     func channelRead(context: ChannelHandlerContext, data: NIOAny) {
-        guard subscription == nil, !closing else { return }  // a subscriber's input is left unread
+        guard subscription == nil, !state.isClosing else { return }  // a subscriber's input is left unread
         pending.append(unwrapInboundIn(data))
         drain(context: context)
         // Frames wait (a request on the pool, the end of a turn): past this many, the rest of a burst stays undecoded.
@@ -163,12 +173,12 @@ final class ConnectionHandler: ChannelInboundHandler {
     private func armIdleTimer(context: ChannelHandlerContext, activity: Bool = true) {
         guard let timeout = server.service.limits.idleTimeout else { return }
         if activity { lastActivity = .now() }
-        guard !busy, !closing, subscription == nil, idleTimer == nil else { return }
+        guard state.isIdle, subscription == nil, idleTimer == nil else { return }
         let nanoseconds = timeout.components.seconds * 1_000_000_000 + timeout.components.attoseconds / 1_000_000_000
         idleTimer = context.eventLoop.assumeIsolated().scheduleTask(deadline: lastActivity + .nanoseconds(nanoseconds))
         {
             self.idleTimer = nil
-            guard !self.busy, !self.closing, self.subscription == nil else { return }
+            guard self.state.isIdle, self.subscription == nil else { return }
             guard NIODeadline.now() >= self.lastActivity + .nanoseconds(nanoseconds) else {
                 self.armIdleTimer(context: context, activity: false)
                 return
@@ -177,7 +187,7 @@ final class ConnectionHandler: ChannelInboundHandler {
                 "closing an idle connection",
                 metadata: ["peer": "\(self.peer.map { "\($0)" } ?? "?")"]
             )
-            self.closing = true
+            self.state.close()
             context.close(promise: nil)
         }
     }
@@ -193,8 +203,7 @@ final class ConnectionHandler: ChannelInboundHandler {
     }
 
     private func fail(context: ChannelHandlerContext, _ error: KeychainError) {
-        guard !closing else { return }
-        closing = true
+        guard state.close() else { return }
         server.logger.info(
             "closing a connection",
             metadata: ["peer": "\(peer.map { "\($0)" } ?? "?")", "error": "\(error)"]
@@ -212,11 +221,11 @@ final class ConnectionHandler: ChannelInboundHandler {
     /// Answers pending frames in order until one goes to the pool, a key operation ran on the event loop or this
     /// connection's turn is over.
     private func drain(context: ChannelHandlerContext) {
-        while !busy, !yielding, !closing, subscription == nil, let frame = pending.popFirst() {
+        while state.mayAnswer, subscription == nil, let frame = pending.popFirst() {
             let start = turnStart ?? .now()
             turnStart = start
             answer(frame, context: context)
-            if !busy, !yielding, !closing, NIODeadline.now() - start > Self.turnBudget { yieldTurn(context: context) }
+            if state.mayAnswer, NIODeadline.now() - start > Self.turnBudget { yieldTurn(context: context) }
         }
         decodeHeldFrames(context: context)
     }
@@ -229,7 +238,7 @@ final class ConnectionHandler: ChannelInboundHandler {
     /// Once every decoded frame is answered and this connection may answer more: decodes what the decoder held back
     /// (an empty read through the pipeline runs its decoding loop again).
     private func decodeHeldFrames(context: ChannelHandlerContext) {
-        guard account.holdFrames, pending.isEmpty, !busy, !yielding, !closing, subscription == nil else { return }
+        guard account.holdFrames, pending.isEmpty, state.mayAnswer, subscription == nil else { return }
         account.holdFrames = false
         context.channel.pipeline.syncOperations.fireChannelRead(NIOAny(ByteBuffer()))
     }
@@ -243,8 +252,9 @@ final class ConnectionHandler: ChannelInboundHandler {
     /// Ends this connection's turn: nothing more is read from it, and its pending frames wait in its event loop's
     /// ``TurnQueue`` behind the other connections that gave up their turn, with a poll of every socket between turns.
     private func yieldTurn(context: ChannelHandlerContext) {
-        yielding = true
-        reading(false, context: context)
+        let action = state.turnEnded()
+        guard action != .none else { return }  // closing: no turn to wait for
+        perform(action, context: context)
         // Once the loop's current reads are handled: with no frame pending (a key operation's client waits for its
         // answer), the connection is read from again at once, in the loop's next poll.
         context.eventLoop.assumeIsolated().execute {
@@ -258,7 +268,7 @@ final class ConnectionHandler: ChannelInboundHandler {
 
     private func answer(_ frame: ByteBuffer, context: ChannelHandlerContext) {
         guard let id, var caller, var peer, server.registry.begin(id) else {
-            closing = true
+            state.close()
             context.close(promise: nil)
             return
         }
@@ -330,8 +340,7 @@ final class ConnectionHandler: ChannelInboundHandler {
         peer: PeerCredentials,
         context: ChannelHandlerContext
     ) {
-        busy = true
-        reading(false, context: context)
+        perform(state.workStarted(), context: context)
         let server = self.server
         let uid = peer.uid
         // Administrators are held to neither: root and keyseald's own uid are the system's services, which other
@@ -350,9 +359,8 @@ final class ConnectionHandler: ChannelInboundHandler {
                     eventLoop: context.eventLoop
                 ).assumeIsolated().whenComplete { result in
                     server.poolShares.release(share, uid: uid)
-                    self.busy = false
                     self.turnStart = nil
-                    self.reading(true, context: context)
+                    self.perform(self.state.workFinished(), context: context)
                     switch result {
                     case .success(let response): self.reply(response, context: context, holding: (reserved, uid))
                     case .failure(let error):  // the pool is shutting down
@@ -389,7 +397,7 @@ final class ConnectionHandler: ChannelInboundHandler {
         promise.futureResult.assumeIsolated().whenComplete { result in
             self.waitingFor = nil
             guard case .success = result else { return }
-            guard !self.closing else { return allowance.release(amount, uid: uid) }
+            guard !self.state.isClosing else { return allowance.release(amount, uid: uid) }
             body()
         }
         allowance.acquire(amount, uid: uid, promise: promise)
@@ -398,10 +406,8 @@ final class ConnectionHandler: ChannelInboundHandler {
     /// Begins this connection's next turn: it is read from again unless a request went to the pool or its replies
     /// wait for it to read them.
     private func resume(context: ChannelHandlerContext) {
-        yielding = false
         turnStart = nil
-        guard !busy, !closing else { return }
-        reading(true, context: context)
+        perform(state.turnBegan(), context: context)
     }
 
     /// A backup transfer step, off the event loop: an export streams its chunks and then its report as the engine
@@ -409,8 +415,7 @@ final class ConnectionHandler: ChannelInboundHandler {
     /// is read from this client meanwhile, and no other reply can come between the frames of one step.
     private func transfer(_ request: WireRequest, caller: Caller, peer: PeerCredentials, context: ChannelHandlerContext)
     {
-        busy = true
-        reading(false, context: context)
+        perform(state.workStarted(), context: context)
         let service = server.service
         let channel = context.channel
         let session = backupImport
@@ -435,13 +440,8 @@ final class ConnectionHandler: ChannelInboundHandler {
             done.succeed()
         }
         done.futureResult.assumeIsolated().whenComplete { _ in
-            self.busy = false
-            self.reading(true, context: context)
-            if let id = self.id, !self.server.registry.end(id) {
-                self.closing = true
-                context.close(promise: nil)
-                return
-            }
+            self.perform(self.state.workFinished(), context: context)
+            guard self.requestEnded(context: context) else { return }
             self.drain(context: context)
             self.armIdleTimer(context: context)
         }
@@ -487,29 +487,24 @@ final class ConnectionHandler: ChannelInboundHandler {
             written?.futureResult.assumeIsolated().whenComplete { _ in self.releaseReplyMemory() }
         }
         context.flush()
-        if let id, !server.registry.end(id) {
-            // Shutting down: this connection closes after its reply.
-            closing = true
-            context.close(promise: nil)
-            return
-        }
+        // Shutting down: this connection closes after its reply.
+        guard requestEnded(context: context) else { return }
         // A client that sends without reading its replies: once what waits to be sent is over the high water mark,
         // nothing more is read or answered until it has read enough, so queued replies cost about one reply.
-        if !context.channel.isWritable {
-            waitingForReader = true
-            busy = true
-            reading(false, context: context)
-        }
+        perform(state.replied(writable: context.channel.isWritable), context: context)
+    }
+
+    /// Tells the registry that the request in flight has ended; when the server is shutting down, closes this
+    /// connection and returns false.
+    private func requestEnded(context: ChannelHandlerContext) -> Bool {
+        guard let id, !server.registry.end(id) else { return true }
+        state.close()
+        context.close(promise: nil)
+        return false
     }
 
     func channelWritabilityChanged(context: ChannelHandlerContext) {
-        if waitingForReader && context.channel.isWritable {
-            waitingForReader = false
-            busy = false
-            reading(true, context: context)
-            drain(context: context)
-            armIdleTimer(context: context)
-        }
+        perform(state.writabilityChanged(writable: context.channel.isWritable), context: context)
         context.fireChannelWritabilityChanged()
     }
 
@@ -517,8 +512,7 @@ final class ConnectionHandler: ChannelInboundHandler {
     /// that reads slowly holds about one frame of the daemon's memory, not the whole encoded result. Nothing more
     /// is read from this client meanwhile.
     private func stream(_ frames: RecordFrames, context: ChannelHandlerContext) {
-        busy = true
-        reading(false, context: context)
+        perform(state.workStarted(), context: context)
         guard var frame = frames.next() else {
             finishStream(context: context)
             return
@@ -528,7 +522,7 @@ final class ConnectionHandler: ChannelInboundHandler {
             switch result {
             case .success: self.stream(frames, context: context)
             case .failure:
-                self.closing = true
+                self.state.close()
                 context.close(promise: nil)
                 self.finishStream(context: context)
             }
@@ -544,13 +538,8 @@ final class ConnectionHandler: ChannelInboundHandler {
 
     private func finishStream(context: ChannelHandlerContext) {
         releaseReplyMemory()
-        busy = false
-        reading(true, context: context)
-        if let id, !server.registry.end(id) {
-            closing = true
-            context.close(promise: nil)
-            return
-        }
+        perform(state.workFinished(), context: context)
+        guard requestEnded(context: context) else { return }
         drain(context: context)
         armIdleTimer(context: context)
     }
