@@ -265,9 +265,12 @@ public final class ItemStore {
 
     // MARK: Keybag
 
-    public func loadKeybag() throws(KeychainError) -> (body: Data, mac: Data)? {
+    public func loadKeybag() throws(KeychainError) -> (body: Data, mac: Data)? { try loadSingleRow("keybag") }
+
+    /// The body and MAC of the one row of `table` (the keybag, the ledger record); nil when it has none.
+    private func loadSingleRow(_ table: String) throws(KeychainError) -> (body: Data, mac: Data)? {
         do {
-            let statement = try database.statement("SELECT body, mac FROM keybag WHERE id = 1")
+            let statement = try database.statement("SELECT body, mac FROM \(table) WHERE id = 1")
             defer { statement.reset() }
             guard try statement.step() else { return nil }
             return (statement.blob(0) ?? Data(), statement.blob(1) ?? Data())
@@ -928,14 +931,7 @@ public final class ItemStore {
     }
 
     public func loadLedgerRecord() throws(KeychainError) -> (body: Data, mac: Data)? {
-        do {
-            let statement = try database.statement("SELECT body, mac FROM ledger_record WHERE id = 1")
-            defer { statement.reset() }
-            guard try statement.step() else { return nil }
-            return (statement.blob(0) ?? Data(), statement.blob(1) ?? Data())
-        } catch {
-            throw error.keychainError
-        }
+        try loadSingleRow("ledger_record")
     }
 
     /// Writes the ledger record now (inside a transaction); nothing when no ledger is attached.

@@ -1,11 +1,6 @@
 import ArgumentParser
-import KeysealClient
-
-#if canImport(FoundationEssentials)
 import FoundationEssentials
-#else
-import Foundation
-#endif
+import KeysealClient
 
 // Keys (CLI.md "Keys, certificates, identities"): generated and used inside keyseald, which answers with public
 // keys and signatures only.
@@ -25,14 +20,14 @@ struct KeySelection: ParsableArguments {
     var hash: String?
 
     func validate() throws {
-        if let hash, Formatting.bytes(hex: hash) == nil { throw ValidationError("--hash: not hex") }
+        if let hash, Hex.decode(hash) == nil { throw ValidationError("--hash: not hex") }
     }
 
     var attributes: [String: AttributeValue] {
         var attributes: [String: AttributeValue] = [:]
         if let tag { attributes["atag"] = .data(Data(tag.utf8)) }
         if let label { attributes["labl"] = .string(label) }
-        if let hash, let bytes = Formatting.bytes(hex: hash) { attributes["klbl"] = .data(Data(bytes)) }
+        if let hash, let bytes = Hex.decode(hash) { attributes["klbl"] = .data(Data(bytes)) }
         return attributes
     }
 
@@ -54,19 +49,6 @@ struct KeySelection: ParsableArguments {
 }
 
 enum KeyOutput {
-    static func pem(_ der: Data) -> String {
-        let text = der.base64EncodedString()
-        var lines = ["-----BEGIN PUBLIC KEY-----"]
-        var index = text.startIndex
-        while index < text.endIndex {
-            let next = text.index(index, offsetBy: 64, limitedBy: text.endIndex) ?? text.endIndex
-            lines.append(String(text[index..<next]))
-            index = next
-        }
-        lines.append("-----END PUBLIC KEY-----")
-        return lines.joined(separator: "\n")
-    }
-
     static func typeName(_ key: WireKey) -> String { (key.keyType == "42" ? "rsa" : "ec") + "\(key.bits)" }
 
     static func string(_ value: AttributeValue?) -> String? {
@@ -79,8 +61,8 @@ enum KeyOutput {
 
     static func json(_ key: WireKey) -> JSON {
         var members: [(String, JSON)] = [
-            ("publicKey", .string(pem(key.subjectPublicKeyInfo))),
-            ("applicationLabel", .string(Formatting.hex(Array(key.reference.isEmpty ? Data() : label(key))))),
+            ("publicKey", .string(PEM.encode(key.subjectPublicKeyInfo, label: "PUBLIC KEY"))),
+            ("applicationLabel", .string(Hex.encode(Array(key.reference.isEmpty ? Data() : label(key))))),
             ("type", .string(typeName(key))), ("hardware", .bool(key.inHardware)),
             ("extractable", .bool(key.extractable)),
         ]
@@ -147,7 +129,7 @@ struct CreateKey: ClientCommand {
         if global.json {
             Console.out(KeyOutput.json(key).rendered)
         } else {
-            Console.out(KeyOutput.pem(key.subjectPublicKeyInfo))
+            Console.out(PEM.encode(key.subjectPublicKeyInfo, label: "PUBLIC KEY"))
         }
     }
 }
@@ -174,11 +156,11 @@ struct FindKey: ClientCommand {
         for key in keys {
             Console.out(
                 "key: type \(KeyOutput.typeName(key)) \(key.isPrivate ? "private" : "public")"
-                    + "\(key.inHardware ? " hardware" : "") applicationLabel \(Formatting.hex(Array(KeyOutput.label(key))))"
+                    + "\(key.inHardware ? " hardware" : "") applicationLabel \(Hex.encode(Array(KeyOutput.label(key))))"
                     + (KeyOutput.string(key.attributes["atag"]).map { " tag \"\($0)\"" } ?? "")
                     + (KeyOutput.string(key.attributes["labl"]).map { " label \"\($0)\"" } ?? "")
             )
-            Console.out(KeyOutput.pem(key.subjectPublicKeyInfo))
+            Console.out(PEM.encode(key.subjectPublicKeyInfo, label: "PUBLIC KEY"))
         }
     }
 }

@@ -1,15 +1,8 @@
 import ArgumentParser
+import Glibc
 import KeysealClient
 
 import struct FoundationEssentials.Data
-
-#if canImport(Glibc)
-import Glibc
-#elseif canImport(Musl)
-import Musl
-#elseif canImport(Darwin)
-import Darwin
-#endif
 
 #if canImport(Glibc)
 private let systemRead = Glibc.read
