@@ -317,13 +317,7 @@ struct CreateCSR: ClientCommand {
     }
 
     func execute(_ client: DaemonClient) throws {
-        let keys = try selection.find(client, privateOnly: true)
-        guard let reference = keys.first?.persistentRef else {
-            throw CommandFailure(status: -25300, message: "no private key matches")
-        }
-        guard keys.count == 1 else {
-            throw CommandFailure(status: -50, message: "\(keys.count) keys match: name one with --hash")
-        }
+        let reference = try selection.onePrivateKey(client)
         guard case .keyResult(let der) = try client.send(.createCSR(reference: reference, subject: subject)) else {
             throw unexpected
         }

@@ -46,6 +46,19 @@ struct KeySelection: ParsableArguments {
         guard case .records(let records) = try client.send(.copyMatching(query)) else { throw unexpected }
         return records
     }
+
+    /// The persistent reference of the one private key selected: errSecItemNotFound when none matches, errSecParam
+    /// when several do.
+    func onePrivateKey(_ client: DaemonClient) throws -> Data {
+        let keys = try find(client, privateOnly: true)
+        guard let reference = keys.first?.persistentRef else {
+            throw CommandFailure(status: -25300, message: "no private key matches")
+        }
+        guard keys.count == 1 else {
+            throw CommandFailure(status: -50, message: "\(keys.count) keys match: name one with --hash")
+        }
+        return reference
+    }
 }
 
 enum KeyOutput {
@@ -221,13 +234,7 @@ struct SignCommand: ClientCommand {
     }
 
     func execute(_ client: DaemonClient) throws {
-        let keys = try selection.find(client, privateOnly: true)
-        guard let reference = keys.first?.persistentRef else {
-            throw CommandFailure(status: -25300, message: "no private key matches")
-        }
-        guard keys.count == 1 else {
-            throw CommandFailure(status: -50, message: "\(keys.count) keys match: name one with --hash")
-        }
+        let reference = try selection.onePrivateKey(client)
         // The wire's value limit bounds what one request may carry.
         let limit = 1 << 20
         let data: Data
