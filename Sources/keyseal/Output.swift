@@ -3,14 +3,6 @@ import Glibc
 import KeysealClient
 import KeysealStatus
 
-#if canImport(Glibc)
-private let systemWrite = Glibc.write
-#elseif canImport(Musl)
-private let systemWrite = Musl.write
-#else
-private let systemWrite = Darwin.write
-#endif
-
 /// A JSON document built in order (keys print in the order they were added).
 indirect enum JSON {
     case object([(String, JSON)])
@@ -93,11 +85,8 @@ enum Console {
     private static func writeAll(_ fd: Int32, _ bytes: UnsafeRawBufferPointer) {
         var offset = 0
         while offset < bytes.count {
-            let written = systemWrite(fd, bytes.baseAddress! + offset, bytes.count - offset)
-            if written < 0 {
-                if errno == EINTR { continue }
-                return
-            }
+            let written = Posix.write(fd, bytes.baseAddress! + offset, bytes.count - offset)
+            if written < 0 { return }
             offset += written
         }
     }
