@@ -1,9 +1,5 @@
-#if canImport(FoundationEssentials)
 import FoundationEssentials
 import Glibc
-#else
-import FoundationEssentials
-#endif
 
 /// Constants of the keyseald wire protocol (version 2: a record carries an identity's private-key reference).
 ///

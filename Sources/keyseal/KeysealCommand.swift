@@ -1,11 +1,6 @@
 import ArgumentParser
-import KeysealClient
-
-#if canImport(FoundationEssentials)
 import FoundationEssentials
-#else
-import Foundation
-#endif
+import KeysealClient
 
 /// `keyseal`: the command line of docs/COMMAND-LINE.md, modelled on macOS `security`. It talks to keyseald over the
 /// thin client only (no engine, no NIO, no SQLite), so it starts in a few milliseconds.
