@@ -71,6 +71,18 @@ let package = Package(
             dependencies: ["KeysealCore", "CP11Kit", .product(name: "Crypto", package: "swift-crypto")],
             swiftSettings: swiftSettings
         ),
+        // TPM key attestation without a TPM: the WebAuthn "tpm" statement (CBOR), its verifier, and the CA's side of the
+        // attestation key's enrollment (TPM2_MakeCredential in software, the AK certificate); docs/TPM.md.
+        .target(
+            name: "KeysealAttestation",
+            dependencies: [
+                "KeysealCore", .product(name: "Crypto", package: "swift-crypto"),
+                .product(name: "_CryptoExtras", package: "swift-crypto"),
+                .product(name: "X509", package: "swift-certificates"),
+                .product(name: "SwiftASN1", package: "swift-asn1"),
+            ],
+            swiftSettings: swiftSettings
+        ),
         // The wire protocol's client side: a blocking socket, FoundationEssentials only (no NIO, no GRDB).
         .target(name: "KeysealClient", dependencies: ["KeysealModel"], swiftSettings: swiftSettings),
         // The native library: engine (embedded mode), daemon mode, KeychainStore, Keychain.
@@ -78,6 +90,7 @@ let package = Package(
             name: "Keyseal",
             dependencies: [
                 "KeysealCore", "KeysealStore", "KeysealTPM", "KeysealPKCS11", "KeysealClient", "CArgon2",
+                "KeysealAttestation",
                 .product(name: "Crypto", package: "swift-crypto"),
                 .product(name: "_CryptoExtras", package: "swift-crypto"),
                 .product(name: "SwiftASN1", package: "swift-asn1"),
@@ -139,6 +152,10 @@ let package = Package(
             name: "keyseal",
             dependencies: [
                 "KeysealClient", "KeysealModel", "KeysealStatus",
+                // The attestation CA and verifier, which run without keyseald (docs/TPM.md).
+                "KeysealAttestation", .product(name: "X509", package: "swift-certificates"),
+                .product(name: "SwiftASN1", package: "swift-asn1"),
+                .product(name: "Crypto", package: "swift-crypto"),
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
             ],
             swiftSettings: swiftSettings,
@@ -199,6 +216,7 @@ let package = Package(
                 .product(name: "Crypto", package: "swift-crypto"),
                 .product(name: "X509", package: "swift-certificates"),
             ],
+            exclude: ["Python"],
             swiftSettings: swiftSettings
         ),
         .testTarget(name: "KeysealCoreTests", dependencies: ["KeysealCore"], swiftSettings: swiftSettings),
@@ -229,7 +247,9 @@ let package = Package(
         .testTarget(
             name: "KeysealTPMTests",
             dependencies: [
-                "KeysealTPM", "KeysealCore", "KeysealTestSupport", .product(name: "Crypto", package: "swift-crypto"),
+                "KeysealTPM", "KeysealCore", "KeysealTestSupport", "KeysealAttestation",
+                .product(name: "Crypto", package: "swift-crypto"),
+                .product(name: "X509", package: "swift-certificates"),
             ],
             swiftSettings: swiftSettings
         ),

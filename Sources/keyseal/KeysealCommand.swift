@@ -35,6 +35,7 @@ struct KeysealCommand: ParsableCommand {
             CreateKey.self, FindKey.self, DeleteKey.self, SignCommand.self, CreateCSR.self,
             AddCertificates.self, FindCertificate.self, DeleteCertificate.self, FindIdentity.self,
             RecoveryKeyCommand.self, RecoverCommand.self, TPMCommand.self,
+            AttestationCommand.self, AttestCommand.self, VerifyAttestationCommand.self,
         ]
     )
 
@@ -151,7 +152,9 @@ enum ArgumentRewriter {
         if addCommands.contains(command), rest.last == "-w" {
             rest[rest.count - 1] = "--password-prompt"
         }
-        if ["passcode", "recovery-key", "tpm"].contains(command), let sub = rest.first, !sub.hasPrefix("-") {
+        if ["passcode", "recovery-key", "tpm", "attestation"].contains(command), let sub = rest.first,
+            !sub.hasPrefix("-")
+        {
             return [command, sub] + globals + rest.dropFirst()
         }
         return [command] + globals + rest

@@ -1,0 +1,274 @@
+import Crypto
+import Foundation
+import KeysealAttestation
+import KeysealCore
+import KeysealTPM
+import KeysealTestSupport
+import SwiftASN1
+import Testing
+import X509
+
+/// A CA for attestation keys, in memory: a P-256 key and its self-signed certificate.
+struct TestAttestationCA {
+    let key = P256.Signing.PrivateKey()
+    let certificate: Certificate
+
+    init(name: String = "Keyseal Test AK CA") throws {
+        let now = Date()
+        certificate = try Certificate(
+            version: .v3,
+            serialNumber: Certificate.SerialNumber(),
+            publicKey: Certificate.PublicKey(key.publicKey),
+            notValidBefore: now.addingTimeInterval(-3600),
+            notValidAfter: now.addingTimeInterval(86_400 * 365),
+            issuer: try DistinguishedName { CommonName(name) },
+            subject: try DistinguishedName { CommonName(name) },
+            signatureAlgorithm: .ecdsaWithSHA256,
+            extensions: try Certificate.Extensions {
+                Critical(BasicConstraints.isCertificateAuthority(maxPathLength: 0))
+                Critical(KeyUsage(keyCertSign: true))
+            },
+            issuerPrivateKey: Certificate.PrivateKey(key)
+        )
+    }
+
+    var der: [UInt8] {
+        var serializer = DER.Serializer()
+        try! serializer.serialize(certificate)
+        return serializer.serializedBytes
+    }
+}
+
+/// A TPM with an EK certificate (swtpm_setup --create-ek-cert), opened as a device key.
+final class AttestingTPM {
+    let fixture: SwtpmFixture
+    let key: TPMDeviceKey
+
+    init(endorsementCA: TemporaryDirectory) throws {
+        fixture = try SwtpmFixture(endorsementCA: endorsementCA)
+        key = TPMDeviceKey(tcti: fixture.tcti)
+        try key.open(provisioning: true)
+    }
+
+    deinit {
+        key.close()
+        fixture.stop()
+    }
+
+    var endorsementCAs: [Certificate] {
+        get throws {
+            let pem = try #require(fixture.endorsementCACertificates)
+            return try AttestationKeyCertificates.ders(pem).map { try Certificate(derEncoded: $0) }
+        }
+    }
+
+    func enrollmentRequest() throws -> EnrollmentRequest {
+        EnrollmentRequest(
+            ekCertificate: AttestationKeyCertificates.pem([Array(try key.endorsementKeyCertificate())]),
+            akPublic: Data(try key.attestationKeyPublicArea()).base64EncodedString()
+        )
+    }
+
+    /// The whole enrollment with `ca`: the AK certificate then the CA's.
+    func enroll(with ca: TestAttestationCA) throws -> [[UInt8]] {
+        let (challenge, state) = try AttestationCA.makeChallenge(
+            for: try enrollmentRequest(),
+            ekTrustAnchors: try endorsementCAs
+        )
+        let credential = try key.activateCredential(
+            credentialBlob: Array(Data(base64Encoded: challenge.credentialBlob)!),
+            secret: Array(Data(base64Encoded: challenge.secret)!)
+        )
+        let certificate = try AttestationCA.issue(
+            state: state,
+            proof: ActivationProof(credential: Data(credential).base64EncodedString()),
+            caKey: Certificate.PrivateKey(ca.key),
+            caCertificate: ca.certificate
+        )
+        var serializer = DER.Serializer()
+        try serializer.serialize(certificate)
+        return [serializer.serializedBytes, ca.der]
+    }
+
+    /// A hardware key and its WebAuthn statement over `challenge`.
+    func attestedKey(challenge: [UInt8], chain: [[UInt8]]) throws -> (publicKey: Data, statement: [UInt8]) {
+        let hardware = try key.generateP256Key(authorization: secret(7))
+        let certification = try key.certify(
+            keyBlob: hardware.blob,
+            authorization: secret(7),
+            qualifyingData: attestationQualifyingData(challenge: challenge, properties: nil)
+        )
+        let statement = try TPMAttestationStatement(
+            certifyInfo: certification.certifyInfo,
+            signature: certification.signature,
+            publicArea: certification.publicArea,
+            chain: chain
+        )
+        return (hardware.publicKey, statement.cbor())
+    }
+}
+
+/// Key attestation on swtpm with an EK certificate: the AK's enrollment with a CA and TPM2_Certify of hardware keys,
+/// checked by Keyseal's verifier (docs/TPM.md, "Key attestation").
+@Suite("TPM key attestation on swtpm", .serialized)
+struct AttestationTests {
+    static let challenge = Array("a verifier's fresh challenge".utf8)
+
+    static func failure(_ body: () throws -> Void) -> AttestationFailure.Check? {
+        do {
+            try body()
+            return nil
+        } catch let error as AttestationFailure {
+            return error.check
+        } catch {
+            return nil
+        }
+    }
+
+    @Test("the enrollment round trip issues an AK certificate for this TPM's AK, as WebAuthn requires it")
+    func enrollment() throws {
+        let ekCA = try TemporaryDirectory(prefix: "keyseal-ekca")
+        defer { ekCA.remove() }
+        let tpm = try AttestingTPM(endorsementCA: ekCA)
+        let ca = try TestAttestationCA()
+        let chain = try tpm.enroll(with: ca)
+        let certificate = try Certificate(derEncoded: chain[0])
+        #expect(certificate.subject.isEmpty)
+        #expect(
+            try certificate.extensions.extendedKeyUsage.map(Array.init)?.contains(
+                ExtendedKeyUsage.Usage(oid: [2, 23, 133, 8, 3])
+            )
+                == true
+        )
+        let san = try #require(try certificate.extensions.subjectAlternativeNames)
+        #expect("\(san)".contains("swtpm"))
+        try AttestationKeyCertificates.check(chain, attestationKeyPublicArea: try tpm.key.attestationKeyPublicArea())
+    }
+
+    @Test("a credential made for another TPM's EK does not activate: the TPM refuses it (errSecDecode)")
+    func activationOnAnotherTPM() throws {
+        let ekCA = try TemporaryDirectory(prefix: "keyseal-ekca")
+        defer { ekCA.remove() }
+        let first = try AttestingTPM(endorsementCA: ekCA)
+        let second = try AttestingTPM(endorsementCA: ekCA)
+        let (challenge, _) = try AttestationCA.makeChallenge(
+            for: try first.enrollmentRequest(),
+            ekTrustAnchors: try first.endorsementCAs
+        )
+        let error = try #require(throws: KeychainError.self) {
+            _ = try second.key.activateCredential(
+                credentialBlob: Array(Data(base64Encoded: challenge.credentialBlob)!),
+                secret: Array(Data(base64Encoded: challenge.secret)!)
+            )
+        }
+        #expect(error.status == KeychainStatus.decode)
+    }
+
+    @Test("an EK certificate that does not chain to the given EK CA gets no challenge")
+    func endorsementCertificateOfAnotherMaker() throws {
+        let ekCA = try TemporaryDirectory(prefix: "keyseal-ekca")
+        let otherCA = try TemporaryDirectory(prefix: "keyseal-ekca")
+        defer {
+            ekCA.remove()
+            otherCA.remove()
+        }
+        let tpm = try AttestingTPM(endorsementCA: ekCA)
+        let other = try AttestingTPM(endorsementCA: otherCA)
+        let error = try #require(throws: KeychainError.self) {
+            _ = try AttestationCA.makeChallenge(
+                for: try tpm.enrollmentRequest(),
+                ekTrustAnchors: try other.endorsementCAs
+            )
+        }
+        #expect(error.status == KeychainStatus.decode)
+    }
+
+    @Test(
+        "an attestation of a hardware key verifies; a replayed challenge, a tampered certInfo, another CA are refused"
+    )
+    func attestationAndItsRefusals() throws {
+        let ekCA = try TemporaryDirectory(prefix: "keyseal-ekca")
+        defer { ekCA.remove() }
+        let tpm = try AttestingTPM(endorsementCA: ekCA)
+        let ca = try TestAttestationCA()
+        let chain = try tpm.enroll(with: ca)
+        let (publicKey, statement) = try tpm.attestedKey(challenge: Self.challenge, chain: chain)
+        let verified = try AttestationVerifier.verify(
+            statement,
+            challenge: Self.challenge,
+            trustAnchors: [ca.certificate]
+        )
+        #expect(verified.publicKey.x963Representation == publicKey)
+
+        // Replayed: verified against another challenge.
+        #expect(
+            Self.failure {
+                _ = try AttestationVerifier.verify(
+                    statement,
+                    challenge: Array("another challenge".utf8),
+                    trustAnchors: [ca.certificate]
+                )
+            } == .challenge
+        )
+        // Tampered certInfo: a byte of the clock changed, everything else intact.
+        var decoded = try TPMAttestationStatement(cbor: statement)
+        let clockOffset = 6 + 2 + Int(decoded.certInfo[6]) << 8 + Int(decoded.certInfo[7]) + 2 + 32
+        decoded.certInfo[clockOffset + 7] ^= 0x01
+        #expect(
+            Self.failure {
+                _ = try AttestationVerifier.verify(
+                    decoded.cbor(),
+                    challenge: Self.challenge,
+                    trustAnchors: [ca.certificate]
+                )
+            } == .signature
+        )
+        // Another CA.
+        #expect(
+            Self.failure {
+                _ = try AttestationVerifier.verify(
+                    statement,
+                    challenge: Self.challenge,
+                    trustAnchors: [try TestAttestationCA(name: "Another CA").certificate]
+                )
+            } == .chain
+        )
+    }
+
+    @Test("a key of another TPM: not the expected key, and its public area does not match the certified Name")
+    func keyOfAnotherTPM() throws {
+        let ekCA = try TemporaryDirectory(prefix: "keyseal-ekca")
+        defer { ekCA.remove() }
+        let ca = try TestAttestationCA()
+        let first = try AttestingTPM(endorsementCA: ekCA)
+        let second = try AttestingTPM(endorsementCA: ekCA)
+        let (firstKey, firstStatement) = try first.attestedKey(
+            challenge: Self.challenge,
+            chain: try first.enroll(with: ca)
+        )
+        let (_, secondStatement) = try second.attestedKey(challenge: Self.challenge, chain: try second.enroll(with: ca))
+        let expected = try P256.Signing.PublicKey(x963Representation: firstKey)
+        #expect(
+            Self.failure {
+                _ = try AttestationVerifier.verify(
+                    secondStatement,
+                    challenge: Self.challenge,
+                    trustAnchors: [ca.certificate],
+                    expectedPublicKey: expected
+                )
+            } == .publicKey
+        )
+        // The first TPM's key put in place of the second's certified one.
+        var swapped = try TPMAttestationStatement(cbor: secondStatement)
+        swapped.pubArea = try TPMAttestationStatement(cbor: firstStatement).pubArea
+        #expect(
+            Self.failure {
+                _ = try AttestationVerifier.verify(
+                    swapped.cbor(),
+                    challenge: Self.challenge,
+                    trustAnchors: [ca.certificate]
+                )
+            } == .name
+        )
+    }
+}
