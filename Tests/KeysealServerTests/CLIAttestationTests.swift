@@ -1,5 +1,6 @@
 import Crypto
 import Foundation
+import Keyseal
 import KeysealTestSupport
 import SwiftASN1
 import Testing
@@ -222,6 +223,20 @@ struct CLIAttestationTests {
         try #require(try cli("create-key", "--tag", "software").status == 0)
         let refused = try cli("attest", "--tag", "software", "--challenge", "01")
         #expect(refused.status == 206 && refused.stderrText.contains("software key"), "\(refused.stderrText)")
+    }
+
+    @Test("another user cannot have a key outside its groups attested: not found, as for every key operation")
+    func anotherGroupsKeyRefused() throws {
+        try #require(getuid() == 0, "needs root to run the probe as uid 65534")
+        let daemon = try DaemonFixture.sharedWithNobody(backend: .tpm)
+        defer { daemon.remove() }
+        let key = try daemon.client().generateKey(KeyGenerationRequest(keyType: .p256, inHardware: true))
+        guard case .item(let reference) = key.reference else {
+            Issue.record("a stored key has an item reference")
+            return
+        }
+        let hex = reference.map { String(format: "%02x", $0) }.joined()
+        #expect(try daemon.probeAsNobody(["attest", hex]).hasPrefix("error -25300"))
     }
 
     @Test("on the PKCS#11 backend attestation is errSecUnimplemented (exit 252) with a clear message")
