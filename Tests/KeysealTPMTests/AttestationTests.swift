@@ -272,3 +272,31 @@ struct AttestationTests {
         )
     }
 }
+
+/// The statement's CBOR codec (KeysealAttestation/CBOR.swift): what it writes it reads back, and input that is not
+/// one well-formed item is an error, never a crash.
+@Suite("Attestation statement CBOR")
+struct AttestationCBORTests {
+    static let statement = TPMAttestationStatement(
+        x5c: [[1, 2, 3], [4]],
+        sig: [0x30, 0x06],
+        certInfo: Array(repeating: 0xAB, count: 300),
+        pubArea: Array(repeating: 0xCD, count: 24)
+    )
+
+    @Test("a statement decodes to what was encoded")
+    func roundTrip() throws {
+        #expect(try TPMAttestationStatement(cbor: Self.statement.cbor()) == Self.statement)
+    }
+
+    @Test("every truncation, trailing bytes and an indefinite length are refused as malformed")
+    func malformedInput() throws {
+        let bytes = Self.statement.cbor()
+        for length in 0..<bytes.count {
+            #expect(throws: AttestationFailure.self) { try TPMAttestationStatement(cbor: Array(bytes.prefix(length))) }
+        }
+        #expect(throws: CBOR.DecodingError.self) { try CBOR(decoding: bytes + [0]) }
+        #expect(throws: CBOR.DecodingError.self) { try CBOR(decoding: [0x5F, 0x41, 0x00, 0xFF]) }
+        #expect(throws: CBOR.DecodingError.self) { try CBOR(decoding: [0x9B] + [UInt8](repeating: 0xFF, count: 8)) }
+    }
+}
