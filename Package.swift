@@ -16,6 +16,7 @@ let package = Package(
         .library(name: "KeysealClient", targets: ["KeysealClient"]),
         .executable(name: "keyseald", targets: ["keyseald"]),
         .executable(name: "keyseal", targets: ["keyseal"]),
+        .executable(name: "keyseal-attestation", targets: ["keyseal-attestation"]),
         .executable(name: "keyseal-secret-service", targets: ["keyseal-secret-service"]),
         // For the Benchmarks package (Benchmarks/): the test fixtures and the device-key providers it measures; not
         // for applications.
@@ -152,10 +153,6 @@ let package = Package(
             name: "keyseal",
             dependencies: [
                 "KeysealClient", "KeysealModel", "KeysealStatus",
-                // The attestation CA and verifier, which run without keyseald (docs/TPM.md).
-                "KeysealAttestation", .product(name: "X509", package: "swift-certificates"),
-                .product(name: "SwiftASN1", package: "swift-asn1"),
-                .product(name: "Crypto", package: "swift-crypto"),
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
             ],
             swiftSettings: swiftSettings,
@@ -169,6 +166,19 @@ let package = Package(
                 .linkedLibrary("_FoundationCollections", .when(platforms: [.linux], configuration: .release)),
                 .linkedLibrary("_FoundationCShims", .when(platforms: [.linux], configuration: .release)),
             ]
+        ),
+        // The attestation commands that need X.509 and libcrypto (the CA's side of the AK enrollment, the verifier), which
+        // `keyseal` runs as this program so that it links neither (docs/ARCHITECTURE.md, "The command line").
+        .executableTarget(
+            name: "keyseal-attestation",
+            dependencies: [
+                "KeysealAttestation", "KeysealModel",
+                .product(name: "X509", package: "swift-certificates"),
+                .product(name: "SwiftASN1", package: "swift-asn1"),
+                .product(name: "Crypto", package: "swift-crypto"),
+                .product(name: "ArgumentParser", package: "swift-argument-parser"),
+            ],
+            swiftSettings: swiftSettings
         ),
         // The freedesktop Secret Service over keyseald: sd-bus on a thread of its own, items through the wire.
         .target(

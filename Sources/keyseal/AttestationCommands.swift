@@ -1,9 +1,5 @@
 import ArgumentParser
-import Crypto
-import KeysealAttestation
 import KeysealClient
-import SwiftASN1
-import X509
 
 #if canImport(FoundationEssentials)
 import FoundationEssentials
@@ -17,7 +13,8 @@ import Glibc
 
 /// `keyseal attestation …`: the attestation key's enrollment with a CA (docs/OPERATIONS.md "Key attestation").
 /// `enroll-request`, `activate` and `install` run on the device through keyseald (administrators); `ca-challenge` and
-/// `ca-issue` are the CA's side and run anywhere, without keyseald.
+/// `ca-issue` are the CA's side and run anywhere, without keyseald: `keyseal` runs `keyseal-attestation` for them
+/// (``AttestationHelper``), so that it links no X.509 or libcrypto code itself.
 struct AttestationCommand: ParsableCommand {
     static let configuration = CommandConfiguration(
         commandName: "attestation",
@@ -30,6 +27,30 @@ struct AttestationCommand: ParsableCommand {
             """,
         subcommands: [EnrollRequest.self, CAChallenge.self, Activate.self, CAIssue.self, Install.self]
     )
+
+    /// The CA's challenge file (TPM2B_ID_OBJECT and TPM2B_ENCRYPTED_SECRET, base64).
+    struct Challenge: Decodable {
+        var credentialBlob: String
+        var secret: String
+    }
+
+    /// Run by `keyseal-attestation` (``AttestationHelper``); listed here for help.
+    struct CAChallenge: ParsableCommand {
+        static let configuration = CommandConfiguration(
+            commandName: "ca-challenge",
+            abstract: "CA side: check the EK certificate and make a credential to the EK for the AK (no keyseald).",
+            discussion: "keyseal attestation ca-challenge --help for its options."
+        )
+    }
+
+    /// Run by `keyseal-attestation` (``AttestationHelper``); listed here for help.
+    struct CAIssue: ParsableCommand {
+        static let configuration = CommandConfiguration(
+            commandName: "ca-issue",
+            abstract: "CA side: check the device's proof and issue the AK certificate (no keyseald).",
+            discussion: "keyseal attestation ca-issue --help for its options."
+        )
+    }
 
     struct EnrollRequest: ClientCommand {
         static let configuration = CommandConfiguration(
@@ -50,48 +71,6 @@ struct AttestationCommand: ParsableCommand {
         }
     }
 
-    struct CAChallenge: ParsableCommand {
-        static let configuration = CommandConfiguration(
-            commandName: "ca-challenge",
-            abstract: "CA side: check the EK certificate and make a credential to the EK for the AK (no keyseald).",
-            discussion: """
-                Writes the challenge for the device to --output and what ca-issue needs to --output.state (0600: it \
-                holds the credential; keep it on the CA). Every certificate in --ek-ca (the TPM maker's root and \
-                intermediates) is trusted to issue EK certificates; without --ek-ca the EK certificate is not checked.
-                """
-        )
-        @OptionGroup var global: GlobalOptions
-        @Option(name: .long, help: ArgumentHelp("The device's enrollment request.", valueName: "file"))
-        var request: String
-        @Option(name: .customLong("ca-key"), help: ArgumentHelp("The CA's private key (PEM).", valueName: "file"))
-        var caKey: String
-        @Option(name: .customLong("ca-cert"), help: ArgumentHelp("The CA's certificate (PEM).", valueName: "file"))
-        var caCert: String
-        @Option(name: .customLong("ek-ca"), help: ArgumentHelp("EK CA certificates (PEM).", valueName: "file"))
-        var ekCA: String?
-        @Option(name: .long, help: ArgumentHelp("The challenge file to write.", valueName: "file"))
-        var output: String
-
-        func run() throws {
-            try AttestationFiles.reporting("attestation ca-challenge") {
-                // The CA's key and certificate are checked now, so a challenge is never made for a CA that cannot issue.
-                _ = try AttestationFiles.caIdentity(key: caKey, certificate: caCert)
-                let request = try AttestationFiles.decode(EnrollmentRequest.self, from: self.request)
-                let anchors = try ekCA.map { try AttestationFiles.certificates($0) }
-                if anchors == nil {
-                    Console.err(
-                        "keyseal: attestation ca-challenge: warning: the EK certificate was not checked (no --ek-ca)"
-                    )
-                }
-                var (challenge, state) = try AttestationCA.makeChallenge(for: request, ekTrustAnchors: anchors)
-                state.caKey = AttestationFiles.absolute(caKey)
-                state.caCertificate = AttestationFiles.absolute(caCert)
-                try AttestationFiles.write(try AttestationFiles.json(state), to: output + ".state", mode: 0o600)
-                try AttestationFiles.write(try AttestationFiles.json(challenge), to: output, mode: 0o644)
-            }
-        }
-    }
-
     struct Activate: ClientCommand {
         static let configuration = CommandConfiguration(
             commandName: "activate",
@@ -106,7 +85,7 @@ struct AttestationCommand: ParsableCommand {
         var output: String?
 
         func execute(_ client: DaemonClient) throws {
-            let challenge = try AttestationFiles.decode(CredentialChallenge.self, from: self.challenge)
+            let challenge = try AttestationFiles.decode(Challenge.self, from: self.challenge)
             guard let blob = Data(base64Encoded: challenge.credentialBlob),
                 let secret = Data(base64Encoded: challenge.secret)
             else {
@@ -114,46 +93,8 @@ struct AttestationCommand: ParsableCommand {
             }
             let request = WireRequest.attestation(.activate(credentialBlob: blob, secret: secret))
             guard case .keyResult(let credential) = try client.send(request) else { throw unexpected }
-            let proof = ActivationProof(credential: credential.base64EncodedString())
-            try AttestationFiles.emit(try AttestationFiles.json(proof), to: output)
-        }
-    }
-
-    struct CAIssue: ParsableCommand {
-        static let configuration = CommandConfiguration(
-            commandName: "ca-issue",
-            abstract: "CA side: check the device's proof and issue the AK certificate (no keyseald).",
-            discussion: """
-                The certificate: X.509 v3, empty subject, the TPM's manufacturer, model and version (from the EK \
-                certificate) in the subjectAltName, EKU 2.23.133.8.3 (tcg-kp-AIKCertificate), not a CA.
-                """
-        )
-        @OptionGroup var global: GlobalOptions
-        @Option(name: .long, help: ArgumentHelp("The state ca-challenge wrote.", valueName: "file"))
-        var state: String
-        @Option(name: .long, help: ArgumentHelp("The device's proof.", valueName: "file"))
-        var proof: String
-        @Option(name: .customLong("ca-key"), help: ArgumentHelp("The CA's private key (PEM).", valueName: "file"))
-        var caKey: String?
-        @Option(name: .customLong("ca-cert"), help: ArgumentHelp("The CA's certificate (PEM).", valueName: "file"))
-        var caCert: String?
-        @Option(name: .long, help: ArgumentHelp("The AK certificate to write (PEM).", valueName: "file"))
-        var output: String
-
-        func run() throws {
-            try AttestationFiles.reporting("attestation ca-issue") {
-                let state = try AttestationFiles.decode(ChallengeState.self, from: self.state)
-                let proof = try AttestationFiles.decode(ActivationProof.self, from: self.proof)
-                guard let keyPath = caKey ?? state.caKey, let certificatePath = caCert ?? state.caCertificate else {
-                    throw KeychainError(KeychainStatus.param, "give --ca-key and --ca-cert")
-                }
-                let (key, certificate) = try AttestationFiles.caIdentity(key: keyPath, certificate: certificatePath)
-                let issued = try AttestationCA.issue(state: state, proof: proof, caKey: key, caCertificate: certificate)
-                var serializer = DER.Serializer()
-                try serializer.serialize(issued)
-                let pem = AttestationKeyCertificates.pem([serializer.serializedBytes])
-                try AttestationFiles.write(Data(pem.utf8), to: output, mode: 0o644)
-            }
+            let proof = JSON.object([("credential", .string(credential.base64EncodedString()))]).rendered + "\n"
+            try AttestationFiles.emit(Data(proof.utf8), to: output)
         }
     }
 
@@ -174,7 +115,7 @@ struct AttestationCommand: ParsableCommand {
         func execute(_ client: DaemonClient) throws {
             var ders = try AttestationFiles.pemCertificates(certificate)
             if let chain { ders += try AttestationFiles.pemCertificates(chain) }
-            guard case .ok = try client.send(.attestation(.install(certificates: ders.map { Data($0) }))) else {
+            guard case .ok = try client.send(.attestation(.install(certificates: ders))) else {
                 throw unexpected
             }
             if global.json {
@@ -238,185 +179,105 @@ struct AttestCommand: ClientCommand {
     }
 }
 
-/// `keyseal verify-attestation`: checks an attestation without keyseald.
+/// `keyseal verify-attestation`: run by `keyseal-attestation` (``AttestationHelper``); listed here for help.
 struct VerifyAttestationCommand: ParsableCommand {
     static let configuration = CommandConfiguration(
         commandName: "verify-attestation",
         abstract: "Check a key attestation (webauthn-tpm or json) against a challenge and a CA (no keyseald).",
-        discussion: """
-            Checks: the AK certificate (empty subject, EKU 2.23.133.8.3, not a CA) chains to --ca; certInfo's \
-            magic and type; the certified Name is pubArea's; pubArea has fixedTPM, fixedParent and \
-            sensitiveDataOrigin; extraData is SHA-256 of the challenge (and of the properties, for json); the AK's \
-            signature; with --public-key, the certified key. Exit 0 when all hold, else 93 with the failed check.
-            """
+        discussion: "keyseal verify-attestation --help for its options."
     )
+}
 
-    @OptionGroup var global: GlobalOptions
-    @Option(name: .long, help: ArgumentHelp("The attestation.", valueName: "file"))
-    var input: String
-    @Option(name: .long, help: ArgumentHelp("The challenge, in hex.", valueName: "hex"))
-    var challenge: String
-    @Option(
-        name: .long,
-        help: ArgumentHelp("The CA certificate(s) that issued the AK certificate (PEM).", valueName: "file")
-    )
-    var ca: String
-    @Option(name: .customLong("public-key"), help: ArgumentHelp("The expected key (PEM).", valueName: "file"))
-    var publicKey: String?
-    var json: Bool { global.json }
+/// The commands that need X.509 and the attestation verifier run as `keyseal-attestation`, installed next to
+/// `keyseal`: linking swift-certificates and libcrypto into `keyseal` made every command start slower (measured:
+/// docs/ARCHITECTURE.md, "The command line").
+enum AttestationHelper {
+    static let commands: Set<String> = ["ca-challenge", "ca-issue", "verify-attestation"]
 
-    func validate() throws {
-        guard Formatting.bytes(hex: challenge) != nil else { throw ValidationError("--challenge: not hex") }
-    }
-
-    func run() throws {
-        try AttestationFiles.reporting("verify-attestation", json: json) {
-            let input = try AttestationFiles.read(self.input)
-            let anchors = try AttestationFiles.certificates(ca)
-            var expected: P256.Signing.PublicKey?
-            if let publicKey {
-                guard let pem = String(data: try AttestationFiles.read(publicKey), encoding: .utf8),
-                    let key = try? P256.Signing.PublicKey(pemRepresentation: pem)
-                else {
-                    throw KeychainError(KeychainStatus.param, "\(publicKey) is not a P-256 public key in PEM")
-                }
-                expected = key
-            }
-            let verified: VerifiedAttestation
-            do throws(AttestationFailure) {
-                verified = try AttestationVerifier.verify(
-                    Array(input),
-                    challenge: Formatting.bytes(hex: challenge)!,
-                    trustAnchors: anchors,
-                    expectedPublicKey: expected
-                )
-            } catch {
-                throw KeychainError(KeychainStatus.decode, error.description)
-            }
-            if json {
-                var fields: [(String, JSON)] = [
-                    ("verified", .bool(true)),
-                    ("publicKey", .string(verified.publicKey.pemRepresentation)),
-                ]
-                if let properties = verified.properties {
-                    fields.append(("accessibility", .string(properties.accessibility)))
-                    fields.append(("thisDeviceOnly", .bool(properties.thisDeviceOnly)))
-                    fields.append(("nonExportable", .bool(properties.nonExportable)))
-                }
-                Console.out(JSON.object(fields).rendered)
+    /// Replaces this process with `keyseal-attestation` when `arguments` name one of its commands; returns otherwise.
+    static func runIfNeeded(_ arguments: [String]) {
+        var index = 0
+        while index < arguments.count {
+            let argument = arguments[index]
+            if argument == "--json" || argument.hasPrefix("--socket=") {
+                index += 1
+            } else if argument == "--socket" {
+                index += 2
             } else {
-                Console.out("attestation verified: the key was generated in a TPM whose AK the CA certified")
-                if let properties = verified.properties {
-                    Console.out(
-                        "properties: accessibility \(properties.accessibility), this-device-only "
-                            + "\(properties.thisDeviceOnly ? "yes" : "no"), non-exportable \(properties.nonExportable ? "yes" : "no")"
-                    )
-                }
+                break
             }
         }
+        guard index < arguments.count else { return }
+        let command: String
+        if arguments[index] == "verify-attestation" {
+            command = "verify-attestation"
+        } else if arguments[index] == "attestation", index + 1 < arguments.count,
+            commands.contains(arguments[index + 1])
+        {
+            command = "attestation " + arguments[index + 1]
+        } else {
+            return
+        }
+        var path = "/proc/self/exe"
+        if let resolved = realpath(path, nil) {
+            path = String(cString: resolved)
+            free(resolved)
+        }
+        let helper = URL(fileURLWithPath: path).deletingLastPathComponent().appendingPathComponent(
+            "keyseal-attestation"
+        )
+        .path
+        let argv = [helper] + arguments
+        var cArguments = argv.map { strdup($0) } + [nil]
+        execv(helper, &cArguments)
+        CommandFailure(
+            status: -25291,
+            message:
+                "cannot run \(helper): \(String(cString: strerror(errno))) (install keyseal-attestation next to keyseal)"
+        ).report(command: command, json: arguments.contains("--json"))
+        exit(53)
     }
 }
 
-/// Files of the attestation commands, and their failures as one line with the status's exit code.
+/// Files of the device-side attestation commands.
 enum AttestationFiles {
-    static func reporting(_ command: String, json: Bool = false, _ body: () throws -> Void) throws {
-        do {
-            try body()
-        } catch let error as KeychainError {
-            let failure = CommandFailure(error)
-            failure.report(command: command, json: json)
-            throw ExitCode(failure.exitCode)
-        } catch let failure as CommandFailure {
-            failure.report(command: command, json: json)
-            throw ExitCode(failure.exitCode)
-        } catch let error as ExitCode {
-            throw error
-        } catch {
-            let failure = CommandFailure(status: -26275, message: "\(error)")
-            failure.report(command: command, json: json)
-            throw ExitCode(failure.exitCode)
-        }
-    }
-
-    static func absolute(_ path: String) -> String {
-        path.hasPrefix("/") ? path : FileManager.default.currentDirectoryPath + "/" + path
-    }
-
-    static func read(_ path: String) throws -> Data {
+    static func read(_ path: String) throws(CommandFailure) -> Data {
         guard let data = FileManager.default.contents(atPath: path) else {
-            throw KeychainError(KeychainStatus.io, "cannot read \(path)")
+            throw CommandFailure(status: -36, message: "cannot read \(path)")
         }
         return data
     }
 
     static func decode<T: Decodable>(_ type: T.Type, from path: String) throws -> T {
-        do {
-            return try JSONDecoder().decode(type, from: try read(path))
-        } catch let error as KeychainError {
-            throw error
-        } catch {
-            throw KeychainError(KeychainStatus.decode, "\(path) is not the expected JSON")
+        let data = try read(path)
+        guard let value = try? JSONDecoder().decode(type, from: data) else {
+            throw CommandFailure(status: -26275, message: "\(path) is not the expected JSON")
         }
+        return value
     }
 
-    static func json<T: Encodable>(_ value: T) throws -> Data {
-        let encoder = JSONEncoder()
-        encoder.outputFormatting = [.prettyPrinted, .sortedKeys]
-        return try encoder.encode(value) + Data("\n".utf8)
-    }
-
-    static func pemCertificates(_ path: String) throws -> [[UInt8]] {
-        guard let text = String(data: try read(path), encoding: .utf8) else {
-            throw KeychainError(KeychainStatus.decode, "\(path) is not PEM")
+    /// The DER certificates of a PEM file.
+    static func pemCertificates(_ path: String) throws -> [Data] {
+        guard let ders = CertificateOutput.certificates(in: try read(path)), !ders.isEmpty,
+            String(decoding: try read(path), as: UTF8.self).contains("-----BEGIN CERTIFICATE-----")
+        else {
+            throw CommandFailure(status: -26275, message: "\(path) holds no PEM certificate")
         }
-        let ders = try AttestationKeyCertificates.ders(text)
-        guard !ders.isEmpty else { throw KeychainError(KeychainStatus.decode, "\(path) holds no certificate") }
         return ders
     }
 
-    static func certificates(_ path: String) throws -> [Certificate] {
-        do {
-            return try pemCertificates(path).map { try Certificate(derEncoded: $0) }
-        } catch let error as KeychainError {
-            throw error
-        } catch {
-            throw KeychainError(KeychainStatus.decode, "\(path): a certificate does not parse")
-        }
-    }
-
-    static func caIdentity(key: String, certificate: String) throws -> (Certificate.PrivateKey, Certificate) {
-        guard let pem = String(data: try read(key), encoding: .utf8),
-            let privateKey = try? Certificate.PrivateKey(pemEncoded: pem)
-        else {
-            throw KeychainError(KeychainStatus.param, "\(key) is not a private key in PEM (EC or RSA)")
-        }
-        guard let caCertificate = try certificates(certificate).first else {
-            throw KeychainError(KeychainStatus.param, "\(certificate) holds no certificate")
-        }
-        guard caCertificate.publicKey == privateKey.publicKey else {
-            throw KeychainError(KeychainStatus.param, "the CA key is not the CA certificate's key")
-        }
-        return (privateKey, caCertificate)
-    }
-
-    /// Writes `data` to a new or truncated file with `mode` (set even if the file existed).
-    static func write(_ data: Data, to path: String, mode: mode_t) throws {
-        let fd = open(path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC | O_NOFOLLOW, mode)
-        guard fd >= 0 else { throw KeychainError(KeychainStatus.io, "cannot write \(path)") }
-        defer { close(fd) }
-        _ = fchmod(fd, mode)
-        let written = data.withUnsafeBytes { Glibc.write(fd, $0.baseAddress, $0.count) }
-        guard written == data.count, fsync(fd) == 0 else {
-            throw KeychainError(KeychainStatus.io, "cannot write \(path)")
-        }
-    }
-
-    /// Writes to `path`, or to standard output.
+    /// Writes to `path` (0644, truncated), or to standard output.
     static func emit(_ data: Data, to path: String?) throws {
-        if let path {
-            try write(data, to: path, mode: 0o644)
-        } else {
+        guard let path else {
             Console.rawBytes(data)
+            return
+        }
+        let fd = open(path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC | O_NOFOLLOW, 0o644)
+        guard fd >= 0 else { throw CommandFailure(status: -36, message: "cannot write \(path)") }
+        defer { close(fd) }
+        let written = data.withUnsafeBytes { write(fd, $0.baseAddress, $0.count) }
+        guard written == data.count, fsync(fd) == 0 else {
+            throw CommandFailure(status: -36, message: "cannot write \(path)")
         }
     }
 }

@@ -43,6 +43,7 @@ struct KeysealCommand: ParsableCommand {
         let arguments = Array(CommandLine.arguments.dropFirst())
         // The lookups scripts run most take a path of their own (docs/ARCHITECTURE.md, "The command line").
         if let find = FindParser.parse(arguments) { FindParser.exit(find.run()) }
+        AttestationHelper.runIfNeeded(arguments)
         main(ArgumentRewriter.rewrite(arguments))
     }
 }
