@@ -152,7 +152,7 @@ let package = Package(
         .executableTarget(
             name: "keyseal",
             dependencies: [
-                "KeysealClient", "KeysealModel", "KeysealStatus",
+                "KeysealClient", "KeysealModel", "KeysealStatus", "KeysealAttestationOptions",
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
             ],
             swiftSettings: swiftSettings,
@@ -167,12 +167,18 @@ let package = Package(
                 .linkedLibrary("_FoundationCShims", .when(platforms: [.linux], configuration: .release)),
             ]
         ),
+        // The options and help of keyseal-attestation's commands, which keyseal lists too (argument parsing only).
+        .target(
+            name: "KeysealAttestationOptions",
+            dependencies: [.product(name: "ArgumentParser", package: "swift-argument-parser")],
+            swiftSettings: swiftSettings
+        ),
         // The attestation commands that need X.509 and libcrypto (the CA's side of the AK enrollment, the verifier), which
         // `keyseal` runs as this program so that it links neither (docs/ARCHITECTURE.md, "The command line").
         .executableTarget(
             name: "keyseal-attestation",
             dependencies: [
-                "KeysealAttestation", "KeysealModel",
+                "KeysealAttestation", "KeysealAttestationOptions", "KeysealModel",
                 .product(name: "X509", package: "swift-certificates"),
                 .product(name: "SwiftASN1", package: "swift-asn1"),
                 .product(name: "Crypto", package: "swift-crypto"),

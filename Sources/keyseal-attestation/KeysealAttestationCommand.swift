@@ -1,6 +1,7 @@
 import ArgumentParser
 import Crypto
 import KeysealAttestation
+import KeysealAttestationOptions
 import KeysealModel
 import SwiftASN1
 import X509
@@ -57,26 +58,14 @@ struct GlobalOptions: ParsableArguments {
 }
 
 struct CAChallenge: ParsableCommand {
-    static let configuration = CommandConfiguration(
-        commandName: "ca-challenge",
-        abstract: "CA side: check the EK certificate and make a credential to the EK for the AK (no keyseald).",
-        discussion: """
-            Writes the challenge for the device to --output and what ca-issue needs to --output.state (0600: it \
-            holds the credential; keep it on the CA). Every certificate in --ek-ca (the TPM maker's root and \
-            intermediates) is trusted to issue EK certificates; without --ek-ca the EK certificate is not checked.
-            """
-    )
+    static let configuration = AttestationCommandHelp.caChallenge
     @OptionGroup var global: GlobalOptions
-    @Option(name: .long, help: ArgumentHelp("The device's enrollment request.", valueName: "file"))
-    var request: String
-    @Option(name: .customLong("ca-key"), help: ArgumentHelp("The CA's private key (PEM).", valueName: "file"))
-    var caKey: String
-    @Option(name: .customLong("ca-cert"), help: ArgumentHelp("The CA's certificate (PEM).", valueName: "file"))
-    var caCert: String
-    @Option(name: .customLong("ek-ca"), help: ArgumentHelp("EK CA certificates (PEM).", valueName: "file"))
-    var ekCA: String?
-    @Option(name: .long, help: ArgumentHelp("The challenge file to write.", valueName: "file"))
-    var output: String
+    @OptionGroup var options: CAChallengeOptions
+    var request: String { options.request }
+    var caKey: String { options.caKey }
+    var caCert: String { options.caCert }
+    var ekCA: String? { options.ekCA }
+    var output: String { options.output }
 
     func run() throws {
         try AttestationFiles.reporting("attestation ca-challenge") {
@@ -99,25 +88,14 @@ struct CAChallenge: ParsableCommand {
 }
 
 struct CAIssue: ParsableCommand {
-    static let configuration = CommandConfiguration(
-        commandName: "ca-issue",
-        abstract: "CA side: check the device's proof and issue the AK certificate (no keyseald).",
-        discussion: """
-            The certificate: X.509 v3, empty subject, the TPM's manufacturer, model and version (from the EK \
-            certificate) in the subjectAltName, EKU 2.23.133.8.3 (tcg-kp-AIKCertificate), not a CA.
-            """
-    )
+    static let configuration = AttestationCommandHelp.caIssue
     @OptionGroup var global: GlobalOptions
-    @Option(name: .long, help: ArgumentHelp("The state ca-challenge wrote.", valueName: "file"))
-    var state: String
-    @Option(name: .long, help: ArgumentHelp("The device's proof.", valueName: "file"))
-    var proof: String
-    @Option(name: .customLong("ca-key"), help: ArgumentHelp("The CA's private key (PEM).", valueName: "file"))
-    var caKey: String?
-    @Option(name: .customLong("ca-cert"), help: ArgumentHelp("The CA's certificate (PEM).", valueName: "file"))
-    var caCert: String?
-    @Option(name: .long, help: ArgumentHelp("The AK certificate to write (PEM).", valueName: "file"))
-    var output: String
+    @OptionGroup var options: CAIssueOptions
+    var state: String { options.state }
+    var proof: String { options.proof }
+    var caKey: String? { options.caKey }
+    var caCert: String? { options.caCert }
+    var output: String { options.output }
 
     func run() throws {
         try AttestationFiles.reporting("attestation ca-issue") {
@@ -138,29 +116,14 @@ struct CAIssue: ParsableCommand {
 
 /// `keyseal verify-attestation`: checks an attestation without keyseald.
 struct VerifyAttestationCommand: ParsableCommand {
-    static let configuration = CommandConfiguration(
-        commandName: "verify-attestation",
-        abstract: "Check a key attestation (webauthn-tpm or json) against a challenge and a CA (no keyseald).",
-        discussion: """
-            Checks: the AK certificate (empty subject, EKU 2.23.133.8.3, not a CA) chains to --ca; certInfo's \
-            magic and type; the certified Name is pubArea's; pubArea has fixedTPM, fixedParent and \
-            sensitiveDataOrigin; extraData is SHA-256 of the challenge (and of the properties, for json); the AK's \
-            signature; with --public-key, the certified key. Exit 0 when all hold, else 93 with the failed check.
-            """
-    )
+    static let configuration = AttestationCommandHelp.verifyAttestation
 
     @OptionGroup var global: GlobalOptions
-    @Option(name: .long, help: ArgumentHelp("The attestation.", valueName: "file"))
-    var input: String
-    @Option(name: .long, help: ArgumentHelp("The challenge, in hex.", valueName: "hex"))
-    var challenge: String
-    @Option(
-        name: .long,
-        help: ArgumentHelp("The CA certificate(s) that issued the AK certificate (PEM).", valueName: "file")
-    )
-    var ca: String
-    @Option(name: .customLong("public-key"), help: ArgumentHelp("The expected key (PEM).", valueName: "file"))
-    var publicKey: String?
+    @OptionGroup var options: VerifyAttestationOptions
+    var input: String { options.input }
+    var challenge: String { options.challenge }
+    var ca: String { options.ca }
+    var publicKey: String? { options.publicKey }
     var json: Bool { global.json }
 
     func validate() throws {

@@ -1,4 +1,5 @@
 import ArgumentParser
+import KeysealAttestationOptions
 import KeysealClient
 
 #if canImport(FoundationEssentials)
@@ -34,22 +35,18 @@ struct AttestationCommand: ParsableCommand {
         var secret: String
     }
 
-    /// Run by `keyseal-attestation` (``AttestationHelper``); listed here for help.
+    /// Run by `keyseal-attestation` (``AttestationHelper``); declared here for help, the man page and completions.
     struct CAChallenge: ParsableCommand {
-        static let configuration = CommandConfiguration(
-            commandName: "ca-challenge",
-            abstract: "CA side: check the EK certificate and make a credential to the EK for the AK (no keyseald).",
-            discussion: "keyseal attestation ca-challenge --help for its options."
-        )
+        static let configuration = AttestationCommandHelp.caChallenge
+        @OptionGroup var global: GlobalOptions
+        @OptionGroup var options: CAChallengeOptions
     }
 
-    /// Run by `keyseal-attestation` (``AttestationHelper``); listed here for help.
+    /// Run by `keyseal-attestation` (``AttestationHelper``); declared here for help, the man page and completions.
     struct CAIssue: ParsableCommand {
-        static let configuration = CommandConfiguration(
-            commandName: "ca-issue",
-            abstract: "CA side: check the device's proof and issue the AK certificate (no keyseald).",
-            discussion: "keyseal attestation ca-issue --help for its options."
-        )
+        static let configuration = AttestationCommandHelp.caIssue
+        @OptionGroup var global: GlobalOptions
+        @OptionGroup var options: CAIssueOptions
     }
 
     struct EnrollRequest: ClientCommand {
@@ -179,13 +176,12 @@ struct AttestCommand: ClientCommand {
     }
 }
 
-/// `keyseal verify-attestation`: run by `keyseal-attestation` (``AttestationHelper``); listed here for help.
+/// `keyseal verify-attestation`: run by `keyseal-attestation` (``AttestationHelper``); declared here for help, the
+/// man page and completions.
 struct VerifyAttestationCommand: ParsableCommand {
-    static let configuration = CommandConfiguration(
-        commandName: "verify-attestation",
-        abstract: "Check a key attestation (webauthn-tpm or json) against a challenge and a CA (no keyseald).",
-        discussion: "keyseal verify-attestation --help for its options."
-    )
+    static let configuration = AttestationCommandHelp.verifyAttestation
+    @OptionGroup var global: GlobalOptions
+    @OptionGroup var options: VerifyAttestationOptions
 }
 
 /// The commands that need X.509 and the attestation verifier run as `keyseal-attestation`, installed next to
