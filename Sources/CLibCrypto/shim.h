@@ -1,6 +1,7 @@
 // libcrypto for the lookup's hot path: AES-256-GCM opening through the EVP interface (KeysealCore/GCM.swift), and
 // HMAC-SHA256 with prepared key states and SHA-256 through the plain SHA-256 functions (KeysealCore/PreparedHMAC.swift);
-// SHA-224, which swift-crypto lacks, for Apple's …SHA224 key algorithms.
+// SHA-224, which swift-crypto lacks, for Apple's …SHA224 key algorithms; RSA through EVP_PKEY for software RSA keys
+// (KeysealCore/RSAOperations.swift: every padding Apple names, and 1024-bit keys, which swift-crypto refuses).
 #ifndef KEYSEAL_LIBCRYPTO_SHIM_H
 #define KEYSEAL_LIBCRYPTO_SHIM_H
 
@@ -15,6 +16,8 @@
 #include <openssl/bn.h>
 #include <openssl/crypto.h>
 #include <openssl/evp.h>
+#include <openssl/rsa.h>
+#include <openssl/x509.h>
 #include <openssl/sha.h>
 
 /// The AES-256-GCM cipher, fetched from the default provider (NULL if libcrypto has none).

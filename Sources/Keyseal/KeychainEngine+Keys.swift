@@ -299,8 +299,8 @@ extension KeychainEngine {
     }
 
     private static func rsaBits(keyClass: String, _ data: Data) -> Int? {
-        if keyClass == keyClassPublic { return (try? _RSA.Signing.PublicKey(derRepresentation: data))?.keySizeInBits }
-        return (try? _RSA.Signing.PrivateKey(derRepresentation: data))?.keySizeInBits
+        if keyClass == keyClassPublic { return try? RSAOperations.bits(ofPublicKey: data) }
+        return try? RSAOperations.bits(ofPrivateKey: SecretBytes(copying: data))
     }
 
     // MARK: Using keys

@@ -8,8 +8,9 @@ import FoundationEssentials
 import Foundation
 #endif
 
-// Certificates and identities (CLI.md "Keys, certificates, identities"), as macOS `security` prints them. keyseald
-// parses the DER and derives what is printed (names, hashes, validity); the CLI only reads files and formats.
+// Certificates and identities (docs/COMMAND-LINE.md, "Keys, certificates, identities"), as macOS `security` prints
+// them. keyseald parses the DER and derives what is printed (names, hashes, validity); the CLI only reads files and
+// formats.
 
 enum CertificateOutput {
     /// Base64 lines of 64 characters between the PEM armour.

@@ -7,8 +7,8 @@ import FoundationEssentials
 import Foundation
 #endif
 
-/// `keyseal`: the command line of CLI.md, modelled on macOS `security`. It talks to keyseald over the thin client
-/// only (no engine, no NIO, no SQLite), so it starts in a few milliseconds.
+/// `keyseal`: the command line of docs/COMMAND-LINE.md, modelled on macOS `security`. It talks to keyseald over the
+/// thin client only (no engine, no NIO, no SQLite), so it starts in a few milliseconds.
 @main
 struct KeysealCommand: ParsableCommand {
     static let configuration = CommandConfiguration(
@@ -41,7 +41,8 @@ struct KeysealCommand: ParsableCommand {
 
     static func main() {
         let arguments = Array(CommandLine.arguments.dropFirst())
-        // The lookups scripts run most take a path of their own (docs/ARCHITECTURE.md, "The command line").
+        // The lookups scripts run most take a path of their own (docs/DECISIONS.md, "The find commands' plain command
+        // lines are parsed by hand").
         if let find = FindParser.parse(arguments) { FindParser.exit(find.run()) }
         AttestationHelper.runIfNeeded(arguments)
         main(ArgumentRewriter.rewrite(arguments))
