@@ -300,3 +300,100 @@ struct AttestationCBORTests {
         #expect(throws: CBOR.DecodingError.self) { try CBOR(decoding: [0x9B] + [UInt8](repeating: 0xFF, count: 8)) }
     }
 }
+
+/// The verifier's checks of what the TPM signed, on statements made in software (a P-256 key standing for the AK, with
+/// an AK certificate from a test CA): a statement the verifier accepts, then one field changed at a time and signed
+/// again, as a TPM would sign it for such a key.
+@Suite("Attestation verifier checks")
+struct AttestationVerifierTests {
+    static let challenge = Array("challenge".utf8)
+    static let all = TPMConstant.fixedTPM | TPMConstant.fixedParent | TPMConstant.sensitiveDataOrigin
+
+    let ca: TestAttestationCA
+    let attestationKey = P256.Signing.PrivateKey()
+    let akCertificate: [UInt8]
+    let certified = P256.Signing.PrivateKey()
+
+    init() throws {
+        ca = try TestAttestationCA()
+        let now = Date()
+        let certificate = try Certificate(
+            version: .v3,
+            serialNumber: Certificate.SerialNumber(),
+            publicKey: Certificate.PublicKey(attestationKey.publicKey),
+            notValidBefore: now.addingTimeInterval(-60),
+            notValidAfter: now.addingTimeInterval(3600),
+            issuer: ca.certificate.subject,
+            subject: DistinguishedName(),
+            signatureAlgorithm: .ecdsaWithSHA256,
+            extensions: try Certificate.Extensions {
+                Critical(BasicConstraints.notCertificateAuthority)
+                try ExtendedKeyUsage([ExtendedKeyUsage.Usage(oid: [2, 23, 133, 8, 3])])
+            },
+            issuerPrivateKey: Certificate.PrivateKey(ca.key)
+        )
+        var serializer = DER.Serializer()
+        try serializer.serialize(certificate)
+        akCertificate = serializer.serializedBytes
+    }
+
+    static func be16(_ value: Int) -> [UInt8] { [UInt8(value >> 8 & 0xFF), UInt8(value & 0xFF)] }
+    static func be32(_ value: UInt32) -> [UInt8] { (0..<4).map { UInt8(value >> (24 - 8 * $0) & 0xFF) } }
+
+    /// A TPMT_PUBLIC of an ECC P-256 key with `attributes`.
+    func publicArea(attributes: UInt32) -> [UInt8] {
+        let point = Array(certified.publicKey.x963Representation.dropFirst())
+        return [0x00, 0x23, 0x00, 0x0B] + Self.be32(attributes | TPMConstant.sign) + [0x00, 0x00]
+            + [0x00, 0x10, 0x00, 0x10, 0x00, 0x03, 0x00, 0x10] + Self.be16(32) + point[0..<32] + Self.be16(32)
+            + point[32..<64]
+    }
+
+    /// The statement for `area`, with the certInfo's magic, type and Name as given.
+    func statement(
+        area: [UInt8],
+        magic: UInt32 = TPMConstant.generatedValue,
+        type: UInt16 = TPMConstant.attestCertify
+    ) throws -> [UInt8] {
+        let name = [0x00, 0x0B] + Array(SHA256.hash(data: area))
+        let extra = Array(SHA256.hash(data: Self.challenge))
+        let certInfo =
+            Self.be32(magic) + Self.be16(Int(type)) + Self.be16(0) + Self.be16(32) + extra
+            + [UInt8](repeating: 0, count: 17 + 8) + Self.be16(name.count) + name + Self.be16(0)
+        let signature = try attestationKey.signature(for: certInfo)
+        return TPMAttestationStatement(
+            x5c: [akCertificate, ca.der],
+            sig: Array(signature.derRepresentation),
+            certInfo: certInfo,
+            pubArea: area
+        ).cbor()
+    }
+
+    func check(_ statement: [UInt8]) -> AttestationFailure.Check? {
+        do {
+            _ = try AttestationVerifier.verify(statement, challenge: Self.challenge, trustAnchors: [ca.certificate])
+            return nil
+        } catch {
+            return error.check
+        }
+    }
+
+    @Test("a key with fixedTPM, fixedParent and sensitiveDataOrigin verifies")
+    func accepted() throws {
+        #expect(check(try statement(area: publicArea(attributes: Self.all))) == nil)
+    }
+
+    @Test(
+        "a key missing fixedTPM, fixedParent or sensitiveDataOrigin is refused (attributes)",
+        arguments: [TPMConstant.fixedTPM, TPMConstant.fixedParent, TPMConstant.sensitiveDataOrigin]
+    )
+    func missingAttribute(_ attribute: UInt32) throws {
+        #expect(check(try statement(area: publicArea(attributes: Self.all & ~attribute))) == .attributes)
+    }
+
+    @Test("another magic or another attestation type is refused (magic, type)")
+    func magicAndType() throws {
+        let area = publicArea(attributes: Self.all)
+        #expect(check(try statement(area: area, magic: 0xFF54_4348)) == .magic)
+        #expect(check(try statement(area: area, type: 0x8018)) == .type)
+    }
+}
