@@ -37,8 +37,23 @@ let endorsementKeyTemplate: [UInt8] = {
     return [UInt8(area.count >> 8), UInt8(area.count & 0xFF)] + area
 }()
 
-/// The NV index of the RSA 2048 EK certificate (TCG EK Credential Profile).
-let rsaEKCertificateIndex: UInt32 = 0x01C0_0002
+/// The profile's default ECC NIST P-256 EK template (L-2): the same attributes, policy and symmetric algorithm as
+/// L-1, a zero unique of 32 + 32 bytes.
+let eccEndorsementKeyTemplate: [UInt8] = {
+    let policy: [UInt8] = Array(endorsementKeyTemplate[12..<44])
+    let area: [UInt8] =
+        [0x00, 0x23, 0x00, 0x0B, 0x00, 0x03, 0x00, 0xB2, 0x00, 0x20] + policy
+        + [0x00, 0x06, 0x00, 0x80, 0x00, 0x43, 0x00, 0x10, 0x00, 0x03, 0x00, 0x10]
+        + [0x00, 0x20] + [UInt8](repeating: 0, count: 32) + [0x00, 0x20] + [UInt8](repeating: 0, count: 32)
+    return [UInt8(area.count >> 8), UInt8(area.count & 0xFF)] + area
+}()
+
+/// The NV indexes of the EK certificates (TCG EK Credential Profile), each with the template of its EK: RSA 2048
+/// first, then ECC NIST P-256. The first one present is the EK Keyseal uses.
+let endorsementKeys: [(certificateIndex: UInt32, template: [UInt8])] = [
+    (0x01C0_0002, endorsementKeyTemplate),
+    (0x01C0_000A, eccEndorsementKeyTemplate),
+]
 
 extension ESYSConnection {
     /// Unmarshals a TPM structure from its marshalled bytes (the template constants above, a CA's blobs).
@@ -284,15 +299,21 @@ extension ESYSConnection {
 
 extension TPMDeviceKey: KeyAttestationProvider {
     public func endorsementKeyCertificate() throws -> Data {
-        try withConnection { connection in
-            guard let certificate = try connection.readNV(rsaEKCertificateIndex), !certificate.isEmpty else {
-                throw KeychainError(
-                    KeychainStatus.notAvailable,
-                    "the TPM holds no RSA EK certificate (NV index 0x01C00002); ECC EK certificates are not supported"
-                )
+        try withConnection { connection in Data(try endorsementKey(connection).certificate) }
+    }
+
+    /// The EK certificate and the EK's template: RSA 2048 (NV 0x01C00002) if the TPM has its certificate, else
+    /// ECC NIST P-256 (NV 0x01C0000A).
+    private func endorsementKey(_ connection: ESYSConnection) throws -> (certificate: [UInt8], template: [UInt8]) {
+        for key in endorsementKeys {
+            if let certificate = try connection.readNV(key.certificateIndex), !certificate.isEmpty {
+                return (certificate, key.template)
             }
-            return Data(certificate)
         }
+        throw KeychainError(
+            KeychainStatus.notAvailable,
+            "the TPM holds no EK certificate (NV index 0x01C00002 for RSA 2048, 0x01C0000A for ECC P-256)"
+        )
     }
 
     public func attestationKeyPublicArea() throws -> [UInt8] {
@@ -309,7 +330,7 @@ extension TPMDeviceKey: KeyAttestationProvider {
             dropKept(connection)  // the AK and the EK take two of the three object slots
             let ak = try connection.createEndorsementPrimary(template: attestationKeyTemplate)
             defer { connection.flush(ak.handle) }
-            let ek = try connection.createEndorsementPrimary(template: endorsementKeyTemplate)
+            let ek = try connection.createEndorsementPrimary(template: try endorsementKey(connection).template)
             defer { connection.flush(ek.handle) }
             do {
                 return try connection.activateCredential(

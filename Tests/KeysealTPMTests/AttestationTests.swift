@@ -44,8 +44,70 @@ final class AttestingTPM {
     let fixture: SwtpmFixture
     let key: TPMDeviceKey
 
+    /// The swtpm's own CA when `eccEndorsementCA` is nil; else no RSA EK certificate, and an ECC P-256 EK (the TCG
+    /// default template L-2, made by tpm2_createek) with a certificate from `eccEndorsementCA` at NV 0x01C0000A.
+    let eccEndorsementCA: TestAttestationCA?
+
     init(endorsementCA: TemporaryDirectory) throws {
         fixture = try SwtpmFixture(endorsementCA: endorsementCA)
+        eccEndorsementCA = nil
+        key = TPMDeviceKey(tcti: fixture.tcti)
+        try key.open(provisioning: true)
+    }
+
+    init(eccEndorsementCA: TestAttestationCA) throws {
+        fixture = try SwtpmFixture()
+        self.eccEndorsementCA = eccEndorsementCA
+        let directory = fixture.directory
+        let pem = directory.appending("ek.pem").path
+        try fixture.tool("tpm2_createek", ["-G", "ecc", "-c", directory.appending("ek.ctx").path])
+        try fixture.tool("tpm2_readpublic", ["-c", directory.appending("ek.ctx").path, "-f", "pem", "-o", pem])
+        try fixture.tool("tpm2_flushcontext", ["-t"])
+        let ekKey = try P256.Signing.PublicKey(pemRepresentation: String(contentsOfFile: pem, encoding: .utf8))
+        let now = Date()
+        let certificate = try Certificate(
+            version: .v3,
+            serialNumber: Certificate.SerialNumber(),
+            publicKey: Certificate.PublicKey(ekKey),
+            notValidBefore: now.addingTimeInterval(-60),
+            notValidAfter: now.addingTimeInterval(86_400),
+            issuer: eccEndorsementCA.certificate.subject,
+            subject: DistinguishedName(),
+            signatureAlgorithm: .ecdsaWithSHA256,
+            extensions: try Certificate.Extensions {
+                Critical(BasicConstraints.notCertificateAuthority)
+                Critical(
+                    SubjectAlternativeNames([
+                        .directoryName(
+                            try DistinguishedName([
+                                RelativeDistinguishedName.Attribute(
+                                    type: [2, 23, 133, 2, 1],
+                                    utf8String: "id:00001014"
+                                ),
+                                RelativeDistinguishedName.Attribute(type: [2, 23, 133, 2, 2], utf8String: "swtpm"),
+                                RelativeDistinguishedName.Attribute(
+                                    type: [2, 23, 133, 2, 3],
+                                    utf8String: "id:20191023"
+                                ),
+                            ])
+                        )
+                    ])
+                )
+            },
+            issuerPrivateKey: Certificate.PrivateKey(eccEndorsementCA.key)
+        )
+        var serializer = DER.Serializer()
+        try serializer.serialize(certificate)
+        let der = directory.appending("ek.der")
+        try Data(serializer.serializedBytes).write(to: der)
+        try fixture.tool(
+            "tpm2_nvdefine",
+            [
+                "0x01c0000a", "-C", "o", "-s", "\(serializer.serializedBytes.count)", "-a",
+                "ownerwrite|authwrite|ownerread|authread|no_da",
+            ]
+        )
+        try fixture.tool("tpm2_nvwrite", ["0x01c0000a", "-C", "o", "-i", der.path])
         key = TPMDeviceKey(tcti: fixture.tcti)
         try key.open(provisioning: true)
     }
@@ -57,6 +119,7 @@ final class AttestingTPM {
 
     var endorsementCAs: [Certificate] {
         get throws {
+            if let eccEndorsementCA { return [eccEndorsementCA.certificate] }
             let pem = try #require(fixture.endorsementCACertificates)
             return try AttestationKeyCertificates.ders(pem).map { try Certificate(derEncoded: $0) }
         }
@@ -143,6 +206,28 @@ struct AttestationTests {
         let san = try #require(try certificate.extensions.subjectAlternativeNames)
         #expect("\(san)".contains("swtpm"))
         try AttestationKeyCertificates.check(chain, attestationKeyPublicArea: try tpm.key.attestationKeyPublicArea())
+    }
+
+    @Test("an ECC P-256 EK (certificate at 0x01C0000A) enrolls the AK too, and its credential opens in no other TPM")
+    func eccEndorsementKey() throws {
+        let ekCA = try TestAttestationCA(name: "ECC EK CA")
+        let tpm = try AttestingTPM(eccEndorsementCA: ekCA)
+        let other = try AttestingTPM(eccEndorsementCA: ekCA)
+        let ca = try TestAttestationCA()
+        let chain = try tpm.enroll(with: ca)
+        let (_, statement) = try tpm.attestedKey(challenge: Self.challenge, chain: chain)
+        _ = try AttestationVerifier.verify(statement, challenge: Self.challenge, trustAnchors: [ca.certificate])
+        let (challenge, _) = try AttestationCA.makeChallenge(
+            for: try tpm.enrollmentRequest(),
+            ekTrustAnchors: [ekCA.certificate]
+        )
+        let error = try #require(throws: KeychainError.self) {
+            _ = try other.key.activateCredential(
+                credentialBlob: Array(Data(base64Encoded: challenge.credentialBlob)!),
+                secret: Array(Data(base64Encoded: challenge.secret)!)
+            )
+        }
+        #expect(error.status == KeychainStatus.decode)
     }
 
     @Test("a credential made for another TPM's EK does not activate: the TPM refuses it (errSecDecode)")
