@@ -216,28 +216,42 @@ public enum AttestationCA {
 
     // MARK: TPM2_MakeCredential (TPM 2.0 Part 1, §24; Part 3, §12.6)
 
-    /// The CA's half of credential activation for an RSA EK of the TCG default template (SHA-256 names, AES-128-CFB):
-    /// a random seed encrypted to the EK with RSA-OAEP and label "IDENTITY"; the credential encrypted with
-    /// KDFa(seed, "STORAGE", name) and authenticated with an HMAC keyed by KDFa(seed, "INTEGRITY"), both over the
-    /// object's Name. Returns TPM2B_ID_OBJECT and TPM2B_ENCRYPTED_SECRET, marshalled.
+    /// The CA's half of credential activation for an EK of the TCG default templates (SHA-256 names, AES-128-CFB): a
+    /// seed encrypted to the EK — an RSA EK: a random seed with RSA-OAEP and label "IDENTITY"; an ECC P-256 EK: the
+    /// seed is KDFe(ECDH(ephemeral, EK), "IDENTITY", ephemeral.x, EK.x) and the secret is the ephemeral point —; the
+    /// credential encrypted with KDFa(seed, "STORAGE", name) and authenticated with an HMAC keyed by KDFa(seed,
+    /// "INTEGRITY"), both over the object's Name. Returns TPM2B_ID_OBJECT and TPM2B_ENCRYPTED_SECRET, marshalled.
     public static func makeCredential(
         credential: [UInt8],
         objectName: [UInt8],
         endorsementKey: Certificate.PublicKey,
         seed givenSeed: [UInt8]? = nil
     ) throws -> (credentialBlob: [UInt8], secret: [UInt8]) {
-        guard let rsa = _RSA.Signing.PublicKey(endorsementKey) else {
+        let seed: [UInt8]
+        let encryptedSeed: [UInt8]
+        if let rsa = _RSA.Signing.PublicKey(endorsementKey) {
+            seed = givenSeed ?? Array(SymmetricKey(size: .bits256).withUnsafeBytes { Array($0) })
+            encryptedSeed = try RSAOAEP.encryptSHA256(
+                pkcs1PublicKey: Array(rsa.pkcs1DERRepresentation),
+                label: Array("IDENTITY".utf8) + [0],
+                message: seed
+            )
+        } else if let ecc = P256.Signing.PublicKey(endorsementKey) {
+            let ephemeral = P256.KeyAgreement.PrivateKey()
+            let peer = try P256.KeyAgreement.PublicKey(x963Representation: ecc.x963Representation)
+            let z = try ephemeral.sharedSecretFromKeyAgreement(with: peer).withUnsafeBytes { Array($0) }
+            let point = Array(ephemeral.publicKey.x963Representation.dropFirst())
+            let ekX = Array(ecc.x963Representation.dropFirst().prefix(32))
+            // KDFe (TPM 2.0 Part 1, §11.4.10.3): H(counter ‖ Z ‖ label ‖ 0 ‖ partyU ‖ partyV), one block for 256 bits.
+            let kdfeInput = TPMConstant.bigEndian32(1) + z + Array("IDENTITY".utf8) + [0] + point[0..<32] + ekX
+            seed = Array(SHA256.hash(data: kdfeInput))
+            encryptedSeed = TPMConstant.sized(Array(point[0..<32])) + TPMConstant.sized(Array(point[32..<64]))
+        } else {
             throw EnrollmentError(
                 KeychainStatus.unimplemented,
-                "the EK is not an RSA key: only RSA endorsement keys (EK certificate at NV 0x01C00002) are supported"
+                "the EK is neither RSA nor NIST P-256: only the TCG default EK templates are supported"
             )
         }
-        let seed = givenSeed ?? Array(SymmetricKey(size: .bits256).withUnsafeBytes { Array($0) })
-        let encryptedSeed = try RSAOAEP.encryptSHA256(
-            pkcs1PublicKey: Array(rsa.pkcs1DERRepresentation),
-            label: Array("IDENTITY".utf8) + [0],
-            message: seed
-        )
         let symmetricKey = kdfa(key: seed, label: "STORAGE", contextU: objectName, contextV: [], bits: 128)
         let encryptedIdentity = Array(
             try AES._CFB.encrypt(
