@@ -290,16 +290,13 @@ public enum AttestationKeyCertificates {
     /// Checks a chain before a device stores it: every certificate parses, the first is an AK certificate (empty
     /// subject, EKU tcg-kp-AIKCertificate, not a CA) whose key is the AK in `attestationKeyPublicArea`.
     public static func check(_ chain: [[UInt8]], attestationKeyPublicArea: [UInt8]) throws {
-        guard let first = chain.first else {
-            throw EnrollmentError(KeychainStatus.param, "no AK certificate was given")
-        }
+        guard !chain.isEmpty else { throw EnrollmentError(KeychainStatus.param, "no AK certificate was given") }
         let certificates: [Certificate]
         do {
             certificates = try chain.map { try Certificate(derEncoded: $0) }
         } catch {
             throw EnrollmentError(KeychainStatus.decode, "a certificate does not parse: \(error)")
         }
-        _ = first
         do {
             try AttestationVerifier.checkAttestationKeyCertificate(certificates[0])
         } catch {

@@ -211,7 +211,7 @@ extension ESYSConnection {
             )
         )
         live.insert(session)
-        defer { flush(session) }
+        defer { flush(session) }  // ESAPI starts sessions with continueSession: it stays loaded until flushed
         try tss2(
             "Esys_PolicySecret",
             Esys_PolicySecret(
@@ -244,7 +244,6 @@ extension ESYSConnection {
                 &certInfo
             )
         )
-        live.remove(session)  // a policy session used without continueSession is gone
         defer { Esys_Free(certInfo) }
         guard let certInfo else { return [] }
         return withUnsafeBytes(of: &certInfo.pointee.buffer) { Array($0.prefix(Int(certInfo.pointee.size))) }

@@ -206,6 +206,8 @@ struct AttestationTests {
         let san = try #require(try certificate.extensions.subjectAlternativeNames)
         #expect("\(san)".contains("swtpm"))
         try AttestationKeyCertificates.check(chain, attestationKeyPublicArea: try tpm.key.attestationKeyPublicArea())
+        // The activation's policy session is flushed (policy sessions are 0x03xxxxxx).
+        #expect(try !tpm.fixture.handlesInUse().contains { $0.hasPrefix("- 0x3") })
     }
 
     @Test("an ECC P-256 EK (certificate at 0x01C0000A) enrolls the AK too, and its credential opens in no other TPM")
