@@ -89,7 +89,9 @@ extension KeychainEngine {
                 "only a key generated in the TPM can be attested; this one is a software key"
             )
         }
-        let accessibility = record.accessibility ?? .whenUnlocked
+        guard let accessibility = record.accessibility else {
+            throw KeychainError(KeychainStatus.internalComponent, "the key item has no accessibility class")
+        }
         let chain = try attestationCertificates()
         let properties =
             format == "json"

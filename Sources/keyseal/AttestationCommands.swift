@@ -172,7 +172,12 @@ struct AttestCommand: ClientCommand {
             data: Data(Formatting.bytes(hex: challenge)!)
         )
         guard case .keyResult(let statement) = try client.send(.keyOperation(operation)) else { throw unexpected }
-        try AttestationFiles.emit(statement, to: output)
+        if global.json && output == nil && format == "webauthn-tpm" {
+            // The CBOR statement as base64, rather than binary bytes on a terminal.
+            Console.out(JSON.object([("statement", .string(statement.base64EncodedString()))]).rendered)
+        } else {
+            try AttestationFiles.emit(statement, to: output)
+        }
     }
 }
 

@@ -132,6 +132,20 @@ struct CLIAttestationTests {
         #expect(verified.status == 0, "\(verified.stderrText)")
         let fido2 = try runProcess(Self.python, [Self.script, "verify", publicKey, statement, ca.certificate])
         #expect(fido2.status == 0, "\(fido2.stderrText)")
+        // With --json and no --output: the statement as base64.
+        let printed = try cli("--json", "attest", "--tag", "device", "--challenge", challenge)
+        let base64 = try #require(try CLI.json(printed)["statement"] as? String)
+        try #require(Data(base64Encoded: base64)).write(to: URL(fileURLWithPath: statement))
+        let reverified = try cli(
+            "verify-attestation",
+            "--input",
+            statement,
+            "--challenge",
+            challenge,
+            "--ca",
+            ca.certificate
+        )
+        #expect(reverified.status == 0, "\(reverified.stderrText)")
 
         let replayed = try cli(
             "verify-attestation",
