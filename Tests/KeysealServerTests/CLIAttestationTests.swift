@@ -253,6 +253,14 @@ struct CLIAttestationTests {
         #expect(try daemon.probeAsNobody(["attest", hex]).hasPrefix("error -25300"))
     }
 
+    @Test("the enrollment is for administrators: a client's enroll-request is refused (missing entitlement)")
+    func enrollmentIsForAdministrators() throws {
+        try #require(getuid() == 0, "needs root to run the probe as uid 65534")
+        let daemon = try DaemonFixture.sharedWithNobody(backend: .tpm)
+        defer { daemon.remove() }
+        #expect(try daemon.probeAsNobody(["enroll-request"]).hasPrefix("error -34018"))
+    }
+
     @Test("on the PKCS#11 backend attestation is errSecUnimplemented (exit 252) with a clear message")
     func pkcs11Unimplemented() throws {
         let daemon = try DaemonFixture(.pkcs11)

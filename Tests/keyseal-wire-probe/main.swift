@@ -474,6 +474,7 @@ case ("find", 4):
         )
     )
 case ("doctor", 2): request = .undecryptableItems
+case ("enroll-request", 2): request = .attestation(.enrollmentRequest)
 case ("doctor-delete", 3): request = .deleteUndecryptable(ids: [arguments[2]])
 case ("add-class", 3):
     guard let itemClass = ItemClass(rawValue: arguments[2]) else {
@@ -511,7 +512,7 @@ case ("sign", 3), ("attest", 3):
 default:
     print(
         "usage: keyseal-wire-probe SOCKET status|lock|settings|unlock P|add GROUP ACCT|find GROUP ACCT|doctor"
-            + "|doctor-delete ID|add-class CLASS|sign REFERENCE-HEX|attest REFERENCE-HEX"
+            + "|doctor-delete ID|add-class CLASS|sign REFERENCE-HEX|attest REFERENCE-HEX|enroll-request"
     )
     exit(64)
 }
