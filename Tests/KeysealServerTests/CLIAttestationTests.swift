@@ -221,6 +221,36 @@ struct CLIAttestationTests {
         #expect(edited.status == 93 && edited.stderrText.contains("challenge:"), "\(edited.stderrText)")
     }
 
+    @Test("the native API attests a hardware key through keyseald (HardwareP256Key.attestation); the CLI verifies it")
+    func nativeAPI() throws {
+        let ekCA = try TemporaryDirectory(prefix: "keyseal-ekca")
+        defer { ekCA.remove() }
+        let daemon = try DaemonFixture(.tpm, endorsementCA: ekCA)
+        defer { daemon.remove() }
+        let files = try TemporaryDirectory(prefix: "keyseal-attest")
+        defer { files.remove() }
+        let cli = CLI(socket: daemon.socketPath)
+        let ca = try Self.writeCA(in: files, name: "fleet-ca")
+        _ = try Self.enroll(cli, daemon: daemon, ca: ca, files: files)
+        let key = try daemon.client().generateHardwareP256Key(tag: Data("native".utf8))
+        let statement = files.appending("native.cbor")
+        try key.attestation(challenge: Data([1, 2, 3])).write(to: statement)
+        let publicKey = files.appending("native.pub").path
+        try key.publicKey.pemRepresentation.write(toFile: publicKey, atomically: true, encoding: .utf8)
+        let verified = try cli(
+            "verify-attestation",
+            "--input",
+            statement.path,
+            "--challenge",
+            "010203",
+            "--ca",
+            ca.certificate,
+            "--public-key",
+            publicKey
+        )
+        #expect(verified.status == 0, "\(verified.stderrText)")
+    }
+
     @Test("a software key is not attested (errSecParam, exit 206); nor is a key before the AK is enrolled (53)")
     func softwareKeyRefused() throws {
         let ekCA = try TemporaryDirectory(prefix: "keyseal-ekca")
