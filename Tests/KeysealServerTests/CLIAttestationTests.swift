@@ -295,7 +295,11 @@ struct CLIAttestationTests {
     func pkcs11Unimplemented() throws {
         let daemon = try DaemonFixture(.pkcs11)
         defer { daemon.remove() }
-        let result = try CLI(socket: daemon.socketPath)("attestation", "enroll-request")
+        let cli = CLI(socket: daemon.socketPath)
+        let result = try cli("attestation", "enroll-request")
         #expect(result.status == 252 && result.stderrText.contains("TPM backend"), "\(result.stderrText)")
+        try #require(try cli("create-key", "--tag", "token", "--hardware").status == 0)
+        let attested = try cli("attest", "--tag", "token", "--challenge", "01")
+        #expect(attested.status == 252 && attested.stderrText.contains("TPM backend"), "\(attested.stderrText)")
     }
 }
