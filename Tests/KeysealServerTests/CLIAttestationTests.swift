@@ -251,7 +251,9 @@ struct CLIAttestationTests {
         #expect(verified.status == 0, "\(verified.stderrText)")
     }
 
-    @Test("a software key is not attested (errSecParam, exit 206); nor is a key before the AK is enrolled (53)")
+    @Test(
+        "a software key is not attested (errSecParam, 206); nor a key before the AK is enrolled (53), nor a locked one (36)"
+    )
     func softwareKeyRefused() throws {
         let ekCA = try TemporaryDirectory(prefix: "keyseal-ekca")
         defer { ekCA.remove() }
@@ -267,6 +269,11 @@ struct CLIAttestationTests {
         try #require(try cli("create-key", "--tag", "software").status == 0)
         let refused = try cli("attest", "--tag", "software", "--challenge", "01")
         #expect(refused.status == 206 && refused.stderrText.contains("software key"), "\(refused.stderrText)")
+        // A key of a locked class is not attested either (errSecInteractionNotAllowed, 36).
+        try #require(try cli("passcode", "set", "--passcode-stdin", input: "attest passcode\n").status == 0)
+        try #require(try cli("lock").status == 0)
+        let locked = try cli("attest", "--tag", "hardware", "--challenge", "01")
+        #expect(locked.status == 36, "\(locked.stderrText)")
     }
 
     @Test("another user cannot have a key outside its groups attested: not found, as for every key operation")
