@@ -147,6 +147,18 @@ struct CLIAttestationTests {
         )
         #expect(reverified.status == 0, "\(reverified.stderrText)")
 
+        let garbage = files.appending("garbage.cbor").path
+        try Data("not an attestation".utf8).write(to: URL(fileURLWithPath: garbage))
+        let malformed = try cli(
+            "verify-attestation",
+            "--input",
+            garbage,
+            "--challenge",
+            challenge,
+            "--ca",
+            ca.certificate
+        )
+        #expect(malformed.status == 93 && malformed.stderrText.contains("malformed:"), "\(malformed.stderrText)")
         let replayed = try cli(
             "verify-attestation",
             "--input",

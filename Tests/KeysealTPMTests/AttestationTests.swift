@@ -249,6 +249,11 @@ struct AttestationTests {
             )
         }
         #expect(error.status == KeychainStatus.decode)
+        // Bytes that are no TPM2B_ID_OBJECT at all: refused the same way, before the TPM is asked.
+        let malformed = try #require(throws: KeychainError.self) {
+            _ = try second.key.activateCredential(credentialBlob: [0x00, 0x40, 0x01], secret: [])
+        }
+        #expect(malformed.status == KeychainStatus.decode)
     }
 
     @Test("an EK certificate that does not chain to the given EK CA gets no challenge")
