@@ -17,7 +17,7 @@ cd "$(dirname "$0")/.."
 bash Scripts/bootstrap.sh
 export PATH="/opt/swift/usr/bin:$PATH"
 bin=$(swift build --show-bin-path)
-for program in keyseald keyseal; do
+for program in keyseald keyseal keyseal-tpm-policy; do
   [[ -x $bin/$program ]] || { echo "test-vm: $bin/$program is missing; build first" >&2; exit 1; }
 done
 
@@ -69,11 +69,11 @@ root=$work/root
 mkdir -p "$root"/{bin,dev,proc,sys,tmp,mnt,run,modules,etc}
 cp /bin/busybox "$root/bin/busybox"
 for applet in $(busybox --list); do [[ $applet == busybox ]] || ln -sf busybox "$root/bin/$applet"; done
-cp "$bin/keyseald" "$bin/keyseal" "$root/bin/"
+cp "$bin/keyseald" "$bin/keyseal" "$bin/keyseal-tpm-policy" "$root/bin/"
 tpm2=$(command -v tpm2)
 cp "$tpm2" "$root/bin/tpm2"
 device_tcti=$(ls /usr/lib/x86_64-linux-gnu/libtss2-tcti-device.so.0)
-for file in "$bin/keyseald" "$bin/keyseal" "$tpm2" "$device_tcti"; do
+for file in "$bin/keyseald" "$bin/keyseal" "$bin/keyseal-tpm-policy" "$tpm2" "$device_tcti"; do
   ldd "$file" | awk '$3 ~ /^\// { print $3 } $1 ~ /^\// { print $1 }'
 done | sort -u | while read -r library; do
   mkdir -p "$root$(dirname "$library")"

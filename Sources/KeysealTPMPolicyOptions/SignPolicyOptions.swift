@@ -1,0 +1,46 @@
+import ArgumentParser
+
+// The options and help of `keyseal tpm sign-policy`, which `keyseal-tpm-policy` runs, shared with `keyseal`, which
+// lists it in its help, man page and completions but runs `keyseal-tpm-policy` for it (docs/TPM.md "Signed PCR
+// policies").
+
+public struct SignPolicyOptions: ParsableArguments {
+    public init() {}
+
+    @Option(name: .long, help: "The PCRs the policy covers (comma-separated, 0-23), as the device's --tpm-pcrs.")
+    public var pcrs: String
+    @Option(name: .long, help: ArgumentHelp("The PCR values to sign.", valueName: "file"))
+    public var pcrValues: String?
+    @Flag(name: .long, help: "Sign the values the TPM's PCRs have now.")
+    public var current = false
+    @Option(name: .long, help: ArgumentHelp("The TPM to read with --current.", valueName: "tcti"))
+    public var tcti: String?
+    @Option(name: .long, help: ArgumentHelp("The signing key (PEM, RSA 2048 or P-256).", valueName: "file"))
+    public var privateKey: String
+    @Option(name: .long, help: ArgumentHelp("Where to write the signed policy (JSON).", valueName: "file"))
+    public var output: String
+
+    public func validate() throws {
+        guard (pcrValues == nil) != !current else {
+            throw ValidationError("give one of --pcr-values FILE and --current")
+        }
+    }
+}
+
+public enum SignPolicyHelp {
+    public static let configuration = CommandConfiguration(
+        commandName: "sign-policy",
+        abstract: "Sign the PCR policy of a boot state (build system; no keyseald needed).",
+        discussion: """
+            Writes FILE: {"sha256": [{"pcrs": [..], "pkfp": HEX, "pol": HEX, "sig": BASE64}]}, the layout of \
+            systemd's tpm2-pcr-signature.json. pol is the TPM's PolicyPCR digest over the given SHA-256 PCR values; \
+            sig signs it (RSASSA-PKCS1-v1_5 or ECDSA, SHA-256) with --private-key, RSA 2048 or NIST P-256 (PEM); \
+            pkfp is the SHA-256 of the key's public half (DER). A device started with `keyseald --tpm-pcrs LIST \
+            --tpm-pcr-public-key PUBLIC.pem` opens in that state when the file is in its signature directory.
+
+            --pcr-values FILE: lines `PCR:HEX` or `PCR=HEX` (`tpm2_pcrread sha256:7` output works as it is), or a JSON \
+            object {"7": "HEX"}. --current reads the values from the TPM at --tcti (default: $KEYSEAL_TCTI, else \
+            device:/dev/tpmrm0) instead: the state this machine is in now. FILE is replaced; it holds nothing secret.
+            """
+    )
+}
