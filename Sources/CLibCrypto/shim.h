@@ -16,6 +16,7 @@
 #include <openssl/bn.h>
 #include <openssl/crypto.h>
 #include <openssl/evp.h>
+#include <openssl/pkcs12.h>
 #include <openssl/rsa.h>
 #include <openssl/x509.h>
 #include <openssl/sha.h>
@@ -136,5 +137,16 @@ static inline void keyseal_sha256(const uint8_t *data, size_t length, uint8_t *o
     if (length > 0) SHA256_Update(&context, data, length);
     SHA256_Final(out, &context);
 }
+
+/// The number of certificates in a PKCS#12 file's chain (`sk_X509_num` is a macro Swift cannot call).
+static inline int keyseal_x509_stack_count(const STACK_OF(X509) *stack) { return stack ? sk_X509_num(stack) : 0; }
+
+/// The certificate at `index` of a chain, still owned by the chain.
+static inline X509 *keyseal_x509_stack_value(const STACK_OF(X509) *stack, int index) {
+    return sk_X509_value(stack, index);
+}
+
+/// Frees a chain and its certificates.
+static inline void keyseal_x509_stack_free(STACK_OF(X509) *stack) { sk_X509_pop_free(stack, X509_free); }
 
 #endif
