@@ -22,6 +22,11 @@ public struct PKCS12File: Sendable {
     /// a PKCS#12 file, or one without both a key and its certificate, errSecDecode; a key other than RSA or EC,
     /// errSecUnimplemented.
     public static func open(_ data: Data, passphrase: String?) throws(KeychainError) -> PKCS12File {
+        // Files written by Apple's and OpenSSL 1.x's exporters encrypt with RC2-40 and 3DES, which OpenSSL 3 keeps in
+        // its legacy provider. The file is read in a library context of its own that has it, made this thread's
+        // default for the call only: the process's default context gains no legacy algorithm.
+        let previous = OSSL_LIB_CTX_set0_default(legacyContext)
+        defer { OSSL_LIB_CTX_set0_default(previous) }
         let file: OpaquePointer? = data.withUnsafeBytes { bytes in
             guard let base = bytes.bindMemory(to: UInt8.self).baseAddress else { return nil }
             var cursor: UnsafePointer<UInt8>? = base
@@ -86,6 +91,15 @@ public struct PKCS12File: Sendable {
             keyID: keyID
         )
     }
+
+    /// libcrypto's default and legacy providers in a context of their own, loaded once (without the legacy provider
+    /// installed, files that need it are errSecDecode).
+    nonisolated(unsafe) private static let legacyContext: OpaquePointer? = {
+        let context = OSSL_LIB_CTX_new()
+        _ = OSSL_PROVIDER_load(context, "default")
+        _ = OSSL_PROVIDER_load(context, "legacy")
+        return context
+    }()
 
     /// Whether the file's MAC verifies under `passphrase`; an empty one is tried both as "" and as none, as files
     /// written without a passphrase use either.

@@ -19,8 +19,9 @@ struct SecPKCS12ImportTests {
     }
 
     /// A key of `algorithm` (openssl genpkey options), its self-signed certificate and a second (CA) certificate,
-    /// written to a PKCS#12 file under `passphrase` with the friendly name "signer".
-    static func write(_ algorithm: [String], passphrase: String) throws -> Written {
+    /// written to a PKCS#12 file under `passphrase` with the friendly name "signer" (with `legacy`, encrypted with
+    /// RC2-40 and 3DES as Apple's and OpenSSL 1.x's exporters write them).
+    static func write(_ algorithm: [String], passphrase: String, legacy: Bool = false) throws -> Written {
         let directory = try TemporaryDirectory()
         let path = { (name: String) in directory.appending(name).path }
         try openssl(["genpkey"] + algorithm + ["-out", path("key.pem")])
@@ -32,10 +33,12 @@ struct SecPKCS12ImportTests {
             ])
             try openssl(["x509", "-inform", "DER", "-in", path("\(name).der"), "-out", path("\(name).crt")])
         }
-        try openssl([
-            "pkcs12", "-export", "-inkey", path("key.pem"), "-in", path("signer.crt"), "-certfile", path("ca.crt"),
-            "-name", "signer", "-passout", "pass:\(passphrase)", "-out", path("file.p12"),
-        ])
+        try openssl(
+            [
+                "pkcs12", "-export", "-inkey", path("key.pem"), "-in", path("signer.crt"), "-certfile", path("ca.crt"),
+                "-name", "signer", "-passout", "pass:\(passphrase)", "-out", path("file.p12"),
+            ] + (legacy ? ["-legacy"] : [])
+        )
         return Written(
             directory: directory,
             p12: try Data(contentsOf: directory.appending("file.p12")),
@@ -59,30 +62,42 @@ struct SecPKCS12ImportTests {
     @Test("the identity's key signs what its certificate's key verifies; the chain and label are the file's")
     func importsIdentity() throws {
         for (name, genpkey, algorithm) in Self.keys {
-            let written = try Self.write(genpkey, passphrase: "1234")
-            let (status, items) = Self.importItems(written.p12, [kSecImportExportPassphrase as String: "1234"])
-            try #require(status == errSecSuccess, "\(name)")
-            try #require(items.count == 1, "\(name)")
-            let item = items[0]
-            #expect(item[kSecImportItemLabel as String] as? String == "signer", "\(name)")
-            let chain = try #require(item[kSecImportItemCertChain as String] as? [SecCertificate])
-            #expect(
-                chain.map { SecCertificateCopyData($0) } == [written.certificate, written.caCertificate],
-                "\(name)"
-            )
-            let identity = try #require(item[kSecImportItemIdentity as String] as? SecIdentity)
-            var privateKey: SecKey?
-            var certificate: SecCertificate?
-            #expect(SecIdentityCopyPrivateKey(identity, &privateKey) == errSecSuccess)
-            #expect(SecIdentityCopyCertificate(identity, &certificate) == errSecSuccess)
-            #expect(certificate.map { SecCertificateCopyData($0) } == written.certificate, "\(name)")
-            let publicKey = try #require(certificate.flatMap { SecCertificateCopyKey($0) })
-            let message = Data("header.payload".utf8)
-            var error: Unmanaged<CFError>?
-            let signer = try #require(privateKey)
-            let signature = try #require(SecKeyCreateSignature(signer, algorithm, message as CFData, &error))
-            #expect(SecKeyVerifySignature(publicKey, algorithm, message as CFData, signature, &error), "\(name)")
+            try Self.importsIdentity(name, genpkey, algorithm, legacy: false)
         }
+    }
+
+    @Test("a file encrypted with RC2-40 and 3DES, as older exporters write them, opens")
+    func legacyEncryption() throws {
+        for (name, genpkey, algorithm) in Self.keys {
+            try Self.importsIdentity(name, genpkey, algorithm, legacy: true)
+        }
+    }
+
+    static func importsIdentity(_ name: String, _ genpkey: [String], _ algorithm: SecKeyAlgorithm, legacy: Bool) throws
+    {
+        let written = try Self.write(genpkey, passphrase: "1234", legacy: legacy)
+        let (status, items) = Self.importItems(written.p12, [kSecImportExportPassphrase as String: "1234"])
+        try #require(status == errSecSuccess, "\(name)")
+        try #require(items.count == 1, "\(name)")
+        let item = items[0]
+        #expect(item[kSecImportItemLabel as String] as? String == "signer", "\(name)")
+        let chain = try #require(item[kSecImportItemCertChain as String] as? [SecCertificate])
+        #expect(
+            chain.map { SecCertificateCopyData($0) } == [written.certificate, written.caCertificate],
+            "\(name)"
+        )
+        let identity = try #require(item[kSecImportItemIdentity as String] as? SecIdentity)
+        var privateKey: SecKey?
+        var certificate: SecCertificate?
+        #expect(SecIdentityCopyPrivateKey(identity, &privateKey) == errSecSuccess)
+        #expect(SecIdentityCopyCertificate(identity, &certificate) == errSecSuccess)
+        #expect(certificate.map { SecCertificateCopyData($0) } == written.certificate, "\(name)")
+        let publicKey = try #require(certificate.flatMap { SecCertificateCopyKey($0) })
+        let message = Data("header.payload".utf8)
+        var error: Unmanaged<CFError>?
+        let signer = try #require(privateKey)
+        let signature = try #require(SecKeyCreateSignature(signer, algorithm, message as CFData, &error))
+        #expect(SecKeyVerifySignature(publicKey, algorithm, message as CFData, signature, &error), "\(name)")
     }
 
     @Test("a wrong passphrase is errSecAuthFailed and returns nothing")
