@@ -54,7 +54,7 @@ public func SecPKCS12Import(
         ]
         if let label = file.label { item[kSecImportItemLabel as String] = label }
         if let keyID = file.keyID { item[kSecImportItemKeyID as String] = keyID }
-        items.pointee = [item]
+        items.pointee = NSArray(array: [item])
         return errSecSuccess
     } catch let failure as KeychainError {
         return failure.status

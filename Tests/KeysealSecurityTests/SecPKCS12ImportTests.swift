@@ -100,6 +100,18 @@ struct SecPKCS12ImportTests {
         #expect(SecKeyVerifySignature(publicKey, algorithm, message as CFData, signature, &error), "\(name)")
     }
 
+    @Test("the items read as on Apple: as? [[String: Any]], and unsafeBitCast to NSArray (CFArray is an NSArray)")
+    func itemsAreAnNSArray() throws {
+        let written = try Self.write(Self.keys[1].genpkey, passphrase: "1234")
+        var items: CFArray?
+        let options = [kSecImportExportPassphrase as String: "1234"]
+        try #require(SecPKCS12Import(written.p12 as CFData, options as CFDictionary, &items) == errSecSuccess)
+        let array = try #require(items.map { unsafeBitCast($0, to: NSArray.self) })
+        let first = try #require(array.firstObject as? NSDictionary)
+        #expect(first[kSecImportItemIdentity as String] is SecIdentity)
+        #expect((items as? [[String: Any]])?.first?[kSecImportItemLabel as String] as? String == "signer")
+    }
+
     @Test("a wrong passphrase is errSecAuthFailed and returns nothing")
     func wrongPassphrase() throws {
         let written = try Self.write(Self.keys[1].genpkey, passphrase: "1234")
