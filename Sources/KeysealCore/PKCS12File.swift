@@ -22,8 +22,8 @@ public struct PKCS12File: Sendable {
     /// a PKCS#12 file, or one without both a key and its certificate, errSecDecode; a key other than RSA or EC,
     /// errSecUnimplemented.
     public static func open(_ data: Data, passphrase: String?) throws(KeychainError) -> PKCS12File {
-        // Files written by Apple's and OpenSSL 1.x's exporters encrypt with RC2-40 and 3DES, which OpenSSL 3 keeps in
-        // its legacy provider. The file is read in a library context of its own that has it, made this thread's
+        // Files written by OpenSSL 1.x and other older exporters encrypt with RC2-40 and 3DES, which OpenSSL 3 keeps
+        // in its legacy provider. The file is read in a library context of its own that has it, made this thread's
         // default for the call only: the process's default context gains no legacy algorithm.
         let previous = OSSL_LIB_CTX_set0_default(legacyContext)
         defer { OSSL_LIB_CTX_set0_default(previous) }
