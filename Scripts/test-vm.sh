@@ -10,7 +10,8 @@
 # Second boot, on the same TPM state and disk image: after-first-unlock items refused until the first unlock,
 # then every item back; the signed store opens in the first boot state again (its signature, no reseal). A missing package or a step that fails is a failure, never a skip.
 #
-# Needs the debug build of keyseald and keyseal (Scripts/test.sh builds it first). Budget: about a minute a boot.
+# Needs the debug build of keyseald, keyseal and keyseal-tpm-policy (Scripts/test.sh builds them first). Budget: about
+# a minute and a half a boot on a quiet machine; each boot may take 300 s on a loaded one.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -205,7 +206,7 @@ boot() {
   swtpm_pid=$!
   for _ in $(seq 1 100); do [[ -S $work/tpm/ctrl ]] && break; sleep 0.05; done
   local started=$SECONDS
-  timeout 150 qemu-system-x86_64 -accel tcg -m 1024 -nographic -no-reboot \
+  timeout 300 qemu-system-x86_64 -accel tcg -m 1024 -nographic -no-reboot \
     -kernel "$kernel_root/boot/vmlinuz-$version" -initrd "$work/initrd" \
     -append "console=ttyS0 panic=-1 quiet keyseal.phase=$phase" \
     -drive file="$work/disk.img",format=raw,if=virtio,cache=directsync \
