@@ -327,7 +327,12 @@ extension KeychainEngine {
             )
             return try body(.hardware(handle))
         case .item(let persistentRef):
-            return try body(preparedKey(persistentRef, caller: caller).handle)
+            let key = try preparedKey(persistentRef, caller: caller)
+            var authentication = AuthenticationCheck(caller: caller)
+            guard try authentication.check(flags: key.accessControlFlags, engine: self) == .allowed else {
+                throw KeychainError(KeychainStatus.interactionNotAllowed, ItemAuthentication.requiredMessage)
+            }
+            return try body(key.handle)
         }
     }
 

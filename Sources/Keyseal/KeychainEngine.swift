@@ -92,6 +92,8 @@ final class KeychainEngine {
     var lastCheckpoint: Date?
     /// Hardware keys generated without being stored (`kSecAttrIsPermanent` false), by reference id.
     var transientKeys: [Data: TransientHardwareKey] = [:]
+    /// Authentication tokens issued by ``authenticate(passcode:caller:)`` (KeychainEngine+Authentication.swift).
+    var authenticationGrants = AuthenticationGrants()
 
     static let persistentRefPrefix = Array("ksr1".utf8)
 
@@ -861,12 +863,27 @@ final class KeychainEngine {
             withAttributes.returns.insert(.attributes)
             var records = try findItems(withAttributes, caller: caller, resultLimit: resultLimit, scan: scan)
             try checkKeyData(records)
+            records = try authorized(records, caller: caller, keepAttributes: true, limit: nil)
             if !query.returns.contains(.attributes) {
                 for index in records.indices { records[index].attributes = [:] }
             }
             return records
         default:
-            return try findItems(query, caller: caller, resultLimit: resultLimit, scan: scan)
+            guard Self.needsAuthorization(query, caller: caller) else {
+                return try findItems(query, caller: caller, resultLimit: resultLimit, scan: scan)
+            }
+            // The access control is an attribute: read even when not asked for (KeychainEngine+Authentication.swift).
+            var withAttributes = query
+            withAttributes.returns.insert(.attributes)
+            let skipping = AuthenticationCheck(caller: caller).authentication?.ui == .skip
+            if skipping { withAttributes.limit = .all }
+            let records = try findItems(withAttributes, caller: caller, resultLimit: resultLimit, scan: scan)
+            return try authorized(
+                records,
+                caller: caller,
+                keepAttributes: query.returns.contains(.attributes),
+                limit: skipping ? query.limit.bound : nil
+            )
         }
     }
 
@@ -936,6 +953,7 @@ final class KeychainEngine {
         }
         let now = configuration.clock()
         var updatedRows: [ItemRow] = []
+        var authentication = AuthenticationCheck(caller: caller)
         for match in matches {
             let (row, attributes, aad) = (match.row, match.attributes, match.aad)
             let oldAccessibility = try Self.accessibility(of: row)
@@ -948,7 +966,10 @@ final class KeychainEngine {
             if let flags = changes.accessControlFlags {
                 newAttributes[AttributeKey.accessControl] = .int(Int64(flags))
             } else if changes.accessibility != nil {
-                newAttributes[AttributeKey.accessControl] = nil
+                newAttributes[AttributeKey.accessControl] = Self.keptAccessControl(attributes)
+            }
+            guard try authentication.check(flags: Self.accessControlFlags(attributes), engine: self) == .allowed else {
+                continue
             }
             newAttributes[AttributeKey.modificationDate] = .date(now)
             let secret =

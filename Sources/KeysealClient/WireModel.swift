@@ -227,6 +227,20 @@ public enum WireRequest: Sendable {
     /// keyseald then reads itself and applies. Only a client the policy names as `vouching` may send it: the
     /// Secret Service bridge, for its D-Bus callers.
     indirect case onBehalf(pid: Int32, WireRequest)
+    /// Checks the store's passcode for the sender (counted as an unlock attempt, refused during the store's delays)
+    /// and answers `.secret` with an authentication token bound to the sender's uid (docs/WIRE-PROTOCOL.md).
+    case authenticate(passcode: SecretBytes)
+    /// A lookup, update or key operation carrying an authentication (a token from `authenticate`, its reuse
+    /// duration, and what to do without a usable one) for items and keys whose access control asks for it.
+    indirect case authenticated(ItemAuthentication, WireRequest)
+
+    /// Whether `authenticated` may carry this request.
+    public var mayBeAuthenticated: Bool {
+        switch self {
+        case .copyMatching, .update, .keyOperation: true
+        default: false
+        }
+    }
 
     /// Whether `onBehalf` may carry this request.
     public var mayBeSentOnBehalf: Bool {
@@ -251,7 +265,7 @@ public enum WireRequest: Sendable {
     public var carriesSecret: Bool {
         switch self {
         case .unlock, .setPasscode, .changePasscode, .removePasscode, .exportBackup, .importBegin: true
-        case .createRecoveryKey, .recover, .tpmReseal: true
+        case .createRecoveryKey, .recover, .tpmReseal, .authenticate: true
         default: false
         }
     }
@@ -294,6 +308,8 @@ public enum WireRequest: Sendable {
         case .tpmReseal: "tpm reseal"
         case .acceptRollback: "tpm accept-rollback"
         case .onBehalf(_, let request): request.name
+        case .authenticate: "authenticate"
+        case .authenticated(_, let request): request.name
         }
     }
 }
