@@ -51,7 +51,9 @@ struct AuthenticationGrants {
     mutating func removeAll() { grants.removeAll() }
 
     private mutating func prune(now: Date) {
-        grants = grants.filter { now.timeIntervalSince($0.value.issued) <= Double(ItemAuthentication.maximumReuseSeconds) }
+        grants = grants.filter {
+            now.timeIntervalSince($0.value.issued) <= Double(ItemAuthentication.maximumReuseSeconds)
+        }
     }
 }
 

@@ -505,7 +505,10 @@ public final class KeychainService: Sendable {
             return .secret(try authenticate(passcode: passcode, caller: caller))
         case .authenticated:
             // Unwrapped by the connection, which binds the authentication to the peer's uid.
-            throw KeychainError(KeychainStatus.internalComponent, "an authenticated request reached the service wrapped")
+            throw KeychainError(
+                KeychainStatus.internalComponent,
+                "an authenticated request reached the service wrapped"
+            )
         }
     }
 

@@ -38,6 +38,20 @@ if arguments.count >= 4, arguments[1] == "as", let pid = Int32(arguments[2]) {
     onBehalfOf = pid
     arguments.removeSubrange(1...2)
 }
+// `token HEX COMMAND …`: the request carries that authentication token (reuse 0, UI fail), as an LAContext's does.
+var authenticationToken: SecretBytes?
+if arguments.count >= 4 && arguments[1] == "token" {
+    var bytes: [UInt8] = []
+    var index = arguments[2].startIndex
+    while let next = arguments[2].index(index, offsetBy: 2, limitedBy: arguments[2].endIndex), index != next,
+        let byte = UInt8(arguments[2][index..<next], radix: 16)
+    {
+        bytes.append(byte)
+        index = next
+    }
+    authenticationToken = bytes.withUnsafeBytes { SecretBytes(copying: $0) }
+    arguments.removeSubrange(1...2)
+}
 if arguments.count >= 3 && arguments[1] == "after", let seconds = Double(arguments[2]) {
     usleep(UInt32(seconds * 1_000_000))
     arguments.removeSubrange(1...2)
@@ -373,6 +387,18 @@ case ("status", 2): request = .status
 case ("lock", 2): request = .lock
 case ("settings", 2): request = .getSettings
 case ("unlock", 3): request = .unlock(passcode: SecretBytes(utf8: arguments[2]))
+case ("authenticate", 3): request = .authenticate(passcode: SecretBytes(utf8: arguments[2]))
+case ("add-protected", 4):
+    // A generic password whose access control asks for user presence.
+    request = .add(
+        NewItem(
+            itemClass: .genericPassword,
+            attributes: ["acct": .string(arguments[3]), "svce": .string("probe")],
+            accessGroup: group(arguments[2]),
+            accessControlFlags: 1,
+            data: Array("secret".utf8).withUnsafeBytes { Data($0) }
+        )
+    )
 case ("add", 4):
     request = .add(
         NewItem(
@@ -514,7 +540,13 @@ default:
     exit(64)
 }
 do {
-    switch try send(onBehalfOf.map { .onBehalf(pid: $0, request) } ?? request) {
+    var wrapped = request
+    if let authenticationToken {
+        wrapped = .authenticated(ItemAuthentication(token: authenticationToken, reuseSeconds: 0, ui: .fail), request)
+    }
+    switch try send(onBehalfOf.map { .onBehalf(pid: $0, wrapped) } ?? wrapped) {
+    case .secret(let token):
+        print("ok token " + token.withUnsafeBytes { $0.map { ($0 < 16 ? "0" : "") + String($0, radix: 16) }.joined() })
     case .records(let records):
         let groups = records.compactMap { record -> String? in
             if case .string(let group)? = record.attributes["agrp"] { return group }
