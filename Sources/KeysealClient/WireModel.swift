@@ -266,6 +266,8 @@ public enum WireRequest: Sendable {
         switch self {
         case .unlock, .setPasscode, .changePasscode, .removePasscode, .exportBackup, .importBegin: true
         case .createRecoveryKey, .recover, .tpmReseal, .authenticate: true
+        // An authentication token is a bearer secret of its uid.
+        case .authenticated(let authentication, _): authentication.token != nil
         default: false
         }
     }

@@ -362,6 +362,10 @@ extension LocalAuthenticationSuites {
                     kSecClass as String: kSecClassGenericPassword, kSecAttrService as String: "la",
                     kSecAttrAccount as String: "protected",
                 ]
+                let failing = query.merging([kSecUseAuthenticationUI as String: kSecUseAuthenticationUIFail]) { a, _ in
+                    a
+                }
+                #expect(SecItemUpdate(failing as CFDictionary, update as CFDictionary) == errSecInteractionNotAllowed)
                 let context = LAContext()
                 #expect(askpass.using(askpass.right) { evaluate(context).0 })
                 #expect(
