@@ -336,7 +336,7 @@ extension KeychainEngine {
         }
     }
 
-    private func keyRecord(_ persistentRef: Data, caller: Caller) throws -> ItemRecord {
+    func keyRecord(_ persistentRef: Data, caller: Caller) throws -> ItemRecord {
         let query = ItemQuery(
             itemClass: .key,
             synchronizable: .any,

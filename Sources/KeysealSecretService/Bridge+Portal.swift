@@ -165,12 +165,11 @@ extension SecretServiceBridge {
         try secret.withUnsafeBytes { bytes in
             var written = 0
             while written < bytes.count {
-                let count = Glibc.write(descriptor, bytes.baseAddress! + written, bytes.count - written)
+                let count = Posix.write(descriptor, bytes.baseAddress! + written, bytes.count - written)
                 if count > 0 {
                     written += count
                     continue
                 }
-                if count < 0 && errno == EINTR { continue }
                 var poller = pollfd(fd: descriptor, events: Int16(POLLOUT), revents: 0)
                 guard count < 0, errno == EAGAIN, poll(&poller, 1, 5000) > 0 else {
                     throw BusError(BusError.failed, "cannot write the secret to the portal's descriptor")

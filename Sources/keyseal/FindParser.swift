@@ -1,12 +1,5 @@
-import KeysealClient
-
-#if canImport(Glibc)
 import Glibc
-#elseif canImport(Musl)
-import Musl
-#elseif canImport(Darwin)
-import Darwin
-#endif
+import KeysealClient
 
 /// The command lines of `find-generic-password` and `find-internet-password` that ArgumentParser would accept,
 /// parsed without it: ArgumentParser's first parse in a process (reflection over the commands, protocol conformance

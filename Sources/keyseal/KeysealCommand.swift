@@ -1,11 +1,6 @@
 import ArgumentParser
-import KeysealClient
-
-#if canImport(FoundationEssentials)
 import FoundationEssentials
-#else
-import Foundation
-#endif
+import KeysealClient
 
 /// `keyseal`: the command line of docs/COMMAND-LINE.md, modelled on macOS `security`. It talks to keyseald over the
 /// thin client only (no engine, no NIO, no SQLite), so it starts in a few milliseconds.
@@ -35,6 +30,7 @@ struct KeysealCommand: ParsableCommand {
             CreateKey.self, FindKey.self, DeleteKey.self, SignCommand.self, CreateCSR.self,
             AddCertificates.self, FindCertificate.self, DeleteCertificate.self, FindIdentity.self,
             RecoveryKeyCommand.self, RecoverCommand.self, TPMCommand.self,
+            AttestationCommand.self, AttestCommand.self, VerifyAttestationCommand.self,
         ]
     )
 
@@ -43,6 +39,7 @@ struct KeysealCommand: ParsableCommand {
         // The lookups scripts run most take a path of their own (docs/DECISIONS.md, "The find commands' plain command
         // lines are parsed by hand").
         if let find = FindParser.parse(arguments) { FindParser.exit(find.run()) }
+        AttestationHelper.runIfNeeded(arguments)
         main(ArgumentRewriter.rewrite(arguments))
     }
 }
@@ -152,7 +149,9 @@ enum ArgumentRewriter {
         if addCommands.contains(command), rest.last == "-w" {
             rest[rest.count - 1] = "--password-prompt"
         }
-        if ["passcode", "recovery-key", "tpm"].contains(command), let sub = rest.first, !sub.hasPrefix("-") {
+        if ["passcode", "recovery-key", "tpm", "attestation"].contains(command), let sub = rest.first,
+            !sub.hasPrefix("-")
+        {
             return [command, sub] + globals + rest.dropFirst()
         }
         return [command] + globals + rest
