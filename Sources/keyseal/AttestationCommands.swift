@@ -150,7 +150,7 @@ struct AttestCommand: ClientCommand {
     var output: String?
 
     func validate() throws {
-        guard let bytes = Formatting.bytes(hex: challenge), !bytes.isEmpty, bytes.count <= 4096 else {
+        guard let bytes = Hex.decode(challenge), !bytes.isEmpty, bytes.count <= 4096 else {
             throw ValidationError("--challenge: 1 to 4096 bytes in hex")
         }
         guard ["webauthn-tpm", "json"].contains(format) else { throw ValidationError("--format: webauthn-tpm or json") }
@@ -169,7 +169,7 @@ struct AttestCommand: ClientCommand {
             reference: reference,
             kind: .attest,
             algorithm: format,
-            data: Data(Formatting.bytes(hex: challenge)!)
+            data: Data(Hex.decode(challenge)!)
         )
         guard case .keyResult(let statement) = try client.send(.keyOperation(operation)) else { throw unexpected }
         if global.json && output == nil && format == "webauthn-tpm" {
