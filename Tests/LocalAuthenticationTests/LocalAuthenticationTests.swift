@@ -229,6 +229,48 @@ extension LocalAuthenticationSuites {
             }
         }
 
+        @Test("evaluateAccessControl asks for the passcode for .userPresence and fprintd for biometry alone")
+        func evaluateAccessControlPolicies() throws {
+            try withPasscodeStore { _ in
+                setenv("KEYSEAL_FPRINTD_VERIFY", "/nonexistent/fprintd-verify", 1)
+                defer { unsetenv("KEYSEAL_FPRINTD_VERIFY") }
+                var error: Unmanaged<CFError>?
+                let presence = try #require(
+                    SecAccessControlCreateWithFlags(nil, kSecAttrAccessibleWhenUnlocked, .userPresence, &error)
+                )
+                let biometry = try #require(
+                    SecAccessControlCreateWithFlags(nil, kSecAttrAccessibleWhenUnlocked, .biometryAny, &error)
+                )
+                let context = LAContext()
+                let semaphore = DispatchSemaphore(value: 0)
+                let answer = Answer()
+                askpass.using(askpass.wrong) {
+                    context.evaluateAccessControl(presence, operation: .useItem, localizedReason: "use") { ok, error in
+                        answer.set(ok, error.map { $0 as NSError })
+                        semaphore.signal()
+                    }
+                    semaphore.wait()
+                }
+                #expect(answer.get().1?.code == LAError.Code.authenticationFailed.rawValue)
+                askpass.using(askpass.right) {
+                    context.evaluateAccessControl(presence, operation: .useItem, localizedReason: "use") { ok, error in
+                        answer.set(ok, error.map { $0 as NSError })
+                        semaphore.signal()
+                    }
+                    semaphore.wait()
+                }
+                #expect(answer.get().0)
+                askpass.using(askpass.right) {
+                    context.evaluateAccessControl(biometry, operation: .useItem, localizedReason: "use") { ok, error in
+                        answer.set(ok, error.map { $0 as NSError })
+                        semaphore.signal()
+                    }
+                    semaphore.wait()
+                }
+                #expect(answer.get().1?.code == LAError.Code.biometryNotAvailable.rawValue)
+            }
+        }
+
         @Test("an invalidated context fails with invalidContext")
         func invalidatedContext() throws {
             try withPasscodeStore { _ in
