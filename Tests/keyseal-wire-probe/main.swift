@@ -16,6 +16,9 @@ import class Foundation.Thread
 //                            |find-flood CONNECTIONS read|slow|none SECONDS|latency SECONDS ACCOUNT
 //   keyseal-wire-probe SOCKET as PID COMMAND …   (the request sent on behalf of process PID, as the bridge does)
 //   keyseal-wire-probe SOCKET after SECONDS COMMAND …   (waits first)
+//   keyseal-wire-probe SOCKET authenticate PASSCODE | add-protected GROUP ACCOUNT   (prints `ok token HEX` / adds an
+//     item whose access control asks for user presence)
+//   keyseal-wire-probe SOCKET token HEX COMMAND …   (the request carries that authentication token)
 //   keyseal-wire-probe fd:N COMMAND …   (on the connection open at descriptor N, which it inherited)
 //   keyseal-wire-probe SOCKET lend inherit|cloexec PROGRAM ARG …   (connects, starts `fd:N after 1.5 find - app` on
 //     that connection, then execs PROGRAM with the connection open across the exec, or closed by it)
@@ -539,6 +542,7 @@ default:
     print(
         "usage: keyseal-wire-probe SOCKET status|lock|settings|unlock P|add GROUP ACCT|find GROUP ACCT|doctor"
             + "|doctor-delete ID|add-class CLASS|sign REFERENCE-HEX|attest REFERENCE-HEX|enroll-request"
+            + "|authenticate P|add-protected GROUP ACCT"
     )
     exit(64)
 }
