@@ -415,7 +415,9 @@ public func SecKeyCopyExternalRepresentation(
             if description.inHardware {
                 throw KeychainError(KeychainStatus.unimplemented, "a hardware private key cannot be exported")
             }
-            return try store.exportPrivateKey(description.reference).withUnsafeBytes { Data($0) }
+            return try ItemAuthenticationRunner.run(key: key) {
+                try store.exportPrivateKey(description.reference).withUnsafeBytes { Data($0) }
+            }
         }
     }
 }

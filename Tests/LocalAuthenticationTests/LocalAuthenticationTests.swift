@@ -504,6 +504,25 @@ extension LocalAuthenticationSuites {
             return (signature, error.map { CFErrorGetCode($0.takeRetainedValue()) })
         }
 
+        @Test("the key's material is not exported without a fresh context (kSecUseAuthenticationUIFail)")
+        func exportNeedsFreshContext() throws {
+            try withPasscodeStore { _ in
+                let refused = try Self.protectedKey([
+                    kSecUseAuthenticationUI as String: kSecUseAuthenticationUIFail
+                ])
+                var error: Unmanaged<CFError>?
+                #expect(askpass.using(askpass.right) { SecKeyCopyExternalRepresentation(refused, &error) } == nil)
+                #expect(error.map { CFErrorGetCode($0.takeRetainedValue()) } == Int(errSecInteractionNotAllowed))
+                let context = LAContext()
+                #expect(askpass.using(askpass.right) { evaluate(context).0 })
+                let key = try Self.protectedKey([
+                    kSecUseAuthenticationContext as String: context,
+                    kSecUseAuthenticationUI as String: kSecUseAuthenticationUIFail,
+                ])
+                #expect(askpass.using(nil) { SecKeyCopyExternalRepresentation(key, nil) } != nil)
+            }
+        }
+
         @Test("the key signs with a fresh context and refuses without one (kSecUseAuthenticationUIFail)")
         func signsOnlyWithFreshContext() throws {
             try withPasscodeStore { _ in
