@@ -386,13 +386,15 @@ public func SecKeyCopyKeyExchangeResult(
                 sharedInfo: info
             )
         case .stored(let store, let description):
-            return try store.keyExchange(
-                description.reference,
-                algorithm: algorithm.name,
-                peer: peer.bytes,
-                requestedSize: size,
-                sharedInfo: info
-            ).withUnsafeBytes { Data($0) }
+            return try ItemAuthenticationRunner.run(key: privateKey) {
+                try store.keyExchange(
+                    description.reference,
+                    algorithm: algorithm.name,
+                    peer: peer.bytes,
+                    requestedSize: size,
+                    sharedInfo: info
+                ).withUnsafeBytes { Data($0) }
+            }
         case .publicKey: throw KeychainError(KeychainStatus.param, "algorithm not supported by the key")
         }
     }
