@@ -138,7 +138,7 @@ let package = Package(
         .executableTarget(
             name: "keyseal",
             dependencies: [
-                "KeysealClient", "KeysealModel", "KeysealStatus",
+                "KeysealClient", "KeysealModel", "KeysealStatus", "CKeysealSys",
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
             ],
             swiftSettings: swiftSettings,
@@ -172,6 +172,13 @@ let package = Package(
             name: "keyseal-wire-probe",
             dependencies: ["KeysealClient"],
             path: "Tests/keyseal-wire-probe",
+            swiftSettings: swiftSettings
+        ),
+        // Benchmark helper (Scripts/bench-ssh-agent.sh): keyseal ssh-agent's sign round trip next to the wire's.
+        .executableTarget(
+            name: "keyseal-ssh-agent-bench",
+            dependencies: ["KeysealClient"],
+            path: "Tests/keyseal-ssh-agent-bench",
             swiftSettings: swiftSettings
         ),
 

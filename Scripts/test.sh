@@ -60,6 +60,8 @@ echo "test: qemu guest took $((SECONDS - started)) s"
 # pool stays under the 48 slots GnuTLS's p11tool lists (SoftHSMFixture), so the PKCS#11 device-key suites get a pool
 # of their own. They run on SoftHSM2 and on tpm2-pkcs11 behind tpm2-abrmd (TPM2PKCS11Pool: one store of tokens made
 # with tpm2_ptool per process).
+# Every suite includes the ssh-agent's (KeysealServerTests' SSHAgentTests: keyseal ssh-agent with ssh-add, ssh to a
+# private sshd, ssh-keygen -Y and git commit signing, on swtpm and SoftHSM2).
 # Every suite includes the Secret Service bridge's (KeysealSecretServiceTests): secret-tool, libsecret through PyGObject,
 # SecretStorage and python-keyring's backend tests, run as processes on private session buses.
 echo "test: every suite"

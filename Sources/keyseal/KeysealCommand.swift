@@ -34,7 +34,7 @@ struct KeysealCommand: ParsableCommand {
             DumpKeychain.self, ExportCommand.self, ImportCommand.self, DoctorCommand.self, ErrorCommand.self,
             CreateKey.self, FindKey.self, DeleteKey.self, SignCommand.self, CreateCSR.self,
             AddCertificates.self, FindCertificate.self, DeleteCertificate.self, FindIdentity.self,
-            RecoveryKeyCommand.self, RecoverCommand.self, TPMCommand.self,
+            RecoveryKeyCommand.self, RecoverCommand.self, TPMCommand.self, SSHMark.self, SSHAgentCommand.self,
         ]
     )
 
