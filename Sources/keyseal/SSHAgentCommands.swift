@@ -58,9 +58,11 @@ struct SSHAgentCommand: ParsableCommand {
             agent creates it) and removed at SIGTERM or SIGINT. Under systemd socket activation (LISTEN_FDS) the \
             agent serves the socket it is given and -a is not needed.
 
-            Set SSH_AUTH_SOCK to the socket, or start with -D and eval the first line: \
-            eval "$(keyseal ssh-agent -D -a "$XDG_RUNTIME_DIR/keyseal/ssh-agent.sock" & sleep 1)" is not needed with \
-            the systemd user unit (docs/SSH-AGENT.md).
+            Programs find the agent through SSH_AUTH_SOCK: -D prints the line that sets it \
+            (SSH_AUTH_SOCK=SOCKET; export SSH_AUTH_SOCK;). With the systemd user units \
+            (keyseal-ssh-agent.socket), export SSH_AUTH_SOCK="$XDG_RUNTIME_DIR/keyseal/ssh-agent.sock". \
+            ssh-add KEYFILE imports an ECDSA key only with --allow-add; removing keys and locking through the \
+            agent are refused (keyseal delete-key, keyseal lock).
             """
     )
 
@@ -68,7 +70,7 @@ struct SSHAgentCommand: ParsableCommand {
     var socket: String?
     @Option(name: .customShort("a"), help: ArgumentHelp("The agent's socket (SSH_AUTH_SOCK).", valueName: "socket"))
     var address: String?
-    @Flag(name: .customShort("D"), help: "Print SSH_AUTH_SOCK=…; export SSH_AUTH_SOCK; on standard output first.")
+    @Flag(name: .customShort("D"), help: "First print SSH_AUTH_SOCK=SOCKET; export SSH_AUTH_SOCK; on standard output.")
     var printEnvironment = false
     @Flag(name: .long, help: "Ask before every signature through the askpass program, naming the key and the caller.")
     var confirm = false
