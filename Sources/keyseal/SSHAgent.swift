@@ -1,5 +1,4 @@
 import CKeysealSys
-import Dispatch
 import KeysealClient
 import Synchronization
 
@@ -37,7 +36,7 @@ final class SSHAgent: Sendable {
     let options: SSHAgentOptions
     /// The keys of the last listing, by blob (a sign request names its key by blob).
     private let keys = Mutex<[[UInt8]: SSHAgentKey]>([:])
-    /// Connections being served; beyond ``maxConnections`` new ones are closed at once.
+    /// Connections being served, each on a thread of its own; beyond ``maxConnections`` new ones are closed at once.
     private let connections = Atomic<Int>(0)
     static let maxConnections = 64
 
@@ -66,12 +65,45 @@ final class SSHAgent: Sendable {
                 close(fd)
                 continue
             }
-            DispatchQueue.global().async {
+            let started = Self.detachThread {
                 self.serveConnection(fd)
                 close(fd)
                 self.connections.subtract(1, ordering: .relaxed)
             }
+            if !started {
+                Self.log("cannot start a thread for a client: \(String(cString: strerror(errno)))")
+                close(fd)
+                connections.subtract(1, ordering: .relaxed)
+            }
         }
+    }
+
+    /// Runs `body` on a detached thread of its own. Not Dispatch's pool: its width follows the cores, and a client
+    /// that stays connected (ssh keeps the agent open for the session) would hold one of its few threads, so that
+    /// others wait for a new one.
+    static func detachThread(_ body: @escaping @Sendable () -> Void) -> Bool {
+        final class Work {
+            let body: @Sendable () -> Void
+            init(_ body: @escaping @Sendable () -> Void) { self.body = body }
+        }
+        let work = Unmanaged.passRetained(Work(body)).toOpaque()
+        var thread = pthread_t()
+        let result = pthread_create(
+            &thread,
+            nil,
+            { argument in
+                Unmanaged<Work>.fromOpaque(argument!).takeRetainedValue().body()
+                return nil
+            },
+            work
+        )
+        guard result == 0 else {
+            Unmanaged<Work>.fromOpaque(work).release()
+            errno = result
+            return false
+        }
+        pthread_detach(thread)
+        return true
     }
 
     /// Answers the messages of one client until it closes the connection or sends an over-long frame.

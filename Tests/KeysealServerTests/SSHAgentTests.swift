@@ -230,7 +230,7 @@ struct SSHAgentTests {
         let script = """
             import socket, struct, sys
             def ask(payload, raw=None):
-                s = socket.socket(socket.AF_UNIX); s.settimeout(10); s.connect(sys.argv[1])
+                s = socket.socket(socket.AF_UNIX); s.settimeout(2); s.connect(sys.argv[1])
                 s.sendall(raw if raw is not None else struct.pack(">I", len(payload)) + payload)
                 reply = s.recv(64); s.close(); return reply.hex()
             print(ask(bytes([99])))                                   # unknown message
@@ -242,6 +242,26 @@ struct SSHAgentTests {
         let result = try runProcess("/usr/bin/python3", ["-c", script, agent.socket])
         #expect(result.stdoutText == String(repeating: "0000000105\n", count: 5), "\(result.stderrText)")
         #expect(try agent.sshAdd("-L").stdoutText.hasPrefix("ecdsa-sha2-nistp256 "))
+    }
+
+    @Test("clients that connect and stay idle do not hold up others (an answer within 2 s)")
+    func idleClientsDoNotBlockOthers() throws {
+        let daemon = try DaemonFixture()
+        defer { daemon.remove() }
+        #expect(try CLI(socket: daemon.socketPath)("create-key", "--tag", "k", "--ssh").status == 0)
+        let agent = try AgentProcess(daemon: daemon)
+        defer { agent.stop() }
+        let script = """
+            import socket, struct, sys
+            idle = []
+            for _ in range(16):
+                s = socket.socket(socket.AF_UNIX); s.connect(sys.argv[1]); idle.append(s)
+            s = socket.socket(socket.AF_UNIX); s.settimeout(2); s.connect(sys.argv[1])
+            s.sendall(struct.pack(">IB", 1, 11))
+            print(s.recv(5)[4])
+            """
+        let result = try runProcess("/usr/bin/python3", ["-c", script, agent.socket])
+        #expect(result.stdoutText == "12\n", "\(result.stderrText)")
     }
 
     @Test("SIGTERM removes the socket; -D prints the line that exports SSH_AUTH_SOCK")
