@@ -203,7 +203,7 @@ final class SSHAgent: Sendable {
         if let label = record.string(AttributeKey.label), !label.isEmpty { return label }
         if let tag = record.string(AttributeKey.applicationTag), !tag.isEmpty { return tag }
         if case .data(let klbl)? = record.attributes[AttributeKey.applicationLabel] {
-            return Formatting.hex(Array(klbl))
+            return Hex.encode(klbl)
         }
         return "keyseal key"
     }
