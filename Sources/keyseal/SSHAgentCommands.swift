@@ -1,6 +1,5 @@
 import ArgumentParser
 import CKeysealSys
-import Dispatch
 import KeysealClient
 import Synchronization
 
@@ -115,7 +114,7 @@ struct SSHAgentCommand: ParsableCommand {
             listener = try Self.listen(socketPath)
             path = socketPath
         }
-        let signalSources = Self.handleTermination(removing: path)
+        Self.handleTermination(removing: path)
         if printEnvironment, let shown = path ?? environment["SSH_AUTH_SOCK"] {
             Console.out("SSH_AUTH_SOCK=\(Self.shellQuoted(shown)); export SSH_AUTH_SOCK;")
         }
@@ -123,7 +122,7 @@ struct SSHAgentCommand: ParsableCommand {
             "serving \(path ?? "the socket systemd passed") for keyseald at \(options.keysealSocket)"
                 + (confirm ? ", confirming each signature with \(options.askpass)" : "")
         )
-        withExtendedLifetime(signalSources) { SSHAgent(options: options).serve(listener: listener) }
+        SSHAgent(options: options).serve(listener: listener)
     }
 
     /// The socket systemd passed (`LISTEN_PID` is this process, `LISTEN_FDS` ≥ 1: descriptor 3), else nil.
@@ -141,11 +140,13 @@ struct SSHAgentCommand: ParsableCommand {
     /// A listening socket at `path`, 0600; a missing directory is created 0700. A stale socket (nobody listening)
     /// is replaced; a live one or any other file is an error.
     static func listen(_ path: String) throws -> Int32 {
-        var address = sockaddr_un()
-        address.sun_family = sa_family_t(AF_UNIX)
-        let capacity = MemoryLayout.size(ofValue: address.sun_path)
-        guard path.utf8.count < capacity else {
-            throw CommandFailure(status: -50, message: "the socket path is over \(capacity - 1) bytes")
+        // Bound and listening under a name of its own first, then renamed into place: the socket appears only when
+        // it accepts connections.
+        let staging = "\(path).\(getpid())"
+        let capacity = MemoryLayout.size(ofValue: sockaddr_un().sun_path)
+        guard staging.utf8.count < capacity else {
+            let limit = capacity - 1 - (staging.utf8.count - path.utf8.count)
+            throw CommandFailure(status: -50, message: "the socket path is over \(limit) bytes")
         }
         let directory = path.lastIndex(of: "/").map { String(path[..<$0]) } ?? ""
         if !directory.isEmpty, access(directory, F_OK) != 0, mkdir(directory, 0o700) != 0 {
@@ -168,14 +169,15 @@ struct SSHAgentCommand: ParsableCommand {
         guard fd >= 0 else { throw CommandFailure(status: -50, message: "socket: \(String(cString: strerror(errno)))") }
         // Created 0600: no window in which another user could connect.
         let previous = umask(0o177)
-        let bound = withAddress(path) { bind(fd, $0, $1) == 0 }
+        unlink(staging)
+        let bound = withAddress(staging) { bind(fd, $0, $1) == 0 }
         umask(previous)
-        guard bound, Glibc.listen(fd, 64) == 0 else {
+        guard bound, Glibc.listen(fd, 64) == 0, chmod(staging, 0o600) == 0, rename(staging, path) == 0 else {
             let reason = String(cString: strerror(errno))
             close(fd)
+            unlink(staging)
             throw CommandFailure(status: -50, message: "cannot listen on \(path): \(reason)")
         }
-        chmod(path, 0o600)
         return fd
     }
 
@@ -190,19 +192,27 @@ struct SSHAgentCommand: ParsableCommand {
         }
     }
 
-    /// SIGTERM and SIGINT: remove the socket (one the agent made) and exit 0.
-    static func handleTermination(removing path: String?) -> [any DispatchSourceSignal] {
-        [SIGTERM, SIGINT].map { signalNumber in
-            signal(signalNumber, SIG_IGN)
-            let source = DispatchSource.makeSignalSource(signal: signalNumber, queue: .global())
-            source.setEventHandler {
-                if let path { unlink(path) }
-                SSHAgent.log("stopped")
-                Glibc.exit(0)
-            }
-            source.resume()
-            return source
+    /// SIGTERM and SIGINT: remove the socket (one the agent made) and exit 0. The signals are blocked in this thread
+    /// before any other starts (threads inherit the mask) and taken by one thread with `sigwait`, so no handler runs
+    /// in the middle of other code.
+    static func handleTermination(removing path: String?) {
+        var signals = sigset_t()
+        sigemptyset(&signals)
+        sigaddset(&signals, SIGTERM)
+        sigaddset(&signals, SIGINT)
+        pthread_sigmask(SIG_BLOCK, &signals, nil)
+        let started = SSHAgent.detachThread {
+            var signals = sigset_t()
+            sigemptyset(&signals)
+            sigaddset(&signals, SIGTERM)
+            sigaddset(&signals, SIGINT)
+            var received: Int32 = 0
+            while sigwait(&signals, &received) != 0 {}
+            if let path { unlink(path) }
+            SSHAgent.log("stopped")
+            Glibc.exit(0)
         }
+        if !started { pthread_sigmask(SIG_UNBLOCK, &signals, nil) }
     }
 
     /// `'…'` for sh, with `'` written as `'\''`.

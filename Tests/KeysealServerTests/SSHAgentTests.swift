@@ -63,8 +63,9 @@ struct SSHAgentTests {
         #expect(try cli("create-key", "--tag", "rsa", "--type", "rsa2048", "--ssh").status == 0)
         let agent = try AgentProcess(daemon: daemon)
         defer { agent.stop() }
-        let keys = try agent.sshAdd("-L").stdoutText.split(separator: "\n").map(String.init)
-        #expect(keys.count == 3)
+        let listed = try agent.sshAdd("-L")
+        let keys = listed.stdoutText.split(separator: "\n").map(String.init)
+        #expect(keys.count == 3, "\(listed.stderrText) \(agent.log)")
         for key in keys {
             let signed = try agent.signAndVerify(publicKey: key, message: "message for \(key.suffix(5))")
             #expect(signed.status == 0, "\(key): \(signed.stderrText) \(agent.log)")
