@@ -136,7 +136,7 @@ printf 'demo passcode\n' | keyseal unlock --passcode-stdin
 # ssh and git: keys marked --ssh are offered by keyseal ssh-agent; the TPM signs, the key never leaves it.
 run keyseal create-key --tag laptop --hardware --ssh
 show keyseal ssh-agent -D -a "$work/agent/ssh-agent.sock" "&"
-keyseal ssh-agent -D -a "$work/agent/ssh-agent.sock" >"$work/agent.env" 2>"$work/agent.log" &
+"$bin/keyseal" ssh-agent -D -a "$work/agent/ssh-agent.sock" >"$work/agent.env" 2>"$work/agent.log" &
 agent_pid=$!
 for _ in $(seq 1 100); do [ -s "$work/agent.env" ] && break; sleep 0.1; done
 cat "$work/agent.env"
