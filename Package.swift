@@ -166,7 +166,7 @@ let package = Package(
             name: "keyseal",
             dependencies: [
                 "KeysealClient", "KeysealModel", "KeysealStatus", "KeysealAttestationOptions",
-                "KeysealTPMPolicyOptions",
+                "KeysealTPMPolicyOptions", "CKeysealSys",
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
             ],
             swiftSettings: swiftSettings,
@@ -235,6 +235,13 @@ let package = Package(
             name: "keyseal-wire-probe",
             dependencies: ["KeysealClient"],
             path: "Tests/keyseal-wire-probe",
+            swiftSettings: swiftSettings
+        ),
+        // Benchmark helper (Scripts/bench-ssh-agent.sh): keyseal ssh-agent's sign round trip next to the wire's.
+        .executableTarget(
+            name: "keyseal-ssh-agent-bench",
+            dependencies: ["KeysealClient"],
+            path: "Tests/keyseal-ssh-agent-bench",
             swiftSettings: swiftSettings
         ),
 

@@ -11,6 +11,7 @@ packages=(
   qemu-system-x86 busybox-static cpio kmod e2fsprogs
   libsystemd-dev libsecret-tools gnome-keyring python3-gi gir1.2-secret-1 python3-venv python3-pip
   git libsecret-1-dev gcc bubblewrap
+  openssh-server openssh-client systemd
 )
 
 # The Secret Service clients from PyPI (pinned), in a venv that also sees Debian's PyGObject (python3-gi): the

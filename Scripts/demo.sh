@@ -3,6 +3,7 @@
 # `keyseald --backend swtpm` (a private swtpm whose state lives in the store) in a temporary directory, and walks
 # through the keyseal command line: set a passcode, add, lock, a refused find, unlock, a successful find, status;
 # a P-256 key generated inside the TPM that signs only while its class is unlocked (checked with openssl); then
+# OpenSSH through keyseal ssh-agent: ssh-keygen -Y signs with a TPM key (what git's ssh commit signing calls); then
 # the Secret Service: keyseal-secret-service on a private session bus, secret-tool storing and finding a password
 # that is a sealed Keyseal item; the TPM's attestation key enrolled with a throwaway CA and an attestation of the
 # hardware key verified. Then it stops everything. Each command is printed before it runs.
@@ -25,8 +26,9 @@ export KEYSEAL_SOCKET="$work/run/keyseal.sock"
 daemon_pid=
 bus_pid=
 bridge_pid=
+agent_pid=
 cleanup() {
-  for pid in $bridge_pid $bus_pid; do
+  for pid in $agent_pid $bridge_pid $bus_pid; do
     kill "$pid" 2>/dev/null || true
     wait "$pid" 2>/dev/null || true
   done
@@ -130,6 +132,30 @@ run keyseal lock
 expect 36 keyseal sign --tag "$tag" --input "$work/message" >/dev/null
 show "printf 'demo passcode\n' | keyseal unlock --passcode-stdin"
 printf 'demo passcode\n' | keyseal unlock --passcode-stdin
+
+# ssh and git: keys marked --ssh are offered by keyseal ssh-agent; the TPM signs, the key never leaves it.
+run keyseal create-key --tag laptop --hardware --ssh
+show keyseal ssh-agent -D -a "$work/agent/ssh-agent.sock" "&"
+"$bin/keyseal" ssh-agent -D -a "$work/agent/ssh-agent.sock" >"$work/agent.env" 2>"$work/agent.log" &
+agent_pid=$!
+for _ in $(seq 1 100); do [ -s "$work/agent.env" ] && break; sleep 0.1; done
+cat "$work/agent.env"
+. "$work/agent.env"
+show "ssh-add -L | tee laptop.pub"
+ssh-add -L | tee "$work/laptop.pub"
+run ssh-keygen -Y sign -f "$work/laptop.pub" -n file "$work/message"
+echo "demo@example.com $(cat "$work/laptop.pub")" >"$work/allowed_signers"
+show "ssh-keygen -Y verify -f allowed_signers -I demo@example.com -n file -s message.sig < message"
+ssh-keygen -Y verify -f "$work/allowed_signers" -I demo@example.com -n file -s "$work/message.sig" <"$work/message"
+run keyseal lock
+rm -f "$work/message.sig"
+expect 255 ssh-keygen -Y sign -f "$work/laptop.pub" -n file "$work/message"
+run tail -1 "$work/agent.log"
+show "printf 'demo passcode\n' | keyseal unlock --passcode-stdin"
+printf 'demo passcode\n' | keyseal unlock --passcode-stdin
+kill -TERM "$agent_pid"
+wait "$agent_pid" || true
+agent_pid=
 
 # The freedesktop Secret Service: programs that speak it (secret-tool, libsecret, python-keyring) store Keyseal items.
 show dbus-daemon --session "&" "# a private session bus"

@@ -62,6 +62,8 @@ echo "test: qemu guest took $((SECONDS - started)) s"
 # with tpm2_ptool per process).
 # Every suite includes the signed PCR policy scenarios (KeysealServerTests.SignedPCRPolicyTests: keyseald, keyseal
 # tpm sign-policy, openssl and tpm2-tools on swtpm).
+# Every suite includes the ssh-agent's (KeysealServerTests' SSHAgentTests: keyseal ssh-agent with ssh-add, ssh to a
+# private sshd, ssh-keygen -Y and git commit signing, on swtpm and SoftHSM2).
 # Every suite includes LocalAuthenticationTests: LAContext against askpass scripts, SecAccessControl's user presence on
 # items and keys, embedded and through keyseald processes (a uid-65534 client through keyseal-wire-probe).
 # Every suite includes the Secret Service bridge's (KeysealSecretServiceTests): secret-tool, libsecret through PyGObject,

@@ -173,13 +173,13 @@ _keyseal() {
     unset 'unparsed_words[0]'
     unparsed_words=("${unparsed_words[@]}")
     case "${subcommand}" in
-    status|unlock|lock|passcode|settings|add-generic-password|find-generic-password|delete-generic-password|add-internet-password|find-internet-password|delete-internet-password|dump-keychain|export|import|doctor|error|create-key|find-key|delete-key|sign|create-csr|add-certificates|find-certificate|delete-certificate|find-identity|recovery-key|recover|tpm|attestation|attest|verify-attestation|help)
+    status|unlock|lock|passcode|settings|add-generic-password|find-generic-password|delete-generic-password|add-internet-password|find-internet-password|delete-internet-password|dump-keychain|export|import|doctor|error|create-key|find-key|delete-key|sign|create-csr|add-certificates|find-certificate|delete-certificate|find-identity|recovery-key|recover|tpm|attestation|attest|verify-attestation|ssh-mark|ssh-agent|help)
         # Offer subcommand argument completions
         "_keyseal_${subcommand}"
         ;;
     *)
         # Offer subcommand completions
-        COMPREPLY+=($(compgen -W 'status unlock lock passcode settings add-generic-password find-generic-password delete-generic-password add-internet-password find-internet-password delete-internet-password dump-keychain export import doctor error create-key find-key delete-key sign create-csr add-certificates find-certificate delete-certificate find-identity recovery-key recover tpm attestation attest verify-attestation help' -- "${cur}"))
+        COMPREPLY+=($(compgen -W 'status unlock lock passcode settings add-generic-password find-generic-password delete-generic-password add-internet-password find-internet-password delete-internet-password dump-keychain export import doctor error create-key find-key delete-key sign create-csr add-certificates find-certificate delete-certificate find-identity recovery-key recover tpm attestation attest verify-attestation ssh-mark ssh-agent help' -- "${cur}"))
         ;;
     esac
 }
@@ -713,7 +713,7 @@ _keyseal_error() {
 
 _keyseal_create-key() {
     repeating_flags=()
-    non_repeating_flags=(--json --hardware --version -h --help)
+    non_repeating_flags=(--json --hardware --ssh --version -h --help)
     repeating_options=()
     non_repeating_options=(--socket --tag -l --type --accessible --access-group)
     __keyseal_offer_flags_options 0
@@ -1252,6 +1252,51 @@ _keyseal_verify-attestation() {
         return
         ;;
     '--public-key')
+        return
+        ;;
+    esac
+}
+
+_keyseal_ssh-mark() {
+    repeating_flags=()
+    non_repeating_flags=(--json --off --version -h --help)
+    repeating_options=()
+    non_repeating_options=(--socket --tag -l --hash)
+    __keyseal_offer_flags_options 0
+
+    # Offer option value completions
+    case "${prev}" in
+    '--socket')
+        return
+        ;;
+    '--tag')
+        return
+        ;;
+    '-l')
+        return
+        ;;
+    '--hash')
+        return
+        ;;
+    esac
+}
+
+_keyseal_ssh-agent() {
+    repeating_flags=()
+    non_repeating_flags=(-D --confirm --allow-add --version -h --help)
+    repeating_options=()
+    non_repeating_options=(--socket -a --askpass)
+    __keyseal_offer_flags_options 0
+
+    # Offer option value completions
+    case "${prev}" in
+    '--socket')
+        return
+        ;;
+    '-a')
+        return
+        ;;
+    '--askpass')
         return
         ;;
     esac

@@ -81,13 +81,15 @@ _keyseal() {
             'attestation:Enroll the TPM'\''s attestation key (AK) with a CA: device and CA steps.'
             'attest:Attest that a key was generated in this TPM and cannot leave it (TPM2_Certify by the AK).'
             'verify-attestation:Check a key attestation (webauthn-tpm or json) against a challenge and a CA (no keyseald).'
+            'ssh-mark:Mark a private key for keyseal ssh-agent, or with --off unmark it.'
+            'ssh-agent:Serve the ssh-agent protocol with the keys marked --ssh, in the foreground until SIGTERM.'
             'help:Show subcommand help information.'
         )
         _describe -V subcommand subcommands && ret=0
         ;;
     arg)
         case "${words[1]}" in
-        status|unlock|lock|passcode|settings|add-generic-password|find-generic-password|delete-generic-password|add-internet-password|find-internet-password|delete-internet-password|dump-keychain|export|import|doctor|error|create-key|find-key|delete-key|sign|create-csr|add-certificates|find-certificate|delete-certificate|find-identity|recovery-key|recover|tpm|attestation|attest|verify-attestation|help)
+        status|unlock|lock|passcode|settings|add-generic-password|find-generic-password|delete-generic-password|add-internet-password|find-internet-password|delete-internet-password|dump-keychain|export|import|doctor|error|create-key|find-key|delete-key|sign|create-csr|add-certificates|find-certificate|delete-certificate|find-identity|recovery-key|recover|tpm|attestation|attest|verify-attestation|ssh-mark|ssh-agent|help)
             "_keyseal_${words[1]}" && ret=0
             ;;
         esac
@@ -478,6 +480,7 @@ _keyseal_create-key() {
         '--hardware[Generate the key inside the store'\''s TPM or PKCS#11 token (ec256 only).]'
         '--accessible[Accessibility class\: when-unlocked, after-first-unlock, always, when-unlocked-this-device-only, after-first-unlock-this-device-only, always-this-device-only, when-passcode-set-this-device-only; Apple'\''s constant names and stored codes work too.]:class:'
         '--access-group[The access group.]:group:'
+        '--ssh[Mark the key for keyseal ssh-agent (change it later with keyseal ssh-mark).]'
         '--version[Show the version.]'
         '(-h --help)'{-h,--help}'[Show help information.]'
     )
@@ -887,6 +890,40 @@ _keyseal_verify-attestation() {
         '--challenge[The challenge, in hex.]:hex:'
         '--ca[The CA certificate(s) that issued the AK certificate (PEM).]:file:'
         '--public-key[The expected key (PEM).]:file:'
+        '--version[Show the version.]'
+        '(-h --help)'{-h,--help}'[Show help information.]'
+    )
+    _arguments -w -s -S : "${arg_specs[@]}" && ret=0
+
+    return "${ret}"
+}
+
+_keyseal_ssh-mark() {
+    local -i ret=1
+    local -ar arg_specs=(
+        '--socket[keyseald'\''s socket.]:path:'
+        '--json[Print one JSON document on standard output.]'
+        '--tag[The key'\''s application tag (kSecAttrApplicationTag).]:tag:'
+        '-l[The key'\''s label.]:label:'
+        '--hash[The key'\''s application label\: SHA-1 of its public key, in hex.]:klbl-hex:'
+        '--off[Remove the mark\: the agent no longer offers the key.]'
+        '--version[Show the version.]'
+        '(-h --help)'{-h,--help}'[Show help information.]'
+    )
+    _arguments -w -s -S : "${arg_specs[@]}" && ret=0
+
+    return "${ret}"
+}
+
+_keyseal_ssh-agent() {
+    local -i ret=1
+    local -ar arg_specs=(
+        '--socket[keyseald'\''s socket.]:path:'
+        '-a[The agent'\''s socket (SSH_AUTH_SOCK).]:socket:'
+        '-D[First print SSH_AUTH_SOCK=SOCKET; export SSH_AUTH_SOCK; on standard output.]'
+        '--confirm[Ask before every signature through the askpass program, naming the key and the caller.]'
+        '--askpass[The askpass program for --confirm (default\: $SSH_ASKPASS, else systemd-ask-password); exit 0 = allow.]:program:'
+        '--allow-add[Let ssh-add import ECDSA keys into Keyseal (software keys, not extractable, marked).]'
         '--version[Show the version.]'
         '(-h --help)'{-h,--help}'[Show help information.]'
     )

@@ -16,6 +16,11 @@ bridge=$(cd ../.. && swift build --show-bin-path)/keyseal-secret-service
 [ -x "$bridge" ] || { echo "verify: build keyseal-secret-service first" >&2; exit 1; }
 sed "s|%h/.local/bin/keyseal-secret-service|$bridge|" keyseal-secret-service.service >"$tmp/keyseal-secret-service.service"
 XDG_RUNTIME_DIR="$tmp/runtime" systemd-analyze --user verify "$tmp/keyseal-secret-service.service"
+agent=$(cd ../.. && swift build --show-bin-path)/keyseal
+[ -x "$agent" ] || { echo "verify: build keyseal first" >&2; exit 1; }
+sed "s|%h/.local/bin/keyseal|$agent|" keyseal-ssh-agent.service >"$tmp/keyseal-ssh-agent.service"
+cp keyseal-ssh-agent.socket "$tmp/keyseal-ssh-agent.socket"
+XDG_RUNTIME_DIR="$tmp/runtime" systemd-analyze --user verify "$tmp/keyseal-ssh-agent.socket" "$tmp/keyseal-ssh-agent.service"
 grep -q "^SystemdService=keyseal-secret-service.service$" org.freedesktop.secrets.service
 grep -q "^DBusName=org.freedesktop.secrets$" keyseal.portal
 grep -q "^Interfaces=org.freedesktop.impl.portal.Secret$" keyseal.portal

@@ -111,6 +111,8 @@ public enum AttributeKey {
     public static let canWrap = "wrap"
     public static let canUnwrap = "unwp"
     public static let tokenID = "tkid"
+    /// Offered by `keyseal ssh-agent` (`keyseal create-key --ssh`, `keyseal ssh-mark`): a Keyseal extension.
+    public static let sshAgent = "kssh"
 
     // Certificates: read from the DER, never set by a caller.
     public static let certificateType = "ctyp"
@@ -131,7 +133,8 @@ public enum AttributeKey {
         keyClass: .string, applicationLabel: .blob, applicationTag: .blob, keySizeInBits: .int, effectiveKeySize: .int,
         startDate: .date, endDate: .date, isPermanent: .bool, isSensitive: .bool, isExtractable: .bool,
         canEncrypt: .bool, canDecrypt: .bool, canDerive: .bool, canSign: .bool, canVerify: .bool, canWrap: .bool,
-        canUnwrap: .bool, tokenID: .string, certificateType: .int, certificateEncoding: .int, subject: .blob,
+        canUnwrap: .bool, tokenID: .string, sshAgent: .bool, certificateType: .int, certificateEncoding: .int,
+        subject: .blob,
         issuer: .blob, serialNumber: .blob, subjectKeyID: .blob, publicKeyHash: .blob,
     ]
 
@@ -146,6 +149,7 @@ public enum AttributeKey {
     private static let keyAttributes = common.union([
         keyClass, applicationLabel, applicationTag, keySizeInBits, effectiveKeySize, startDate, endDate, isPermanent,
         isSensitive, isExtractable, canEncrypt, canDecrypt, canDerive, canSign, canVerify, canWrap, canUnwrap, tokenID,
+        sshAgent,
     ])
     /// The attributes read from a certificate's DER.
     public static let certificateDerived: Set<String> = [

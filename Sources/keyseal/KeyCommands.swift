@@ -82,7 +82,14 @@ enum KeyOutput {
         if let tag = string(key.attributes["atag"]) { members.append(("tag", .string(tag))) }
         if let label = string(key.attributes["labl"]) { members.append(("label", .string(label))) }
         if case .string(let group)? = key.attributes["agrp"] { members.append(("accessGroup", .string(group))) }
+        members.append(("ssh", .bool(isMarkedForSSH(key))))
         return .object(members)
+    }
+
+    /// Whether `keyseal ssh-agent` offers the key (`create-key --ssh`, `ssh-mark`).
+    static func isMarkedForSSH(_ key: WireKey) -> Bool {
+        if case .bool(true)? = key.attributes[AttributeKey.sshAgent] { return true }
+        return false
     }
 
     static func label(_ key: WireKey) -> Data {
@@ -115,6 +122,8 @@ struct CreateKey: ClientCommand {
     @OptionGroup var accessible: AccessibleFlag
     @Option(name: .long, help: ArgumentHelp("The access group.", valueName: "group"))
     var accessGroup: String?
+    @Flag(name: .long, help: "Mark the key for keyseal ssh-agent (change it later with keyseal ssh-mark).")
+    var ssh = false
 
     static let types: [String: (code: String, bits: Int)] = [
         "ec256": ("73", 256), "ec384": ("73", 384), "ec521": ("73", 521), "rsa2048": ("42", 2048),
@@ -131,6 +140,7 @@ struct CreateKey: ClientCommand {
         let (code, bits) = Self.types[type]!
         var attributes: [String: AttributeValue] = ["atag": .data(Data(tag.utf8))]
         if let label { attributes["labl"] = .string(label) }
+        if ssh { attributes[AttributeKey.sshAgent] = .bool(true) }
         let generation = KeyGenerationRequest(
             keyType: try KeyType(typeCode: code, bits: bits),
             inHardware: hardware,
@@ -172,6 +182,7 @@ struct FindKey: ClientCommand {
                     + "\(key.inHardware ? " hardware" : "") applicationLabel \(Hex.encode(Array(KeyOutput.label(key))))"
                     + (KeyOutput.string(key.attributes["atag"]).map { " tag \"\($0)\"" } ?? "")
                     + (KeyOutput.string(key.attributes["labl"]).map { " label \"\($0)\"" } ?? "")
+                    + (KeyOutput.isMarkedForSSH(key) ? " ssh" : "")
             )
             Console.out(PEM.encode(key.subjectPublicKeyInfo, label: "PUBLIC KEY"))
         }

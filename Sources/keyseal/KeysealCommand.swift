@@ -31,6 +31,7 @@ struct KeysealCommand: ParsableCommand {
             AddCertificates.self, FindCertificate.self, DeleteCertificate.self, FindIdentity.self,
             RecoveryKeyCommand.self, RecoverCommand.self, TPMCommand.self,
             AttestationCommand.self, AttestCommand.self, VerifyAttestationCommand.self,
+            SSHMark.self, SSHAgentCommand.self,
         ]
     )
 
