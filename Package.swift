@@ -44,17 +44,16 @@ let package = Package(
         .systemLibrary(name: "CP11Kit", pkgConfig: "p11-kit-1", providers: [.apt(["libp11-kit-dev"])]),
         .systemLibrary(name: "CSDBus", pkgConfig: "libsystemd", providers: [.apt(["libsystemd-dev"])]),
 
-        // OSStatus names and messages: a leaf shared by the engine and the command line.
-        .target(name: "KeysealStatus", swiftSettings: swiftSettings),
-        // The request, record, status and report types, and `SecretBytes`: defined once for the engine, the wire and
-        // the command line (no crypto, no SQLite, no NIO; FoundationEssentials for Data and Date).
-        .target(name: "KeysealModel", dependencies: ["KeysealStatus"], swiftSettings: swiftSettings),
+        // The request, record, status and report types (OSStatus names and messages with them), and `SecretBytes`:
+        // defined once for the engine, the wire and the command line (no crypto, no SQLite, no NIO;
+        // FoundationEssentials for Data and Date).
+        .target(name: "KeysealModel", swiftSettings: swiftSettings),
         // Item model, query validation, OSStatus, lock state, keybag and envelope crypto (swift-crypto; opens through
         // libcrypto, docs/ARCHITECTURE.md).
         .target(
             name: "KeysealCore",
             dependencies: [
-                "KeysealStatus", "KeysealModel", "CLibCrypto", .product(name: "Crypto", package: "swift-crypto"),
+                "KeysealModel", "CLibCrypto", .product(name: "Crypto", package: "swift-crypto"),
             ],
             swiftSettings: swiftSettings
         ),
@@ -138,7 +137,7 @@ let package = Package(
         .executableTarget(
             name: "keyseal",
             dependencies: [
-                "KeysealClient", "KeysealModel", "KeysealStatus",
+                "KeysealClient", "KeysealModel",
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
             ],
             swiftSettings: swiftSettings,
