@@ -155,7 +155,10 @@ let package = Package(
         // The freedesktop Secret Service over keyseald: sd-bus on a thread of its own, items through the wire.
         .target(
             name: "KeysealSecretService",
-            dependencies: ["KeysealClient", "KeysealCore", "CSDBus"],
+            dependencies: [
+                "KeysealClient", "KeysealCore", "CSDBus", "CLibCrypto",
+                .product(name: "Crypto", package: "swift-crypto"),
+            ],
             swiftSettings: swiftSettings
         ),
         .executableTarget(
