@@ -16,6 +16,7 @@ let package = Package(
         .library(name: "KeysealClient", targets: ["KeysealClient"]),
         .executable(name: "keyseald", targets: ["keyseald"]),
         .executable(name: "keyseal", targets: ["keyseal"]),
+        .executable(name: "keyseal-attestation", targets: ["keyseal-attestation"]),
         .executable(name: "keyseal-secret-service", targets: ["keyseal-secret-service"]),
         // For the Benchmarks package (Benchmarks/): the test fixtures and the device-key providers it measures; not
         // for applications.
@@ -70,6 +71,18 @@ let package = Package(
             dependencies: ["KeysealCore", "CP11Kit", .product(name: "Crypto", package: "swift-crypto")],
             swiftSettings: swiftSettings
         ),
+        // TPM key attestation without a TPM: the WebAuthn "tpm" statement (CBOR), its verifier, and the CA's side of the
+        // attestation key's enrollment (TPM2_MakeCredential in software, the AK certificate); docs/TPM.md.
+        .target(
+            name: "KeysealAttestation",
+            dependencies: [
+                "KeysealCore", .product(name: "Crypto", package: "swift-crypto"),
+                .product(name: "_CryptoExtras", package: "swift-crypto"),
+                .product(name: "X509", package: "swift-certificates"),
+                .product(name: "SwiftASN1", package: "swift-asn1"),
+            ],
+            swiftSettings: swiftSettings
+        ),
         // The wire protocol's client side: a blocking socket, FoundationEssentials only (no NIO, no GRDB).
         .target(name: "KeysealClient", dependencies: ["KeysealModel"], swiftSettings: swiftSettings),
         // The native library: engine (embedded mode), daemon mode, KeychainStore, Keychain.
@@ -77,6 +90,7 @@ let package = Package(
             name: "Keyseal",
             dependencies: [
                 "KeysealCore", "KeysealStore", "KeysealTPM", "KeysealPKCS11", "KeysealClient", "CArgon2",
+                "KeysealAttestation",
                 .product(name: "Crypto", package: "swift-crypto"),
                 .product(name: "_CryptoExtras", package: "swift-crypto"),
                 .product(name: "SwiftASN1", package: "swift-asn1"),
@@ -137,7 +151,7 @@ let package = Package(
         .executableTarget(
             name: "keyseal",
             dependencies: [
-                "KeysealClient", "KeysealModel",
+                "KeysealClient", "KeysealModel", "KeysealAttestationOptions",
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
             ],
             swiftSettings: swiftSettings,
@@ -151,6 +165,25 @@ let package = Package(
                 .linkedLibrary("_FoundationCollections", .when(platforms: [.linux], configuration: .release)),
                 .linkedLibrary("_FoundationCShims", .when(platforms: [.linux], configuration: .release)),
             ]
+        ),
+        // The options and help of keyseal-attestation's commands, which keyseal lists too (argument parsing only).
+        .target(
+            name: "KeysealAttestationOptions",
+            dependencies: [.product(name: "ArgumentParser", package: "swift-argument-parser")],
+            swiftSettings: swiftSettings
+        ),
+        // The attestation commands that need X.509 and libcrypto (the CA's side of the AK enrollment, the verifier), which
+        // `keyseal` runs as this program so that it links neither (docs/ARCHITECTURE.md, "The command line").
+        .executableTarget(
+            name: "keyseal-attestation",
+            dependencies: [
+                "KeysealAttestation", "KeysealAttestationOptions", "KeysealModel",
+                .product(name: "X509", package: "swift-certificates"),
+                .product(name: "SwiftASN1", package: "swift-asn1"),
+                .product(name: "Crypto", package: "swift-crypto"),
+                .product(name: "ArgumentParser", package: "swift-argument-parser"),
+            ],
+            swiftSettings: swiftSettings
         ),
         // The freedesktop Secret Service over keyseald: sd-bus on a thread of its own, items through the wire.
         .target(
@@ -201,6 +234,7 @@ let package = Package(
                 .product(name: "Crypto", package: "swift-crypto"),
                 .product(name: "X509", package: "swift-certificates"),
             ],
+            exclude: ["Python"],
             swiftSettings: swiftSettings
         ),
         .testTarget(name: "KeysealCoreTests", dependencies: ["KeysealCore"], swiftSettings: swiftSettings),
@@ -231,7 +265,9 @@ let package = Package(
         .testTarget(
             name: "KeysealTPMTests",
             dependencies: [
-                "KeysealTPM", "KeysealCore", "KeysealTestSupport", .product(name: "Crypto", package: "swift-crypto"),
+                "KeysealTPM", "KeysealCore", "KeysealTestSupport", "KeysealAttestation",
+                .product(name: "Crypto", package: "swift-crypto"),
+                .product(name: "X509", package: "swift-certificates"),
             ],
             swiftSettings: swiftSettings
         ),

@@ -43,6 +43,7 @@ enum Opcode: UInt8 {
     case tpmReseal = 42
     case acceptRollback = 43
     case onBehalf = 56
+    case attestation = 60
 }
 
 /// Response kinds.
@@ -538,6 +539,19 @@ extension WireRequest {
                 for pcr in pcrs.prefix(255) { writer.u8(UInt8(clamping: pcr)) }
             }
         case .acceptRollback: writer.u8(Opcode.acceptRollback.rawValue)
+        case .attestation(let step):
+            writer.u8(Opcode.attestation.rawValue)
+            switch step {
+            case .enrollmentRequest: writer.u8(0)
+            case .activate(let blob, let secret):
+                writer.u8(1)
+                writer.blob(blob)
+                writer.blob(secret)
+            case .install(let certificates):
+                writer.u8(2)
+                writer.u16(UInt16(clamping: certificates.count))
+                for certificate in certificates.prefix(Int(UInt16.max)) { writer.blob(certificate) }
+            }
         case .onBehalf(let pid, let request):
             guard request.mayBeSentOnBehalf else {
                 throw KeychainError(
@@ -709,6 +723,19 @@ extension WireRequest {
             }
             request = .tpmReseal(passcode: passcode, pcrs: pcrs)
         case .acceptRollback: request = .acceptRollback
+        case .attestation:
+            switch try reader.u8() {
+            case 0: request = .attestation(.enrollmentRequest)
+            case 1:
+                let blob = try reader.data()
+                request = .attestation(.activate(credentialBlob: blob, secret: try reader.data()))
+            case 2:
+                let count = Int(try reader.u16())
+                var certificates: [Data] = []
+                for _ in 0..<count { certificates.append(try reader.data()) }
+                request = .attestation(.install(certificates: certificates))
+            default: throw WireReader.malformed("unknown attestation step")
+            }
         case .onBehalf:
             guard !nested else { throw WireReader.malformed("an on-behalf request inside another") }
             let pid = Int32(bitPattern: try reader.u32())

@@ -49,6 +49,9 @@ public struct WireKeyOperation: Sendable, Hashable {
         case sign = 1
         case decrypt = 2
         case keyExchange = 3
+        /// TPM2_Certify of a hardware key by the attestation key: `data` is the challenge, `algorithm` the format
+        /// (`webauthn-tpm` or `json`); answered with `.keyResult` holding the statement (docs/TPM.md).
+        case attest = 4
     }
 
     public var reference: Data
@@ -74,6 +77,16 @@ public struct WireKeyOperation: Sendable, Hashable {
         self.requestedSize = requestedSize
         self.sharedInfo = sharedInfo
     }
+}
+
+/// A device-side step of the attestation key's enrollment.
+public enum WireAttestationStep: Sendable, Hashable {
+    /// The EK certificate and the AK's public area, as JSON (answered with `.keyResult`).
+    case enrollmentRequest
+    /// TPM2_ActivateCredential of a CA's challenge (answered with `.keyResult`: the credential).
+    case activate(credentialBlob: Data, secret: Data)
+    /// Stores the AK certificate and its chain (DER, leaf first; answered with `.ok`).
+    case install(certificates: [Data])
 }
 
 /// A stored key as keyseald describes it (`KeyDescription` in the library): never its private material.
@@ -223,6 +236,8 @@ public enum WireRequest: Sendable {
     /// keyseald then reads itself and applies. Only a client the policy names as `vouching` may send it: the
     /// Secret Service bridge, for its D-Bus callers.
     indirect case onBehalf(pid: Int32, WireRequest)
+    /// The attestation key's enrollment on the device (administrators): docs/TPM.md, "Key attestation".
+    case attestation(WireAttestationStep)
 
     /// Whether `onBehalf` may carry this request.
     public var mayBeSentOnBehalf: Bool {
@@ -239,6 +254,7 @@ public enum WireRequest: Sendable {
         case .exportBackup, .importBegin, .importChunk, .importEnd: true
         case .undecryptableItems, .deleteUndecryptable: true
         case .createRecoveryKey, .recover, .tpmReseal, .acceptRollback: true
+        case .attestation: true
         default: false
         }
     }
@@ -282,6 +298,7 @@ public enum WireRequest: Sendable {
             case .sign: "sign"
             case .decrypt: "decrypt"
             case .keyExchange: "key-exchange"
+            case .attest: "attest"
             }
         case .certificates(let query): query.itemClass == .identity ? "find-identity" : "find-certificate"
         case .createCSR: "create-csr"
@@ -290,6 +307,9 @@ public enum WireRequest: Sendable {
         case .tpmReseal: "tpm reseal"
         case .acceptRollback: "tpm accept-rollback"
         case .onBehalf(_, let request): request.name
+        case .attestation(.enrollmentRequest): "attestation enroll-request"
+        case .attestation(.activate): "attestation activate"
+        case .attestation(.install): "attestation install"
         }
     }
 }

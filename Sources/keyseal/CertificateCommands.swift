@@ -3,8 +3,9 @@ import FoundationEssentials
 import Glibc
 import KeysealClient
 
-// Certificates and identities (CLI.md "Keys, certificates, identities"), as macOS `security` prints them. keyseald
-// parses the DER and derives what is printed (names, hashes, validity); the CLI only reads files and formats.
+// Certificates and identities (docs/COMMAND-LINE.md, "Keys, certificates, identities"), as macOS `security` prints
+// them. keyseald parses the DER and derives what is printed (names, hashes, validity); the CLI only reads files and
+// formats.
 
 enum CertificateOutput {
     /// The certificates in a file: every PEM `CERTIFICATE` block, else the file as one DER certificate.

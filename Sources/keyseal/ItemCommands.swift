@@ -660,7 +660,8 @@ enum ItemPrinter {
 
     static func passwordLine(_ data: Data) -> String { "password: " + quoted(data) }
 
-    /// The `--json` shape of CLI.md: long attribute names; the secret only when asked for.
+    /// The `--json` shape of docs/COMMAND-LINE.md ("JSON output"): long attribute names; the secret only when asked
+    /// for.
     static func json(_ record: ItemRecord, secret: Bool) -> JSON {
         var members: [(String, JSON)] = [("class", .string(ItemClassName.name(record.itemClass.rawValue)))]
         for (key, name) in AttributeName.ordered {

@@ -2,8 +2,8 @@ import ArgumentParser
 import FoundationEssentials
 import KeysealClient
 
-// Keys (CLI.md "Keys, certificates, identities"): generated and used inside keyseald, which answers with public
-// keys and signatures only.
+// Keys (docs/COMMAND-LINE.md, "Keys, certificates, identities"): generated and used inside keyseald, which answers with
+// public keys and signatures only.
 
 /// `--tag`, `-l` and `--hash`: which keys a command means.
 struct KeySelection: ParsableArguments {

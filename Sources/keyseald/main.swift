@@ -6,7 +6,7 @@ import KeysealServer
 import Logging
 import Synchronization
 
-/// keyseald: wiring and argument parsing only (CLI.md); the daemon is KeysealServer.
+/// keyseald: wiring and argument parsing only (docs/COMMAND-LINE.md, "keyseald"); the daemon is KeysealServer.
 @main
 struct Keyseald: AsyncParsableCommand {
     static let configuration = CommandConfiguration(

@@ -4,7 +4,7 @@ import KeysealSecurity
 import KeysealTestSupport
 import Testing
 
-/// FACTS.md "The four calls" (Add) and SECURITY-COMPAT.md Semantics 2, 5 and 7, through `SecItemAdd`.
+/// docs/COMPATIBILITY.md, "The four calls" (Add) and "What wrappers rely on" 2, 5 and 7, through `SecItemAdd`.
 @Suite("SecItemAdd")
 struct SecItemAddTests {
     @Test func addWithoutAccessGroupGoesToTheDefaultGroup() throws {

@@ -474,6 +474,7 @@ case ("find", 4):
         )
     )
 case ("doctor", 2): request = .undecryptableItems
+case ("enroll-request", 2): request = .attestation(.enrollmentRequest)
 case ("doctor-delete", 3): request = .deleteUndecryptable(ids: [arguments[2]])
 case ("add-class", 3):
     guard let itemClass = ItemClass(rawValue: arguments[2]) else {
@@ -487,7 +488,7 @@ case ("add-class", 3):
             data: Array("secret".utf8).withUnsafeBytes { Data($0) }
         )
     )
-case ("sign", 3):
+case ("sign", 3), ("attest", 3):
     // A key named by its persistent reference in hex.
     var reference = Data()
     var index = arguments[2].startIndex
@@ -499,17 +500,19 @@ case ("sign", 3):
         index = next
     }
     request = .keyOperation(
-        WireKeyOperation(
-            reference: reference,
-            kind: .sign,
-            algorithm: "algid:sign:ECDSA:message-X962:SHA256",
-            data: Data([1])
-        )
+        arguments[1] == "attest"
+            ? WireKeyOperation(reference: reference, kind: .attest, algorithm: "webauthn-tpm", data: Data([1]))
+            : WireKeyOperation(
+                reference: reference,
+                kind: .sign,
+                algorithm: "algid:sign:ECDSA:message-X962:SHA256",
+                data: Data([1])
+            )
     )
 default:
     print(
         "usage: keyseal-wire-probe SOCKET status|lock|settings|unlock P|add GROUP ACCT|find GROUP ACCT|doctor"
-            + "|doctor-delete ID|add-class CLASS|sign REFERENCE-HEX"
+            + "|doctor-delete ID|add-class CLASS|sign REFERENCE-HEX|attest REFERENCE-HEX|enroll-request"
     )
     exit(64)
 }

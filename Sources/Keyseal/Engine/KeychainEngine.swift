@@ -882,7 +882,8 @@ final class KeychainEngine {
     {
         try RequestValidation.validate(query)
         // A request for the value alone, found by digests only, needs no attribute decryption: opening the value
-        // authenticates the header, and the header carries the digests the rows were found by (DESIGN.md §2, §4).
+        // authenticates the header, and the header carries the digests the rows were found by (docs/ARCHITECTURE.md,
+        // "Key hierarchy" and "Store and search digests").
         let valueProvesMatch = query.returns.contains(.data) && !query.returns.contains(.attributes)
         let (filter, decidesQuery) = try rowFilter(query, caller: caller)
         if valueProvesMatch, decidesQuery, query.returns == .data, query.limit.bound == 1,

@@ -299,8 +299,8 @@ extension KeychainEngine {
     }
 
     private static func rsaBits(keyClass: String, _ data: Data) -> Int? {
-        if keyClass == keyClassPublic { return (try? _RSA.Signing.PublicKey(derRepresentation: data))?.keySizeInBits }
-        return (try? _RSA.Signing.PrivateKey(derRepresentation: data))?.keySizeInBits
+        if keyClass == keyClassPublic { return try? RSAOperations.bits(ofPublicKey: data) }
+        return try? RSAOperations.bits(ofPrivateKey: SecretBytes(copying: data))
     }
 
     // MARK: Using keys
@@ -331,7 +331,7 @@ extension KeychainEngine {
         }
     }
 
-    private func keyRecord(_ persistentRef: Data, caller: Caller) throws -> ItemRecord {
+    func keyRecord(_ persistentRef: Data, caller: Caller) throws -> ItemRecord {
         let query = ItemQuery(
             itemClass: .key,
             synchronizable: .any,
