@@ -18,9 +18,9 @@ let package = Package(
         .executable(name: "keyseal", targets: ["keyseal"]),
         .executable(name: "keyseal-attestation", targets: ["keyseal-attestation"]),
         .executable(name: "keyseal-secret-service", targets: ["keyseal-secret-service"]),
-        // For the Benchmarks package (Benchmarks/): the test fixtures and the device-key providers it measures; not
-        // for applications.
-        .library(name: "KeysealTestSupport", targets: ["KeysealTestSupport", "KeysealTPM", "KeysealPKCS11"]),
+        // For the Benchmarks package (Benchmarks/) only, hence the underscore: the test fixtures and the device-key
+        // providers it measures; not for applications.
+        .library(name: "_KeysealTestSupport", targets: ["KeysealTestSupport", "KeysealTPM", "KeysealPKCS11"]),
     ],
     dependencies: [
         .package(url: "https://github.com/apple/swift-crypto.git", from: "4.0.0"),
@@ -210,11 +210,12 @@ let package = Package(
             swiftSettings: swiftSettings
         ),
 
-        // Test fixtures: swtpm and SoftHSM2 processes, temporary stores. Linked by no application product (only the
-        // KeysealTestSupport product, for Benchmarks/).
+        // Test fixtures: swtpm and SoftHSM2 processes, temporary stores. Beside the tests (Tests/KeysealTestSupport);
+        // linked by no application product (only _KeysealTestSupport, for Benchmarks/).
         .target(
             name: "KeysealTestSupport",
             dependencies: ["Keyseal", "KeysealCore", .product(name: "Crypto", package: "swift-crypto")],
+            path: "Tests/KeysealTestSupport",
             swiftSettings: swiftSettings
         ),
 
