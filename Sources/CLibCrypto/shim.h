@@ -137,36 +137,16 @@ static inline void keyseal_sha256(const uint8_t *data, size_t length, uint8_t *o
     SHA256_Final(out, &context);
 }
 
-// RSA-OAEP with a label, which swift-crypto does not offer: TPM2_MakeCredential's seed is encrypted to an RSA
-// endorsement key with the label "IDENTITY" (KeysealCore/RSAOAEP.swift).
-#include <openssl/rsa.h>
-#include <openssl/x509.h>
-
-/// RSA-OAEP (SHA-256 for OAEP and MGF1) of `message` with `label` to the PKCS#1 RSAPublicKey in `key`. `out` holds
-/// `*outLength` bytes; on success the ciphertext's length is written there. Returns 1 on success.
-static inline int keyseal_rsa_oaep_sha256_encrypt(const uint8_t *key, size_t keyLength, const uint8_t *label,
-                                                  size_t labelLength, const uint8_t *message, size_t messageLength,
-                                                  uint8_t *out, size_t *outLength) {
-    const unsigned char *cursor = key;
-    EVP_PKEY *publicKey = d2i_PublicKey(EVP_PKEY_RSA, NULL, &cursor, (long)keyLength);
-    if (publicKey == NULL) return 0;
-    int ok = 0;
-    EVP_PKEY_CTX *context = EVP_PKEY_CTX_new(publicKey, NULL);
-    unsigned char *labelCopy = NULL;
-    if (context != NULL && EVP_PKEY_encrypt_init(context) == 1 &&
-        EVP_PKEY_CTX_set_rsa_padding(context, RSA_PKCS1_OAEP_PADDING) == 1 &&
-        EVP_PKEY_CTX_set_rsa_oaep_md(context, EVP_sha256()) == 1 &&
-        EVP_PKEY_CTX_set_rsa_mgf1_md(context, EVP_sha256()) == 1) {
-        labelCopy = OPENSSL_memdup(label, labelLength);
-        if (labelCopy != NULL && EVP_PKEY_CTX_set0_rsa_oaep_label(context, labelCopy, (int)labelLength) == 1) {
-            labelCopy = NULL;  // the context owns it now
-            ok = EVP_PKEY_encrypt(context, out, outLength, message, messageLength) == 1;
-        }
+/// Gives OAEP `context` the label `label` (`length` bytes, copied: the context owns the copy). Returns 1 on success.
+/// (EVP_PKEY_CTX_set0_rsa_oaep_label takes memory from OPENSSL_malloc, a macro Swift cannot call.)
+static inline int keyseal_rsa_oaep_label(EVP_PKEY_CTX *context, const uint8_t *label, size_t length) {
+    unsigned char *copy = OPENSSL_memdup(label, length == 0 ? 1 : length);
+    if (copy == NULL) return 0;
+    if (EVP_PKEY_CTX_set0_rsa_oaep_label(context, copy, (int)length) != 1) {
+        OPENSSL_free(copy);
+        return 0;
     }
-    OPENSSL_free(labelCopy);
-    EVP_PKEY_CTX_free(context);
-    EVP_PKEY_free(publicKey);
-    return ok;
+    return 1;
 }
 
 #endif

@@ -231,10 +231,12 @@ public enum AttestationCA {
         let encryptedSeed: [UInt8]
         if let rsa = _RSA.Signing.PublicKey(endorsementKey) {
             seed = givenSeed ?? Array(SymmetricKey(size: .bits256).withUnsafeBytes { Array($0) })
-            encryptedSeed = try RSAOAEP.encryptSHA256(
-                pkcs1PublicKey: Array(rsa.pkcs1DERRepresentation),
-                label: Array("IDENTITY".utf8) + [0],
-                message: seed
+            encryptedSeed = try Array(
+                RSAOperations.encrypt(
+                    publicKey: rsa.pkcs1DERRepresentation,
+                    data: Data(seed),
+                    padding: .oaep(.sha256, label: Array("IDENTITY".utf8) + [0])
+                )
             )
         } else if let ecc = P256.Signing.PublicKey(endorsementKey) {
             let ephemeral = P256.KeyAgreement.PrivateKey()

@@ -52,8 +52,9 @@ public enum RSAOperations {
     public enum EncryptionPadding: Sendable {
         case raw
         case pkcs1
-        /// OAEP with MGF1 of the same hash and an empty label.
-        case oaep(Hash)
+        /// OAEP with MGF1 of the same hash and a label (Apple's algorithms: empty; TPM2_MakeCredential's seed to an
+        /// RSA endorsement key: "IDENTITY" and its terminating zero).
+        case oaep(Hash, label: [UInt8] = [])
     }
 
     /// The sizes of keys that can be generated: Apple's range, in steps of 8 bits.
@@ -193,7 +194,7 @@ public enum RSAOperations {
         switch padding {
         case .raw: limit = size
         case .pkcs1: limit = size - 11
-        case .oaep(let hash): limit = size - 2 * hash.size - 2
+        case .oaep(let hash, _): limit = size - 2 * hash.size - 2
         }
         guard padding.isRaw ? data.count == size : data.count <= limit else {
             throw KeychainError(
@@ -267,11 +268,12 @@ public enum RSAOperations {
         switch padding {
         case .raw: configured = EVP_PKEY_CTX_set_rsa_padding(context, RSA_NO_PADDING) == 1
         case .pkcs1: configured = EVP_PKEY_CTX_set_rsa_padding(context, RSA_PKCS1_PADDING) == 1
-        case .oaep(let hash):
+        case .oaep(let hash, let label):
             configured =
                 EVP_PKEY_CTX_set_rsa_padding(context, RSA_PKCS1_OAEP_PADDING) == 1
                 && EVP_PKEY_CTX_set_rsa_oaep_md(context, hash.md) == 1
                 && EVP_PKEY_CTX_set_rsa_mgf1_md(context, hash.md) == 1
+                && (label.isEmpty || keyseal_rsa_oaep_label(context, label, label.count) == 1)
         }
         guard configured else { throw failure(what) }
         var length = Int(EVP_PKEY_get_size(key))

@@ -172,7 +172,7 @@ public enum KeyAlgorithms {
                     return
                 }
                 guard parts.count == 5, parts[3] == "OAEP", let oaep = Hash(rawValue: parts[4]) else { break }
-                self = .rsaEncryption(.oaep(oaep.rsa))
+                self = .rsaEncryption(.oaep(oaep.rsa, label: []))
                 return
             case ("encrypt", "ECIES"):
                 // algid:encrypt:ECIES:ECDH|ECDHC:KDFX963:SHAnnn:AESGCM|AESGCM-KDFIV
