@@ -12,6 +12,7 @@ let package = Package(
     products: [
         .library(name: "Keyseal", targets: ["Keyseal"]),
         .library(name: "KeysealSecurity", targets: ["KeysealSecurity"]),
+        .library(name: "LocalAuthentication", targets: ["LocalAuthentication"]),
         .library(name: "KeysealX509", targets: ["KeysealX509"]),
         .library(name: "KeysealClient", targets: ["KeysealClient"]),
         .executable(name: "keyseald", targets: ["keyseald"]),
@@ -113,6 +114,14 @@ let package = Package(
         .target(
             name: "KeysealSecurity",
             dependencies: ["Keyseal", "KeysealCore", .product(name: "Crypto", package: "swift-crypto")],
+            swiftSettings: swiftSettings
+        ),
+
+        // Apple's LocalAuthentication names over Keyseal: `LAContext` checks the store's passcode (askpass) or a
+        // fingerprint (fprintd) for the SecAccessControl constraints KeysealSecurity enforces.
+        .target(
+            name: "LocalAuthentication",
+            dependencies: ["KeysealSecurity", "Keyseal", "KeysealCore"],
             swiftSettings: swiftSettings
         ),
 
@@ -251,6 +260,13 @@ let package = Package(
             name: "KeysealSecurityTests",
             dependencies: [
                 "KeysealSecurity", "Keyseal", "KeysealTestSupport", .product(name: "Crypto", package: "swift-crypto"),
+            ],
+            swiftSettings: swiftSettings
+        ),
+        .testTarget(
+            name: "LocalAuthenticationTests",
+            dependencies: [
+                "LocalAuthentication", "KeysealSecurity", "Keyseal", "KeysealCore", "KeysealTestSupport",
             ],
             swiftSettings: swiftSettings
         ),

@@ -60,6 +60,8 @@ echo "test: qemu guest took $((SECONDS - started)) s"
 # pool stays under the 48 slots GnuTLS's p11tool lists (SoftHSMFixture), so the PKCS#11 device-key suites get a pool
 # of their own. They run on SoftHSM2 and on tpm2-pkcs11 behind tpm2-abrmd (TPM2PKCS11Pool: one store of tokens made
 # with tpm2_ptool per process).
+# Every suite includes LocalAuthenticationTests: LAContext against askpass scripts, SecAccessControl's user presence on
+# items and keys, embedded and through keyseald processes (a uid-65534 client through keyseal-wire-probe).
 # Every suite includes the Secret Service bridge's (KeysealSecretServiceTests): secret-tool, libsecret through PyGObject,
 # SecretStorage and python-keyring's backend tests, run as processes on private session buses.
 # And key attestation's (AttestationTests, CLIAttestationTests): swtpm made with an EK certificate by swtpm_setup, the

@@ -16,6 +16,8 @@
 #include <openssl/bn.h>
 #include <openssl/crypto.h>
 #include <openssl/evp.h>
+#include <openssl/pkcs12.h>
+#include <openssl/provider.h>
 #include <openssl/rsa.h>
 #include <openssl/x509.h>
 #include <openssl/sha.h>
@@ -148,5 +150,16 @@ static inline int keyseal_rsa_oaep_label(EVP_PKEY_CTX *context, const uint8_t *l
     }
     return 1;
 }
+
+/// The number of certificates in a PKCS#12 file's chain (`sk_X509_num` is a macro Swift cannot call).
+static inline int keyseal_x509_stack_count(const STACK_OF(X509) *stack) { return stack ? sk_X509_num(stack) : 0; }
+
+/// The certificate at `index` of a chain, still owned by the chain.
+static inline X509 *keyseal_x509_stack_value(const STACK_OF(X509) *stack, int index) {
+    return sk_X509_value(stack, index);
+}
+
+/// Frees a chain and its certificates.
+static inline void keyseal_x509_stack_free(STACK_OF(X509) *stack) { sk_X509_pop_free(stack, X509_free); }
 
 #endif

@@ -43,6 +43,8 @@ enum Opcode: UInt8 {
     case tpmReseal = 42
     case acceptRollback = 43
     case onBehalf = 56
+    case authenticate = 57
+    case authenticated = 58
     case attestation = 60
 }
 
@@ -562,6 +564,21 @@ extension WireRequest {
             writer.u8(Opcode.onBehalf.rawValue)
             writer.u32(UInt32(bitPattern: pid))
             try request.encode(into: &writer)
+        case .authenticate(let passcode):
+            writer.u8(Opcode.authenticate.rawValue)
+            writer.secret(passcode)
+        case .authenticated(let authentication, let request):
+            guard request.mayBeAuthenticated else {
+                throw KeychainError(
+                    status: KeychainStatus.param,
+                    message: "\(request.name) cannot carry an authentication"
+                )
+            }
+            writer.u8(Opcode.authenticated.rawValue)
+            writer.optional(authentication.token) { w, token in w.secret(token) }
+            writer.u32(UInt32(authentication.reuseSeconds))
+            writer.u8(authentication.ui.rawValue)
+            try request.encode(into: &writer)
         }
     }
 
@@ -740,6 +757,22 @@ extension WireRequest {
             guard !nested else { throw WireReader.malformed("an on-behalf request inside another") }
             let pid = Int32(bitPattern: try reader.u32())
             request = .onBehalf(pid: pid, try decodeBody(&reader, nested: true))
+        case .authenticate: request = .authenticate(passcode: try reader.secret())
+        case .authenticated:
+            guard !nested else { throw WireReader.malformed("an authenticated request inside another") }
+            let token = try reader.optional { r throws(KeychainError) in try r.secret() }
+            let reuse = try reader.u32()
+            guard reuse <= UInt32(ItemAuthentication.maximumReuseSeconds) else {
+                throw WireReader.malformed("the reuse duration is over \(ItemAuthentication.maximumReuseSeconds) s")
+            }
+            guard let ui = AuthenticationUI(rawValue: try reader.u8()) else {
+                throw WireReader.malformed("unknown authentication UI")
+            }
+            let inner = try decodeBody(&reader, nested: true)
+            guard inner.mayBeAuthenticated else {
+                throw WireReader.malformed("an authenticated request carries \(inner.name)")
+            }
+            request = .authenticated(ItemAuthentication(token: token, reuseSeconds: Int(reuse), ui: ui), inner)
         }
         return request
     }

@@ -236,6 +236,20 @@ public enum WireRequest: Sendable {
     /// keyseald then reads itself and applies. Only a client the policy names as `vouching` may send it: the
     /// Secret Service bridge, for its D-Bus callers.
     indirect case onBehalf(pid: Int32, WireRequest)
+    /// Checks the store's passcode for the sender (counted as an unlock attempt, refused during the store's delays)
+    /// and answers `.secret` with an authentication token bound to the sender's uid (docs/WIRE-PROTOCOL.md).
+    case authenticate(passcode: SecretBytes)
+    /// A lookup, update or key operation carrying an authentication (a token from `authenticate`, its reuse
+    /// duration, and what to do without a usable one) for items and keys whose access control asks for it.
+    indirect case authenticated(ItemAuthentication, WireRequest)
+
+    /// Whether `authenticated` may carry this request.
+    public var mayBeAuthenticated: Bool {
+        switch self {
+        case .copyMatching, .update, .keyOperation: true
+        default: false
+        }
+    }
     /// The attestation key's enrollment on the device (administrators): docs/TPM.md, "Key attestation".
     case attestation(WireAttestationStep)
 
@@ -263,7 +277,9 @@ public enum WireRequest: Sendable {
     public var carriesSecret: Bool {
         switch self {
         case .unlock, .setPasscode, .changePasscode, .removePasscode, .exportBackup, .importBegin: true
-        case .createRecoveryKey, .recover, .tpmReseal: true
+        case .createRecoveryKey, .recover, .tpmReseal, .authenticate: true
+        // An authentication token is a bearer secret of its uid.
+        case .authenticated(let authentication, _): authentication.token != nil
         default: false
         }
     }
@@ -307,6 +323,8 @@ public enum WireRequest: Sendable {
         case .tpmReseal: "tpm reseal"
         case .acceptRollback: "tpm accept-rollback"
         case .onBehalf(_, let request): request.name
+        case .authenticate: "authenticate"
+        case .authenticated(_, let request): request.name
         case .attestation(.enrollmentRequest): "attestation enroll-request"
         case .attestation(.activate): "attestation activate"
         case .attestation(.install): "attestation install"

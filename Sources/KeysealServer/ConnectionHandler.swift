@@ -313,6 +313,8 @@ final class ConnectionHandler: ChannelInboundHandler {
             peer = vouched
             request = inner
         }
+        // The uid an authentication token is issued to and checked against (KeysealServer/Authentication.swift).
+        (caller, request) = Self.authenticating(request, caller: caller, peer: peer)
         switch request {
         case .exportBackup, .importBegin, .importChunk, .importEnd:
             transfer(request, caller: caller, peer: peer, context: context)

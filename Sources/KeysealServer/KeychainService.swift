@@ -514,6 +514,14 @@ public final class KeychainService: Sendable {
         case .onBehalf:
             // Unwrapped by the connection, which decides whom the inner request acts for.
             throw KeychainError(KeychainStatus.internalComponent, "an on-behalf request reached the service wrapped")
+        case .authenticate(let passcode):
+            return .secret(try authenticate(passcode: passcode, caller: caller))
+        case .authenticated:
+            // Unwrapped by the connection, which binds the authentication to the peer's uid.
+            throw KeychainError(
+                KeychainStatus.internalComponent,
+                "an authenticated request reached the service wrapped"
+            )
         }
     }
 

@@ -286,7 +286,7 @@ struct SecItemAddTests {
         }
     }
 
-    @Test(arguments: [SecAccessControlCreateFlags.userPresence, .biometryAny, .biometryCurrentSet, .devicePasscode])
+    @Test(arguments: [SecAccessControlCreateFlags.watch, .applicationPassword])
     func unenforceableAccessControlFlagsAreUnimplementedOnAdd(flags: SecAccessControlCreateFlags) throws {
         try withStore { _ in
             var error: Unmanaged<CFError>?

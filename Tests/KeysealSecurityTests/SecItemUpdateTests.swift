@@ -192,7 +192,7 @@ struct SecItemUpdateTests {
         }
     }
 
-    @Test(arguments: [SecAccessControlCreateFlags.userPresence, .biometryAny, .watch, .applicationPassword])
+    @Test(arguments: [SecAccessControlCreateFlags.watch, .applicationPassword])
     func unenforceableAccessControlFlagsAreUnimplemented(flags: SecAccessControlCreateFlags) throws {
         try withStore { _ in
             #expect(add(genericPassword()) == errSecSuccess)

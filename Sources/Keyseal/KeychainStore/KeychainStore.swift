@@ -253,7 +253,11 @@ public final class KeychainStore: Sendable {
 
     /// Sends one request to the daemon; a daemon failure becomes its KeychainError.
     static func request(_ connection: KeysealConnection, _ request: WireRequest) throws(KeychainError) -> WireResponse {
-        try connection.send(request)
+        // The task's authentication travels with the requests it concerns (KeychainStore+Authentication.swift).
+        if let authentication = ItemAuthentication.current, request.mayBeAuthenticated {
+            return try connection.send(.authenticated(authentication, request))
+        }
+        return try connection.send(request)
     }
 
     static func unexpected(_ response: WireResponse) -> KeychainError {

@@ -245,6 +245,11 @@ public struct SoftwareKey: Sendable {
         key = try SoftwarePrivateKey(keyType: keyType, material: SecretBytes(copying: externalRepresentation))
     }
 
+    /// A key from Apple's external representation held as a secret (a key read from a PKCS#12 file).
+    public init(keyType: KeyType, externalRepresentation: SecretBytes) throws(KeychainError) {
+        key = try SoftwarePrivateKey(keyType: keyType, material: externalRepresentation)
+    }
+
     init(key: SoftwarePrivateKey) { self.key = key }
 
     public var keyType: KeyType { key.keyType }
