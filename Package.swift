@@ -20,9 +20,9 @@ let package = Package(
         .executable(name: "keyseal-attestation", targets: ["keyseal-attestation"]),
         .executable(name: "keyseal-tpm-policy", targets: ["keyseal-tpm-policy"]),
         .executable(name: "keyseal-secret-service", targets: ["keyseal-secret-service"]),
-        // For the Benchmarks package (Benchmarks/): the test fixtures and the device-key providers it measures; not
-        // for applications.
-        .library(name: "KeysealTestSupport", targets: ["KeysealTestSupport", "KeysealTPM", "KeysealPKCS11"]),
+        // For the Benchmarks package (Benchmarks/) only, hence the underscore: the test fixtures and the device-key
+        // providers it measures; not for applications.
+        .library(name: "_KeysealTestSupport", targets: ["KeysealTestSupport", "KeysealTPM", "KeysealPKCS11"]),
     ],
     dependencies: [
         .package(url: "https://github.com/apple/swift-crypto.git", from: "4.0.0"),
@@ -47,17 +47,16 @@ let package = Package(
         .systemLibrary(name: "CP11Kit", pkgConfig: "p11-kit-1", providers: [.apt(["libp11-kit-dev"])]),
         .systemLibrary(name: "CSDBus", pkgConfig: "libsystemd", providers: [.apt(["libsystemd-dev"])]),
 
-        // OSStatus names and messages: a leaf shared by the engine and the command line.
-        .target(name: "KeysealStatus", swiftSettings: swiftSettings),
-        // The request, record, status and report types, and `SecretBytes`: defined once for the engine, the wire and
-        // the command line (no crypto, no SQLite, no NIO; FoundationEssentials for Data and Date).
-        .target(name: "KeysealModel", dependencies: ["KeysealStatus"], swiftSettings: swiftSettings),
+        // The request, record, status and report types (OSStatus names and messages with them), and `SecretBytes`:
+        // defined once for the engine, the wire and the command line (no crypto, no SQLite, no NIO;
+        // FoundationEssentials for Data and Date).
+        .target(name: "KeysealModel", swiftSettings: swiftSettings),
         // Item model, query validation, OSStatus, lock state, keybag and envelope crypto (swift-crypto; opens through
         // libcrypto, docs/ARCHITECTURE.md).
         .target(
             name: "KeysealCore",
             dependencies: [
-                "KeysealStatus", "KeysealModel", "CLibCrypto", .product(name: "Crypto", package: "swift-crypto"),
+                "KeysealModel", "CLibCrypto", .product(name: "Crypto", package: "swift-crypto"),
             ],
             swiftSettings: swiftSettings
         ),
@@ -165,8 +164,8 @@ let package = Package(
         .executableTarget(
             name: "keyseal",
             dependencies: [
-                "KeysealClient", "KeysealModel", "KeysealStatus", "KeysealAttestationOptions",
-                "KeysealTPMPolicyOptions", "CKeysealSys",
+                "KeysealClient", "KeysealModel", "KeysealAttestationOptions", "KeysealTPMPolicyOptions",
+                "CKeysealSys",
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
             ],
             swiftSettings: swiftSettings,
@@ -219,7 +218,10 @@ let package = Package(
         // The freedesktop Secret Service over keyseald: sd-bus on a thread of its own, items through the wire.
         .target(
             name: "KeysealSecretService",
-            dependencies: ["KeysealClient", "KeysealCore", "CSDBus"],
+            dependencies: [
+                "KeysealClient", "KeysealCore", "CSDBus", "CLibCrypto",
+                .product(name: "Crypto", package: "swift-crypto"),
+            ],
             swiftSettings: swiftSettings
         ),
         .executableTarget(
@@ -245,11 +247,12 @@ let package = Package(
             swiftSettings: swiftSettings
         ),
 
-        // Test fixtures: swtpm and SoftHSM2 processes, temporary stores. Linked by no application product (only the
-        // KeysealTestSupport product, for Benchmarks/).
+        // Test fixtures: swtpm and SoftHSM2 processes, temporary stores. Beside the tests (Tests/KeysealTestSupport);
+        // linked by no application product (only _KeysealTestSupport, for Benchmarks/).
         .target(
             name: "KeysealTestSupport",
             dependencies: ["Keyseal", "KeysealCore", .product(name: "Crypto", package: "swift-crypto")],
+            path: "Tests/KeysealTestSupport",
             swiftSettings: swiftSettings
         ),
 

@@ -40,7 +40,7 @@ let package = Package(
                 .product(name: "Keyseal", package: keyseal),
                 .product(name: "KeysealSecurity", package: keyseal),
                 .product(name: "KeysealClient", package: keyseal),
-                .product(name: "KeysealTestSupport", package: keyseal),
+                .product(name: "_KeysealTestSupport", package: keyseal),
                 .product(name: "Benchmark", package: "benchmark"),
             ],
             swiftSettings: swiftSettings
@@ -66,7 +66,7 @@ for suite in ["Engine", "Daemon", "Unlock", "Keys", "CLI", "Backup"] {
                 .product(name: "Keyseal", package: keyseal),
                 .product(name: "KeysealSecurity", package: keyseal),
                 .product(name: "KeysealClient", package: keyseal),
-                .product(name: "KeysealTestSupport", package: keyseal),
+                .product(name: "_KeysealTestSupport", package: keyseal),
                 .product(name: "Benchmark", package: "benchmark"),
                 .product(name: "Crypto", package: "swift-crypto"),
             ],

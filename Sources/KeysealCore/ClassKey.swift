@@ -94,4 +94,19 @@ public final class ClassKey: @unchecked Sendable {
         )
         return ClassKey(accessibility: accessibility, secret: secret)
     }
+
+    /// Unwraps a class key wrapped under its class's device KEK
+    /// (``KeyDerivation/deviceKEK(deviceSecret:accessibility:storeID:)``): the classes without a passcode, and every
+    /// class while no passcode is set.
+    public static func unwrap(
+        _ blob: Data,
+        deviceSecret: SecretBytes,
+        accessibility: Accessibility,
+        storeID: [UInt8]
+    )
+        throws(KeychainError) -> ClassKey
+    {
+        let kek = KeyDerivation.deviceKEK(deviceSecret: deviceSecret, accessibility: accessibility, storeID: storeID)
+        return try unwrap(blob, by: kek, accessibility: accessibility, storeID: storeID)
+    }
 }

@@ -127,7 +127,7 @@ struct VerifyAttestationCommand: ParsableCommand {
     var json: Bool { global.json }
 
     func validate() throws {
-        guard hexBytes(challenge) != nil else { throw ValidationError("--challenge: not hex") }
+        guard Hex.decode(challenge) != nil else { throw ValidationError("--challenge: not hex") }
     }
 
     func run() throws {
@@ -147,7 +147,7 @@ struct VerifyAttestationCommand: ParsableCommand {
             do throws(AttestationFailure) {
                 verified = try AttestationVerifier.verify(
                     Array(input),
-                    challenge: hexBytes(challenge)!,
+                    challenge: Hex.decode(challenge)!,
                     trustAnchors: anchors,
                     expectedPublicKey: expected
                 )
@@ -305,27 +305,10 @@ enum Console {
         data.withUnsafeBytes { buffer in
             var offset = 0
             while offset < buffer.count {
-                let written = Glibc.write(fd, buffer.baseAddress! + offset, buffer.count - offset)
-                if written < 0 && errno == EINTR { continue }
+                let written = Posix.write(fd, buffer.baseAddress! + offset, buffer.count - offset)
                 guard written > 0 else { return }
                 offset += written
             }
         }
     }
-}
-
-/// The bytes of a hexadecimal string (an even number of digits), or nil.
-func hexBytes(_ text: String) -> [UInt8]? {
-    let digits = Array(text.utf8)
-    guard digits.count % 2 == 0 else { return nil }
-    var bytes: [UInt8] = []
-    var index = 0
-    while index < digits.count {
-        guard let byte = UInt8(String(decoding: digits[index..<index + 2], as: UTF8.self), radix: 16) else {
-            return nil
-        }
-        bytes.append(byte)
-        index += 2
-    }
-    return bytes
 }

@@ -1,7 +1,6 @@
 import ArgumentParser
 import FoundationEssentials
 import KeysealClient
-import KeysealStatus
 
 extension LockState {
     var name: String {

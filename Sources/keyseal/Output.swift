@@ -1,7 +1,6 @@
 import FoundationEssentials
 import Glibc
 import KeysealClient
-import KeysealStatus
 
 /// A JSON document built in order (keys print in the order they were added).
 indirect enum JSON {

@@ -194,14 +194,9 @@ final class KeychainEngine {
                 guard let wrapped = keybag.classKeys[accessibility.rawValue],
                     keybag.passcode == nil || !accessibility.isPasscodeProtected
                 else { continue }
-                let kek = KeyDerivation.deviceKEK(
-                    deviceSecret: deviceSecret,
-                    accessibility: accessibility,
-                    storeID: storeID
-                )
                 classKeys[accessibility] = try ClassKey.unwrap(
                     wrapped,
-                    by: kek,
+                    deviceSecret: deviceSecret,
                     accessibility: accessibility,
                     storeID: storeID
                 )

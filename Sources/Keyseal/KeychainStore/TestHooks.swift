@@ -9,14 +9,6 @@ package enum KeychainStoreTestHooks {
     package static func hostKeyProvider(file: URL) throws -> any DeviceKeyProvider { HostKeyDevice(file: file) }
 }
 
-/// Hooks for the package's benchmarks (not part of the public API).
-package enum KeysealBenchHooks {
-    /// Runs Argon2id as an unlock does, so that its cost can be shown apart from the hardware's.
-    package static func deriveArgon2id(passcode: String, salt: Data, parameters: Argon2Parameters) throws {
-        _ = try Argon2id.derive(SecretBytes(utf8: passcode), salt: salt, parameters: parameters)
-    }
-}
-
 extension KeychainStore {
     /// Makes the keybag of an embedded store mark no ledger record, as the code before the record wrote it (tests of
     /// the upgrade also drop the record's table and schema version).

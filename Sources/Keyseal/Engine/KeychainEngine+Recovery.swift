@@ -457,14 +457,9 @@ extension KeychainEngine {
         guard keybag.passcode == nil else { return }
         for accessibility in Accessibility.allCases where accessibility.isPasscodeProtected {
             guard let wrapped = keybag.classKeys[accessibility.rawValue] else { continue }
-            let kek = KeyDerivation.deviceKEK(
-                deviceSecret: deviceSecret,
-                accessibility: accessibility,
-                storeID: storeID
-            )
             classKeys[accessibility] = try ClassKey.unwrap(
                 wrapped,
-                by: kek,
+                deviceSecret: deviceSecret,
                 accessibility: accessibility,
                 storeID: storeID
             )

@@ -1,5 +1,6 @@
 import Foundation
 import KeysealCore
+import KeysealSecretService
 import Testing
 
 /// The dh-ietf1024-sha256-aes128-cbc-pkcs7 session's arithmetic and cipher (docs/OPERATIONS.md, "The Secret Service:

@@ -23,12 +23,7 @@ extension KeychainStore {
         progress: ((_ done: Int, _ total: Int) -> Void)? = nil
     ) throws -> ExportReport {
         guard !passphrase.isEmpty else { throw KeychainError(KeychainStatus.param, "the backup passphrase is empty") }
-        let file: BackupFileWriter
-        do {
-            file = try BackupFileWriter(path: url.path)
-        } catch {
-            throw error
-        }
+        let file = try BackupFileWriter(path: url.path)
         do {
             let report: ExportReport
             if try isEmbedded() {
@@ -101,12 +96,7 @@ extension KeychainStore {
         progress: ((_ done: Int, _ total: Int) -> Void)? = nil
     ) throws -> ImportReport {
         guard !passphrase.isEmpty else { throw KeychainError(KeychainStatus.param, "the backup passphrase is empty") }
-        let file: BackupFileReader
-        do {
-            file = try BackupFileReader(path: url.path)
-        } catch {
-            throw error
-        }
+        let file = try BackupFileReader(path: url.path)
         defer { file.close() }
         guard try isEmbedded() else {
             return try route({ _ throws -> ImportReport in

@@ -2,6 +2,7 @@ internal import CLibCrypto
 import Crypto
 import FoundationEssentials
 import Glibc
+import KeysealCore
 
 /// The freedesktop Secret Service's `dh-ietf1024-sha256-aes128-cbc-pkcs7` session: Diffie-Hellman over RFC 2409's
 /// 1024-bit MODP group (generator 2), the shared secret left-padded to 128 bytes, HKDF-SHA256 (salt 32 zero bytes,
