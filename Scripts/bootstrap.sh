@@ -10,6 +10,7 @@ packages=(
   tpm2-abrmd libtss2-tcti-tabrmd0 dbus libtpm2-pkcs11-1 libtpm2-pkcs11-tools
   qemu-system-x86 busybox-static cpio kmod e2fsprogs
   libsystemd-dev libsecret-tools gnome-keyring python3-gi gir1.2-secret-1 python3-venv python3-pip
+  opensc libengine-pkcs11-openssl openssh-client curl openssl binutils
 )
 
 # The Secret Service clients from PyPI (pinned), in a venv that also sees Debian's PyGObject (python3-gi): the
