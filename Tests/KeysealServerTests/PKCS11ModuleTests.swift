@@ -205,6 +205,34 @@ struct PKCS11ModuleTests {
         let tested = try setup.run(tool, ["--module", setup.module, "--test", "--login", "--pin", "unused"])
         #expect(tested.status == 0, "\(tested.stdoutText) \(tested.stderrText)")
         #expect(tested.stdoutText.contains("No errors"), "\(tested.stdoutText)")
+
+        // A signature by pkcs11-tool (CKM_ECDSA_SHA256), verified by OpenSSL with the public key it read.
+        let dir = setup.directory.path
+        try Data("message".utf8).write(to: URL(fileURLWithPath: "\(dir)/message"))
+        let signed = try setup.run(
+            tool,
+            [
+                "--module", setup.module, "--login", "--pin", "unused", "--sign", "--mechanism", "ECDSA-SHA256",
+                "--label", "device", "--signature-format", "openssl", "-i", "\(dir)/message", "-o", "\(dir)/sig.der",
+            ]
+        )
+        #expect(signed.status == 0, "\(signed.stderrText)")
+        let read = try setup.run(
+            tool,
+            [
+                "--module", setup.module, "--read-object", "--type", "pubkey", "--label", "device", "-o",
+                "\(dir)/pub.der",
+            ]
+        )
+        #expect(read.status == 0, "\(read.stderrText)")
+        let verified = try runProcess(
+            try requireTool("openssl", package: "openssl"),
+            [
+                "dgst", "-sha256", "-verify", "\(dir)/pub.der", "-keyform", "DER", "-signature", "\(dir)/sig.der",
+                "\(dir)/message",
+            ]
+        )
+        #expect(verified.status == 0 && verified.stdoutText.contains("Verified OK"), "\(verified.stderrText)")
     }
 
     @Test(arguments: backends)
@@ -324,14 +352,14 @@ struct PKCS11ModuleTests {
 
     // MARK: Locked store, other users
 
-    /// A key of a locked class is not even listed (keyseald seals its attributes with the class key); the passcode as
-    /// PIN unlocks and signs, a wrong one is CKR_PIN_INCORRECT and signs nothing.
+    /// While the store is locked even the search is refused, CKR_USER_NOT_LOGGED_IN (keyseald seals a locked class's
+    /// attributes with its class key); the passcode as PIN unlocks and signs, a wrong one is CKR_PIN_INCORRECT.
     @Test(arguments: backends)
     func aLockedStoreRefusesToSignUntilLogin(_ backend: DaemonFixture.Backend) throws {
         let setup = try Setup(backend)
         try setup.setPasscodeAndLock()
-        #expect(try setup.probe("sign", "device") == "rv=0x0 find found=0")
-        #expect(try setup.probe("sign", "device", "9999") == "login=0xa0 rv=0x0 find found=0")
+        #expect(try setup.probe("sign", "device") == "rv=0x101 find found=0")
+        #expect(try setup.probe("sign", "device", "9999") == "login=0xa0 rv=0x101 find found=0")
         #expect(try setup.probe("sign", "device", "1234").hasPrefix("login=0x0 rv=0x0 sig="))
     }
 
@@ -379,7 +407,7 @@ struct PKCS11ModuleTests {
         let tested = try setup.run(tool, ["--module", setup.module, "--login", "--pin", "9999", "--test"])
         #expect(tested.status != 0)
         #expect(tested.stderrText.contains("CKR_PIN_INCORRECT") || tested.stdoutText.contains("CKR_PIN_INCORRECT"))
-        // The locked class's key is not listed: ssh finds no key to offer.
+        // The search is refused while locked: ssh finds no key to offer.
         let ssh = try setup.run(try requireTool("ssh-keygen", package: "openssh-client"), ["-D", setup.module])
         #expect(ssh.status != 0 && !ssh.stdoutText.contains("ecdsa-sha2-nistp256"), "\(ssh.stdoutText)")
     }
