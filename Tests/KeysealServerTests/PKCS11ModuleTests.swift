@@ -350,6 +350,110 @@ struct PKCS11ModuleTests {
         #expect(refused.status != 0)
     }
 
+    /// The key's application label (CKA_ID) in hex, from `keyseal find-key --json`.
+    static func applicationLabel(_ setup: Setup, label: String) throws -> String {
+        let found = try setup.cli("--json", "find-key", "-l", label)
+        let object = try JSONSerialization.jsonObject(with: found.stdout)
+        let keys = try #require(object as? [[String: Any]], "\(found.stdoutText)")
+        return try #require(keys.first?["applicationLabel"] as? String)
+    }
+
+    @Test func aSoftwareRSAKeySignsAndDecryptsThroughPkcs11Tool() throws {
+        let setup = try Setup(.hostKey, hardware: false)
+        #expect(try setup.cli("create-key", "--tag", "rsa", "-l", "rsa", "--type", "rsa2048").status == 0)
+        let id = try Self.applicationLabel(setup, label: "rsa")
+        let tool = try requireTool("pkcs11-tool", package: "opensc")
+        let openssl = try requireTool("openssl", package: "openssl")
+        let dir = setup.directory.path
+        try Data("message".utf8).write(to: URL(fileURLWithPath: "\(dir)/message"))
+        let read = try setup.run(
+            tool,
+            ["--module", setup.module, "--read-object", "--type", "pubkey", "--id", id, "-o", "\(dir)/rsa.der"]
+        )
+        #expect(read.status == 0, "\(read.stderrText)")
+        for (mechanism, options) in [
+            ("SHA256-RSA-PKCS", [String]()),
+            ("SHA256-RSA-PKCS-PSS", ["-sigopt", "rsa_padding_mode:pss", "-sigopt", "rsa_pss_saltlen:32"]),
+        ] {
+            let signed = try setup.run(
+                tool,
+                [
+                    "--module", setup.module, "--login", "--pin", "unused", "--sign", "--mechanism", mechanism, "--id",
+                    id, "-i", "\(dir)/message", "-o", "\(dir)/rsa.sig",
+                ]
+            )
+            #expect(signed.status == 0, "\(mechanism): \(signed.stderrText)")
+            let verified = try runProcess(
+                openssl,
+                ["dgst", "-sha256"] + options + [
+                    "-verify", "\(dir)/rsa.der", "-keyform", "DER", "-signature", "\(dir)/rsa.sig", "\(dir)/message",
+                ]
+            )
+            #expect(verified.stdoutText.contains("Verified OK"), "\(mechanism): \(verified.stderrText)")
+        }
+        let encrypted = try runProcess(
+            openssl,
+            [
+                "pkeyutl", "-encrypt", "-pubin", "-keyform", "DER", "-inkey", "\(dir)/rsa.der", "-pkeyopt",
+                "rsa_padding_mode:oaep", "-pkeyopt", "rsa_oaep_md:sha256", "-pkeyopt", "rsa_mgf1_md:sha256", "-in",
+                "\(dir)/message", "-out", "\(dir)/message.enc",
+            ]
+        )
+        #expect(encrypted.status == 0, "\(encrypted.stderrText)")
+        let decrypted = try setup.run(
+            tool,
+            [
+                "--module", setup.module, "--login", "--pin", "unused", "--decrypt", "--mechanism", "RSA-PKCS-OAEP",
+                "--hash-algorithm", "SHA256", "--mgf", "MGF1-SHA256", "--id", id, "-i", "\(dir)/message.enc",
+            ]
+        )
+        #expect(decrypted.status == 0 && decrypted.stdoutText.hasSuffix("message"), "\(decrypted.stderrText)")
+    }
+
+    /// `C_GenerateKeyPair` makes a P-256 key inside the TPM; `C_CreateObject` stores a certificate for it, which then
+    /// carries the key's CKA_ID.
+    @Test func aKeyPairIsGeneratedInTheTPMAndItsCertificateStored() throws {
+        let setup = try Setup(.tpm)
+        let tool = try requireTool("pkcs11-tool", package: "opensc")
+        let generated = try setup.run(
+            tool,
+            [
+                "--module", setup.module, "--login", "--pin", "unused", "--keypairgen", "--key-type", "EC:prime256v1",
+                "--label", "made", "--id", "0102",
+            ]
+        )
+        #expect(generated.status == 0, "\(generated.stderrText)")
+        let found = try setup.cli("find-key", "-l", "made")
+        #expect(found.stdoutText.contains("hardware"), "\(found.stdoutText)")
+        let id = try Self.applicationLabel(setup, label: "made")
+
+        let configuration = try Self.openSSLConfiguration(setup)
+        let openssl = try requireTool("openssl", package: "openssl")
+        let dir = setup.directory.path
+        let made = try setup.run(
+            openssl,
+            [
+                "req", "-new", "-x509", "-days", "1", "-engine", "pkcs11", "-keyform", "engine", "-key",
+                "pkcs11:token=Keyseal;object=made;type=private", "-subj", "/CN=made", "-outform", "DER", "-out",
+                "\(dir)/made.der",
+            ],
+            extra: ["OPENSSL_CONF": configuration]
+        )
+        #expect(made.status == 0, "\(made.stderrText)")
+        let written = try setup.run(
+            tool,
+            [
+                "--module", setup.module, "--login", "--pin", "unused", "--write-object", "\(dir)/made.der", "--type",
+                "cert", "--label", "made certificate",
+            ]
+        )
+        #expect(written.status == 0, "\(written.stderrText)")
+        let listed = try setup.run(tool, ["--module", setup.module, "--list-objects", "--type", "cert"])
+        #expect(listed.stdoutText.contains("Certificate Object; type = X.509 cert"), "\(listed.stdoutText)")
+        #expect(listed.stdoutText.contains("ID:         \(id)"), "\(listed.stdoutText)")
+        #expect(listed.stdoutText.contains("subject:    DN: CN=made"), "\(listed.stdoutText)")
+    }
+
     // MARK: Locked store, other users
 
     /// While the store is locked even the search is refused, CKR_USER_NOT_LOGGED_IN (keyseald seals a locked class's
