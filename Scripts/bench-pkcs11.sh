@@ -4,7 +4,7 @@
 # (keyseal-wire-probe sign-bench: one connection, the request the module sends), in the same run, alternating, on
 # keyseald with swtpm (`--backend swtpm`) and with SoftHSM2. Target: the module at least 80 % of the wire's rate.
 # Writes bench-results/pkcs11-DATE.txt (or --output DIR). Options: --count N (signatures per round, default 300),
-# --rounds N (default 3).
+# --rounds N (default 3), --scratch-path DIR (SwiftPM's build directory, default .build).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 export PATH="/opt/swift/usr/bin:$PATH"
@@ -12,11 +12,13 @@ export PATH="/opt/swift/usr/bin:$PATH"
 output="bench-results"
 count=300
 rounds=3
+scratch=()
 while [ $# -gt 0 ]; do
   case "$1" in
     --output) output="$2"; shift 2 ;;
     --count) count="$2"; shift 2 ;;
     --rounds) rounds="$2"; shift 2 ;;
+    --scratch-path) scratch=(--scratch-path "$2"); shift 2 ;;
     *) echo "bench-pkcs11: unknown option $1" >&2; exit 64 ;;
   esac
 done
@@ -24,9 +26,9 @@ mkdir -p "$output"
 output=$(cd "$output" && pwd)
 
 for product in keyseald keyseal keyseal-wire-probe keyseal-pkcs11-probe keyseal-pkcs11; do
-  swift build -c release --product "$product" >/dev/null
+  swift build -c release "${scratch[@]}" --product "$product" >/dev/null
 done
-bin=$(swift build -c release --show-bin-path)
+bin=$(swift build -c release "${scratch[@]}" --show-bin-path)
 work=$(mktemp -d)
 daemon_pid=""
 cleanup() {
