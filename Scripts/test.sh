@@ -62,6 +62,8 @@ echo "test: qemu guest took $((SECONDS - started)) s"
 # with tpm2_ptool per process).
 # Every suite includes the Secret Service bridge's (KeysealSecretServiceTests): secret-tool, libsecret through PyGObject,
 # SecretStorage and python-keyring's backend tests, run as processes on private session buses.
+# The first includes the PKCS#11 module's suite (PKCS11ModuleTests: p11-kit, p11tool, pkcs11-tool, OpenSSL's engine,
+# curl and ssh-keygen through libkeyseal-pkcs11.so against keyseald on swtpm, SoftHSM2 and the host key).
 echo "test: every suite"
 started=$SECONDS
 swift test --skip-build --skip KeysealPKCS11Tests
