@@ -135,6 +135,7 @@ func p11GetTokenInfo(_ slot: CK_SLOT_ID, _ info: UnsafeMutablePointer<CK_TOKEN_I
         )
         value.ulMaxPinLen = 1024
         value.ulMinPinLen = status.passcodeSet ? 1 : 0
+        state.knownPasscodeSet = status.passcodeSet
         value.ulTotalPublicMemory = unavailableInformation
         value.ulFreePublicMemory = unavailableInformation
         value.ulTotalPrivateMemory = unavailableInformation
@@ -198,7 +199,7 @@ func p11OpenSession(
         guard slot == slotID else { throw P11Error(CKR_SLOT_ID_INVALID) }
         guard flags & CK_FLAGS(CKF_SERIAL_SESSION) != 0 else { throw P11Error(CKR_SESSION_PARALLEL_NOT_SUPPORTED) }
         do throws(P11Error) {
-            _ = try state.send(.ping)
+            _ = try state.passcodeSet()
         } catch {
             throw error.rv == CK_RV(CKR_DEVICE_REMOVED) ? P11Error(CKR_TOKEN_NOT_PRESENT) : error
         }
@@ -481,7 +482,7 @@ func p11DestroyObject(_ handle: CK_SESSION_HANDLE, _ objectHandle: CK_OBJECT_HAN
 /// needs a login and none happened.
 func operationKey(_ state: ModuleState, _ keyHandle: CK_OBJECT_HANDLE) throws(P11Error) -> P11Object {
     guard let key = state.objects[keyHandle] else { throw P11Error(CKR_KEY_HANDLE_INVALID) }
-    if !state.loggedIn, try state.passcodeSet() { throw P11Error(CKR_USER_NOT_LOGGED_IN) }
+    if !state.loggedIn, try state.cachedPasscodeSet() { throw P11Error(CKR_USER_NOT_LOGGED_IN) }
     return key
 }
 
