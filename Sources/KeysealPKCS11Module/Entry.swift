@@ -135,7 +135,6 @@ func p11GetTokenInfo(_ slot: CK_SLOT_ID, _ info: UnsafeMutablePointer<CK_TOKEN_I
         )
         value.ulMaxPinLen = 1024
         value.ulMinPinLen = status.passcodeSet ? 1 : 0
-        state.knownPasscodeSet = status.passcodeSet
         value.ulTotalPublicMemory = unavailableInformation
         value.ulFreePublicMemory = unavailableInformation
         value.ulTotalPrivateMemory = unavailableInformation
@@ -199,7 +198,7 @@ func p11OpenSession(
         guard slot == slotID else { throw P11Error(CKR_SLOT_ID_INVALID) }
         guard flags & CK_FLAGS(CKF_SERIAL_SESSION) != 0 else { throw P11Error(CKR_SESSION_PARALLEL_NOT_SUPPORTED) }
         do throws(P11Error) {
-            _ = try state.passcodeSet()
+            _ = try state.send(.ping)
         } catch {
             throw error.rv == CK_RV(CKR_DEVICE_REMOVED) ? P11Error(CKR_TOKEN_NOT_PRESENT) : error
         }
@@ -478,11 +477,11 @@ func p11DestroyObject(_ handle: CK_SESSION_HANDLE, _ objectHandle: CK_OBJECT_HAN
 
 // MARK: - Signing and decryption
 
-/// The key of an operation: a private key the session may see, refused before the daemon is asked when the token
-/// needs a login and none happened.
+/// The key of an operation. No login of the module's own is asked for: keyseald decides each use by the key's class
+/// and the store's lock state (a locked class is CKR_USER_NOT_LOGGED_IN), as it does for every client. Programs that
+/// log in only for CKA_PRIVATE objects (OpenSSL's pkcs11 engine) sign while the store is unlocked.
 func operationKey(_ state: ModuleState, _ keyHandle: CK_OBJECT_HANDLE) throws(P11Error) -> P11Object {
     guard let key = state.objects[keyHandle] else { throw P11Error(CKR_KEY_HANDLE_INVALID) }
-    if !state.loggedIn, try state.cachedPasscodeSet() { throw P11Error(CKR_USER_NOT_LOGGED_IN) }
     return key
 }
 
@@ -704,7 +703,6 @@ func p11GenerateKeyPair(
         guard mechanism.pointee.mechanism == CK_MECHANISM_TYPE(CKM_EC_KEY_PAIR_GEN) else {
             throw P11Error(CKR_MECHANISM_INVALID)
         }
-        if !state.loggedIn, try state.passcodeSet() { throw P11Error(CKR_USER_NOT_LOGGED_IN) }
         let publicAttributes = Dictionary(try template(publicTemplate, publicCount), uniquingKeysWith: { _, b in b })
         let privateAttributes = Dictionary(try template(privateTemplate, privateCount), uniquingKeysWith: { _, b in b })
         guard let parameters = publicAttributes[CK_ATTRIBUTE_TYPE(CKA_EC_PARAMS)] else {

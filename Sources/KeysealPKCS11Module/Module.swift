@@ -85,9 +85,6 @@ final class ModuleState {
     var nextObject: CK_OBJECT_HANDLE = 1
     var nextDerived: UInt64 = 1
     var loggedIn = false
-    /// Whether the store has a passcode, as last asked (`C_OpenSession`, `C_GetTokenInfo`, `C_Login`): the login
-    /// check before an operation uses it instead of a request each time. keyseald decides each operation anyway.
-    var knownPasscodeSet: Bool?
 
     /// The connection of this process to keyseald (`KEYSEAL_SOCKET`, else the user's, else the system's socket).
     func client() -> KeysealConnection {
@@ -121,7 +118,6 @@ final class ModuleState {
         objects = [:]
         handles = [:]
         loggedIn = false
-        knownPasscodeSet = nil
     }
 
     func session(_ handle: CK_SESSION_HANDLE) throws(P11Error) -> Session {
@@ -208,14 +204,7 @@ final class ModuleState {
     /// Whether the store asks for a passcode (the token's CKF_LOGIN_REQUIRED), asked of keyseald now.
     func passcodeSet() throws(P11Error) -> Bool {
         guard case .status(let status) = try send(.status) else { throw P11Error(CKR_DEVICE_ERROR) }
-        knownPasscodeSet = status.passcodeSet
         return status.passcodeSet
-    }
-
-    /// ``passcodeSet()`` as last asked, asked now if never.
-    func cachedPasscodeSet() throws(P11Error) -> Bool {
-        if let knownPasscodeSet { return knownPasscodeSet }
-        return try passcodeSet()
     }
 }
 
