@@ -12,10 +12,12 @@ let package = Package(
     products: [
         .library(name: "Keyseal", targets: ["Keyseal"]),
         .library(name: "KeysealSecurity", targets: ["KeysealSecurity"]),
+        .library(name: "LocalAuthentication", targets: ["LocalAuthentication"]),
         .library(name: "KeysealX509", targets: ["KeysealX509"]),
         .library(name: "KeysealClient", targets: ["KeysealClient"]),
         .executable(name: "keyseald", targets: ["keyseald"]),
         .executable(name: "keyseal", targets: ["keyseal"]),
+        .executable(name: "keyseal-attestation", targets: ["keyseal-attestation"]),
         .executable(name: "keyseal-secret-service", targets: ["keyseal-secret-service"]),
         // The PKCS#11 module `libkeyseal-pkcs11.so`: a thin client of keyseald for C programs (docs/PKCS11.md).
         .library(name: "keyseal-pkcs11", type: .dynamic, targets: ["KeysealPKCS11Module"]),
@@ -73,6 +75,18 @@ let package = Package(
             dependencies: ["KeysealCore", "CP11Kit", .product(name: "Crypto", package: "swift-crypto")],
             swiftSettings: swiftSettings
         ),
+        // TPM key attestation without a TPM: the WebAuthn "tpm" statement (CBOR), its verifier, and the CA's side of the
+        // attestation key's enrollment (TPM2_MakeCredential in software, the AK certificate); docs/TPM.md.
+        .target(
+            name: "KeysealAttestation",
+            dependencies: [
+                "KeysealCore", .product(name: "Crypto", package: "swift-crypto"),
+                .product(name: "_CryptoExtras", package: "swift-crypto"),
+                .product(name: "X509", package: "swift-certificates"),
+                .product(name: "SwiftASN1", package: "swift-asn1"),
+            ],
+            swiftSettings: swiftSettings
+        ),
         // The wire protocol's client side: a blocking socket, FoundationEssentials only (no NIO, no GRDB).
         .target(name: "KeysealClient", dependencies: ["KeysealModel"], swiftSettings: swiftSettings),
         // The native library: engine (embedded mode), daemon mode, KeychainStore, Keychain.
@@ -80,6 +94,7 @@ let package = Package(
             name: "Keyseal",
             dependencies: [
                 "KeysealCore", "KeysealStore", "KeysealTPM", "KeysealPKCS11", "KeysealClient", "CArgon2",
+                "KeysealAttestation",
                 .product(name: "Crypto", package: "swift-crypto"),
                 .product(name: "_CryptoExtras", package: "swift-crypto"),
                 .product(name: "SwiftASN1", package: "swift-asn1"),
@@ -102,6 +117,14 @@ let package = Package(
         .target(
             name: "KeysealSecurity",
             dependencies: ["Keyseal", "KeysealCore", .product(name: "Crypto", package: "swift-crypto")],
+            swiftSettings: swiftSettings
+        ),
+
+        // Apple's LocalAuthentication names over Keyseal: `LAContext` checks the store's passcode (askpass) or a
+        // fingerprint (fprintd) for the SecAccessControl constraints KeysealSecurity enforces.
+        .target(
+            name: "LocalAuthentication",
+            dependencies: ["KeysealSecurity", "Keyseal", "KeysealCore"],
             swiftSettings: swiftSettings
         ),
 
@@ -140,7 +163,7 @@ let package = Package(
         .executableTarget(
             name: "keyseal",
             dependencies: [
-                "KeysealClient", "KeysealModel", "KeysealStatus",
+                "KeysealClient", "KeysealModel", "KeysealStatus", "KeysealAttestationOptions",
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
             ],
             swiftSettings: swiftSettings,
@@ -154,6 +177,25 @@ let package = Package(
                 .linkedLibrary("_FoundationCollections", .when(platforms: [.linux], configuration: .release)),
                 .linkedLibrary("_FoundationCShims", .when(platforms: [.linux], configuration: .release)),
             ]
+        ),
+        // The options and help of keyseal-attestation's commands, which keyseal lists too (argument parsing only).
+        .target(
+            name: "KeysealAttestationOptions",
+            dependencies: [.product(name: "ArgumentParser", package: "swift-argument-parser")],
+            swiftSettings: swiftSettings
+        ),
+        // The attestation commands that need X.509 and libcrypto (the CA's side of the AK enrollment, the verifier), which
+        // `keyseal` runs as this program so that it links neither (docs/ARCHITECTURE.md, "The command line").
+        .executableTarget(
+            name: "keyseal-attestation",
+            dependencies: [
+                "KeysealAttestation", "KeysealAttestationOptions", "KeysealModel",
+                .product(name: "X509", package: "swift-certificates"),
+                .product(name: "SwiftASN1", package: "swift-asn1"),
+                .product(name: "Crypto", package: "swift-crypto"),
+                .product(name: "ArgumentParser", package: "swift-argument-parser"),
+            ],
+            swiftSettings: swiftSettings
         ),
         // The freedesktop Secret Service over keyseald: sd-bus on a thread of its own, items through the wire.
         .target(
@@ -228,6 +270,7 @@ let package = Package(
                 .product(name: "Crypto", package: "swift-crypto"),
                 .product(name: "X509", package: "swift-certificates"),
             ],
+            exclude: ["Python"],
             swiftSettings: swiftSettings
         ),
         .testTarget(name: "KeysealCoreTests", dependencies: ["KeysealCore"], swiftSettings: swiftSettings),
@@ -247,6 +290,13 @@ let package = Package(
             swiftSettings: swiftSettings
         ),
         .testTarget(
+            name: "LocalAuthenticationTests",
+            dependencies: [
+                "LocalAuthentication", "KeysealSecurity", "Keyseal", "KeysealCore", "KeysealTestSupport",
+            ],
+            swiftSettings: swiftSettings
+        ),
+        .testTarget(
             name: "KeysealX509Tests",
             dependencies: [
                 "KeysealX509", "Keyseal", "KeysealCore", "KeysealTestSupport",
@@ -258,7 +308,9 @@ let package = Package(
         .testTarget(
             name: "KeysealTPMTests",
             dependencies: [
-                "KeysealTPM", "KeysealCore", "KeysealTestSupport", .product(name: "Crypto", package: "swift-crypto"),
+                "KeysealTPM", "KeysealCore", "KeysealTestSupport", "KeysealAttestation",
+                .product(name: "Crypto", package: "swift-crypto"),
+                .product(name: "X509", package: "swift-certificates"),
             ],
             swiftSettings: swiftSettings
         ),

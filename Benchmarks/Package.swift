@@ -1,6 +1,6 @@
 // swift-tools-version: 6.1
 // Keyseal's benchmarks on ordo-one's package-benchmark (github.com/ordo-one/benchmark): p50/p99, allocations and
-// next to its floor measured in the same run. Run them with Scripts/bench.sh (README.md, docs/OPERATIONS.md).
+// next to its floor measured in the same run. Run them with Scripts/bench.sh (CONTRIBUTING.md, "Benchmarks").
 import PackageDescription
 
 import struct Foundation.URL

@@ -10,15 +10,17 @@ packages=(
   tpm2-abrmd libtss2-tcti-tabrmd0 dbus libtpm2-pkcs11-1 libtpm2-pkcs11-tools
   qemu-system-x86 busybox-static cpio kmod e2fsprogs
   libsystemd-dev libsecret-tools gnome-keyring python3-gi gir1.2-secret-1 python3-venv python3-pip
+  git libsecret-1-dev gcc bubblewrap
   opensc libengine-pkcs11-openssl openssh-client curl openssl binutils
 )
 
 # The Secret Service clients from PyPI (pinned), in a venv that also sees Debian's PyGObject (python3-gi): the
-# bridge's tests run SecretStorage, python-keyring's own backend tests (pytest) and libsecret through it.
+# bridge's tests run SecretStorage, python-keyring's own backend tests (pytest) and libsecret through it; the
+# attestation tests check statements with python-fido2's WebAuthn TPM verifier.
 python_venv=/opt/keyseal-python
-python_packages=(SecretStorage==3.3.3 keyring==25.6.0 pytest==8.3.5)
+python_packages=(SecretStorage==3.3.3 keyring==25.6.0 pytest==8.3.5 fido2==2.2.1)
 install_python() {
-  if [ -x "$python_venv/bin/python3" ] && "$python_venv/bin/python3" -c "import secretstorage, keyring, pytest" 2>/dev/null; then
+  if [ -x "$python_venv/bin/python3" ] && "$python_venv/bin/python3" -c "import secretstorage, keyring, pytest, fido2" 2>/dev/null; then
     return
   fi
   local sudo=""

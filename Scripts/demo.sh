@@ -5,7 +5,8 @@
 # a P-256 key generated inside the TPM that signs only while its class is unlocked (checked with openssl), and curl
 # using it for client-certificate TLS through the PKCS#11 module; then
 # the Secret Service: keyseal-secret-service on a private session bus, secret-tool storing and finding a password
-# that is a sealed Keyseal item. Then it stops everything. Each command is printed before it runs.
+# that is a sealed Keyseal item; the TPM's attestation key enrolled with a throwaway CA and an attestation of the
+# hardware key verified. Then it stops everything. Each command is printed before it runs.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -15,6 +16,7 @@ export PATH="/opt/swift/usr/bin:$PATH"
 echo "demo: building keyseald and keyseal"
 swift build --product keyseald >/dev/null
 swift build --product keyseal >/dev/null
+swift build --product keyseal-attestation >/dev/null
 swift build --product keyseal-secret-service >/dev/null
 swift build --product keyseal-pkcs11 >/dev/null
 bin=$(swift build --show-bin-path)
@@ -55,6 +57,17 @@ expect() {
   echo "(exit $rc, as expected)"
 }
 keyseal() { "$bin/keyseal" "$@"; }
+
+# The swtpm keyseald starts keeps its state in the store's swtpm/ folder: made here first, as a TPM maker would, with
+# an EK certificate signed by swtpm_localca's CA (for the attestation below).
+mkdir -m 700 "$work/store" "$work/store/swtpm" "$work/ekca"
+printf 'statedir = %s\nsigningkey = %s/signkey.pem\nissuercert = %s/issuercert.pem\ncertserial = %s/certserial\n' \
+  "$work/ekca" "$work/ekca" "$work/ekca" "$work/ekca" >"$work/localca.conf"
+printf 'create_certs_tool = %s\ncreate_certs_tool_config = %s\ncreate_certs_tool_options = /etc/swtpm-localca.options\n' \
+  "$(command -v swtpm_localca)" "$work/localca.conf" >"$work/swtpm_setup.conf"
+swtpm_setup --tpm2 --tpmstate "$work/store/swtpm" --create-ek-cert --config "$work/swtpm_setup.conf" \
+  --logfile "$work/swtpm_setup.log" >/dev/null
+cat "$work/ekca/issuercert.pem" "$work/ekca/swtpm-localca-rootca-cert.pem" >"$work/ek-ca.pem"
 
 show keyseald --backend swtpm --store "$work/store" "&"
 "$bin/keyseald" --backend swtpm --store "$work/store" --log-level warning 2>"$work/keyseald.log" &
@@ -101,6 +114,19 @@ openssl req -x509 -newkey ec -pkeyopt ec_paramgen_curve:P-256 -nodes -keyout "$w
 openssl x509 -req -in "$work/device.csr" -CA "$work/ca.pem" -CAkey "$work/ca.key" -days 30 -set_serial 1 \
   -out "$work/device.crt" 2>/dev/null
 echo "(a throwaway CA issued device.crt for the CSR)"
+# Key attestation: the CA enrolls the TPM's attestation key (TPM2_MakeCredential / ActivateCredential), then a
+# verifier with a fresh challenge checks that the key was generated in that TPM (TPM2_Certify, WebAuthn "tpm").
+run keyseal attestation enroll-request --output "$work/ak-request.json"
+run keyseal attestation ca-challenge --request "$work/ak-request.json" --ca-key "$work/ca.key" --ca-cert "$work/ca.pem" \
+  --ek-ca "$work/ek-ca.pem" --output "$work/ak-challenge.json"
+run keyseal attestation activate --challenge "$work/ak-challenge.json" --output "$work/ak-proof.json"
+run keyseal attestation ca-issue --state "$work/ak-challenge.json.state" --proof "$work/ak-proof.json" --output "$work/ak.pem"
+run keyseal attestation install --certificate "$work/ak.pem" --chain "$work/ca.pem"
+challenge=$(openssl rand -hex 32)
+run keyseal attest --tag "$tag" --challenge "$challenge" --output "$work/attestation.cbor"
+run keyseal verify-attestation --input "$work/attestation.cbor" --challenge "$challenge" --ca "$work/ca.pem" \
+  --public-key "$work/device.pem"
+expect 93 keyseal verify-attestation --input "$work/attestation.cbor" --challenge "$(openssl rand -hex 32)" --ca "$work/ca.pem"
 run keyseal add-certificates "$work/device.crt"
 run keyseal find-identity -v
 run keyseal lock

@@ -60,10 +60,14 @@ echo "test: qemu guest took $((SECONDS - started)) s"
 # pool stays under the 48 slots GnuTLS's p11tool lists (SoftHSMFixture), so the PKCS#11 device-key suites get a pool
 # of their own. They run on SoftHSM2 and on tpm2-pkcs11 behind tpm2-abrmd (TPM2PKCS11Pool: one store of tokens made
 # with tpm2_ptool per process).
+# Every suite includes LocalAuthenticationTests: LAContext against askpass scripts, SecAccessControl's user presence on
+# items and keys, embedded and through keyseald processes (a uid-65534 client through keyseal-wire-probe).
 # Every suite includes the Secret Service bridge's (KeysealSecretServiceTests): secret-tool, libsecret through PyGObject,
 # SecretStorage and python-keyring's backend tests, run as processes on private session buses.
-# The first includes the PKCS#11 module's suite (PKCS11ModuleTests: p11-kit, p11tool, pkcs11-tool, OpenSSL's engine,
-# curl and ssh-keygen through libkeyseal-pkcs11.so against keyseald on swtpm, SoftHSM2 and the host key).
+# And key attestation's (AttestationTests, CLIAttestationTests): swtpm made with an EK certificate by swtpm_setup, the
+# AK's enrollment, and attestations checked by Keyseal's verifier and by python-fido2's WebAuthn TPM verifier.
+# And the PKCS#11 module's (PKCS11ModuleTests: p11-kit, p11tool, pkcs11-tool, OpenSSL's engine, curl and ssh-keygen
+# through libkeyseal-pkcs11.so against keyseald on swtpm, SoftHSM2 and the host key).
 echo "test: every suite"
 started=$SECONDS
 swift test --skip-build --skip KeysealPKCS11Tests

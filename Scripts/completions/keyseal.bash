@@ -173,13 +173,13 @@ _keyseal() {
     unset 'unparsed_words[0]'
     unparsed_words=("${unparsed_words[@]}")
     case "${subcommand}" in
-    status|unlock|lock|passcode|settings|add-generic-password|find-generic-password|delete-generic-password|add-internet-password|find-internet-password|delete-internet-password|dump-keychain|export|import|doctor|error|create-key|find-key|delete-key|sign|create-csr|add-certificates|find-certificate|delete-certificate|find-identity|recovery-key|recover|tpm|help)
+    status|unlock|lock|passcode|settings|add-generic-password|find-generic-password|delete-generic-password|add-internet-password|find-internet-password|delete-internet-password|dump-keychain|export|import|doctor|error|create-key|find-key|delete-key|sign|create-csr|add-certificates|find-certificate|delete-certificate|find-identity|recovery-key|recover|tpm|attestation|attest|verify-attestation|help)
         # Offer subcommand argument completions
         "_keyseal_${subcommand}"
         ;;
     *)
         # Offer subcommand completions
-        COMPREPLY+=($(compgen -W 'status unlock lock passcode settings add-generic-password find-generic-password delete-generic-password add-internet-password find-internet-password delete-internet-password dump-keychain export import doctor error create-key find-key delete-key sign create-csr add-certificates find-certificate delete-certificate find-identity recovery-key recover tpm help' -- "${cur}"))
+        COMPREPLY+=($(compgen -W 'status unlock lock passcode settings add-generic-password find-generic-password delete-generic-password add-internet-password find-internet-password delete-internet-password dump-keychain export import doctor error create-key find-key delete-key sign create-csr add-certificates find-certificate delete-certificate find-identity recovery-key recover tpm attestation attest verify-attestation help' -- "${cur}"))
         ;;
     esac
 }
@@ -1025,6 +1025,203 @@ _keyseal_tpm_accept-rollback() {
     # Offer option value completions
     case "${prev}" in
     '--socket')
+        return
+        ;;
+    esac
+}
+
+_keyseal_attestation() {
+    repeating_flags=()
+    non_repeating_flags=(--version -h --help)
+    repeating_options=()
+    non_repeating_options=()
+    __keyseal_offer_flags_options 0
+
+    # Offer subcommand / subcommand argument completions
+    local -r subcommand="${unparsed_words[0]}"
+    unset 'unparsed_words[0]'
+    unparsed_words=("${unparsed_words[@]}")
+    case "${subcommand}" in
+    enroll-request|ca-challenge|activate|ca-issue|install)
+        # Offer subcommand argument completions
+        "_keyseal_attestation_${subcommand}"
+        ;;
+    *)
+        # Offer subcommand completions
+        COMPREPLY+=($(compgen -W 'enroll-request ca-challenge activate ca-issue install' -- "${cur}"))
+        ;;
+    esac
+}
+
+_keyseal_attestation_enroll-request() {
+    repeating_flags=()
+    non_repeating_flags=(--json --version -h --help)
+    repeating_options=()
+    non_repeating_options=(--socket --output)
+    __keyseal_offer_flags_options 0
+
+    # Offer option value completions
+    case "${prev}" in
+    '--socket')
+        return
+        ;;
+    '--output')
+        return
+        ;;
+    esac
+}
+
+_keyseal_attestation_ca-challenge() {
+    repeating_flags=()
+    non_repeating_flags=(--json --version -h --help)
+    repeating_options=()
+    non_repeating_options=(--socket --request --ca-key --ca-cert --ek-ca --output)
+    __keyseal_offer_flags_options 0
+
+    # Offer option value completions
+    case "${prev}" in
+    '--socket')
+        return
+        ;;
+    '--request')
+        return
+        ;;
+    '--ca-key')
+        return
+        ;;
+    '--ca-cert')
+        return
+        ;;
+    '--ek-ca')
+        return
+        ;;
+    '--output')
+        return
+        ;;
+    esac
+}
+
+_keyseal_attestation_activate() {
+    repeating_flags=()
+    non_repeating_flags=(--json --version -h --help)
+    repeating_options=()
+    non_repeating_options=(--socket --challenge --output)
+    __keyseal_offer_flags_options 0
+
+    # Offer option value completions
+    case "${prev}" in
+    '--socket')
+        return
+        ;;
+    '--challenge')
+        return
+        ;;
+    '--output')
+        return
+        ;;
+    esac
+}
+
+_keyseal_attestation_ca-issue() {
+    repeating_flags=()
+    non_repeating_flags=(--json --version -h --help)
+    repeating_options=()
+    non_repeating_options=(--socket --state --proof --ca-key --ca-cert --output)
+    __keyseal_offer_flags_options 0
+
+    # Offer option value completions
+    case "${prev}" in
+    '--socket')
+        return
+        ;;
+    '--state')
+        return
+        ;;
+    '--proof')
+        return
+        ;;
+    '--ca-key')
+        return
+        ;;
+    '--ca-cert')
+        return
+        ;;
+    '--output')
+        return
+        ;;
+    esac
+}
+
+_keyseal_attestation_install() {
+    repeating_flags=()
+    non_repeating_flags=(--json --version -h --help)
+    repeating_options=()
+    non_repeating_options=(--socket --certificate --chain)
+    __keyseal_offer_flags_options 0
+
+    # Offer option value completions
+    case "${prev}" in
+    '--socket')
+        return
+        ;;
+    '--certificate')
+        return
+        ;;
+    '--chain')
+        return
+        ;;
+    esac
+}
+
+_keyseal_attest() {
+    repeating_flags=()
+    non_repeating_flags=(--json --version -h --help)
+    repeating_options=()
+    non_repeating_options=(--socket --tag --challenge --format --output)
+    __keyseal_offer_flags_options 0
+
+    # Offer option value completions
+    case "${prev}" in
+    '--socket')
+        return
+        ;;
+    '--tag')
+        return
+        ;;
+    '--challenge')
+        return
+        ;;
+    '--format')
+        return
+        ;;
+    '--output')
+        return
+        ;;
+    esac
+}
+
+_keyseal_verify-attestation() {
+    repeating_flags=()
+    non_repeating_flags=(--json --version -h --help)
+    repeating_options=()
+    non_repeating_options=(--socket --input --challenge --ca --public-key)
+    __keyseal_offer_flags_options 0
+
+    # Offer option value completions
+    case "${prev}" in
+    '--socket')
+        return
+        ;;
+    '--input')
+        return
+        ;;
+    '--challenge')
+        return
+        ;;
+    '--ca')
+        return
+        ;;
+    '--public-key')
         return
         ;;
     esac

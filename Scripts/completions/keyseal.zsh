@@ -78,13 +78,16 @@ _keyseal() {
             'recovery-key:Manage the recovery key of a TPM store bound to PCRs.'
             'recover:Bring back a store whose PCRs changed, with its recovery key (re-seals to the current PCR values).'
             'tpm:TPM boot binding and anti-rollback (administrators).'
+            'attestation:Enroll the TPM'\''s attestation key (AK) with a CA: device and CA steps.'
+            'attest:Attest that a key was generated in this TPM and cannot leave it (TPM2_Certify by the AK).'
+            'verify-attestation:Check a key attestation (webauthn-tpm or json) against a challenge and a CA (no keyseald).'
             'help:Show subcommand help information.'
         )
         _describe -V subcommand subcommands && ret=0
         ;;
     arg)
         case "${words[1]}" in
-        status|unlock|lock|passcode|settings|add-generic-password|find-generic-password|delete-generic-password|add-internet-password|find-internet-password|delete-internet-password|dump-keychain|export|import|doctor|error|create-key|find-key|delete-key|sign|create-csr|add-certificates|find-certificate|delete-certificate|find-identity|recovery-key|recover|tpm|help)
+        status|unlock|lock|passcode|settings|add-generic-password|find-generic-password|delete-generic-password|add-internet-password|find-internet-password|delete-internet-password|dump-keychain|export|import|doctor|error|create-key|find-key|delete-key|sign|create-csr|add-certificates|find-certificate|delete-certificate|find-identity|recovery-key|recover|tpm|attestation|attest|verify-attestation|help)
             "_keyseal_${words[1]}" && ret=0
             ;;
         esac
@@ -718,6 +721,152 @@ _keyseal_tpm_accept-rollback() {
     local -ar arg_specs=(
         '--socket[keyseald'\''s socket.]:path:'
         '--json[Print one JSON document on standard output.]'
+        '--version[Show the version.]'
+        '(-h --help)'{-h,--help}'[Show help information.]'
+    )
+    _arguments -w -s -S : "${arg_specs[@]}" && ret=0
+
+    return "${ret}"
+}
+
+_keyseal_attestation() {
+    local -i ret=1
+    local -ar arg_specs=(
+        '--version[Show the version.]'
+        '(-h --help)'{-h,--help}'[Show help information.]'
+        '(-): :->command'
+        '(-)*:: :->arg'
+    )
+    _arguments -w -s -S : "${arg_specs[@]}" && ret=0
+    case "${state}" in
+    command)
+        local -ar subcommands=(
+            'enroll-request:Write the EK certificate and the AK'\''s public area (JSON) for the CA (administrators).'
+            'ca-challenge:CA side: check the EK certificate and make a credential to the EK for the AK (no keyseald).'
+            'activate:Device side: TPM2_ActivateCredential of the CA'\''s challenge; writes the proof (administrators).'
+            'ca-issue:CA side: check the device'\''s proof and issue the AK certificate (no keyseald).'
+            'install:Store the AK certificate (and its CA chain) beside the store (administrators).'
+        )
+        _describe -V subcommand subcommands && ret=0
+        ;;
+    arg)
+        case "${words[1]}" in
+        enroll-request|ca-challenge|activate|ca-issue|install)
+            "_keyseal_attestation_${words[1]}" && ret=0
+            ;;
+        esac
+        ;;
+    esac
+
+    return "${ret}"
+}
+
+_keyseal_attestation_enroll-request() {
+    local -i ret=1
+    local -ar arg_specs=(
+        '--socket[keyseald'\''s socket.]:path:'
+        '--json[Print one JSON document on standard output.]'
+        '--output[Write to this file instead of standard output.]:file:'
+        '--version[Show the version.]'
+        '(-h --help)'{-h,--help}'[Show help information.]'
+    )
+    _arguments -w -s -S : "${arg_specs[@]}" && ret=0
+
+    return "${ret}"
+}
+
+_keyseal_attestation_ca-challenge() {
+    local -i ret=1
+    local -ar arg_specs=(
+        '--socket[keyseald'\''s socket.]:path:'
+        '--json[Print one JSON document on standard output.]'
+        '--request[The device'\''s enrollment request.]:file:'
+        '--ca-key[The CA'\''s private key (PEM).]:file:'
+        '--ca-cert[The CA'\''s certificate (PEM).]:file:'
+        '--ek-ca[EK CA certificates (PEM).]:file:'
+        '--output[The challenge file to write.]:file:'
+        '--version[Show the version.]'
+        '(-h --help)'{-h,--help}'[Show help information.]'
+    )
+    _arguments -w -s -S : "${arg_specs[@]}" && ret=0
+
+    return "${ret}"
+}
+
+_keyseal_attestation_activate() {
+    local -i ret=1
+    local -ar arg_specs=(
+        '--socket[keyseald'\''s socket.]:path:'
+        '--json[Print one JSON document on standard output.]'
+        '--challenge[The CA'\''s challenge.]:file:'
+        '--output[Write the proof here instead of standard output.]:file:'
+        '--version[Show the version.]'
+        '(-h --help)'{-h,--help}'[Show help information.]'
+    )
+    _arguments -w -s -S : "${arg_specs[@]}" && ret=0
+
+    return "${ret}"
+}
+
+_keyseal_attestation_ca-issue() {
+    local -i ret=1
+    local -ar arg_specs=(
+        '--socket[keyseald'\''s socket.]:path:'
+        '--json[Print one JSON document on standard output.]'
+        '--state[The state ca-challenge wrote.]:file:'
+        '--proof[The device'\''s proof.]:file:'
+        '--ca-key[The CA'\''s private key (PEM).]:file:'
+        '--ca-cert[The CA'\''s certificate (PEM).]:file:'
+        '--output[The AK certificate to write (PEM).]:file:'
+        '--version[Show the version.]'
+        '(-h --help)'{-h,--help}'[Show help information.]'
+    )
+    _arguments -w -s -S : "${arg_specs[@]}" && ret=0
+
+    return "${ret}"
+}
+
+_keyseal_attestation_install() {
+    local -i ret=1
+    local -ar arg_specs=(
+        '--socket[keyseald'\''s socket.]:path:'
+        '--json[Print one JSON document on standard output.]'
+        '--certificate[The AK certificate (PEM).]:file:'
+        '--chain[The CA chain (PEM), issuer first.]:file:'
+        '--version[Show the version.]'
+        '(-h --help)'{-h,--help}'[Show help information.]'
+    )
+    _arguments -w -s -S : "${arg_specs[@]}" && ret=0
+
+    return "${ret}"
+}
+
+_keyseal_attest() {
+    local -i ret=1
+    local -ar arg_specs=(
+        '--socket[keyseald'\''s socket.]:path:'
+        '--json[Print one JSON document on standard output.]'
+        '--tag[The key'\''s application tag.]:tag:'
+        '--challenge[The verifier'\''s challenge, in hex.]:hex:'
+        '--format[webauthn-tpm or json.]:format:'
+        '--output[Write to this file instead of standard output.]:file:'
+        '--version[Show the version.]'
+        '(-h --help)'{-h,--help}'[Show help information.]'
+    )
+    _arguments -w -s -S : "${arg_specs[@]}" && ret=0
+
+    return "${ret}"
+}
+
+_keyseal_verify-attestation() {
+    local -i ret=1
+    local -ar arg_specs=(
+        '--socket[keyseald'\''s socket.]:path:'
+        '--json[Print one JSON document on standard output.]'
+        '--input[The attestation.]:file:'
+        '--challenge[The challenge, in hex.]:hex:'
+        '--ca[The CA certificate(s) that issued the AK certificate (PEM).]:file:'
+        '--public-key[The expected key (PEM).]:file:'
         '--version[Show the version.]'
         '(-h --help)'{-h,--help}'[Show help information.]'
     )

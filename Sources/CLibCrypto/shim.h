@@ -1,6 +1,7 @@
 // libcrypto for the lookup's hot path: AES-256-GCM opening through the EVP interface (KeysealCore/GCM.swift), and
 // HMAC-SHA256 with prepared key states and SHA-256 through the plain SHA-256 functions (KeysealCore/PreparedHMAC.swift);
-// SHA-224, which swift-crypto lacks, for Apple's …SHA224 key algorithms.
+// SHA-224, which swift-crypto lacks, for Apple's …SHA224 key algorithms; RSA through EVP_PKEY for software RSA keys
+// (KeysealCore/RSAOperations.swift: every padding Apple names, and 1024-bit keys, which swift-crypto refuses).
 #ifndef KEYSEAL_LIBCRYPTO_SHIM_H
 #define KEYSEAL_LIBCRYPTO_SHIM_H
 
@@ -15,6 +16,10 @@
 #include <openssl/bn.h>
 #include <openssl/crypto.h>
 #include <openssl/evp.h>
+#include <openssl/pkcs12.h>
+#include <openssl/provider.h>
+#include <openssl/rsa.h>
+#include <openssl/x509.h>
 #include <openssl/sha.h>
 
 /// The AES-256-GCM cipher, fetched from the default provider (NULL if libcrypto has none).
@@ -133,5 +138,28 @@ static inline void keyseal_sha256(const uint8_t *data, size_t length, uint8_t *o
     if (length > 0) SHA256_Update(&context, data, length);
     SHA256_Final(out, &context);
 }
+
+/// Gives OAEP `context` the label `label` (`length` bytes, copied: the context owns the copy). Returns 1 on success.
+/// (EVP_PKEY_CTX_set0_rsa_oaep_label takes memory from OPENSSL_malloc, a macro Swift cannot call.)
+static inline int keyseal_rsa_oaep_label(EVP_PKEY_CTX *context, const uint8_t *label, size_t length) {
+    unsigned char *copy = OPENSSL_memdup(label, length == 0 ? 1 : length);
+    if (copy == NULL) return 0;
+    if (EVP_PKEY_CTX_set0_rsa_oaep_label(context, copy, (int)length) != 1) {
+        OPENSSL_free(copy);
+        return 0;
+    }
+    return 1;
+}
+
+/// The number of certificates in a PKCS#12 file's chain (`sk_X509_num` is a macro Swift cannot call).
+static inline int keyseal_x509_stack_count(const STACK_OF(X509) *stack) { return stack ? sk_X509_num(stack) : 0; }
+
+/// The certificate at `index` of a chain, still owned by the chain.
+static inline X509 *keyseal_x509_stack_value(const STACK_OF(X509) *stack, int index) {
+    return sk_X509_value(stack, index);
+}
+
+/// Frees a chain and its certificates.
+static inline void keyseal_x509_stack_free(STACK_OF(X509) *stack) { sk_X509_pop_free(stack, X509_free); }
 
 #endif

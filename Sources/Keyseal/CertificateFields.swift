@@ -4,7 +4,8 @@ import KeysealCore
 import SwiftASN1
 
 /// What the keychain reads from an X.509 certificate's DER (RFC 5280), parsed with swift-asn1: the certificate
-/// item's attributes (FACTS.md §Keys) and the parts Apple's `SecCertificateCopy…` functions return.
+/// item's attributes (docs/STORE-FORMAT.md, "Keys and certificates") and the parts Apple's `SecCertificateCopy…`
+/// functions return.
 public struct CertificateFields: Sendable {
     /// Apple's `kSecAttrCertificateType`: 1, 2 or 3 for X.509 v1, v2, v3.
     public var certificateType: Int

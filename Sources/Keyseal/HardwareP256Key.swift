@@ -43,6 +43,13 @@ public struct HardwareP256Key: Sendable {
     }
 
     /// ECDH with `peer`, in the hardware.
+    /// An attestation that this key was generated in the TPM and cannot leave it: TPM2_Certify by the store's
+    /// attestation key over `challenge`, as the WebAuthn "tpm" statement (CBOR) or, with `bindingProperties`, Keyseal's
+    /// JSON document that also binds the item's accessibility class (docs/TPM.md, "Key attestation").
+    public func attestation<D: DataProtocol>(challenge: D, bindingProperties: Bool = false) throws -> Data {
+        try store.attest(reference, challenge: Data(challenge), format: bindingProperties ? "json" : "webauthn-tpm")
+    }
+
     public func sharedSecret(with peer: P256.KeyAgreement.PublicKey) throws -> KeychainSharedSecret {
         KeychainSharedSecret(
             try store.keyExchange(reference, algorithm: "algid:keyexchange:ECDH", peer: peer.x963Representation)

@@ -63,7 +63,7 @@ public enum KeyAlgorithms {
     /// Apple's wording for an algorithm the key does not support.
     static let unsupported = KeychainError(KeychainStatus.param, "algorithm not supported by the key")
 
-    enum Hash: String {
+    enum Hash: String, CaseIterable {
         case sha1 = "SHA1"
         case sha224 = "SHA224"
         case sha256 = "SHA256"
@@ -77,6 +77,16 @@ public enum KeyAlgorithms {
             case .sha256: Array(SHA256.hash(data: data))
             case .sha384: Array(SHA384.hash(data: data))
             case .sha512: Array(SHA512.hash(data: data))
+            }
+        }
+
+        var rsa: RSAOperations.Hash {
+            switch self {
+            case .sha1: .sha1
+            case .sha224: .sha224
+            case .sha256: .sha256
+            case .sha384: .sha384
+            case .sha512: .sha512
             }
         }
 
@@ -95,8 +105,9 @@ public enum KeyAlgorithms {
     enum Algorithm {
         /// ECDSA; `hash` nil for a digest of any size; `raw` for RFC 4754's r ‖ s instead of X9.62 DER.
         case ecdsa(message: Bool, hash: Hash?, raw: Bool)
-        case rsaSignature(hash: Hash, pss: Bool)
-        case rsaOAEP(hash: Hash)
+        /// An RSA signature; `message`: the data is hashed with the padding's hash first.
+        case rsaSignature(RSAOperations.SignaturePadding, message: Bool)
+        case rsaEncryption(RSAOperations.EncryptionPadding)
         /// ECIES with an X9.63 KDF and AES-GCM; `variableIV`: the KDF also gives the IV.
         case ecies(hash: Hash, variableIV: Bool)
         /// ECDH, raw or through an X9.63 KDF.
@@ -128,23 +139,40 @@ public enum KeyAlgorithms {
                 }
                 return
             case ("sign", "RSA"):
-                // Apple names PSS with its MGF1 hash and salt size too: message-PSS:SHA256:SHA256:32. Keyseal's
-                // first names (message-PSS:SHA256) stay accepted, for clients that send them.
+                if parts.count == 4, parts[3] == "raw" {
+                    self = .rsaSignature(.raw, message: false)
+                    return
+                }
+                if parts.count == 4, parts[3] == "digest-PKCS1v15" {
+                    self = .rsaSignature(.pkcs1(nil), message: false)
+                    return
+                }
+                // Apple names PSS with its MGF1 hash and salt size too: message-PSS:SHA256:SHA256:32 (SHA-224's name
+                // says 24; its salt is the digest's 28 bytes). Keyseal's first names (message-PSS:SHA256) stay
+                // accepted, for clients that send them.
                 let pssSuffix =
                     parts.count == 7 && parts[3].hasSuffix("-PSS") && parts[5] == parts[4]
-                    && Int(parts[6]) == hash?.size
-                guard parts.count == 5 || pssSuffix, let hash, hash != .sha224 else { break }
+                    && (Int(parts[6]) == hash?.size || (hash == .sha224 && parts[6] == "24"))
+                guard parts.count == 5 || pssSuffix, let hash else { break }
                 switch parts[3] {
-                case "message-PKCS1v15": self = .rsaSignature(hash: hash, pss: false)
-                case "message-PSS": self = .rsaSignature(hash: hash, pss: true)
+                case "digest-PKCS1v15": self = .rsaSignature(.pkcs1(hash.rsa), message: false)
+                case "message-PKCS1v15": self = .rsaSignature(.pkcs1(hash.rsa), message: true)
+                case "digest-PSS": self = .rsaSignature(.pss(hash.rsa), message: false)
+                case "message-PSS": self = .rsaSignature(.pss(hash.rsa), message: true)
                 default: throw Self.unknown(name)
                 }
                 return
             case ("encrypt", "RSA"):
-                guard parts.count == 5, parts[3] == "OAEP", let oaep = Hash(rawValue: parts[4]),
-                    oaep == .sha1 || oaep == .sha256
-                else { break }
-                self = .rsaOAEP(hash: oaep)
+                if parts.count == 4, parts[3] == "raw" {
+                    self = .rsaEncryption(.raw)
+                    return
+                }
+                if parts.count == 4, parts[3] == "PKCS1" {
+                    self = .rsaEncryption(.pkcs1)
+                    return
+                }
+                guard parts.count == 5, parts[3] == "OAEP", let oaep = Hash(rawValue: parts[4]) else { break }
+                self = .rsaEncryption(.oaep(oaep.rsa, label: []))
                 return
             case ("encrypt", "ECIES"):
                 // algid:encrypt:ECIES:ECDH|ECDHC:KDFX963:SHAnnn:AESGCM|AESGCM-KDFIV
@@ -195,8 +223,8 @@ public enum KeyAlgorithms {
         case (.ecdsa, .verify): return !isPrivate && keyType.isEC
         case (.rsaSignature, .sign): return isPrivate && !keyType.isEC
         case (.rsaSignature, .verify): return !isPrivate && !keyType.isEC
-        case (.rsaOAEP, .encrypt): return !isPrivate && !keyType.isEC
-        case (.rsaOAEP, .decrypt): return isPrivate && !keyType.isEC
+        case (.rsaEncryption, .encrypt): return !isPrivate && !keyType.isEC
+        case (.rsaEncryption, .decrypt): return isPrivate && !keyType.isEC
         case (.ecies, .encrypt): return !isPrivate && keyType.isEC
         case (.ecies, .decrypt): return isPrivate && keyType.isEC
         case (.ecdh, .keyExchange): return isPrivate && keyType.isEC
@@ -213,22 +241,13 @@ public enum KeyAlgorithms {
             let digest = try digest(data, message: message, hash: hash)
             let der = try key.ecdsaSign(digest: digest)
             return raw ? try rawSignature(der: der, keyType: key.keyType) : der
-        case .rsaSignature(let hash, let pss):
+        case .rsaSignature(let padding, let message):
             guard case .software(let software) = key, !key.keyType.isEC else { throw unsupported }
-            let rsa = try software.rsa()
-            do {
-                let padding: _RSA.Signing.Padding = pss ? .PSS : .insecurePKCS1v1_5
-                switch hash {
-                case .sha256: return try rsa.signature(for: SHA256.hash(data: data), padding: padding).rawRepresentation
-                case .sha384: return try rsa.signature(for: SHA384.hash(data: data), padding: padding).rawRepresentation
-                case .sha512: return try rsa.signature(for: SHA512.hash(data: data), padding: padding).rawRepresentation
-                case .sha1:
-                    return try rsa.signature(for: Insecure.SHA1.hash(data: data), padding: padding).rawRepresentation
-                case .sha224: throw unsupported
-                }
-            } catch {
-                throw KeychainError(KeychainStatus.param, "RSA signing failed")
-            }
+            return try RSAOperations.sign(
+                privateKey: software.material,
+                input: rsaInput(data, padding: padding, message: message),
+                padding: padding
+            )
         default:
             throw unsupported
         }
@@ -236,16 +255,9 @@ public enum KeyAlgorithms {
 
     static func decrypt(_ key: PrivateKeyHandle, algorithm name: String, data: Data) throws(KeychainError) -> Data {
         switch try Algorithm(name) {
-        case .rsaOAEP(let hash):
+        case .rsaEncryption(let padding):
             guard case .software(let software) = key, !key.keyType.isEC else { throw unsupported }
-            do {
-                return try software.rsaDecryption().decrypt(
-                    data,
-                    padding: hash == .sha1 ? .PKCS1_OAEP : .PKCS1_OAEP_SHA256
-                )
-            } catch {
-                throw KeychainError(KeychainStatus.param, "RSA decryption failed")
-            }
+            return try RSAOperations.decrypt(privateKey: software.material, data: data, padding: padding)
         case .ecies(let hash, let variableIV):
             guard key.keyType.isEC else { throw unsupported }
             let pointSize = 1 + 2 * key.keyType.coordinateSize
@@ -342,19 +354,14 @@ public enum KeyAlgorithms {
             guard key.keyType.isEC else { throw unsupported }
             let digest = PrehashedDigest(bytes: try digest(data, message: message, hash: hash))
             valid = ecdsaVerify(key, digest: digest, signature: signature, raw: raw)
-        case .rsaSignature(let hash, let pss):
-            guard !key.keyType.isEC, let rsa = try? _RSA.Signing.PublicKey(derRepresentation: key.bytes) else {
-                throw unsupported
-            }
-            let padding: _RSA.Signing.Padding = pss ? .PSS : .insecurePKCS1v1_5
-            let sig = _RSA.Signing.RSASignature(rawRepresentation: signature)
-            switch hash {
-            case .sha256: valid = rsa.isValidSignature(sig, for: SHA256.hash(data: data), padding: padding)
-            case .sha384: valid = rsa.isValidSignature(sig, for: SHA384.hash(data: data), padding: padding)
-            case .sha512: valid = rsa.isValidSignature(sig, for: SHA512.hash(data: data), padding: padding)
-            case .sha1: valid = rsa.isValidSignature(sig, for: Insecure.SHA1.hash(data: data), padding: padding)
-            case .sha224: throw unsupported
-            }
+        case .rsaSignature(let padding, let message):
+            guard !key.keyType.isEC else { throw unsupported }
+            valid = try RSAOperations.verify(
+                publicKey: key.bytes,
+                input: rsaInput(data, padding: padding, message: message),
+                signature: signature,
+                padding: padding
+            )
         default:
             throw unsupported
         }
@@ -369,15 +376,9 @@ public enum KeyAlgorithms {
         -> Data
     {
         switch try Algorithm(name) {
-        case .rsaOAEP(let hash):
-            guard !key.keyType.isEC, let rsa = try? _RSA.Encryption.PublicKey(derRepresentation: key.bytes) else {
-                throw unsupported
-            }
-            do {
-                return try rsa.encrypt(data, padding: hash == .sha1 ? .PKCS1_OAEP : .PKCS1_OAEP_SHA256)
-            } catch {
-                throw KeychainError(KeychainStatus.param, "the data is too long for this RSA key")
-            }
+        case .rsaEncryption(let padding):
+            guard !key.keyType.isEC else { throw unsupported }
+            return try RSAOperations.encrypt(publicKey: key.bytes, data: data, padding: padding)
         case .ecies(let hash, let variableIV):
             guard key.keyType.isEC else { throw unsupported }
             let ephemeral = try SoftwarePrivateKey.generate(key.keyType)
@@ -402,6 +403,17 @@ public enum KeyAlgorithms {
     }
 
     // MARK: Helpers
+
+    /// What an RSA signature signs: the message's digest, or the caller's digest or block as given.
+    static func rsaInput(_ data: Data, padding: RSAOperations.SignaturePadding, message: Bool) -> [UInt8] {
+        guard message else { return [UInt8](data) }
+        switch padding {
+        case .pkcs1(let hash?), .pss(let hash):
+            return Hash.allCases.first { $0.rsa == hash }?.hash(data) ?? [UInt8](data)
+        default:
+            return [UInt8](data)
+        }
+    }
 
     /// Runs a hardware operation; an error that is not a KeychainError becomes errSecInternalComponent.
     static func hardware<T>(_ body: () throws -> T) throws(KeychainError) -> T {

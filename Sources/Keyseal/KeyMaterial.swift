@@ -16,8 +16,7 @@ public struct PublicKeyMaterial: Sendable, Hashable {
             case .ec(384): _ = try P384.Signing.PublicKey(x963Representation: bytes)
             case .ec(521): _ = try P521.Signing.PublicKey(x963Representation: bytes)
             case .rsa:
-                let key = try _RSA.Signing.PublicKey(derRepresentation: bytes)
-                guard key.keySizeInBits == keyType.bits else { throw KeychainError.param }
+                guard try RSAOperations.bits(ofPublicKey: bytes) == keyType.bits else { throw KeychainError.param }
             default: throw KeychainError.param
             }
         } catch {
@@ -56,7 +55,7 @@ public struct PublicKeyMaterial: Sendable, Hashable {
         case .ec(256): (try? P256.Signing.PublicKey(x963Representation: bytes))?.derRepresentation ?? Data()
         case .ec(384): (try? P384.Signing.PublicKey(x963Representation: bytes))?.derRepresentation ?? Data()
         case .ec: (try? P521.Signing.PublicKey(x963Representation: bytes))?.derRepresentation ?? Data()
-        case .rsa: (try? _RSA.Signing.PublicKey(derRepresentation: bytes))?.derRepresentation ?? Data()
+        case .rsa: (try? RSAOperations.subjectPublicKeyInfo(ofPublicKey: bytes)) ?? Data()
         }
     }
 
@@ -114,11 +113,7 @@ struct SoftwarePrivateKey: Sendable {
         case .ec(384): material = P384.Signing.PrivateKey().x963Representation
         case .ec(521): material = P521.Signing.PrivateKey().x963Representation
         case .rsa(let bits):
-            do {
-                material = try _RSA.Signing.PrivateKey(keySize: .init(bitCount: bits)).derRepresentation
-            } catch {
-                throw KeychainError(KeychainStatus.param, "cannot generate an RSA key of \(bits) bits")
-            }
+            return try SoftwarePrivateKey(keyType: keyType, material: RSAOperations.generate(bits: bits))
         default: throw KeychainError(KeychainStatus.param, "cannot generate a \(keyType) key")
         }
         return try SoftwarePrivateKey(keyType: keyType, material: SecretBytes(copying: material))
@@ -150,14 +145,7 @@ struct SoftwarePrivateKey: Sendable {
                 bytes: try parse { try P521.Signing.PrivateKey(x963Representation: $0).publicKey.x963Representation }
             )
         case .rsa:
-            PublicKeyMaterial(
-                trusted: keyType,
-                bytes: try parse { data in
-                    let key = try _RSA.Signing.PrivateKey(derRepresentation: data)
-                    guard key.keySizeInBits == keyType.bits else { throw KeychainError.param }
-                    return key.publicKey.pkcs1DERRepresentation
-                }
-            )
+            try rsaPublicKey()
         default: throw KeychainError(KeychainStatus.param, "unsupported key type \(keyType)")
         }
     }
@@ -216,12 +204,17 @@ struct SoftwarePrivateKey: Sendable {
         }
     }
 
-    func rsa() throws(KeychainError) -> _RSA.Signing.PrivateKey {
-        try parse { try _RSA.Signing.PrivateKey(derRepresentation: $0) }
-    }
-
-    func rsaDecryption() throws(KeychainError) -> _RSA.Encryption.PrivateKey {
-        try parse { try _RSA.Encryption.PrivateKey(derRepresentation: $0) }
+    private func rsaPublicKey() throws(KeychainError) -> PublicKeyMaterial {
+        let (bytes, bits): (Data, Int)
+        do {
+            (bytes, bits) = try RSAOperations.publicKey(ofPrivateKey: material)
+        } catch {
+            throw KeychainError(KeychainStatus.param, "the data is not a \(keyType) private key")
+        }
+        guard bits == keyType.bits else {
+            throw KeychainError(KeychainStatus.param, "the data is not a \(keyType) private key")
+        }
+        return PublicKeyMaterial(trusted: keyType, bytes: bytes)
     }
 }
 
@@ -250,6 +243,11 @@ public struct SoftwareKey: Sendable {
     /// A key from Apple's external representation (EC `04 ‖ X ‖ Y ‖ K`, RSA PKCS#1); errSecParam otherwise.
     public init(keyType: KeyType, externalRepresentation: Data) throws(KeychainError) {
         key = try SoftwarePrivateKey(keyType: keyType, material: SecretBytes(copying: externalRepresentation))
+    }
+
+    /// A key from Apple's external representation held as a secret (a key read from a PKCS#12 file).
+    public init(keyType: KeyType, externalRepresentation: SecretBytes) throws(KeychainError) {
+        key = try SoftwarePrivateKey(keyType: keyType, material: externalRepresentation)
     }
 
     init(key: SoftwarePrivateKey) { self.key = key }

@@ -299,8 +299,8 @@ extension KeychainEngine {
     }
 
     private static func rsaBits(keyClass: String, _ data: Data) -> Int? {
-        if keyClass == keyClassPublic { return (try? _RSA.Signing.PublicKey(derRepresentation: data))?.keySizeInBits }
-        return (try? _RSA.Signing.PrivateKey(derRepresentation: data))?.keySizeInBits
+        if keyClass == keyClassPublic { return try? RSAOperations.bits(ofPublicKey: data) }
+        return try? RSAOperations.bits(ofPrivateKey: SecretBytes(copying: data))
     }
 
     // MARK: Using keys
@@ -327,11 +327,16 @@ extension KeychainEngine {
             )
             return try body(.hardware(handle))
         case .item(let persistentRef):
-            return try body(preparedKey(persistentRef, caller: caller).handle)
+            let key = try preparedKey(persistentRef, caller: caller)
+            var authentication = AuthenticationCheck(caller: caller)
+            guard try authentication.check(flags: key.accessControlFlags, engine: self) == .allowed else {
+                throw KeychainError(KeychainStatus.interactionNotAllowed, ItemAuthentication.requiredMessage)
+            }
+            return try body(key.handle)
         }
     }
 
-    private func keyRecord(_ persistentRef: Data, caller: Caller) throws -> ItemRecord {
+    func keyRecord(_ persistentRef: Data, caller: Caller) throws -> ItemRecord {
         let query = ItemQuery(
             itemClass: .key,
             synchronizable: .any,
@@ -396,6 +401,12 @@ extension KeychainEngine {
         }
         if case .bool(false)? = record.attributes[AttributeKey.isExtractable] {
             throw KeychainError(KeychainStatus.dataNotAvailable, "the key is not extractable")
+        }
+        // A key whose access control asks for user presence gives its material only after an authentication.
+        var authentication = AuthenticationCheck(caller: caller)
+        guard try authentication.check(flags: Self.accessControlFlags(record.attributes), engine: self) == .allowed
+        else {
+            throw KeychainError(KeychainStatus.interactionNotAllowed, ItemAuthentication.requiredMessage)
         }
         return record.data ?? Data()
     }

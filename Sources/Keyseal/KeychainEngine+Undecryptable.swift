@@ -50,7 +50,7 @@ extension KeychainEngine {
 
     func undecryptableItem(_ row: ItemRow, _ reason: (UndecryptableItem.Reason, String)) -> UndecryptableItem {
         UndecryptableItem(
-            id: Self.hex(row.itemID),
+            id: Hex.encode(row.itemID),
             itemClass: row.itemClass,
             accessibility: row.accessibility,
             accessGroup: row.accessGroup,
@@ -79,7 +79,7 @@ extension KeychainEngine {
             var set: Set<String> = []
             for id in ids {
                 let normalized = id.lowercased()
-                guard normalized.utf8.count == 32, normalized.utf8.allSatisfy({ Self.hexDigits.contains($0) }) else {
+                guard normalized.utf8.count == 32, Hex.decode(normalized) != nil else {
                     throw KeychainError(KeychainStatus.param, "\(Self.printable(id)) is not an item id (32 hex digits)")
                 }
                 set.insert(normalized)
@@ -90,7 +90,7 @@ extension KeychainEngine {
         var deleted: [UndecryptableItem] = []
         var seen: Set<String> = []
         try store.forEachItem { (row) throws(KeychainError) -> Bool in
-            let id = Self.hex(row.itemID)
+            let id = Hex.encode(row.itemID)
             if let wanted, !wanted.contains(id) { return true }
             seen.insert(id)
             guard let reason = try undecryptableReason(row) else {
@@ -139,19 +139,6 @@ extension KeychainEngine {
             ledgerCheckpointAtOpen = fresh.checkpoint
         }
         compareLedger(record: store.ledgerRecord, actual: try store.computeLedgerDigest(key: ledgerKey()))
-    }
-
-    static let hexDigits = Set("0123456789abcdef".utf8)
-
-    static func hex(_ bytes: [UInt8]) -> String {
-        let digits = Array("0123456789abcdef".utf8)
-        var out: [UInt8] = []
-        out.reserveCapacity(bytes.count * 2)
-        for byte in bytes {
-            out.append(digits[Int(byte >> 4)])
-            out.append(digits[Int(byte & 0x0f)])
-        }
-        return String(decoding: out, as: UTF8.self)
     }
 
     /// A stored code for a message: at most 64 characters, control characters replaced.

@@ -92,6 +92,8 @@ final class KeychainEngine {
     var lastCheckpoint: Date?
     /// Hardware keys generated without being stored (`kSecAttrIsPermanent` false), by reference id.
     var transientKeys: [Data: TransientHardwareKey] = [:]
+    /// Authentication tokens issued by ``authenticate(passcode:caller:)`` (KeychainEngine+Authentication.swift).
+    var authenticationGrants = AuthenticationGrants()
 
     static let persistentRefPrefix = Array("ksr1".utf8)
 
@@ -861,12 +863,28 @@ final class KeychainEngine {
             withAttributes.returns.insert(.attributes)
             var records = try findItems(withAttributes, caller: caller, resultLimit: resultLimit, scan: scan)
             try checkKeyData(records)
+            records = try authorized(records, caller: caller, keepAttributes: true, limit: nil)
             if !query.returns.contains(.attributes) {
                 for index in records.indices { records[index].attributes = [:] }
             }
             return records
         default:
-            return try findItems(query, caller: caller, resultLimit: resultLimit, scan: scan)
+            guard Self.needsAuthorization(query, caller: caller) else {
+                return try findItems(query, caller: caller, resultLimit: resultLimit, scan: scan)
+            }
+            let skipping = AuthenticationCheck(caller: caller).authentication?.ui == .skip
+            if !skipping, let records = try authorizedValues(query, caller: caller) { return records }
+            // The access control is an attribute: read even when not asked for (KeychainEngine+Authentication.swift).
+            var withAttributes = query
+            withAttributes.returns.insert(.attributes)
+            if skipping { withAttributes.limit = .all }
+            let records = try findItems(withAttributes, caller: caller, resultLimit: resultLimit, scan: scan)
+            return try authorized(
+                records,
+                caller: caller,
+                keepAttributes: query.returns.contains(.attributes),
+                limit: skipping ? query.limit.bound : nil
+            )
         }
     }
 
@@ -882,13 +900,15 @@ final class KeychainEngine {
     {
         try RequestValidation.validate(query)
         // A request for the value alone, found by digests only, needs no attribute decryption: opening the value
-        // authenticates the header, and the header carries the digests the rows were found by (DESIGN.md §2, §4).
+        // authenticates the header, and the header carries the digests the rows were found by (docs/ARCHITECTURE.md,
+        // "Key hierarchy" and "Store and search digests").
         let valueProvesMatch = query.returns.contains(.data) && !query.returns.contains(.attributes)
         let (filter, decidesQuery) = try rowFilter(query, caller: caller)
         if valueProvesMatch, decidesQuery, query.returns == .data, query.limit.bound == 1,
             let digest = filter.primaryKeyDigest
         {
-            let records = try values(query, caller: caller, primaryKeyDigest: digest)
+            var unchecked: AuthenticationCheck? = nil
+            let records = try values(query, caller: caller, primaryKeyDigest: digest, authorization: &unchecked)
             guard !records.isEmpty else { throw KeychainError.itemNotFound }
             return records
         }
@@ -935,6 +955,7 @@ final class KeychainEngine {
         }
         let now = configuration.clock()
         var updatedRows: [ItemRow] = []
+        var authentication = AuthenticationCheck(caller: caller)
         for match in matches {
             let (row, attributes, aad) = (match.row, match.attributes, match.aad)
             let oldAccessibility = try Self.accessibility(of: row)
@@ -947,7 +968,10 @@ final class KeychainEngine {
             if let flags = changes.accessControlFlags {
                 newAttributes[AttributeKey.accessControl] = .int(Int64(flags))
             } else if changes.accessibility != nil {
-                newAttributes[AttributeKey.accessControl] = nil
+                newAttributes[AttributeKey.accessControl] = Self.keptAccessControl(attributes)
+            }
+            guard try authentication.check(flags: Self.accessControlFlags(attributes), engine: self) == .allowed else {
+                continue
             }
             newAttributes[AttributeKey.modificationDate] = .date(now)
             let secret =
@@ -1214,7 +1238,14 @@ final class KeychainEngine {
     /// then that value opened, with each row read in place (no row is copied out of SQLite). The same checks in the
     /// same order: per row the class key, the ledger, the stored class and group against the query; then the first
     /// row that passes has its value opened, whose authentication covers the header the row was found by.
-    private func values(_ query: ItemQuery, caller: Caller, primaryKeyDigest digest: Data) throws -> [ItemRecord] {
+    /// `authorization`, when given, checks each row's access control before its value is opened (its attributes
+    /// opened in place; a row to skip is passed over as a row of another group is).
+    private func values(
+        _ query: ItemQuery,
+        caller: Caller,
+        primaryKeyDigest digest: Data,
+        authorization: inout AuthenticationCheck?
+    ) throws -> [ItemRecord] {
         precondition(query.limit.bound == 1, "the in-place lookup answers limit one only")
         var records: [ItemRecord] = []
         try store.forEachRowInPlace(primaryKeyDigest: digest) { row throws(KeychainError) -> Bool in
@@ -1224,6 +1255,18 @@ final class KeychainEngine {
             guard row.itemClass == query.itemClass.rawValue, caller.holds(group),
                 query.accessGroup == nil || query.accessGroup == group
             else { return true }
+            if authorization != nil {
+                let plain = try row.withHeaderColumns { header throws(KeychainError) in
+                    try ItemEnvelope.openAttributes(
+                        storeID: storeID,
+                        header: header,
+                        attributesBox: row.attributes,
+                        classKey: key
+                    )
+                }
+                let flags = Self.accessControlFlags(try AttributeCodec.decode(plain))
+                guard try authorization?.check(flags: flags, engine: self) == .allowed else { return true }
+            }
             let data = try row.withHeaderColumns { header throws(KeychainError) in
                 try ItemEnvelope.openValue(
                     storeID: storeID,
@@ -1237,6 +1280,19 @@ final class KeychainEngine {
             records.append(ItemRecord(itemClass: query.itemClass, attributes: [:], data: data, persistentRef: nil))
             return false
         }
+        return records
+    }
+
+    /// The value-only lookup of one item by primary key (``values(_:caller:primaryKeyDigest:authorization:)``) with
+    /// the item's access control checked; nil where the query is not one that lookup answers.
+    func authorizedValues(_ query: ItemQuery, caller: Caller) throws -> [ItemRecord]? {
+        guard query.returns == .data, query.limit.bound == 1 else { return nil }
+        try RequestValidation.validate(query)
+        let (filter, decidesQuery) = try rowFilter(query, caller: caller)
+        guard decidesQuery, let digest = filter.primaryKeyDigest else { return nil }
+        var check: AuthenticationCheck? = AuthenticationCheck(caller: caller)
+        let records = try values(query, caller: caller, primaryKeyDigest: digest, authorization: &check)
+        guard !records.isEmpty else { throw KeychainError.itemNotFound }
         return records
     }
 

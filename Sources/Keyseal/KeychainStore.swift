@@ -116,8 +116,9 @@ public final class KeychainStore: Sendable {
 
     /// The store the SecItem functions and `Keychain` use. Unless the program sets it, it comes from the
     /// environment: `KEYSEAL_SOCKET=PATH` talks to the daemon there; else `KEYSEAL_STORE=DIR` opens an embedded
-    /// store with the host key in `KEYSEAL_HOST_KEY` (or the default host key file); else the daemon at the
-    /// default socket path (``defaultSocketPath``).
+    /// store whose device key is a TPM (`KEYSEAL_TCTI=TCTI`), a PKCS#11 token (`KEYSEAL_PKCS11_MODULE`,
+    /// `KEYSEAL_PKCS11_TOKEN`, `KEYSEAL_PKCS11_PIN_FILE`) or the host key in `KEYSEAL_HOST_KEY` (or the default
+    /// host key file); else the daemon at the default socket path (``defaultSocketPath``).
     public static var `default`: KeychainStore {
         get {
             if let scoped = scopedDefault { return scoped }
@@ -139,8 +140,11 @@ public final class KeychainStore: Sendable {
         try $scopedDefault.withValue(store) { try body() }
     }
 
-    static func fromEnvironment() -> KeychainStore {
-        let environment = ProcessInfo.processInfo.environment
+    static func fromEnvironment(
+        _ environment: [String: String] = ProcessInfo.processInfo.environment
+    )
+        -> KeychainStore
+    {
         if let socket = environment["KEYSEAL_SOCKET"], !socket.isEmpty {
             return KeychainStore(
                 backend: .daemon(KeysealConnection(socketPath: socket)),
@@ -149,10 +153,9 @@ public final class KeychainStore: Sendable {
             )
         }
         if let directory = environment["KEYSEAL_STORE"], !directory.isEmpty {
-            let keyFile =
-                environment["KEYSEAL_HOST_KEY"].map { URL(fileURLWithPath: $0) } ?? DeviceKey.defaultHostKeyFile
             do {
-                return try embedded(directory: URL(fileURLWithPath: directory), device: .hostKey(file: keyFile))
+                let device = try deviceKey(environment: environment)
+                return try embedded(directory: URL(fileURLWithPath: directory), device: device)
             } catch let error as KeychainError {
                 return unavailable(error)
             } catch {
@@ -165,6 +168,45 @@ public final class KeychainStore: Sendable {
             location: socket,
             valueLimit: Wire.valueLimit
         )
+    }
+
+    /// The device key an embedded store from the environment opens with: a TPM when `KEYSEAL_TCTI` is set, a
+    /// PKCS#11 token when `KEYSEAL_PKCS11_MODULE` is (with `KEYSEAL_PKCS11_TOKEN`, the token's label, and
+    /// optionally `KEYSEAL_PKCS11_PIN_FILE`), else the host key (`KEYSEAL_HOST_KEY` or the default file). Both a
+    /// TCTI and a module, or a module without a token label, is errSecParam: a store never silently opens with
+    /// another device key than the one asked for.
+    static func deviceKey(environment: [String: String]) throws(KeychainError) -> DeviceKey {
+        func value(_ name: String) -> String? {
+            guard let value = environment[name], !value.isEmpty else { return nil }
+            return value
+        }
+        let tcti = value("KEYSEAL_TCTI")
+        let module = value("KEYSEAL_PKCS11_MODULE")
+        switch (tcti, module) {
+        case (.some, .some):
+            throw KeychainError(
+                KeychainStatus.param,
+                "KEYSEAL_TCTI and KEYSEAL_PKCS11_MODULE are both set; a store has one device key"
+            )
+        case (.some(let tcti), nil):
+            return .tpm(tcti: tcti)
+        case (nil, .some(let module)):
+            guard let token = value("KEYSEAL_PKCS11_TOKEN") else {
+                throw KeychainError(
+                    KeychainStatus.param,
+                    "KEYSEAL_PKCS11_MODULE is set without KEYSEAL_PKCS11_TOKEN (the token's label)"
+                )
+            }
+            return .pkcs11(
+                module: module,
+                token: token,
+                pinFile: value("KEYSEAL_PKCS11_PIN_FILE").map { URL(fileURLWithPath: $0) }
+            )
+        case (nil, nil):
+            return .hostKey(
+                file: value("KEYSEAL_HOST_KEY").map { URL(fileURLWithPath: $0) } ?? DeviceKey.defaultHostKeyFile
+            )
+        }
     }
 
     // MARK: Engine access
@@ -211,7 +253,11 @@ public final class KeychainStore: Sendable {
 
     /// Sends one request to the daemon; a daemon failure becomes its KeychainError.
     static func request(_ connection: KeysealConnection, _ request: WireRequest) throws(KeychainError) -> WireResponse {
-        try connection.send(request)
+        // The task's authentication travels with the requests it concerns (KeychainStore+Authentication.swift).
+        if let authentication = ItemAuthentication.current, request.mayBeAuthenticated {
+            return try connection.send(.authenticated(authentication, request))
+        }
+        return try connection.send(request)
     }
 
     static func unexpected(_ response: WireResponse) -> KeychainError {

@@ -12,6 +12,8 @@ struct PreparedKey {
     /// The item's access group: the caller must hold it at every use.
     let accessGroup: String
     let handle: PrivateKeyHandle
+    /// The item's access-control flags: an authentication is checked at every use (KeychainEngine+Authentication).
+    var accessControlFlags: UInt? = nil
 }
 
 /// The engine's prepared keys, by their item's persistent reference.
@@ -127,6 +129,11 @@ extension KeychainEngine {
                 try SoftwarePrivateKey(prepared: publicKey.keyType, material: SecretBytes(copying: data))
             )
         }
-        return PreparedKey(accessibility: accessibility, accessGroup: group, handle: handle)
+        return PreparedKey(
+            accessibility: accessibility,
+            accessGroup: group,
+            handle: handle,
+            accessControlFlags: Self.accessControlFlags(record.attributes)
+        )
     }
 }

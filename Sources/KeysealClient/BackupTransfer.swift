@@ -1,31 +1,6 @@
-import Synchronization
-
-#if canImport(FoundationEssentials)
 import FoundationEssentials
-#else
-import FoundationEssentials
-#endif
-#if canImport(Glibc)
 import Glibc
-#elseif canImport(Musl)
-import Musl
-#elseif canImport(Darwin)
-import Darwin
-#endif
-
-#if canImport(Glibc)
-private let systemRead = Glibc.read
-private let systemWrite = Glibc.write
-private let systemClose = Glibc.close
-#elseif canImport(Musl)
-private let systemRead = Musl.read
-private let systemWrite = Musl.write
-private let systemClose = Musl.close
-#else
-private let systemRead = Darwin.read
-private let systemWrite = Darwin.write
-private let systemClose = Darwin.close
-#endif
+import Synchronization
 
 // Export and import through keyseald (DESIGN §6–7). The daemon produces and consumes the backup's bytes; the
 // client does the file I/O, so the daemon never opens a path a client names.
@@ -197,10 +172,10 @@ public final class BackupFileWriter {
         guard fd >= 0 else { throw KeychainError(status: KeychainStatus.io, message: "the backup file is closed") }
         var written = 0
         while written < bytes.count {
-            let result = bytes.withUnsafeBytes { raw in systemWrite(fd, raw.baseAddress! + written, raw.count - written)
+            let result = bytes.withUnsafeBytes { raw in
+                Posix.write(fd, raw.baseAddress! + written, raw.count - written)
             }
             if result < 0 {
-                if errno == EINTR { continue }
                 throw KeychainError(
                     status: KeychainStatus.io,
                     message: "cannot write \(path): \(String(cString: strerror(errno)))"
@@ -270,7 +245,7 @@ public final class BackupFileReader {
         }
         var info = stat()
         guard fstat(fd, &info) == 0, info.st_mode & S_IFMT == S_IFREG else {
-            _ = systemClose(fd)
+            _ = Posix.close(fd)
             throw KeychainError(status: KeychainStatus.param, message: "\(path) is not a regular file")
         }
         size = Int(info.st_size)
@@ -283,9 +258,8 @@ public final class BackupFileReader {
         guard fd >= 0 else { return nil }
         var buffer = [UInt8](repeating: 0, count: maxCount)
         while true {
-            let count = buffer.withUnsafeMutableBytes { raw in systemRead(fd, raw.baseAddress!, raw.count) }
+            let count = buffer.withUnsafeMutableBytes { raw in Posix.read(fd, raw.baseAddress!, raw.count) }
             if count < 0 {
-                if errno == EINTR { continue }
                 throw KeychainError(
                     status: KeychainStatus.io,
                     message: "cannot read \(path): \(String(cString: strerror(errno)))"
@@ -298,7 +272,7 @@ public final class BackupFileReader {
     }
 
     public func close() {
-        if fd >= 0 { _ = systemClose(fd) }
+        if fd >= 0 { _ = Posix.close(fd) }
         fd = -1
     }
 }

@@ -1,25 +1,6 @@
-import Synchronization
-
-#if canImport(FoundationEssentials)
 import FoundationEssentials
-#else
-import FoundationEssentials
-#endif
-#if canImport(Glibc)
 import Glibc
-#elseif canImport(Musl)
-import Musl
-#elseif canImport(Darwin)
-import Darwin
-#endif
-
-#if canImport(Glibc)
-private let systemConnect = Glibc.connect
-#elseif canImport(Musl)
-private let systemConnect = Musl.connect
-#else
-private let systemConnect = Darwin.connect
-#endif
+import Synchronization
 
 /// A blocking connection to keyseald: one request, one response, serialized across threads.
 ///
@@ -167,7 +148,7 @@ public final class KeysealConnection: Sendable {
         #endif
         let result = withUnsafePointer(to: &address) { pointer in
             pointer.withMemoryRebound(to: sockaddr.self, capacity: 1) {
-                systemConnect(fd, $0, socklen_t(MemoryLayout<sockaddr_un>.size))
+                Posix.connect(fd, $0, socklen_t(MemoryLayout<sockaddr_un>.size))
             }
         }
         guard result == 0 else {
@@ -229,15 +210,8 @@ public final class KeysealConnection: Sendable {
     package static func writeAll(_ fd: Int32, _ bytes: [UInt8]) throws(KeychainError) {
         var sent = 0
         while sent < bytes.count {
-            let result = bytes.withUnsafeBytes { raw in
-                #if canImport(Darwin)
-                Darwin.send(fd, raw.baseAddress! + sent, raw.count - sent, 0)
-                #else
-                Glibc.send(fd, raw.baseAddress! + sent, raw.count - sent, Int32(MSG_NOSIGNAL))
-                #endif
-            }
+            let result = bytes.withUnsafeBytes { raw in Posix.send(fd, raw.baseAddress! + sent, raw.count - sent) }
             if result < 0 {
-                if errno == EINTR { continue }
                 throw KeychainError(
                     status: KeychainStatus.io,
                     message: "keyseald connection lost: \(KeysealConnection.errnoText())"
@@ -266,12 +240,11 @@ public final class KeysealConnection: Sendable {
         throws(KeychainError) -> Int
     {
         while true {
-            let result = recv(fd, pointer, count, 0)
+            let result = Posix.recv(fd, pointer, count)
             if result > 0 { return result }
             if result == 0 {
                 throw KeychainError(status: KeychainStatus.io, message: "keyseald at \(path) closed the connection")
             }
-            if errno == EINTR { continue }
             throw KeychainError(status: KeychainStatus.io, message: "keyseald connection lost: \(errnoText())")
         }
     }

@@ -43,6 +43,9 @@ enum Opcode: UInt8 {
     case tpmReseal = 42
     case acceptRollback = 43
     case onBehalf = 56
+    case authenticate = 57
+    case authenticated = 58
+    case attestation = 60
 }
 
 /// Response kinds.
@@ -538,6 +541,19 @@ extension WireRequest {
                 for pcr in pcrs.prefix(255) { writer.u8(UInt8(clamping: pcr)) }
             }
         case .acceptRollback: writer.u8(Opcode.acceptRollback.rawValue)
+        case .attestation(let step):
+            writer.u8(Opcode.attestation.rawValue)
+            switch step {
+            case .enrollmentRequest: writer.u8(0)
+            case .activate(let blob, let secret):
+                writer.u8(1)
+                writer.blob(blob)
+                writer.blob(secret)
+            case .install(let certificates):
+                writer.u8(2)
+                writer.u16(UInt16(clamping: certificates.count))
+                for certificate in certificates.prefix(Int(UInt16.max)) { writer.blob(certificate) }
+            }
         case .onBehalf(let pid, let request):
             guard request.mayBeSentOnBehalf else {
                 throw KeychainError(
@@ -547,6 +563,21 @@ extension WireRequest {
             }
             writer.u8(Opcode.onBehalf.rawValue)
             writer.u32(UInt32(bitPattern: pid))
+            try request.encode(into: &writer)
+        case .authenticate(let passcode):
+            writer.u8(Opcode.authenticate.rawValue)
+            writer.secret(passcode)
+        case .authenticated(let authentication, let request):
+            guard request.mayBeAuthenticated else {
+                throw KeychainError(
+                    status: KeychainStatus.param,
+                    message: "\(request.name) cannot carry an authentication"
+                )
+            }
+            writer.u8(Opcode.authenticated.rawValue)
+            writer.optional(authentication.token) { w, token in w.secret(token) }
+            writer.u32(UInt32(authentication.reuseSeconds))
+            writer.u8(authentication.ui.rawValue)
             try request.encode(into: &writer)
         }
     }
@@ -709,10 +740,39 @@ extension WireRequest {
             }
             request = .tpmReseal(passcode: passcode, pcrs: pcrs)
         case .acceptRollback: request = .acceptRollback
+        case .attestation:
+            switch try reader.u8() {
+            case 0: request = .attestation(.enrollmentRequest)
+            case 1:
+                let blob = try reader.data()
+                request = .attestation(.activate(credentialBlob: blob, secret: try reader.data()))
+            case 2:
+                let count = Int(try reader.u16())
+                var certificates: [Data] = []
+                for _ in 0..<count { certificates.append(try reader.data()) }
+                request = .attestation(.install(certificates: certificates))
+            default: throw WireReader.malformed("unknown attestation step")
+            }
         case .onBehalf:
             guard !nested else { throw WireReader.malformed("an on-behalf request inside another") }
             let pid = Int32(bitPattern: try reader.u32())
             request = .onBehalf(pid: pid, try decodeBody(&reader, nested: true))
+        case .authenticate: request = .authenticate(passcode: try reader.secret())
+        case .authenticated:
+            guard !nested else { throw WireReader.malformed("an authenticated request inside another") }
+            let token = try reader.optional { r throws(KeychainError) in try r.secret() }
+            let reuse = try reader.u32()
+            guard reuse <= UInt32(ItemAuthentication.maximumReuseSeconds) else {
+                throw WireReader.malformed("the reuse duration is over \(ItemAuthentication.maximumReuseSeconds) s")
+            }
+            guard let ui = AuthenticationUI(rawValue: try reader.u8()) else {
+                throw WireReader.malformed("unknown authentication UI")
+            }
+            let inner = try decodeBody(&reader, nested: true)
+            guard inner.mayBeAuthenticated else {
+                throw WireReader.malformed("an authenticated request carries \(inner.name)")
+            }
+            request = .authenticated(ItemAuthentication(token: token, reuseSeconds: Int(reuse), ui: ui), inner)
         }
         return request
     }

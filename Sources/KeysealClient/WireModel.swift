@@ -1,9 +1,5 @@
-#if canImport(FoundationEssentials)
 import FoundationEssentials
 import Glibc
-#else
-import FoundationEssentials
-#endif
 
 /// Constants of the keyseald wire protocol (version 2: a record carries an identity's private-key reference).
 ///
@@ -53,6 +49,9 @@ public struct WireKeyOperation: Sendable, Hashable {
         case sign = 1
         case decrypt = 2
         case keyExchange = 3
+        /// TPM2_Certify of a hardware key by the attestation key: `data` is the challenge, `algorithm` the format
+        /// (`webauthn-tpm` or `json`); answered with `.keyResult` holding the statement (docs/TPM.md).
+        case attest = 4
     }
 
     public var reference: Data
@@ -78,6 +77,16 @@ public struct WireKeyOperation: Sendable, Hashable {
         self.requestedSize = requestedSize
         self.sharedInfo = sharedInfo
     }
+}
+
+/// A device-side step of the attestation key's enrollment.
+public enum WireAttestationStep: Sendable, Hashable {
+    /// The EK certificate and the AK's public area, as JSON (answered with `.keyResult`).
+    case enrollmentRequest
+    /// TPM2_ActivateCredential of a CA's challenge (answered with `.keyResult`: the credential).
+    case activate(credentialBlob: Data, secret: Data)
+    /// Stores the AK certificate and its chain (DER, leaf first; answered with `.ok`).
+    case install(certificates: [Data])
 }
 
 /// A stored key as keyseald describes it (`KeyDescription` in the library): never its private material.
@@ -227,6 +236,22 @@ public enum WireRequest: Sendable {
     /// keyseald then reads itself and applies. Only a client the policy names as `vouching` may send it: the
     /// Secret Service bridge, for its D-Bus callers.
     indirect case onBehalf(pid: Int32, WireRequest)
+    /// Checks the store's passcode for the sender (counted as an unlock attempt, refused during the store's delays)
+    /// and answers `.secret` with an authentication token bound to the sender's uid (docs/WIRE-PROTOCOL.md).
+    case authenticate(passcode: SecretBytes)
+    /// A lookup, update or key operation carrying an authentication (a token from `authenticate`, its reuse
+    /// duration, and what to do without a usable one) for items and keys whose access control asks for it.
+    indirect case authenticated(ItemAuthentication, WireRequest)
+
+    /// Whether `authenticated` may carry this request.
+    public var mayBeAuthenticated: Bool {
+        switch self {
+        case .copyMatching, .update, .keyOperation: true
+        default: false
+        }
+    }
+    /// The attestation key's enrollment on the device (administrators): docs/TPM.md, "Key attestation".
+    case attestation(WireAttestationStep)
 
     /// Whether `onBehalf` may carry this request.
     public var mayBeSentOnBehalf: Bool {
@@ -243,6 +268,7 @@ public enum WireRequest: Sendable {
         case .exportBackup, .importBegin, .importChunk, .importEnd: true
         case .undecryptableItems, .deleteUndecryptable: true
         case .createRecoveryKey, .recover, .tpmReseal, .acceptRollback: true
+        case .attestation: true
         default: false
         }
     }
@@ -251,7 +277,9 @@ public enum WireRequest: Sendable {
     public var carriesSecret: Bool {
         switch self {
         case .unlock, .setPasscode, .changePasscode, .removePasscode, .exportBackup, .importBegin: true
-        case .createRecoveryKey, .recover, .tpmReseal: true
+        case .createRecoveryKey, .recover, .tpmReseal, .authenticate: true
+        // An authentication token is a bearer secret of its uid.
+        case .authenticated(let authentication, _): authentication.token != nil
         default: false
         }
     }
@@ -286,6 +314,7 @@ public enum WireRequest: Sendable {
             case .sign: "sign"
             case .decrypt: "decrypt"
             case .keyExchange: "key-exchange"
+            case .attest: "attest"
             }
         case .certificates(let query): query.itemClass == .identity ? "find-identity" : "find-certificate"
         case .createCSR: "create-csr"
@@ -294,6 +323,11 @@ public enum WireRequest: Sendable {
         case .tpmReseal: "tpm reseal"
         case .acceptRollback: "tpm accept-rollback"
         case .onBehalf(_, let request): request.name
+        case .authenticate: "authenticate"
+        case .authenticated(_, let request): request.name
+        case .attestation(.enrollmentRequest): "attestation enroll-request"
+        case .attestation(.activate): "attestation activate"
+        case .attestation(.install): "attestation install"
         }
     }
 }

@@ -9,8 +9,8 @@ import Glibc
 /// checks one implementation against the other. The reason is the lookup's cost: swift-crypto's `AES.GCM.open` is
 /// not inlinable, so it runs its generic `DataProtocol` path unspecialized and takes the key only as a heap
 /// `SymmetricKey`. Here a class key's context is keyed once per unlock (0.9 µs an open against swift-crypto's
-/// 1.4 µs, `keyseal-bench --only engine`), and an item key stays in a stack buffer. docs/ARCHITECTURE.md
-/// (Decisions) has the measurements.
+/// 1.4 µs, `keyseal-bench --only engine`), and an item key stays in a stack buffer. docs/DECISIONS.md
+/// ("AES-GCM boxes are sealed by swift-crypto and opened by libcrypto") has the measurements.
 ///
 /// A keyed context holds the key's schedule: it lives exactly as long as its owner (a ``ClassKey``, dropped when
 /// its class locks), and libcrypto clears it when it is freed.

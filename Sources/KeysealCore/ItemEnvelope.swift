@@ -29,8 +29,8 @@ func appendField(_ buffer: inout [UInt8], tag: UInt8, _ text: String.UTF8View) {
     if copied == nil { appendField(&buffer, tag: tag, Array(text)) }
 }
 
-/// The search digests of DESIGN.md §4: HMAC-SHA256(IX, group ‖ class ‖ attribute ‖ value) per primary-key
-/// attribute, and one digest of the whole primary-key tuple.
+/// The search digests (docs/ARCHITECTURE.md, "Store and search digests"): HMAC-SHA256(IX, group ‖ class ‖ attribute ‖
+/// value) per primary-key attribute, and one digest of the whole primary-key tuple.
 public struct IndexKey: @unchecked Sendable {
     // The keyed HMAC state, prepared once; copied per digest. Immutable.
     private let keyed: PreparedHMAC
@@ -295,8 +295,8 @@ public struct SealedItem: Sendable, Equatable {
     }
 }
 
-/// Item encryption (DESIGN.md §2): two keys per item, every plaintext column authenticated. `aad` is the
-/// item's encoded ``ItemHeader`` (encode it once per row).
+/// Item encryption (docs/ARCHITECTURE.md, "Key hierarchy"; docs/STORE-FORMAT.md, "Items"): two keys per item, every
+/// plaintext column authenticated. `aad` is the item's encoded ``ItemHeader`` (encode it once per row).
 public enum ItemEnvelope {
     static let wrapLabel = Array("keyseal/ik".utf8)
 

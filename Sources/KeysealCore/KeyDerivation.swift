@@ -4,7 +4,7 @@ import Glibc
 
 extension SecretBytes: ContiguousBytes {}
 
-/// HKDF-SHA256 and the key names of the hierarchy (DESIGN.md §2).
+/// HKDF-SHA256 and the key names of the hierarchy (docs/ARCHITECTURE.md, "Key hierarchy").
 public enum KeyDerivation {
     /// HKDF-SHA256 with no salt.
     public static func hkdf(_ inputKeyMaterial: SecretBytes, info: [UInt8], count: Int = 32) -> SecretBytes {

@@ -162,7 +162,7 @@ public struct CounterRecord: Codable, Sendable, Equatable {
     }
 }
 
-/// Escalating delays after failed passcode attempts (DESIGN.md §2).
+/// Escalating delays after failed passcode attempts (docs/OPERATIONS.md, "Passcode and delays").
 public struct PasscodePolicy: Sendable, Equatable {
     /// Seconds to wait after `failures` consecutive failed attempts.
     public var delay: @Sendable (Int) -> Int

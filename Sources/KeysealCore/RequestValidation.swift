@@ -10,7 +10,8 @@ import FoundationEssentials
 ///   caller, or an update that sets a key's `tkid`, or its `extr` to true (a non-extractable key stays so):
 ///   errSecReadOnlyAttr (−25309); `agrp`, `pdmn`, `sync` or `accc` inside the attribute map (they have
 ///   fields of their own) or a value of the wrong type: errSecParam (−50);
-/// - access-control flags that ask for a constraint Keyseal cannot enforce: errSecUnimplemented (−4);
+/// - access-control flags that ask for a constraint Keyseal cannot enforce (companion, application password):
+///   errSecUnimplemented (−4);
 /// - a string or data attribute over ``attributeLimit`` bytes, string attributes over ``stringAttributesLimit``
 ///   bytes encoded, an access group over ``groupLimit`` bytes, or a
 ///   secret over the value limit: errSecDataTooLarge (−25302).
@@ -218,12 +219,14 @@ public enum RequestValidation {
 
     static func checkFlags(_ flags: UInt?) throws(KeychainError) {
         guard let flags else { return }
-        let constraints = flags & ~AccessControlFlag.combinators
+        // User presence, device passcode and biometry are enforced at each use (an authentication token); a
+        // companion device and an application password are not.
+        let constraints = flags & ~(AccessControlFlag.combinators | AccessControlFlag.authenticationConstraints)
         guard constraints == 0 else {
             throw KeychainError(
                 KeychainStatus.unimplemented,
-                "access-control flags 0x\(String(constraints, radix: 16)) (user presence, biometry, companion, "
-                    + "device passcode or application password) cannot be enforced by Keyseal yet"
+                "access-control flags 0x\(String(constraints, radix: 16)) (companion or application password) "
+                    + "cannot be enforced by Keyseal yet"
             )
         }
     }

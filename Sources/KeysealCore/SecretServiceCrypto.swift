@@ -9,11 +9,11 @@ import Glibc
 /// The modular arithmetic and the cipher are libcrypto's (BN_mod_exp_mont_consttime, EVP AES-128-CBC).
 public struct SecretServiceDH: Sendable {
     /// RFC 2409 §6.2, the Second Oakley Group.
-    static let prime: [UInt8] = hex(
+    static let prime: [UInt8] = Hex.decode(
         "FFFFFFFFFFFFFFFFC90FDAA22168C234C4C6628B80DC1CD129024E088A67CC74020BBEA63B139B22514A08798E3404DD"
             + "EF9519B3CD3A431B302B0A6DF25F14374FE1356D6D51C245E485B576625E7EC6F44C42E9A637ED6B0BFF5CB6F406B7ED"
             + "EE386BFB5A899FA5AE9F24117C4B1FE649286651ECE65381FFFFFFFFFFFFFFFF"
-    )
+    )!
     public static let publicKeyLength = 128
 
     private let privateKey: SecretBytes
@@ -172,17 +172,6 @@ public struct SecretServiceDH: Sendable {
 
     private static var failure: KeychainError {
         KeychainError(KeychainStatus.internalComponent, "libcrypto failed in the Secret Service session")
-    }
-
-    private static func hex(_ text: String) -> [UInt8] {
-        var bytes: [UInt8] = []
-        var index = text.startIndex
-        while index < text.endIndex {
-            let next = text.index(index, offsetBy: 2)
-            bytes.append(UInt8(text[index..<next], radix: 16)!)
-            index = next
-        }
-        return bytes
     }
 }
 

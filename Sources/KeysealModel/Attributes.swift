@@ -92,7 +92,7 @@ public enum AttributeKey {
     /// Arbitrary string attributes of a generic password (``StringAttributes``), a Keyseal extension.
     public static let stringAttributes = "ksat"
 
-    // Keys (FACTS.md §Keys).
+    // Keys (docs/STORE-FORMAT.md, "Keys and certificates").
     public static let keyClass = "kcls"
     public static let applicationLabel = "klbl"
     public static let applicationTag = "atag"

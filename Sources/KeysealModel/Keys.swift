@@ -2,7 +2,8 @@
 public enum KeyType: Sendable, Hashable, CustomStringConvertible {
     /// NIST P-256, P-384 or P-521 (Apple's `kSecAttrKeyTypeECSECPrimeRandom`, `type` = "73").
     case ec(bits: Int)
-    /// RSA of 2048 to 4096 bits (`kSecAttrKeyTypeRSA`, `type` = "42").
+    /// RSA of 1024 to 4096 bits (`kSecAttrKeyTypeRSA`, `type` = "42"); under 2048 bits weak, and generated only
+    /// because Apple still does (docs/SECURITY-MODEL.md).
     case rsa(bits: Int)
 
     public static let p256 = KeyType.ec(bits: 256)
@@ -17,7 +18,7 @@ public enum KeyType: Sendable, Hashable, CustomStringConvertible {
     public init(typeCode: String, bits: Int) throws(KeychainError) {
         switch typeCode {
         case Self.ecTypeCode where [256, 384, 521].contains(bits): self = .ec(bits: bits)
-        case Self.rsaTypeCode where (2048...4096).contains(bits) && bits % 8 == 0: self = .rsa(bits: bits)
+        case Self.rsaTypeCode where (1024...4096).contains(bits) && bits % 8 == 0: self = .rsa(bits: bits)
         case Self.ecTypeCode, Self.rsaTypeCode:
             throw KeychainError(KeychainStatus.param, "a key of type \(typeCode) cannot have \(bits) bits")
         default:

@@ -203,6 +203,11 @@ public struct Caller: Sendable, Hashable {
     public var defaultGroup: String
     /// Administrators may lock, unlock, change the passcode and settings, and export.
     public var isAdministrator: Bool
+    /// The client's uid through keyseald (nil: the process that owns an embedded store), which an authentication
+    /// token is bound to.
+    public var uid: UInt32?
+    /// The authentication the request carries (``ItemAuthentication``).
+    public var authentication: ItemAuthentication?
 
     public init(accessGroups: [String]?, defaultGroup: String, isAdministrator: Bool) {
         self.accessGroups = accessGroups

@@ -50,8 +50,7 @@ enum PINFile {
         let raw = SecretBytes(count: size) { buffer in
             var offset = 0
             while offset < size {
-                let got = systemRead(fd, buffer.baseAddress! + offset, size - offset)
-                if got < 0 && errno == EINTR { continue }
+                let got = Posix.read(fd, buffer.baseAddress! + offset, size - offset)
                 guard got > 0 else { break }
                 offset += got
             }
@@ -71,9 +70,4 @@ enum PINFile {
     private static func failure(_ message: String) -> KeychainError {
         KeychainError(KeychainStatus.notAvailable, message)
     }
-}
-
-/// `read(2)`, named apart from ``PINFile/read(_:)``.
-private func systemRead(_ fd: Int32, _ buffer: UnsafeMutableRawPointer, _ count: Int) -> Int {
-    read(fd, buffer, count)
 }

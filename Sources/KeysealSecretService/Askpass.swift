@@ -50,7 +50,7 @@ struct Askpass: Sendable {
         }
         if time(nil) >= deadline { kill(pid, SIGKILL) }
         var status: Int32 = 0
-        while waitpid(pid, &status, 0) < 0 && errno == EINTR {}
+        _ = Posix.waitpid(pid, &status, 0)
         // Exited normally with status 0 (WIFEXITED && WEXITSTATUS == 0).
         guard status & 0x7f == 0, (status >> 8) & 0xff == 0 else { return nil }
         let end = buffer[..<filled].firstIndex(of: 10) ?? filled

@@ -56,7 +56,7 @@ extension SecretServiceBridge {
 
     /// Unlocked: the objects, no prompt. Locked: a Prompt, which runs the askpass program, or (without one)
     /// completes dismissed, as a headless gnome-keyring's does; clients then report the keychain locked.
-    func unlock(_ objects: [String]) throws -> ReplyBuilder {
+    func unlock(_ objects: [String], sender: String) throws -> ReplyBuilder {
         if !isLocked() {
             return { writer in
                 try writer.objectPaths(objects)
@@ -65,7 +65,11 @@ extension SecretServiceBridge {
         }
         counter += 1
         let path = Self.promptPrefix + "/p\(counter)"
-        prompts[path] = Prompt(objects: objects)
+        prompts[path] = Prompt(objects: objects, owner: sender)
+        var waiting = promptOrder[sender, default: []]
+        waiting.append(path)
+        while waiting.count > Self.promptsPerClient { dismissPrompt(waiting.removeFirst()) }
+        promptOrder[sender] = waiting
         return { writer in
             try writer.objectPaths([])
             try writer.objectPath(path)

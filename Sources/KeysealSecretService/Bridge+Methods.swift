@@ -15,7 +15,8 @@ extension SecretServiceBridge {
                 try writer.objectPaths(unlocked)
                 try writer.objectPaths(locked)
             }
-        case (Self.serviceInterface, "Unlock"): return try unlock(try message.objectPaths())
+        case (Self.serviceInterface, "Unlock"):
+            return try unlock(try message.objectPaths(), sender: Self.sender(message))
         case (Self.serviceInterface, "Lock"): return try lock(try message.objectPaths())
         case (Self.serviceInterface, "GetSecrets"):
             let items = try message.objectPaths()

@@ -37,6 +37,16 @@ extension SecretServiceBridge {
         _ = try message.objectPath()
         let application = try message.string()
         let descriptor = try message.fileDescriptor()
+        // xdg-desktop-portal, outside every sandbox, names the application; an application in a sandbox that reached
+        // this interface itself could name another's, so its call is refused, as is one whose process is unknown.
+        guard let pid = bus.currentSenderPid(), !Self.isSandboxed(pid: pid) else {
+            close(descriptor)
+            printError(
+                "keyseal-secret-service: RetrieveSecret from a sandboxed or unknown process refused (only "
+                    + "xdg-desktop-portal calls the portal backend)"
+            )
+            return Self.portalReply(.other)
+        }
         guard Self.isApplicationID(application) else {
             close(descriptor)
             printError("keyseal-secret-service: the Secret portal asked for a malformed application id; refused")
@@ -72,6 +82,14 @@ extension SecretServiceBridge {
             printError("keyseal-secret-service: no Secret portal secret for \(application): \(error)")
             return Self.portalReply((error as? BusError)?.name == BusError.isLocked ? .cancelled : .other)
         }
+    }
+
+    /// Whether process `pid` runs in a Flatpak sandbox (its root holds `/.flatpak-info`, as xdg-desktop-portal tells
+    /// them), or its root cannot be looked at (gone, or another user's): either way not the portal.
+    static func isSandboxed(pid: Int32) -> Bool {
+        var status = stat()
+        guard stat("/proc/\(pid)/root/", &status) == 0 else { return true }
+        return stat("/proc/\(pid)/root/.flatpak-info", &status) == 0
     }
 
     static func portalReply(_ response: PortalResponse) -> ReplyBuilder {
@@ -147,12 +165,11 @@ extension SecretServiceBridge {
         try secret.withUnsafeBytes { bytes in
             var written = 0
             while written < bytes.count {
-                let count = Glibc.write(descriptor, bytes.baseAddress! + written, bytes.count - written)
+                let count = Posix.write(descriptor, bytes.baseAddress! + written, bytes.count - written)
                 if count > 0 {
                     written += count
                     continue
                 }
-                if count < 0 && errno == EINTR { continue }
                 var poller = pollfd(fd: descriptor, events: Int16(POLLOUT), revents: 0)
                 guard count < 0, errno == EAGAIN, poll(&poller, 1, 5000) > 0 else {
                     throw BusError(BusError.failed, "cannot write the secret to the portal's descriptor")

@@ -8,6 +8,7 @@ extension SecretServiceBridge {
 
     func runPrompt(_ path: String) throws {
         guard let prompt = prompts[path], !prompt.done, prompt.child == 0 else { throw noSuchObject(path) }
+        forgetWaiting(path, owner: prompt.owner)
         let child = try askToUnlock { [weak self] unlocked in self?.completePrompt(path, dismissed: !unlocked) }
         prompt.child = child ?? -1
     }
@@ -58,5 +59,19 @@ extension SecretServiceBridge {
             try writer.close()
         }
         prompts[path] = nil
+        forgetWaiting(path, owner: prompt.owner)
+    }
+
+    /// `path` no longer counts among its owner's prompts not yet run.
+    private func forgetWaiting(_ path: String, owner: String) {
+        promptOrder[owner]?.removeAll { $0 == path }
+        if promptOrder[owner]?.isEmpty == true { promptOrder[owner] = nil }
+    }
+
+    /// A client left the bus: the prompts it asked for and never ran complete dismissed (a prompt it did run goes
+    /// on: its askpass program is the user's, and its result is keyseald's unlock).
+    func promptsOfClientGone(_ name: String) {
+        for path in promptOrder[name] ?? [] { dismissPrompt(path) }
+        promptOrder[name] = nil
     }
 }

@@ -67,9 +67,10 @@ extension SecretServiceBridge {
         if sessionOrder[sender]?.isEmpty == true { sessionOrder[sender] = nil }
     }
 
-    /// A client left the bus: its sessions are closed (a session is usable only by the name that opened it, and a
-    /// unique name is never reused, so they could never be used again).
+    /// A client left the bus: its prompts not yet run complete dismissed, and its sessions are closed (a session is
+    /// usable only by the name that opened it, and a unique name is never reused, so they could never be used again).
     func clientGone(_ name: String) {
+        promptsOfClientGone(name)
         guard let owned = sessionOrder.removeValue(forKey: name) else { return }
         for path in owned { sessions[path] = nil }
     }

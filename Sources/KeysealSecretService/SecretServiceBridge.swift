@@ -5,7 +5,7 @@ import KeysealCore
 
 /// The freedesktop Secret Service (org.freedesktop.secrets) over keyseald: every Secret Service item is a Keyseal
 /// generic password of the calling user, reached through keyseald's wire as that user, so that the daemon's roles,
-/// groups and lock state apply (docs/ARCHITECTURE.md, Secret Service bridge).
+/// groups and lock state apply (docs/DECISIONS.md, "The Secret Service bridge is a wire client").
 ///
 /// An item is the generic password with service `freedesktop-secret:<collection>` and an account of 32 hex digits
 /// (its object path's last element); its Secret Service attributes are the item's string attributes
@@ -32,6 +32,9 @@ public final class SecretServiceBridge: BusObjects, @unchecked Sendable {
     static let sessionsPerClient = 64
     /// Open sessions kept in all: beyond, OpenSession answers LimitsExceeded (no session of another client is closed).
     static let sessionLimit = 16_384
+    /// Prompts kept for one client that it has not run: making one more completes that client's own oldest
+    /// dismissed, never another client's; a client that leaves the bus takes its prompts with it.
+    static let promptsPerClient = 16
 
     public struct Configuration: Sendable {
         public var socketPath: String
@@ -59,9 +62,14 @@ public final class SecretServiceBridge: BusObjects, @unchecked Sendable {
 
     final class Prompt: @unchecked Sendable {
         let objects: [String]
+        /// The unique name of the client that asked for it.
+        let owner: String
         var child: pid_t = 0
         var done = false
-        init(objects: [String]) { self.objects = objects }
+        init(objects: [String], owner: String) {
+            self.objects = objects
+            self.owner = owner
+        }
     }
 
     let configuration: Configuration
@@ -71,6 +79,8 @@ public final class SecretServiceBridge: BusObjects, @unchecked Sendable {
     /// Each client's open sessions, oldest first, by the client's unique name.
     var sessionOrder: [String: [String]] = [:]
     var prompts: [String: Prompt] = [:]
+    /// Each client's prompts not yet run, oldest first, by the client's unique name.
+    var promptOrder: [String: [String]] = [:]
     var counter = 0
     /// Collection names, login and session first; labels by name.
     var collections: [String] = ["login", "session"]

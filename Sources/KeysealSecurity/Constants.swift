@@ -135,7 +135,7 @@ public let errSecVerifyFailed: OSStatus = -67808
 public let errSecDecode: OSStatus = -26275
 public let errSecMissingEntitlement: OSStatus = -34018
 
-// MARK: Keys (FACTS.md §Keys)
+// MARK: Keys (docs/STORE-FORMAT.md, "Keys and certificates")
 nonisolated(unsafe) public let kSecAttrKeyClass: CFString = "kcls"
 nonisolated(unsafe) public let kSecAttrKeyClassPublic: CFString = "0"
 nonisolated(unsafe) public let kSecAttrKeyClassPrivate: CFString = "1"

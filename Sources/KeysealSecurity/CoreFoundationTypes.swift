@@ -16,7 +16,10 @@ public typealias CFMutableDictionary = [AnyHashable: Any]
 /// taken, and convert to `String` with `as String` or `String(_:)`.
 public typealias CFString = NSString
 public typealias CFData = Data
-public typealias CFArray = [Any]
+/// An object, as on Apple (where `CFArray` bridges to `NSArray`): the arrays Security returns (`SecPKCS12Import`'s
+/// items) read with `as? [[String: Any]]`, `as NSArray` or `unsafeBitCast(_:to: NSArray.self)`, as there. Only
+/// results are arrays, so the bridging costs nothing on a hot path; a Swift array converts with `NSArray(array:)`.
+public typealias CFArray = NSArray
 /// A class, as on Apple (where `CFBoolean` bridges to `NSNumber`): wrappers put `kCFBooleanTrue` into
 /// `[String: AnyObject]` queries and compare a `CFNumber` attribute with it.
 public typealias CFBoolean = NSNumber

@@ -371,14 +371,7 @@ public enum DictionaryRequests {
         guard let accessibility = Accessibility(rawValue: control.accessibilityCode) else {
             throw KeychainError(KeychainStatus.param, "the access control's protection is not an accessibility class")
         }
-        let constraints = control.flagsRawValue & ~AccessControlFlag.combinators
-        guard constraints == 0 else {
-            throw KeychainError(
-                KeychainStatus.unimplemented,
-                "access-control flags 0x\(String(constraints, radix: 16)) (user presence, biometry, companion, "
-                    + "device passcode or application password) cannot be enforced by Keyseal yet"
-            )
-        }
+        // The engine's check (RequestValidation) decides which constraints it enforces.
         return (accessibility, control.flagsRawValue)
     }
 

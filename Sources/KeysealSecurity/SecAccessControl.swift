@@ -2,8 +2,9 @@ import Foundation
 import KeysealCore
 
 /// Access-control flags (`SecAccessControlCreateFlags`), Apple's bit values. Keyseal enforces the protection
-/// class; constraints it cannot enforce yet (presence, biometry, companion, device passcode, application
-/// password) make an add or update fail with `errSecUnimplemented` rather than be ignored.
+/// class, and user presence, device passcode and biometry at each use of the item or key (Authentication.swift);
+/// constraints it cannot enforce (companion, application password) make an add or update fail with
+/// `errSecUnimplemented` rather than be ignored.
 public struct SecAccessControlCreateFlags: OptionSet, Sendable {
     public let rawValue: CFOptionFlags
     public init(rawValue: CFOptionFlags) { self.rawValue = rawValue }

@@ -42,7 +42,7 @@ public func SecCertificateCopyEmailAddresses(
     _ certificate: SecCertificate,
     _ emailAddresses: UnsafeMutablePointer<CFArray?>
 ) -> OSStatus {
-    emailAddresses.pointee = certificate.fields.emailAddresses
+    emailAddresses.pointee = NSArray(array: certificate.fields.emailAddresses)
     return errSecSuccess
 }
 

@@ -29,7 +29,9 @@ public func SecItemAdd(_ attributes: CFDictionary, _ result: UnsafeMutablePointe
 public func SecItemCopyMatching(_ query: CFDictionary, _ result: UnsafeMutablePointer<CFTypeRef?>?) -> OSStatus {
     result?.pointee = nil
     return secItemCall {
-        var parsed = try DictionaryRequests.query(ValueRefs.query(swiftDictionary(query)))
+        let dictionary = try swiftDictionary(query)
+        let authentication = ItemAuthenticationRunner.options(dictionary)
+        var parsed = try DictionaryRequests.query(ValueRefs.query(dictionary))
         let refs = parsed.returns.contains(.ref) && ![.genericPassword, .internetPassword].contains(parsed.itemClass)
         if (!parsed.returns.effective.isEmpty || refs) && result == nil {
             throw KeychainError(KeychainStatus.param, "a return key was given without a result pointer")
@@ -37,7 +39,7 @@ public func SecItemCopyMatching(_ query: CFDictionary, _ result: UnsafeMutablePo
         let returns = parsed.returns
         parsed.returns = ValueRefs.engineReturns(parsed)
         let store = KeychainStore.default
-        let records = try store.copyMatching(parsed)
+        let records = try ItemAuthenticationRunner.run(authentication) { try store.copyMatching(parsed) }
         if refs, let result {
             result.pointee = try ValueRefs.result(
                 records,
@@ -46,6 +48,7 @@ public func SecItemCopyMatching(_ query: CFDictionary, _ result: UnsafeMutablePo
                 store: store,
                 accessControl: makeAccessControl
             )
+            ItemAuthenticationRunner.attach(result.pointee, authentication)
         } else if let result {
             result.pointee = DictionaryRequests.result(
                 records,
@@ -68,7 +71,8 @@ public func SecItemUpdate(_ query: CFDictionary, _ attributesToUpdate: CFDiction
         let changes = try DictionaryRequests.changes(swiftDictionary(attributesToUpdate), for: parsed.itemClass)
         let store = KeychainStore.default
         if let data = changes.data { try checkSize(data, store) }
-        try store.update(parsed, with: changes)
+        let authentication = ItemAuthenticationRunner.options(try swiftDictionary(query))
+        try ItemAuthenticationRunner.run(authentication) { try store.update(parsed, with: changes) }
     }
 }
 

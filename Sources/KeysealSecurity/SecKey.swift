@@ -26,6 +26,7 @@ public final class SecKey: Sendable {
     func replace(_ backing: Backing) { state.withLock { $0 = backing } }
 
     deinit {
+        ItemAuthenticationRunner.forget(self)
         // A hardware key that was never stored lives as long as its last reference.
         if case .stored(let store, let description) = backing, case .transient = description.reference {
             store.releaseKey(description.reference)
@@ -303,7 +304,9 @@ public func SecKeyCreateSignature(
         switch key.backing {
         case .software(let software): return try software.sign(algorithm: algorithm.name, data: dataToSign)
         case .stored(let store, let description):
-            return try store.sign(description.reference, algorithm: algorithm.name, data: dataToSign)
+            return try ItemAuthenticationRunner.run(key: key) {
+                try store.sign(description.reference, algorithm: algorithm.name, data: dataToSign)
+            }
         case .publicKey: throw KeychainError(KeychainStatus.param, "algorithm not supported by the key")
         }
     }
@@ -350,7 +353,9 @@ public func SecKeyCreateDecryptedData(
         switch key.backing {
         case .software(let software): return try software.decrypt(algorithm: algorithm.name, data: ciphertext)
         case .stored(let store, let description):
-            return try store.decrypt(description.reference, algorithm: algorithm.name, data: ciphertext)
+            return try ItemAuthenticationRunner.run(key: key) {
+                try store.decrypt(description.reference, algorithm: algorithm.name, data: ciphertext)
+            }
         case .publicKey: throw KeychainError(KeychainStatus.param, "algorithm not supported by the key")
         }
     }
@@ -381,13 +386,15 @@ public func SecKeyCopyKeyExchangeResult(
                 sharedInfo: info
             )
         case .stored(let store, let description):
-            return try store.keyExchange(
-                description.reference,
-                algorithm: algorithm.name,
-                peer: peer.bytes,
-                requestedSize: size,
-                sharedInfo: info
-            ).withUnsafeBytes { Data($0) }
+            return try ItemAuthenticationRunner.run(key: privateKey) {
+                try store.keyExchange(
+                    description.reference,
+                    algorithm: algorithm.name,
+                    peer: peer.bytes,
+                    requestedSize: size,
+                    sharedInfo: info
+                ).withUnsafeBytes { Data($0) }
+            }
         case .publicKey: throw KeychainError(KeychainStatus.param, "algorithm not supported by the key")
         }
     }
@@ -410,7 +417,9 @@ public func SecKeyCopyExternalRepresentation(
             if description.inHardware {
                 throw KeychainError(KeychainStatus.unimplemented, "a hardware private key cannot be exported")
             }
-            return try store.exportPrivateKey(description.reference).withUnsafeBytes { Data($0) }
+            return try ItemAuthenticationRunner.run(key: key) {
+                try store.exportPrivateKey(description.reference).withUnsafeBytes { Data($0) }
+            }
         }
     }
 }

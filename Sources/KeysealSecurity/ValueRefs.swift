@@ -5,14 +5,21 @@ import KeysealCore
 /// `kSecValueRef` and `kSecReturnRef` for keys, certificates and identities: refs in requests become what the
 /// engine matches or stores, and results become `SecKey`, `SecCertificate` and `SecIdentity` objects.
 enum ValueRefs {
+    /// The dictionary's `kSecValueRef` and the dictionary without it; nil when it has none.
+    private static func takeReference(_ dictionary: [String: Any]) -> (reference: Any, rest: [String: Any])? {
+        guard let reference = dictionary[kSecValueRef] else { return nil }
+        var rest = dictionary
+        rest[kSecValueRef] = nil
+        return (reference, rest)
+    }
+
     /// An add with `kSecValueRef`: the object's data and key attributes in the dictionary (a software key, a public
     /// key, a certificate), or the add done here (a transient hardware key, stored; an identity, as its parts).
     /// Returns the dictionary to add, or nil when nothing is left to add.
     static func add(_ dictionary: [String: Any], store: KeychainStore) throws -> [String: Any]? {
-        guard let reference = dictionary[kSecValueRef] else { return dictionary }
-        var rest = dictionary
-        rest[kSecValueRef] = nil
-        switch reference {
+        guard let taken = takeReference(dictionary) else { return dictionary }
+        var rest = taken.rest
+        switch taken.reference {
         case let key as SecKey:
             try requireClass(&rest, kSecClassKey)
             switch key.backing {
@@ -78,10 +85,9 @@ enum ValueRefs {
 
     /// A query with `kSecValueRef`: the object as the attributes that find it.
     static func query(_ dictionary: [String: Any]) throws -> [String: Any] {
-        guard let reference = dictionary[kSecValueRef] else { return dictionary }
-        var rest = dictionary
-        rest[kSecValueRef] = nil
-        switch reference {
+        guard let taken = takeReference(dictionary) else { return dictionary }
+        var rest = taken.rest
+        switch taken.reference {
         case let key as SecKey:
             try requireClass(&rest, kSecClassKey)
             if case .stored(_, let description) = key.backing, case .item(let persistentRef) = description.reference {

@@ -451,6 +451,19 @@ public final class KeychainService: Sendable {
                         caller: caller
                     )
                 )
+            case .attest:
+                return .keyResult(
+                    try store.attest(reference, challenge: operation.data, format: operation.algorithm, caller: caller)
+                )
+            }
+        case .attestation(let step):
+            switch step {
+            case .enrollmentRequest: return .keyResult(try store.attestationEnrollmentRequest())
+            case .activate(let blob, let secret):
+                return .keyResult(try store.activateAttestationCredential(credentialBlob: blob, secret: secret))
+            case .install(let certificates):
+                try store.installAttestationCertificates(certificates)
+                return .ok
             }
         // Certificates and identities described for the command line: the engine parses and hashes the DER, so the
         // client links no X.509 code.
@@ -501,6 +514,14 @@ public final class KeychainService: Sendable {
         case .onBehalf:
             // Unwrapped by the connection, which decides whom the inner request acts for.
             throw KeychainError(KeychainStatus.internalComponent, "an on-behalf request reached the service wrapped")
+        case .authenticate(let passcode):
+            return .secret(try authenticate(passcode: passcode, caller: caller))
+        case .authenticated:
+            // Unwrapped by the connection, which binds the authentication to the peer's uid.
+            throw KeychainError(
+                KeychainStatus.internalComponent,
+                "an authenticated request reached the service wrapped"
+            )
         }
     }
 

@@ -7,7 +7,7 @@ import NIOPosix
 import ServiceLifecycle
 import UnixSignals
 
-/// What keyseald is started with (CLI.md).
+/// What keyseald is started with (docs/COMMAND-LINE.md, "keyseald").
 public struct DaemonOptions: Sendable {
     public enum Backend: Sendable {
         case tpm(tcti: String)

@@ -1,6 +1,7 @@
 import CKeysealSys
 import FoundationEssentials
 import Glibc
+import KeysealCore
 
 /// What a connection's peer runs: its executable and systemd unit, read once per connection from /proc through a
 /// pidfd so that a process that exits and whose pid is reused cannot lend its identity to another.
@@ -301,8 +302,7 @@ public struct PeerIdentity: Sendable, Hashable, CustomStringConvertible {
         var bytes: [UInt8] = []
         var buffer = [UInt8](repeating: 0, count: 4096)
         while bytes.count < 65536 {
-            let count = read(fd, &buffer, buffer.count)
-            if count < 0 && errno == EINTR { continue }
+            let count = Posix.read(fd, &buffer, buffer.count)
             guard count >= 0 else { return nil }
             if count == 0 { break }
             bytes += buffer.prefix(count)

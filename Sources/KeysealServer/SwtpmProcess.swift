@@ -174,7 +174,7 @@ final class ChildProcess: Sendable {
         exited.withLock { exited in
             guard !exited else { return }
             var status: Int32 = 0
-            while waitpid(processIdentifier, &status, 0) == -1 && errno == EINTR {}
+            _ = Posix.waitpid(processIdentifier, &status, 0)
             exited = true
         }
     }

@@ -134,11 +134,8 @@ public final class ItemStore {
     /// and migrates it.
     public init(directory: URL) throws(KeychainError) {
         path = directory.appendingPathComponent(Self.databaseName).path
-        do {
-            database = try Database(path: path)
-        } catch {
-            throw error.keychainError
-        }
+        let path = self.path
+        database = try sqlite { try Database(path: path) }
         do {
             // One process owns a store (the engine holds `.lock`), so the connection keeps its file locks for its
             // lifetime: no fcntl lock round trips per statement, the WAL index lives in heap memory (no -shm file),
@@ -150,15 +147,9 @@ public final class ItemStore {
             try database.execute("PRAGMA busy_timeout=0")
             try migrate()
             try loadHints()
-        } catch let error as KeychainError {
-            database.close()
-            throw error
-        } catch let error as SQLiteError {
-            database.close()
-            throw error.keychainError
         } catch {
             database.close()
-            throw KeychainError(KeychainStatus.io, "\(error)")
+            throw keychainError(error)
         }
     }
 
@@ -265,28 +256,27 @@ public final class ItemStore {
 
     // MARK: Keybag
 
-    public func loadKeybag() throws(KeychainError) -> (body: Data, mac: Data)? {
-        do {
-            let statement = try database.statement("SELECT body, mac FROM keybag WHERE id = 1")
+    public func loadKeybag() throws(KeychainError) -> (body: Data, mac: Data)? { try loadSingleRow("keybag") }
+
+    /// The body and MAC of the one row of `table` (the keybag, the ledger record); nil when it has none.
+    private func loadSingleRow(_ table: String) throws(KeychainError) -> (body: Data, mac: Data)? {
+        try sqlite {
+            let statement = try database.statement("SELECT body, mac FROM \(table) WHERE id = 1")
             defer { statement.reset() }
             guard try statement.step() else { return nil }
             return (statement.blob(0) ?? Data(), statement.blob(1) ?? Data())
-        } catch {
-            throw error.keychainError
         }
     }
 
     /// Writes the keybag; call inside a transaction for atomicity with item changes.
     public func saveKeybag(body: Data, mac: Data) throws(KeychainError) {
-        do {
+        try sqlite {
             let statement = try database.statement(
                 "INSERT INTO keybag(id, body, mac) VALUES (1, ?1, ?2) ON CONFLICT(id) DO UPDATE SET body = ?1, mac = ?2"
             )
             try statement.bind(1, body)
             try statement.bind(2, mac)
             try statement.run()
-        } catch {
-            throw error.keychainError
         }
     }
 
@@ -406,14 +396,11 @@ public final class ItemStore {
             }
             return
         }
-        let statements: (hinted: Statement, direct: Statement)
-        do {
-            statements = (
+        let statements: (hinted: Statement, direct: Statement) = try sqlite {
+            (
                 try database.statement(key: "rows:h" + shape, sql: { sql(true) }),
                 try database.statement(key: "rows:" + shape, sql: { sql(false) })
             )
-        } catch {
-            throw error.keychainError
         }
         try forEachStatementRow(
             primaryKeyDigest: groups[0].primaryKeyDigest!,
@@ -496,15 +483,13 @@ public final class ItemStore {
     private func primaryKeyStatements() throws(KeychainError) -> (hinted: Statement, direct: Statement) {
         if let cachedPrimaryKeyStatements { return cachedPrimaryKeyStatements }
         let select = "SELECT \(Self.rowColumns) FROM items i LEFT JOIN ledger l ON l.id = i.id WHERE "
-        do {
+        return try sqlite {
             let statements = (
                 hinted: try database.statement(key: "rows:pk-hinted", sql: { select + "i.id = ?1 AND i.pk = ?2" }),
                 direct: try database.statement(key: "rows:pk", sql: { select + "i.pk = ?1" })
             )
             cachedPrimaryKeyStatements = statements
             return statements
-        } catch {
-            throw error.keychainError
         }
     }
 
@@ -516,12 +501,7 @@ public final class ItemStore {
         values: [BindValue],
         _ body: (ItemRow) throws(KeychainError) -> Bool
     ) throws(KeychainError) {
-        let statement: Statement
-        do {
-            statement = try database.statement(key: key, sql: sql)
-        } catch {
-            throw error.keychainError
-        }
+        let statement = try sqlite { try database.statement(key: key, sql: sql) }
         try runRows(statement, bind: { statement throws(SQLiteError) in try Self.bind(values, to: statement, from: 1) })
         {
             statement throws(KeychainError) in try body(Self.row(statement))
@@ -534,7 +514,7 @@ public final class ItemStore {
 
     /// `digests` ordered by how many rows each lists (counted up to ``pairCountBound``), fewest first.
     private func rarestFirst(_ digests: [Data]) throws(KeychainError) -> [Data] {
-        do {
+        try sqlite {
             let statement = try database.statement(
                 key: "pairs:count",
                 sql: {
@@ -550,8 +530,6 @@ public final class ItemStore {
             }
             return counted.enumerated().sorted { ($0.element.count, $0.offset) < ($1.element.count, $1.offset) }
                 .map(\.element.digest)
-        } catch {
-            throw error.keychainError
         }
     }
 
@@ -575,17 +553,11 @@ public final class ItemStore {
         _ body: (Statement) throws(KeychainError) -> Bool
     ) throws(KeychainError) {
         defer { statement.reset() }
-        do {
+        try sqlite {
             try bind(statement)
             while try statement.step() {
                 if try !body(statement) { break }
             }
-        } catch let error as SQLiteError {
-            throw error.keychainError
-        } catch let error as KeychainError {
-            throw error
-        } catch {
-            throw KeychainError(KeychainStatus.io, "\(error)")
         }
     }
 
@@ -614,7 +586,7 @@ public final class ItemStore {
 
     /// Calls `body` for every row of every class, in insertion order, until it returns false (export).
     public func forEachItem(_ body: (ItemRow) throws(KeychainError) -> Bool) throws(KeychainError) {
-        do {
+        try sqlite {
             let statement = try database.statement(
                 key: "rows:all",
                 sql: {
@@ -625,12 +597,6 @@ public final class ItemStore {
             while try statement.step() {
                 if try !body(Self.row(statement)) { break }
             }
-        } catch let error as SQLiteError {
-            throw error.keychainError
-        } catch let error as KeychainError {
-            throw error
-        } catch {
-            throw KeychainError(KeychainStatus.io, "\(error)")
         }
     }
 
@@ -680,8 +646,7 @@ public final class ItemStore {
     /// The id SQLite would give the next row (AUTOINCREMENT: past every id ever used), moved on past the refused
     /// buckets; errSecDecode, nothing written, when every bucket is refused.
     private func nextRowID() throws(KeychainError) -> Int64 {
-        let next: Int64
-        do {
+        let next: Int64 = try sqlite {
             let statement = try database.statement(
                 key: "next-row-id",
                 sql: {
@@ -691,9 +656,7 @@ public final class ItemStore {
             )
             defer { statement.reset() }
             _ = try statement.step()
-            next = statement.int64(0)
-        } catch {
-            throw error.keychainError
+            return statement.int64(0)
         }
         for step in 1...Int64(LedgerDigest.bucketCount)
         where !refusedBuckets.contains(LedgerDigest.bucket(rowID: next + step)) {
@@ -710,7 +673,7 @@ public final class ItemStore {
     public func insert(_ row: ItemRow) throws(KeychainError) -> Int64 {
         // A row placed in a refused bucket would be written and never served again: it goes past them instead.
         let placed = refusedBuckets.isEmpty ? nil : try nextRowID()
-        do {
+        return try sqlite {
             let statement = try database.statement(key: placed == nil ? "insert" : "insert-with-id") {
                 placed == nil ? Self.insertSQL : Self.insertWithIDSQL
             }
@@ -726,14 +689,12 @@ public final class ItemStore {
             }
             hints.set(row.primaryKeyDigest, rowID: id)
             return id
-        } catch {
-            throw error.keychainError
         }
     }
 
     /// Rewrites an existing row (same id, so insertion order is kept) and its ledger entry.
     public func update(_ row: ItemRow) throws(KeychainError) {
-        do {
+        try sqlite {
             let columns =
                 ["item_id", "class", "agrp", "pdmn", "generation", "pk"] + Self.digestColumns + [
                     "attrs", "wkey", "value",
@@ -753,13 +714,11 @@ public final class ItemStore {
                 ledgerDirty = true
             }
             hints.set(row.primaryKeyDigest, rowID: row.id)
-        } catch {
-            throw error.keychainError
         }
     }
 
     public func delete(_ row: ItemRow) throws(KeychainError) {
-        do {
+        try sqlite {
             try removeLedgerLeaf(id: row.id)
             let statement = try database.statement("DELETE FROM items WHERE id = ?1")
             try statement.bind(1, row.id)
@@ -769,8 +728,6 @@ public final class ItemStore {
             try ledger.run()
             try writePairs(id: row.id, [], replacing: true)
             hints.remove(row.primaryKeyDigest, rowID: row.id)
-        } catch {
-            throw error.keychainError
         }
     }
 
@@ -851,7 +808,7 @@ public final class ItemStore {
         guard !buckets.isEmpty else { return [] }
         var occupied: Set<Int> = []
         var entries: [Int64] = []
-        do {
+        return try sqlite {
             let items = try database.statement("SELECT id FROM items NOT INDEXED")
             defer { items.reset() }
             while try items.step() { occupied.insert(LedgerDigest.bucket(rowID: items.int64(0))) }
@@ -873,8 +830,6 @@ public final class ItemStore {
                 ledgerDirty = true
             }
             return cleared
-        } catch {
-            throw error.keychainError
         }
     }
 
@@ -891,7 +846,7 @@ public final class ItemStore {
     /// the item ids through their covering index, so that the rows themselves are not read.
     public func computeLedgerDigest(key: LedgerKey) throws(KeychainError) -> LedgerDigest {
         var digest = LedgerDigest()
-        do {
+        try sqlite {
             var ids: [Int64] = []
             var generations: [Int64] = []
             let ledger = try database.statement("SELECT id, generation FROM ledger ORDER BY id")
@@ -921,28 +876,19 @@ public final class ItemStore {
             for index in ids.indices where !matched[index] {
                 digest.add(rowID: ids[index], itemID: [], generation: generations[index], key: key)
             }
-        } catch {
-            throw error.keychainError
         }
         return digest
     }
 
     public func loadLedgerRecord() throws(KeychainError) -> (body: Data, mac: Data)? {
-        do {
-            let statement = try database.statement("SELECT body, mac FROM ledger_record WHERE id = 1")
-            defer { statement.reset() }
-            guard try statement.step() else { return nil }
-            return (statement.blob(0) ?? Data(), statement.blob(1) ?? Data())
-        } catch {
-            throw error.keychainError
-        }
+        try loadSingleRow("ledger_record")
     }
 
     /// Writes the ledger record now (inside a transaction); nothing when no ledger is attached.
     public func writeLedgerRecord() throws(KeychainError) {
         guard let ledgerKey else { return }
         let encoded = ledgerRecord.encoded(key: ledgerKey)
-        do {
+        try sqlite {
             let statement = try database.statement(
                 key: "ledger-record",
                 sql: {
@@ -953,8 +899,6 @@ public final class ItemStore {
             try statement.bind(1, encoded.body)
             try statement.bind(2, encoded.mac)
             try statement.run()
-        } catch {
-            throw error.keychainError
         }
         ledgerDirty = false
     }
@@ -990,7 +934,7 @@ public final class ItemStore {
     ) throws(KeychainError)
         -> Bool
     {
-        do {
+        try sqlite {
             let statement = try database.statement("SELECT id FROM items WHERE class = ?1 AND agrp = ?2 AND pk = ?3")
             defer { statement.reset() }
             try statement.bind(1, itemClass)
@@ -1000,22 +944,18 @@ public final class ItemStore {
                 if statement.int64(0) != excludingID { return true }
             }
             return false
-        } catch {
-            throw error.keychainError
         }
     }
 
     /// The access groups that hold items of `itemClass`.
     public func accessGroups(itemClass: String) throws(KeychainError) -> [String] {
-        do {
+        try sqlite {
             let statement = try database.statement("SELECT DISTINCT agrp FROM items WHERE class = ?1 ORDER BY agrp")
             defer { statement.reset() }
             try statement.bind(1, itemClass)
             var groups: [String] = []
             while try statement.step() { groups.append(statement.text(0) ?? "") }
             return groups
-        } catch {
-            throw error.keychainError
         }
     }
 
@@ -1024,7 +964,7 @@ public final class ItemStore {
     /// write of the triggers can leave (a negative count, edited into the file) is not believed, and the group's
     /// items are counted instead.
     public func usage(accessGroup group: String) throws(KeychainError) -> (items: Int, bytes: Int) {
-        do {
+        try sqlite {
             let statement = try database.statement("SELECT items, bytes FROM group_usage WHERE agrp = ?1")
             defer { statement.reset() }
             try statement.bind(1, group)
@@ -1038,21 +978,17 @@ public final class ItemStore {
             try count.bind(1, group)
             _ = try count.step()
             return (Int(count.int64(0)), Int(count.int64(1)))
-        } catch {
-            throw error.keychainError
         }
     }
 
     /// Item counts per accessibility code.
     public func countsByAccessibility() throws(KeychainError) -> [String: Int] {
-        do {
+        try sqlite {
             let statement = try database.statement("SELECT pdmn, count(*) FROM items GROUP BY pdmn")
             defer { statement.reset() }
             var counts: [String: Int] = [:]
             while try statement.step() { counts[statement.text(0) ?? ""] = Int(statement.int64(1)) }
             return counts
-        } catch {
-            throw error.keychainError
         }
     }
 
@@ -1082,35 +1018,42 @@ public final class ItemStore {
         } catch {
             ledgerRecord = savedLedger
             ledgerDirty = false
-            if let error = error as? KeychainError { throw error }
-            if let error = error as? SQLiteError { throw error.keychainError }
-            throw KeychainError(KeychainStatus.io, "\(error)")
+            throw keychainError(error)
         }
     }
 
     /// Runs `body` with a page cache of `kibibytes` (for bulk work such as an import, whose random index inserts
     /// would otherwise spill pages to the WAL and read them back), then restores the previous size.
     public func withPageCache<T>(kibibytes: Int, _ body: () throws(KeychainError) -> T) throws(KeychainError) -> T {
-        do {
+        try sqlite {
             let previous = try database.scalarText("PRAGMA cache_size") ?? "-2000"
             try database.execute("PRAGMA cache_size=-\(max(kibibytes, 2000))")
             defer { try? database.execute("PRAGMA cache_size=\(Int(previous) ?? -2000)") }
             return try body()
-        } catch let error as KeychainError {
-            throw error
-        } catch let error as SQLiteError {
-            throw error.keychainError
-        } catch {
-            throw KeychainError(KeychainStatus.io, "\(error)")
         }
     }
 
     /// Moves the WAL into the database and truncates it, so that overwritten pages leave no copy behind.
     public func checkpoint() throws(KeychainError) {
-        do {
+        try sqlite {
             try database.execute("PRAGMA wal_checkpoint(TRUNCATE)")
-        } catch {
-            throw error.keychainError
         }
     }
+}
+
+/// Runs `body` (SQLite calls) and turns a failure into the keychain error it stands for (``keychainError(_:)``).
+private func sqlite<Result>(_ body: () throws -> Result) throws(KeychainError) -> Result {
+    do {
+        return try body()
+    } catch {
+        throw keychainError(error)
+    }
+}
+
+/// The store's one conversion of a failure: a keychain error stays as it is (a row handler's, a migration's), a
+/// SQLite failure becomes the keychain error it stands for, anything else is errSecIO.
+private func keychainError(_ error: any Error) -> KeychainError {
+    if let error = error as? KeychainError { return error }
+    if let error = error as? SQLiteError { return error.keychainError }
+    return KeychainError(KeychainStatus.io, "\(error)")
 }

@@ -236,30 +236,22 @@ public final class Statement {
             try database.check(sqlite3_bind_null(pointer, index), "sqlite3_bind_null")
             return
         }
-        let rc = value.withUnsafeBytes { bytes in
-            // A zero-length blob still binds as a blob, not NULL.
-            sqlite3_bind_blob(
-                pointer,
-                index,
-                bytes.baseAddress ?? UnsafeRawPointer(bitPattern: 1),
-                Int32(bytes.count),
-                csqlite_transient()
-            )
-        }
-        try database.check(rc, "sqlite3_bind_blob")
+        try database.check(value.withUnsafeBytes { bindBlob(index, $0) }, "sqlite3_bind_blob")
     }
 
     public func bind(_ index: Int32, _ value: [UInt8]) throws(SQLiteError) {
-        let rc = value.withUnsafeBytes { bytes in
-            sqlite3_bind_blob(
-                pointer,
-                index,
-                bytes.baseAddress ?? UnsafeRawPointer(bitPattern: 1),
-                Int32(bytes.count),
-                csqlite_transient()
-            )
-        }
-        try database.check(rc, "sqlite3_bind_blob")
+        try database.check(value.withUnsafeBytes { bindBlob(index, $0) }, "sqlite3_bind_blob")
+    }
+
+    /// Binds a copy of `bytes`; a zero-length blob still binds as a blob, not NULL.
+    private func bindBlob(_ index: Int32, _ bytes: UnsafeRawBufferPointer) -> Int32 {
+        sqlite3_bind_blob(
+            pointer,
+            index,
+            bytes.baseAddress ?? UnsafeRawPointer(bitPattern: 1),
+            Int32(bytes.count),
+            csqlite_transient()
+        )
     }
 
     /// Steps once: true for a row, false when done.

@@ -452,7 +452,7 @@ public final class TPMDeviceKey: DeviceKeyProvider, @unchecked Sendable {
     }
 
     /// Flushes what `connection` keeps loaded (best effort) and forgets it, so the next use loads it afresh.
-    private func dropKept(_ connection: ESYSConnection) {
+    func dropKept(_ connection: ESYSConnection) {
         for key in connection.keys { connection.flush(key.handle) }
         if let session = connection.hmacSession { connection.flush(session.handle) }
         if let session = connection.session { connection.flush(session) }
@@ -763,7 +763,7 @@ extension TPMDeviceKey: HardwareKeyProvider {
 
     /// The key of `keyBlob`: found among the kept keys (then marked most recently used), or checked, loaded under
     /// the kept primary and kept. A blob made under another primary is `errSecDecode` before anything is loaded.
-    private func loadedKey(_ connection: ESYSConnection, keyBlob: Data) throws -> ESYSConnection.KeptKey {
+    func loadedKey(_ connection: ESYSConnection, keyBlob: Data) throws -> ESYSConnection.KeptKey {
         let bytes = Array(keyBlob)
         if let index = connection.keys.firstIndex(where: { $0.blob == bytes }) {
             let kept = connection.keys.remove(at: index)

@@ -86,7 +86,7 @@ public enum BadRequest: String, CaseIterable, Sendable, CustomStringConvertible 
             return add(.genericPassword, group: String(repeating: "g", count: RequestValidation.groupLimit + 1))
         case .addGroupAsAttribute: return add(.genericPassword, [AttributeKey.accessGroup: .string("other")])
         case .addCreationDate: return add(.genericPassword, [AttributeKey.creationDate: .date(Date())])
-        case .addEnforcedAccessControl: return add(.genericPassword, flags: AccessControlFlag.userPresence)
+        case .addEnforcedAccessControl: return add(.genericPassword, flags: AccessControlFlag.applicationPassword)
         case .findKeyWrongType: return find(.key, [AttributeKey.keySizeInBits: .string("256")])
         case .findUnknownAttribute: return find(.genericPassword, ["zzzz": .string("x")])
         case .findWrongType: return find(.genericPassword, [AttributeKey.modificationDate: .string("yesterday")])

@@ -62,12 +62,14 @@ public final class DaemonFixture: @unchecked Sendable {
 
     /// - Parameter tpmLimits: for `.tpm`, the swtpm's dictionary-attack limits (default: the fixture's 5 tries, 60 s,
     ///   2 s; swtpm's own defaults are 3, 1000, 1000).
+    /// - Parameter endorsementCA: for `.tpm`, a TPM made with an EK certificate by this CA (``SwtpmFixture``).
     public init(
         _ backend: Backend = .hostKey,
         arguments: [String] = [],
         start: Bool = true,
         productArgon2: Bool = false,
-        tpmLimits: (maxTries: Int, recoveryTime: Int, lockoutRecovery: Int)? = nil
+        tpmLimits: (maxTries: Int, recoveryTime: Int, lockoutRecovery: Int)? = nil,
+        endorsementCA: TemporaryDirectory? = nil
     ) throws {
         self.backend = backend
         root = try TemporaryDirectory(prefix: "keyseald")
@@ -80,7 +82,8 @@ public final class DaemonFixture: @unchecked Sendable {
             ? try SwtpmFixture(
                 maxTries: limits.maxTries,
                 recoveryTime: limits.recoveryTime,
-                lockoutRecovery: limits.lockoutRecovery
+                lockoutRecovery: limits.lockoutRecovery,
+                endorsementCA: endorsementCA
             )
             : broker?.swtpm
         extraArguments = arguments

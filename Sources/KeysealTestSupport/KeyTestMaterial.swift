@@ -1,4 +1,5 @@
 import Foundation
+import KeysealCore
 
 /// Fixed test material: a P-256 key and two self-signed certificates for it (openssl, 2026): "Keyseal Test"
 /// (serial 0x1234, with a subject key identifier) and "Keyseal Test Two" (serial 0x5678).
@@ -39,15 +40,5 @@ public enum KeyTestMaterial {
     /// The first certificate's subject key identifier.
     public static let subjectKeyID = hex("A4B3F9A12C0D7D59C3242E3BADD4410441CF8A14")
 
-    public static func hex(_ parts: String...) -> Data {
-        let text = parts.joined()
-        var data = Data()
-        var index = text.startIndex
-        while index < text.endIndex {
-            let next = text.index(index, offsetBy: 2)
-            data.append(UInt8(text[index..<next], radix: 16)!)
-            index = next
-        }
-        return data
-    }
+    public static func hex(_ parts: String...) -> Data { Data(Hex.decode(parts.joined())!) }
 }

@@ -30,8 +30,21 @@ public final class SwtpmFixture: @unchecked Sendable {
     /// The TCTI configuration for tpm2-tss and tpm2-tools. The control socket is `<path>.ctrl`.
     public var tcti: String { "swtpm:path=\(socketPath)" }
 
+    /// The EK CA's certificates (PEM: swtpm_localca's issuer, then its root) when the TPM was made with an EK
+    /// certificate; nil otherwise.
+    public private(set) var endorsementCACertificates: String?
+
     /// Starts a fresh TPM and sets its dictionary-attack parameters (its lockout authorization is empty).
-    public init(maxTries: Int = 5, recoveryTime: Int = 60, lockoutRecovery: Int = 2) throws {
+    ///
+    /// - Parameter endorsementCA: when given, the TPM is manufactured first with `swtpm_setup --create-ek-cert`: an RSA
+    ///   EK (persisted at 0x81010001) whose certificate, signed by `swtpm_localca`'s CA kept in that folder (created on
+    ///   first use; share it between fixtures for TPMs of one maker), is in NV at 0x01C00002.
+    public init(
+        maxTries: Int = 5,
+        recoveryTime: Int = 60,
+        lockoutRecovery: Int = 2,
+        endorsementCA: TemporaryDirectory? = nil
+    ) throws {
         self.swtpm = try requireTool("swtpm", package: "swtpm")
         for tool in ["tpm2_dictionarylockout", "tpm2_getcap", "tpm2_flushcontext"] {
             _ = try requireTool(tool, package: "tpm2-tools")
@@ -47,6 +60,7 @@ public final class SwtpmFixture: @unchecked Sendable {
             )
         }
         do {
+            if let endorsementCA { try manufacture(certificateAuthority: endorsementCA) }
             try start()
             try tool(
                 "tpm2_dictionarylockout",
@@ -78,6 +92,52 @@ public final class SwtpmFixture: @unchecked Sendable {
     public func stop() {
         terminate()
         directory.remove()
+    }
+
+    /// `swtpm_setup --tpm2 --create-ek-cert` on the state folder, with a configuration of its own pointing
+    /// `swtpm_localca` at `certificateAuthority`.
+    private func manufacture(certificateAuthority: TemporaryDirectory) throws {
+        let setup = try requireTool("swtpm_setup", package: "swtpm-tools")
+        let localCA = try requireTool("swtpm_localca", package: "swtpm-tools")
+        let ca = certificateAuthority.path
+        let localCAConfig = directory.appending("swtpm-localca.conf").path
+        try Data(
+            """
+            statedir = \(ca)
+            signingkey = \(ca)/signkey.pem
+            issuercert = \(ca)/issuercert.pem
+            certserial = \(ca)/certserial
+
+            """.utf8
+        ).write(to: URL(fileURLWithPath: localCAConfig))
+        let options = directory.appending("swtpm-localca.options").path
+        try Data("--tpm-manufacturer id:00001014\n--tpm-model swtpm\n--tpm-version id:20191023\n".utf8)
+            .write(to: URL(fileURLWithPath: options))
+        let setupConfig = directory.appending("swtpm_setup.conf").path
+        try Data(
+            """
+            create_certs_tool = \(localCA)
+            create_certs_tool_config = \(localCAConfig)
+            create_certs_tool_options = \(options)
+            active_pcr_banks = sha256
+
+            """.utf8
+        ).write(to: URL(fileURLWithPath: setupConfig))
+        let result = try runProcess(
+            setup,
+            [
+                "--tpm2", "--tpmstate", stateDirectory, "--create-ek-cert", "--config", setupConfig, "--overwrite",
+                "--logfile", directory.appending("swtpm_setup.log").path,
+            ],
+            environment: ["TSS2_LOG": "all+NONE"]
+        )
+        guard result.status == 0 else {
+            let log = (try? String(contentsOfFile: directory.appending("swtpm_setup.log").path, encoding: .utf8)) ?? ""
+            throw FixtureError("swtpm_setup --create-ek-cert failed (\(result.status)): \(result.stderrText) \(log)")
+        }
+        let issuer = try String(contentsOfFile: "\(ca)/issuercert.pem", encoding: .utf8)
+        let root = try String(contentsOfFile: "\(ca)/swtpm-localca-rootca-cert.pem", encoding: .utf8)
+        endorsementCACertificates = issuer + root
     }
 
     private func start() throws {

@@ -37,7 +37,8 @@ public struct KeychainPrivateKey: CustomPrivateKey {
         case .ec(256): Certificate.PublicKey(try! P256.Signing.PublicKey(x963Representation: publicKeyMaterial.bytes))
         case .ec(384): Certificate.PublicKey(try! P384.Signing.PublicKey(x963Representation: publicKeyMaterial.bytes))
         case .ec(_): Certificate.PublicKey(try! P521.Signing.PublicKey(x963Representation: publicKeyMaterial.bytes))
-        case .rsa: Certificate.PublicKey(try! _RSA.Signing.PublicKey(derRepresentation: publicKeyMaterial.bytes))
+        // `unsafeDERRepresentation`: swift-crypto's name for accepting the 1024-bit keys Apple still generates.
+        case .rsa: Certificate.PublicKey(try! _RSA.Signing.PublicKey(unsafeDERRepresentation: publicKeyMaterial.bytes))
         }
     }
 

@@ -1,18 +1,7 @@
 import ArgumentParser
-import KeysealClient
-
-#if canImport(FoundationEssentials)
 import FoundationEssentials
-#else
-import Foundation
-#endif
-#if canImport(Glibc)
 import Glibc
-#elseif canImport(Musl)
-import Musl
-#elseif canImport(Darwin)
-import Darwin
-#endif
+import KeysealClient
 
 /// Items done / total on standard error while it is a terminal; silent otherwise.
 struct ProgressLine {
@@ -188,7 +177,7 @@ struct ExportCommand: ClientCommand {
 
     /// An application tag as text: its UTF-8, or hex digits when it is not text.
     static func tagText(_ tag: Data) -> String {
-        String(validating: tag, as: UTF8.self) ?? Formatting.hex(tag)
+        String(validating: tag, as: UTF8.self) ?? Hex.encode(tag)
     }
 }
 

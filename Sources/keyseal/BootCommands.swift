@@ -1,11 +1,6 @@
 import ArgumentParser
-import KeysealClient
-
-#if canImport(FoundationEssentials)
 import FoundationEssentials
-#else
-import Foundation
-#endif
+import KeysealClient
 
 #if canImport(Glibc)
 import Glibc

@@ -1,31 +1,13 @@
 import ArgumentParser
+import FoundationEssentials
 import Glibc
 import KeysealClient
 
-#if canImport(FoundationEssentials)
-import FoundationEssentials
-#else
-import Foundation
-#endif
-
-// Certificates and identities (CLI.md "Keys, certificates, identities"), as macOS `security` prints them. keyseald
-// parses the DER and derives what is printed (names, hashes, validity); the CLI only reads files and formats.
+// Certificates and identities (docs/COMMAND-LINE.md, "Keys, certificates, identities"), as macOS `security` prints
+// them. keyseald parses the DER and derives what is printed (names, hashes, validity); the CLI only reads files and
+// formats.
 
 enum CertificateOutput {
-    /// Base64 lines of 64 characters between the PEM armour.
-    static func pem(_ der: Data, label: String) -> String {
-        let text = der.base64EncodedString()
-        var lines = ["-----BEGIN \(label)-----"]
-        var index = text.startIndex
-        while index < text.endIndex {
-            let next = text.index(index, offsetBy: 64, limitedBy: text.endIndex) ?? text.endIndex
-            lines.append(String(text[index..<next]))
-            index = next
-        }
-        lines.append("-----END \(label)-----")
-        return lines.joined(separator: "\n")
-    }
-
     /// The certificates in a file: every PEM `CERTIFICATE` block, else the file as one DER certificate.
     static func certificates(in contents: Data) -> [Data]? {
         let text = String(decoding: contents, as: UTF8.self)
@@ -44,7 +26,7 @@ enum CertificateOutput {
         return found
     }
 
-    static func upperHex(_ data: Data) -> String { Formatting.hex(data).uppercased() }
+    static func upperHex(_ data: Data) -> String { Hex.encode(data).uppercased() }
 
     /// Whether now is within the certificate's validity period; nil when it is, else why not (macOS's names).
     static func invalidity(_ certificate: WireCertificate) -> String? {
@@ -91,13 +73,13 @@ enum CertificateOutput {
             ("notAfter", .string(Formatting.iso8601(unixSeconds: certificate.notAfter))),
         ]
         if case .data(let serial)? = certificate.attributes["slnr"] {
-            members.append(("serialNumber", .string(Formatting.hex(serial))))
+            members.append(("serialNumber", .string(Hex.encode(serial))))
         }
         if case .data(let hash)? = certificate.attributes["pkhh"] {
-            members.append(("publicKeyHash", .string(Formatting.hex(hash))))
+            members.append(("publicKeyHash", .string(Hex.encode(hash))))
         }
         if case .string(let group)? = certificate.attributes["agrp"] { members.append(("accessGroup", .string(group))) }
-        if includePEM { members.append(("pem", .string(pem(certificate.der, label: "CERTIFICATE")))) }
+        if includePEM { members.append(("pem", .string(PEM.encode(certificate.der, label: "CERTIFICATE")))) }
         return .object(members)
     }
 
@@ -210,7 +192,7 @@ struct FindCertificate: ClientCommand {
                 Console.out("SHA-1 hash: \(CertificateOutput.upperHex(certificate.sha1))")
             }
             if pem {
-                Console.out(CertificateOutput.pem(certificate.der, label: "CERTIFICATE"))
+                Console.out(PEM.encode(certificate.der, label: "CERTIFICATE"))
                 continue
             }
             Console.out("keychain: \"\(global.socketPath)\"")
@@ -239,13 +221,13 @@ struct DeleteCertificate: ClientCommand {
 
     func validate() throws {
         guard (name == nil) != (hash == nil) else { throw ValidationError("give either -c NAME or -Z HASH") }
-        if let hash, Formatting.bytes(hex: hash).map({ [20, 32].contains($0.count) }) != true {
+        if let hash, Hex.decode(hash).map({ [20, 32].contains($0.count) }) != true {
             throw ValidationError("-Z: a SHA-1 or SHA-256 hash in hex")
         }
     }
 
     func execute(_ client: DaemonClient) throws {
-        let wanted = hash.flatMap { Formatting.bytes(hex: $0) }.map { Data($0) }
+        let wanted = hash.flatMap { Hex.decode($0) }.map { Data($0) }
         let found = try CertificateOutput.find(client, itemClass: .certificate).filter { certificate in
             if let wanted { return certificate.sha1 == wanted || certificate.sha256 == wanted }
             return CertificateOutput.matches(certificate, name: name ?? "")
@@ -300,7 +282,7 @@ struct FindIdentity: ClientCommand {
                             ("valid", .bool(CertificateOutput.invalidity(identity) == nil)),
                         ]
                         if case .data(let hash)? = identity.attributes["pkhh"] {
-                            members.append(("applicationLabel", .string(Formatting.hex(hash))))
+                            members.append(("applicationLabel", .string(Hex.encode(hash))))
                         }
                         return .object(members)
                     }
@@ -336,17 +318,11 @@ struct CreateCSR: ClientCommand {
     }
 
     func execute(_ client: DaemonClient) throws {
-        let keys = try selection.find(client, privateOnly: true)
-        guard let reference = keys.first?.persistentRef else {
-            throw CommandFailure(status: -25300, message: "no private key matches")
-        }
-        guard keys.count == 1 else {
-            throw CommandFailure(status: -50, message: "\(keys.count) keys match: name one with --hash")
-        }
+        let reference = try selection.onePrivateKey(client)
         guard case .keyResult(let der) = try client.send(.createCSR(reference: reference, subject: subject)) else {
             throw unexpected
         }
-        let pem = CertificateOutput.pem(der, label: "CERTIFICATE REQUEST")
+        let pem = PEM.encode(der, label: "CERTIFICATE REQUEST")
         if global.json {
             Console.out(JSON.object([("csr", .string(pem))]).rendered)
         } else {

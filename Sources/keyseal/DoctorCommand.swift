@@ -1,11 +1,6 @@
 import ArgumentParser
-import KeysealClient
-
-#if canImport(FoundationEssentials)
 import FoundationEssentials
-#else
-import Foundation
-#endif
+import KeysealClient
 
 struct DoctorCommand: ClientCommand {
     static let configuration = CommandConfiguration(

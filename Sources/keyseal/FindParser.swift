@@ -1,16 +1,10 @@
-import KeysealClient
-
-#if canImport(Glibc)
 import Glibc
-#elseif canImport(Musl)
-import Musl
-#elseif canImport(Darwin)
-import Darwin
-#endif
+import KeysealClient
 
 /// The command lines of `find-generic-password` and `find-internet-password` that ArgumentParser would accept,
 /// parsed without it: ArgumentParser's first parse in a process (reflection over the commands, protocol conformance
-/// scans, generic metadata) costs more than the lookup itself (docs/ARCHITECTURE.md, "The command line").
+/// scans, generic metadata) costs more than the lookup itself (docs/DECISIONS.md, "The find commands' plain command
+/// lines are parsed by hand").
 ///
 /// It accepts only the forms below and yields the `FindInvocation` ArgumentParser's command would; anything else
 /// (help, `--`, an unknown or repeated option, an attached value such as `-aVALUE` or `--socket=PATH`, a missing or

@@ -1,11 +1,6 @@
 import ArgumentParser
-import KeysealClient
-
-#if canImport(FoundationEssentials)
 import FoundationEssentials
-#else
-import Foundation
-#endif
+import KeysealClient
 
 private let genericPassword = ItemClass.genericPassword
 private let internetPassword = ItemClass.internetPassword
@@ -192,7 +187,7 @@ struct SecretFlags: ParsableArguments {
     func validate() throws {
         let sources = [password != nil, passwordStdin, passwordPrompt, hexPassword != nil, hexStdin].filter { $0 }.count
         if sources > 1 { throw ValidationError("give the password one way: -w, --password-stdin, -X or --hex-stdin") }
-        if let hexPassword, Formatting.bytes(hex: hexPassword) == nil {
+        if let hexPassword, Hex.decode(hexPassword) == nil {
             throw ValidationError("-X takes an even number of hexadecimal digits")
         }
     }
@@ -200,7 +195,7 @@ struct SecretFlags: ParsableArguments {
     /// The secret, or nil when none was given.
     func secret() throws -> Data? {
         if let password { return Data(password.utf8) }
-        if let hexPassword { return Formatting.bytes(hex: hexPassword).map { Data($0) } }
+        if let hexPassword { return Hex.decode(hexPassword).map { Data($0) } }
         if hexStdin {
             var bytes = try SecretInput.readStandardInput(limit: 2 * Wire.valueLimit + 64 << 10)
             defer { SecretInput.wipe(&bytes) }
@@ -660,12 +655,13 @@ enum ItemPrinter {
         {
             return "\"" + text.replacing("\\", with: "\\\\").replacing("\"", with: "\\\"") + "\""
         }
-        return "0x" + Formatting.hex(data)
+        return "0x" + Hex.encode(data)
     }
 
     static func passwordLine(_ data: Data) -> String { "password: " + quoted(data) }
 
-    /// The `--json` shape of CLI.md: long attribute names; the secret only when asked for.
+    /// The `--json` shape of docs/COMMAND-LINE.md ("JSON output"): long attribute names; the secret only when asked
+    /// for.
     static func json(_ record: ItemRecord, secret: Bool) -> JSON {
         var members: [(String, JSON)] = [("class", .string(ItemClassName.name(record.itemClass.rawValue)))]
         for (key, name) in AttributeName.ordered {

@@ -1,14 +1,9 @@
 import ArgumentParser
+import FoundationEssentials
 import KeysealClient
 
-#if canImport(FoundationEssentials)
-import FoundationEssentials
-#else
-import Foundation
-#endif
-
-// Keys (CLI.md "Keys, certificates, identities"): generated and used inside keyseald, which answers with public
-// keys and signatures only.
+// Keys (docs/COMMAND-LINE.md, "Keys, certificates, identities"): generated and used inside keyseald, which answers with
+// public keys and signatures only.
 
 /// `--tag`, `-l` and `--hash`: which keys a command means.
 struct KeySelection: ParsableArguments {
@@ -25,14 +20,14 @@ struct KeySelection: ParsableArguments {
     var hash: String?
 
     func validate() throws {
-        if let hash, Formatting.bytes(hex: hash) == nil { throw ValidationError("--hash: not hex") }
+        if let hash, Hex.decode(hash) == nil { throw ValidationError("--hash: not hex") }
     }
 
     var attributes: [String: AttributeValue] {
         var attributes: [String: AttributeValue] = [:]
         if let tag { attributes["atag"] = .data(Data(tag.utf8)) }
         if let label { attributes["labl"] = .string(label) }
-        if let hash, let bytes = Formatting.bytes(hex: hash) { attributes["klbl"] = .data(Data(bytes)) }
+        if let hash, let bytes = Hex.decode(hash) { attributes["klbl"] = .data(Data(bytes)) }
         return attributes
     }
 
@@ -51,22 +46,22 @@ struct KeySelection: ParsableArguments {
         guard case .records(let records) = try client.send(.copyMatching(query)) else { throw unexpected }
         return records
     }
+
+    /// The persistent reference of the one private key selected: errSecItemNotFound when none matches, errSecParam
+    /// when several do.
+    func onePrivateKey(_ client: DaemonClient) throws -> Data {
+        let keys = try find(client, privateOnly: true)
+        guard let reference = keys.first?.persistentRef else {
+            throw CommandFailure(status: -25300, message: "no private key matches")
+        }
+        guard keys.count == 1 else {
+            throw CommandFailure(status: -50, message: "\(keys.count) keys match: name one with --hash")
+        }
+        return reference
+    }
 }
 
 enum KeyOutput {
-    static func pem(_ der: Data) -> String {
-        let text = der.base64EncodedString()
-        var lines = ["-----BEGIN PUBLIC KEY-----"]
-        var index = text.startIndex
-        while index < text.endIndex {
-            let next = text.index(index, offsetBy: 64, limitedBy: text.endIndex) ?? text.endIndex
-            lines.append(String(text[index..<next]))
-            index = next
-        }
-        lines.append("-----END PUBLIC KEY-----")
-        return lines.joined(separator: "\n")
-    }
-
     static func typeName(_ key: WireKey) -> String { (key.keyType == "42" ? "rsa" : "ec") + "\(key.bits)" }
 
     static func string(_ value: AttributeValue?) -> String? {
@@ -79,8 +74,8 @@ enum KeyOutput {
 
     static func json(_ key: WireKey) -> JSON {
         var members: [(String, JSON)] = [
-            ("publicKey", .string(pem(key.subjectPublicKeyInfo))),
-            ("applicationLabel", .string(Formatting.hex(Array(key.reference.isEmpty ? Data() : label(key))))),
+            ("publicKey", .string(PEM.encode(key.subjectPublicKeyInfo, label: "PUBLIC KEY"))),
+            ("applicationLabel", .string(Hex.encode(Array(key.reference.isEmpty ? Data() : label(key))))),
             ("type", .string(typeName(key))), ("hardware", .bool(key.inHardware)),
             ("extractable", .bool(key.extractable)),
         ]
@@ -147,7 +142,7 @@ struct CreateKey: ClientCommand {
         if global.json {
             Console.out(KeyOutput.json(key).rendered)
         } else {
-            Console.out(KeyOutput.pem(key.subjectPublicKeyInfo))
+            Console.out(PEM.encode(key.subjectPublicKeyInfo, label: "PUBLIC KEY"))
         }
     }
 }
@@ -174,11 +169,11 @@ struct FindKey: ClientCommand {
         for key in keys {
             Console.out(
                 "key: type \(KeyOutput.typeName(key)) \(key.isPrivate ? "private" : "public")"
-                    + "\(key.inHardware ? " hardware" : "") applicationLabel \(Formatting.hex(Array(KeyOutput.label(key))))"
+                    + "\(key.inHardware ? " hardware" : "") applicationLabel \(Hex.encode(Array(KeyOutput.label(key))))"
                     + (KeyOutput.string(key.attributes["atag"]).map { " tag \"\($0)\"" } ?? "")
                     + (KeyOutput.string(key.attributes["labl"]).map { " label \"\($0)\"" } ?? "")
             )
-            Console.out(KeyOutput.pem(key.subjectPublicKeyInfo))
+            Console.out(PEM.encode(key.subjectPublicKeyInfo, label: "PUBLIC KEY"))
         }
     }
 }
@@ -239,13 +234,7 @@ struct SignCommand: ClientCommand {
     }
 
     func execute(_ client: DaemonClient) throws {
-        let keys = try selection.find(client, privateOnly: true)
-        guard let reference = keys.first?.persistentRef else {
-            throw CommandFailure(status: -25300, message: "no private key matches")
-        }
-        guard keys.count == 1 else {
-            throw CommandFailure(status: -50, message: "\(keys.count) keys match: name one with --hash")
-        }
+        let reference = try selection.onePrivateKey(client)
         // The wire's value limit bounds what one request may carry.
         let limit = 1 << 20
         let data: Data

@@ -1,14 +1,9 @@
 import ArgumentParser
+import FoundationEssentials
 import KeysealClient
 
-#if canImport(FoundationEssentials)
-import FoundationEssentials
-#else
-import Foundation
-#endif
-
-/// `keyseal`: the command line of CLI.md, modelled on macOS `security`. It talks to keyseald over the thin client
-/// only (no engine, no NIO, no SQLite), so it starts in a few milliseconds.
+/// `keyseal`: the command line of docs/COMMAND-LINE.md, modelled on macOS `security`. It talks to keyseald over the
+/// thin client only (no engine, no NIO, no SQLite), so it starts in a few milliseconds.
 @main
 struct KeysealCommand: ParsableCommand {
     static let configuration = CommandConfiguration(
@@ -35,13 +30,16 @@ struct KeysealCommand: ParsableCommand {
             CreateKey.self, FindKey.self, DeleteKey.self, SignCommand.self, CreateCSR.self,
             AddCertificates.self, FindCertificate.self, DeleteCertificate.self, FindIdentity.self,
             RecoveryKeyCommand.self, RecoverCommand.self, TPMCommand.self,
+            AttestationCommand.self, AttestCommand.self, VerifyAttestationCommand.self,
         ]
     )
 
     static func main() {
         let arguments = Array(CommandLine.arguments.dropFirst())
-        // The lookups scripts run most take a path of their own (docs/ARCHITECTURE.md, "The command line").
+        // The lookups scripts run most take a path of their own (docs/DECISIONS.md, "The find commands' plain command
+        // lines are parsed by hand").
         if let find = FindParser.parse(arguments) { FindParser.exit(find.run()) }
+        AttestationHelper.runIfNeeded(arguments)
         main(ArgumentRewriter.rewrite(arguments))
     }
 }
@@ -151,7 +149,9 @@ enum ArgumentRewriter {
         if addCommands.contains(command), rest.last == "-w" {
             rest[rest.count - 1] = "--password-prompt"
         }
-        if ["passcode", "recovery-key", "tpm"].contains(command), let sub = rest.first, !sub.hasPrefix("-") {
+        if ["passcode", "recovery-key", "tpm", "attestation"].contains(command), let sub = rest.first,
+            !sub.hasPrefix("-")
+        {
             return [command, sub] + globals + rest.dropFirst()
         }
         return [command] + globals + rest

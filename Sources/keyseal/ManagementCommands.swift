@@ -1,12 +1,7 @@
 import ArgumentParser
+import FoundationEssentials
 import KeysealClient
 import KeysealStatus
-
-#if canImport(FoundationEssentials)
-import FoundationEssentials
-#else
-import Foundation
-#endif
 
 extension LockState {
     var name: String {

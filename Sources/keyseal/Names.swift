@@ -3,8 +3,8 @@ import KeysealModel
 // The names the command line accepts and prints for stored codes: accessibility classes, internet protocols and
 // authentication types, item classes and attribute keys.
 
-/// Accessibility classes: the long names of CLI.md, Apple's constant names and the stored codes, as the model
-/// (`Accessibility`) defines them.
+/// Accessibility classes: the long names of docs/COMMAND-LINE.md ("Accessibility names"), Apple's constant names and
+/// the stored codes, as the model (`Accessibility`) defines them.
 enum AccessibleName {
     /// (stored code, long name, Apple's constant), in DESIGN §3's order.
     static let all: [(code: String, name: String, constant: String)] = Accessibility.allCases.map {

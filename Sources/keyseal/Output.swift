@@ -1,26 +1,7 @@
+import FoundationEssentials
+import Glibc
 import KeysealClient
 import KeysealStatus
-
-#if canImport(FoundationEssentials)
-import FoundationEssentials
-#else
-import Foundation
-#endif
-#if canImport(Glibc)
-import Glibc
-#elseif canImport(Musl)
-import Musl
-#elseif canImport(Darwin)
-import Darwin
-#endif
-
-#if canImport(Glibc)
-private let systemWrite = Glibc.write
-#elseif canImport(Musl)
-private let systemWrite = Musl.write
-#else
-private let systemWrite = Darwin.write
-#endif
 
 /// A JSON document built in order (keys print in the order they were added).
 indirect enum JSON {
@@ -104,11 +85,8 @@ enum Console {
     private static func writeAll(_ fd: Int32, _ bytes: UnsafeRawBufferPointer) {
         var offset = 0
         while offset < bytes.count {
-            let written = systemWrite(fd, bytes.baseAddress! + offset, bytes.count - offset)
-            if written < 0 {
-                if errno == EINTR { continue }
-                return
-            }
+            let written = Posix.write(fd, bytes.baseAddress! + offset, bytes.count - offset)
+            if written < 0 { return }
             offset += written
         }
     }
@@ -206,38 +184,5 @@ enum Formatting {
         func two(_ value: Int32) -> String { value < 10 ? "0\(value)" : "\(value)" }
         return "\(parts.tm_year + 1900)-\(two(parts.tm_mon + 1))-\(two(parts.tm_mday))T"
             + "\(two(parts.tm_hour)):\(two(parts.tm_min)):\(two(parts.tm_sec))Z"
-    }
-
-    static func hex(_ bytes: some Sequence<UInt8>) -> String {
-        let digits = Array("0123456789abcdef".utf8)
-        var out = [UInt8]()
-        for byte in bytes {
-            out.append(digits[Int(byte >> 4)])
-            out.append(digits[Int(byte & 0x0F)])
-        }
-        return String(decoding: out, as: UTF8.self)
-    }
-
-    /// Bytes from hex digits (`-X`), or nil.
-    static func bytes(hex text: String) -> [UInt8]? {
-        let digits = Array(text.utf8)
-        guard digits.count % 2 == 0 else { return nil }
-        func nibble(_ c: UInt8) -> UInt8? {
-            switch c {
-            case UInt8(ascii: "0")...UInt8(ascii: "9"): c - UInt8(ascii: "0")
-            case UInt8(ascii: "a")...UInt8(ascii: "f"): c - UInt8(ascii: "a") + 10
-            case UInt8(ascii: "A")...UInt8(ascii: "F"): c - UInt8(ascii: "A") + 10
-            default: nil
-            }
-        }
-        var out = [UInt8]()
-        out.reserveCapacity(digits.count / 2)
-        var index = 0
-        while index < digits.count {
-            guard let high = nibble(digits[index]), let low = nibble(digits[index + 1]) else { return nil }
-            out.append(high << 4 | low)
-            index += 2
-        }
-        return out
     }
 }

@@ -1,26 +1,8 @@
 import ArgumentParser
+import Glibc
 import KeysealClient
 
 import struct FoundationEssentials.Data
-
-#if canImport(Glibc)
-import Glibc
-#elseif canImport(Musl)
-import Musl
-#elseif canImport(Darwin)
-import Darwin
-#endif
-
-#if canImport(Glibc)
-private let systemRead = Glibc.read
-private let systemWrite = Glibc.write
-#elseif canImport(Musl)
-private let systemRead = Musl.read
-private let systemWrite = Musl.write
-#else
-private let systemRead = Darwin.read
-private let systemWrite = Darwin.write
-#endif
 
 /// Reads passcodes and secrets from standard input or a terminal without echo. Every buffer that held one is
 /// wiped before it is released; what is kept is a `SecretBytes` (zeroized on release, never printed).
@@ -33,9 +15,8 @@ enum SecretInput {
         var bytes = [UInt8]()
         bytes.reserveCapacity(limit + chunk.count + 1)
         while bytes.count <= limit {
-            let count = chunk.withUnsafeMutableBytes { systemRead(STDIN_FILENO, $0.baseAddress!, $0.count) }
+            let count = chunk.withUnsafeMutableBytes { Posix.read(STDIN_FILENO, $0.baseAddress!, $0.count) }
             if count < 0 {
-                if errno == EINTR { continue }
                 wipe(&bytes)
                 throw CommandFailure(
                     status: -36,
@@ -101,8 +82,7 @@ enum SecretInput {
         defer { wipe(&bytes) }
         var byte: UInt8 = 0
         while true {
-            let count = systemRead(tty, &byte, 1)
-            if count < 0 && errno == EINTR { continue }
+            let count = Posix.read(tty, &byte, 1)
             if count <= 0 || byte == UInt8(ascii: "\n") || byte == UInt8(ascii: "\r") { break }
             guard bytes.count < 64 << 10 else { break }
             if bytes.count == bytes.capacity {
@@ -169,7 +149,7 @@ enum SecretInput {
 
     private static func write(_ fd: Int32, _ text: String) {
         var text = text
-        text.withUTF8 { _ = systemWrite(fd, $0.baseAddress, $0.count) }
+        text.withUTF8 { _ = Posix.write(fd, $0.baseAddress, $0.count) }
     }
 }
 

@@ -6,7 +6,7 @@ import KeysealServer
 import Logging
 import Synchronization
 
-/// keyseald: wiring and argument parsing only (CLI.md); the daemon is KeysealServer.
+/// keyseald: wiring and argument parsing only (docs/COMMAND-LINE.md, "keyseald"); the daemon is KeysealServer.
 @main
 struct Keyseald: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
@@ -507,8 +507,7 @@ enum LockoutValue {
         defer { for index in line.indices { line[index] = 0 } }
         var written = 0
         while written < line.count {
-            let result = line.withUnsafeBytes { Glibc.write(fd, $0.baseAddress! + written, $0.count - written) }
-            if result < 0 && errno == EINTR { continue }
+            let result = line.withUnsafeBytes { Posix.write(fd, $0.baseAddress! + written, $0.count - written) }
             guard result > 0 else {
                 throw KeychainError(
                     KeychainStatus.io,

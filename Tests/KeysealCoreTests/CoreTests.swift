@@ -117,7 +117,8 @@ struct CoreTests {
             digests: [Data([9]), nil, Data()],
             generation: 258
         )
-        // The layout stored items were sealed with (DESIGN.md §2): tag, 32-bit big-endian length, bytes.
+        // The layout stored items were sealed with (docs/ARCHITECTURE.md, "Store and search digests"): tag, 32-bit
+        // big-endian length, bytes.
         func field(_ tag: UInt8, _ bytes: [UInt8]) -> [UInt8] {
             [tag, 0, 0, UInt8(bytes.count >> 8), UInt8(bytes.count & 0xFF)] + bytes
         }

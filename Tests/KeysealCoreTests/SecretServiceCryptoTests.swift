@@ -2,7 +2,8 @@ import Foundation
 import KeysealCore
 import Testing
 
-/// The dh-ietf1024-sha256-aes128-cbc-pkcs7 session's arithmetic and cipher (FACTS.md §Secret Service).
+/// The dh-ietf1024-sha256-aes128-cbc-pkcs7 session's arithmetic and cipher (docs/OPERATIONS.md, "The Secret Service:
+/// keyseal-secret-service").
 @Suite("Secret Service session crypto")
 struct SecretServiceCryptoTests {
     @Test func bothSidesDeriveTheSameKeyAndItDecryptsWhatTheOtherEncrypts() throws {

@@ -244,8 +244,8 @@ struct SecretServiceTests {
     }
 
     /// git's credential helper (contrib/credential/libsecret) looks up with secret_service_search and the flags
-    /// UNLOCK and LOAD_SECRETS, which `secret-tool search --unlock` also uses (the helper itself needs
-    /// libsecret-1-dev to build, which CI does not install); `secret-tool lookup` is secret_password_lookup.
+    /// UNLOCK and LOAD_SECRETS, which `secret-tool search --unlock` also uses (GitCredentialHelperTests runs the
+    /// helper itself); `secret-tool lookup` is secret_password_lookup.
     @Test("bridge started while locked: libsecret's search and lookup get the item as locked, prompt, and read it")
     func lockedStartPrompts() throws {
         let fixture = try Self.lockedFixture { ["--askpass", $0.askpassProgram.path] }
@@ -276,6 +276,13 @@ struct SecretServiceTests {
         _ = try fixture.secretTool(["lock", "--collection=login"])
         let lookup = try fixture.secretTool(["lookup", "service", "lock-test"])
         #expect(lookup.stdoutText == "still-here", "\(lookup.stderrText)")
+    }
+
+    @Test("prompts never run are capped per client: one client's 100 keep its newest 16, none of another's go")
+    func promptsPerClient() throws {
+        let fixture = try Self.lockedFixture { _ in [] }
+        defer { fixture.remove() }
+        try Self.runPython(fixture, [Self.script("prompts_per_client.py")])
     }
 
     @Test("locked, no askpass: Unlock's prompt completes dismissed; python-keyring raises KeyringLocked")
@@ -363,6 +370,31 @@ struct SecretServiceTests {
         try Self.restartBridge(fixture, ["--askpass", fixture.askpassProgram.path])
         #expect(try Self.portal(fixture, "unlocked") == first)
         #expect(try Self.keyseal(fixture, ["status"]).stdoutText.contains("state:            unlocked"))
+    }
+
+    @Test("the Secret portal backend refuses a caller in a Flatpak sandbox: it could name another application")
+    func portalRefusesSandboxedCallers() throws {
+        let fixture = try SecretServiceFixture()
+        defer { fixture.remove() }
+        let outside = try Self.portal(fixture, "unlocked")
+        #expect(outside.split(separator: "\n").count == 2, "\(outside)")
+        // A sandbox as Flatpak builds one with bubblewrap: a root of its own holding /.flatpak-info.
+        let info = fixture.directory.appending("flatpak-info")
+        try "[Application]\nname=org.example.Sandboxed\n".write(to: info, atomically: true, encoding: .utf8)
+        let scripts = Self.pythonDirectory.path
+        var arguments = [
+            "--ro-bind", "/usr", "/usr", "--symlink", "usr/lib", "/lib", "--symlink", "usr/lib64", "/lib64",
+            "--symlink", "usr/bin", "/bin", "--symlink", "usr/sbin", "/sbin", "--ro-bind", "/etc", "/etc",
+            "--ro-bind", "/opt", "/opt", "--bind", "/tmp", "/tmp", "--proc", "/proc", "--dev", "/dev",
+            "--ro-bind", info.path, "/.flatpak-info",
+        ]
+        for directory in [scripts, fixture.directory.path] where !directory.hasPrefix("/tmp/") {
+            arguments += ["--bind", directory, directory]
+        }
+        arguments += ["--", try Self.python(), scripts + "/portal_secret.py", "sandboxed"]
+        let sandboxed = try fixture.run(try requireTool("bwrap", package: "bubblewrap"), arguments)
+        #expect(sandboxed.status == 0, "\(sandboxed.stdoutText)\n\(sandboxed.stderrText)\n\(fixture.bridgeLog())")
+        #expect(fixture.bridgeLog().contains("RetrieveSecret from a sandboxed or unknown process refused"))
     }
 
     @Test("collections are access groups: an item in each of two, a search on each collection finds only its own")

@@ -3,9 +3,9 @@ import Keyseal
 import KeysealSecurity
 import Testing
 
-/// SECURITY-COMPAT.md Semantics 10: with no store set up, the SecItem functions answer; without KEYSEAL_SOCKET
-/// and KEYSEAL_STORE the default store is the daemon at the default socket path, and with no daemon there the
-/// answer is errSecNoSuchKeychain. Runs only when the test process has neither variable and no daemon listens
+/// docs/COMPATIBILITY.md, "What wrappers rely on" 10: with no store set up, the SecItem functions answer; without
+/// KEYSEAL_SOCKET and KEYSEAL_STORE the default store is the daemon at the default socket path, and with no daemon
+/// there the answer is errSecNoSuchKeychain. Runs only when the test process has neither variable and no daemon listens
 /// at the default socket.
 @Suite(
     "Default store from the environment",

@@ -4,8 +4,8 @@ import KeysealSecurity
 import KeysealTestSupport
 import Testing
 
-/// FACTS.md: a class key unavailable because of the lock state gives errSecInteractionNotAllowed (−25308), never
-/// errSecItemNotFound (−25300), through the SecItem functions.
+/// docs/COMPATIBILITY.md, "The four calls": a class key unavailable because of the lock state gives
+/// errSecInteractionNotAllowed (−25308), never errSecItemNotFound (−25300), through the SecItem functions.
 @Suite("Locked is not not-found")
 struct LockedVersusNotFoundTests {
     static let passcode = "1234-correct"

@@ -4,7 +4,7 @@ import KeysealSecurity
 import KeysealTestSupport
 import Testing
 
-/// FACTS.md "The four calls" (Add) and SECURITY-COMPAT.md Semantics 2, 5 and 7, through `SecItemAdd`.
+/// docs/COMPATIBILITY.md, "The four calls" (Add) and "What wrappers rely on" 2, 5 and 7, through `SecItemAdd`.
 @Suite("SecItemAdd")
 struct SecItemAddTests {
     @Test func addWithoutAccessGroupGoesToTheDefaultGroup() throws {
@@ -286,7 +286,7 @@ struct SecItemAddTests {
         }
     }
 
-    @Test(arguments: [SecAccessControlCreateFlags.userPresence, .biometryAny, .biometryCurrentSet, .devicePasscode])
+    @Test(arguments: [SecAccessControlCreateFlags.watch, .applicationPassword])
     func unenforceableAccessControlFlagsAreUnimplementedOnAdd(flags: SecAccessControlCreateFlags) throws {
         try withStore { _ in
             var error: Unmanaged<CFError>?

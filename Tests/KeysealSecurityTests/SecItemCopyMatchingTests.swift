@@ -4,7 +4,7 @@ import KeysealSecurity
 import KeysealTestSupport
 import Testing
 
-/// FACTS.md "The four calls" (CopyMatching) and SECURITY-COMPAT.md Semantics 1–3, 6 and 9, through
+/// docs/COMPATIBILITY.md, "The four calls" (CopyMatching) and "What wrappers rely on" 1–3, 6 and 9, through
 /// `SecItemCopyMatching`.
 @Suite("SecItemCopyMatching")
 struct SecItemCopyMatchingTests {

@@ -4,7 +4,7 @@ import KeysealSecurity
 import KeysealTestSupport
 import Testing
 
-/// FACTS.md "The four calls" (Delete) and SECURITY-COMPAT.md Semantics 8, through `SecItemDelete`.
+/// docs/COMPATIBILITY.md, "The four calls" (Delete) and "What wrappers rely on" 8, through `SecItemDelete`.
 @Suite("SecItemDelete")
 struct SecItemDeleteTests {
     @Test func deleteRemovesEveryMatch() throws {

@@ -4,7 +4,7 @@ import KeysealSecurity
 import KeysealTestSupport
 import Testing
 
-/// FACTS.md "The four calls" (Update) and SECURITY-COMPAT.md Semantics 4, 5 and 8, through `SecItemUpdate`.
+/// docs/COMPATIBILITY.md, "The four calls" (Update) and "What wrappers rely on" 4, 5 and 8, through `SecItemUpdate`.
 @Suite("SecItemUpdate")
 struct SecItemUpdateTests {
     func update(_ query: [String: Any], _ attributes: [String: Any]) -> OSStatus {
@@ -192,7 +192,7 @@ struct SecItemUpdateTests {
         }
     }
 
-    @Test(arguments: [SecAccessControlCreateFlags.userPresence, .biometryAny, .watch, .applicationPassword])
+    @Test(arguments: [SecAccessControlCreateFlags.watch, .applicationPassword])
     func unenforceableAccessControlFlagsAreUnimplemented(flags: SecAccessControlCreateFlags) throws {
         try withStore { _ in
             #expect(add(genericPassword()) == errSecSuccess)

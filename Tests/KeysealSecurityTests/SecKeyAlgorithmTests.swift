@@ -161,27 +161,215 @@ struct SecKeyAlgorithmTests {
 
     /// Declared so that Apple code compiles, not implemented: they answer false, and using one is errSecParam, never a
     /// wrong result.
-    @Test("algorithms Keyseal does not implement answer false and fail with errSecParam")
+    @Test("RSA OAEP with AES-GCM, not implemented, answers false and fails with errSecParam")
     func unimplementedAlgorithmsSayNo() throws {
         try withStore { _ in
             var error: Unmanaged<CFError>?
             let privateKey = try Self.key(kSecAttrKeyTypeRSA, 2048)
             let publicKey = try #require(SecKeyCopyPublicKey(privateKey))
-            for algorithm: SecKeyAlgorithm in [
-                .rsaSignatureRaw, .rsaSignatureDigestPKCS1v15Raw, .rsaSignatureDigestPKCS1v15SHA256,
-                .rsaSignatureMessagePKCS1v15SHA224, .rsaSignatureDigestPSSSHA256, .rsaSignatureMessagePSSSHA224,
-            ] {
-                #expect(!SecKeyIsAlgorithmSupported(privateKey, .sign, algorithm), "\(algorithm.rawValue)")
-                #expect(SecKeyCreateSignature(privateKey, algorithm, Data(count: 32), &error) == nil)
-                #expect(takeError(error)?.code == Int(errSecParam))
-            }
-            for algorithm: SecKeyAlgorithm in [
-                .rsaEncryptionRaw, .rsaEncryptionPKCS1, .rsaEncryptionOAEPSHA384, .rsaEncryptionOAEPSHA256AESGCM,
-            ] {
+            for hash in Self.hashes {
+                let algorithm = SecKeyAlgorithm(rawValue: "algid:encrypt:RSA:OAEP:\(hash):AESGCM" as CFString)
                 #expect(!SecKeyIsAlgorithmSupported(publicKey, .encrypt, algorithm), "\(algorithm.rawValue)")
                 #expect(SecKeyCreateEncryptedData(publicKey, algorithm, Data("x".utf8), &error) == nil)
                 #expect(takeError(error)?.code == Int(errSecParam))
             }
+        }
+    }
+
+    /// The public key as a PEM file the openssl command reads.
+    static func publicKeyFile(_ publicKey: SecKey, in directory: TemporaryDirectory) throws -> String {
+        var error: Unmanaged<CFError>?
+        let pkcs1 = try #require(SecKeyCopyExternalRepresentation(publicKey, &error) as Data?)
+        let der = directory.appending("public.der")
+        try pkcs1.write(to: der)
+        let pem = directory.appending("public.pem").path
+        let converted = try runProcess(
+            try requireTool("openssl", package: "openssl"),
+            ["pkey", "-pubin", "-inform", "DER", "-in", der.path, "-out", pem],
+            environment: nil
+        )
+        if converted.status != 0 {
+            // OpenSSL reads PKCS#1 public keys as "RSAPublicKey" through rsa -RSAPublicKey_in.
+            let rsa = try runProcess(
+                try requireTool("openssl", package: "openssl"),
+                ["rsa", "-RSAPublicKey_in", "-inform", "DER", "-in", der.path, "-pubout", "-out", pem],
+                environment: nil
+            )
+            #expect(rsa.status == 0, "\(rsa.stderrText)")
+        }
+        return pem
+    }
+
+    static func openssl(_ arguments: [String]) throws -> ProcessResult {
+        try runProcess(try requireTool("openssl", package: "openssl"), arguments, environment: nil)
+    }
+
+    /// The openssl pkeyutl options of a signature algorithm's padding.
+    static func pkeyutlOptions(_ name: String) -> [String] {
+        let parts = name.split(separator: ":").map(String.init)
+        let hash = parts.count > 4 ? parts[4].lowercased() : nil
+        if parts[3] == "raw" { return ["-pkeyopt", "rsa_padding_mode:none"] }
+        var options = ["-pkeyopt", "rsa_padding_mode:\(parts[3].hasSuffix("PSS") ? "pss" : "pkcs1")"]
+        if let hash { options += ["-pkeyopt", "digest:\(hash)"] }
+        if parts[3].hasSuffix("PSS") { options += ["-pkeyopt", "rsa_pss_saltlen:digest"] }
+        return options
+    }
+
+    @Test(
+        "every RSA signature algorithm, digest and message forms, signs what openssl verifies",
+        arguments: [1024, 2048]
+    )
+    func everyRSASignature(bits: Int) throws {
+        try withStore { _ in
+            var error: Unmanaged<CFError>?
+            let privateKey = try Self.key(kSecAttrKeyTypeRSA, bits)
+            let publicKey = try #require(SecKeyCopyPublicKey(privateKey))
+            let directory = try TemporaryDirectory()
+            defer { directory.remove() }
+            let pem = try Self.publicKeyFile(publicKey, in: directory)
+            let message = Data("every padding".utf8)
+            var names = ["algid:sign:RSA:raw", "algid:sign:RSA:digest-PKCS1v15"]
+            for hash in Self.hashes {
+                let salt = hash == "SHA224" ? "24" : "\(Self.digest(message, hash).count)"
+                names += [
+                    "algid:sign:RSA:digest-PKCS1v15:\(hash)", "algid:sign:RSA:message-PKCS1v15:\(hash)",
+                    "algid:sign:RSA:digest-PSS:\(hash):\(hash):\(salt)",
+                    "algid:sign:RSA:message-PSS:\(hash):\(hash):\(salt)",
+                ]
+            }
+            for name in names {
+                let algorithm = SecKeyAlgorithm(rawValue: name as CFString)
+                #expect(SecKeyIsAlgorithmSupported(privateKey, .sign, algorithm), "\(name)")
+                #expect(SecKeyIsAlgorithmSupported(publicKey, .verify, algorithm), "\(name)")
+                let parts = name.split(separator: ":").map(String.init)
+                // What is signed: a block of the modulus's size (raw, below the modulus), a digest, or the message.
+                let input: Data
+                switch parts[3] {
+                case "raw": input = Data([0x00, 0x01]) + Data(repeating: 0x5a, count: bits / 8 - 2)
+                case "digest-PKCS1v15" where parts.count == 4: input = Data("a short digest".utf8)
+                case let form where form.hasPrefix("digest"): input = Self.digest(message, parts[4])
+                default: input = message
+                }
+                if parts[3].hasSuffix("PSS"), bits / 8 < 2 * Self.digest(message, parts[4]).count + 2 {
+                    // PSS with a salt of the digest's size needs room for both: not on a 1024-bit key with SHA-512.
+                    #expect(SecKeyCreateSignature(privateKey, algorithm, input as CFData, &error) == nil)
+                    #expect(takeError(error)?.code == Int(errSecParam), "\(name)")
+                    continue
+                }
+                let signature = try #require(
+                    SecKeyCreateSignature(privateKey, algorithm, input as CFData, &error) as Data?,
+                    "\(name): \(String(describing: takeError(error)))"
+                )
+                #expect(signature.count == bits / 8)
+                #expect(
+                    SecKeyVerifySignature(publicKey, algorithm, input as CFData, signature as CFData, &error),
+                    "\(name)"
+                )
+                var tampered = signature
+                tampered[tampered.count / 2] ^= 1
+                #expect(!SecKeyVerifySignature(publicKey, algorithm, input as CFData, tampered as CFData, &error))
+                // openssl verifies the same signature over what it signs: the digest (the message's, for message forms).
+                let signed = parts[3].hasPrefix("message") ? Self.digest(message, parts[4]) : input
+                try signed.write(to: directory.appending("in"))
+                try signature.write(to: directory.appending("sig"))
+                if parts[3] == "raw" {
+                    let recovered = try Self.openssl(
+                        ["pkeyutl", "-verifyrecover", "-pubin", "-inkey", pem, "-in", directory.appending("sig").path]
+                            + Self.pkeyutlOptions(name)
+                    )
+                    #expect(recovered.stdout == input, "\(name): \(recovered.stderrText)")
+                    continue
+                }
+                let verified = try Self.openssl(
+                    [
+                        "pkeyutl", "-verify", "-pubin", "-inkey", pem, "-in", directory.appending("in").path,
+                        "-sigfile", directory.appending("sig").path,
+                    ] + Self.pkeyutlOptions(name)
+                )
+                #expect(verified.status == 0, "\(name): \(verified.stdoutText)\(verified.stderrText)")
+            }
+        }
+    }
+
+    @Test(
+        "RSA encryption raw, PKCS#1 v1.5 and OAEP with every hash round-trips and decrypts what openssl encrypts",
+        arguments: [1024, 2048]
+    )
+    func everyRSAEncryption(bits: Int) throws {
+        try withStore { _ in
+            var error: Unmanaged<CFError>?
+            let privateKey = try Self.key(kSecAttrKeyTypeRSA, bits)
+            let publicKey = try #require(SecKeyCopyPublicKey(privateKey))
+            let directory = try TemporaryDirectory()
+            defer { directory.remove() }
+            let pem = try Self.publicKeyFile(publicKey, in: directory)
+            var cases: [(String, [String])] = [
+                ("algid:encrypt:RSA:raw", ["-pkeyopt", "rsa_padding_mode:none"]),
+                ("algid:encrypt:RSA:PKCS1", ["-pkeyopt", "rsa_padding_mode:pkcs1"]),
+            ]
+            for hash in Self.hashes {
+                let md = hash.lowercased()
+                cases.append(
+                    (
+                        "algid:encrypt:RSA:OAEP:\(hash)",
+                        [
+                            "-pkeyopt", "rsa_padding_mode:oaep", "-pkeyopt", "rsa_oaep_md:\(md)", "-pkeyopt",
+                            "rsa_mgf1_md:\(md)",
+                        ]
+                    )
+                )
+            }
+            for (name, options) in cases {
+                let algorithm = SecKeyAlgorithm(rawValue: name as CFString)
+                #expect(SecKeyIsAlgorithmSupported(publicKey, .encrypt, algorithm), "\(name)")
+                #expect(SecKeyIsAlgorithmSupported(privateKey, .decrypt, algorithm), "\(name)")
+                let plaintext =
+                    name.hasSuffix("raw")
+                    ? Data([0x00]) + Data(repeating: 0x42, count: bits / 8 - 1) : Data("a session key".utf8)
+                if let hash = name.split(separator: ":").dropFirst(4).first,
+                    bits / 8 - 2 * Self.digest(plaintext, String(hash)).count - 2 < plaintext.count
+                {
+                    // OAEP's overhead leaves no room: a 1024-bit key with SHA-512.
+                    #expect(SecKeyCreateEncryptedData(publicKey, algorithm, plaintext as CFData, &error) == nil)
+                    #expect(takeError(error)?.code == Int(errSecParam), "\(name)")
+                    continue
+                }
+                let ciphertext = try #require(
+                    SecKeyCreateEncryptedData(publicKey, algorithm, plaintext as CFData, &error) as Data?,
+                    "\(name): \(String(describing: takeError(error)))"
+                )
+                #expect(
+                    SecKeyCreateDecryptedData(privateKey, algorithm, ciphertext as CFData, &error) as Data? == plaintext
+                )
+                try plaintext.write(to: directory.appending("plain"))
+                let encrypted = try Self.openssl(
+                    ["pkeyutl", "-encrypt", "-pubin", "-inkey", pem, "-in", directory.appending("plain").path]
+                        + options
+                )
+                #expect(encrypted.status == 0, "\(name): \(encrypted.stderrText)")
+                #expect(
+                    SecKeyCreateDecryptedData(privateKey, algorithm, encrypted.stdout as CFData, &error) as Data?
+                        == plaintext,
+                    "\(name)"
+                )
+            }
+            // Too long for OAEP with SHA-512 on this key: errSecParam, no ciphertext.
+            let tooLong = Data(count: max(bits / 8 - 2 * 64 - 1, 1))
+            #expect(SecKeyCreateEncryptedData(publicKey, .rsaEncryptionOAEPSHA512, tooLong as CFData, &error) == nil)
+            #expect(takeError(error)?.code == Int(errSecParam))
+        }
+    }
+
+    @Test("a 1024-bit RSA key is generated as Apple still generates it: block size 128, its public key exported")
+    func rsa1024() throws {
+        try withStore { _ in
+            var error: Unmanaged<CFError>?
+            let privateKey = try Self.key(kSecAttrKeyTypeRSA, 1024)
+            let publicKey = try #require(SecKeyCopyPublicKey(privateKey))
+            #expect(SecKeyGetBlockSize(publicKey) == 128)
+            let attributes = try #require(SecKeyCopyAttributes(privateKey) as? [String: Any])
+            #expect(attributes[kSecAttrKeySizeInBits as String] as? Int == 1024)
+            #expect(SecKeyCopyExternalRepresentation(publicKey, &error) != nil)
         }
     }
 
@@ -212,7 +400,9 @@ struct SecKeyAlgorithmTests {
         }
     }
 
-    @Test("SecKeyEncrypt and SecKeyDecrypt with OAEP on an RSA key; SecKeyGetBlockSize")
+    @Test(
+        "SecKeyEncrypt and SecKeyDecrypt with OAEP and PKCS#1 on an RSA key; SecKeyRawSign over a digest; SecKeyGetBlockSize"
+    )
     func legacyRSAEncryption() throws {
         try withStore { _ in
             let privateKey = try Self.key(kSecAttrKeyTypeRSA, 2048)
@@ -232,14 +422,28 @@ struct SecKeyAlgorithmTests {
                     == errSecSuccess
             )
             #expect(Array(decrypted.prefix(decryptedLength)) == plaintext)
-            // PKCS#1 v1.5 encryption and digest-form RSA signatures are not implemented: errSecParam, nothing written.
+            // PKCS#1 v1.5 encryption and the digest-form signature the legacy calls map to.
+            cipherLength = ciphertext.count
             #expect(
-                SecKeyEncrypt(publicKey, .PKCS1, plaintext, plaintext.count, &ciphertext, &cipherLength) == errSecParam
+                SecKeyEncrypt(publicKey, .PKCS1, plaintext, plaintext.count, &ciphertext, &cipherLength)
+                    == errSecSuccess
             )
-            let digest = [UInt8](SHA256.hash(data: Data(plaintext)))
+            decryptedLength = decrypted.count
             #expect(
-                SecKeyRawSign(privateKey, .PKCS1SHA256, digest, digest.count, &ciphertext, &cipherLength)
-                    == errSecParam
+                SecKeyDecrypt(privateKey, .PKCS1, ciphertext, cipherLength, &decrypted, &decryptedLength)
+                    == errSecSuccess
+            )
+            #expect(Array(decrypted.prefix(decryptedLength)) == plaintext)
+            let digest = [UInt8](SHA256.hash(data: Data(plaintext)))
+            var signature = [UInt8](repeating: 0, count: 256)
+            var signatureLength = signature.count
+            #expect(
+                SecKeyRawSign(privateKey, .PKCS1SHA256, digest, digest.count, &signature, &signatureLength)
+                    == errSecSuccess
+            )
+            #expect(
+                SecKeyRawVerify(publicKey, .PKCS1SHA256, digest, digest.count, signature, signatureLength)
+                    == errSecSuccess
             )
         }
     }

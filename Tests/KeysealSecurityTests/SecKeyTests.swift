@@ -218,7 +218,8 @@ struct SecKeyTests {
                 [kSecAttrKeyType as String: kSecAttrKeyTypeEC, kSecAttrKeySizeInBits as String: 255],
                 [kSecAttrKeyType as String: "99", kSecAttrKeySizeInBits as String: 256],
                 [kSecAttrKeySizeInBits as String: 256],
-                [kSecAttrKeyType as String: kSecAttrKeyTypeRSA, kSecAttrKeySizeInBits as String: 1024],
+                [kSecAttrKeyType as String: kSecAttrKeyTypeRSA, kSecAttrKeySizeInBits as String: 512],
+                [kSecAttrKeyType as String: kSecAttrKeyTypeRSA, kSecAttrKeySizeInBits as String: 2049],
                 [
                     kSecAttrKeyType as String: kSecAttrKeyTypeEC, kSecAttrKeySizeInBits as String: 384,
                     kSecAttrTokenID as String: kSecAttrTokenIDSecureEnclave,

@@ -4,8 +4,8 @@ import KeysealSecurity
 import KeysealTestSupport
 import Testing
 
-/// SECURITY-COMPAT.md Semantics 4: KeychainAccess's `set` — CopyMatching(query, nil), then on success or −25308
-/// Update(query + syna, attributes), on −25300 Add.
+/// docs/COMPATIBILITY.md, "What wrappers rely on" 4: KeychainAccess's `set` — CopyMatching(query, nil), then on success
+/// or −25308 Update(query + syna, attributes), on −25300 Add.
 @Suite("KeychainAccess upsert flow")
 struct UpsertFlowTests {
     /// KeychainAccess's base query for a generic-password keychain: class, service, sync any.

@@ -6,7 +6,7 @@ import Testing
 import X509
 
 /// `keyseal add-certificates`, `find-certificate`, `delete-certificate`, `find-identity` and `create-csr` against a
-/// real keyseald (CLI.md "Keys, certificates, identities").
+/// real keyseald (docs/COMMAND-LINE.md, "Keys, certificates, identities").
 @Suite("CLI certificates and identities")
 struct CLICertificateTests {
     static func upperHex(_ bytes: some Sequence<UInt8>) -> String { bytes.map { String(format: "%02X", $0) }.joined() }

@@ -3,8 +3,8 @@ import Keyseal
 import KeysealTestSupport
 import Testing
 
-/// DESIGN.md §3: 7 classes × 4 states × 6 operations give success or errSecInteractionNotAllowed exactly as the
-/// table says, and a refused call changes nothing.
+/// docs/ARCHITECTURE.md, "Accessibility classes and the lock-state manager": 7 classes × 4 states × 6 operations give
+/// success or errSecInteractionNotAllowed exactly as the table says, and a refused call changes nothing.
 @Suite("Lock matrix")
 struct LockMatrixTests {
     enum State: String, CaseIterable, CustomTestStringConvertible {
@@ -27,7 +27,7 @@ struct LockMatrixTests {
 
     static let passcode = "1234-correct"
 
-    /// The status the table of DESIGN.md §3 gives.
+    /// The status the table of docs/ARCHITECTURE.md ("Accessibility classes") gives.
     static func expected(_ accessibility: Accessibility, _ state: State, _ operation: Operation) -> OSStatus {
         if accessibility == .whenPasscodeSetThisDeviceOnly && state == .noPasscode {
             // akpu cannot exist without a passcode: adds fail with auth failed, nothing else can match.

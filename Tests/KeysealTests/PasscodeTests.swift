@@ -112,7 +112,7 @@ struct PasscodeTests {
         #expect(result == KeychainStatus.authFailed)
     }
 
-    // MARK: Escalating delays (DESIGN.md §2)
+    // MARK: Escalating delays (docs/OPERATIONS.md, "Passcode and delays")
 
     func failUnlock(_ store: KeychainStore) -> KeychainError? {
         do {

@@ -3,8 +3,8 @@ import Keyseal
 import KeysealTestSupport
 import Testing
 
-/// DESIGN.md §2 and §4: every edit of the file is detected, never decrypts to wrong data, and affects only the
-/// item edited.
+/// docs/ARCHITECTURE.md, "Key hierarchy" and "Store and search digests": every edit of the file is detected, never
+/// decrypts to wrong data, and affects only the item edited.
 @Suite("Tamper detection")
 struct TamperTests {
     /// A store with three generic passwords a, b, c; closed for editing.

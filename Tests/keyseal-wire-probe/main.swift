@@ -17,6 +17,9 @@ import class Foundation.Thread
 //                            |sign-bench LABEL COUNT
 //   keyseal-wire-probe SOCKET as PID COMMAND …   (the request sent on behalf of process PID, as the bridge does)
 //   keyseal-wire-probe SOCKET after SECONDS COMMAND …   (waits first)
+//   keyseal-wire-probe SOCKET authenticate PASSCODE | add-protected GROUP ACCOUNT   (prints `ok token HEX` / adds an
+//     item whose access control asks for user presence)
+//   keyseal-wire-probe SOCKET token HEX COMMAND …   (the request carries that authentication token)
 //   keyseal-wire-probe fd:N COMMAND …   (on the connection open at descriptor N, which it inherited)
 //   keyseal-wire-probe SOCKET lend inherit|cloexec PROGRAM ARG …   (connects, starts `fd:N after 1.5 find - app` on
 //     that connection, then execs PROGRAM with the connection open across the exec, or closed by it)
@@ -37,6 +40,20 @@ guard arguments.count >= 2 else {
 var onBehalfOf: Int32?
 if arguments.count >= 4, arguments[1] == "as", let pid = Int32(arguments[2]) {
     onBehalfOf = pid
+    arguments.removeSubrange(1...2)
+}
+// `token HEX COMMAND …`: the request carries that authentication token (reuse 0, UI fail), as an LAContext's does.
+var authenticationToken: SecretBytes?
+if arguments.count >= 4 && arguments[1] == "token" {
+    var bytes: [UInt8] = []
+    var index = arguments[2].startIndex
+    while let next = arguments[2].index(index, offsetBy: 2, limitedBy: arguments[2].endIndex), index != next,
+        let byte = UInt8(arguments[2][index..<next], radix: 16)
+    {
+        bytes.append(byte)
+        index = next
+    }
+    authenticationToken = bytes.withUnsafeBytes { SecretBytes(copying: $0) }
     arguments.removeSubrange(1...2)
 }
 if arguments.count >= 3 && arguments[1] == "after", let seconds = Double(arguments[2]) {
@@ -407,6 +424,18 @@ case ("status", 2): request = .status
 case ("lock", 2): request = .lock
 case ("settings", 2): request = .getSettings
 case ("unlock", 3): request = .unlock(passcode: SecretBytes(utf8: arguments[2]))
+case ("authenticate", 3): request = .authenticate(passcode: SecretBytes(utf8: arguments[2]))
+case ("add-protected", 4):
+    // A generic password whose access control asks for user presence.
+    request = .add(
+        NewItem(
+            itemClass: .genericPassword,
+            attributes: ["acct": .string(arguments[3]), "svce": .string("probe")],
+            accessGroup: group(arguments[2]),
+            accessControlFlags: 1,
+            data: Array("secret".utf8).withUnsafeBytes { Data($0) }
+        )
+    )
 case ("add", 4):
     request = .add(
         NewItem(
@@ -508,6 +537,7 @@ case ("find", 4):
         )
     )
 case ("doctor", 2): request = .undecryptableItems
+case ("enroll-request", 2): request = .attestation(.enrollmentRequest)
 case ("doctor-delete", 3): request = .deleteUndecryptable(ids: [arguments[2]])
 case ("add-class", 3):
     guard let itemClass = ItemClass(rawValue: arguments[2]) else {
@@ -521,7 +551,7 @@ case ("add-class", 3):
             data: Array("secret".utf8).withUnsafeBytes { Data($0) }
         )
     )
-case ("sign", 3):
+case ("sign", 3), ("attest", 3):
     // A key named by its persistent reference in hex.
     var reference = Data()
     var index = arguments[2].startIndex
@@ -533,22 +563,31 @@ case ("sign", 3):
         index = next
     }
     request = .keyOperation(
-        WireKeyOperation(
-            reference: reference,
-            kind: .sign,
-            algorithm: "algid:sign:ECDSA:message-X962:SHA256",
-            data: Data([1])
-        )
+        arguments[1] == "attest"
+            ? WireKeyOperation(reference: reference, kind: .attest, algorithm: "webauthn-tpm", data: Data([1]))
+            : WireKeyOperation(
+                reference: reference,
+                kind: .sign,
+                algorithm: "algid:sign:ECDSA:message-X962:SHA256",
+                data: Data([1])
+            )
     )
 default:
     print(
         "usage: keyseal-wire-probe SOCKET status|lock|settings|unlock P|add GROUP ACCT|find GROUP ACCT|doctor"
-            + "|doctor-delete ID|add-class CLASS|sign REFERENCE-HEX"
+            + "|doctor-delete ID|add-class CLASS|sign REFERENCE-HEX|attest REFERENCE-HEX|enroll-request"
+            + "|authenticate P|add-protected GROUP ACCT"
     )
     exit(64)
 }
 do {
-    switch try send(onBehalfOf.map { .onBehalf(pid: $0, request) } ?? request) {
+    var wrapped = request
+    if let authenticationToken {
+        wrapped = .authenticated(ItemAuthentication(token: authenticationToken, reuseSeconds: 0, ui: .fail), request)
+    }
+    switch try send(onBehalfOf.map { .onBehalf(pid: $0, wrapped) } ?? wrapped) {
+    case .secret(let token):
+        print("ok token " + token.withUnsafeBytes { $0.map { ($0 < 16 ? "0" : "") + String($0, radix: 16) }.joined() })
     case .records(let records):
         let groups = records.compactMap { record -> String? in
             if case .string(let group)? = record.attributes["agrp"] { return group }

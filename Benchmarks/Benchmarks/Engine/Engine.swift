@@ -1,7 +1,7 @@
 // The engine in this process (embedded, host key): SecItemCopyMatching at 1,000 and 100,000 items next to a raw
 // SQLite primary-key lookup on a table of the same size, durable SecItemAdd next to a raw INSERT + COMMIT
 // (synchronous=FULL) on the same disk, the store open of the large store, and AES-256-GCM opens through swift-crypto
-// next to libcrypto's EVP interface (the library the engine opens items with, docs/ARCHITECTURE.md).
+// next to libcrypto's EVP interface (the library the engine opens items with, docs/DECISIONS.md).
 import Benchmark
 import CKeysealBenchFloors
 import Crypto

@@ -4,7 +4,8 @@ org.freedesktop.secrets at /org/freedesktop/portal/desktop, with the write end o
 `unlocked`: each of two application ids gets 64 bytes, the same on each call and different from the other's; a
 malformed id is refused (response 2) and nothing is written. Prints each id with the SHA-256 of its secret (never
 the secret), for the test to compare across bridge restarts. `cancelled`: the keychain is locked and stays so:
-response 1, nothing written."""
+response 1, nothing written. `sandboxed`: the caller runs in a sandbox with /.flatpak-info: response 2, nothing
+written."""
 import hashlib
 import os
 import sys
@@ -48,6 +49,10 @@ if mode == "unlocked":
         assert retrieve(malformed) == (2, b""), malformed
 elif mode == "cancelled":
     assert retrieve("org.example.First") == (1, b"")
+elif mode == "sandboxed":
+    # Run inside a Flatpak-like sandbox: the call is refused and nothing is written, for every application id.
+    for application in ("org.example.First", "org.example.Second"):
+        assert retrieve(application) == (2, b""), application
 else:
     raise SystemExit("usage: portal_secret.py unlocked|cancelled")
 sys.exit(0)

@@ -1,0 +1,157 @@
+import Foundation
+import Keyseal
+import KeysealCore
+import Synchronization
+
+// User presence for items and keys whose `SecAccessControl` asks for it (`.userPresence`, `.devicePasscode`,
+// `.biometry…`): each use carries an authentication token the store issued (docs/COMPATIBILITY.md, "LocalAuthentication
+// on Linux"). An `LAContext` given as `kSecUseAuthenticationContext` supplies its token; without a usable one the call
+// runs the authentication itself (the askpass program), unless `kSecUseAuthenticationUI` says fail or skip.
+
+/// What an evaluated `LAContext` gives a SecItem or SecKey call (LocalAuthentication's `LAContext` conforms).
+public protocol SecAuthenticationContext: AnyObject, Sendable {
+    /// The token of the context's last successful evaluation, if any, and its reuse duration (seconds).
+    var authenticationToken: (token: SecretBytes?, reuseSeconds: Int) { get }
+    /// `interactionNotAllowed`: the call fails instead of asking.
+    var interactionNotAllowed: Bool { get }
+    /// The prompt the context shows (`localizedReason`), if set.
+    var authenticationPrompt: String? { get }
+    /// Runs the device-owner authentication now with `prompt`, keeping its token in the context.
+    func authenticateForUse(prompt: String) throws(KeychainError)
+}
+
+/// The askpass program that asks for the store's passcode: `$KEYSEAL_ASKPASS`, else `$SSH_ASKPASS`; it is run with
+/// the prompt as its one argument and prints the passcode on its standard output (one line), exiting 0; any other
+/// exit is a cancel.
+public enum PasscodePrompt {
+    /// The program, if one is configured.
+    public static var program: String? {
+        let environment = ProcessInfo.processInfo.environment
+        for name in ["KEYSEAL_ASKPASS", "SSH_ASKPASS"] {
+            if let value = environment[name], !value.isEmpty { return value }
+        }
+        return nil
+    }
+
+    /// The passcode the program prints for `prompt`. No program: errSecInteractionNotAllowed; a failure to run it
+    /// or a non-zero exit: errSecUserCanceled (−128).
+    public static func ask(_ prompt: String) throws(KeychainError) -> SecretBytes {
+        guard let program else {
+            throw KeychainError(
+                KeychainStatus.interactionNotAllowed,
+                "no askpass program is configured (KEYSEAL_ASKPASS or SSH_ASKPASS) to ask for the passcode"
+            )
+        }
+        let process = Process()
+        process.executableURL = URL(fileURLWithPath: program)
+        process.arguments = [prompt]
+        let output = Pipe()
+        process.standardOutput = output
+        process.standardInput = FileHandle.nullDevice
+        do {
+            try process.run()
+        } catch {
+            throw KeychainError(KeychainStatus.userCanceled, "cannot run the askpass program \(program): \(error)")
+        }
+        var bytes = [UInt8](output.fileHandleForReading.readDataToEndOfFile())
+        defer { zeroize(&bytes) }
+        process.waitUntilExit()
+        guard process.terminationReason == .exit, process.terminationStatus == 0 else {
+            throw KeychainError(KeychainStatus.userCanceled, "the askpass program was dismissed")
+        }
+        let line = bytes.firstIndex(of: 0x0A).map { bytes[..<$0] } ?? bytes[...]
+        let trimmed = line.last == 0x0D ? line.dropLast() : line
+        return trimmed.withUnsafeBytes { SecretBytes(copying: $0) }
+    }
+}
+
+/// How a SecKey taken from a query uses its item: the query's context and `kSecUseAuthenticationUI`.
+struct KeyAuthentication: Sendable {
+    var context: (any SecAuthenticationContext)?
+    var ui: AuthenticationUI
+    var prompt: String?
+}
+
+/// Side table of keys' authentication, by key identity (a SecKey made by a query with a context keeps it).
+let keyAuthentications = Mutex<[ObjectIdentifier: KeyAuthentication]>([:])
+
+enum ItemAuthenticationRunner {
+    static let defaultPrompt = "authenticate to use a keychain item"
+
+    /// The query dictionary's authentication options.
+    static func options(_ dictionary: [String: Any]) -> KeyAuthentication {
+        let context = dictionary[kSecUseAuthenticationContext as String] as? any SecAuthenticationContext
+        var ui = AuthenticationUI.allow
+        if let value = dictionary[kSecUseAuthenticationUI as String] as? String {
+            if value == kSecUseAuthenticationUIFail { ui = .fail }
+            if value == kSecUseAuthenticationUISkip { ui = .skip }
+        }
+        if dictionary[kSecUseNoAuthenticationUI as String] as? Bool == true { ui = .fail }
+        if context?.interactionNotAllowed == true, ui == .allow { ui = .fail }
+        let prompt = dictionary[kSecUseOperationPrompt as String] as? String
+        return KeyAuthentication(context: context, ui: ui, prompt: prompt)
+    }
+
+    /// Runs `body` with the options' authentication; when it needs one it lacks and the UI is allowed, authenticates
+    /// (through the context, else the askpass program) and runs it once more with the new token.
+    static func run<T>(_ options: KeyAuthentication, _ body: () throws -> T) throws -> T {
+        let first = options.context?.authenticationToken
+        let carried = ItemAuthentication(
+            token: first?.token,
+            reuseSeconds: first?.reuseSeconds ?? 0,
+            ui: options.ui == .allow ? .fail : options.ui
+        )
+        do {
+            return try ItemAuthentication.$current.withValue(carried) { try body() }
+        } catch let error as KeychainError
+            where options.ui == .allow && error.status == KeychainStatus.interactionNotAllowed
+            && error.message == ItemAuthentication.requiredMessage
+        {
+            let prompt = options.prompt ?? options.context?.authenticationPrompt ?? defaultPrompt
+            let retry: ItemAuthentication
+            if let context = options.context {
+                try context.authenticateForUse(prompt: prompt)
+                let token = context.authenticationToken
+                retry = ItemAuthentication(token: token.token, reuseSeconds: token.reuseSeconds, ui: .fail)
+            } else {
+                let passcode = try PasscodePrompt.ask(prompt)
+                let token = try KeychainStore.default.authenticate(passcode: passcode)
+                retry = ItemAuthentication(token: token, reuseSeconds: 0, ui: .fail)
+            }
+            return try ItemAuthentication.$current.withValue(retry) { try body() }
+        }
+    }
+
+    /// Runs a private-key operation of `key` with the authentication of the query it came from.
+    static func run<T>(key: SecKey, _ body: () throws -> T) throws -> T {
+        let options =
+            keyAuthentications.withLock { $0[ObjectIdentifier(key)] }
+            ?? KeyAuthentication(context: nil, ui: .allow, prompt: nil)
+        return try run(options, body)
+    }
+
+    /// Gives the keys in a query's result the query's authentication options.
+    static func attach(_ result: AnyObject?, _ options: KeyAuthentication) {
+        guard options.context != nil || options.ui != .allow || options.prompt != nil else { return }
+        var keys: [SecKey] = []
+        func collect(_ value: Any?) {
+            if let key = value as? SecKey {
+                keys.append(key)
+            } else if let array = value as? [Any] {
+                array.forEach(collect)
+            } else if let dictionary = value as? [String: Any] {
+                collect(dictionary[kSecValueRef as String])
+            }
+        }
+        collect(result)
+        guard !keys.isEmpty else { return }
+        keyAuthentications.withLock { table in
+            for key in keys { table[ObjectIdentifier(key)] = options }
+        }
+    }
+
+    /// Forgets a key's options (its deinit).
+    static func forget(_ key: SecKey) {
+        _ = keyAuthentications.withLock { $0.removeValue(forKey: ObjectIdentifier(key)) }
+    }
+}

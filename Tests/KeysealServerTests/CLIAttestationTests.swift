@@ -1,0 +1,324 @@
+import Crypto
+import Foundation
+import Keyseal
+import KeysealTestSupport
+import SwiftASN1
+import Testing
+import X509
+
+/// Key attestation from the command line against a real keyseald on swtpm with an EK certificate: the AK's
+/// enrollment (`attestation …`), `attest`, `verify-attestation`, and python-fido2's WebAuthn verifier on the same
+/// statement (docs/TPM.md, "Key attestation").
+@Suite("CLI key attestation", .serialized)
+struct CLIAttestationTests {
+    static let python = ProcessInfo.processInfo.environment["KEYSEAL_PYTHON"] ?? "/opt/keyseal-python/bin/python3"
+    static let script = URL(fileURLWithPath: #filePath).deletingLastPathComponent()
+        .appendingPathComponent("Python/fido2_tpm_attestation.py").path
+
+    /// A CA's key and certificate as PEM files in `directory`.
+    static func writeCA(in directory: TemporaryDirectory, name: String) throws -> (key: String, certificate: String) {
+        let key = P256.Signing.PrivateKey()
+        let now = Date()
+        let certificate = try Certificate(
+            version: .v3,
+            serialNumber: Certificate.SerialNumber(),
+            publicKey: Certificate.PublicKey(key.publicKey),
+            notValidBefore: now.addingTimeInterval(-3600),
+            notValidAfter: now.addingTimeInterval(86_400 * 365),
+            issuer: try DistinguishedName { CommonName(name) },
+            subject: try DistinguishedName { CommonName(name) },
+            signatureAlgorithm: .ecdsaWithSHA256,
+            extensions: try Certificate.Extensions {
+                Critical(BasicConstraints.isCertificateAuthority(maxPathLength: 0))
+                Critical(KeyUsage(keyCertSign: true))
+            },
+            issuerPrivateKey: Certificate.PrivateKey(key)
+        )
+        var serializer = DER.Serializer()
+        try serializer.serialize(certificate)
+        let keyPath = directory.appending("\(name).key").path
+        let certificatePath = directory.appending("\(name).pem").path
+        try key.pemRepresentation.write(toFile: keyPath, atomically: true, encoding: .utf8)
+        try PEMDocument(type: "CERTIFICATE", derBytes: serializer.serializedBytes).pemString
+            .write(toFile: certificatePath, atomically: true, encoding: .utf8)
+        return (keyPath, certificatePath)
+    }
+
+    /// The enrollment through the command line with the CA in `ca`; returns the AK certificate's path.
+    static func enroll(
+        _ cli: CLI,
+        daemon: DaemonFixture,
+        ca: (key: String, certificate: String),
+        files: TemporaryDirectory
+    ) throws -> String {
+        let ekCA = files.appending("ek-ca.pem").path
+        try #require(daemon.swtpm?.endorsementCACertificates).write(toFile: ekCA, atomically: true, encoding: .utf8)
+        func step(_ arguments: String...) throws {
+            let result = try cli.run(arguments)
+            try #require(result.status == 0, "\(arguments.joined(separator: " ")): \(result.stderrText)")
+        }
+        let request = files.appending("request.json").path
+        let challenge = files.appending("challenge.json").path
+        let proof = files.appending("proof.json").path
+        let certificate = files.appending("ak.pem").path
+        try step("attestation", "enroll-request", "--output", request)
+        try step(
+            "attestation",
+            "ca-challenge",
+            "--request",
+            request,
+            "--ca-key",
+            ca.key,
+            "--ca-cert",
+            ca.certificate,
+            "--ek-ca",
+            ekCA,
+            "--output",
+            challenge
+        )
+        try step("attestation", "activate", "--challenge", challenge, "--output", proof)
+        try step("attestation", "ca-issue", "--state", challenge + ".state", "--proof", proof, "--output", certificate)
+        try step("attestation", "install", "--certificate", certificate, "--chain", ca.certificate)
+        return certificate
+    }
+
+    @Test(
+        "an enrolled AK attests a hardware key: Keyseal's verifier and python-fido2 accept it; a replayed challenge exits 93"
+    )
+    func enrollAttestAndVerify() throws {
+        let ekCA = try TemporaryDirectory(prefix: "keyseal-ekca")
+        defer { ekCA.remove() }
+        let daemon = try DaemonFixture(.tpm, endorsementCA: ekCA)
+        defer { daemon.remove() }
+        let files = try TemporaryDirectory(prefix: "keyseal-attest")
+        defer { files.remove() }
+        let cli = CLI(socket: daemon.socketPath)
+        let ca = try Self.writeCA(in: files, name: "fleet-ca")
+        _ = try Self.enroll(cli, daemon: daemon, ca: ca, files: files)
+        #expect(
+            (try FileManager.default.attributesOfItem(atPath: files.appending("challenge.json.state").path)[
+                .posixPermissions
+            ] as? Int) == 0o600
+        )
+
+        let created = try cli("--json", "create-key", "--tag", "device", "--hardware")
+        try #require(created.status == 0, "\(created.stderrText)")
+        let publicKey = files.appending("device.pub").path
+        try #require(try CLI.json(created)["publicKey"] as? String).write(
+            toFile: publicKey,
+            atomically: true,
+            encoding: .utf8
+        )
+
+        // The challenge python-fido2 expects: authenticatorData naming this key, then a clientDataHash.
+        let made = try runProcess(Self.python, [Self.script, "challenge", publicKey])
+        try #require(made.status == 0, "\(made.stderrText)")
+        let challenge = made.stdoutText.trimmingCharacters(in: .whitespacesAndNewlines)
+        let statement = files.appending("attestation.cbor").path
+        let attested = try cli("attest", "--tag", "device", "--challenge", challenge, "--output", statement)
+        try #require(attested.status == 0, "\(attested.stderrText)")
+
+        let verified = try cli(
+            "verify-attestation",
+            "--input",
+            statement,
+            "--challenge",
+            challenge,
+            "--ca",
+            ca.certificate,
+            "--public-key",
+            publicKey
+        )
+        #expect(verified.status == 0, "\(verified.stderrText)")
+        let fido2 = try runProcess(Self.python, [Self.script, "verify", publicKey, statement, ca.certificate])
+        #expect(fido2.status == 0, "\(fido2.stderrText)")
+        // With --json and no --output: the statement as base64.
+        let printed = try cli("--json", "attest", "--tag", "device", "--challenge", challenge)
+        let base64 = try #require(try CLI.json(printed)["statement"] as? String)
+        try #require(Data(base64Encoded: base64)).write(to: URL(fileURLWithPath: statement))
+        let reverified = try cli(
+            "verify-attestation",
+            "--input",
+            statement,
+            "--challenge",
+            challenge,
+            "--ca",
+            ca.certificate
+        )
+        #expect(reverified.status == 0, "\(reverified.stderrText)")
+
+        let garbage = files.appending("garbage.cbor").path
+        try Data("not an attestation".utf8).write(to: URL(fileURLWithPath: garbage))
+        let malformed = try cli(
+            "verify-attestation",
+            "--input",
+            garbage,
+            "--challenge",
+            challenge,
+            "--ca",
+            ca.certificate
+        )
+        #expect(malformed.status == 93 && malformed.stderrText.contains("malformed:"), "\(malformed.stderrText)")
+        let replayed = try cli(
+            "verify-attestation",
+            "--input",
+            statement,
+            "--challenge",
+            "00ff",
+            "--ca",
+            ca.certificate
+        )
+        #expect(replayed.status == 93 && replayed.stderrText.contains("challenge:"), "\(replayed.stderrText)")
+        // An AK certificate from another CA than the one the verifier trusts.
+        let other = try Self.writeCA(in: files, name: "other-ca")
+        let foreign = try cli(
+            "verify-attestation",
+            "--input",
+            statement,
+            "--challenge",
+            challenge,
+            "--ca",
+            other.certificate
+        )
+        #expect(foreign.status == 93 && foreign.stderrText.contains("chain:"), "\(foreign.stderrText)")
+        let fido2Foreign = try runProcess(
+            Self.python,
+            [Self.script, "verify", publicKey, statement, other.certificate]
+        )
+        #expect(fido2Foreign.status == 1)
+    }
+
+    @Test("the json format binds the key's accessibility class; an edited class is refused")
+    func jsonBindsProperties() throws {
+        let ekCA = try TemporaryDirectory(prefix: "keyseal-ekca")
+        defer { ekCA.remove() }
+        let daemon = try DaemonFixture(.tpm, endorsementCA: ekCA)
+        defer { daemon.remove() }
+        let files = try TemporaryDirectory(prefix: "keyseal-attest")
+        defer { files.remove() }
+        let cli = CLI(socket: daemon.socketPath)
+        let ca = try Self.writeCA(in: files, name: "fleet-ca")
+        _ = try Self.enroll(cli, daemon: daemon, ca: ca, files: files)
+        try #require(try cli("create-key", "--tag", "device", "--hardware").status == 0)
+        let document = files.appending("attestation.json").path
+        let attested = try cli(
+            "attest",
+            "--tag",
+            "device",
+            "--challenge",
+            "c0ffee",
+            "--format",
+            "json",
+            "--output",
+            document
+        )
+        try #require(attested.status == 0, "\(attested.stderrText)")
+        let verified = try cli(
+            "--json",
+            "verify-attestation",
+            "--input",
+            document,
+            "--challenge",
+            "c0ffee",
+            "--ca",
+            ca.certificate
+        )
+        #expect(verified.status == 0, "\(verified.stderrText)")
+        #expect(try CLI.json(verified)["accessibility"] as? String == "when-unlocked")
+
+        let text = try String(contentsOfFile: document, encoding: .utf8)
+        try text.replacingOccurrences(of: "\"when-unlocked\"", with: "\"always-this-device-only\"")
+            .write(toFile: document, atomically: true, encoding: .utf8)
+        let edited = try cli("verify-attestation", "--input", document, "--challenge", "c0ffee", "--ca", ca.certificate)
+        #expect(edited.status == 93 && edited.stderrText.contains("challenge:"), "\(edited.stderrText)")
+    }
+
+    @Test("the native API attests a hardware key through keyseald (HardwareP256Key.attestation); the CLI verifies it")
+    func nativeAPI() throws {
+        let ekCA = try TemporaryDirectory(prefix: "keyseal-ekca")
+        defer { ekCA.remove() }
+        let daemon = try DaemonFixture(.tpm, endorsementCA: ekCA)
+        defer { daemon.remove() }
+        let files = try TemporaryDirectory(prefix: "keyseal-attest")
+        defer { files.remove() }
+        let cli = CLI(socket: daemon.socketPath)
+        let ca = try Self.writeCA(in: files, name: "fleet-ca")
+        _ = try Self.enroll(cli, daemon: daemon, ca: ca, files: files)
+        let key = try daemon.client().generateHardwareP256Key(tag: Data("native".utf8))
+        let statement = files.appending("native.cbor")
+        try key.attestation(challenge: Data([1, 2, 3])).write(to: statement)
+        let publicKey = files.appending("native.pub").path
+        try key.publicKey.pemRepresentation.write(toFile: publicKey, atomically: true, encoding: .utf8)
+        let verified = try cli(
+            "verify-attestation",
+            "--input",
+            statement.path,
+            "--challenge",
+            "010203",
+            "--ca",
+            ca.certificate,
+            "--public-key",
+            publicKey
+        )
+        #expect(verified.status == 0, "\(verified.stderrText)")
+    }
+
+    @Test(
+        "a software key is not attested (errSecParam, 206); nor a key before the AK is enrolled (53), nor a locked one (36)"
+    )
+    func softwareKeyRefused() throws {
+        let ekCA = try TemporaryDirectory(prefix: "keyseal-ekca")
+        defer { ekCA.remove() }
+        let daemon = try DaemonFixture(.tpm, endorsementCA: ekCA)
+        defer { daemon.remove() }
+        let files = try TemporaryDirectory(prefix: "keyseal-attest")
+        defer { files.remove() }
+        let cli = CLI(socket: daemon.socketPath)
+        try #require(try cli("create-key", "--tag", "hardware", "--hardware").status == 0)
+        let early = try cli("attest", "--tag", "hardware", "--challenge", "01")
+        #expect(early.status == 53, "\(early.stderrText)")
+        _ = try Self.enroll(cli, daemon: daemon, ca: try Self.writeCA(in: files, name: "fleet-ca"), files: files)
+        try #require(try cli("create-key", "--tag", "software").status == 0)
+        let refused = try cli("attest", "--tag", "software", "--challenge", "01")
+        #expect(refused.status == 206 && refused.stderrText.contains("software key"), "\(refused.stderrText)")
+        // A key of a locked class is not attested either (errSecInteractionNotAllowed, 36).
+        try #require(try cli("passcode", "set", "--passcode-stdin", input: "attest passcode\n").status == 0)
+        try #require(try cli("lock").status == 0)
+        let locked = try cli("attest", "--tag", "hardware", "--challenge", "01")
+        #expect(locked.status == 36, "\(locked.stderrText)")
+    }
+
+    @Test("another user cannot have a key outside its groups attested: not found, as for every key operation")
+    func anotherGroupsKeyRefused() throws {
+        try #require(getuid() == 0, "needs root to run the probe as uid 65534")
+        let daemon = try DaemonFixture.sharedWithNobody(backend: .tpm)
+        defer { daemon.remove() }
+        let key = try daemon.client().generateKey(KeyGenerationRequest(keyType: .p256, inHardware: true))
+        guard case .item(let reference) = key.reference else {
+            Issue.record("a stored key has an item reference")
+            return
+        }
+        let hex = reference.map { String(format: "%02x", $0) }.joined()
+        #expect(try daemon.probeAsNobody(["attest", hex]).hasPrefix("error -25300"))
+    }
+
+    @Test("the enrollment is for administrators: a client's enroll-request is refused (missing entitlement)")
+    func enrollmentIsForAdministrators() throws {
+        try #require(getuid() == 0, "needs root to run the probe as uid 65534")
+        let daemon = try DaemonFixture.sharedWithNobody(backend: .tpm)
+        defer { daemon.remove() }
+        #expect(try daemon.probeAsNobody(["enroll-request"]).hasPrefix("error -34018"))
+    }
+
+    @Test("on the PKCS#11 backend attestation is errSecUnimplemented (exit 252) with a clear message")
+    func pkcs11Unimplemented() throws {
+        let daemon = try DaemonFixture(.pkcs11)
+        defer { daemon.remove() }
+        let cli = CLI(socket: daemon.socketPath)
+        let result = try cli("attestation", "enroll-request")
+        #expect(result.status == 252 && result.stderrText.contains("TPM backend"), "\(result.stderrText)")
+        try #require(try cli("create-key", "--tag", "token", "--hardware").status == 0)
+        let attested = try cli("attest", "--tag", "token", "--challenge", "01")
+        #expect(attested.status == 252 && attested.stderrText.contains("TPM backend"), "\(attested.stderrText)")
+    }
+}
