@@ -20,6 +20,8 @@ let package = Package(
         .executable(name: "keyseal-attestation", targets: ["keyseal-attestation"]),
         .executable(name: "keyseal-tpm-policy", targets: ["keyseal-tpm-policy"]),
         .executable(name: "keyseal-secret-service", targets: ["keyseal-secret-service"]),
+        // The PKCS#11 module `libkeyseal-pkcs11.so`: a thin client of keyseald for C programs (docs/PKCS11.md).
+        .library(name: "keyseal-pkcs11", type: .dynamic, targets: ["KeysealPKCS11Module"]),
         // For the Benchmarks package (Benchmarks/) only, hence the underscore: the test fixtures and the device-key
         // providers it measures; not for applications.
         .library(name: "_KeysealTestSupport", targets: ["KeysealTestSupport", "KeysealTPM", "KeysealPKCS11"]),
@@ -231,6 +233,33 @@ let package = Package(
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
             ],
             swiftSettings: swiftSettings
+        ),
+        // The PKCS#11 module's C face: the function lists (v2.40 and the v3.0 interface) and the stubs of what it does
+        // not implement, over the Swift entry points. The header is p11-kit's pkcs11.h; nothing of p11-kit is linked.
+        .target(
+            name: "CKeysealPKCS11Entry",
+            cSettings: [.unsafeFlags(["-I/usr/include/p11-kit-1"])]
+        ),
+        // The PKCS#11 module: keyseald's wire client inside the caller's process, no engine, SQLite, TPM or token code.
+        // The Swift runtime and FoundationEssentials are linked in, so that the module loads into a C program on a
+        // machine without a Swift toolchain (checked with ldd in PKCS11ModuleTests).
+        .target(
+            name: "KeysealPKCS11Module",
+            dependencies: ["CKeysealPKCS11Entry", "KeysealClient", "KeysealModel"],
+            swiftSettings: swiftSettings + [.unsafeFlags(["-Xcc", "-I/usr/include/p11-kit-1"])],
+            linkerSettings: [
+                .unsafeFlags(["-static-stdlib"], .when(platforms: [.linux])),
+                .linkedLibrary("_FoundationCollections", .when(platforms: [.linux])),
+                .linkedLibrary("_FoundationCShims", .when(platforms: [.linux])),
+                .linkedLibrary("swiftSynchronization", .when(platforms: [.linux])),
+            ]
+        ),
+        // Test helper and benchmark: the PKCS#11 module driven from C (dlopen), as C programs use it.
+        .executableTarget(
+            name: "keyseal-pkcs11-probe",
+            path: "Tests/keyseal-pkcs11-probe",
+            cSettings: [.unsafeFlags(["-I/usr/include/p11-kit-1"])],
+            linkerSettings: [.linkedLibrary("dl")]
         ),
         // Test helper: one wire request from a process of its own (e.g. run as another uid).
         .executableTarget(

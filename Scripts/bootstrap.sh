@@ -12,6 +12,7 @@ packages=(
   libsystemd-dev libsecret-tools gnome-keyring python3-gi gir1.2-secret-1 python3-venv python3-pip
   git libsecret-1-dev gcc bubblewrap
   openssh-server openssh-client systemd
+  opensc libengine-pkcs11-openssl curl openssl binutils
 )
 
 # The Secret Service clients from PyPI (pinned), in a venv that also sees Debian's PyGObject (python3-gi): the

@@ -2,7 +2,8 @@
 # A first look at Keyseal on a fresh Debian machine: installs what it needs, builds, starts
 # `keyseald --backend swtpm` (a private swtpm whose state lives in the store) in a temporary directory, and walks
 # through the keyseal command line: set a passcode, add, lock, a refused find, unlock, a successful find, status;
-# a P-256 key generated inside the TPM that signs only while its class is unlocked (checked with openssl); then
+# a P-256 key generated inside the TPM that signs only while its class is unlocked (checked with openssl), and curl
+# using it for client-certificate TLS through the PKCS#11 module; then
 # OpenSSH through keyseal ssh-agent: ssh-keygen -Y signs with a TPM key (what git's ssh commit signing calls); then
 # the Secret Service: keyseal-secret-service on a private session bus, secret-tool storing and finding a password
 # that is a sealed Keyseal item; the TPM's attestation key enrolled with a throwaway CA and an attestation of the
@@ -18,6 +19,7 @@ swift build --product keyseald >/dev/null
 swift build --product keyseal >/dev/null
 swift build --product keyseal-attestation >/dev/null
 swift build --product keyseal-secret-service >/dev/null
+swift build --product keyseal-pkcs11 >/dev/null
 bin=$(swift build --show-bin-path)
 
 work=$(mktemp -d /tmp/keyseal-demo.XXXXXX)
@@ -27,8 +29,9 @@ daemon_pid=
 bus_pid=
 bridge_pid=
 agent_pid=
+server_pid=
 cleanup() {
-  for pid in $agent_pid $bridge_pid $bus_pid; do
+  for pid in $agent_pid $bridge_pid $bus_pid $server_pid; do
     kill "$pid" 2>/dev/null || true
     wait "$pid" 2>/dev/null || true
   done
@@ -133,6 +136,25 @@ expect 36 keyseal sign --tag "$tag" --input "$work/message" >/dev/null
 show "printf 'demo passcode\n' | keyseal unlock --passcode-stdin"
 printf 'demo passcode\n' | keyseal unlock --passcode-stdin
 
+# Any program's keys: curl authenticates with that TPM key through the PKCS#11 module (client-certificate TLS to a
+# local openssl s_server that demands one); the PIN is the store's passcode.
+openssl req -x509 -newkey ec -pkeyopt ec_paramgen_curve:P-256 -nodes -keyout "$work/server.key" -subj /CN=127.0.0.1 \
+  -addext subjectAltName=IP:127.0.0.1 -CA "$work/ca.pem" -CAkey "$work/ca.key" -days 1 -out "$work/server.pem" 2>/dev/null
+printf 'openssl_conf = init\n[init]\nengines = engines\n[engines]\npkcs11 = pkcs11\n[pkcs11]\nengine_id = pkcs11\nMODULE_PATH = %s\n' \
+  "$bin/libkeyseal-pkcs11.so" >"$work/openssl.cnf"
+show openssl s_server -accept 127.0.0.1:8443 -cert server.pem -key server.key -CAfile ca.pem -Verify 1 -www "&"
+openssl s_server -accept 127.0.0.1:8443 -cert "$work/server.pem" -key "$work/server.key" -CAfile "$work/ca.pem" \
+  -Verify 1 -verify_return_error -www >/dev/null 2>&1 &
+server_pid=$!
+sleep 0.5
+uri="pkcs11:token=Keyseal;object=$tag;type=private;pin-value=demo%20passcode"
+show OPENSSL_CONF=openssl.cnf curl --engine pkcs11 --key-type ENG --key "\"$uri\"" --cert device.crt \
+  --cacert ca.pem https://127.0.0.1:8443/ "| grep 'Client certificate'"
+OPENSSL_CONF="$work/openssl.cnf" curl -sS --engine pkcs11 --key-type ENG --key "$uri" --cert "$work/device.crt" \
+  --cacert "$work/ca.pem" https://127.0.0.1:8443/ | grep -A2 'Client certificate' | head -3
+kill "$server_pid"
+wait "$server_pid" 2>/dev/null || true
+server_pid=
 # ssh and git: keys marked --ssh are offered by keyseal ssh-agent; the TPM signs, the key never leaves it.
 run keyseal create-key --tag laptop --hardware --ssh
 show keyseal ssh-agent -D -a "$work/agent/ssh-agent.sock" "&"

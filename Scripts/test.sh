@@ -70,6 +70,8 @@ echo "test: qemu guest took $((SECONDS - started)) s"
 # SecretStorage and python-keyring's backend tests, run as processes on private session buses.
 # And key attestation's (AttestationTests, CLIAttestationTests): swtpm made with an EK certificate by swtpm_setup, the
 # AK's enrollment, and attestations checked by Keyseal's verifier and by python-fido2's WebAuthn TPM verifier.
+# And the PKCS#11 module's (PKCS11ModuleTests: p11-kit, p11tool, pkcs11-tool, OpenSSL's engine, curl and ssh-keygen
+# through libkeyseal-pkcs11.so against keyseald on swtpm, SoftHSM2 and the host key).
 echo "test: every suite"
 started=$SECONDS
 swift test --skip-build --skip KeysealPKCS11Tests

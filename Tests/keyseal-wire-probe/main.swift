@@ -14,6 +14,7 @@ import class Foundation.Thread
 //                            |delete GROUP ACCOUNT|churn SECONDS THREADS FRAMES|hwkey GROUP|delete-keys GROUP
 //                            |ecdh FAST-RUNS SHARED-INFO-BYTES REQUESTED-SIZE|genkeys CONNECTIONS SECONDS BITS
 //                            |find-flood CONNECTIONS read|slow|none SECONDS|latency SECONDS ACCOUNT
+//                            |sign-bench LABEL COUNT
 //   keyseal-wire-probe SOCKET as PID COMMAND …   (the request sent on behalf of process PID, as the bridge does)
 //   keyseal-wire-probe SOCKET after SECONDS COMMAND …   (waits first)
 //   keyseal-wire-probe SOCKET authenticate PASSCODE | add-protected GROUP ACCOUNT   (prints `ok token HEX` / adds an
@@ -368,6 +369,39 @@ enum Latency {
 if arguments.count == 4 && arguments[1] == "latency", let seconds = Double(arguments[2]) {
     do {
         print("ok " + (try Latency.run(path: arguments[0], seconds: seconds, account: arguments[3])))
+    } catch {
+        print("error \(Failure.text(error))")
+    }
+    exit(0)
+}
+// The PKCS#11 module's benchmark: N signatures of a 32-byte digest by the key labelled LABEL over the wire (what the
+// module's C_Sign with CKM_ECDSA sends), on one connection; prints the median in microseconds.
+if arguments.count == 4 && arguments[1] == "sign-bench", let count = Int(arguments[3]), count > 0 {
+    do {
+        let connection = KeysealConnection(socketPath: arguments[0])
+        let query = ItemQuery(
+            itemClass: .key,
+            attributes: ["labl": .string(arguments[2]), "kcls": .string("1")],
+            synchronizable: .any,
+            returns: [.persistentRef]
+        )
+        guard case .records(let records) = try connection.send(.copyMatching(query)),
+            let reference = records.first?.persistentRef
+        else { throw KeychainError(KeychainStatus.itemNotFound, "no key labelled \(arguments[2])") }
+        let operation = WireKeyOperation(
+            reference: reference,
+            kind: .sign,
+            algorithm: "algid:sign:ECDSA:digest-RFC4754",
+            data: Data((0..<32).map { UInt8($0) })
+        )
+        var times: [Double] = []
+        for _ in 0..<count {
+            let start = DispatchTime.now().uptimeNanoseconds
+            _ = try connection.send(.keyOperation(operation))
+            times.append(Double(DispatchTime.now().uptimeNanoseconds - start) / 1000)
+        }
+        times.sort()
+        print("median_us=\(Double(Int(times[count / 2] * 10)) / 10)")
     } catch {
         print("error \(Failure.text(error))")
     }

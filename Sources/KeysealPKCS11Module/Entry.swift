@@ -1,0 +1,847 @@
+import CKeysealPKCS11Entry
+import KeysealClient
+
+#if canImport(FoundationEssentials)
+import FoundationEssentials
+#else
+import Foundation
+#endif
+#if canImport(Glibc)
+import Glibc
+#elseif canImport(Musl)
+import Musl
+#endif
+
+// The PKCS#11 entry points (entry.c's function list points at these). Each validates its pointers, holds the module
+// lock for its call and answers a CKR; nothing here crashes on bad input.
+
+// MARK: - General
+
+@_cdecl("keyseal_p11_Initialize")
+func p11Initialize(_ arguments: UnsafeMutableRawPointer?) -> CK_RV {
+    if let arguments {
+        let initialize = arguments.loadUnaligned(as: CK_C_INITIALIZE_ARGS.self)
+        let callbacks = [
+            initialize.CreateMutex != nil, initialize.DestroyMutex != nil, initialize.LockMutex != nil,
+            initialize.UnlockMutex != nil,
+        ]
+        // Either all mutex callbacks or none; with none the module's own locks serve (CKF_OS_LOCKING_OK or not: it
+        // uses the operating system's locks either way, which the standard allows).
+        if callbacks.contains(true) && callbacks.contains(false) { return CK_RV(CKR_ARGUMENTS_BAD) }
+        if initialize.pReserved != nil { return CK_RV(CKR_ARGUMENTS_BAD) }
+        if callbacks.contains(true) && initialize.flags & CK_FLAGS(CKF_OS_LOCKING_OK) == 0 {
+            return CK_RV(CKR_CANT_LOCK)
+        }
+    }
+    return p11Call(requireInitialized: false) { state throws(P11Error) in
+        if state.initialized && state.connectionPID == getpid() {
+            throw P11Error(CKR_CRYPTOKI_ALREADY_INITIALIZED)
+        }
+        // A child after fork() initializes again: what the parent had is dropped.
+        state.reset()
+        state.initialized = true
+    }
+}
+
+@_cdecl("keyseal_p11_Finalize")
+func p11Finalize(_ reserved: UnsafeMutableRawPointer?) -> CK_RV {
+    guard reserved == nil else { return CK_RV(CKR_ARGUMENTS_BAD) }
+    return p11Call { state throws(P11Error) in
+        state.reset()
+        state.initialized = false
+    }
+}
+
+@_cdecl("keyseal_p11_GetInfo")
+func p11GetInfo(_ info: UnsafeMutablePointer<CK_INFO>?) -> CK_RV {
+    guard let info else { return CK_RV(CKR_ARGUMENTS_BAD) }
+    return p11Call { _ throws(P11Error) in
+        var value = CK_INFO()
+        value.cryptokiVersion = CK_VERSION(major: 2, minor: 40)
+        pad(&value.manufacturerID, "Keyseal")
+        pad(&value.libraryDescription, "Keyseal PKCS#11 module")
+        value.libraryVersion = CK_VERSION(major: 1, minor: 0)
+        info.pointee = value
+    }
+}
+
+// MARK: - Slots and tokens
+
+@_cdecl("keyseal_p11_GetSlotList")
+func p11GetSlotList(
+    _ tokenPresent: CK_BBOOL,
+    _ list: UnsafeMutablePointer<CK_SLOT_ID>?,
+    _ count: UnsafeMutablePointer<CK_ULONG>?
+) -> CK_RV {
+    guard let count else { return CK_RV(CKR_ARGUMENTS_BAD) }
+    return p11Call { _ throws(P11Error) in
+        // The slot is listed even while keyseald does not answer: its token is then absent (C_GetTokenInfo says
+        // CKR_TOKEN_NOT_PRESENT), and present again when the daemon returns.
+        guard let list else {
+            count.pointee = 1
+            return
+        }
+        guard count.pointee >= 1 else {
+            count.pointee = 1
+            throw P11Error(CKR_BUFFER_TOO_SMALL)
+        }
+        list[0] = slotID
+        count.pointee = 1
+    }
+}
+
+@_cdecl("keyseal_p11_GetSlotInfo")
+func p11GetSlotInfo(_ slot: CK_SLOT_ID, _ info: UnsafeMutablePointer<CK_SLOT_INFO>?) -> CK_RV {
+    guard let info else { return CK_RV(CKR_ARGUMENTS_BAD) }
+    return p11Call { state throws(P11Error) in
+        guard slot == slotID else { throw P11Error(CKR_SLOT_ID_INVALID) }
+        var value = CK_SLOT_INFO()
+        pad(&value.slotDescription, "keyseald")
+        pad(&value.manufacturerID, "Keyseal")
+        let present = (try? state.send(.ping)) != nil
+        value.flags = present ? CK_FLAGS(CKF_TOKEN_PRESENT) : 0
+        value.flags |= CK_FLAGS(CKF_HW_SLOT)
+        value.hardwareVersion = CK_VERSION(major: 1, minor: 0)
+        value.firmwareVersion = CK_VERSION(major: 1, minor: 0)
+        info.pointee = value
+    }
+}
+
+@_cdecl("keyseal_p11_GetTokenInfo")
+func p11GetTokenInfo(_ slot: CK_SLOT_ID, _ info: UnsafeMutablePointer<CK_TOKEN_INFO>?) -> CK_RV {
+    guard let info else { return CK_RV(CKR_ARGUMENTS_BAD) }
+    return p11Call { state throws(P11Error) in
+        guard slot == slotID else { throw P11Error(CKR_SLOT_ID_INVALID) }
+        let status: StoreStatus
+        do throws(P11Error) {
+            guard case .status(let answered) = try state.send(.status) else { throw P11Error(CKR_DEVICE_ERROR) }
+            status = answered
+        } catch {
+            throw error.rv == CK_RV(CKR_DEVICE_REMOVED) ? P11Error(CKR_TOKEN_NOT_PRESENT) : error
+        }
+        var value = CK_TOKEN_INFO()
+        pad(&value.label, "Keyseal")
+        pad(&value.manufacturerID, "Keyseal")
+        pad(&value.model, status.device.backend)
+        pad(&value.serialNumber, "keyseald")
+        var flags = CK_FLAGS(CKF_TOKEN_INITIALIZED) | CK_FLAGS(CKF_USER_PIN_INITIALIZED) | CK_FLAGS(CKF_RNG)
+        if status.passcodeSet { flags |= CK_FLAGS(CKF_LOGIN_REQUIRED) }
+        value.flags = flags
+        value.ulMaxSessionCount = CK_ULONG(CK_EFFECTIVELY_INFINITE)
+        value.ulMaxRwSessionCount = CK_ULONG(CK_EFFECTIVELY_INFINITE)
+        value.ulSessionCount = CK_ULONG(state.sessions.count)
+        value.ulRwSessionCount = CK_ULONG(
+            state.sessions.values.filter { $0.flags & CK_FLAGS(CKF_RW_SESSION) != 0 }.count
+        )
+        value.ulMaxPinLen = 1024
+        value.ulMinPinLen = status.passcodeSet ? 1 : 0
+        value.ulTotalPublicMemory = unavailableInformation
+        value.ulFreePublicMemory = unavailableInformation
+        value.ulTotalPrivateMemory = unavailableInformation
+        value.ulFreePrivateMemory = unavailableInformation
+        value.hardwareVersion = CK_VERSION(major: 1, minor: 0)
+        value.firmwareVersion = CK_VERSION(major: 1, minor: 0)
+        pad(&value.utcTime, "")
+        info.pointee = value
+    }
+}
+
+@_cdecl("keyseal_p11_GetMechanismList")
+func p11GetMechanismList(
+    _ slot: CK_SLOT_ID,
+    _ list: UnsafeMutablePointer<CK_MECHANISM_TYPE>?,
+    _ count: UnsafeMutablePointer<CK_ULONG>?
+) -> CK_RV {
+    guard let count else { return CK_RV(CKR_ARGUMENTS_BAD) }
+    return p11Call { _ throws(P11Error) in
+        guard slot == slotID else { throw P11Error(CKR_SLOT_ID_INVALID) }
+        let all = Mechanisms.all
+        guard let list else {
+            count.pointee = CK_ULONG(all.count)
+            return
+        }
+        guard count.pointee >= CK_ULONG(all.count) else {
+            count.pointee = CK_ULONG(all.count)
+            throw P11Error(CKR_BUFFER_TOO_SMALL)
+        }
+        for (index, mechanism) in all.enumerated() { list[index] = mechanism }
+        count.pointee = CK_ULONG(all.count)
+    }
+}
+
+@_cdecl("keyseal_p11_GetMechanismInfo")
+func p11GetMechanismInfo(
+    _ slot: CK_SLOT_ID,
+    _ type: CK_MECHANISM_TYPE,
+    _ info: UnsafeMutablePointer<CK_MECHANISM_INFO>?
+) -> CK_RV {
+    guard let info else { return CK_RV(CKR_ARGUMENTS_BAD) }
+    return p11Call { _ throws(P11Error) in
+        guard slot == slotID else { throw P11Error(CKR_SLOT_ID_INVALID) }
+        guard let value = Mechanisms.info(type) else { throw P11Error(CKR_MECHANISM_INVALID) }
+        info.pointee = value
+    }
+}
+
+// MARK: - Sessions
+
+@_cdecl("keyseal_p11_OpenSession")
+func p11OpenSession(
+    _ slot: CK_SLOT_ID,
+    _ flags: CK_FLAGS,
+    _ application: UnsafeMutableRawPointer?,
+    _ notify: CK_NOTIFY?,
+    _ session: UnsafeMutablePointer<CK_SESSION_HANDLE>?
+) -> CK_RV {
+    guard let session else { return CK_RV(CKR_ARGUMENTS_BAD) }
+    return p11Call { state throws(P11Error) in
+        guard slot == slotID else { throw P11Error(CKR_SLOT_ID_INVALID) }
+        guard flags & CK_FLAGS(CKF_SERIAL_SESSION) != 0 else { throw P11Error(CKR_SESSION_PARALLEL_NOT_SUPPORTED) }
+        do throws(P11Error) {
+            _ = try state.send(.ping)
+        } catch {
+            throw error.rv == CK_RV(CKR_DEVICE_REMOVED) ? P11Error(CKR_TOKEN_NOT_PRESENT) : error
+        }
+        let handle = state.nextSession
+        state.nextSession += 1
+        state.sessions[handle] = Session(flags: flags)
+        session.pointee = handle
+    }
+}
+
+@_cdecl("keyseal_p11_CloseSession")
+func p11CloseSession(_ handle: CK_SESSION_HANDLE) -> CK_RV {
+    p11Call { state throws(P11Error) in
+        _ = try state.session(handle)
+        state.sessions[handle] = nil
+        state.objects = state.objects.filter { $0.value.session != handle }
+        if state.sessions.isEmpty { state.loggedIn = false }
+    }
+}
+
+@_cdecl("keyseal_p11_CloseAllSessions")
+func p11CloseAllSessions(_ slot: CK_SLOT_ID) -> CK_RV {
+    p11Call { state throws(P11Error) in
+        guard slot == slotID else { throw P11Error(CKR_SLOT_ID_INVALID) }
+        state.sessions = [:]
+        state.objects = state.objects.filter { $0.value.session == nil }
+        state.loggedIn = false
+    }
+}
+
+@_cdecl("keyseal_p11_GetSessionInfo")
+func p11GetSessionInfo(_ handle: CK_SESSION_HANDLE, _ info: UnsafeMutablePointer<CK_SESSION_INFO>?) -> CK_RV {
+    guard let info else { return CK_RV(CKR_ARGUMENTS_BAD) }
+    return p11Call { state throws(P11Error) in
+        let session = try state.session(handle)
+        let rw = session.flags & CK_FLAGS(CKF_RW_SESSION) != 0
+        var value = CK_SESSION_INFO()
+        value.slotID = slotID
+        value.flags = session.flags
+        value.state =
+            state.loggedIn
+            ? CK_STATE(rw ? CKS_RW_USER_FUNCTIONS : CKS_RO_USER_FUNCTIONS)
+            : CK_STATE(rw ? CKS_RW_PUBLIC_SESSION : CKS_RO_PUBLIC_SESSION)
+        value.ulDeviceError = 0
+        info.pointee = value
+    }
+}
+
+@_cdecl("keyseal_p11_Login")
+func p11Login(
+    _ handle: CK_SESSION_HANDLE,
+    _ userType: CK_USER_TYPE,
+    _ pin: UnsafeMutablePointer<CK_UTF8CHAR>?,
+    _ pinLength: CK_ULONG
+) -> CK_RV {
+    p11Call { state throws(P11Error) in
+        _ = try state.session(handle)
+        guard userType == CK_USER_TYPE(CKU_USER) else { throw P11Error(CKR_USER_TYPE_INVALID) }
+        guard !state.loggedIn else { throw P11Error(CKR_USER_ALREADY_LOGGED_IN) }
+        // No passcode: nothing to check (the token does not set CKF_LOGIN_REQUIRED); any PIN is accepted.
+        guard try state.passcodeSet() else {
+            state.loggedIn = true
+            return
+        }
+        guard pinLength > 0, pinLength <= 1024, let pin else { throw P11Error(CKR_PIN_INCORRECT) }
+        let passcode = SecretBytes(copying: UnsafeBufferPointer(start: pin, count: Int(pinLength)))
+        do throws(KeychainError) {
+            _ = try state.client().send(.unlock(passcode: passcode))
+        } catch {
+            switch error.status {
+            case KeychainStatus.authFailed:
+                throw P11Error(error.triesLeft == 0 ? CKR_PIN_LOCKED : CKR_PIN_INCORRECT)
+            default: throw P11Error(error)
+            }
+        }
+        state.loggedIn = true
+    }
+}
+
+@_cdecl("keyseal_p11_Logout")
+func p11Logout(_ handle: CK_SESSION_HANDLE) -> CK_RV {
+    p11Call { state throws(P11Error) in
+        _ = try state.session(handle)
+        guard state.loggedIn else { throw P11Error(CKR_USER_NOT_LOGGED_IN) }
+        // The module's login ends; the store stays as it is (locking it is an administrator's `keyseal lock`).
+        state.loggedIn = false
+    }
+}
+
+// MARK: - Objects
+
+@_cdecl("keyseal_p11_FindObjectsInit")
+func p11FindObjectsInit(
+    _ handle: CK_SESSION_HANDLE,
+    _ attributes: UnsafeMutablePointer<CK_ATTRIBUTE>?,
+    _ count: CK_ULONG
+) -> CK_RV {
+    p11Call { state throws(P11Error) in
+        var session = try state.session(handle)
+        guard session.found == nil else { throw P11Error(CKR_OPERATION_ACTIVE) }
+        let wanted = try template(attributes, count)
+        try state.refreshObjects()
+        session.found = state.objects.filter { handleAndObject in
+            let object = handleAndObject.value
+            if let owner = object.session, owner != handle { return false }
+            return object.matches(wanted)
+        }.keys.sorted()
+        state.sessions[handle] = session
+    }
+}
+
+@_cdecl("keyseal_p11_FindObjects")
+func p11FindObjects(
+    _ handle: CK_SESSION_HANDLE,
+    _ objects: UnsafeMutablePointer<CK_OBJECT_HANDLE>?,
+    _ maximum: CK_ULONG,
+    _ count: UnsafeMutablePointer<CK_ULONG>?
+) -> CK_RV {
+    guard let count else { return CK_RV(CKR_ARGUMENTS_BAD) }
+    return p11Call { state throws(P11Error) in
+        var session = try state.session(handle)
+        guard var found = session.found else { throw P11Error(CKR_OPERATION_NOT_INITIALIZED) }
+        guard let objects else {
+            guard maximum == 0 else { throw P11Error(CKR_ARGUMENTS_BAD) }
+            count.pointee = 0
+            return
+        }
+        let taken = Array(found.prefix(Int(min(maximum, CK_ULONG(Int32.max)))))
+        for (index, object) in taken.enumerated() { objects[index] = object }
+        found.removeFirst(taken.count)
+        count.pointee = CK_ULONG(taken.count)
+        session.found = found
+        state.sessions[handle] = session
+    }
+}
+
+@_cdecl("keyseal_p11_FindObjectsFinal")
+func p11FindObjectsFinal(_ handle: CK_SESSION_HANDLE) -> CK_RV {
+    p11Call { state throws(P11Error) in
+        var session = try state.session(handle)
+        guard session.found != nil else { throw P11Error(CKR_OPERATION_NOT_INITIALIZED) }
+        session.found = nil
+        state.sessions[handle] = session
+    }
+}
+
+@_cdecl("keyseal_p11_GetAttributeValue")
+func p11GetAttributeValue(
+    _ handle: CK_SESSION_HANDLE,
+    _ objectHandle: CK_OBJECT_HANDLE,
+    _ attributes: UnsafeMutablePointer<CK_ATTRIBUTE>?,
+    _ count: CK_ULONG
+) -> CK_RV {
+    p11Call { state throws(P11Error) in
+        _ = try state.session(handle)
+        let object = try state.object(objectHandle)
+        guard count > 0 else { return }
+        guard let attributes, count < 4096 else { throw P11Error(CKR_ARGUMENTS_BAD) }
+        // Every attribute is answered; the result is the last failure (as the standard orders: sensitive, then
+        // invalid type, then too small).
+        var result = CK_RV(CKR_OK)
+        let unavailable = unavailableInformation
+        for index in 0..<Int(count) {
+            let type = attributes[index].type
+            if type == CK_ATTRIBUTE_TYPE(CKA_VALUE), let secret = object.secret {
+                if let destination = attributes[index].pValue {
+                    guard attributes[index].ulValueLen >= CK_ULONG(secret.count) else {
+                        attributes[index].ulValueLen = unavailable
+                        result = CK_RV(CKR_BUFFER_TOO_SMALL)
+                        continue
+                    }
+                    secret.withUnsafeBytes { destination.copyMemory(from: $0.baseAddress!, byteCount: $0.count) }
+                }
+                attributes[index].ulValueLen = CK_ULONG(secret.count)
+                continue
+            }
+            if object.sensitive.contains(type) {
+                attributes[index].ulValueLen = unavailable
+                result = CK_RV(CKR_ATTRIBUTE_SENSITIVE)
+                continue
+            }
+            guard let value = object.attributes[type] else {
+                attributes[index].ulValueLen = unavailable
+                result = CK_RV(CKR_ATTRIBUTE_TYPE_INVALID)
+                continue
+            }
+            if let destination = attributes[index].pValue {
+                guard attributes[index].ulValueLen >= CK_ULONG(value.count) else {
+                    attributes[index].ulValueLen = unavailable
+                    result = CK_RV(CKR_BUFFER_TOO_SMALL)
+                    continue
+                }
+                value.withUnsafeBytes { raw in
+                    if raw.count > 0 { destination.copyMemory(from: raw.baseAddress!, byteCount: raw.count) }
+                }
+            }
+            attributes[index].ulValueLen = CK_ULONG(value.count)
+        }
+        if result != CK_RV(CKR_OK) { throw P11Error(result) }
+    }
+}
+
+@_cdecl("keyseal_p11_CreateObject")
+func p11CreateObject(
+    _ handle: CK_SESSION_HANDLE,
+    _ attributes: UnsafeMutablePointer<CK_ATTRIBUTE>?,
+    _ count: CK_ULONG,
+    _ object: UnsafeMutablePointer<CK_OBJECT_HANDLE>?
+) -> CK_RV {
+    guard let object else { return CK_RV(CKR_ARGUMENTS_BAD) }
+    return p11Call { state throws(P11Error) in
+        let session = try state.session(handle)
+        guard session.flags & CK_FLAGS(CKF_RW_SESSION) != 0 else { throw P11Error(CKR_SESSION_READ_ONLY) }
+        let given = Dictionary(try template(attributes, count), uniquingKeysWith: { _, last in last })
+        // Certificates only: keys are generated inside keyseald (C_GenerateKeyPair), never imported through here.
+        guard let objectClass = given[CK_ATTRIBUTE_TYPE(CKA_CLASS)].flatMap(ulongValue) else {
+            throw P11Error(CKR_TEMPLATE_INCOMPLETE)
+        }
+        guard objectClass == CK_ULONG(CKO_CERTIFICATE) else { throw P11Error(CKR_FUNCTION_NOT_SUPPORTED) }
+        if let type = given[CK_ATTRIBUTE_TYPE(CKA_CERTIFICATE_TYPE)].flatMap(ulongValue),
+            type != CK_ULONG(CKC_X_509)
+        {
+            throw P11Error(CKR_ATTRIBUTE_VALUE_INVALID)
+        }
+        guard let der = given[CK_ATTRIBUTE_TYPE(CKA_VALUE)], DERReader.certificateFields(der) != nil else {
+            throw P11Error(
+                given[CK_ATTRIBUTE_TYPE(CKA_VALUE)] == nil ? CKR_TEMPLATE_INCOMPLETE : CKR_ATTRIBUTE_VALUE_INVALID
+            )
+        }
+        var itemAttributes: [String: AttributeValue] = [:]
+        if let label = given[CK_ATTRIBUTE_TYPE(CKA_LABEL)], let text = String(validating: label, as: UTF8.self) {
+            itemAttributes[AttributeKey.label] = .string(text)
+        }
+        _ = try state.send(.add(NewItem(itemClass: .certificate, attributes: itemAttributes, data: Data(der))))
+        try state.refreshObjects()
+        guard
+            let created = state.objects.first(where: {
+                if case .certificate = $0.value.source {
+                    $0.value.attributes[CK_ATTRIBUTE_TYPE(CKA_VALUE)] == der
+                } else {
+                    false
+                }
+            })
+        else { throw P11Error(CKR_DEVICE_ERROR) }
+        object.pointee = created.key
+    }
+}
+
+@_cdecl("keyseal_p11_DestroyObject")
+func p11DestroyObject(_ handle: CK_SESSION_HANDLE, _ objectHandle: CK_OBJECT_HANDLE) -> CK_RV {
+    p11Call { state throws(P11Error) in
+        let session = try state.session(handle)
+        let object = try state.object(objectHandle)
+        if case .derived = object.source {
+            state.objects[objectHandle] = nil
+            return
+        }
+        guard session.flags & CK_FLAGS(CKF_RW_SESSION) != 0 else { throw P11Error(CKR_SESSION_READ_ONLY) }
+        let query: ItemQuery
+        switch object.source {
+        case .privateKey(let reference), .publicKey(let reference):
+            // A key item is one pair: destroying either object deletes the item (and a hardware key's object).
+            query = ItemQuery(itemClass: .key, synchronizable: .any, persistentRef: reference, limit: .all)
+        case .certificate(let reference):
+            query = ItemQuery(itemClass: .certificate, synchronizable: .any, persistentRef: reference, limit: .all)
+        case .derived: return
+        }
+        do throws(KeychainError) {
+            _ = try state.client().send(.delete(query))
+        } catch {
+            throw error.status == KeychainStatus.itemNotFound ? P11Error(CKR_OBJECT_HANDLE_INVALID) : P11Error(error)
+        }
+        try state.refreshObjects()
+    }
+}
+
+// MARK: - Signing and decryption
+
+/// The key of an operation. No login of the module's own is asked for: keyseald decides each use by the key's class
+/// and the store's lock state (a locked class is CKR_USER_NOT_LOGGED_IN), as it does for every client. Programs that
+/// log in only for CKA_PRIVATE objects (OpenSSL's pkcs11 engine) sign while the store is unlocked.
+func operationKey(_ state: ModuleState, _ keyHandle: CK_OBJECT_HANDLE) throws(P11Error) -> P11Object {
+    guard let key = state.objects[keyHandle] else { throw P11Error(CKR_KEY_HANDLE_INVALID) }
+    return key
+}
+
+@_cdecl("keyseal_p11_SignInit")
+func p11SignInit(
+    _ handle: CK_SESSION_HANDLE,
+    _ mechanism: UnsafeMutablePointer<CK_MECHANISM>?,
+    _ keyHandle: CK_OBJECT_HANDLE
+) -> CK_RV {
+    guard let mechanism else { return CK_RV(CKR_ARGUMENTS_BAD) }
+    return p11Call { state throws(P11Error) in
+        var session = try state.session(handle)
+        guard session.operation == nil else { throw P11Error(CKR_OPERATION_ACTIVE) }
+        let key = try operationKey(state, keyHandle)
+        guard key.attributes[CK_ATTRIBUTE_TYPE(CKA_SIGN)] == Encode.bool(true) else {
+            throw P11Error(CKR_KEY_FUNCTION_NOT_PERMITTED)
+        }
+        session.operation = try Mechanisms.signing(mechanism.pointee, key: key)
+        state.sessions[handle] = session
+    }
+}
+
+/// Answers a size query or a short buffer (the operation stays active), or writes `result` and ends it.
+func deliver(
+    _ output: UnsafeMutablePointer<CK_BYTE>?,
+    _ length: UnsafeMutablePointer<CK_ULONG>,
+    size: Int,
+    _ produce: () throws(P11Error) -> [UInt8]
+) throws(P11Error) -> Bool {
+    guard let output else {
+        length.pointee = CK_ULONG(size)
+        return false
+    }
+    guard length.pointee >= CK_ULONG(size) else {
+        length.pointee = CK_ULONG(size)
+        throw P11Error(CKR_BUFFER_TOO_SMALL)
+    }
+    let result = try produce()
+    guard result.count <= Int(length.pointee) else { throw P11Error(CKR_DEVICE_ERROR) }
+    for (index, byte) in result.enumerated() { output[index] = byte }
+    length.pointee = CK_ULONG(result.count)
+    return true
+}
+
+func runOperation(_ state: ModuleState, _ operation: PendingOperation, data: [UInt8]) throws(P11Error) -> [UInt8] {
+    let kind: WireKeyOperation.Kind = operation.kind == .sign ? .sign : .decrypt
+    let request = WireKeyOperation(
+        reference: operation.reference,
+        kind: kind,
+        algorithm: operation.algorithm,
+        data: Data(data)
+    )
+    let response: WireResponse
+    do throws(KeychainError) {
+        response = try state.client().send(.keyOperation(request))
+    } catch {
+        if error.status == KeychainStatus.param {
+            throw P11Error(operation.kind == .sign ? CKR_DATA_LEN_RANGE : CKR_ENCRYPTED_DATA_INVALID)
+        }
+        if error.status == KeychainStatus.itemNotFound { throw P11Error(CKR_KEY_HANDLE_INVALID) }
+        throw P11Error(error)
+    }
+    guard case .keyResult(let result) = response else { throw P11Error(CKR_DEVICE_ERROR) }
+    return Array(result)
+}
+
+@_cdecl("keyseal_p11_Sign")
+func p11Sign(
+    _ handle: CK_SESSION_HANDLE,
+    _ data: UnsafeMutablePointer<CK_BYTE>?,
+    _ dataLength: CK_ULONG,
+    _ signature: UnsafeMutablePointer<CK_BYTE>?,
+    _ signatureLength: UnsafeMutablePointer<CK_ULONG>?
+) -> CK_RV {
+    p11Call { state throws(P11Error) in
+        var session = try state.session(handle)
+        guard let operation = session.operation, operation.kind == .sign else {
+            throw P11Error(CKR_OPERATION_NOT_INITIALIZED)
+        }
+        guard let signatureLength, let input = bytes(data, dataLength), !operation.updating else {
+            session.operation = nil
+            state.sessions[handle] = session
+            throw P11Error(signatureLength == nil || operation.updating ? CKR_ARGUMENTS_BAD : CKR_DATA_LEN_RANGE)
+        }
+        do throws(P11Error) {
+            let done = try deliver(signature, signatureLength, size: operation.outputSize) { () throws(P11Error) in
+                try runOperation(state, operation, data: input)
+            }
+            if done { session.operation = nil }
+        } catch {
+            if error.rv != CK_RV(CKR_BUFFER_TOO_SMALL) { session.operation = nil }
+            state.sessions[handle] = session
+            throw error
+        }
+        state.sessions[handle] = session
+    }
+}
+
+@_cdecl("keyseal_p11_SignUpdate")
+func p11SignUpdate(_ handle: CK_SESSION_HANDLE, _ part: UnsafeMutablePointer<CK_BYTE>?, _ length: CK_ULONG) -> CK_RV {
+    p11Call { state throws(P11Error) in
+        var session = try state.session(handle)
+        guard var operation = session.operation, operation.kind == .sign else {
+            throw P11Error(CKR_OPERATION_NOT_INITIALIZED)
+        }
+        guard operation.multipart, let input = bytes(part, length),
+            operation.data.count + input.count <= Wire.valueLimit
+        else {
+            session.operation = nil
+            state.sessions[handle] = session
+            throw P11Error(operation.multipart ? CKR_DATA_LEN_RANGE : CKR_FUNCTION_NOT_SUPPORTED)
+        }
+        operation.data += input
+        operation.updating = true
+        session.operation = operation
+        state.sessions[handle] = session
+    }
+}
+
+@_cdecl("keyseal_p11_SignFinal")
+func p11SignFinal(
+    _ handle: CK_SESSION_HANDLE,
+    _ signature: UnsafeMutablePointer<CK_BYTE>?,
+    _ signatureLength: UnsafeMutablePointer<CK_ULONG>?
+) -> CK_RV {
+    p11Call { state throws(P11Error) in
+        var session = try state.session(handle)
+        guard let operation = session.operation, operation.kind == .sign else {
+            throw P11Error(CKR_OPERATION_NOT_INITIALIZED)
+        }
+        guard let signatureLength, operation.multipart else {
+            session.operation = nil
+            state.sessions[handle] = session
+            throw P11Error(signatureLength == nil ? CKR_ARGUMENTS_BAD : CKR_FUNCTION_NOT_SUPPORTED)
+        }
+        do throws(P11Error) {
+            let done = try deliver(signature, signatureLength, size: operation.outputSize) { () throws(P11Error) in
+                try runOperation(state, operation, data: operation.data)
+            }
+            if done { session.operation = nil }
+        } catch {
+            if error.rv != CK_RV(CKR_BUFFER_TOO_SMALL) { session.operation = nil }
+            state.sessions[handle] = session
+            throw error
+        }
+        state.sessions[handle] = session
+    }
+}
+
+@_cdecl("keyseal_p11_DecryptInit")
+func p11DecryptInit(
+    _ handle: CK_SESSION_HANDLE,
+    _ mechanism: UnsafeMutablePointer<CK_MECHANISM>?,
+    _ keyHandle: CK_OBJECT_HANDLE
+) -> CK_RV {
+    guard let mechanism else { return CK_RV(CKR_ARGUMENTS_BAD) }
+    return p11Call { state throws(P11Error) in
+        var session = try state.session(handle)
+        guard session.operation == nil else { throw P11Error(CKR_OPERATION_ACTIVE) }
+        let key = try operationKey(state, keyHandle)
+        guard key.attributes[CK_ATTRIBUTE_TYPE(CKA_DECRYPT)] == Encode.bool(true) else {
+            throw P11Error(CKR_KEY_FUNCTION_NOT_PERMITTED)
+        }
+        session.operation = try Mechanisms.decryption(mechanism.pointee, key: key)
+        state.sessions[handle] = session
+    }
+}
+
+@_cdecl("keyseal_p11_Decrypt")
+func p11Decrypt(
+    _ handle: CK_SESSION_HANDLE,
+    _ encrypted: UnsafeMutablePointer<CK_BYTE>?,
+    _ encryptedLength: CK_ULONG,
+    _ data: UnsafeMutablePointer<CK_BYTE>?,
+    _ dataLength: UnsafeMutablePointer<CK_ULONG>?
+) -> CK_RV {
+    p11Call { state throws(P11Error) in
+        var session = try state.session(handle)
+        guard let operation = session.operation, operation.kind == .decrypt else {
+            throw P11Error(CKR_OPERATION_NOT_INITIALIZED)
+        }
+        guard let dataLength, let input = bytes(encrypted, encryptedLength) else {
+            session.operation = nil
+            state.sessions[handle] = session
+            throw P11Error(CKR_ARGUMENTS_BAD)
+        }
+        do throws(P11Error) {
+            // The size asked before decrypting is the modulus's (an upper bound); the answer has the real length.
+            let done = try deliver(data, dataLength, size: operation.outputSize) { () throws(P11Error) in
+                try runOperation(state, operation, data: input)
+            }
+            if done { session.operation = nil }
+        } catch {
+            if error.rv != CK_RV(CKR_BUFFER_TOO_SMALL) { session.operation = nil }
+            state.sessions[handle] = session
+            throw error
+        }
+        state.sessions[handle] = session
+    }
+}
+
+// MARK: - Keys
+
+@_cdecl("keyseal_p11_GenerateKeyPair")
+func p11GenerateKeyPair(
+    _ handle: CK_SESSION_HANDLE,
+    _ mechanism: UnsafeMutablePointer<CK_MECHANISM>?,
+    _ publicTemplate: UnsafeMutablePointer<CK_ATTRIBUTE>?,
+    _ publicCount: CK_ULONG,
+    _ privateTemplate: UnsafeMutablePointer<CK_ATTRIBUTE>?,
+    _ privateCount: CK_ULONG,
+    _ publicKey: UnsafeMutablePointer<CK_OBJECT_HANDLE>?,
+    _ privateKey: UnsafeMutablePointer<CK_OBJECT_HANDLE>?
+) -> CK_RV {
+    guard let mechanism, let publicKey, let privateKey else { return CK_RV(CKR_ARGUMENTS_BAD) }
+    return p11Call { state throws(P11Error) in
+        let session = try state.session(handle)
+        guard session.flags & CK_FLAGS(CKF_RW_SESSION) != 0 else { throw P11Error(CKR_SESSION_READ_ONLY) }
+        guard mechanism.pointee.mechanism == CK_MECHANISM_TYPE(CKM_EC_KEY_PAIR_GEN) else {
+            throw P11Error(CKR_MECHANISM_INVALID)
+        }
+        let publicAttributes = Dictionary(try template(publicTemplate, publicCount), uniquingKeysWith: { _, b in b })
+        let privateAttributes = Dictionary(try template(privateTemplate, privateCount), uniquingKeysWith: { _, b in b })
+        guard let parameters = publicAttributes[CK_ATTRIBUTE_TYPE(CKA_EC_PARAMS)] else {
+            throw P11Error(CKR_TEMPLATE_INCOMPLETE)
+        }
+        guard let bits = Encode.curveBits(oid: parameters) else { throw P11Error(CKR_CURVE_NOT_SUPPORTED) }
+        // In the hardware: P-256 on a backend with hardware (TPM, PKCS#11 token), unless the private template sets
+        // the Keyseal attribute to CK_FALSE; CK_TRUE insists (refused where there is no hardware).
+        let asked = privateAttributes[ckaKeysealHardware].flatMap(boolValue)
+        let status: StoreStatus
+        guard case .status(let answered) = try state.send(.status) else { throw P11Error(CKR_DEVICE_ERROR) }
+        status = answered
+        let hardware = asked ?? (bits == 256 && status.device.hardwareBacked)
+        if hardware && bits != 256 { throw P11Error(CKR_TEMPLATE_INCONSISTENT) }
+        let label = privateAttributes[CK_ATTRIBUTE_TYPE(CKA_LABEL)] ?? publicAttributes[CK_ATTRIBUTE_TYPE(CKA_LABEL)]
+        let id = privateAttributes[CK_ATTRIBUTE_TYPE(CKA_ID)] ?? publicAttributes[CK_ATTRIBUTE_TYPE(CKA_ID)]
+        var attributes: [String: AttributeValue] = [:]
+        if let label, let text = String(validating: label, as: UTF8.self) {
+            attributes[AttributeKey.label] = .string(text)
+        }
+        // The application tag: the CKA_ID asked for, else the label, else random (CKA_ID itself is the key's
+        // application label, SHA-1 of its public key, as Keyseal computes it).
+        var tag = id ?? label ?? []
+        if tag.isEmpty {
+            var generator = SystemRandomNumberGenerator()
+            tag =
+                Array("pkcs11-".utf8)
+                + (0..<8).map { _ in UInt8.random(in: 0...255, using: &generator) }
+                .flatMap { Array(String($0, radix: 16).utf8) }
+        }
+        attributes["atag"] = .data(Data(tag))
+        let extractable = privateAttributes[CK_ATTRIBUTE_TYPE(CKA_EXTRACTABLE)].flatMap(boolValue) ?? false
+        let request = KeyGenerationRequest(
+            keyType: .ec(bits: bits),
+            inHardware: hardware,
+            attributes: attributes,
+            isExtractable: extractable && !hardware
+        )
+        guard case .key(let key) = try state.send(.generateKey(request)) else { throw P11Error(CKR_DEVICE_ERROR) }
+        try state.refreshObjects()
+        guard let privateHandle = state.handle(for: .privateKey(key.reference)),
+            let publicHandle = state.handle(for: .publicKey(key.reference))
+        else { throw P11Error(CKR_DEVICE_ERROR) }
+        publicKey.pointee = publicHandle
+        privateKey.pointee = privateHandle
+    }
+}
+
+@_cdecl("keyseal_p11_DeriveKey")
+func p11DeriveKey(
+    _ handle: CK_SESSION_HANDLE,
+    _ mechanism: UnsafeMutablePointer<CK_MECHANISM>?,
+    _ baseKey: CK_OBJECT_HANDLE,
+    _ attributes: UnsafeMutablePointer<CK_ATTRIBUTE>?,
+    _ count: CK_ULONG,
+    _ key: UnsafeMutablePointer<CK_OBJECT_HANDLE>?
+) -> CK_RV {
+    guard let mechanism, let key else { return CK_RV(CKR_ARGUMENTS_BAD) }
+    return p11Call { state throws(P11Error) in
+        _ = try state.session(handle)
+        guard mechanism.pointee.mechanism == CK_MECHANISM_TYPE(CKM_ECDH1_DERIVE) else {
+            throw P11Error(CKR_MECHANISM_INVALID)
+        }
+        let base = try operationKey(state, baseKey)
+        guard case .privateKey(let reference) = base.source, let keyType = base.keyType, keyType.isEC else {
+            throw P11Error(CKR_KEY_TYPE_INCONSISTENT)
+        }
+        guard mechanism.pointee.ulParameterLen == CK_ULONG(MemoryLayout<CK_ECDH1_DERIVE_PARAMS>.size),
+            let raw = mechanism.pointee.pParameter
+        else { throw P11Error(CKR_MECHANISM_PARAM_INVALID) }
+        let parameters = raw.loadUnaligned(as: CK_ECDH1_DERIVE_PARAMS.self)
+        guard parameters.kdf == CKD_NULL, parameters.ulSharedDataLen == 0,
+            var peer = bytes(parameters.pPublicData, parameters.ulPublicDataLen)
+        else { throw P11Error(CKR_MECHANISM_PARAM_INVALID) }
+        // The peer's point, raw or as a DER OCTET STRING (both are seen in the field).
+        let pointSize = 1 + 2 * ((keyType.bits + 7) / 8)
+        if peer.count != pointSize, peer.first == 0x04, peer.count > 2 {
+            var reader = DERReader(peer)
+            if let element = reader.next(), element.tag == 0x04, element.whole.count == peer.count {
+                peer = Array(peer[element.contents])
+            }
+        }
+        let wanted = Dictionary(try template(attributes, count), uniquingKeysWith: { _, b in b })
+        let request = WireKeyOperation(
+            reference: reference,
+            kind: .keyExchange,
+            algorithm: "algid:keyexchange:ECDH",
+            data: Data(peer)
+        )
+        let response: WireResponse
+        do throws(KeychainError) {
+            response = try state.client().send(.keyOperation(request))
+        } catch {
+            throw error.status == KeychainStatus.param ? P11Error(CKR_MECHANISM_PARAM_INVALID) : P11Error(error)
+        }
+        guard case .keyResult(let shared) = response else { throw P11Error(CKR_DEVICE_ERROR) }
+        var secret = Array(shared)
+        if let length = wanted[CK_ATTRIBUTE_TYPE(CKA_VALUE_LEN)].flatMap(ulongValue) {
+            guard length > 0, length <= CK_ULONG(secret.count) else { throw P11Error(CKR_ATTRIBUTE_VALUE_INVALID) }
+            secret = Array(secret.prefix(Int(length)))
+        }
+        let derived = P11Object(
+            source: .derived(state.nextDerived),
+            attributes: [
+                CK_ATTRIBUTE_TYPE(CKA_CLASS): Encode.ulong(CK_ULONG(CKO_SECRET_KEY)),
+                CK_ATTRIBUTE_TYPE(CKA_KEY_TYPE): Encode.ulong(CK_ULONG(CKK_GENERIC_SECRET)),
+                CK_ATTRIBUTE_TYPE(CKA_TOKEN): Encode.bool(false),
+                CK_ATTRIBUTE_TYPE(CKA_PRIVATE): Encode.bool(false),
+                CK_ATTRIBUTE_TYPE(CKA_SENSITIVE): Encode.bool(false),
+                CK_ATTRIBUTE_TYPE(CKA_EXTRACTABLE): Encode.bool(true),
+                CK_ATTRIBUTE_TYPE(CKA_VALUE_LEN): Encode.ulong(CK_ULONG(secret.count)),
+                CK_ATTRIBUTE_TYPE(CKA_LABEL): wanted[CK_ATTRIBUTE_TYPE(CKA_LABEL)] ?? [],
+            ],
+            session: handle,
+            secret: SecretBytes(copying: secret)
+        )
+        for index in secret.indices { secret[index] = 0 }
+        state.nextDerived += 1
+        let newHandle = state.nextObject
+        state.nextObject += 1
+        state.objects[newHandle] = derived
+        key.pointee = newHandle
+    }
+}
+
+@_cdecl("keyseal_p11_GenerateRandom")
+func p11GenerateRandom(
+    _ handle: CK_SESSION_HANDLE,
+    _ output: UnsafeMutablePointer<CK_BYTE>?,
+    _ length: CK_ULONG
+)
+    -> CK_RV
+{
+    p11Call { state throws(P11Error) in
+        _ = try state.session(handle)
+        guard length > 0 else { return }
+        guard let output else { throw P11Error(CKR_ARGUMENTS_BAD) }
+        // The operating system's generator (getrandom), as keyseald's own randomness.
+        var generator = SystemRandomNumberGenerator()
+        for index in 0..<Int(length) { output[index] = UInt8.random(in: 0...255, using: &generator) }
+    }
+}

@@ -1,0 +1,141 @@
+import CKeysealPKCS11Entry
+import KeysealClient
+
+#if canImport(FoundationEssentials)
+import FoundationEssentials
+#else
+import Foundation
+#endif
+
+/// The mechanisms the token offers, and what each becomes on the wire (Apple's `SecKeyAlgorithm` names).
+enum Mechanisms {
+    static let ecdsaSign: [CK_MECHANISM_TYPE: String] = [
+        CK_MECHANISM_TYPE(CKM_ECDSA): "algid:sign:ECDSA:digest-RFC4754",
+        CK_MECHANISM_TYPE(CKM_ECDSA_SHA256): "algid:sign:ECDSA:message-RFC4754:SHA256",
+        CK_MECHANISM_TYPE(CKM_ECDSA_SHA384): "algid:sign:ECDSA:message-RFC4754:SHA384",
+        CK_MECHANISM_TYPE(CKM_ECDSA_SHA512): "algid:sign:ECDSA:message-RFC4754:SHA512",
+    ]
+
+    static let rsaSign: [CK_MECHANISM_TYPE: String] = [
+        CK_MECHANISM_TYPE(CKM_SHA256_RSA_PKCS): "algid:sign:RSA:message-PKCS1v15:SHA256",
+        CK_MECHANISM_TYPE(CKM_SHA384_RSA_PKCS): "algid:sign:RSA:message-PKCS1v15:SHA384",
+        CK_MECHANISM_TYPE(CKM_SHA512_RSA_PKCS): "algid:sign:RSA:message-PKCS1v15:SHA512",
+        CK_MECHANISM_TYPE(CKM_SHA256_RSA_PKCS_PSS): "algid:sign:RSA:message-PSS:SHA256",
+        CK_MECHANISM_TYPE(CKM_SHA384_RSA_PKCS_PSS): "algid:sign:RSA:message-PSS:SHA384",
+        CK_MECHANISM_TYPE(CKM_SHA512_RSA_PKCS_PSS): "algid:sign:RSA:message-PSS:SHA512",
+    ]
+
+    /// The PSS mechanisms' hash and MGF1 (keyseald's PSS uses the hash for MGF1 and a salt of the hash's size).
+    static let pss: [CK_MECHANISM_TYPE: (hash: CK_MECHANISM_TYPE, mgf: CK_ULONG, salt: CK_ULONG)] = [
+        CK_MECHANISM_TYPE(CKM_SHA256_RSA_PKCS_PSS): (CK_MECHANISM_TYPE(CKM_SHA256), CK_ULONG(CKG_MGF1_SHA256), 32),
+        CK_MECHANISM_TYPE(CKM_SHA384_RSA_PKCS_PSS): (CK_MECHANISM_TYPE(CKM_SHA384), CK_ULONG(CKG_MGF1_SHA384), 48),
+        CK_MECHANISM_TYPE(CKM_SHA512_RSA_PKCS_PSS): (CK_MECHANISM_TYPE(CKM_SHA512), CK_ULONG(CKG_MGF1_SHA512), 64),
+    ]
+
+    static let all: [CK_MECHANISM_TYPE] =
+        ([CKM_EC_KEY_PAIR_GEN, CKM_ECDH1_DERIVE, CKM_RSA_PKCS_OAEP].map { CK_MECHANISM_TYPE($0) }
+        + ecdsaSign.keys + rsaSign.keys).sorted()
+
+    static func info(_ type: CK_MECHANISM_TYPE) -> CK_MECHANISM_INFO? {
+        var info = CK_MECHANISM_INFO()
+        if ecdsaSign[type] != nil {
+            info.ulMinKeySize = 256
+            info.ulMaxKeySize = 521
+            info.flags =
+                CK_FLAGS(CKF_SIGN) | CK_FLAGS(CKF_EC_F_P) | CK_FLAGS(CKF_EC_NAMEDCURVE)
+                | CK_FLAGS(CKF_EC_UNCOMPRESS)
+        } else if rsaSign[type] != nil {
+            info.ulMinKeySize = 2048
+            info.ulMaxKeySize = 4096
+            info.flags = CK_FLAGS(CKF_SIGN)
+        } else if type == CK_MECHANISM_TYPE(CKM_RSA_PKCS_OAEP) {
+            info.ulMinKeySize = 2048
+            info.ulMaxKeySize = 4096
+            info.flags = CK_FLAGS(CKF_DECRYPT)
+        } else if type == CK_MECHANISM_TYPE(CKM_EC_KEY_PAIR_GEN) {
+            info.ulMinKeySize = 256
+            info.ulMaxKeySize = 521
+            info.flags =
+                CK_FLAGS(CKF_GENERATE_KEY_PAIR) | CK_FLAGS(CKF_EC_F_P) | CK_FLAGS(CKF_EC_NAMEDCURVE)
+                | CK_FLAGS(CKF_EC_UNCOMPRESS)
+        } else if type == CK_MECHANISM_TYPE(CKM_ECDH1_DERIVE) {
+            info.ulMinKeySize = 256
+            info.ulMaxKeySize = 521
+            info.flags =
+                CK_FLAGS(CKF_DERIVE) | CK_FLAGS(CKF_EC_F_P) | CK_FLAGS(CKF_EC_NAMEDCURVE)
+                | CK_FLAGS(CKF_EC_UNCOMPRESS)
+        } else {
+            return nil
+        }
+        // Done by the token (keyseald), not in the caller's process: what pkcs11-tool's tests look for.
+        info.flags |= CK_FLAGS(CKF_HW)
+        return info
+    }
+
+    /// The signing operation `mechanism` asks of `key`; CKR_MECHANISM_INVALID, CKR_MECHANISM_PARAM_INVALID or
+    /// CKR_KEY_TYPE_INCONSISTENT when it cannot be.
+    static func signing(_ mechanism: CK_MECHANISM, key: P11Object) throws(P11Error) -> PendingOperation {
+        guard case .privateKey(let reference) = key.source, let keyType = key.keyType else {
+            throw P11Error(CKR_KEY_TYPE_INCONSISTENT)
+        }
+        let type = mechanism.mechanism
+        if let algorithm = ecdsaSign[type] {
+            guard keyType.isEC else { throw P11Error(CKR_KEY_TYPE_INCONSISTENT) }
+            return PendingOperation(
+                kind: .sign,
+                reference: reference,
+                algorithm: algorithm,
+                outputSize: 2 * ((keyType.bits + 7) / 8),
+                multipart: type != CK_MECHANISM_TYPE(CKM_ECDSA)
+            )
+        }
+        if let algorithm = rsaSign[type] {
+            guard !keyType.isEC else { throw P11Error(CKR_KEY_TYPE_INCONSISTENT) }
+            if let expected = pss[type] {
+                guard mechanism.ulParameterLen == CK_ULONG(MemoryLayout<CK_RSA_PKCS_PSS_PARAMS>.size),
+                    let raw = mechanism.pParameter
+                else { throw P11Error(CKR_MECHANISM_PARAM_INVALID) }
+                let parameters = raw.loadUnaligned(as: CK_RSA_PKCS_PSS_PARAMS.self)
+                guard parameters.hashAlg == expected.hash, parameters.mgf == expected.mgf,
+                    parameters.sLen == expected.salt
+                else { throw P11Error(CKR_MECHANISM_PARAM_INVALID) }
+            }
+            return PendingOperation(
+                kind: .sign,
+                reference: reference,
+                algorithm: algorithm,
+                outputSize: keyType.bits / 8,
+                multipart: true
+            )
+        }
+        throw P11Error(CKR_MECHANISM_INVALID)
+    }
+
+    /// The decryption `mechanism` asks of `key`: RSA OAEP with SHA-1 or SHA-256 (MGF1 of the same hash, no label).
+    static func decryption(_ mechanism: CK_MECHANISM, key: P11Object) throws(P11Error) -> PendingOperation {
+        guard mechanism.mechanism == CK_MECHANISM_TYPE(CKM_RSA_PKCS_OAEP) else { throw P11Error(CKR_MECHANISM_INVALID) }
+        guard case .privateKey(let reference) = key.source, let keyType = key.keyType, !keyType.isEC else {
+            throw P11Error(CKR_KEY_TYPE_INCONSISTENT)
+        }
+        guard mechanism.ulParameterLen == CK_ULONG(MemoryLayout<CK_RSA_PKCS_OAEP_PARAMS>.size),
+            let raw = mechanism.pParameter
+        else { throw P11Error(CKR_MECHANISM_PARAM_INVALID) }
+        let parameters = raw.loadUnaligned(as: CK_RSA_PKCS_OAEP_PARAMS.self)
+        let algorithm: String
+        switch (parameters.hashAlg, parameters.mgf) {
+        case (CK_MECHANISM_TYPE(CKM_SHA_1), CK_ULONG(CKG_MGF1_SHA1)): algorithm = "algid:encrypt:RSA:OAEP:SHA1"
+        case (CK_MECHANISM_TYPE(CKM_SHA256), CK_ULONG(CKG_MGF1_SHA256)): algorithm = "algid:encrypt:RSA:OAEP:SHA256"
+        default: throw P11Error(CKR_MECHANISM_PARAM_INVALID)
+        }
+        guard parameters.source == 0 || parameters.ulSourceDataLen == 0 else {
+            throw P11Error(CKR_MECHANISM_PARAM_INVALID)
+        }
+        return PendingOperation(
+            kind: .decrypt,
+            reference: reference,
+            algorithm: algorithm,
+            outputSize: keyType.bits / 8,
+            multipart: false
+        )
+    }
+}

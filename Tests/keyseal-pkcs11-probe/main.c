@@ -1,0 +1,325 @@
+// A C program over the Keyseal PKCS#11 module, as every C caller sees it: dlopen, C_GetFunctionList, no Swift.
+// Used by PKCS11ModuleTests (one behaviour per subcommand, one line of result on stdout) and by the benchmark.
+//
+//   keyseal-pkcs11-probe MODULE info                 token flags and mechanism count
+//   keyseal-pkcs11-probe MODULE sign LABEL [PIN]      CKM_ECDSA over a SHA-256 digest: prints "rv=0x.. sig=HEX"
+//   keyseal-pkcs11-probe MODULE fork LABEL            after fork(), parent and child sign at the same time
+//   keyseal-pkcs11-probe MODULE threads LABEL N       N threads sign at once (p11-kit's null mutex callbacks)
+//   keyseal-pkcs11-probe MODULE bad                   null pointers, unknown handles and mechanisms: one CKR each
+//   keyseal-pkcs11-probe MODULE attributes LABEL      CKA_VALUE of the private key, short buffers, sizes
+//   keyseal-pkcs11-probe MODULE reconnect LABEL FILE [PIN]  signs, waits for FILE.down (daemon stopped, or store
+//                                                    locked), signs, waits for FILE (restarted, unlocked), signs
+//   keyseal-pkcs11-probe MODULE bench LABEL N         N C_Sign calls on one session: median microseconds
+#include <dlfcn.h>
+#include <p11-kit/pkcs11.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+static CK_FUNCTION_LIST *p11;
+
+static void load(const char *path) {
+    void *module = dlopen(path, RTLD_NOW | RTLD_LOCAL);
+    if (module == NULL) {
+        printf("dlopen failed: %s\n", dlerror());
+        exit(2);
+    }
+    CK_C_GetFunctionList get = (CK_C_GetFunctionList)dlsym(module, "C_GetFunctionList");
+    if (get == NULL || get(&p11) != CKR_OK) {
+        printf("no C_GetFunctionList\n");
+        exit(2);
+    }
+}
+
+static CK_RV initialize(void) {
+    // What p11-kit passes: CKF_OS_LOCKING_OK and no mutex callbacks.
+    CK_C_INITIALIZE_ARGS args;
+    memset(&args, 0, sizeof args);
+    args.flags = CKF_OS_LOCKING_OK;
+    return p11->C_Initialize(&args);
+}
+
+static CK_SESSION_HANDLE open_session(void) {
+    CK_SESSION_HANDLE session = 0;
+    CK_RV rv = p11->C_OpenSession(1, CKF_SERIAL_SESSION | CKF_RW_SESSION, NULL, NULL, &session);
+    if (rv != CKR_OK) {
+        printf("rv=0x%lx open\n", rv);
+        exit(3);
+    }
+    return session;
+}
+
+static CK_OBJECT_HANDLE find_key(CK_SESSION_HANDLE session, const char *label, CK_OBJECT_CLASS class) {
+    CK_ATTRIBUTE template[] = {
+        {CKA_CLASS, &class, sizeof class},
+        {CKA_LABEL, (void *)label, strlen(label)},
+    };
+    CK_OBJECT_HANDLE handle = 0;
+    CK_ULONG found = 0;
+    CK_RV rv = p11->C_FindObjectsInit(session, template, 2);
+    if (rv == CKR_OK) rv = p11->C_FindObjects(session, &handle, 1, &found);
+    p11->C_FindObjectsFinal(session);
+    if (rv != CKR_OK || found != 1) {
+        printf("rv=0x%lx find found=%lu\n", rv, found);
+        exit(4);
+    }
+    return handle;
+}
+
+static CK_RV sign_once(CK_SESSION_HANDLE session, CK_OBJECT_HANDLE key, unsigned char *signature, CK_ULONG *length) {
+    unsigned char digest[32];
+    for (int i = 0; i < 32; i++) digest[i] = (unsigned char)i;
+    CK_MECHANISM mechanism = {CKM_ECDSA, NULL, 0};
+    CK_RV rv = p11->C_SignInit(session, &mechanism, key);
+    if (rv != CKR_OK) return rv;
+    return p11->C_Sign(session, digest, sizeof digest, signature, length);
+}
+
+static void print_hex(const unsigned char *bytes, CK_ULONG length) {
+    for (CK_ULONG i = 0; i < length; i++) printf("%02x", bytes[i]);
+}
+
+static int sign_command(const char *label, const char *pin) {
+    CK_SESSION_HANDLE session = open_session();
+    if (pin != NULL) {
+        CK_RV rv = p11->C_Login(session, CKU_USER, (CK_UTF8CHAR *)pin, strlen(pin));
+        printf("login=0x%lx ", rv);
+    }
+    CK_OBJECT_HANDLE key = find_key(session, label, CKO_PRIVATE_KEY);
+    unsigned char signature[200];
+    CK_ULONG length = sizeof signature;
+    CK_RV rv = sign_once(session, key, signature, &length);
+    printf("rv=0x%lx", rv);
+    if (rv == CKR_OK) {
+        printf(" sig=");
+        print_hex(signature, length);
+    }
+    printf("\n");
+    return 0;
+}
+
+static int fork_command(const char *label) {
+    CK_SESSION_HANDLE session = open_session();
+    CK_OBJECT_HANDLE key = find_key(session, label, CKO_PRIVATE_KEY);
+    unsigned char signature[200];
+    CK_ULONG length = sizeof signature;
+    CK_RV parent = sign_once(session, key, signature, &length);
+    pid_t child = fork();
+    if (child == 0) {
+        // The child does not call C_Initialize again: the module must notice the new process by itself. It lists
+        // and signs while the parent signs: on a shared connection their requests and answers would cross.
+        int failures = 0;
+        for (int i = 0; i < 30; i++) {
+            CK_SESSION_HANDLE own = open_session();
+            CK_OBJECT_HANDLE childKey = find_key(own, label, CKO_PRIVATE_KEY);
+            length = sizeof signature;
+            if (sign_once(own, childKey, signature, &length) != CKR_OK || length != 64) failures++;
+            p11->C_CloseSession(own);
+        }
+        _exit(failures == 0 ? 0 : 1);
+    }
+    int failures = 0;
+    for (int i = 0; i < 60; i++) {
+        length = sizeof signature;
+        if (sign_once(session, key, signature, &length) != CKR_OK || length != 64) failures++;
+    }
+    int status = 0;
+    waitpid(child, &status, 0);
+    printf("parent=0x%lx child=%d parent_failures=%d\n", parent, WIFEXITED(status) ? WEXITSTATUS(status) : -1,
+        failures);
+    return 0;
+}
+
+struct thread_job {
+    const char *label;
+    int failures;
+};
+
+static void *thread_main(void *argument) {
+    struct thread_job *job = argument;
+    // Sessions opened and closed, objects listed and keys used from every thread at once.
+    for (int i = 0; i < 20; i++) {
+        CK_SESSION_HANDLE session = open_session();
+        CK_OBJECT_HANDLE key = find_key(session, job->label, CKO_PRIVATE_KEY);
+        unsigned char signature[200];
+        CK_ULONG length = sizeof signature;
+        if (sign_once(session, key, signature, &length) != CKR_OK || length != 64) job->failures++;
+        p11->C_CloseSession(session);
+    }
+    return NULL;
+}
+
+static int threads_command(const char *label, int count) {
+    pthread_t threads[64];
+    struct thread_job jobs[64];
+    if (count > 64) count = 64;
+    for (int i = 0; i < count; i++) {
+        jobs[i].label = label;
+        jobs[i].failures = 0;
+        pthread_create(&threads[i], NULL, thread_main, &jobs[i]);
+    }
+    int failures = 0;
+    for (int i = 0; i < count; i++) {
+        pthread_join(threads[i], NULL);
+        failures += jobs[i].failures;
+    }
+    printf("failures=%d\n", failures);
+    return 0;
+}
+
+static int bad_command(void) {
+    CK_SESSION_HANDLE session = open_session();
+    CK_MECHANISM ecdsa = {CKM_ECDSA, NULL, 0};
+    CK_MECHANISM unknown = {0x7fffffffUL, NULL, 0};
+    CK_ULONG count = 0;
+    printf("getinfo_null=0x%lx ", p11->C_GetInfo(NULL));
+    printf("slotlist_null=0x%lx ", p11->C_GetSlotList(CK_TRUE, NULL, NULL));
+    printf("tokeninfo_badslot=0x%lx ", p11->C_GetTokenInfo(99, NULL));
+    printf("session_unknown=0x%lx ", p11->C_SignInit(424242, &ecdsa, 1));
+    printf("key_unknown=0x%lx ", p11->C_SignInit(session, &ecdsa, 999999));
+    printf("mechanism_null=0x%lx ", p11->C_SignInit(session, NULL, 1));
+    printf("object_unknown=0x%lx ", p11->C_GetAttributeValue(session, 999999, NULL, 0));
+    printf("sign_uninitialized=0x%lx ", p11->C_Sign(session, NULL, 0, NULL, &count));
+    printf("findobjects_null=0x%lx ", p11->C_FindObjects(session, NULL, 1, NULL));
+    printf("unsupported=0x%lx ", p11->C_DigestInit(session, &ecdsa));
+    printf("mechinfo_unknown=0x%lx ", p11->C_GetMechanismInfo(1, unknown.mechanism, NULL));
+    CK_MECHANISM_INFO info;
+    printf("mechinfo_unknown2=0x%lx ", p11->C_GetMechanismInfo(1, unknown.mechanism, &info));
+    printf("login_so=0x%lx ", p11->C_Login(session, CKU_SO, NULL, 0));
+    printf("random_null=0x%lx", p11->C_GenerateRandom(session, NULL, 16));
+    printf("\n");
+    return 0;
+}
+
+static int attributes_command(const char *label) {
+    CK_SESSION_HANDLE session = open_session();
+    CK_OBJECT_HANDLE private = find_key(session, label, CKO_PRIVATE_KEY);
+    CK_OBJECT_HANDLE public = find_key(session, label, CKO_PUBLIC_KEY);
+    unsigned char buffer[256];
+    CK_ATTRIBUTE value = {CKA_VALUE, buffer, sizeof buffer};
+    CK_RV sensitive = p11->C_GetAttributeValue(session, private, &value, 1);
+    printf("value=0x%lx value_len=%ld ", sensitive, (long)value.ulValueLen);
+    CK_ATTRIBUTE point = {CKA_EC_POINT, NULL, 0};
+    CK_RV size = p11->C_GetAttributeValue(session, public, &point, 1);
+    printf("point_size=0x%lx point_len=%lu ", size, point.ulValueLen);
+    CK_ATTRIBUTE shortPoint = {CKA_EC_POINT, buffer, 10};
+    CK_RV tooSmall = p11->C_GetAttributeValue(session, public, &shortPoint, 1);
+    printf("short=0x%lx short_len=%ld ", tooSmall, (long)shortPoint.ulValueLen);
+    CK_ATTRIBUTE missing = {CKA_MODULUS, buffer, sizeof buffer};
+    CK_RV invalid = p11->C_GetAttributeValue(session, public, &missing, 1);
+    printf("modulus=0x%lx ", invalid);
+    unsigned char signature[200];
+    CK_ULONG length = 0;
+    CK_MECHANISM mechanism = {CKM_ECDSA, NULL, 0};
+    unsigned char digest[32] = {0};
+    p11->C_SignInit(session, &mechanism, private);
+    CK_RV query = p11->C_Sign(session, digest, 32, NULL, &length);
+    printf("sigsize=0x%lx siglen=%lu ", query, length);
+    length = 8;
+    CK_RV shortSig = p11->C_Sign(session, digest, 32, signature, &length);
+    printf("sigshort=0x%lx sigshort_len=%lu ", shortSig, length);
+    length = sizeof signature;
+    CK_RV done = p11->C_Sign(session, digest, 32, signature, &length);
+    printf("sig=0x%lx\n", done);
+    return 0;
+}
+
+static int reconnect_command(const char *label, const char *flag, const char *pin) {
+    CK_SESSION_HANDLE session = open_session();
+    if (pin != NULL) printf("login=0x%lx ", p11->C_Login(session, CKU_USER, (CK_UTF8CHAR *)pin, strlen(pin)));
+    CK_OBJECT_HANDLE key = find_key(session, label, CKO_PRIVATE_KEY);
+    unsigned char signature[200];
+    CK_ULONG length = sizeof signature;
+    CK_RV before = sign_once(session, key, signature, &length);
+    printf("before=0x%lx ", before);
+    fflush(stdout);
+    // The test stops keyseald and creates FLAG.down, then restarts it and creates FLAG.
+    char down[4096];
+    snprintf(down, sizeof down, "%s.down", flag);
+    struct stat info;
+    for (int i = 0; i < 3000 && stat(down, &info) != 0; i++) usleep(10000);
+    length = sizeof signature;
+    CK_RV during = sign_once(session, key, signature, &length);
+    CK_TOKEN_INFO token;
+    CK_RV absent = p11->C_GetTokenInfo(1, &token);
+    printf("during=0x%lx token=0x%lx ", during, absent);
+    fflush(stdout);
+    for (int i = 0; i < 3000 && stat(flag, &info) != 0; i++) usleep(10000);
+    length = sizeof signature;
+    CK_RV after = sign_once(session, key, signature, &length);
+    printf("after=0x%lx\n", after);
+    return 0;
+}
+
+static int compare(const void *a, const void *b) {
+    double x = *(const double *)a, y = *(const double *)b;
+    return (x > y) - (x < y);
+}
+
+static int bench_command(const char *label, int count) {
+    CK_SESSION_HANDLE session = open_session();
+    CK_OBJECT_HANDLE key = find_key(session, label, CKO_PRIVATE_KEY);
+    double *times = calloc((size_t)count, sizeof(double));
+    for (int i = 0; i < count; i++) {
+        unsigned char signature[200];
+        CK_ULONG length = sizeof signature;
+        struct timespec start, end;
+        clock_gettime(CLOCK_MONOTONIC, &start);
+        CK_RV rv = sign_once(session, key, signature, &length);
+        clock_gettime(CLOCK_MONOTONIC, &end);
+        if (rv != CKR_OK) {
+            printf("rv=0x%lx\n", rv);
+            return 1;
+        }
+        times[i] = (double)(end.tv_sec - start.tv_sec) * 1e6 + (double)(end.tv_nsec - start.tv_nsec) / 1e3;
+    }
+    qsort(times, (size_t)count, sizeof(double), compare);
+    printf("median_us=%.1f\n", times[count / 2]);
+    free(times);
+    return 0;
+}
+
+int main(int argc, char **argv) {
+    if (argc < 3) {
+        fprintf(stderr, "usage: keyseal-pkcs11-probe MODULE COMMAND [ARGUMENTS]\n");
+        return 64;
+    }
+    setvbuf(stdout, NULL, _IOLBF, 0);
+    load(argv[1]);
+    CK_RV rv = initialize();
+    if (rv != CKR_OK) {
+        printf("rv=0x%lx initialize\n", rv);
+        return 3;
+    }
+    const char *command = argv[2];
+    int result = 64;
+    if (strcmp(command, "info") == 0) {
+        CK_TOKEN_INFO token;
+        CK_ULONG count = 0;
+        CK_RV info = p11->C_GetTokenInfo(1, &token);
+        p11->C_GetMechanismList(1, NULL, &count);
+        printf("rv=0x%lx flags=0x%lx mechanisms=%lu\n", info, token.flags, count);
+        result = 0;
+    } else if (strcmp(command, "sign") == 0 && argc >= 4) {
+        result = sign_command(argv[3], argc >= 5 ? argv[4] : NULL);
+    } else if (strcmp(command, "fork") == 0 && argc >= 4) {
+        result = fork_command(argv[3]);
+    } else if (strcmp(command, "threads") == 0 && argc >= 5) {
+        result = threads_command(argv[3], atoi(argv[4]));
+    } else if (strcmp(command, "bad") == 0) {
+        result = bad_command();
+    } else if (strcmp(command, "attributes") == 0 && argc >= 4) {
+        result = attributes_command(argv[3]);
+    } else if (strcmp(command, "reconnect") == 0 && argc >= 5) {
+        result = reconnect_command(argv[3], argv[4], argc >= 6 ? argv[5] : NULL);
+    } else if (strcmp(command, "bench") == 0 && argc >= 5) {
+        result = bench_command(argv[3], atoi(argv[4]));
+    }
+    p11->C_Finalize(NULL);
+    return result;
+}
