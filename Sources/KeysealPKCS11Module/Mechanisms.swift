@@ -17,6 +17,11 @@ enum Mechanisms {
     ]
 
     static let rsaSign: [CK_MECHANISM_TYPE: String] = [
+        // The caller's block (a DigestInfo, for a signature) padded as PKCS#1 v1.5 type 1 and signed: Apple's
+        // rsaSignatureDigestPKCS1v15Raw.
+        CK_MECHANISM_TYPE(CKM_RSA_PKCS): "algid:sign:RSA:digest-PKCS1v15",
+        CK_MECHANISM_TYPE(CKM_SHA1_RSA_PKCS): "algid:sign:RSA:message-PKCS1v15:SHA1",
+        CK_MECHANISM_TYPE(CKM_SHA224_RSA_PKCS): "algid:sign:RSA:message-PKCS1v15:SHA224",
         CK_MECHANISM_TYPE(CKM_SHA256_RSA_PKCS): "algid:sign:RSA:message-PKCS1v15:SHA256",
         CK_MECHANISM_TYPE(CKM_SHA384_RSA_PKCS): "algid:sign:RSA:message-PKCS1v15:SHA384",
         CK_MECHANISM_TYPE(CKM_SHA512_RSA_PKCS): "algid:sign:RSA:message-PKCS1v15:SHA512",
@@ -32,8 +37,27 @@ enum Mechanisms {
         CK_MECHANISM_TYPE(CKM_SHA512_RSA_PKCS_PSS): (CK_MECHANISM_TYPE(CKM_SHA512), CK_ULONG(CKG_MGF1_SHA512), 64),
     ]
 
+    /// CKM_RSA_PKCS_PSS over a digest the caller made: the hash its parameters name (MGF1 of the same hash, a salt of
+    /// the hash's size, as keyseald's PSS), and Apple's digest-form name.
+    static let pssDigest: [CK_MECHANISM_TYPE: (mgf: CK_ULONG, salt: CK_ULONG, algorithm: String)] = [
+        CK_MECHANISM_TYPE(CKM_SHA_1): (CK_ULONG(CKG_MGF1_SHA1), 20, "algid:sign:RSA:digest-PSS:SHA1:SHA1:20"),
+        CK_MECHANISM_TYPE(CKM_SHA224): (CK_ULONG(CKG_MGF1_SHA224), 28, "algid:sign:RSA:digest-PSS:SHA224:SHA224:24"),
+        CK_MECHANISM_TYPE(CKM_SHA256): (CK_ULONG(CKG_MGF1_SHA256), 32, "algid:sign:RSA:digest-PSS:SHA256:SHA256:32"),
+        CK_MECHANISM_TYPE(CKM_SHA384): (CK_ULONG(CKG_MGF1_SHA384), 48, "algid:sign:RSA:digest-PSS:SHA384:SHA384:48"),
+        CK_MECHANISM_TYPE(CKM_SHA512): (CK_ULONG(CKG_MGF1_SHA512), 64, "algid:sign:RSA:digest-PSS:SHA512:SHA512:64"),
+    ]
+
+    /// OAEP decryption by its hash (MGF1 of the same hash, no label).
+    static let oaep: [CK_MECHANISM_TYPE: (mgf: CK_ULONG, algorithm: String)] = [
+        CK_MECHANISM_TYPE(CKM_SHA_1): (CK_ULONG(CKG_MGF1_SHA1), "algid:encrypt:RSA:OAEP:SHA1"),
+        CK_MECHANISM_TYPE(CKM_SHA224): (CK_ULONG(CKG_MGF1_SHA224), "algid:encrypt:RSA:OAEP:SHA224"),
+        CK_MECHANISM_TYPE(CKM_SHA256): (CK_ULONG(CKG_MGF1_SHA256), "algid:encrypt:RSA:OAEP:SHA256"),
+        CK_MECHANISM_TYPE(CKM_SHA384): (CK_ULONG(CKG_MGF1_SHA384), "algid:encrypt:RSA:OAEP:SHA384"),
+        CK_MECHANISM_TYPE(CKM_SHA512): (CK_ULONG(CKG_MGF1_SHA512), "algid:encrypt:RSA:OAEP:SHA512"),
+    ]
+
     static let all: [CK_MECHANISM_TYPE] =
-        ([CKM_EC_KEY_PAIR_GEN, CKM_ECDH1_DERIVE, CKM_RSA_PKCS_OAEP].map { CK_MECHANISM_TYPE($0) }
+        ([CKM_EC_KEY_PAIR_GEN, CKM_ECDH1_DERIVE, CKM_RSA_PKCS_OAEP, CKM_RSA_PKCS_PSS].map { CK_MECHANISM_TYPE($0) }
         + ecdsaSign.keys + rsaSign.keys).sorted()
 
     static func info(_ type: CK_MECHANISM_TYPE) -> CK_MECHANISM_INFO? {
@@ -44,12 +68,16 @@ enum Mechanisms {
             info.flags =
                 CK_FLAGS(CKF_SIGN) | CK_FLAGS(CKF_EC_F_P) | CK_FLAGS(CKF_EC_NAMEDCURVE)
                 | CK_FLAGS(CKF_EC_UNCOMPRESS)
-        } else if rsaSign[type] != nil {
-            info.ulMinKeySize = 2048
+        } else if type == CK_MECHANISM_TYPE(CKM_RSA_PKCS) {
+            info.ulMinKeySize = 1024
+            info.ulMaxKeySize = 4096
+            info.flags = CK_FLAGS(CKF_SIGN) | CK_FLAGS(CKF_DECRYPT)
+        } else if rsaSign[type] != nil || type == CK_MECHANISM_TYPE(CKM_RSA_PKCS_PSS) {
+            info.ulMinKeySize = 1024
             info.ulMaxKeySize = 4096
             info.flags = CK_FLAGS(CKF_SIGN)
         } else if type == CK_MECHANISM_TYPE(CKM_RSA_PKCS_OAEP) {
-            info.ulMinKeySize = 2048
+            info.ulMinKeySize = 1024
             info.ulMaxKeySize = 4096
             info.flags = CK_FLAGS(CKF_DECRYPT)
         } else if type == CK_MECHANISM_TYPE(CKM_EC_KEY_PAIR_GEN) {
@@ -89,6 +117,23 @@ enum Mechanisms {
                 multipart: type != CK_MECHANISM_TYPE(CKM_ECDSA)
             )
         }
+        if type == CK_MECHANISM_TYPE(CKM_RSA_PKCS_PSS) {
+            guard !keyType.isEC else { throw P11Error(CKR_KEY_TYPE_INCONSISTENT) }
+            guard mechanism.ulParameterLen == CK_ULONG(MemoryLayout<CK_RSA_PKCS_PSS_PARAMS>.size),
+                let raw = mechanism.pParameter
+            else { throw P11Error(CKR_MECHANISM_PARAM_INVALID) }
+            let parameters = raw.loadUnaligned(as: CK_RSA_PKCS_PSS_PARAMS.self)
+            guard let expected = pssDigest[parameters.hashAlg], parameters.mgf == expected.mgf,
+                parameters.sLen == expected.salt
+            else { throw P11Error(CKR_MECHANISM_PARAM_INVALID) }
+            return PendingOperation(
+                kind: .sign,
+                reference: reference,
+                algorithm: expected.algorithm,
+                outputSize: keyType.bits / 8,
+                multipart: false
+            )
+        }
         if let algorithm = rsaSign[type] {
             guard !keyType.isEC else { throw P11Error(CKR_KEY_TYPE_INCONSISTENT) }
             if let expected = pss[type] {
@@ -105,28 +150,39 @@ enum Mechanisms {
                 reference: reference,
                 algorithm: algorithm,
                 outputSize: keyType.bits / 8,
-                multipart: true
+                multipart: type != CK_MECHANISM_TYPE(CKM_RSA_PKCS)
             )
         }
         throw P11Error(CKR_MECHANISM_INVALID)
     }
 
-    /// The decryption `mechanism` asks of `key`: RSA OAEP with SHA-1 or SHA-256 (MGF1 of the same hash, no label).
+    /// The decryption `mechanism` asks of `key`: RSA PKCS#1 v1.5, or OAEP with SHA-1 to SHA-512 (MGF1 of the same
+    /// hash, no label).
     static func decryption(_ mechanism: CK_MECHANISM, key: P11Object) throws(P11Error) -> PendingOperation {
-        guard mechanism.mechanism == CK_MECHANISM_TYPE(CKM_RSA_PKCS_OAEP) else { throw P11Error(CKR_MECHANISM_INVALID) }
+        guard
+            mechanism.mechanism == CK_MECHANISM_TYPE(CKM_RSA_PKCS_OAEP)
+                || mechanism.mechanism == CK_MECHANISM_TYPE(CKM_RSA_PKCS)
+        else { throw P11Error(CKR_MECHANISM_INVALID) }
         guard case .privateKey(let reference) = key.source, let keyType = key.keyType, !keyType.isEC else {
             throw P11Error(CKR_KEY_TYPE_INCONSISTENT)
+        }
+        if mechanism.mechanism == CK_MECHANISM_TYPE(CKM_RSA_PKCS) {
+            return PendingOperation(
+                kind: .decrypt,
+                reference: reference,
+                algorithm: "algid:encrypt:RSA:PKCS1",
+                outputSize: keyType.bits / 8,
+                multipart: false
+            )
         }
         guard mechanism.ulParameterLen == CK_ULONG(MemoryLayout<CK_RSA_PKCS_OAEP_PARAMS>.size),
             let raw = mechanism.pParameter
         else { throw P11Error(CKR_MECHANISM_PARAM_INVALID) }
         let parameters = raw.loadUnaligned(as: CK_RSA_PKCS_OAEP_PARAMS.self)
-        let algorithm: String
-        switch (parameters.hashAlg, parameters.mgf) {
-        case (CK_MECHANISM_TYPE(CKM_SHA_1), CK_ULONG(CKG_MGF1_SHA1)): algorithm = "algid:encrypt:RSA:OAEP:SHA1"
-        case (CK_MECHANISM_TYPE(CKM_SHA256), CK_ULONG(CKG_MGF1_SHA256)): algorithm = "algid:encrypt:RSA:OAEP:SHA256"
-        default: throw P11Error(CKR_MECHANISM_PARAM_INVALID)
+        guard let expected = oaep[parameters.hashAlg], parameters.mgf == expected.mgf else {
+            throw P11Error(CKR_MECHANISM_PARAM_INVALID)
         }
+        let algorithm = expected.algorithm
         guard parameters.source == 0 || parameters.ulSourceDataLen == 0 else {
             throw P11Error(CKR_MECHANISM_PARAM_INVALID)
         }

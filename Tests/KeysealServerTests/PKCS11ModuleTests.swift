@@ -410,6 +410,79 @@ struct PKCS11ModuleTests {
         #expect(decrypted.status == 0 && decrypted.stdoutText.hasSuffix("message"), "\(decrypted.stderrText)")
     }
 
+    /// CKM_RSA_PKCS signs the caller's block (openssl recovers it), CKM_RSA_PKCS_PSS signs a digest with the hash its
+    /// parameters name, and CKM_RSA_PKCS and OAEP with SHA-384 decrypt what openssl encrypted.
+    @Test func rawPKCS1DigestPSSAndOtherOAEPHashes() throws {
+        let setup = try Setup(.hostKey, hardware: false)
+        #expect(try setup.cli("create-key", "--tag", "rsa", "-l", "rsa", "--type", "rsa2048").status == 0)
+        let id = try Self.applicationLabel(setup, label: "rsa")
+        let tool = try requireTool("pkcs11-tool", package: "opensc")
+        let openssl = try requireTool("openssl", package: "openssl")
+        let dir = setup.directory.path
+        try Data("a block to sign".utf8).write(to: URL(fileURLWithPath: "\(dir)/block"))
+        let read = try setup.run(
+            tool,
+            ["--module", setup.module, "--read-object", "--type", "pubkey", "--id", id, "-o", "\(dir)/rsa.der"]
+        )
+        #expect(read.status == 0, "\(read.stderrText)")
+        func pkcs11(_ arguments: [String]) throws -> ProcessResult {
+            try setup.run(tool, ["--module", setup.module, "--login", "--pin", "unused", "--id", id] + arguments)
+        }
+        // CKM_RSA_PKCS: the block comes back from the signature under the public key.
+        let signed = try pkcs11(["--sign", "--mechanism", "RSA-PKCS", "-i", "\(dir)/block", "-o", "\(dir)/raw.sig"])
+        #expect(signed.status == 0, "\(signed.stderrText)")
+        let recovered = try runProcess(
+            openssl,
+            [
+                "pkeyutl", "-verifyrecover", "-pubin", "-keyform", "DER", "-inkey", "\(dir)/rsa.der", "-pkeyopt",
+                "rsa_padding_mode:pkcs1", "-in", "\(dir)/raw.sig",
+            ]
+        )
+        #expect(recovered.stdoutText == "a block to sign", "\(recovered.stderrText)")
+        // CKM_RSA_PKCS_PSS over a SHA-384 digest.
+        let digest = try runProcess(openssl, ["dgst", "-sha384", "-binary", "\(dir)/block"])
+        try digest.stdout.write(to: URL(fileURLWithPath: "\(dir)/digest"))
+        let pss = try pkcs11([
+            "--sign", "--mechanism", "RSA-PKCS-PSS", "--hash-algorithm", "SHA384", "--mgf", "MGF1-SHA384",
+            "--salt-len", "48", "-i", "\(dir)/digest", "-o", "\(dir)/pss.sig",
+        ])
+        #expect(pss.status == 0, "\(pss.stderrText)")
+        let verified = try runProcess(
+            openssl,
+            [
+                "pkeyutl", "-verify", "-pubin", "-keyform", "DER", "-inkey", "\(dir)/rsa.der", "-pkeyopt",
+                "rsa_padding_mode:pss", "-pkeyopt", "digest:sha384", "-pkeyopt", "rsa_pss_saltlen:48", "-in",
+                "\(dir)/digest", "-sigfile", "\(dir)/pss.sig",
+            ]
+        )
+        #expect(verified.status == 0, "\(verified.stdoutText)\(verified.stderrText)")
+        // Decryption: PKCS#1 v1.5 and OAEP with SHA-384.
+        for (mechanism, encrypt, decrypt) in [
+            ("RSA-PKCS", ["-pkeyopt", "rsa_padding_mode:pkcs1"], [String]()),
+            (
+                "RSA-PKCS-OAEP",
+                [
+                    "-pkeyopt", "rsa_padding_mode:oaep", "-pkeyopt", "rsa_oaep_md:sha384", "-pkeyopt",
+                    "rsa_mgf1_md:sha384",
+                ],
+                ["--hash-algorithm", "SHA384", "--mgf", "MGF1-SHA384"]
+            ),
+        ] {
+            let encrypted = try runProcess(
+                openssl,
+                ["pkeyutl", "-encrypt", "-pubin", "-keyform", "DER", "-inkey", "\(dir)/rsa.der"] + encrypt + [
+                    "-in", "\(dir)/block", "-out", "\(dir)/block.enc",
+                ]
+            )
+            #expect(encrypted.status == 0, "\(mechanism): \(encrypted.stderrText)")
+            let decrypted = try pkcs11(["--decrypt", "--mechanism", mechanism] + decrypt + ["-i", "\(dir)/block.enc"])
+            #expect(
+                decrypted.status == 0 && decrypted.stdoutText.hasSuffix("a block to sign"),
+                "\(mechanism): \(decrypted.stderrText)"
+            )
+        }
+    }
+
     /// `C_GenerateKeyPair` makes a P-256 key inside the TPM; `C_CreateObject` stores a certificate for it, which then
     /// carries the key's CKA_ID.
     @Test func aKeyPairIsGeneratedInTheTPMAndItsCertificateStored() throws {
