@@ -67,6 +67,20 @@ struct PKCS11ModuleTests {
             return result.stdoutText.trimmingCharacters(in: .whitespacesAndNewlines)
         }
 
+        /// A copy of the built program `name` where uid 65534 can run it: the build directory of a checkout may be
+        /// closed to other users (a CI clone under a private temporary directory).
+        func builtProgramForNobody(_ name: String) throws -> String {
+            let copy = directory.appending("lib/\(name)").path
+            if !FileManager.default.fileExists(atPath: copy) {
+                try FileManager.default.copyItem(
+                    atPath: try builtProductsDirectory().appendingPathComponent(name).path,
+                    toPath: copy
+                )
+                chmod(copy, 0o755)
+            }
+            return copy
+        }
+
         /// Runs a program as uid 65534 with the client environment.
         func runAsNobody(_ tool: String, _ arguments: [String]) throws -> ProcessResult {
             let setpriv = try requireTool("setpriv", package: "util-linux")
@@ -594,7 +608,7 @@ struct PKCS11ModuleTests {
         let setup = try Setup(backend, sharedWithNobody: true)
         let tool = try requireTool("pkcs11-tool", package: "opensc")
         let own = try setup.runAsNobody(
-            try builtProductsDirectory().appendingPathComponent("keyseal").path,
+            try setup.builtProgramForNobody("keyseal"),
             ["--socket", setup.daemon.socketPath, "create-key", "--tag", "nobodys", "-l", "nobodys"]
         )
         #expect(own.status == 0, "\(own.stderrText)")
@@ -602,7 +616,7 @@ struct PKCS11ModuleTests {
         #expect(listed.status == 0, "\(listed.stderrText)")
         #expect(listed.stdoutText.contains("label:      nobodys"), "\(listed.stdoutText)")
         #expect(!listed.stdoutText.contains("label:      device"), "\(listed.stdoutText)")
-        let probe = try builtProductsDirectory().appendingPathComponent("keyseal-pkcs11-probe").path
+        let probe = try setup.builtProgramForNobody("keyseal-pkcs11-probe")
         let signed = try setup.runAsNobody(probe, [setup.module, "sign", "device"])
         #expect(signed.stdoutText.hasPrefix("rv=0x0 find found=0"), "\(signed.stdoutText)")
     }
