@@ -9,7 +9,11 @@
 //   keyseal-pkcs11-probe MODULE attributes LABEL      CKA_VALUE of the private key, short buffers, sizes
 //   keyseal-pkcs11-probe MODULE reconnect LABEL FILE [PIN]  signs, waits for FILE.down (daemon stopped, or store
 //                                                    locked), signs, waits for FILE (restarted, unlocked), signs
-//   keyseal-pkcs11-probe MODULE bench LABEL N         N C_Sign calls on one session: median microseconds
+//   keyseal-pkcs11-probe MODULE bench LABEL N [PIN]   N C_Sign calls on one session (logged in with PIN), after
+//                                                    a warm-up: median microseconds
+//
+// Sessions are opened on slot 1 (the Keyseal module's one slot), or with KEYSEAL_PROBE_TOKEN=LABEL on the slot whose
+// token has that label (another module's token, e.g. tpm2-pkcs11's).
 #include <dlfcn.h>
 #include <p11-kit/pkcs11.h>
 #include <pthread.h>
@@ -22,6 +26,7 @@
 #include <unistd.h>
 
 static CK_FUNCTION_LIST *p11;
+static CK_SLOT_ID slot = 1;
 
 static void load(const char *path) {
     void *module = dlopen(path, RTLD_NOW | RTLD_LOCAL);
@@ -44,9 +49,31 @@ static CK_RV initialize(void) {
     return p11->C_Initialize(&args);
 }
 
+/// The slot whose token's label (blank-padded to 32 bytes) is `label`; exits when there is none.
+static CK_SLOT_ID slot_of_token(const char *label) {
+    CK_SLOT_ID slots[64];
+    CK_ULONG count = 64;
+    CK_RV rv = p11->C_GetSlotList(CK_TRUE, slots, &count);
+    if (rv != CKR_OK) {
+        printf("rv=0x%lx slots\n", rv);
+        exit(3);
+    }
+    char padded[32];
+    memset(padded, ' ', sizeof padded);
+    memcpy(padded, label, strlen(label) < sizeof padded ? strlen(label) : sizeof padded);
+    for (CK_ULONG i = 0; i < count; i++) {
+        CK_TOKEN_INFO token;
+        if (p11->C_GetTokenInfo(slots[i], &token) == CKR_OK && memcmp(token.label, padded, sizeof padded) == 0) {
+            return slots[i];
+        }
+    }
+    printf("no token %s\n", label);
+    exit(3);
+}
+
 static CK_SESSION_HANDLE open_session(void) {
     CK_SESSION_HANDLE session = 0;
-    CK_RV rv = p11->C_OpenSession(1, CKF_SERIAL_SESSION | CKF_RW_SESSION, NULL, NULL, &session);
+    CK_RV rv = p11->C_OpenSession(slot, CKF_SERIAL_SESSION | CKF_RW_SESSION, NULL, NULL, &session);
     if (rv != CKR_OK) {
         printf("rv=0x%lx open\n", rv);
         exit(3);
@@ -261,9 +288,26 @@ static int compare(const void *a, const void *b) {
     return (x > y) - (x < y);
 }
 
-static int bench_command(const char *label, int count) {
+static int bench_command(const char *label, int count, const char *pin) {
     CK_SESSION_HANDLE session = open_session();
+    if (pin != NULL) {
+        CK_RV rv = p11->C_Login(session, CKU_USER, (CK_UTF8CHAR *)pin, strlen(pin));
+        if (rv != CKR_OK && rv != CKR_USER_ALREADY_LOGGED_IN) {
+            printf("login=0x%lx\n", rv);
+            return 1;
+        }
+    }
     CK_OBJECT_HANDLE key = find_key(session, label, CKO_PRIVATE_KEY);
+    // Warm-up: the module's first signature may load the key, open a connection or start a TPM session.
+    for (int i = 0; i < 10; i++) {
+        unsigned char signature[200];
+        CK_ULONG length = sizeof signature;
+        CK_RV rv = sign_once(session, key, signature, &length);
+        if (rv != CKR_OK) {
+            printf("rv=0x%lx\n", rv);
+            return 1;
+        }
+    }
     double *times = calloc((size_t)count, sizeof(double));
     for (int i = 0; i < count; i++) {
         unsigned char signature[200];
@@ -296,6 +340,8 @@ int main(int argc, char **argv) {
         printf("rv=0x%lx initialize\n", rv);
         return 3;
     }
+    const char *token = getenv("KEYSEAL_PROBE_TOKEN");
+    if (token != NULL) slot = slot_of_token(token);
     const char *command = argv[2];
     int result = 64;
     if (strcmp(command, "info") == 0) {
@@ -318,7 +364,7 @@ int main(int argc, char **argv) {
     } else if (strcmp(command, "reconnect") == 0 && argc >= 5) {
         result = reconnect_command(argv[3], argv[4], argc >= 6 ? argv[5] : NULL);
     } else if (strcmp(command, "bench") == 0 && argc >= 5) {
-        result = bench_command(argv[3], atoi(argv[4]));
+        result = bench_command(argv[3], atoi(argv[4]), argc >= 6 ? argv[5] : NULL);
     }
     p11->C_Finalize(NULL);
     return result;
