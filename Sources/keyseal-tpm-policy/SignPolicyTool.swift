@@ -1,13 +1,8 @@
 import ArgumentParser
+import FoundationEssentials
 import KeysealModel
 import KeysealTPM
 import KeysealTPMPolicyOptions
-
-#if canImport(FoundationEssentials)
-import FoundationEssentials
-#else
-import Foundation
-#endif
 
 #if canImport(Glibc)
 import Glibc
