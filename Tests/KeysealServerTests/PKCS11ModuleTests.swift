@@ -139,26 +139,32 @@ struct PKCS11ModuleTests {
         #expect(try setup.probe("fork", "device") == "parent=0x0 child=0 parent_failures=0")
     }
 
-    /// Eight threads of one C_Initialize, each on sessions of its own, sign messages of their own at once: every call
-    /// answers CKR_OK and every signature verifies (swift-crypto) for its own message.
+    /// Sixteen threads of one C_Initialize, each on sessions of its own, sign messages of their own at once, every
+    /// other one with a C_SignUpdate per byte (4000 calls): every call answers CKR_OK and every signature verifies
+    /// (swift-crypto) for its own message. With the module's lock removed the probe crashes (its session table is
+    /// corrupted) and this fails.
     @Test func threadsSignAtOnceWithP11KitsLockingArguments() throws {
         let setup = try Setup(.hostKey, hardware: false)
-        let lines = try setup.probe("threads", "device", "8").split(separator: "\n").map(String.init)
+        let lines = try setup.probe("threads", "device", "16").split(separator: "\n").map(String.init)
         #expect(lines.last == "failures=0 rvs=", "\(lines.last ?? "")")
         let point = try #require(lines.first.flatMap { Self.bytes(hex: String($0.dropFirst("point=".count))) })
         // CKA_EC_POINT: a DER OCTET STRING of the uncompressed point.
         let key = try P256.Signing.PublicKey(x963Representation: point.suffix(65))
         let signatures = lines.dropFirst().dropLast()
-        #expect(signatures.count == 8 * 20)
+        #expect(signatures.count == 16 * 20)
         var valid = 0
         for line in signatures {
+            // "THREAD ROUND=SIGNATURE"; the message is the probe's thread_message.
             let parts = line.split(separator: "=", maxSplits: 1).map(String.init)
-            guard parts.count == 2, let raw = Self.bytes(hex: parts[1]),
+            let names = parts.first?.split(separator: " ") ?? []
+            guard parts.count == 2, names.count == 2, let raw = Self.bytes(hex: parts[1]),
                 let signature = try? P256.Signing.ECDSASignature(rawRepresentation: raw)
             else { continue }
-            if key.isValidSignature(signature, for: Data(parts[0].utf8)) { valid += 1 }
+            var message = Array("thread \(names[0]) round \(names[1]), signed whole or a byte at a time ".utf8)
+            message += [UInt8](repeating: UInt8(ascii: "."), count: 4000 - message.count)
+            if key.isValidSignature(signature, for: Data(message)) { valid += 1 }
         }
-        #expect(valid == 8 * 20)
+        #expect(valid == 16 * 20)
     }
 
     static func bytes(hex: String) -> Data? {

@@ -5,8 +5,9 @@
 //   keyseal-pkcs11-probe MODULE sign LABEL [PIN]      CKM_ECDSA over a SHA-256 digest: prints "rv=0x.. sig=HEX"
 //   keyseal-pkcs11-probe MODULE fork LABEL            after fork(), parent and child sign at the same time
 //   keyseal-pkcs11-probe MODULE threads LABEL N       N threads sign at once (p11-kit's null mutex callbacks): the
-//                                                    public point, then each message and its CKM_ECDSA_SHA256
-//                                                    signature, then "failures=.. rvs=.." (the CKRs other than OK)
+//                                                    public point, then "THREAD ROUND=SIGNATURE" (CKM_ECDSA_SHA256
+//                                                    over thread_message's text; odd rounds signed a byte at a
+//                                                    time), then "failures=.. rvs=.." (the CKRs other than OK)
 //   keyseal-pkcs11-probe MODULE verify LABEL          C_Verify of an EC key: valid, tampered, short, multi-part
 //   keyseal-pkcs11-probe MODULE multipart LABEL       an RSA key's CKM_SHA256_RSA_PKCS: C_SignUpdate/C_SignFinal in
 //                                                    three parts against one C_Sign (deterministic: equal bytes)
@@ -161,6 +162,19 @@ static void thread_record(struct thread_job *job, CK_RV rv) {
     if (job->rv_count < 4) job->rvs[job->rv_count++] = rv;
 }
 
+#define THREAD_MESSAGE 4000
+
+// The message of a thread and round: its name, then dots up to THREAD_MESSAGE bytes. (A byte-at-a-time signature
+// of it is 4000 C_SignUpdate calls: enough calls at once from every thread that a module without its lock corrupts
+// its session table and crashes.)
+static int thread_message(char message[THREAD_MESSAGE + 1], int thread, int round) {
+    int length = snprintf(message, THREAD_MESSAGE + 1, "thread %d round %d, signed whole or a byte at a time ", thread,
+        round);
+    memset(message + length, '.', THREAD_MESSAGE - (size_t)length);
+    message[THREAD_MESSAGE] = 0;
+    return THREAD_MESSAGE;
+}
+
 static void *thread_main(void *argument) {
     struct thread_job *job = argument;
     // Sessions opened and closed, objects listed and keys used from every thread at once; a message of its own per
@@ -181,13 +195,21 @@ static void *thread_main(void *argument) {
         if (rv == CKR_OK) rv = p11->C_FindObjects(session, &key, 1, &found);
         if (rv == CKR_OK) rv = p11->C_FindObjectsFinal(session);
         if (rv == CKR_OK && found != 1) rv = CKR_OBJECT_HANDLE_INVALID;
-        char message[64];
-        int length = snprintf(message, sizeof message, "thread %d round %d", job->index, i);
+        char message[THREAD_MESSAGE + 1];
+        int length = thread_message(message, job->index, i);
         CK_MECHANISM mechanism = {CKM_ECDSA_SHA256, NULL, 0};
         if (rv == CKR_OK) rv = p11->C_SignInit(session, &mechanism, key);
         job->lengths[i] = sizeof job->signatures[i];
-        if (rv == CKR_OK)
+        if (rv == CKR_OK && i % 2 == 0)
             rv = p11->C_Sign(session, (CK_BYTE *)message, (CK_ULONG)length, job->signatures[i], &job->lengths[i]);
+        // Odd rounds: one C_SignUpdate per byte, each followed by C_GetSessionInfo, all while other threads open,
+        // use and close their sessions.
+        for (int byte = 0; rv == CKR_OK && i % 2 == 1 && byte < length; byte++) {
+            CK_SESSION_INFO info;
+            rv = p11->C_SignUpdate(session, (CK_BYTE *)message + byte, 1);
+            if (rv == CKR_OK) rv = p11->C_GetSessionInfo(session, &info);
+        }
+        if (rv == CKR_OK && i % 2 == 1) rv = p11->C_SignFinal(session, job->signatures[i], &job->lengths[i]);
         if (rv != CKR_OK) job->lengths[i] = 0;
         thread_record(job, rv);
         thread_record(job, p11->C_CloseSession(session));
@@ -223,7 +245,7 @@ static int threads_command(const char *label, int count) {
     }
     for (int i = 0; i < count; i++) {
         for (int round = 0; round < THREAD_ROUNDS; round++) {
-            printf("thread %d round %d=", i, round);
+            printf("%d %d=", i, round);
             print_hex(jobs[i].signatures[round], jobs[i].lengths[round]);
             printf("\n");
         }
