@@ -281,7 +281,9 @@ let package = Package(
         // linked by no application product (only _KeysealTestSupport, for Benchmarks/).
         .target(
             name: "KeysealTestSupport",
-            dependencies: ["Keyseal", "KeysealCore", .product(name: "Crypto", package: "swift-crypto")],
+            dependencies: [
+                "Keyseal", "KeysealCore", "CKeysealSys", .product(name: "Crypto", package: "swift-crypto"),
+            ],
             path: "Tests/KeysealTestSupport",
             swiftSettings: swiftSettings
         ),
