@@ -68,17 +68,22 @@ func p11GetSlotList(
     return p11Call { _ throws(P11Error) in
         // The slot is listed even while keyseald does not answer: its token is then absent (C_GetTokenInfo says
         // CKR_TOKEN_NOT_PRESENT), and present again when the daemon returns.
-        guard let list else {
-            count.pointee = 1
-            return
-        }
-        guard count.pointee >= 1 else {
-            count.pointee = 1
-            throw P11Error(CKR_BUFFER_TOO_SMALL)
-        }
-        list[0] = slotID
-        count.pointee = 1
+        try deliverList([slotID], into: list, count)
     }
+}
+
+/// PKCS#11's convention for lists: without `list`, the count it needs; with room for fewer, that count and
+/// CKR_BUFFER_TOO_SMALL; else the items and their count.
+func deliverList<Item>(
+    _ items: [Item],
+    into list: UnsafeMutablePointer<Item>?,
+    _ count: UnsafeMutablePointer<CK_ULONG>
+) throws(P11Error) {
+    let needed = CK_ULONG(items.count)
+    defer { count.pointee = needed }
+    guard let list else { return }
+    guard count.pointee >= needed else { throw P11Error(CKR_BUFFER_TOO_SMALL) }
+    for (index, item) in items.enumerated() { list[index] = item }
 }
 
 @_cdecl("keyseal_p11_GetSlotInfo")
@@ -146,17 +151,7 @@ func p11GetMechanismList(
     guard let count else { return CK_RV(CKR_ARGUMENTS_BAD) }
     return p11Call { _ throws(P11Error) in
         guard slot == slotID else { throw P11Error(CKR_SLOT_ID_INVALID) }
-        let all = Mechanisms.all
-        guard let list else {
-            count.pointee = CK_ULONG(all.count)
-            return
-        }
-        guard count.pointee >= CK_ULONG(all.count) else {
-            count.pointee = CK_ULONG(all.count)
-            throw P11Error(CKR_BUFFER_TOO_SMALL)
-        }
-        for (index, mechanism) in all.enumerated() { list[index] = mechanism }
-        count.pointee = CK_ULONG(all.count)
+        try deliverList(Mechanisms.all, into: list, count)
     }
 }
 
