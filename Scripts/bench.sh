@@ -76,7 +76,7 @@ if [ ${#suites[@]} -gt 0 ]; then
 fi
 if has secrets; then
   if [ "$quick" = 1 ]; then
-    bash Scripts/bench-secret-service.sh "$bin" "$output" 1000 500 30
+    bash Scripts/bench-secret-service.sh "$bin" "$output" 1000 500 30 1
   else
     bash Scripts/bench-secret-service.sh "$bin" "$output" 1000 2000 100
   fi
