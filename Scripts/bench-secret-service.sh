@@ -75,7 +75,7 @@ for _ in $(seq 500); do grep -q serving "$tmp/floor/floor.log" && break; sleep 0
 # (user0) throughout: the replay answers every search and read with that item.
 mkdir -m 0700 "$tmp/replay"
 start_bus "$tmp/replay/bus"
-python3 "$here/keyseald_record.py" "$tmp/replay/record.sock" "$tmp/keyseal/keyseal.sock" "$tmp/replay/table" \
+"$python" "$here/keyseald_record.py" "$tmp/replay/record.sock" "$tmp/keyseal/keyseal.sock" "$tmp/replay/table" \
   >"$tmp/replay/record.log" 2>&1 &
 recorder=$!
 pids+=($recorder)
