@@ -240,12 +240,13 @@ let package = Package(
             name: "CKeysealPKCS11Entry",
             cSettings: [.unsafeFlags(["-I/usr/include/p11-kit-1"])]
         ),
-        // The PKCS#11 module: keyseald's wire client inside the caller's process, no engine, SQLite, TPM or token code.
+        // The PKCS#11 module: keyseald's wire client inside the caller's process, no engine, SQLite, TPM or token code
+        // (libcrypto, shared, only checks signatures with public keys for C_Verify).
         // The Swift runtime and FoundationEssentials are linked in, so that the module loads into a C program on a
         // machine without a Swift toolchain (checked with ldd in PKCS11ModuleTests).
         .target(
             name: "KeysealPKCS11Module",
-            dependencies: ["CKeysealPKCS11Entry", "KeysealClient", "KeysealModel"],
+            dependencies: ["CKeysealPKCS11Entry", "CLibCrypto", "KeysealClient", "KeysealModel"],
             swiftSettings: swiftSettings + [.unsafeFlags(["-Xcc", "-I/usr/include/p11-kit-1"])],
             linkerSettings: [
                 .unsafeFlags(["-static-stdlib"], .when(platforms: [.linux])),
@@ -280,7 +281,9 @@ let package = Package(
         // linked by no application product (only _KeysealTestSupport, for Benchmarks/).
         .target(
             name: "KeysealTestSupport",
-            dependencies: ["Keyseal", "KeysealCore", .product(name: "Crypto", package: "swift-crypto")],
+            dependencies: [
+                "Keyseal", "KeysealCore", "CKeysealSys", .product(name: "Crypto", package: "swift-crypto"),
+            ],
             path: "Tests/KeysealTestSupport",
             swiftSettings: swiftSettings
         ),

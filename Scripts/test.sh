@@ -23,6 +23,49 @@ if grep -E "^$(pwd)/(Sources|Tests)/.*warning:" "$log"; then
   exit 1
 fi
 
+# Every test process runs under a time limit (watched). One that outlives it has hung: the stacks of all its threads
+# (gdb) go to the output, it is killed, and the step runs once more; a second hang fails the run. A hang is never
+# passed over in silence: the output says "test: HUNG" with the stacks.
+descendants() {
+  local child
+  for child in $(pgrep -P "$1" || true); do
+    echo "$child"
+    descendants "$child"
+  done
+}
+watched_once() {
+  local limit=$1
+  shift
+  "$@" &
+  local pid=$! started=$SECONDS process
+  while kill -0 "$pid" 2>/dev/null; do
+    if ((SECONDS - started >= limit)); then
+      echo "test: HUNG: '$*' did not finish within $limit s; the stacks of its test processes follow" >&2
+      for process in $(descendants "$pid"); do
+        if grep -q "xctest" "/proc/$process/cmdline" 2>/dev/null; then
+          echo "test: stacks of process $process ($(tr '\0' ' ' <"/proc/$process/cmdline"))" >&2
+          timeout 120 gdb -p "$process" -batch -ex "thread apply all bt 25" 2>/dev/null | grep -E "^(Thread|#)" >&2 || true
+        fi
+      done
+      for process in $(descendants "$pid") "$pid"; do kill -KILL "$process" 2>/dev/null || true; done
+      wait "$pid" 2>/dev/null || true
+      return 124
+    fi
+    sleep 1
+  done
+  wait "$pid"
+}
+watched() {
+  local status=0
+  watched_once "$@" || status=$?
+  if ((status == 124)); then
+    echo "test: HUNG once; running '${*:2}' again" >&2
+    status=0
+    watched_once "$@" || status=$?
+  fi
+  return "$status"
+}
+
 # Hardware fixtures fail (never skip) when swtpm or SoftHSM2 is missing.
 export CI="${CI:-true}"
 engine_suites="KeysealSecurityTests|LockMatrix|Tamper|KeychainTests|RequestValidationTests|UndecryptableTests|StringAttributeTests|GroupUsageTests"
@@ -40,12 +83,14 @@ for backend in tpm pkcs11 tabrmd daemon-host-key daemon-tpm daemon-pkcs11 daemon
   [[ $backend == daemon-tabrmd ]] && suites=${daemon_suites//|UndecryptableTests/}
   echo "test: engine suites on $backend"
   started=$SECONDS
-  if ! KEYSEAL_TEST_BACKEND=$backend swift test --skip-build --filter "$suites" >"$log" 2>&1; then
-    grep -E "✘|error:" "$log" | head -50
+  if ! KEYSEAL_TEST_BACKEND=$backend watched 900 swift test --skip-build --filter "$suites" >"$log" 2>&1; then
+    grep -E "✘|error:|HUNG" "$log" | head -50
+    grep -E "^(test: stacks|Thread|#)" "$log" | head -400
     echo "test: engine suites failed on $backend" >&2
     exit 1
   fi
   grep -E "Test run with" "$log"
+  if grep -q "test: HUNG" "$log"; then grep -E "^(test: |Thread|#)" "$log" | head -400; fi
   grep -E "skipped" "$log" || true
   echo "test: $backend took $((SECONDS - started)) s"
 done
@@ -53,7 +98,7 @@ done
 # The kernel's resource manager: the command-line scenario in a qemu guest on /dev/tpmrm0, across a power cut.
 echo "test: qemu guest on /dev/tpmrm0"
 started=$SECONDS
-bash Scripts/test-vm.sh
+watched 900 bash Scripts/test-vm.sh
 echo "test: qemu guest took $((SECONDS - started)) s"
 
 # Every suite, in two processes: SoftHSM2 sees only the tokens created before its first use in a process, and one
@@ -74,6 +119,6 @@ echo "test: qemu guest took $((SECONDS - started)) s"
 # through libkeyseal-pkcs11.so against keyseald on swtpm, SoftHSM2 and the host key).
 echo "test: every suite"
 started=$SECONDS
-swift test --skip-build --skip KeysealPKCS11Tests
-swift test --skip-build --filter KeysealPKCS11Tests
+watched 1200 swift test --skip-build --skip KeysealPKCS11Tests
+watched 600 swift test --skip-build --filter KeysealPKCS11Tests
 echo "test: every suite took $((SECONDS - started)) s"

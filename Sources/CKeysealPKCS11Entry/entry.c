@@ -1,9 +1,11 @@
-// The PKCS#11 module's exported face: C_GetFunctionList and the v2.40 function list. The functions the module
+// The PKCS#11 module's exported face: C_GetFunctionList and the v2.40 function list, and PKCS#11 v3.0's
+// C_GetInterfaceList and C_GetInterface offering that list as the "PKCS 11" interface, version 2.40. The functions the module
 // implements are in Swift (keyseal_p11_*); every other one answers CKR_FUNCTION_NOT_SUPPORTED.
 #include "keyseal_pkcs11_entry.h"
 
 #include <pthread.h>
 #include <stddef.h>
+#include <string.h>
 
 #define UNSUPPORTED(name, args) \
     static CK_RV unsupported_##name args { return CKR_FUNCTION_NOT_SUPPORTED; }
@@ -30,10 +32,6 @@ UNSUPPORTED(DigestKey, (CK_SESSION_HANDLE s, CK_OBJECT_HANDLE k))
 UNSUPPORTED(DigestFinal, (CK_SESSION_HANDLE s, CK_BYTE *g, CK_ULONG *gl))
 UNSUPPORTED(SignRecoverInit, (CK_SESSION_HANDLE s, CK_MECHANISM *m, CK_OBJECT_HANDLE k))
 UNSUPPORTED(SignRecover, (CK_SESSION_HANDLE s, CK_BYTE *d, CK_ULONG dl, CK_BYTE *g, CK_ULONG *gl))
-UNSUPPORTED(VerifyInit, (CK_SESSION_HANDLE s, CK_MECHANISM *m, CK_OBJECT_HANDLE k))
-UNSUPPORTED(Verify, (CK_SESSION_HANDLE s, CK_BYTE *d, CK_ULONG dl, CK_BYTE *g, CK_ULONG gl))
-UNSUPPORTED(VerifyUpdate, (CK_SESSION_HANDLE s, CK_BYTE *p, CK_ULONG pl))
-UNSUPPORTED(VerifyFinal, (CK_SESSION_HANDLE s, CK_BYTE *g, CK_ULONG gl))
 UNSUPPORTED(VerifyRecoverInit, (CK_SESSION_HANDLE s, CK_MECHANISM *m, CK_OBJECT_HANDLE k))
 UNSUPPORTED(VerifyRecover, (CK_SESSION_HANDLE s, CK_BYTE *g, CK_ULONG gl, CK_BYTE *d, CK_ULONG *dl))
 UNSUPPORTED(DigestEncryptUpdate, (CK_SESSION_HANDLE s, CK_BYTE *p, CK_ULONG pl, CK_BYTE *e, CK_ULONG *el))
@@ -102,10 +100,10 @@ static CK_FUNCTION_LIST function_list = {
     .C_SignFinal = keyseal_p11_SignFinal,
     .C_SignRecoverInit = unsupported_SignRecoverInit,
     .C_SignRecover = unsupported_SignRecover,
-    .C_VerifyInit = unsupported_VerifyInit,
-    .C_Verify = unsupported_Verify,
-    .C_VerifyUpdate = unsupported_VerifyUpdate,
-    .C_VerifyFinal = unsupported_VerifyFinal,
+    .C_VerifyInit = keyseal_p11_VerifyInit,
+    .C_Verify = keyseal_p11_Verify,
+    .C_VerifyUpdate = keyseal_p11_VerifyUpdate,
+    .C_VerifyFinal = keyseal_p11_VerifyFinal,
     .C_VerifyRecoverInit = unsupported_VerifyRecoverInit,
     .C_VerifyRecover = unsupported_VerifyRecover,
     .C_DigestEncryptUpdate = unsupported_DigestEncryptUpdate,
@@ -132,6 +130,48 @@ static CK_RV get_function_list(CK_FUNCTION_LIST **list) {
 
 __attribute__((visibility("default"))) CK_RV C_GetFunctionList(CK_FUNCTION_LIST **list) {
     return get_function_list(list);
+}
+
+// PKCS#11 v3.0's interfaces (the p11-kit header is v2.40's: CK_INTERFACE is declared here as v3.0 has it). The one
+// interface is "PKCS 11" with the v2.40 function list (its version says which list a caller gets), and safe across
+// fork(): a child's first call opens a connection of its own, without C_Initialize.
+typedef struct keyseal_interface {
+    CK_UTF8CHAR *pInterfaceName;
+    void *pFunctionList;
+    CK_FLAGS flags;
+} keyseal_interface;
+
+#define KEYSEAL_CKF_INTERFACE_FORK_SAFE 0x00000001UL
+
+static keyseal_interface interface = {(CK_UTF8CHAR *)"PKCS 11", &function_list, KEYSEAL_CKF_INTERFACE_FORK_SAFE};
+
+__attribute__((visibility("default"))) CK_RV C_GetInterfaceList(keyseal_interface *list, CK_ULONG *count) {
+    if (count == NULL) return CKR_ARGUMENTS_BAD;
+    if (list == NULL) {
+        *count = 1;
+        return CKR_OK;
+    }
+    if (*count < 1) {
+        *count = 1;
+        return CKR_BUFFER_TOO_SMALL;
+    }
+    list[0] = interface;
+    *count = 1;
+    return CKR_OK;
+}
+
+__attribute__((visibility("default"))) CK_RV C_GetInterface(
+    CK_UTF8CHAR *name, CK_VERSION *version, keyseal_interface **found, CK_FLAGS flags) {
+    if (found == NULL) return CKR_ARGUMENTS_BAD;
+    // No interface of that name, version or flags: CKR_ARGUMENTS_BAD, as the standard has it.
+    if (name != NULL && strcmp((const char *)name, (const char *)interface.pInterfaceName) != 0)
+        return CKR_ARGUMENTS_BAD;
+    if (version != NULL && (version->major != function_list.version.major
+                               || version->minor != function_list.version.minor))
+        return CKR_ARGUMENTS_BAD;
+    if ((flags & interface.flags) != flags) return CKR_ARGUMENTS_BAD;
+    *found = &interface;
+    return CKR_OK;
 }
 
 static pthread_once_t fork_handlers_once = PTHREAD_ONCE_INIT;

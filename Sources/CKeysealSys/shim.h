@@ -1,7 +1,9 @@
-// Linux calls the daemon needs that Swift cannot import directly (variadic prctl, the SO_PEERCRED struct).
+// Linux calls the daemon (and the test fixtures) need that Swift cannot import directly (variadic prctl, the
+// SO_PEERCRED struct, glibc's _GNU_SOURCE-only calls).
 #ifndef KEYSEAL_SYS_SHIM_H
 #define KEYSEAL_SYS_SHIM_H
 
+#include <fcntl.h>
 #include <malloc.h>
 #include <stdint.h>
 #include <stdlib.h>
@@ -133,6 +135,16 @@ static inline int keyseal_unix_diag_peer(int diag, uint32_t inode, uint64_t cook
     }
     return 0;
 }
+
+/// pipe2(2) with O_CLOEXEC: both ends close-on-exec from the start, so no child spawned meanwhile by another thread
+/// inherits them (glibc declares pipe2 only with _GNU_SOURCE).
+static inline int keyseal_pipe_cloexec(int descriptors[2]) {
+    return (int)syscall(SYS_pipe2, descriptors, O_CLOEXEC);
+}
+
+/// glibc's `posix_spawn_file_actions_addclosefrom_np` (2.34): the child closes every descriptor from `from` on.
+/// Declared here with the actions as an untyped pointer: <spawn.h> declares it only with _GNU_SOURCE.
+extern int posix_spawn_file_actions_addclosefrom_np(void *actions, int from);
 
 /// Makes the process non-dumpable (no core files, no ptrace by other processes of the same user).
 static inline int keyseal_set_nondumpable(void) { return prctl(PR_SET_DUMPABLE, 0, 0, 0, 0); }

@@ -8,15 +8,17 @@ import FoundationEssentials
 ///
 /// Private keys are PKCS#1 `RSAPrivateKey` DER, public keys PKCS#1 `RSAPublicKey` DER, as Apple exports them.
 public enum RSAOperations {
-    /// The hash of a padding.
-    public enum Hash: Sendable {
-        case sha1
-        case sha224
-        case sha256
-        case sha384
-        case sha512
+    /// The hash of a padding; also the hashes of Keyseal's other algorithms (`KeyAlgorithms.Hash`), by the name
+    /// Apple's algorithm identifiers give them (`algid:sign:RSA:digest-PSS:SHA256`).
+    public enum Hash: String, Sendable, CaseIterable {
+        case sha1 = "SHA1"
+        case sha224 = "SHA224"
+        case sha256 = "SHA256"
+        case sha384 = "SHA384"
+        case sha512 = "SHA512"
 
-        var size: Int {
+        /// The digest's size in bytes.
+        public var size: Int {
             switch self {
             case .sha1: 20
             case .sha224: 28

@@ -13,7 +13,9 @@ struct KeyLabels {
 
 /// Per-process login bookkeeping. PKCS#11 login state belongs to the application and the token, not to a
 /// session: every session of this process on a token shares it, and one C_Logout logs all of them out. Each
-/// open connection counts itself here; the last one to close logs out.
+/// open connection counts itself here; the last one to close logs out. A record is keyed by the module, the slot,
+/// the token's label and its serial number: tpm2-pkcs11 gives every token the same serial number
+/// (`0000000000000000`), so the serial alone would let one token's login stand for another's.
 ///
 /// While the process is logged in, the token answers every further C_Login with CKR_USER_ALREADY_LOGGED_IN
 /// without looking at the PIN. So the login also records a keyed hash of the PIN it was made with (HMAC-SHA256
@@ -107,7 +109,9 @@ final class PKCS11Session {
             module.finalize()
             throw error
         }
-        loginKey = "\(URL(fileURLWithPath: resolved).resolvingSymlinksInPath().path)\u{0}\(tokenSerial)"
+        loginKey = [
+            URL(fileURLWithPath: resolved).resolvingSymlinksInPath().path, String(slot), tokenLabel, tokenSerial,
+        ].joined(separator: "\u{0}")
         do {
             try openSession(pin: pin, pinFile: pinFile)
             try findKeys(provisioning: provisioning, legacy: legacy)

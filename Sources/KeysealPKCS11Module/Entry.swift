@@ -477,12 +477,65 @@ func p11DestroyObject(_ handle: CK_SESSION_HANDLE, _ objectHandle: CK_OBJECT_HAN
 
 // MARK: - Signing and decryption
 
-/// The key of an operation. No login of the module's own is asked for: keyseald decides each use by the key's class
-/// and the store's lock state (a locked class is CKR_USER_NOT_LOGGED_IN), as it does for every client. Programs that
-/// log in only for CKA_PRIVATE objects (OpenSSL's pkcs11 engine) sign while the store is unlocked.
-func operationKey(_ state: ModuleState, _ keyHandle: CK_OBJECT_HANDLE) throws(P11Error) -> P11Object {
+/// The key of an operation, checked as every operation checks it: known to the session's module and allowed the use
+/// (`permission`: CKA_SIGN, CKA_VERIFY, CKA_DECRYPT or CKA_DERIVE true). No login of the module's own is asked for:
+/// keyseald decides each use by the key's class and the store's lock state (a locked class is
+/// CKR_USER_NOT_LOGGED_IN), as it does for every client. Programs that log in only for CKA_PRIVATE objects (OpenSSL's
+/// pkcs11 engine) sign while the store is unlocked.
+func operationKey(
+    _ state: ModuleState,
+    _ keyHandle: CK_OBJECT_HANDLE,
+    permission: CK_ATTRIBUTE_TYPE
+) throws(P11Error) -> P11Object {
     guard let key = state.objects[keyHandle] else { throw P11Error(CKR_KEY_HANDLE_INVALID) }
+    guard key.attributes[permission] == Encode.bool(true) else { throw P11Error(CKR_KEY_FUNCTION_NOT_PERMITTED) }
     return key
+}
+
+/// What every `C_…Init` does: the session, no operation active in it, the key allowed `permission`; then `make`
+/// turns the mechanism and key into the session's operation.
+func beginOperation(
+    _ handle: CK_SESSION_HANDLE,
+    _ mechanism: UnsafeMutablePointer<CK_MECHANISM>?,
+    _ keyHandle: CK_OBJECT_HANDLE,
+    permission: CK_ATTRIBUTE_TYPE,
+    _ make: (CK_MECHANISM, P11Object) throws(P11Error) -> PendingOperation
+) -> CK_RV {
+    guard let mechanism else { return CK_RV(CKR_ARGUMENTS_BAD) }
+    return p11Call { state throws(P11Error) in
+        var session = try state.session(handle)
+        guard session.operation == nil else { throw P11Error(CKR_OPERATION_ACTIVE) }
+        let key = try operationKey(state, keyHandle, permission: permission)
+        session.operation = try make(mechanism.pointee, key)
+        state.sessions[handle] = session
+    }
+}
+
+/// `C_SignUpdate` and `C_VerifyUpdate`: adds `part` to the session's operation of `kind` (a mechanism that hashes).
+/// A failure ends the operation.
+func updateOperation(
+    _ handle: CK_SESSION_HANDLE,
+    _ kind: PendingOperation.Kind,
+    _ part: UnsafeMutablePointer<CK_BYTE>?,
+    _ length: CK_ULONG
+) -> CK_RV {
+    p11Call { state throws(P11Error) in
+        var session = try state.session(handle)
+        guard var operation = session.operation, operation.kind == kind else {
+            throw P11Error(CKR_OPERATION_NOT_INITIALIZED)
+        }
+        guard operation.multipart, let input = bytes(part, length),
+            operation.data.count + input.count <= Wire.valueLimit
+        else {
+            session.operation = nil
+            state.sessions[handle] = session
+            throw P11Error(operation.multipart ? CKR_DATA_LEN_RANGE : CKR_FUNCTION_NOT_SUPPORTED)
+        }
+        operation.data += input
+        operation.updating = true
+        session.operation = operation
+        state.sessions[handle] = session
+    }
 }
 
 @_cdecl("keyseal_p11_SignInit")
@@ -491,17 +544,7 @@ func p11SignInit(
     _ mechanism: UnsafeMutablePointer<CK_MECHANISM>?,
     _ keyHandle: CK_OBJECT_HANDLE
 ) -> CK_RV {
-    guard let mechanism else { return CK_RV(CKR_ARGUMENTS_BAD) }
-    return p11Call { state throws(P11Error) in
-        var session = try state.session(handle)
-        guard session.operation == nil else { throw P11Error(CKR_OPERATION_ACTIVE) }
-        let key = try operationKey(state, keyHandle)
-        guard key.attributes[CK_ATTRIBUTE_TYPE(CKA_SIGN)] == Encode.bool(true) else {
-            throw P11Error(CKR_KEY_FUNCTION_NOT_PERMITTED)
-        }
-        session.operation = try Mechanisms.signing(mechanism.pointee, key: key)
-        state.sessions[handle] = session
-    }
+    beginOperation(handle, mechanism, keyHandle, permission: CK_ATTRIBUTE_TYPE(CKA_SIGN), Mechanisms.signing)
 }
 
 /// Answers a size query or a short buffer (the operation stays active), or writes `result` and ends it.
@@ -582,23 +625,7 @@ func p11Sign(
 
 @_cdecl("keyseal_p11_SignUpdate")
 func p11SignUpdate(_ handle: CK_SESSION_HANDLE, _ part: UnsafeMutablePointer<CK_BYTE>?, _ length: CK_ULONG) -> CK_RV {
-    p11Call { state throws(P11Error) in
-        var session = try state.session(handle)
-        guard var operation = session.operation, operation.kind == .sign else {
-            throw P11Error(CKR_OPERATION_NOT_INITIALIZED)
-        }
-        guard operation.multipart, let input = bytes(part, length),
-            operation.data.count + input.count <= Wire.valueLimit
-        else {
-            session.operation = nil
-            state.sessions[handle] = session
-            throw P11Error(operation.multipart ? CKR_DATA_LEN_RANGE : CKR_FUNCTION_NOT_SUPPORTED)
-        }
-        operation.data += input
-        operation.updating = true
-        session.operation = operation
-        state.sessions[handle] = session
-    }
+    updateOperation(handle, .sign, part, length)
 }
 
 @_cdecl("keyseal_p11_SignFinal")
@@ -637,17 +664,7 @@ func p11DecryptInit(
     _ mechanism: UnsafeMutablePointer<CK_MECHANISM>?,
     _ keyHandle: CK_OBJECT_HANDLE
 ) -> CK_RV {
-    guard let mechanism else { return CK_RV(CKR_ARGUMENTS_BAD) }
-    return p11Call { state throws(P11Error) in
-        var session = try state.session(handle)
-        guard session.operation == nil else { throw P11Error(CKR_OPERATION_ACTIVE) }
-        let key = try operationKey(state, keyHandle)
-        guard key.attributes[CK_ATTRIBUTE_TYPE(CKA_DECRYPT)] == Encode.bool(true) else {
-            throw P11Error(CKR_KEY_FUNCTION_NOT_PERMITTED)
-        }
-        session.operation = try Mechanisms.decryption(mechanism.pointee, key: key)
-        state.sessions[handle] = session
-    }
+    beginOperation(handle, mechanism, keyHandle, permission: CK_ATTRIBUTE_TYPE(CKA_DECRYPT), Mechanisms.decryption)
 }
 
 @_cdecl("keyseal_p11_Decrypt")
@@ -680,6 +697,84 @@ func p11Decrypt(
             throw error
         }
         state.sessions[handle] = session
+    }
+}
+
+@_cdecl("keyseal_p11_VerifyInit")
+func p11VerifyInit(
+    _ handle: CK_SESSION_HANDLE,
+    _ mechanism: UnsafeMutablePointer<CK_MECHANISM>?,
+    _ keyHandle: CK_OBJECT_HANDLE
+) -> CK_RV {
+    beginOperation(handle, mechanism, keyHandle, permission: CK_ATTRIBUTE_TYPE(CKA_VERIFY), Mechanisms.verification)
+}
+
+/// Checks `signature` over `data` with the session's verification, which ends whatever the outcome.
+func finishVerification(
+    _ state: ModuleState,
+    _ handle: CK_SESSION_HANDLE,
+    _ data: (PendingOperation) throws(P11Error) -> [UInt8],
+    _ signature: UnsafeMutablePointer<CK_BYTE>?,
+    _ signatureLength: CK_ULONG
+) throws(P11Error) {
+    var session = try state.session(handle)
+    guard let operation = session.operation, operation.kind == .verify, let verification = operation.verification
+    else { throw P11Error(CKR_OPERATION_NOT_INITIALIZED) }
+    session.operation = nil
+    state.sessions[handle] = session
+    guard let given = bytes(signature, signatureLength) else {
+        throw P11Error(signature == nil ? CKR_ARGUMENTS_BAD : CKR_SIGNATURE_LEN_RANGE)
+    }
+    try verification.verify(data: try data(operation), signature: given)
+}
+
+@_cdecl("keyseal_p11_Verify")
+func p11Verify(
+    _ handle: CK_SESSION_HANDLE,
+    _ data: UnsafeMutablePointer<CK_BYTE>?,
+    _ dataLength: CK_ULONG,
+    _ signature: UnsafeMutablePointer<CK_BYTE>?,
+    _ signatureLength: CK_ULONG
+) -> CK_RV {
+    p11Call { state throws(P11Error) in
+        try finishVerification(
+            state,
+            handle,
+            { operation throws(P11Error) in
+                guard !operation.updating else { throw P11Error(CKR_ARGUMENTS_BAD) }
+                guard let input = bytes(data, dataLength) else {
+                    throw P11Error(data == nil ? CKR_ARGUMENTS_BAD : CKR_DATA_LEN_RANGE)
+                }
+                return input
+            },
+            signature,
+            signatureLength
+        )
+    }
+}
+
+@_cdecl("keyseal_p11_VerifyUpdate")
+func p11VerifyUpdate(_ handle: CK_SESSION_HANDLE, _ part: UnsafeMutablePointer<CK_BYTE>?, _ length: CK_ULONG) -> CK_RV {
+    updateOperation(handle, .verify, part, length)
+}
+
+@_cdecl("keyseal_p11_VerifyFinal")
+func p11VerifyFinal(
+    _ handle: CK_SESSION_HANDLE,
+    _ signature: UnsafeMutablePointer<CK_BYTE>?,
+    _ signatureLength: CK_ULONG
+) -> CK_RV {
+    p11Call { state throws(P11Error) in
+        try finishVerification(
+            state,
+            handle,
+            { operation throws(P11Error) in
+                guard operation.multipart else { throw P11Error(CKR_FUNCTION_NOT_SUPPORTED) }
+                return operation.data
+            },
+            signature,
+            signatureLength
+        )
     }
 }
 
@@ -766,7 +861,7 @@ func p11DeriveKey(
         guard mechanism.pointee.mechanism == CK_MECHANISM_TYPE(CKM_ECDH1_DERIVE) else {
             throw P11Error(CKR_MECHANISM_INVALID)
         }
-        let base = try operationKey(state, baseKey)
+        let base = try operationKey(state, baseKey, permission: CK_ATTRIBUTE_TYPE(CKA_DERIVE))
         guard case .privateKey(let reference) = base.source, let keyType = base.keyType, keyType.isEC else {
             throw P11Error(CKR_KEY_TYPE_INCONSISTENT)
         }

@@ -66,16 +66,16 @@ enum Mechanisms {
             info.ulMinKeySize = 256
             info.ulMaxKeySize = 521
             info.flags =
-                CK_FLAGS(CKF_SIGN) | CK_FLAGS(CKF_EC_F_P) | CK_FLAGS(CKF_EC_NAMEDCURVE)
+                CK_FLAGS(CKF_SIGN) | CK_FLAGS(CKF_VERIFY) | CK_FLAGS(CKF_EC_F_P) | CK_FLAGS(CKF_EC_NAMEDCURVE)
                 | CK_FLAGS(CKF_EC_UNCOMPRESS)
         } else if type == CK_MECHANISM_TYPE(CKM_RSA_PKCS) {
             info.ulMinKeySize = 1024
             info.ulMaxKeySize = 4096
-            info.flags = CK_FLAGS(CKF_SIGN) | CK_FLAGS(CKF_DECRYPT)
+            info.flags = CK_FLAGS(CKF_SIGN) | CK_FLAGS(CKF_VERIFY) | CK_FLAGS(CKF_DECRYPT)
         } else if rsaSign[type] != nil || type == CK_MECHANISM_TYPE(CKM_RSA_PKCS_PSS) {
             info.ulMinKeySize = 1024
             info.ulMaxKeySize = 4096
-            info.flags = CK_FLAGS(CKF_SIGN)
+            info.flags = CK_FLAGS(CKF_SIGN) | CK_FLAGS(CKF_VERIFY)
         } else if type == CK_MECHANISM_TYPE(CKM_RSA_PKCS_OAEP) {
             info.ulMinKeySize = 1024
             info.ulMaxKeySize = 4096
@@ -100,21 +100,51 @@ enum Mechanisms {
         return info
     }
 
-    /// The signing operation `mechanism` asks of `key`; CKR_MECHANISM_INVALID, CKR_MECHANISM_PARAM_INVALID or
-    /// CKR_KEY_TYPE_INCONSISTENT when it cannot be.
-    static func signing(_ mechanism: CK_MECHANISM, key: P11Object) throws(P11Error) -> PendingOperation {
-        guard case .privateKey(let reference) = key.source, let keyType = key.keyType else {
-            throw P11Error(CKR_KEY_TYPE_INCONSISTENT)
-        }
+    /// The hashes of the hashing signature mechanisms (CKM_ECDSA_SHA256, CKM_SHA256_RSA_PKCS...).
+    static let messageHash: [CK_MECHANISM_TYPE: Verification.Hash] = [
+        CK_MECHANISM_TYPE(CKM_ECDSA_SHA256): .sha256,
+        CK_MECHANISM_TYPE(CKM_ECDSA_SHA384): .sha384,
+        CK_MECHANISM_TYPE(CKM_ECDSA_SHA512): .sha512,
+        CK_MECHANISM_TYPE(CKM_SHA1_RSA_PKCS): .sha1,
+        CK_MECHANISM_TYPE(CKM_SHA224_RSA_PKCS): .sha224,
+        CK_MECHANISM_TYPE(CKM_SHA256_RSA_PKCS): .sha256,
+        CK_MECHANISM_TYPE(CKM_SHA384_RSA_PKCS): .sha384,
+        CK_MECHANISM_TYPE(CKM_SHA512_RSA_PKCS): .sha512,
+        CK_MECHANISM_TYPE(CKM_SHA256_RSA_PKCS_PSS): .sha256,
+        CK_MECHANISM_TYPE(CKM_SHA384_RSA_PKCS_PSS): .sha384,
+        CK_MECHANISM_TYPE(CKM_SHA512_RSA_PKCS_PSS): .sha512,
+    ]
+
+    /// The hashes a PSS mechanism's parameters name.
+    static let parameterHash: [CK_MECHANISM_TYPE: Verification.Hash] = [
+        CK_MECHANISM_TYPE(CKM_SHA_1): .sha1,
+        CK_MECHANISM_TYPE(CKM_SHA224): .sha224,
+        CK_MECHANISM_TYPE(CKM_SHA256): .sha256,
+        CK_MECHANISM_TYPE(CKM_SHA384): .sha384,
+        CK_MECHANISM_TYPE(CKM_SHA512): .sha512,
+    ]
+
+    /// A signature mechanism for a key of `keyType`: keyseald's algorithm, and what checking such a signature takes.
+    struct SignatureScheme {
+        var algorithm: String
+        var size: Int
+        var multipart: Bool
+        var messageHash: Verification.Hash?
+        var padding: Verification.Padding
+    }
+
+    /// The signature scheme `mechanism` names for a key of `keyType`; CKR_MECHANISM_INVALID,
+    /// CKR_MECHANISM_PARAM_INVALID or CKR_KEY_TYPE_INCONSISTENT when it cannot be.
+    static func signatureScheme(_ mechanism: CK_MECHANISM, keyType: KeyType) throws(P11Error) -> SignatureScheme {
         let type = mechanism.mechanism
         if let algorithm = ecdsaSign[type] {
             guard keyType.isEC else { throw P11Error(CKR_KEY_TYPE_INCONSISTENT) }
-            return PendingOperation(
-                kind: .sign,
-                reference: reference,
+            return SignatureScheme(
                 algorithm: algorithm,
-                outputSize: 2 * ((keyType.bits + 7) / 8),
-                multipart: type != CK_MECHANISM_TYPE(CKM_ECDSA)
+                size: 2 * ((keyType.bits + 7) / 8),
+                multipart: type != CK_MECHANISM_TYPE(CKM_ECDSA),
+                messageHash: messageHash[type],
+                padding: .ecdsa
             )
         }
         if type == CK_MECHANISM_TYPE(CKM_RSA_PKCS_PSS) {
@@ -123,20 +153,21 @@ enum Mechanisms {
                 let raw = mechanism.pParameter
             else { throw P11Error(CKR_MECHANISM_PARAM_INVALID) }
             let parameters = raw.loadUnaligned(as: CK_RSA_PKCS_PSS_PARAMS.self)
-            guard let expected = pssDigest[parameters.hashAlg], parameters.mgf == expected.mgf,
-                parameters.sLen == expected.salt
+            guard let expected = pssDigest[parameters.hashAlg], let hash = parameterHash[parameters.hashAlg],
+                parameters.mgf == expected.mgf, parameters.sLen == expected.salt
             else { throw P11Error(CKR_MECHANISM_PARAM_INVALID) }
-            return PendingOperation(
-                kind: .sign,
-                reference: reference,
+            return SignatureScheme(
                 algorithm: expected.algorithm,
-                outputSize: keyType.bits / 8,
-                multipart: false
+                size: keyType.bits / 8,
+                multipart: false,
+                messageHash: nil,
+                padding: .pss(hash, salt: Int(expected.salt))
             )
         }
         if let algorithm = rsaSign[type] {
             guard !keyType.isEC else { throw P11Error(CKR_KEY_TYPE_INCONSISTENT) }
-            if let expected = pss[type] {
+            var padding = Verification.Padding.pkcs1(messageHash[type])
+            if let expected = pss[type], let hash = messageHash[type] {
                 guard mechanism.ulParameterLen == CK_ULONG(MemoryLayout<CK_RSA_PKCS_PSS_PARAMS>.size),
                     let raw = mechanism.pParameter
                 else { throw P11Error(CKR_MECHANISM_PARAM_INVALID) }
@@ -144,16 +175,52 @@ enum Mechanisms {
                 guard parameters.hashAlg == expected.hash, parameters.mgf == expected.mgf,
                     parameters.sLen == expected.salt
                 else { throw P11Error(CKR_MECHANISM_PARAM_INVALID) }
+                padding = .pss(hash, salt: Int(expected.salt))
             }
-            return PendingOperation(
-                kind: .sign,
-                reference: reference,
+            return SignatureScheme(
                 algorithm: algorithm,
-                outputSize: keyType.bits / 8,
-                multipart: type != CK_MECHANISM_TYPE(CKM_RSA_PKCS)
+                size: keyType.bits / 8,
+                multipart: type != CK_MECHANISM_TYPE(CKM_RSA_PKCS),
+                messageHash: messageHash[type],
+                padding: padding
             )
         }
         throw P11Error(CKR_MECHANISM_INVALID)
+    }
+
+    /// The signing operation `mechanism` asks of `key` (a private key).
+    static func signing(_ mechanism: CK_MECHANISM, key: P11Object) throws(P11Error) -> PendingOperation {
+        guard case .privateKey(let reference) = key.source, let keyType = key.keyType else {
+            throw P11Error(CKR_KEY_TYPE_INCONSISTENT)
+        }
+        let scheme = try signatureScheme(mechanism, keyType: keyType)
+        return PendingOperation(
+            kind: .sign,
+            reference: reference,
+            algorithm: scheme.algorithm,
+            outputSize: scheme.size,
+            multipart: scheme.multipart
+        )
+    }
+
+    /// The verification `mechanism` asks of `key` (a public key): done in this process with its public part.
+    static func verification(_ mechanism: CK_MECHANISM, key: P11Object) throws(P11Error) -> PendingOperation {
+        guard case .publicKey(let reference) = key.source, let keyType = key.keyType, !key.publicKeyInfo.isEmpty
+        else { throw P11Error(CKR_KEY_TYPE_INCONSISTENT) }
+        let scheme = try signatureScheme(mechanism, keyType: keyType)
+        return PendingOperation(
+            kind: .verify,
+            reference: reference,
+            algorithm: scheme.algorithm,
+            outputSize: scheme.size,
+            multipart: scheme.multipart,
+            verification: Verification(
+                publicKeyInfo: key.publicKeyInfo,
+                messageHash: scheme.messageHash,
+                padding: scheme.padding,
+                signatureSize: scheme.size
+            )
+        )
     }
 
     /// The decryption `mechanism` asks of `key`: RSA PKCS#1 v1.5, or OAEP with SHA-1 to SHA-512 (MGF1 of the same

@@ -44,10 +44,11 @@ struct P11Error: Error {
     }
 }
 
-/// An operation started by `C_SignInit` or `C_DecryptInit`.
+/// An operation started by `C_SignInit`, `C_VerifyInit` or `C_DecryptInit`.
 struct PendingOperation {
     enum Kind {
         case sign
+        case verify
         case decrypt
     }
 
@@ -57,10 +58,12 @@ struct PendingOperation {
     var algorithm: String
     /// The result's size (signature, or the most a decryption gives).
     var outputSize: Int
-    /// Whether `C_SignUpdate` may add to `data` (a mechanism that hashes).
+    /// Whether `C_SignUpdate` (`C_VerifyUpdate`) may add to `data` (a mechanism that hashes).
     var multipart: Bool
+    /// What `C_Verify` checks with (verifications only).
+    var verification: Verification? = nil
     var data: [UInt8] = []
-    /// Whether `C_SignUpdate` was called (then `C_Sign` is refused).
+    /// Whether `C_SignUpdate` (`C_VerifyUpdate`) was called (then `C_Sign`, `C_Verify` are refused).
     var updating = false
 }
 

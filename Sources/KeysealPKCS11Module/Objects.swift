@@ -32,6 +32,8 @@ struct P11Object {
     var session: CK_SESSION_HANDLE?
     /// A derived secret's bytes.
     var secret: SecretBytes?
+    /// A key's DER `SubjectPublicKeyInfo` (what `C_Verify` checks signatures with).
+    var publicKeyInfo: [UInt8] = []
 
     /// The item's persistent reference.
     var reference: Data? {
@@ -191,11 +193,15 @@ extension P11Object {
         publicKey[CK_ATTRIBUTE_TYPE(CKA_WRAP)] = Encode.bool(false)
         publicKey[CK_ATTRIBUTE_TYPE(CKA_TRUSTED)] = Encode.bool(false)
         publicKey[CK_ATTRIBUTE_TYPE(CKA_SUBJECT)] = []
-        if !key.subjectPublicKeyInfo.isEmpty {
-            publicKey[CK_ATTRIBUTE_TYPE(CKA_PUBLIC_KEY_INFO)] = Array(key.subjectPublicKeyInfo)
-        }
+        let publicKeyInfo = Array(key.subjectPublicKeyInfo)
+        if !publicKeyInfo.isEmpty { publicKey[CK_ATTRIBUTE_TYPE(CKA_PUBLIC_KEY_INFO)] = publicKeyInfo }
         var objects = [
-            P11Object(source: .publicKey(key.reference), attributes: publicKey, keyType: keyType)
+            P11Object(
+                source: .publicKey(key.reference),
+                attributes: publicKey,
+                keyType: keyType,
+                publicKeyInfo: publicKeyInfo
+            )
         ]
         guard key.isPrivate else { return objects }
         var privateKey = common

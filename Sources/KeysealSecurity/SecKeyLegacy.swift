@@ -40,28 +40,29 @@ private func legacyAlgorithm(_ key: SecKey, _ padding: SecPadding, signing: Bool
     }
 }
 
-/// Runs a modern call for a legacy one: its result copied into `out` (room for `*outLength` bytes, set to the length
-/// written), its error as the status.
+/// Runs a legacy call as the modern `operation`: over the `inputLength` bytes at `input`, with the algorithm Apple maps
+/// `padding` on `key` to (none: errSecParam). Its result is copied into `out` (room for `*outLength` bytes, set to the
+/// length written; a longer result is errSecBufferTooSmall), its error is the status.
 private func legacyCall(
+    _ key: SecKey,
+    _ padding: SecPadding,
+    signing: Bool,
+    _ input: UnsafePointer<UInt8>,
+    _ inputLength: Int,
     _ out: UnsafeMutablePointer<UInt8>,
     _ outLength: UnsafeMutablePointer<Int>,
-    _ body: (UnsafeMutablePointer<Unmanaged<CFError>?>) -> CFData?
+    _ operation: (SecKey, SecKeyAlgorithm, CFData, UnsafeMutablePointer<Unmanaged<CFError>?>?) -> CFData?
 ) -> OSStatus {
+    let data = Data(bytes: input, count: inputLength)
+    guard let algorithm = legacyAlgorithm(key, padding, signing: signing) else { return errSecParam }
     var error: Unmanaged<CFError>?
-    guard let result = body(&error) else {
+    guard let result = operation(key, algorithm, data, &error) else {
         return OSStatus(truncatingIfNeeded: error?.takeRetainedValue().code ?? Int(errSecParam))
     }
     guard result.count <= outLength.pointee else { return errSecBufferTooSmall }
     result.copyBytes(to: out, count: result.count)
     outLength.pointee = result.count
     return errSecSuccess
-}
-
-private func legacyUnsupported(_ error: UnsafeMutablePointer<Unmanaged<CFError>?>) -> CFData? {
-    error.pointee = Unmanaged.passRetained(
-        secError(KeychainError(KeychainStatus.param, "the padding is not one this key's legacy call supports"))
-    )
-    return nil
 }
 
 /// Signs a digest (`dataToSign`) as Apple's `SecKeyRawSign`: EC keys ECDSA (X9.62 DER; RFC 4754 with `.sigRaw`),
@@ -74,11 +75,7 @@ public func SecKeyRawSign(
     _ sig: UnsafeMutablePointer<UInt8>,
     _ sigLen: UnsafeMutablePointer<Int>
 ) -> OSStatus {
-    let data = Data(bytes: dataToSign, count: dataToSignLen)
-    return legacyCall(sig, sigLen) { error in
-        guard let algorithm = legacyAlgorithm(key, padding, signing: true) else { return legacyUnsupported(error) }
-        return SecKeyCreateSignature(key, algorithm, data, error)
-    }
+    legacyCall(key, padding, signing: true, dataToSign, dataToSignLen, sig, sigLen, SecKeyCreateSignature)
 }
 
 /// Verifies a signature over a digest as Apple's `SecKeyRawVerify`; a bad signature is errSecVerifyFailed.
@@ -112,11 +109,16 @@ public func SecKeyEncrypt(
     _ cipherText: UnsafeMutablePointer<UInt8>,
     _ cipherTextLen: UnsafeMutablePointer<Int>
 ) -> OSStatus {
-    let data = Data(bytes: plainText, count: plainTextLen)
-    return legacyCall(cipherText, cipherTextLen) { error in
-        guard let algorithm = legacyAlgorithm(key, padding, signing: false) else { return legacyUnsupported(error) }
-        return SecKeyCreateEncryptedData(key, algorithm, data, error)
-    }
+    legacyCall(
+        key,
+        padding,
+        signing: false,
+        plainText,
+        plainTextLen,
+        cipherText,
+        cipherTextLen,
+        SecKeyCreateEncryptedData
+    )
 }
 
 /// Decrypts with an RSA private key as Apple's `SecKeyDecrypt`.
@@ -128,9 +130,14 @@ public func SecKeyDecrypt(
     _ plainText: UnsafeMutablePointer<UInt8>,
     _ plainTextLen: UnsafeMutablePointer<Int>
 ) -> OSStatus {
-    let data = Data(bytes: cipherText, count: cipherTextLen)
-    return legacyCall(plainText, plainTextLen) { error in
-        guard let algorithm = legacyAlgorithm(key, padding, signing: false) else { return legacyUnsupported(error) }
-        return SecKeyCreateDecryptedData(key, algorithm, data, error)
-    }
+    legacyCall(
+        key,
+        padding,
+        signing: false,
+        cipherText,
+        cipherTextLen,
+        plainText,
+        plainTextLen,
+        SecKeyCreateDecryptedData
+    )
 }

@@ -56,61 +56,13 @@ let endorsementKeys: [(certificateIndex: UInt32, template: [UInt8])] = [
 ]
 
 extension ESYSConnection {
-    /// Unmarshals a TPM structure from its marshalled bytes (the template constants above, a CA's blobs).
-    func unmarshal<T>(
-        _ bytes: [UInt8],
-        into value: inout T,
-        _ function: (UnsafePointer<UInt8>?, Int, UnsafeMutablePointer<Int>?, UnsafeMutablePointer<T>?) -> TSS2_RC
-    ) throws(TSS2Error) {
-        var offset = 0
-        let rc = bytes.withUnsafeBufferPointer { function($0.baseAddress, $0.count, &offset, &value) }
-        try KeysealTPM.tss2("Tss2_MU_Unmarshal", rc)
-        guard offset == bytes.count else {
-            throw TSS2Error(function: "Tss2_MU_Unmarshal", code: TSS2ResultCode(rawValue: 0x9_0000 | 5))
-        }
-    }
-
-    func marshalled<T>(
-        _ value: UnsafePointer<T>,
-        _ function: (UnsafePointer<T>?, UnsafeMutablePointer<UInt8>?, Int, UnsafeMutablePointer<Int>?) -> TSS2_RC
-    ) throws(TSS2Error) -> [UInt8] {
-        var buffer = [UInt8](repeating: 0, count: MemoryLayout<T>.size)
-        var offset = 0
-        let rc = buffer.withUnsafeMutableBufferPointer { function(value, $0.baseAddress, $0.count, &offset) }
-        try KeysealTPM.tss2("Tss2_MU_Marshal", rc)
-        return Array(buffer[0..<offset])
-    }
-
     /// TPM2_CreatePrimary under the endorsement hierarchy (empty endorsement authorization) from a marshalled
     /// TPM2B_PUBLIC. Returns the handle and the object's TPMT_PUBLIC.
     func createEndorsementPrimary(template bytes: [UInt8]) throws(TSS2Error) -> (handle: ESYS_TR, publicArea: [UInt8]) {
         var template = TPM2B_PUBLIC()
         try unmarshal(bytes, into: &template, Tss2_MU_TPM2B_PUBLIC_Unmarshal)
-        var sensitive = TPM2B_SENSITIVE_CREATE()
-        var outsideInfo = TPM2B_DATA()
-        var creationPCR = TPML_PCR_SELECTION()
-        var handle = ESYS_TR(ESYS_TR_NONE)
         var outPublic: UnsafeMutablePointer<TPM2B_PUBLIC>?
-        try tss2(
-            "Esys_CreatePrimary",
-            Esys_CreatePrimary(
-                context,
-                ESYS_TR(ESYS_TR_RH_ENDORSEMENT),
-                ESYS_TR(ESYS_TR_PASSWORD),
-                ESYS_TR(ESYS_TR_NONE),
-                ESYS_TR(ESYS_TR_NONE),
-                &sensitive,
-                &template,
-                &outsideInfo,
-                &creationPCR,
-                &handle,
-                &outPublic,
-                nil,
-                nil,
-                nil
-            )
-        )
-        live.insert(handle)
+        let handle = try createPrimary(in: ESYS_TR(ESYS_TR_RH_ENDORSEMENT), template: template, outPublic: &outPublic)
         defer { Esys_Free(outPublic) }
         do throws(TSS2Error) {
             guard let outPublic else {
@@ -192,25 +144,7 @@ extension ESYSConnection {
         var encryptedSecret = TPM2B_ENCRYPTED_SECRET()
         try unmarshal(credentialBlob, into: &blob, Tss2_MU_TPM2B_ID_OBJECT_Unmarshal)
         try unmarshal(secret, into: &encryptedSecret, Tss2_MU_TPM2B_ENCRYPTED_SECRET_Unmarshal)
-        var symmetric = keyseal_no_symmetric()
-        var session = ESYS_TR(ESYS_TR_NONE)
-        try tss2(
-            "Esys_StartAuthSession",
-            Esys_StartAuthSession(
-                context,
-                ESYS_TR(ESYS_TR_NONE),
-                ESYS_TR(ESYS_TR_NONE),
-                ESYS_TR(ESYS_TR_NONE),
-                ESYS_TR(ESYS_TR_NONE),
-                ESYS_TR(ESYS_TR_NONE),
-                nil,
-                TPM2_SE(TPM2_SE_POLICY),
-                &symmetric,
-                TPMI_ALG_HASH(TPM2_ALG_SHA256),
-                &session
-            )
-        )
-        live.insert(session)
+        let session = try startSession(.policy)
         defer { flush(session) }  // ESAPI starts sessions with continueSession: it stays loaded until flushed
         try tss2(
             "Esys_PolicySecret",

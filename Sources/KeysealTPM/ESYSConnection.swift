@@ -94,7 +94,18 @@ final class ESYSConnection {
 
     /// Creates the storage primary from the TCG template under the owner hierarchy (empty owner authorization).
     func createStoragePrimary() throws(TSS2Error) -> ESYS_TR {
-        var template = keyseal_storage_primary_template()
+        try createPrimary(in: ESYS_TR(ESYS_TR_RH_OWNER), template: keyseal_storage_primary_template())
+    }
+
+    /// TPM2_CreatePrimary from `template` under `hierarchy` (empty hierarchy authorization, no sensitive data); the
+    /// handle is remembered until flushed. `outPublic`, when given, receives ESAPI's copy of the object's
+    /// TPM2B_PUBLIC, which the caller frees.
+    func createPrimary(
+        in hierarchy: ESYS_TR,
+        template: TPM2B_PUBLIC,
+        outPublic: UnsafeMutablePointer<UnsafeMutablePointer<TPM2B_PUBLIC>?>? = nil
+    ) throws(TSS2Error) -> ESYS_TR {
+        var template = template
         var sensitive = TPM2B_SENSITIVE_CREATE()
         var outsideInfo = TPM2B_DATA()
         var creationPCR = TPML_PCR_SELECTION()
@@ -103,7 +114,7 @@ final class ESYSConnection {
             "Esys_CreatePrimary",
             Esys_CreatePrimary(
                 context,
-                ESYS_TR(ESYS_TR_RH_OWNER),
+                hierarchy,
                 ESYS_TR(ESYS_TR_PASSWORD),
                 ESYS_TR(ESYS_TR_NONE),
                 ESYS_TR(ESYS_TR_NONE),
@@ -112,7 +123,7 @@ final class ESYSConnection {
                 &outsideInfo,
                 &creationPCR,
                 &handle,
-                nil,
+                outPublic,
                 nil,
                 nil,
                 nil
@@ -132,30 +143,56 @@ final class ESYSConnection {
         return Array(bytes)
     }
 
-    /// Starts an HMAC session salted with `tpmKey`'s public key (SHA-256, AES-128-CFB parameter encryption) with
-    /// `attributes` (continueSession is always added: the session is flushed explicitly).
-    func startSaltedSession(tpmKey: ESYS_TR, attributes: TPMA_SESSION) throws(TSS2Error) -> ESYS_TR {
-        var symmetric = keyseal_session_symmetric()
+    /// What an authorization session is for (TPM2_SE).
+    enum SessionType {
+        /// HMAC authorization of commands.
+        case hmac
+        /// A policy the TPM checks before it lets the session authorize a command.
+        case policy
+        /// A trial policy: the TPM only computes its digest, and the session authorizes nothing.
+        case trial
+
+        var value: TPM2_SE {
+            switch self {
+            case .hmac: keyseal_TPM2_SE_HMAC
+            case .policy: keyseal_TPM2_SE_POLICY
+            case .trial: keyseal_TPM2_SE_TRIAL
+            }
+        }
+    }
+
+    /// Starts a SHA-256 session of `type` (the one place Keyseal calls `Esys_StartAuthSession`), unbound and
+    /// remembered until flushed (ESAPI starts it with continueSession: it stays loaded until flushed). With a
+    /// `tpmKey` it is salted with that key's public key and can encrypt parameters (AES-128-CFB), and is set to
+    /// `attributes` (``setAttributes(_:of:)``: continueSession is always added); without one it is unsalted, with
+    /// no parameter encryption.
+    func startSession(
+        _ type: SessionType,
+        saltedWith tpmKey: ESYS_TR? = nil,
+        attributes: TPMA_SESSION = 0
+    )
+        throws(TSS2Error) -> ESYS_TR
+    {
+        var symmetric = tpmKey == nil ? keyseal_no_symmetric() : keyseal_session_symmetric()
         var session = ESYS_TR(ESYS_TR_NONE)
         try tss2(
             "Esys_StartAuthSession",
             Esys_StartAuthSession(
                 context,
-                tpmKey,
+                tpmKey ?? ESYS_TR(ESYS_TR_NONE),
                 ESYS_TR(ESYS_TR_NONE),
                 ESYS_TR(ESYS_TR_NONE),
                 ESYS_TR(ESYS_TR_NONE),
                 ESYS_TR(ESYS_TR_NONE),
                 nil,
-                keyseal_TPM2_SE_HMAC,
+                type.value,
                 &symmetric,
                 keyseal_TPM2_ALG_SHA256,
                 &session
             )
         )
         live.insert(session)
-        let flags = attributes | keyseal_TPMA_SESSION_CONTINUESESSION
-        try tss2("Esys_TRSess_SetAttributes", Esys_TRSess_SetAttributes(context, session, flags, 0xFF))
+        if tpmKey != nil { try setAttributes(attributes, of: session) }
         return session
     }
 
@@ -265,8 +302,8 @@ final class ESYSConnection {
         var point = [UInt8](repeating: 0, count: 64)
         if keyseal_public_point(outPublic, &point) != 0 { point = [] }
         return (
-            try marshal(outPublic, Tss2_MU_TPM2B_PUBLIC_Marshal),
-            try marshal(outPrivate, Tss2_MU_TPM2B_PRIVATE_Marshal),
+            try marshalled(outPublic, Tss2_MU_TPM2B_PUBLIC_Marshal),
+            try marshalled(outPrivate, Tss2_MU_TPM2B_PRIVATE_Marshal),
             point
         )
     }
@@ -300,6 +337,16 @@ final class ESYSConnection {
 
     /// Sets the authValue ESAPI uses for `handle` in HMAC computations (never sent to the TPM).
     func setAuthorization(_ authorization: SecretBytes, for handle: ESYS_TR) throws(TSS2Error) {
+        try withAuth(authorization) { (value) throws(TSS2Error) in
+            try tss2("Esys_TR_SetAuth", Esys_TR_SetAuth(context, handle, value))
+        }
+    }
+
+    /// Runs `body` with `authorization` as a TPM2B_AUTH, kept out of Swift's copies and wiped afterwards.
+    func withAuth<Result>(
+        _ authorization: SecretBytes,
+        _ body: (UnsafeMutablePointer<TPM2B_AUTH>) throws(TSS2Error) -> Result
+    ) throws(TSS2Error) -> Result {
         let value = UnsafeMutablePointer<TPM2B_AUTH>.allocate(capacity: 1)
         defer {
             zeroize(value, MemoryLayout<TPM2B_AUTH>.size)
@@ -309,7 +356,7 @@ final class ESYSConnection {
             keyseal_fill_auth(value, $0.baseAddress?.assumingMemoryBound(to: UInt8.self), $0.count)
         }
         precondition(filled == 0, "authorization too long (checked by the caller)")
-        try tss2("Esys_TR_SetAuth", Esys_TR_SetAuth(context, handle, value))
+        return try body(value)
     }
 
     /// Unseals a loaded data object, authorized by `session`.
@@ -342,27 +389,8 @@ final class ESYSConnection {
     /// each HMAC is keyed by the object's authValue alone, which never crosses the bus: with a 256-bit random
     /// authValue an observer of the bus learns nothing usable.
     func startHMACSession() throws(TSS2Error) -> HMACSession {
-        var symmetric = keyseal_no_symmetric()
-        var session = ESYS_TR(ESYS_TR_NONE)
-        try tss2(
-            "Esys_StartAuthSession",
-            Esys_StartAuthSession(
-                context,
-                ESYS_TR(ESYS_TR_NONE),
-                ESYS_TR(ESYS_TR_NONE),
-                ESYS_TR(ESYS_TR_NONE),
-                ESYS_TR(ESYS_TR_NONE),
-                ESYS_TR(ESYS_TR_NONE),
-                nil,
-                keyseal_TPM2_SE_HMAC,
-                &symmetric,
-                keyseal_TPM2_ALG_SHA256,
-                &session
-            )
-        )
-        live.insert(session)
-        var tpmHandle: TPM2_HANDLE = 0
-        try tss2("Esys_TR_GetTpmHandle", Esys_TR_GetTpmHandle(context, session, &tpmHandle))
+        let session = try startSession(.hmac)
+        let tpmHandle = try self.tpmHandle(of: session)
         var nonce: UnsafeMutablePointer<TPM2B_NONCE>?
         try tss2("Esys_TRSess_GetNonceTPM", Esys_TRSess_GetNonceTPM(context, session, &nonce))
         defer { Esys_Free(nonce) }
@@ -540,26 +568,19 @@ final class ESYSConnection {
     /// Sets the lockout hierarchy's authorization (current value empty), with `newAuth` encrypted on the wire
     /// by `session` (decrypt attribute).
     func changeLockoutAuthorization(to newAuth: SecretBytes, session: ESYS_TR) throws(TSS2Error) {
-        let value = UnsafeMutablePointer<TPM2B_AUTH>.allocate(capacity: 1)
-        defer {
-            zeroize(value, MemoryLayout<TPM2B_AUTH>.size)
-            value.deallocate()
-        }
-        let filled = newAuth.withUnsafeBytes {
-            keyseal_fill_auth(value, $0.baseAddress?.assumingMemoryBound(to: UInt8.self), $0.count)
-        }
-        precondition(filled == 0, "authorization too long")
-        try tss2(
-            "Esys_HierarchyChangeAuth",
-            Esys_HierarchyChangeAuth(
-                context,
-                ESYS_TR(ESYS_TR_RH_LOCKOUT),
-                session,
-                ESYS_TR(ESYS_TR_NONE),
-                ESYS_TR(ESYS_TR_NONE),
-                value
+        try withAuth(newAuth) { (value) throws(TSS2Error) in
+            try tss2(
+                "Esys_HierarchyChangeAuth",
+                Esys_HierarchyChangeAuth(
+                    context,
+                    ESYS_TR(ESYS_TR_RH_LOCKOUT),
+                    session,
+                    ESYS_TR(ESYS_TR_NONE),
+                    ESYS_TR(ESYS_TR_NONE),
+                    value
+                )
             )
-        )
+        }
     }
 
     /// Sets the attributes of a session for its next command (continueSession is always added).
@@ -588,27 +609,38 @@ final class ESYSConnection {
 
     // MARK: Capabilities
 
+    /// TPM2_GetCapability: up to `count` values of `capability` from `property` on, and whether the TPM has more.
+    /// The caller frees the data (`Esys_Free`).
+    private func capability(
+        _ capability: TPM2_CAP,
+        from property: UInt32,
+        count: UInt32
+    ) throws(TSS2Error) -> (data: UnsafeMutablePointer<TPMS_CAPABILITY_DATA>?, more: Bool) {
+        var more: TPMI_YES_NO = 0
+        var data: UnsafeMutablePointer<TPMS_CAPABILITY_DATA>?
+        try tss2(
+            "Esys_GetCapability",
+            Esys_GetCapability(
+                context,
+                ESYS_TR(ESYS_TR_NONE),
+                ESYS_TR(ESYS_TR_NONE),
+                ESYS_TR(ESYS_TR_NONE),
+                capability,
+                property,
+                count,
+                &more,
+                &data
+            )
+        )
+        return (data, more != 0)
+    }
+
     /// The values of TPM properties (TPM2_CAP_TPM_PROPERTIES) in `properties`, by property.
     func properties(_ wanted: [UInt32]) throws(TSS2Error) -> [UInt32: UInt32] {
         var found: [UInt32: UInt32] = [:]
         for property in wanted where found[property] == nil {
-            var more: TPMI_YES_NO = 0
-            var data: UnsafeMutablePointer<TPMS_CAPABILITY_DATA>?
             let last = wanted.max()!
-            try tss2(
-                "Esys_GetCapability",
-                Esys_GetCapability(
-                    context,
-                    ESYS_TR(ESYS_TR_NONE),
-                    ESYS_TR(ESYS_TR_NONE),
-                    ESYS_TR(ESYS_TR_NONE),
-                    keyseal_TPM2_CAP_TPM_PROPERTIES,
-                    property,
-                    last - property + 1,
-                    &more,
-                    &data
-                )
-            )
+            let (data, _) = try capability(keyseal_TPM2_CAP_TPM_PROPERTIES, from: property, count: last - property + 1)
             defer { Esys_Free(data) }
             guard let data else { continue }
             for index in 0..<keyseal_capability_property_count(data) {
@@ -633,22 +665,7 @@ final class ESYSConnection {
         var result: [UInt32] = []
         var next = type << 24
         while true {
-            var more: TPMI_YES_NO = 0
-            var data: UnsafeMutablePointer<TPMS_CAPABILITY_DATA>?
-            try tss2(
-                "Esys_GetCapability",
-                Esys_GetCapability(
-                    context,
-                    ESYS_TR(ESYS_TR_NONE),
-                    ESYS_TR(ESYS_TR_NONE),
-                    ESYS_TR(ESYS_TR_NONE),
-                    keyseal_TPM2_CAP_HANDLES,
-                    next,
-                    64,
-                    &more,
-                    &data
-                )
-            )
+            let (data, more) = try capability(keyseal_TPM2_CAP_HANDLES, from: next, count: 64)
             defer { Esys_Free(data) }
             guard let data else { break }
             let count = keyseal_capability_handle_count(data)
@@ -656,7 +673,7 @@ final class ESYSConnection {
                 let handle = keyseal_capability_handle(data, index)
                 if listed(handle) { result.append(handle) }
             }
-            guard more != 0, count > 0, let last = result.last, listed(last) else { break }
+            guard more, count > 0, let last = result.last, listed(last) else { break }
             next = type << 24 | (last & 0x00FF_FFFF) + 1
         }
         return result
@@ -688,14 +705,29 @@ final class ESYSConnection {
 
     // MARK: Marshalling
 
-    private func marshal<T>(
-        _ value: UnsafeMutablePointer<T>,
+    /// Unmarshals a TPM structure from its marshalled bytes (the templates in Attestation.swift, a CA's blobs).
+    func unmarshal<T>(
+        _ bytes: [UInt8],
+        into value: inout T,
+        _ function: (UnsafePointer<UInt8>?, Int, UnsafeMutablePointer<Int>?, UnsafeMutablePointer<T>?) -> TSS2_RC
+    ) throws(TSS2Error) {
+        var offset = 0
+        let rc = bytes.withUnsafeBufferPointer { function($0.baseAddress, $0.count, &offset, &value) }
+        try KeysealTPM.tss2("Tss2_MU_Unmarshal", rc)
+        guard offset == bytes.count else {
+            throw TSS2Error(function: "Tss2_MU_Unmarshal", code: TSS2ResultCode(rawValue: 0x9_0000 | 5))
+        }
+    }
+
+    /// Marshals a TPM structure (what a sealed blob or an attestation records).
+    func marshalled<T>(
+        _ value: UnsafePointer<T>,
         _ function: (UnsafePointer<T>?, UnsafeMutablePointer<UInt8>?, Int, UnsafeMutablePointer<Int>?) -> TSS2_RC
     ) throws(TSS2Error) -> [UInt8] {
         var buffer = [UInt8](repeating: 0, count: MemoryLayout<T>.size)
         var offset = 0
         let rc = buffer.withUnsafeMutableBufferPointer { function(value, $0.baseAddress, $0.count, &offset) }
-        try tss2("Tss2_MU_Marshal", rc)
+        try KeysealTPM.tss2("Tss2_MU_Marshal", rc)
         return Array(buffer[0..<offset])
     }
 }

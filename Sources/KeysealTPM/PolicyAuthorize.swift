@@ -107,18 +107,7 @@ extension ESYSConnection {
                     &ticket
                 )
             )
-            if authValue {
-                try tss2(
-                    "Esys_PolicyAuthValue",
-                    Esys_PolicyAuthValue(
-                        context,
-                        session,
-                        ESYS_TR(ESYS_TR_NONE),
-                        ESYS_TR(ESYS_TR_NONE),
-                        ESYS_TR(ESYS_TR_NONE)
-                    )
-                )
-            }
+            if authValue { try policyAuthValue(session) }
             return session
         } catch {
             flush(session)

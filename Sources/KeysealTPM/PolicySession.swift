@@ -8,26 +8,7 @@ extension ESYSConnection {
     /// The policy digest of `PolicyPCR` over the current values of the SHA-256 PCRs in `mask`, followed by
     /// `PolicyAuthValue` when `authValue` is true, computed by the TPM in a trial session.
     func pcrPolicyDigest(mask: UInt32, authValue: Bool) throws(TSS2Error) -> [UInt8] {
-        var symmetric = TPMT_SYM_DEF()
-        symmetric.algorithm = 0x0010  // TPM2_ALG_NULL
-        var session = ESYS_TR(ESYS_TR_NONE)
-        try tss2(
-            "Esys_StartAuthSession",
-            Esys_StartAuthSession(
-                context,
-                ESYS_TR(ESYS_TR_NONE),
-                ESYS_TR(ESYS_TR_NONE),
-                ESYS_TR(ESYS_TR_NONE),
-                ESYS_TR(ESYS_TR_NONE),
-                ESYS_TR(ESYS_TR_NONE),
-                nil,
-                keyseal_TPM2_SE_TRIAL,
-                &symmetric,
-                keyseal_TPM2_ALG_SHA256,
-                &session
-            )
-        )
-        live.insert(session)
+        let session = try startSession(.trial)
         defer { flush(session) }
         try applyPCRPolicy(session, mask: mask, authValue: authValue)
         var digest: UnsafeMutablePointer<TPM2B_DIGEST>?
@@ -52,27 +33,7 @@ extension ESYSConnection {
     /// object's use with TPM_RC_POLICY_FAIL when they differ from the sealed ones) and `PolicyAuthValue` when
     /// `authValue` is true (the object's authValue then keys the session's HMAC, as in an HMAC session).
     func startPCRPolicySession(tpmKey: ESYS_TR, mask: UInt32, authValue: Bool) throws(TSS2Error) -> ESYS_TR {
-        var symmetric = keyseal_session_symmetric()
-        var session = ESYS_TR(ESYS_TR_NONE)
-        try tss2(
-            "Esys_StartAuthSession",
-            Esys_StartAuthSession(
-                context,
-                tpmKey,
-                ESYS_TR(ESYS_TR_NONE),
-                ESYS_TR(ESYS_TR_NONE),
-                ESYS_TR(ESYS_TR_NONE),
-                ESYS_TR(ESYS_TR_NONE),
-                nil,
-                keyseal_TPM2_SE_POLICY,
-                &symmetric,
-                keyseal_TPM2_ALG_SHA256,
-                &session
-            )
-        )
-        live.insert(session)
-        let flags = keyseal_TPMA_SESSION_ENCRYPT | keyseal_TPMA_SESSION_CONTINUESESSION
-        try tss2("Esys_TRSess_SetAttributes", Esys_TRSess_SetAttributes(context, session, flags, 0xFF))
+        let session = try startSession(.policy, saltedWith: tpmKey, attributes: keyseal_TPMA_SESSION_ENCRYPT)
         try applyPCRPolicy(session, mask: mask, authValue: authValue)
         return session
     }
@@ -92,18 +53,15 @@ extension ESYSConnection {
                 &selection
             )
         )
-        if authValue {
-            try tss2(
-                "Esys_PolicyAuthValue",
-                Esys_PolicyAuthValue(
-                    context,
-                    session,
-                    ESYS_TR(ESYS_TR_NONE),
-                    ESYS_TR(ESYS_TR_NONE),
-                    ESYS_TR(ESYS_TR_NONE)
-                )
-            )
-        }
+        if authValue { try policyAuthValue(session) }
+    }
+
+    /// `PolicyAuthValue`: the object's authValue then keys the policy session's HMAC, as in an HMAC session.
+    func policyAuthValue(_ session: ESYS_TR) throws(TSS2Error) {
+        try tss2(
+            "Esys_PolicyAuthValue",
+            Esys_PolicyAuthValue(context, session, ESYS_TR(ESYS_TR_NONE), ESYS_TR(ESYS_TR_NONE), ESYS_TR(ESYS_TR_NONE))
+        )
     }
 
     // MARK: NV counter
@@ -112,45 +70,38 @@ extension ESYSConnection {
     /// owner hierarchy, empty owner authorization), with `authorization` as its authValue sent encrypted by
     /// `session` (a salted session with the decrypt attribute). Returns the index's TPM handle.
     func defineCounter(authorization: SecretBytes, session: ESYS_TR) throws(TSS2Error) -> UInt32 {
-        let value = UnsafeMutablePointer<TPM2B_AUTH>.allocate(capacity: 1)
-        defer {
-            zeroize(value, MemoryLayout<TPM2B_AUTH>.size)
-            value.deallocate()
-        }
-        let filled = authorization.withUnsafeBytes {
-            keyseal_fill_auth(value, $0.baseAddress?.assumingMemoryBound(to: UInt8.self), $0.count)
-        }
-        precondition(filled == 0, "authorization too long")
-        var lastError: TSS2Error?
-        // The first index of the range that no NV index holds yet (one capability read), then the next ones if
-        // another program defines it first.
-        let taken = Set(try handles(type: 0x01))
-        for offset in 0..<keyseal_nv_index_count where !taken.contains(keyseal_nv_index_first + offset) {
-            let index = keyseal_nv_index_first + offset
-            var info = keyseal_nv_counter_public(index)
-            var handle = ESYS_TR(ESYS_TR_NONE)
-            do {
-                try tss2(
-                    "Esys_NV_DefineSpace",
-                    Esys_NV_DefineSpace(
-                        context,
-                        ESYS_TR(ESYS_TR_RH_OWNER),
-                        session,
-                        ESYS_TR(ESYS_TR_NONE),
-                        ESYS_TR(ESYS_TR_NONE),
-                        value,
-                        &info,
-                        &handle
+        try withAuth(authorization) { (value) throws(TSS2Error) -> UInt32 in
+            var lastError: TSS2Error?
+            // The first index of the range that no NV index holds yet (one capability read), then the next ones if
+            // another program defines it first.
+            let taken = Set(try handles(type: 0x01))
+            for offset in 0..<keyseal_nv_index_count where !taken.contains(keyseal_nv_index_first + offset) {
+                let index = keyseal_nv_index_first + offset
+                var info = keyseal_nv_counter_public(index)
+                var handle = ESYS_TR(ESYS_TR_NONE)
+                do throws(TSS2Error) {
+                    try tss2(
+                        "Esys_NV_DefineSpace",
+                        Esys_NV_DefineSpace(
+                            context,
+                            ESYS_TR(ESYS_TR_RH_OWNER),
+                            session,
+                            ESYS_TR(ESYS_TR_NONE),
+                            ESYS_TR(ESYS_TR_NONE),
+                            value,
+                            &info,
+                            &handle
+                        )
                     )
-                )
-                _ = Esys_TR_Close(context, &handle)
-                return index
-            } catch  where error.code.isTPM(TSS2ResultCode.TPM.nvDefined) {
-                lastError = error
-                continue
+                    _ = Esys_TR_Close(context, &handle)
+                    return index
+                } catch  where error.code.isTPM(TSS2ResultCode.TPM.nvDefined) {
+                    lastError = error
+                    continue
+                }
             }
+            throw lastError ?? TSS2Error(function: "Esys_NV_DefineSpace", code: TSS2ResultCode(rawValue: 0x14C))
         }
-        throw lastError ?? TSS2Error(function: "Esys_NV_DefineSpace", code: TSS2ResultCode(rawValue: 0x14C))
     }
 
     /// Runs `body` with an ESAPI handle for the NV index `index`, closed afterwards (not flushed: NV indexes are

@@ -275,14 +275,7 @@ public final class TPMDeviceKey: DeviceKeyProvider, @unchecked Sendable {
     ) throws -> Data {
         let mask = bound ? pcrMask : 0
         let key = mask == 0 ? nil : policyKey
-        let (primary, primaryName) = try storagePrimary(connection)
-        if let pinned = pinnedPrimaryName, pinned != primaryName {
-            throw KeychainError(
-                KeychainStatus.decode,
-                "the TPM's storage primary is not the one this store was opened with (the TPM was cleared or "
-                    + "replaced); nothing was sealed"
-            )
-        }
+        let (primary, primaryName) = try pinnedStoragePrimary(connection, otherwise: "nothing was sealed")
         // Command parameter encryption: the secret and the authorization cross the wire encrypted.
         let policy =
             mask == 0
@@ -472,6 +465,25 @@ public final class TPMDeviceKey: DeviceKeyProvider, @unchecked Sendable {
         }
     }
 
+    /// ``storagePrimary(_:)``, if the primary is the one this store was opened with; if not (the TPM was
+    /// cleared or replaced), errSecDecode, whose message ends with `outcome` ("nothing was sealed").
+    private func pinnedStoragePrimary(
+        _ connection: ESYSConnection,
+        otherwise outcome: String
+    ) throws -> (
+        handle: ESYS_TR, name: [UInt8]
+    ) {
+        let primary = try storagePrimary(connection)
+        if let pinned = pinnedPrimaryName, pinned != primary.name {
+            throw KeychainError(
+                KeychainStatus.decode,
+                "the TPM's storage primary is not the one this store was opened with (the TPM was cleared or "
+                    + "replaced); \(outcome)"
+            )
+        }
+        return primary
+    }
+
     /// The salted HMAC session kept on `connection` (salted with the storage primary; AES-128-CFB), set to
     /// `attributes` (encrypt, decrypt) for the next command. Started on first use; dropped after any failure.
     func keptSession(_ connection: ESYSConnection, attributes: TPMA_SESSION) throws -> ESYS_TR {
@@ -479,7 +491,7 @@ public final class TPMDeviceKey: DeviceKeyProvider, @unchecked Sendable {
         if let kept = connection.session {
             session = kept
         } else {
-            session = try connection.startSaltedSession(tpmKey: storagePrimary(connection).handle, attributes: 0)
+            session = try connection.startSession(.hmac, saltedWith: storagePrimary(connection).handle)
             connection.session = session
         }
         try connection.setAttributes(attributes, of: session)
@@ -704,14 +716,7 @@ extension TPMDeviceKey: HardwareKeyProvider {
     public func generateP256Key(authorization: SecretBytes) throws -> HardwareKeyBlob {
         try checkKeyAuthorization(authorization)
         return try withConnection { connection in
-            let (primary, primaryName) = try storagePrimary(connection)
-            if let pinned = pinnedPrimaryName, pinned != primaryName {
-                throw KeychainError(
-                    KeychainStatus.decode,
-                    "the TPM's storage primary is not the one this store was opened with (the TPM was cleared or "
-                        + "replaced); no key was created"
-                )
-            }
+            let (primary, primaryName) = try pinnedStoragePrimary(connection, otherwise: "no key was created")
             let session = try keptSession(connection, attributes: keyseal_TPMA_SESSION_DECRYPT)
             makeRoom(connection)  // TPM2_Create holds the new object in a slot while it works
             let created = try connection.createHardwareKey(

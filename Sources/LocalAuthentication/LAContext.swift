@@ -100,29 +100,15 @@ open class LAContext: NSObject, SecAuthenticationContext, @unchecked Sendable {
         localizedReason: String,
         reply: @escaping @Sendable (Bool, (any Error)?) -> Void
     ) {
-        let store = KeychainStore.default
-        Thread.detachNewThread { [self] in
-            do {
-                try evaluateNow(policy, localizedReason: localizedReason, store: store)
-                reply(true, nil)
-            } catch {
-                reply(false, error as NSError)
-            }
+        evaluateDetached(reply: reply) { [self] store in
+            try evaluateNow(policy, localizedReason: localizedReason, store: store)
         }
     }
 
     /// Evaluates `policy`, asking with `localizedReason`: true, or an ``LAError``.
     open func evaluatePolicy(_ policy: LAPolicy, localizedReason: String) async throws -> Bool {
-        let store = KeychainStore.default
-        return try await withCheckedThrowingContinuation { continuation in
-            Thread.detachNewThread { [self] in
-                do {
-                    try evaluateNow(policy, localizedReason: localizedReason, store: store)
-                    continuation.resume(returning: true)
-                } catch {
-                    continuation.resume(throwing: error)
-                }
-            }
+        try await evaluateDetached { [self] store in
+            try evaluateNow(policy, localizedReason: localizedReason, store: store)
         }
     }
 
@@ -134,14 +120,8 @@ open class LAContext: NSObject, SecAuthenticationContext, @unchecked Sendable {
         localizedReason: String,
         reply: @escaping @Sendable (Bool, (any Error)?) -> Void
     ) {
-        let store = KeychainStore.default
-        Thread.detachNewThread { [self] in
-            do {
-                try evaluateNow(accessControl, localizedReason: localizedReason, store: store)
-                reply(true, nil)
-            } catch {
-                reply(false, error as NSError)
-            }
+        evaluateDetached(reply: reply) { [self] store in
+            try evaluateNow(accessControl, localizedReason: localizedReason, store: store)
         }
     }
 
@@ -151,11 +131,34 @@ open class LAContext: NSObject, SecAuthenticationContext, @unchecked Sendable {
         operation: LAAccessControlOperation,
         localizedReason: String
     ) async throws -> Bool {
+        try await evaluateDetached { [self] store in
+            try evaluateNow(accessControl, localizedReason: localizedReason, store: store)
+        }
+    }
+
+    /// Runs `evaluate` with the default store on a thread of its own and passes the outcome to `reply`.
+    private func evaluateDetached(
+        reply: @escaping @Sendable (Bool, (any Error)?) -> Void,
+        _ evaluate: @escaping @Sendable (KeychainStore) throws -> Void
+    ) {
+        let store = KeychainStore.default
+        Thread.detachNewThread {
+            do {
+                try evaluate(store)
+                reply(true, nil)
+            } catch {
+                reply(false, error as NSError)
+            }
+        }
+    }
+
+    /// Runs `evaluate` with the default store on a thread of its own: true, or its error.
+    private func evaluateDetached(_ evaluate: @escaping @Sendable (KeychainStore) throws -> Void) async throws -> Bool {
         let store = KeychainStore.default
         return try await withCheckedThrowingContinuation { continuation in
-            Thread.detachNewThread { [self] in
+            Thread.detachNewThread {
                 do {
-                    try evaluateNow(accessControl, localizedReason: localizedReason, store: store)
+                    try evaluate(store)
                     continuation.resume(returning: true)
                 } catch {
                     continuation.resume(throwing: error)

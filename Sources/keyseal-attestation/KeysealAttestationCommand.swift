@@ -1,20 +1,12 @@
 import ArgumentParser
 import Crypto
+import FoundationEssentials
+import Glibc
 import KeysealAttestation
 import KeysealAttestationOptions
 import KeysealModel
 import SwiftASN1
 import X509
-
-#if canImport(FoundationEssentials)
-import FoundationEssentials
-#else
-import Foundation
-#endif
-
-#if canImport(Glibc)
-import Glibc
-#endif
 
 /// The attestation commands that need X.509 and the verifier, which `keyseal` runs as this program so that it links
 /// neither (`keyseal attestation ca-challenge|ca-issue`, `keyseal verify-attestation`; docs/ARCHITECTURE.md). They

@@ -1,17 +1,9 @@
 import ArgumentParser
+import FoundationEssentials
+import Glibc
 import KeysealModel
 import KeysealTPM
 import KeysealTPMPolicyOptions
-
-#if canImport(FoundationEssentials)
-import FoundationEssentials
-#else
-import Foundation
-#endif
-
-#if canImport(Glibc)
-import Glibc
-#endif
 
 /// `keyseal tpm sign-policy`, run by `keyseal` as this program (docs/TPM.md "Signed PCR policies"): a signed PCR
 /// policy for the build system, without keyseald; `--current` reads the PCRs through the TCTI. Failures print

@@ -197,17 +197,7 @@ enum AttestationHelper {
 
     /// Replaces this process with `keyseal-attestation` when `arguments` name one of its commands; returns otherwise.
     static func runIfNeeded(_ arguments: [String]) {
-        var index = 0
-        while index < arguments.count {
-            let argument = arguments[index]
-            if argument == "--json" || argument.hasPrefix("--socket=") {
-                index += 1
-            } else if argument == "--socket" {
-                index += 2
-            } else {
-                break
-            }
-        }
+        let index = HelperProgram.commandIndex(arguments)
         guard index < arguments.count else { return }
         let command: String
         if arguments[index] == "verify-attestation" {
@@ -219,24 +209,7 @@ enum AttestationHelper {
         } else {
             return
         }
-        var path = "/proc/self/exe"
-        if let resolved = realpath(path, nil) {
-            path = String(cString: resolved)
-            free(resolved)
-        }
-        let helper = URL(fileURLWithPath: path).deletingLastPathComponent().appendingPathComponent(
-            "keyseal-attestation"
-        )
-        .path
-        let argv = [helper] + arguments
-        var cArguments = argv.map { strdup($0) } + [nil]
-        execv(helper, &cArguments)
-        CommandFailure(
-            status: -25291,
-            message:
-                "cannot run \(helper): \(String(cString: strerror(errno))) (install keyseal-attestation next to keyseal)"
-        ).report(command: command, json: arguments.contains("--json"))
-        exit(53)
+        HelperProgram.exec("keyseal-attestation", arguments, command: command)
     }
 }
 

@@ -206,15 +206,11 @@ struct PasscodeCommand: ParsableCommand {
         @OptionGroup var global: GlobalOptions
         @Flag(name: .long, help: "Read the passcode from standard input (one line).")
         var passcodeStdin = false
-        @Flag(
-            name: .long,
-            help: "Take a new passcode that fails the strength floor (short, repeated, a straight run, common)."
-        )
-        var allowWeakPasscode = false
+        @OptionGroup var strength: WeakPasscodeFlag
 
         func execute(_ client: DaemonClient) throws {
             let passcode = try SecretInput.passcode("new passcode", fromStandardInput: passcodeStdin, confirm: true)
-            try PasscodeCommand.checkStrength(passcode, allowWeak: allowWeakPasscode)
+            try PasscodeCommand.checkStrength(passcode, allowWeak: strength.allowWeakPasscode)
             _ = try client.send(.setPasscode(passcode))
             PasscodeCommand.report(json: global.json, passcodeSet: true, "passcode set; the store is unlocked")
         }
@@ -230,11 +226,7 @@ struct PasscodeCommand: ParsableCommand {
         @OptionGroup var global: GlobalOptions
         @Flag(name: .long, help: "Read the passcodes from standard input (current, then new; one per line).")
         var passcodeStdin = false
-        @Flag(
-            name: .long,
-            help: "Take a new passcode that fails the strength floor (short, repeated, a straight run, common)."
-        )
-        var allowWeakPasscode = false
+        @OptionGroup var strength: WeakPasscodeFlag
 
         func execute(_ client: DaemonClient) throws {
             let old: SecretBytes
@@ -246,7 +238,7 @@ struct PasscodeCommand: ParsableCommand {
                 old = try SecretInput.passcode("current passcode", fromStandardInput: false)
                 new = try SecretInput.passcode("new passcode", fromStandardInput: false, confirm: true)
             }
-            try PasscodeCommand.checkStrength(new, allowWeak: allowWeakPasscode)
+            try PasscodeCommand.checkStrength(new, allowWeak: strength.allowWeakPasscode)
             _ = try client.send(.changePasscode(old: old, new: new))
             PasscodeCommand.report(json: global.json, passcodeSet: true, "passcode changed; the store is unlocked")
         }
@@ -376,4 +368,13 @@ struct ErrorCommand: ParsableCommand {
         }
         if global.json { Console.out(JSON.object([("errors", .array(entries))]).rendered) }
     }
+}
+
+/// `--allow-weak-passcode` of the commands that take a new passcode.
+struct WeakPasscodeFlag: ParsableArguments {
+    @Flag(
+        name: .long,
+        help: "Take a new passcode that fails the strength floor (short, repeated, a straight run, common)."
+    )
+    var allowWeakPasscode = false
 }

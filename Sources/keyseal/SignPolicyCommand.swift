@@ -24,36 +24,10 @@ struct SignPolicyCommand: ParsableCommand {
 enum SignPolicyHelper {
     /// Replaces this process with `keyseal-tpm-policy` when `arguments` name `tpm sign-policy`; returns otherwise.
     static func runIfNeeded(_ arguments: [String]) {
-        var index = 0
-        while index < arguments.count {
-            let argument = arguments[index]
-            if argument == "--json" || argument.hasPrefix("--socket=") {
-                index += 1
-            } else if argument == "--socket" {
-                index += 2
-            } else {
-                break
-            }
-        }
+        let index = HelperProgram.commandIndex(arguments)
         guard index + 1 < arguments.count, arguments[index] == "tpm", arguments[index + 1] == "sign-policy" else {
             return
         }
-        var path = "/proc/self/exe"
-        if let resolved = realpath(path, nil) {
-            path = String(cString: resolved)
-            free(resolved)
-        }
-        let helper = URL(fileURLWithPath: path).deletingLastPathComponent().appendingPathComponent(
-            "keyseal-tpm-policy"
-        )
-        .path
-        var cArguments = ([helper] + arguments).map { strdup($0) } + [nil]
-        execv(helper, &cArguments)
-        CommandFailure(
-            status: -25291,
-            message:
-                "cannot run \(helper): \(String(cString: strerror(errno))) (install keyseal-tpm-policy next to keyseal)"
-        ).report(command: "tpm sign-policy", json: arguments.contains("--json"))
-        exit(53)
+        HelperProgram.exec("keyseal-tpm-policy", arguments, command: "tpm sign-policy")
     }
 }

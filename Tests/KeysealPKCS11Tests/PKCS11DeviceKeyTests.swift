@@ -158,6 +158,26 @@ struct PKCS11DeviceKeyTests {
     }
 
     @Test(
+        "two tokens of one module keep their logins apart (tpm2-pkcs11 only: it gives every token the same serial number)"
+    )
+    func loginsOfTwoTokensStayApart() throws {
+        let stack = PKCS11Stack.tpm2pkcs11
+        let fixtureA = try stack.token()
+        defer { fixtureA.remove() }
+        let fixtureB = try stack.token(.second)
+        defer { fixtureB.remove() }
+        #expect(fixtureA.pin != fixtureB.pin)
+        let keyA = try openDeviceKey(fixtureA)
+        defer { keyA.close() }
+        let keyB = try openDeviceKey(fixtureB)
+        defer { keyB.close() }
+        // The token is logged in: its PIN is checked against the login recorded for this token, not the other's.
+        let againA = try openDeviceKey(fixtureA, provisioning: false)
+        defer { againA.close() }
+        #expect(try keyA.unseal(try againA.seal(SecretBytes.random(count: 32))).count == 32)
+    }
+
+    @Test(
         "device keys opened and closed at once on several threads never find the module finalized underneath them (SoftHSM2 only: tpm2-pkcs11 tokens take turns)"
     )
     func concurrentOpenAndClose() throws {

@@ -1,3 +1,4 @@
+import Crypto
 import Foundation
 import KeysealTestSupport
 import Testing
@@ -110,6 +111,19 @@ struct PKCS11ModuleTests {
         #expect(!ldd.stdoutText.contains("not found"), "\(ldd.stdoutText)")
         let symbols = try runProcess(try requireTool("nm", package: "binutils"), ["-D", "--defined-only", module])
         #expect(symbols.stdoutText.contains(" T C_GetFunctionList"))
+        #expect(symbols.stdoutText.contains(" T C_GetInterfaceList"))
+        #expect(symbols.stdoutText.contains(" T C_GetInterface\n"))
+    }
+
+    /// PKCS#11 v3.0's entry points, as a v3.0 caller (dlopen) uses them: one "PKCS 11" interface, the v2.40 function
+    /// list (version 2.40), no interface of another name or version.
+    @Test func theV3InterfaceOffersTheFunctionList() throws {
+        let setup = try Setup(.hostKey, hardware: false)
+        #expect(
+            try setup.probe("interface")
+                == "count=0x0,1 list=0x0 name=PKCS 11 version=2.40 same=1 get=0x0 same=1 default=0x0 v3=0x7 "
+                + "other=0x7 info=0x0 cryptoki=2.40"
+        )
     }
 
     /// On swtpm only (the field's programs below cover SoftHSM2; the process's SoftHSM2 token pool is small).
@@ -125,9 +139,67 @@ struct PKCS11ModuleTests {
         #expect(try setup.probe("fork", "device") == "parent=0x0 child=0 parent_failures=0")
     }
 
+    /// Sixteen threads of one C_Initialize, each on sessions of its own, sign messages of their own at once, every
+    /// other one with a C_SignUpdate per byte (4000 calls): every call answers CKR_OK and every signature verifies
+    /// (swift-crypto) for its own message. With the module's lock removed the probe crashes (its session table is
+    /// corrupted) and this fails.
     @Test func threadsSignAtOnceWithP11KitsLockingArguments() throws {
         let setup = try Setup(.hostKey, hardware: false)
-        #expect(try setup.probe("threads", "device", "8") == "failures=0")
+        let lines = try setup.probe("threads", "device", "16").split(separator: "\n").map(String.init)
+        #expect(lines.last == "failures=0 rvs=", "\(lines.last ?? "")")
+        let point = try #require(lines.first.flatMap { Self.bytes(hex: String($0.dropFirst("point=".count))) })
+        // CKA_EC_POINT: a DER OCTET STRING of the uncompressed point.
+        let key = try P256.Signing.PublicKey(x963Representation: point.suffix(65))
+        let signatures = lines.dropFirst().dropLast()
+        #expect(signatures.count == 16 * 20)
+        var valid = 0
+        for line in signatures {
+            // "THREAD ROUND=SIGNATURE"; the message is the probe's thread_message.
+            let parts = line.split(separator: "=", maxSplits: 1).map(String.init)
+            let names = parts.first?.split(separator: " ") ?? []
+            guard parts.count == 2, names.count == 2, let raw = Self.bytes(hex: parts[1]),
+                let signature = try? P256.Signing.ECDSASignature(rawRepresentation: raw)
+            else { continue }
+            var message = Array("thread \(names[0]) round \(names[1]), signed whole or a byte at a time ".utf8)
+            message += [UInt8](repeating: UInt8(ascii: "."), count: 4000 - message.count)
+            if key.isValidSignature(signature, for: Data(message)) { valid += 1 }
+        }
+        #expect(valid == 16 * 20)
+    }
+
+    static func bytes(hex: String) -> Data? {
+        let digits = Array(hex.utf8)
+        guard digits.count % 2 == 0 else { return nil }
+        var data = Data()
+        for index in stride(from: 0, to: digits.count, by: 2) {
+            guard let byte = UInt8(String(decoding: digits[index..<index + 2], as: UTF8.self), radix: 16) else {
+                return nil
+            }
+            data.append(byte)
+        }
+        return data
+    }
+
+    /// C_Verify with the public key: a valid signature is CKR_OK; a tampered one, or one over other data,
+    /// CKR_SIGNATURE_INVALID; a short one CKR_SIGNATURE_LEN_RANGE; either ends the operation; the private key does not
+    /// verify (no CKA_VERIFY). CKM_ECDSA_SHA256 signed in parts verifies whole and in parts, not over a prefix.
+    @Test func verifyAcceptsTheKeysSignaturesAndRefusesATamperedOne() throws {
+        let setup = try Setup(.tpm)
+        #expect(
+            try setup.probe("verify", "device")
+                == "valid=0x0 tampered=0xc0 otherdata=0xc0 short=0xc1 ended=0x91 private=0x68 signparts=0x0 "
+                + "oneshot=0x0 verifyparts=0x0 verifyprefix=0xc0"
+        )
+    }
+
+    /// C_SignUpdate/C_SignFinal (three parts, one empty, a size query before the result) give the same signature as one
+    /// C_Sign (PKCS#1 v1.5 is deterministic); C_Sign after C_SignUpdate is refused.
+    @Test func multiPartSigningEqualsOneShot() throws {
+        let setup = try Setup(.hostKey, hardware: false)
+        #expect(try setup.cli("create-key", "--tag", "rsa", "-l", "rsa", "--type", "rsa2048").status == 0)
+        #expect(
+            try setup.probe("multipart", "rsa") == "oneshot=0x0 parts=0x0 query=256 equal=1 verify=0x0 mixed=0x7"
+        )
     }
 
     @Test func badInputGetsAClearReturnValue() throws {
@@ -255,6 +327,25 @@ struct PKCS11ModuleTests {
         let result = try setup.run(try requireTool("ssh-keygen", package: "openssh-client"), ["-D", setup.module])
         #expect(result.status == 0, "\(result.stderrText)")
         #expect(result.stdoutText.hasPrefix("ecdsa-sha2-nistp256 "), "\(result.stdoutText)")
+    }
+
+    /// `ssh -I` (PKCS11Provider) logs in to a private sshd on 127.0.0.1 with the key, found and signed through the
+    /// module; with the store locked the module finds no key and the login fails.
+    @Test(arguments: backends)
+    func sshLogsInWithTheModuleAsPKCS11Provider(_ backend: DaemonFixture.Backend) throws {
+        guard runningAsRoot("sshd needs root") else { return }
+        let setup = try Setup(backend)
+        let keys = try setup.run(try requireTool("ssh-keygen", package: "openssh-client"), ["-D", setup.module])
+        #expect(keys.status == 0, "\(keys.stderrText)")
+        let sshd = try SSHServer(authorizedKeys: keys.stdoutText)
+        defer { sshd.stop() }
+        let identity = ["-o", "PKCS11Provider=\(setup.module)", "-o", "IdentityAgent=none"]
+        let login = try sshd.ssh(identity: identity, command: "echo logged-in", environment: setup.environment)
+        #expect(login.status == 0, "\(login.stderrText) \(sshd.log)")
+        #expect(login.stdoutText == "logged-in\n")
+        try setup.setPasscodeAndLock()
+        let refused = try sshd.ssh(identity: identity, command: "echo should-not-run", environment: setup.environment)
+        #expect(refused.status != 0 && !refused.stdoutText.contains("should-not-run"), "\(refused.stdoutText)")
     }
 
     /// An OpenSSL configuration loading the pkcs11 engine (libengine-pkcs11-openssl) over the module.
@@ -495,6 +586,81 @@ struct PKCS11ModuleTests {
                 "\(mechanism): \(decrypted.stderrText)"
             )
         }
+    }
+
+    /// pkcs11-tool's --verify through the module (ECDSA raw and with SHA-256, RSA PKCS#1 v1.5 raw and with SHA-256, PSS
+    /// with SHA-384): each signature it made is valid, the same with one bit changed is not.
+    @Test func pkcs11ToolVerifiesSignaturesAndRefusesTamperedOnes() throws {
+        let setup = try Setup(.hostKey, hardware: false)
+        #expect(try setup.cli("create-key", "--tag", "rsa", "-l", "rsa", "--type", "rsa2048").status == 0)
+        let ec = try Self.applicationLabel(setup, label: "device")
+        let rsa = try Self.applicationLabel(setup, label: "rsa")
+        let tool = try requireTool("pkcs11-tool", package: "opensc")
+        let dir = setup.directory.path
+        // 32 bytes: a digest for the raw mechanisms, a message for the others.
+        try Data("a message of thirty-two bytes!!!".utf8).write(to: URL(fileURLWithPath: "\(dir)/message"))
+        for (id, mechanism) in [
+            (ec, "ECDSA"), (ec, "ECDSA-SHA256"), (rsa, "RSA-PKCS"), (rsa, "SHA256-RSA-PKCS"),
+            (rsa, "SHA384-RSA-PKCS-PSS"),
+        ] {
+            let common = ["--module", setup.module, "--login", "--pin", "unused", "--id", id, "--mechanism", mechanism]
+            let signed = try setup.run(
+                tool,
+                common + ["--sign", "-i", "\(dir)/message", "-o", "\(dir)/signature"]
+            )
+            #expect(signed.status == 0, "\(mechanism): \(signed.stderrText)")
+            let verified = try setup.run(
+                tool,
+                common + ["--verify", "-i", "\(dir)/message", "--signature-file", "\(dir)/signature"]
+            )
+            #expect(verified.stdoutText.contains("Signature is valid"), "\(mechanism): \(verified.stdoutText)")
+            var tampered = try Data(contentsOf: URL(fileURLWithPath: "\(dir)/signature"))
+            tampered[tampered.count / 2] ^= 0x01
+            try tampered.write(to: URL(fileURLWithPath: "\(dir)/tampered"))
+            let refused = try setup.run(
+                tool,
+                common + ["--verify", "-i", "\(dir)/message", "--signature-file", "\(dir)/tampered"]
+            )
+            #expect(refused.stdoutText.contains("Invalid signature"), "\(mechanism): \(refused.stdoutText)")
+            #expect(!refused.stdoutText.contains("Signature is valid"), "\(mechanism)")
+        }
+    }
+
+    /// C_DeriveKey with CKM_ECDH1_DERIVE (pkcs11-tool --derive, the peer's public key in DER) gives the secret OpenSSL
+    /// derives from the peer's private key and the module's public key.
+    @Test(arguments: backends)
+    func ecdhDerivesTheSecretOpenSSLDerives(_ backend: DaemonFixture.Backend) throws {
+        let setup = try Setup(backend)
+        let id = try Self.applicationLabel(setup, label: "device")
+        let tool = try requireTool("pkcs11-tool", package: "opensc")
+        let openssl = try requireTool("openssl", package: "openssl")
+        let dir = setup.directory.path
+        func ssl(_ arguments: [String]) throws {
+            let result = try runProcess(openssl, arguments)
+            guard result.status == 0 else { throw FixtureError("openssl \(arguments[0]): \(result.stderrText)") }
+        }
+        try ssl(["genpkey", "-algorithm", "EC", "-pkeyopt", "ec_paramgen_curve:P-256", "-out", "\(dir)/peer.pem"])
+        try ssl(["pkey", "-in", "\(dir)/peer.pem", "-pubout", "-outform", "DER", "-out", "\(dir)/peer.der"])
+        let read = try setup.run(
+            tool,
+            ["--module", setup.module, "--read-object", "--type", "pubkey", "--id", id, "-o", "\(dir)/device.der"]
+        )
+        #expect(read.status == 0, "\(read.stderrText)")
+        try ssl([
+            "pkeyutl", "-derive", "-inkey", "\(dir)/peer.pem", "-peerkey", "\(dir)/device.der", "-peerform", "DER",
+            "-out", "\(dir)/expected",
+        ])
+        let derived = try setup.run(
+            tool,
+            [
+                "--module", setup.module, "--login", "--pin", "unused", "--derive", "--mechanism", "ECDH1-DERIVE",
+                "--id", id, "-i", "\(dir)/peer.der", "-o", "\(dir)/derived",
+            ]
+        )
+        #expect(derived.status == 0, "\(derived.stdoutText) \(derived.stderrText)")
+        let expected = try Data(contentsOf: URL(fileURLWithPath: "\(dir)/expected"))
+        let secret = try? Data(contentsOf: URL(fileURLWithPath: "\(dir)/derived"))
+        #expect(expected.count == 32 && secret == expected)
     }
 
     /// `C_GenerateKeyPair` makes a P-256 key inside the TPM; `C_CreateObject` stores a certificate for it, which then

@@ -467,17 +467,24 @@ final class SSHServer {
 
     /// `ssh` with only the agent's keys, the server's host key pinned, no prompts.
     func ssh(agent: String, command: String) throws -> ProcessResult {
+        try ssh(identity: ["-o", "IdentityAgent=\(agent)"], command: command)
+    }
+
+    /// `ssh` with the keys `identity` names (options: an agent, a PKCS#11 provider), the server's host key pinned, no
+    /// prompts; `environment` added to the test's.
+    func ssh(identity: [String], command: String, environment: [String: String]? = nil) throws -> ProcessResult {
         let hostKey = try String(contentsOfFile: root.appending("host_key.pub").path, encoding: .utf8)
             .split(separator: " ").prefix(2).joined(separator: " ")
         let knownHosts = root.appending("known_hosts")
         try "[127.0.0.1]:\(port) \(hostKey)\n".write(to: knownHosts, atomically: true, encoding: .utf8)
         return try runProcess(
             try requireTool("ssh", package: "openssh-client"),
-            [
-                "-F", "/dev/null", "-o", "IdentityAgent=\(agent)", "-o", "IdentityFile=none", "-o", "BatchMode=yes",
-                "-o", "StrictHostKeyChecking=yes", "-o", "UserKnownHostsFile=\(knownHosts.path)", "-o",
-                "ConnectTimeout=10", "-p", "\(port)", "root@127.0.0.1", command,
-            ]
+            ["-F", "/dev/null"] + identity + [
+                "-o", "IdentityFile=none", "-o", "BatchMode=yes", "-o", "StrictHostKeyChecking=yes", "-o",
+                "UserKnownHostsFile=\(knownHosts.path)", "-o", "ConnectTimeout=10", "-p", "\(port)", "root@127.0.0.1",
+                command,
+            ],
+            environment: environment
         )
     }
 

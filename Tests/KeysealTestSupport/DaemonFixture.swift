@@ -182,7 +182,7 @@ public final class DaemonFixture: @unchecked Sendable {
         while process.isRunning && Date() < deadline { usleep(2_000) }
         if process.isRunning {
             kill(process.processIdentifier, SIGKILL)
-            process.waitUntilExit()
+            process.waitForExit()
         }
         self.process = nil
         try? logHandle?.close()

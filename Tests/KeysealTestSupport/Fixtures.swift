@@ -1,4 +1,6 @@
+import CKeysealSys
 import Foundation
+import Glibc
 import KeysealCore
 
 /// Whether the tests run in CI, where a missing swtpm or SoftHSM2 is a failure and never a skip.
@@ -51,55 +53,209 @@ public struct ProcessResult: Sendable {
     public var stderrText: String { String(decoding: stderr, as: UTF8.self) }
 }
 
-/// Runs `executable` with `arguments` to completion, feeding `input` on standard input.
+/// Runs `executable` with `arguments` to completion, feeding `input` on standard input, for at most `timeout`: a
+/// child that outlives it is killed (SIGKILL) and the call throws, naming it, so a hung tool fails its test instead of
+/// holding the test process.
+///
+/// The child is started with `posix_spawn` and reaped with `waitpid`, and its output is read with `poll` on this
+/// thread: nothing here waits for Foundation's `Process` to notice an exit (its `waitUntilExit` spins a run loop
+/// until a manager thread reports it). Only the three pipes reach the child; every other descriptor of the test
+/// process is closed in it, and the child starts with no signal blocked or ignored.
 @discardableResult
 public func runProcess(
     _ executable: String,
     _ arguments: [String],
     environment: [String: String]? = nil,
-    input: Data? = nil
+    input: Data? = nil,
+    timeout: Duration = .seconds(300)
 ) throws -> ProcessResult {
-    let process = Process()
-    process.executableURL = URL(fileURLWithPath: executable)
-    process.arguments = arguments
-    if let environment {
-        process.environment = ProcessInfo.processInfo.environment.merging(environment) { _, new in new }
+    var variables = ProcessInfo.processInfo.environment
+    if let environment { variables.merge(environment) { _, new in new } }
+    var standardInput: [Int32] = [-1, -1]
+    var standardOutput: [Int32] = [-1, -1]
+    var standardError: [Int32] = [-1, -1]
+    guard keyseal_pipe_cloexec(&standardInput) == 0, keyseal_pipe_cloexec(&standardOutput) == 0,
+        keyseal_pipe_cloexec(&standardError) == 0
+    else {
+        let reason = String(cString: strerror(errno))
+        for descriptor in (standardInput + standardOutput + standardError) where descriptor >= 0 { close(descriptor) }
+        throw FixtureError("cannot make pipes for \(executable): \(reason)")
     }
-    let stdout = Pipe()
-    let stderr = Pipe()
-    let stdin = Pipe()
-    process.standardOutput = stdout
-    process.standardError = stderr
-    process.standardInput = stdin
-    try process.run()
-    if let input { stdin.fileHandleForWriting.write(input) }
-    try? stdin.fileHandleForWriting.close()
-    // Read both pipes concurrently so that neither can fill up and block the child.
-    let errData = LockedBox(Data())
-    let reader = Thread { errData.value = stderr.fileHandleForReading.readDataToEndOfFile() }
-    reader.start()
-    let outData = stdout.fileHandleForReading.readDataToEndOfFile()
-    process.waitUntilExit()
-    while !errData.done { usleep(1000) }
-    return ProcessResult(status: process.terminationStatus, stdout: outData, stderr: errData.value)
+    var actions = posix_spawn_file_actions_t()
+    posix_spawn_file_actions_init(&actions)
+    defer { posix_spawn_file_actions_destroy(&actions) }
+    posix_spawn_file_actions_adddup2(&actions, standardInput[0], 0)
+    posix_spawn_file_actions_adddup2(&actions, standardOutput[1], 1)
+    posix_spawn_file_actions_adddup2(&actions, standardError[1], 2)
+    posix_spawn_file_actions_addclosefrom_np(&actions, 3)
+    var attributes = posix_spawnattr_t()
+    posix_spawnattr_init(&attributes)
+    defer { posix_spawnattr_destroy(&attributes) }
+    var noSignals = sigset_t()
+    sigemptyset(&noSignals)
+    posix_spawnattr_setsigmask(&attributes, &noSignals)
+    var allSignals = sigset_t()
+    sigfillset(&allSignals)
+    posix_spawnattr_setsigdefault(&attributes, &allSignals)
+    posix_spawnattr_setflags(&attributes, Int16(POSIX_SPAWN_SETSIGMASK | POSIX_SPAWN_SETSIGDEF))
+    let argv = ([executable] + arguments).map { strdup($0) } + [nil]
+    defer { for argument in argv { free(argument) } }
+    let envp = variables.map { strdup("\($0.key)=\($0.value)") } + [nil]
+    defer { for entry in envp { free(entry) } }
+    var pid = pid_t()
+    let spawned = posix_spawn(&pid, executable, &actions, &attributes, argv, envp)
+    close(standardInput[0])
+    close(standardOutput[1])
+    close(standardError[1])
+    guard spawned == 0 else {
+        close(standardInput[1])
+        close(standardOutput[0])
+        close(standardError[0])
+        throw FixtureError("cannot run \(executable): \(String(cString: strerror(spawned)))")
+    }
+    var child = ChildOutput(
+        pid: pid,
+        input: standardInput[1],
+        output: standardOutput[0],
+        error: standardError[0],
+        pending: [UInt8](input ?? Data())
+    )
+    defer { child.closeAll() }
+    guard let status = child.run(until: ContinuousClock.now + timeout) else {
+        kill(pid, SIGKILL)
+        var status: Int32 = 0
+        while waitpid(pid, &status, 0) == -1 && errno == EINTR {}
+        let name = URL(fileURLWithPath: executable).lastPathComponent
+        throw FixtureError(
+            "\(name) \(arguments.prefix(3).joined(separator: " ")) did not finish within \(timeout) and was killed; "
+                + "its output so far: \(String(decoding: child.errorBytes.suffix(2000), as: UTF8.self))"
+        )
+    }
+    return ProcessResult(status: status, stdout: Data(child.outputBytes), stderr: Data(child.errorBytes))
 }
 
-/// A value written by one thread and read by another after `done` is set.
-final class LockedBox: @unchecked Sendable {
-    private let lock = NSLock()
-    private var _value: Data
-    private var _done = false
-    init(_ value: Data) { _value = value }
-    var value: Data {
-        get { lock.withLock { _value } }
-        set {
-            lock.withLock {
-                _value = newValue
-                _done = true
+extension Process {
+    /// Waits until the process has exited, at most `limit`: false when it has not. Fixtures call this after SIGKILL
+    /// instead of `waitUntilExit`, which has no limit and relies on Foundation's manager thread to notice the exit:
+    /// once the process is gone or a zombie (`/proc/PID/stat` state Z), it has exited, noticed or not.
+    @discardableResult
+    public func waitForExit(within limit: Duration = .seconds(30)) -> Bool {
+        let deadline = ContinuousClock.now + limit
+        while isRunning {
+            if Self.isGoneOrZombie(processIdentifier) { return true }
+            if ContinuousClock.now >= deadline { return false }
+            usleep(2_000)
+        }
+        return true
+    }
+
+    private static func isGoneOrZombie(_ pid: Int32) -> Bool {
+        guard let stat = try? String(contentsOfFile: "/proc/\(pid)/stat", encoding: .utf8) else { return true }
+        // "PID (COMM) STATE ...": the command may contain spaces and parentheses; the state follows the last ")".
+        guard let close = stat.lastIndex(of: ")") else { return false }
+        return stat[stat.index(after: close)...].trimmingCharacters(in: .whitespaces).hasPrefix("Z")
+    }
+}
+
+/// The parent's side of a child started by ``runProcess(_:_:environment:input:timeout:)``: its pipes, what it wrote,
+/// and its exit.
+private struct ChildOutput {
+    let pid: pid_t
+    var input: Int32
+    var output: Int32
+    var error: Int32
+    var pending: [UInt8]
+    var outputBytes: [UInt8] = []
+    var errorBytes: [UInt8] = []
+
+    init(pid: pid_t, input: Int32, output: Int32, error: Int32, pending: [UInt8]) {
+        self.pid = pid
+        self.input = input
+        self.output = output
+        self.error = error
+        self.pending = pending
+        // Writes never block the loop: the child may not read its input at all.
+        _ = fcntl(input, F_SETFL, fcntl(input, F_GETFL) | O_NONBLOCK)
+        if pending.isEmpty { closeInput() }
+    }
+
+    /// Reads and writes until the child has exited and its pipes are closed (or, when a descendant of it still holds
+    /// them, two seconds after its exit); nil when `deadline` passes first. The status is Foundation's
+    /// `terminationStatus`: the exit code, or the number of the signal that ended the child.
+    mutating func run(until deadline: ContinuousClock.Instant) -> Int32? {
+        var exit: (status: Int32, at: ContinuousClock.Instant)?
+        while true {
+            if exit == nil {
+                var status: Int32 = 0
+                if waitpid(pid, &status, WNOHANG) == pid { exit = (status, .now) }
+            }
+            if let exit, (output < 0 && error < 0) || ContinuousClock.now - exit.at > .seconds(2) {
+                let signal = exit.status & 0x7f
+                return signal == 0 ? (exit.status >> 8) & 0xff : signal
+            }
+            if ContinuousClock.now >= deadline { return nil }
+            var polled: [pollfd] = []
+            if output >= 0 { polled.append(pollfd(fd: output, events: Int16(POLLIN), revents: 0)) }
+            if error >= 0 { polled.append(pollfd(fd: error, events: Int16(POLLIN), revents: 0)) }
+            if input >= 0 { polled.append(pollfd(fd: input, events: Int16(POLLOUT), revents: 0)) }
+            if polled.isEmpty {
+                usleep(1000)
+                continue
+            }
+            // A short wait: the loop also watches for the exit, which no descriptor reports.
+            guard poll(&polled, nfds_t(polled.count), 20) > 0 else { continue }
+            for entry in polled where entry.revents != 0 {
+                if entry.fd == input {
+                    writeInput()
+                } else if entry.fd == output {
+                    if !read(from: output, into: &outputBytes) {
+                        close(output)
+                        output = -1
+                    }
+                } else if entry.fd == error {
+                    if !read(from: error, into: &errorBytes) {
+                        close(error)
+                        error = -1
+                    }
+                }
             }
         }
     }
-    var done: Bool { lock.withLock { _done } }
+
+    /// Appends what `descriptor` has; false at its end.
+    private func read(from descriptor: Int32, into bytes: inout [UInt8]) -> Bool {
+        var buffer = [UInt8](repeating: 0, count: 65536)
+        let count = buffer.withUnsafeMutableBytes { Glibc.read(descriptor, $0.baseAddress, $0.count) }
+        if count > 0 {
+            bytes.append(contentsOf: buffer[0..<count])
+            return true
+        }
+        return count < 0 && (errno == EINTR || errno == EAGAIN)
+    }
+
+    private mutating func writeInput() {
+        let written = pending.withUnsafeBytes { Glibc.write(input, $0.baseAddress, $0.count) }
+        if written > 0 {
+            pending.removeFirst(written)
+            if pending.isEmpty { closeInput() }
+        } else if written < 0 && errno != EINTR && errno != EAGAIN {
+            // The child closed its input (EPIPE): what it did not read is dropped, as a shell pipe would.
+            closeInput()
+        }
+    }
+
+    private mutating func closeInput() {
+        if input >= 0 { close(input) }
+        input = -1
+    }
+
+    mutating func closeAll() {
+        closeInput()
+        if output >= 0 { close(output) }
+        if error >= 0 { close(error) }
+        output = -1
+        error = -1
+    }
 }
 
 /// Returns the path of `tool`, or throws a failure that names the missing Debian package. Hardware tests call

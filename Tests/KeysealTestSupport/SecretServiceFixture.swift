@@ -188,7 +188,7 @@ public final class SecretServiceFixture: @unchecked Sendable {
             let deadline = Date().addingTimeInterval(10)
             while bridge.isRunning && Date() < deadline { usleep(5_000) }
             if bridge.isRunning { kill(bridge.processIdentifier, SIGKILL) }
-            bridge.waitUntilExit()
+            bridge.waitForExit()
         }
         self.bridge = nil
     }
@@ -197,11 +197,11 @@ public final class SecretServiceFixture: @unchecked Sendable {
         stopBridge()
         if let gnomeKeyring, gnomeKeyring.isRunning {
             kill(gnomeKeyring.processIdentifier, SIGKILL)
-            gnomeKeyring.waitUntilExit()
+            gnomeKeyring.waitForExit()
         }
         if let bus, bus.isRunning {
             kill(bus.processIdentifier, SIGKILL)
-            bus.waitUntilExit()
+            bus.waitForExit()
         }
         daemon.remove()
         directory.remove()
@@ -312,7 +312,7 @@ public final class UserSecretSession: @unchecked Sendable {
     public func remove() {
         for process in processes.reversed() where process.isRunning {
             kill(process.processIdentifier, SIGKILL)
-            process.waitUntilExit()
+            process.waitForExit()
         }
         processes = []
         try? FileManager.default.removeItem(at: directory)

@@ -182,7 +182,7 @@ public final class SwtpmFixture: @unchecked Sendable {
         if process.isRunning {
             Glibc.kill(process.processIdentifier, SIGKILL)
         }
-        process.waitUntilExit()
+        process.waitForExit()
     }
 
     /// Whether something accepts connections on the Unix socket at `path` (connects and closes at once).

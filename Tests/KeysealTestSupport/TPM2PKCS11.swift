@@ -159,7 +159,7 @@ public final class ResourceManagerFixture: @unchecked Sendable {
         // SIGKILL: tpm2-abrmd may sit in a D-Bus call and not act on SIGTERM.
         guard let process, process.isRunning else { return }
         kill(process.processIdentifier, SIGKILL)
-        process.waitUntilExit()
+        process.waitForExit()
     }
 
     /// Stops tpm2-abrmd, the bus and swtpm, and removes every file.

@@ -4,7 +4,14 @@
 //   keyseal-pkcs11-probe MODULE info                 token flags and mechanism count
 //   keyseal-pkcs11-probe MODULE sign LABEL [PIN]      CKM_ECDSA over a SHA-256 digest: prints "rv=0x.. sig=HEX"
 //   keyseal-pkcs11-probe MODULE fork LABEL            after fork(), parent and child sign at the same time
-//   keyseal-pkcs11-probe MODULE threads LABEL N       N threads sign at once (p11-kit's null mutex callbacks)
+//   keyseal-pkcs11-probe MODULE threads LABEL N       N threads sign at once (p11-kit's null mutex callbacks): the
+//                                                    public point, then "THREAD ROUND=SIGNATURE" (CKM_ECDSA_SHA256
+//                                                    over thread_message's text; odd rounds signed a byte at a
+//                                                    time), then "failures=.. rvs=.." (the CKRs other than OK)
+//   keyseal-pkcs11-probe MODULE verify LABEL          C_Verify of an EC key: valid, tampered, short, multi-part
+//   keyseal-pkcs11-probe MODULE multipart LABEL       an RSA key's CKM_SHA256_RSA_PKCS: C_SignUpdate/C_SignFinal in
+//                                                    three parts against one C_Sign (deterministic: equal bytes)
+//   keyseal-pkcs11-probe MODULE interface             PKCS#11 v3.0's C_GetInterfaceList and C_GetInterface
 //   keyseal-pkcs11-probe MODULE bad                   null pointers, unknown handles and mechanisms: one CKR each
 //   keyseal-pkcs11-probe MODULE attributes LABEL      CKA_VALUE of the private key, short buffers, sizes
 //   keyseal-pkcs11-probe MODULE reconnect LABEL FILE [PIN]  signs, waits for FILE.down (daemon stopped, or store
@@ -135,32 +142,100 @@ static int fork_command(const char *label) {
     return 0;
 }
 
+#define THREAD_ROUNDS 20
+
 struct thread_job {
     const char *label;
+    int index;
     int failures;
+    CK_RV rvs[4];
+    int rv_count;
+    unsigned char signatures[THREAD_ROUNDS][200];
+    CK_ULONG lengths[THREAD_ROUNDS];
 };
+
+static void thread_record(struct thread_job *job, CK_RV rv) {
+    if (rv == CKR_OK) return;
+    job->failures++;
+    for (int i = 0; i < job->rv_count; i++)
+        if (job->rvs[i] == rv) return;
+    if (job->rv_count < 4) job->rvs[job->rv_count++] = rv;
+}
+
+#define THREAD_MESSAGE 4000
+
+// The message of a thread and round: its name, then dots up to THREAD_MESSAGE bytes. (A byte-at-a-time signature
+// of it is 4000 C_SignUpdate calls: enough calls at once from every thread that a module without its lock corrupts
+// its session table and crashes.)
+static int thread_message(char message[THREAD_MESSAGE + 1], int thread, int round) {
+    int length = snprintf(message, THREAD_MESSAGE + 1, "thread %d round %d, signed whole or a byte at a time ", thread,
+        round);
+    memset(message + length, '.', THREAD_MESSAGE - (size_t)length);
+    message[THREAD_MESSAGE] = 0;
+    return THREAD_MESSAGE;
+}
 
 static void *thread_main(void *argument) {
     struct thread_job *job = argument;
-    // Sessions opened and closed, objects listed and keys used from every thread at once.
-    for (int i = 0; i < 20; i++) {
-        CK_SESSION_HANDLE session = open_session();
-        CK_OBJECT_HANDLE key = find_key(session, job->label, CKO_PRIVATE_KEY);
-        unsigned char signature[200];
-        CK_ULONG length = sizeof signature;
-        if (sign_once(session, key, signature, &length) != CKR_OK || length != 64) job->failures++;
-        p11->C_CloseSession(session);
+    // Sessions opened and closed, objects listed and keys used from every thread at once; a message of its own per
+    // thread and round, so that a signature answered to the wrong caller does not verify.
+    for (int i = 0; i < THREAD_ROUNDS; i++) {
+        CK_SESSION_HANDLE session = 0;
+        CK_RV rv = p11->C_OpenSession(1, CKF_SERIAL_SESSION, NULL, NULL, &session);
+        thread_record(job, rv);
+        if (rv != CKR_OK) continue;
+        CK_OBJECT_CLASS class = CKO_PRIVATE_KEY;
+        CK_ATTRIBUTE template[] = {
+            {CKA_CLASS, &class, sizeof class},
+            {CKA_LABEL, (void *)job->label, strlen(job->label)},
+        };
+        CK_OBJECT_HANDLE key = 0;
+        CK_ULONG found = 0;
+        rv = p11->C_FindObjectsInit(session, template, 2);
+        if (rv == CKR_OK) rv = p11->C_FindObjects(session, &key, 1, &found);
+        if (rv == CKR_OK) rv = p11->C_FindObjectsFinal(session);
+        if (rv == CKR_OK && found != 1) rv = CKR_OBJECT_HANDLE_INVALID;
+        char message[THREAD_MESSAGE + 1];
+        int length = thread_message(message, job->index, i);
+        CK_MECHANISM mechanism = {CKM_ECDSA_SHA256, NULL, 0};
+        if (rv == CKR_OK) rv = p11->C_SignInit(session, &mechanism, key);
+        job->lengths[i] = sizeof job->signatures[i];
+        if (rv == CKR_OK && i % 2 == 0)
+            rv = p11->C_Sign(session, (CK_BYTE *)message, (CK_ULONG)length, job->signatures[i], &job->lengths[i]);
+        // Odd rounds: one C_SignUpdate per byte, each followed by C_GetSessionInfo, all while other threads open,
+        // use and close their sessions.
+        for (int byte = 0; rv == CKR_OK && i % 2 == 1 && byte < length; byte++) {
+            CK_SESSION_INFO info;
+            rv = p11->C_SignUpdate(session, (CK_BYTE *)message + byte, 1);
+            if (rv == CKR_OK) rv = p11->C_GetSessionInfo(session, &info);
+        }
+        if (rv == CKR_OK && i % 2 == 1) rv = p11->C_SignFinal(session, job->signatures[i], &job->lengths[i]);
+        if (rv != CKR_OK) job->lengths[i] = 0;
+        thread_record(job, rv);
+        thread_record(job, p11->C_CloseSession(session));
     }
     return NULL;
 }
 
 static int threads_command(const char *label, int count) {
+    static struct thread_job jobs[64];
     pthread_t threads[64];
-    struct thread_job jobs[64];
     if (count > 64) count = 64;
+    CK_SESSION_HANDLE session = open_session();
+    CK_OBJECT_HANDLE public = find_key(session, label, CKO_PUBLIC_KEY);
+    unsigned char point[200];
+    CK_ATTRIBUTE attribute = {CKA_EC_POINT, point, sizeof point};
+    if (p11->C_GetAttributeValue(session, public, &attribute, 1) != CKR_OK) {
+        printf("no point\n");
+        return 1;
+    }
+    printf("point=");
+    print_hex(point, attribute.ulValueLen);
+    printf("\n");
     for (int i = 0; i < count; i++) {
+        memset(&jobs[i], 0, sizeof jobs[i]);
         jobs[i].label = label;
-        jobs[i].failures = 0;
+        jobs[i].index = i;
         pthread_create(&threads[i], NULL, thread_main, &jobs[i]);
     }
     int failures = 0;
@@ -168,7 +243,151 @@ static int threads_command(const char *label, int count) {
         pthread_join(threads[i], NULL);
         failures += jobs[i].failures;
     }
-    printf("failures=%d\n", failures);
+    for (int i = 0; i < count; i++) {
+        for (int round = 0; round < THREAD_ROUNDS; round++) {
+            printf("%d %d=", i, round);
+            print_hex(jobs[i].signatures[round], jobs[i].lengths[round]);
+            printf("\n");
+        }
+    }
+    printf("failures=%d rvs=", failures);
+    for (int i = 0; i < count; i++)
+        for (int r = 0; r < jobs[i].rv_count; r++) printf("0x%lx,", jobs[i].rvs[r]);
+    printf("\n");
+    return 0;
+}
+
+static int verify_command(const char *label) {
+    CK_SESSION_HANDLE session = open_session();
+    CK_OBJECT_HANDLE private = find_key(session, label, CKO_PRIVATE_KEY);
+    CK_OBJECT_HANDLE public = find_key(session, label, CKO_PUBLIC_KEY);
+    unsigned char signature[200];
+    CK_ULONG length = sizeof signature;
+    unsigned char digest[32];
+    for (int i = 0; i < 32; i++) digest[i] = (unsigned char)i;
+    CK_RV rv = sign_once(session, private, signature, &length);
+    if (rv != CKR_OK) {
+        printf("sign=0x%lx\n", rv);
+        return 1;
+    }
+    CK_MECHANISM ecdsa = {CKM_ECDSA, NULL, 0};
+    rv = p11->C_VerifyInit(session, &ecdsa, public);
+    if (rv == CKR_OK) rv = p11->C_Verify(session, digest, sizeof digest, signature, length);
+    printf("valid=0x%lx ", rv);
+    signature[length - 1] ^= 0x01;
+    rv = p11->C_VerifyInit(session, &ecdsa, public);
+    if (rv == CKR_OK) rv = p11->C_Verify(session, digest, sizeof digest, signature, length);
+    printf("tampered=0x%lx ", rv);
+    signature[length - 1] ^= 0x01;
+    digest[0] ^= 0x80;
+    rv = p11->C_VerifyInit(session, &ecdsa, public);
+    if (rv == CKR_OK) rv = p11->C_Verify(session, digest, sizeof digest, signature, length);
+    printf("otherdata=0x%lx ", rv);
+    digest[0] ^= 0x80;
+    rv = p11->C_VerifyInit(session, &ecdsa, public);
+    if (rv == CKR_OK) rv = p11->C_Verify(session, digest, sizeof digest, signature, length - 1);
+    printf("short=0x%lx ", rv);
+    // The operation ended with the failure: C_Verify again is not initialized.
+    printf("ended=0x%lx ", p11->C_Verify(session, digest, sizeof digest, signature, length));
+    printf("private=0x%lx ", p11->C_VerifyInit(session, &ecdsa, private));
+    // CKM_ECDSA_SHA256: signed in two parts, verified in one and in three.
+    CK_MECHANISM hashed = {CKM_ECDSA_SHA256, NULL, 0};
+    const char *message = "a message in parts";
+    length = sizeof signature;
+    rv = p11->C_SignInit(session, &hashed, private);
+    if (rv == CKR_OK) rv = p11->C_SignUpdate(session, (CK_BYTE *)message, 6);
+    if (rv == CKR_OK) rv = p11->C_SignUpdate(session, (CK_BYTE *)message + 6, strlen(message) - 6);
+    if (rv == CKR_OK) rv = p11->C_SignFinal(session, signature, &length);
+    printf("signparts=0x%lx ", rv);
+    rv = p11->C_VerifyInit(session, &hashed, public);
+    if (rv == CKR_OK) rv = p11->C_Verify(session, (CK_BYTE *)message, strlen(message), signature, length);
+    printf("oneshot=0x%lx ", rv);
+    rv = p11->C_VerifyInit(session, &hashed, public);
+    for (size_t offset = 0; rv == CKR_OK && offset < strlen(message); offset += 7) {
+        size_t part = strlen(message) - offset < 7 ? strlen(message) - offset : 7;
+        rv = p11->C_VerifyUpdate(session, (CK_BYTE *)message + offset, part);
+    }
+    if (rv == CKR_OK) rv = p11->C_VerifyFinal(session, signature, length);
+    printf("verifyparts=0x%lx ", rv);
+    rv = p11->C_VerifyInit(session, &hashed, public);
+    if (rv == CKR_OK) rv = p11->C_VerifyUpdate(session, (CK_BYTE *)message, 6);
+    if (rv == CKR_OK) rv = p11->C_VerifyFinal(session, signature, length);
+    printf("verifyprefix=0x%lx\n", rv);
+    return 0;
+}
+
+static int multipart_command(const char *label) {
+    CK_SESSION_HANDLE session = open_session();
+    CK_OBJECT_HANDLE private = find_key(session, label, CKO_PRIVATE_KEY);
+    CK_OBJECT_HANDLE public = find_key(session, label, CKO_PUBLIC_KEY);
+    CK_MECHANISM mechanism = {CKM_SHA256_RSA_PKCS, NULL, 0};
+    const char *message = "one message, signed whole and in three parts";
+    CK_ULONG size = strlen(message);
+    unsigned char whole[1024], parts[1024];
+    CK_ULONG wholeLength = sizeof whole, partsLength = sizeof parts;
+    CK_RV rv = p11->C_SignInit(session, &mechanism, private);
+    if (rv == CKR_OK) rv = p11->C_Sign(session, (CK_BYTE *)message, size, whole, &wholeLength);
+    printf("oneshot=0x%lx ", rv);
+    rv = p11->C_SignInit(session, &mechanism, private);
+    if (rv == CKR_OK) rv = p11->C_SignUpdate(session, (CK_BYTE *)message, 3);
+    if (rv == CKR_OK) rv = p11->C_SignUpdate(session, NULL, 0);
+    if (rv == CKR_OK) rv = p11->C_SignUpdate(session, (CK_BYTE *)message + 3, 20);
+    if (rv == CKR_OK) rv = p11->C_SignUpdate(session, (CK_BYTE *)message + 23, size - 23);
+    // A size query first: the operation stays active.
+    CK_ULONG query = 0;
+    if (rv == CKR_OK) rv = p11->C_SignFinal(session, NULL, &query);
+    if (rv == CKR_OK) rv = p11->C_SignFinal(session, parts, &partsLength);
+    printf("parts=0x%lx query=%lu ", rv, query);
+    printf("equal=%d ", wholeLength == partsLength && memcmp(whole, parts, wholeLength) == 0);
+    rv = p11->C_VerifyInit(session, &mechanism, public);
+    if (rv == CKR_OK) rv = p11->C_Verify(session, (CK_BYTE *)message, size, parts, partsLength);
+    printf("verify=0x%lx ", rv);
+    // C_Sign after C_SignUpdate is refused (and ends the operation).
+    rv = p11->C_SignInit(session, &mechanism, private);
+    if (rv == CKR_OK) rv = p11->C_SignUpdate(session, (CK_BYTE *)message, 3);
+    CK_ULONG length = sizeof parts;
+    if (rv == CKR_OK) rv = p11->C_Sign(session, (CK_BYTE *)message, size, parts, &length);
+    printf("mixed=0x%lx\n", rv);
+    return 0;
+}
+
+// PKCS#11 v3.0's CK_INTERFACE (p11-kit's header is v2.40's).
+typedef struct {
+    CK_UTF8CHAR *pInterfaceName;
+    void *pFunctionList;
+    CK_FLAGS flags;
+} v3_interface;
+
+static int interface_command(const char *path) {
+    void *module = dlopen(path, RTLD_NOW | RTLD_LOCAL);
+    CK_RV (*list)(v3_interface *, CK_ULONG *) = (CK_RV(*)(v3_interface *, CK_ULONG *))dlsym(module, "C_GetInterfaceList");
+    CK_RV (*get)(CK_UTF8CHAR *, CK_VERSION *, v3_interface **, CK_FLAGS) =
+        (CK_RV(*)(CK_UTF8CHAR *, CK_VERSION *, v3_interface **, CK_FLAGS))dlsym(module, "C_GetInterface");
+    if (list == NULL || get == NULL) {
+        printf("no C_GetInterfaceList or C_GetInterface\n");
+        return 1;
+    }
+    CK_ULONG count = 0;
+    CK_RV rv = list(NULL, &count);
+    printf("count=0x%lx,%lu ", rv, count);
+    v3_interface interfaces[4];
+    count = 4;
+    rv = list(interfaces, &count);
+    CK_FUNCTION_LIST *listed = interfaces[0].pFunctionList;
+    printf("list=0x%lx name=%s version=%d.%d same=%d ", rv, (char *)interfaces[0].pInterfaceName,
+        listed->version.major, listed->version.minor, listed == p11);
+    v3_interface *found = NULL;
+    rv = get((CK_UTF8CHAR *)"PKCS 11", NULL, &found, 0);
+    printf("get=0x%lx same=%d ", rv, rv == CKR_OK && found->pFunctionList == (void *)p11);
+    rv = get(NULL, NULL, &found, 0);
+    printf("default=0x%lx ", rv);
+    CK_VERSION three = {3, 0};
+    printf("v3=0x%lx ", get((CK_UTF8CHAR *)"PKCS 11", &three, &found, 0));
+    printf("other=0x%lx ", get((CK_UTF8CHAR *)"Vendor", NULL, &found, 0));
+    // Through the interface's list, as a v3.0 caller calls.
+    CK_INFO info;
+    rv = ((CK_FUNCTION_LIST *)found->pFunctionList)->C_GetInfo(&info);
+    printf("info=0x%lx cryptoki=%d.%d\n", rv, info.cryptokiVersion.major, info.cryptokiVersion.minor);
     return 0;
 }
 
@@ -311,6 +530,12 @@ int main(int argc, char **argv) {
         result = fork_command(argv[3]);
     } else if (strcmp(command, "threads") == 0 && argc >= 5) {
         result = threads_command(argv[3], atoi(argv[4]));
+    } else if (strcmp(command, "verify") == 0 && argc >= 4) {
+        result = verify_command(argv[3]);
+    } else if (strcmp(command, "multipart") == 0 && argc >= 4) {
+        result = multipart_command(argv[3]);
+    } else if (strcmp(command, "interface") == 0) {
+        result = interface_command(argv[1]);
     } else if (strcmp(command, "bad") == 0) {
         result = bad_command();
     } else if (strcmp(command, "attributes") == 0 && argc >= 4) {

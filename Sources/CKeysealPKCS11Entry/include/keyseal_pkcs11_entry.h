@@ -37,6 +37,11 @@ CK_RV keyseal_p11_Sign(
     CK_SESSION_HANDLE session, CK_BYTE *data, CK_ULONG data_len, CK_BYTE *signature, CK_ULONG *signature_len);
 CK_RV keyseal_p11_SignUpdate(CK_SESSION_HANDLE session, CK_BYTE *part, CK_ULONG part_len);
 CK_RV keyseal_p11_SignFinal(CK_SESSION_HANDLE session, CK_BYTE *signature, CK_ULONG *signature_len);
+CK_RV keyseal_p11_VerifyInit(CK_SESSION_HANDLE session, CK_MECHANISM *mechanism, CK_OBJECT_HANDLE key);
+CK_RV keyseal_p11_Verify(
+    CK_SESSION_HANDLE session, CK_BYTE *data, CK_ULONG data_len, CK_BYTE *signature, CK_ULONG signature_len);
+CK_RV keyseal_p11_VerifyUpdate(CK_SESSION_HANDLE session, CK_BYTE *part, CK_ULONG part_len);
+CK_RV keyseal_p11_VerifyFinal(CK_SESSION_HANDLE session, CK_BYTE *signature, CK_ULONG signature_len);
 CK_RV keyseal_p11_GenerateKeyPair(
     CK_SESSION_HANDLE session, CK_MECHANISM *mechanism, CK_ATTRIBUTE *public_key_template,
     CK_ULONG public_key_attribute_count, CK_ATTRIBUTE *private_key_template, CK_ULONG private_key_attribute_count,

@@ -62,17 +62,24 @@ extension KeychainStore {
         file: BackupFileWriter,
         progress: ((Int, Int) -> Void)?
     ) throws -> ExportReport {
-        try route({ _ throws -> ExportReport in
+        try throughDaemon { connection in
+            try connection.exportBackup(
+                passphrase: SecretBytes(utf8: passphrase),
+                availableOnly: availableOnly,
+                sink: { (bytes) throws(KeychainError) in try file.write(bytes) },
+                progress: { done, total in progress?(done, total) }
+            )
+        }
+    }
+
+    /// Runs `body` on the daemon's connection, for a caller that found the daemon to be the backend; an error other
+    /// than a `KeychainError` is errSecInternalComponent.
+    private func throughDaemon<T: Sendable>(_ body: (KeysealConnection) throws -> T) throws(KeychainError) -> T {
+        try route({ _ throws -> T in
             throw KeychainError(KeychainStatus.internalComponent, "backend changed")
-        }) { connection throws(KeychainError) -> ExportReport in
+        }) { connection throws(KeychainError) -> T in
             do {
-                let report = try connection.exportBackup(
-                    passphrase: SecretBytes(utf8: passphrase),
-                    availableOnly: availableOnly,
-                    sink: { (bytes) throws(KeychainError) in try file.write(bytes) },
-                    progress: { done, total in progress?(done, total) }
-                )
-                return report
+                return try body(connection)
             } catch let error as KeychainError {
                 throw error
             } catch {
@@ -99,22 +106,13 @@ extension KeychainStore {
         let file = try BackupFileReader(path: url.path)
         defer { file.close() }
         guard try isEmbedded() else {
-            return try route({ _ throws -> ImportReport in
-                throw KeychainError(KeychainStatus.internalComponent, "backend changed")
-            }) { connection throws(KeychainError) -> ImportReport in
-                do {
-                    let report = try connection.importBackup(
-                        passphrase: SecretBytes(utf8: passphrase),
-                        replace: replace,
-                        source: { (count) throws(KeychainError) in try file.read(maxCount: count) },
-                        progress: { done, total in progress?(done, total) }
-                    )
-                    return report
-                } catch let error as KeychainError {
-                    throw error
-                } catch {
-                    throw KeychainError(KeychainStatus.internalComponent, "\(error)")
-                }
+            return try throughDaemon { connection in
+                try connection.importBackup(
+                    passphrase: SecretBytes(utf8: passphrase),
+                    replace: replace,
+                    source: { (count) throws(KeychainError) in try file.read(maxCount: count) },
+                    progress: { done, total in progress?(done, total) }
+                )
             }
         }
         let session = try beginBackupImport(passphrase: SecretBytes(utf8: passphrase))

@@ -193,24 +193,9 @@ extension KeychainEngine {
                 storeID: storeID
             )
             let key = try Argon2id.derive(passcode, salt: record.salt, parameters: record.argon2)
-            var keys: [Accessibility: ClassKey] = [:]
+            let keys: [Accessibility: ClassKey]
             do {
-                for accessibility in Accessibility.allCases where accessibility.isPasscodeProtected {
-                    guard let wrapped = keybag.classKeys[accessibility.rawValue] else { continue }
-                    let kek = KeyDerivation.passcodeKEK(
-                        deviceSecret: deviceSecret,
-                        passcodeSecret: secret,
-                        passcodeKey: key,
-                        accessibility: accessibility,
-                        storeID: storeID
-                    )
-                    keys[accessibility] = try ClassKey.unwrap(
-                        wrapped,
-                        by: kek,
-                        accessibility: accessibility,
-                        storeID: storeID
-                    )
-                }
+                keys = try unwrapPasscodeClassKeys(passcodeSecret: secret, passcodeKey: key)
             } catch {
                 keybag.failedAttempts += 1
                 keybag.lastAttemptAt = configuration.clock().timeIntervalSince1970

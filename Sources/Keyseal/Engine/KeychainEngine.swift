@@ -424,6 +424,27 @@ final class KeychainEngine {
         return max(0, Int((Double(delay) - elapsed).rounded(.up)))
     }
 
+    /// The keys of the passcode classes the keybag holds, each unwrapped under its passcode KEK (the device secret,
+    /// `passcodeSecret` and `passcodeKey`); the first that does not unwrap (a wrong passcode) is thrown.
+    func unwrapPasscodeClassKeys(
+        passcodeSecret: SecretBytes,
+        passcodeKey: SecretBytes
+    ) throws(KeychainError) -> [Accessibility: ClassKey] {
+        var keys: [Accessibility: ClassKey] = [:]
+        for accessibility in Accessibility.allCases where accessibility.isPasscodeProtected {
+            guard let wrapped = keybag.classKeys[accessibility.rawValue] else { continue }
+            let kek = KeyDerivation.passcodeKEK(
+                deviceSecret: deviceSecret,
+                passcodeSecret: passcodeSecret,
+                passcodeKey: passcodeKey,
+                accessibility: accessibility,
+                storeID: storeID
+            )
+            keys[accessibility] = try ClassKey.unwrap(wrapped, by: kek, accessibility: accessibility, storeID: storeID)
+        }
+        return keys
+    }
+
     /// Checks a passcode through the hardware and returns the passcode classes' keys. The attempt is recorded
     /// durably before the check (a counted event: the anti-rollback counter moves first) and cleared on success;
     /// delays are enforced before anything else. `keep` receives PS and P on success.
@@ -465,26 +486,11 @@ final class KeychainEngine {
         } catch let error as KeychainError where error.status == KeychainStatus.authFailed {
             throw failedAttemptError(error)
         }
-        var keys: [Accessibility: ClassKey] = [:]
-        for accessibility in Accessibility.allCases where accessibility.isPasscodeProtected {
-            guard let wrapped = keybag.classKeys[accessibility.rawValue] else { continue }
-            let kek = KeyDerivation.passcodeKEK(
-                deviceSecret: deviceSecret,
-                passcodeSecret: passcodeSecret,
-                passcodeKey: passcodeKey,
-                accessibility: accessibility,
-                storeID: storeID
-            )
-            do {
-                keys[accessibility] = try ClassKey.unwrap(
-                    wrapped,
-                    by: kek,
-                    accessibility: accessibility,
-                    storeID: storeID
-                )
-            } catch {
-                throw failedAttemptError(KeychainError(KeychainStatus.authFailed, "wrong passcode"))
-            }
+        let keys: [Accessibility: ClassKey]
+        do {
+            keys = try unwrapPasscodeClassKeys(passcodeSecret: passcodeSecret, passcodeKey: passcodeKey)
+        } catch {
+            throw failedAttemptError(KeychainError(KeychainStatus.authFailed, "wrong passcode"))
         }
         keep?(passcodeSecret, passcodeKey)
         keybag.failedAttempts = 0

@@ -63,43 +63,8 @@ public enum KeyAlgorithms {
     /// Apple's wording for an algorithm the key does not support.
     static let unsupported = KeychainError(KeychainStatus.param, "algorithm not supported by the key")
 
-    enum Hash: String, CaseIterable {
-        case sha1 = "SHA1"
-        case sha224 = "SHA224"
-        case sha256 = "SHA256"
-        case sha384 = "SHA384"
-        case sha512 = "SHA512"
-
-        func hash(_ data: Data) -> [UInt8] {
-            switch self {
-            case .sha1: Array(Insecure.SHA1.hash(data: data))
-            case .sha224: KeysealCore.sha224(data)
-            case .sha256: Array(SHA256.hash(data: data))
-            case .sha384: Array(SHA384.hash(data: data))
-            case .sha512: Array(SHA512.hash(data: data))
-            }
-        }
-
-        var rsa: RSAOperations.Hash {
-            switch self {
-            case .sha1: .sha1
-            case .sha224: .sha224
-            case .sha256: .sha256
-            case .sha384: .sha384
-            case .sha512: .sha512
-            }
-        }
-
-        var size: Int {
-            switch self {
-            case .sha1: 20
-            case .sha224: 28
-            case .sha256: 32
-            case .sha384: 48
-            case .sha512: 64
-            }
-        }
-    }
+    /// The hashes, named and sized by KeysealCore (``RSAOperations/Hash``).
+    typealias Hash = RSAOperations.Hash
 
     /// A parsed algorithm name.
     enum Algorithm {
@@ -155,10 +120,10 @@ public enum KeyAlgorithms {
                     && (Int(parts[6]) == hash?.size || (hash == .sha224 && parts[6] == "24"))
                 guard parts.count == 5 || pssSuffix, let hash else { break }
                 switch parts[3] {
-                case "digest-PKCS1v15": self = .rsaSignature(.pkcs1(hash.rsa), message: false)
-                case "message-PKCS1v15": self = .rsaSignature(.pkcs1(hash.rsa), message: true)
-                case "digest-PSS": self = .rsaSignature(.pss(hash.rsa), message: false)
-                case "message-PSS": self = .rsaSignature(.pss(hash.rsa), message: true)
+                case "digest-PKCS1v15": self = .rsaSignature(.pkcs1(hash), message: false)
+                case "message-PKCS1v15": self = .rsaSignature(.pkcs1(hash), message: true)
+                case "digest-PSS": self = .rsaSignature(.pss(hash), message: false)
+                case "message-PSS": self = .rsaSignature(.pss(hash), message: true)
                 default: throw Self.unknown(name)
                 }
                 return
@@ -172,7 +137,7 @@ public enum KeyAlgorithms {
                     return
                 }
                 guard parts.count == 5, parts[3] == "OAEP", let oaep = Hash(rawValue: parts[4]) else { break }
-                self = .rsaEncryption(.oaep(oaep.rsa, label: []))
+                self = .rsaEncryption(.oaep(oaep, label: []))
                 return
             case ("encrypt", "ECIES"):
                 // algid:encrypt:ECIES:ECDH|ECDHC:KDFX963:SHAnnn:AESGCM|AESGCM-KDFIV
@@ -409,7 +374,7 @@ public enum KeyAlgorithms {
         guard message else { return [UInt8](data) }
         switch padding {
         case .pkcs1(let hash?), .pss(let hash):
-            return Hash.allCases.first { $0.rsa == hash }?.hash(data) ?? [UInt8](data)
+            return hash.hash(data)
         default:
             return [UInt8](data)
         }
@@ -523,6 +488,19 @@ public enum KeyAlgorithms {
                 filled += take
                 counter += 1
             }
+        }
+    }
+}
+
+extension RSAOperations.Hash {
+    /// The digest of `data` (swift-crypto; SHA-224 through KeysealCore).
+    func hash(_ data: Data) -> [UInt8] {
+        switch self {
+        case .sha1: Array(Insecure.SHA1.hash(data: data))
+        case .sha224: KeysealCore.sha224(data)
+        case .sha256: Array(SHA256.hash(data: data))
+        case .sha384: Array(SHA384.hash(data: data))
+        case .sha512: Array(SHA512.hash(data: data))
         }
     }
 }

@@ -1,0 +1,103 @@
+import CKeysealPKCS11Entry
+import CLibCrypto
+
+/// `C_Verify`: a signature checked in the caller's process with the key's public part (libcrypto's EVP_PKEY). Nothing
+/// secret takes part, so keyseald is not asked; the key's `SubjectPublicKeyInfo` is the one keyseald described.
+struct Verification {
+    enum Hash {
+        case sha1
+        case sha224
+        case sha256
+        case sha384
+        case sha512
+
+        var md: OpaquePointer? {
+            switch self {
+            case .sha1: EVP_sha1()
+            case .sha224: EVP_sha224()
+            case .sha256: EVP_sha256()
+            case .sha384: EVP_sha384()
+            case .sha512: EVP_sha512()
+            }
+        }
+    }
+
+    enum Padding {
+        /// ECDSA; the signature is r ‖ s, each the size of the curve's order (PKCS#11's form).
+        case ecdsa
+        /// PKCS#1 v1.5; with a hash the digest is wrapped in its DigestInfo, without one the caller's block is compared
+        /// as it is (CKM_RSA_PKCS).
+        case pkcs1(Hash?)
+        /// PSS with MGF1 of the same hash and a salt of `salt` bytes.
+        case pss(Hash, salt: Int)
+    }
+
+    /// The key's DER `SubjectPublicKeyInfo`.
+    var publicKeyInfo: [UInt8]
+    /// The hash the mechanism applies to the data (CKM_ECDSA_SHA256, CKM_SHA256_RSA_PKCS...); nil when the caller
+    /// gives the digest or block itself.
+    var messageHash: Hash?
+    var padding: Padding
+    /// The only signature length the key makes: CKR_SIGNATURE_LEN_RANGE for any other.
+    var signatureSize: Int
+
+    /// Checks `signature` over `data`: returns when it is valid, CKR_SIGNATURE_LEN_RANGE or CKR_SIGNATURE_INVALID
+    /// otherwise.
+    func verify(data: [UInt8], signature: [UInt8]) throws(P11Error) {
+        guard signature.count == signatureSize else { throw P11Error(CKR_SIGNATURE_LEN_RANGE) }
+        // What this function leaves in the thread's libcrypto error queue would be read by the caller's own OpenSSL
+        // code (an engine, curl) as its error.
+        defer { ERR_clear_error() }
+        let input = try messageHash.map { hash throws(P11Error) in try Self.digest(hash, data) } ?? data
+        let key: OpaquePointer? = publicKeyInfo.withUnsafeBufferPointer { buffer in
+            var cursor: UnsafePointer<UInt8>? = buffer.baseAddress
+            return d2i_PUBKEY(nil, &cursor, buffer.count)
+        }
+        guard let key else { throw P11Error(CKR_KEY_TYPE_INCONSISTENT) }
+        defer { EVP_PKEY_free(key) }
+        guard let context = EVP_PKEY_CTX_new_from_pkey(nil, key, nil) else { throw P11Error(CKR_HOST_MEMORY) }
+        defer { EVP_PKEY_CTX_free(context) }
+        guard EVP_PKEY_verify_init(context) == 1 else { throw P11Error(CKR_FUNCTION_FAILED) }
+        let encoded: [UInt8]
+        switch padding {
+        case .ecdsa:
+            encoded = Self.derSignature(signature)
+        case .pkcs1(let hash):
+            guard EVP_PKEY_CTX_set_rsa_padding(context, RSA_PKCS1_PADDING) == 1,
+                hash.map({ EVP_PKEY_CTX_set_signature_md(context, $0.md) == 1 }) ?? true
+            else { throw P11Error(CKR_FUNCTION_FAILED) }
+            encoded = signature
+        case .pss(let hash, let salt):
+            guard EVP_PKEY_CTX_set_rsa_padding(context, RSA_PKCS1_PSS_PADDING) == 1,
+                EVP_PKEY_CTX_set_signature_md(context, hash.md) == 1,
+                EVP_PKEY_CTX_set_rsa_mgf1_md(context, hash.md) == 1,
+                EVP_PKEY_CTX_set_rsa_pss_saltlen(context, Int32(salt)) == 1
+            else { throw P11Error(CKR_FUNCTION_FAILED) }
+            encoded = signature
+        }
+        guard EVP_PKEY_verify(context, encoded, encoded.count, input, input.count) == 1 else {
+            throw P11Error(CKR_SIGNATURE_INVALID)
+        }
+    }
+
+    static func digest(_ hash: Hash, _ data: [UInt8]) throws(P11Error) -> [UInt8] {
+        var output = [UInt8](repeating: 0, count: 64)
+        var length: UInt32 = 0
+        guard EVP_Digest(data, data.count, &output, &length, hash.md, nil) == 1 else {
+            throw P11Error(CKR_FUNCTION_FAILED)
+        }
+        return Array(output.prefix(Int(length)))
+    }
+
+    /// r ‖ s as the DER `ECDSA-Sig-Value` libcrypto verifies.
+    static func derSignature(_ raw: [UInt8]) -> [UInt8] {
+        func integer(_ bytes: ArraySlice<UInt8>) -> [UInt8] {
+            var value = Array(bytes.drop { $0 == 0 })
+            if value.isEmpty || value[0] & 0x80 != 0 { value.insert(0, at: 0) }
+            return [0x02] + Encode.derLength(value.count) + value
+        }
+        let half = raw.count / 2
+        let contents = integer(raw[..<half]) + integer(raw[half...])
+        return [0x30] + Encode.derLength(contents.count) + contents
+    }
+}
