@@ -15,7 +15,9 @@
 #   backup  Benchmarks/Backup: export and import of 100,000 items, Argon2id shown apart
 #   secrets the Secret Service bridge next to a headless gnome-keyring: stores of 1,000 items, in-process libsecret
 #           lookups, whole `secret-tool lookup` processes, and the same lookups against a provider that does no
-#           work (Benchmarks/Floors/secret-service-floor.c): the best any provider could do (Scripts/bench-secret-service.sh)
+#           work (Benchmarks/Floors/secret-service-floor.c): the best any provider could do, and the bridge before a
+#           keyseald that answers instantly (Benchmarks/Floors/keyseald-replay.c); medians of interleaved rounds
+#           against the targets (Scripts/bench-secret-service.sh)
 # Each figure is printed with its p50, p99, throughput and allocations, then each same-run ratio (figure against
 # floor, Benchmarks/ratios.json) with its target: met or MISSED. The run is written into bench-results/ (or
 # --output DIR): package-benchmark's influx CSV export and bench-DATE.json (figures, ratios, threshold verdicts).
@@ -76,7 +78,7 @@ if [ ${#suites[@]} -gt 0 ]; then
 fi
 if has secrets; then
   if [ "$quick" = 1 ]; then
-    bash Scripts/bench-secret-service.sh "$bin" "$output" 1000 500 30
+    bash Scripts/bench-secret-service.sh "$bin" "$output" 1000 500 30 1
   else
     bash Scripts/bench-secret-service.sh "$bin" "$output" 1000 2000 100
   fi

@@ -2,7 +2,8 @@
 stores of ITEMS items, in-process lookups, and whole `secret-tool lookup` processes. Prints one JSON object.
 Run by Scripts/bench-secret-service.sh once per provider (keyseal-secret-service and gnome-keyring) in one run, and
 with FLOOR (a fourth argument, `floor`) against Benchmarks/Floors/secret-service-floor.c, a provider that does no
-work: no stores then, and every lookup answers "floor"."""
+work: no stores then, and every lookup answers "floor". With ITEMS 1 it stores and looks up one item, user0: so it
+measures the bridge before Benchmarks/Floors/keyseald-replay.c, which answers every lookup with that item."""
 import json
 import random
 import subprocess

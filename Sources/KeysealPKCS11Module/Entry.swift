@@ -1,16 +1,7 @@
 import CKeysealPKCS11Entry
-import KeysealClient
-
-#if canImport(FoundationEssentials)
 import FoundationEssentials
-#else
-import Foundation
-#endif
-#if canImport(Glibc)
 import Glibc
-#elseif canImport(Musl)
-import Musl
-#endif
+import KeysealClient
 
 // The PKCS#11 entry points (entry.c's function list points at these). Each validates its pointers, holds the module
 // lock for its call and answers a CKR; nothing here crashes on bad input.
@@ -77,17 +68,22 @@ func p11GetSlotList(
     return p11Call { _ throws(P11Error) in
         // The slot is listed even while keyseald does not answer: its token is then absent (C_GetTokenInfo says
         // CKR_TOKEN_NOT_PRESENT), and present again when the daemon returns.
-        guard let list else {
-            count.pointee = 1
-            return
-        }
-        guard count.pointee >= 1 else {
-            count.pointee = 1
-            throw P11Error(CKR_BUFFER_TOO_SMALL)
-        }
-        list[0] = slotID
-        count.pointee = 1
+        try deliverList([slotID], into: list, count)
     }
+}
+
+/// PKCS#11's convention for lists: without `list`, the count it needs; with room for fewer, that count and
+/// CKR_BUFFER_TOO_SMALL; else the items and their count.
+func deliverList<Item>(
+    _ items: [Item],
+    into list: UnsafeMutablePointer<Item>?,
+    _ count: UnsafeMutablePointer<CK_ULONG>
+) throws(P11Error) {
+    let needed = CK_ULONG(items.count)
+    defer { count.pointee = needed }
+    guard let list else { return }
+    guard count.pointee >= needed else { throw P11Error(CKR_BUFFER_TOO_SMALL) }
+    for (index, item) in items.enumerated() { list[index] = item }
 }
 
 @_cdecl("keyseal_p11_GetSlotInfo")
@@ -155,17 +151,7 @@ func p11GetMechanismList(
     guard let count else { return CK_RV(CKR_ARGUMENTS_BAD) }
     return p11Call { _ throws(P11Error) in
         guard slot == slotID else { throw P11Error(CKR_SLOT_ID_INVALID) }
-        let all = Mechanisms.all
-        guard let list else {
-            count.pointee = CK_ULONG(all.count)
-            return
-        }
-        guard count.pointee >= CK_ULONG(all.count) else {
-            count.pointee = CK_ULONG(all.count)
-            throw P11Error(CKR_BUFFER_TOO_SMALL)
-        }
-        for (index, mechanism) in all.enumerated() { list[index] = mechanism }
-        count.pointee = CK_ULONG(all.count)
+        try deliverList(Mechanisms.all, into: list, count)
     }
 }
 
@@ -569,6 +555,29 @@ func deliver(
     return true
 }
 
+/// Runs the session's `operation` on `input` through keyseald and delivers its result (``deliver``): the operation
+/// ends once the result is out, or on any error but CKR_BUFFER_TOO_SMALL, which leaves it for the retry with room.
+func finishOperation(
+    _ state: ModuleState,
+    _ handle: CK_SESSION_HANDLE,
+    _ session: inout Session,
+    _ operation: PendingOperation,
+    input: [UInt8],
+    into output: UnsafeMutablePointer<CK_BYTE>?,
+    _ length: UnsafeMutablePointer<CK_ULONG>
+) throws(P11Error) {
+    defer { state.sessions[handle] = session }
+    do throws(P11Error) {
+        let done = try deliver(output, length, size: operation.outputSize) { () throws(P11Error) in
+            try runOperation(state, operation, data: input)
+        }
+        if done { session.operation = nil }
+    } catch {
+        if error.rv != CK_RV(CKR_BUFFER_TOO_SMALL) { session.operation = nil }
+        throw error
+    }
+}
+
 func runOperation(_ state: ModuleState, _ operation: PendingOperation, data: [UInt8]) throws(P11Error) -> [UInt8] {
     let kind: WireKeyOperation.Kind = operation.kind == .sign ? .sign : .decrypt
     let request = WireKeyOperation(
@@ -609,17 +618,7 @@ func p11Sign(
             state.sessions[handle] = session
             throw P11Error(signatureLength == nil || operation.updating ? CKR_ARGUMENTS_BAD : CKR_DATA_LEN_RANGE)
         }
-        do throws(P11Error) {
-            let done = try deliver(signature, signatureLength, size: operation.outputSize) { () throws(P11Error) in
-                try runOperation(state, operation, data: input)
-            }
-            if done { session.operation = nil }
-        } catch {
-            if error.rv != CK_RV(CKR_BUFFER_TOO_SMALL) { session.operation = nil }
-            state.sessions[handle] = session
-            throw error
-        }
-        state.sessions[handle] = session
+        try finishOperation(state, handle, &session, operation, input: input, into: signature, signatureLength)
     }
 }
 
@@ -644,17 +643,7 @@ func p11SignFinal(
             state.sessions[handle] = session
             throw P11Error(signatureLength == nil ? CKR_ARGUMENTS_BAD : CKR_FUNCTION_NOT_SUPPORTED)
         }
-        do throws(P11Error) {
-            let done = try deliver(signature, signatureLength, size: operation.outputSize) { () throws(P11Error) in
-                try runOperation(state, operation, data: operation.data)
-            }
-            if done { session.operation = nil }
-        } catch {
-            if error.rv != CK_RV(CKR_BUFFER_TOO_SMALL) { session.operation = nil }
-            state.sessions[handle] = session
-            throw error
-        }
-        state.sessions[handle] = session
+        try finishOperation(state, handle, &session, operation, input: operation.data, into: signature, signatureLength)
     }
 }
 
@@ -685,18 +674,8 @@ func p11Decrypt(
             state.sessions[handle] = session
             throw P11Error(CKR_ARGUMENTS_BAD)
         }
-        do throws(P11Error) {
-            // The size asked before decrypting is the modulus's (an upper bound); the answer has the real length.
-            let done = try deliver(data, dataLength, size: operation.outputSize) { () throws(P11Error) in
-                try runOperation(state, operation, data: input)
-            }
-            if done { session.operation = nil }
-        } catch {
-            if error.rv != CK_RV(CKR_BUFFER_TOO_SMALL) { session.operation = nil }
-            state.sessions[handle] = session
-            throw error
-        }
-        state.sessions[handle] = session
+        // The size asked before decrypting is the modulus's (an upper bound); the answer has the real length.
+        try finishOperation(state, handle, &session, operation, input: input, into: data, dataLength)
     }
 }
 

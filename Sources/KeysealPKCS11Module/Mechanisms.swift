@@ -1,11 +1,6 @@
 import CKeysealPKCS11Entry
-import KeysealClient
-
-#if canImport(FoundationEssentials)
 import FoundationEssentials
-#else
-import Foundation
-#endif
+import KeysealClient
 
 /// The mechanisms the token offers, and what each becomes on the wire (Apple's `SecKeyAlgorithm` names).
 enum Mechanisms {

@@ -1,16 +1,7 @@
 import CKeysealPKCS11Entry
-import KeysealClient
-
-#if canImport(FoundationEssentials)
 import FoundationEssentials
-#else
-import Foundation
-#endif
-#if canImport(Glibc)
 import Glibc
-#elseif canImport(Musl)
-import Musl
-#endif
+import KeysealClient
 
 /// `CK_UNAVAILABLE_INFORMATION` (a cast in the header, which Swift does not import).
 let unavailableInformation = CK_ULONG.max

@@ -1,11 +1,6 @@
 import CKeysealPKCS11Entry
-import KeysealClient
-
-#if canImport(FoundationEssentials)
 import FoundationEssentials
-#else
-import Foundation
-#endif
+import KeysealClient
 
 /// Keyseal's own attribute on `C_GenerateKeyPair`'s private-key template: CK_TRUE generates the P-256 key inside the
 /// store's TPM or token, CK_FALSE in software (default: in the hardware when the backend has one).

@@ -4,22 +4,15 @@ import CLibCrypto
 /// `C_Verify`: a signature checked in the caller's process with the key's public part (libcrypto's EVP_PKEY). Nothing
 /// secret takes part, so keyseald is not asked; the key's `SubjectPublicKeyInfo` is the one keyseald described.
 struct Verification {
-    enum Hash {
-        case sha1
-        case sha224
-        case sha256
-        case sha384
-        case sha512
+    /// A hash by libcrypto's name for it.
+    enum Hash: String {
+        case sha1 = "SHA1"
+        case sha224 = "SHA224"
+        case sha256 = "SHA256"
+        case sha384 = "SHA384"
+        case sha512 = "SHA512"
 
-        var md: OpaquePointer? {
-            switch self {
-            case .sha1: EVP_sha1()
-            case .sha224: EVP_sha224()
-            case .sha256: EVP_sha256()
-            case .sha384: EVP_sha384()
-            case .sha512: EVP_sha512()
-            }
-        }
+        var md: OpaquePointer? { EVP_get_digestbyname(rawValue) }
     }
 
     enum Padding {

@@ -40,8 +40,8 @@ private func legacyAlgorithm(_ key: SecKey, _ padding: SecPadding, signing: Bool
     }
 }
 
-/// Runs a legacy call as the modern `operation`: over the `inputLength` bytes at `input`, with the algorithm Apple maps
-/// `padding` on `key` to (none: errSecParam). Its result is copied into `out` (room for `*outLength` bytes, set to the
+/// Runs a legacy call as the modern `operation`: over the `inputLength` bytes at `input` (a negative length is
+/// errSecParam), with the algorithm Apple maps `padding` on `key` to (none: errSecParam). Its result is copied into `out` (room for `*outLength` bytes, set to the
 /// length written; a longer result is errSecBufferTooSmall), its error is the status.
 private func legacyCall(
     _ key: SecKey,
@@ -53,6 +53,7 @@ private func legacyCall(
     _ outLength: UnsafeMutablePointer<Int>,
     _ operation: (SecKey, SecKeyAlgorithm, CFData, UnsafeMutablePointer<Unmanaged<CFError>?>?) -> CFData?
 ) -> OSStatus {
+    guard inputLength >= 0, outLength.pointee >= 0 else { return errSecParam }
     let data = Data(bytes: input, count: inputLength)
     guard let algorithm = legacyAlgorithm(key, padding, signing: signing) else { return errSecParam }
     var error: Unmanaged<CFError>?
@@ -87,6 +88,7 @@ public func SecKeyRawVerify(
     _ sig: UnsafePointer<UInt8>,
     _ sigLen: Int
 ) -> OSStatus {
+    guard signedDataLen >= 0, sigLen >= 0 else { return errSecParam }
     var error: Unmanaged<CFError>?
     guard let algorithm = legacyAlgorithm(key, padding, signing: true) else { return errSecParam }
     let verified = SecKeyVerifySignature(

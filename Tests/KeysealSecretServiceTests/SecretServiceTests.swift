@@ -217,6 +217,20 @@ struct SecretServiceTests {
         #expect(try fixture.secretTool(["lookup", "app", "after"]).stdoutText == "v2")
     }
 
+    @Test("a lock by another keyseald client between SearchItems and GetSecrets: GetSecrets and GetSecret are IsLocked")
+    func lockBetweenSearchAndSecret() throws {
+        let fixture = try SecretServiceFixture(daemon: nil, startBridge: false)
+        defer { fixture.remove() }
+        let keyseal = try builtProductsDirectory().appendingPathComponent("keyseal").path
+        #expect(try Self.keyseal(fixture, ["passcode", "set", "--passcode-stdin"], input: "pass-1234\n").status == 0)
+        try fixture.startBridge([])
+        #expect(try fixture.secretTool(["store", "--label=L", "app", "before"], input: "kept").status == 0)
+        try Self.runPython(
+            fixture,
+            [Self.script("lock_between_search_and_secret.py"), keyseal, "--socket", fixture.daemon.socketPath, "lock"]
+        )
+    }
+
     @Test("locked: `secret-tool search --unlock` finds the item as locked, unlocks it through the prompt and prints it")
     func searchUnlockWhileLocked() throws {
         let fixture = try Self.lockedFixture { ["--askpass", $0.askpassProgram.path] }

@@ -393,6 +393,12 @@ struct SecKeyAlgorithmTests {
             #expect(
                 SecKeyRawSign(privateKey, .PKCS1, digest, digest.count, &small, &smallLength) == errSecBufferTooSmall
             )
+            // A negative length is bad input, refused, never a crash.
+            #expect(SecKeyRawSign(privateKey, .PKCS1, digest, -1, &signature, &length) == errSecParam)
+            var negative = -1
+            #expect(SecKeyRawSign(privateKey, .PKCS1, digest, digest.count, &signature, &negative) == errSecParam)
+            #expect(SecKeyRawVerify(publicKey, .PKCS1, digest, -32, signature, length) == errSecParam)
+            #expect(SecKeyRawVerify(publicKey, .PKCS1, digest, digest.count, signature, -1) == errSecParam)
             // `.sigRaw`: RFC 4754's r ‖ s.
             length = signature.count
             #expect(SecKeyRawSign(privateKey, .sigRaw, digest, digest.count, &signature, &length) == errSecSuccess)
