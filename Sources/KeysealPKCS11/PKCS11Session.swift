@@ -110,7 +110,8 @@ final class PKCS11Session {
             throw error
         }
         loginKey = [
-            URL(fileURLWithPath: resolved).resolvingSymlinksInPath().path, String(slot), tokenLabel, tokenSerial,
+            URL(fileURLWithPath: resolved).resolvingSymlinksInPath().path, String(slot), tokenLabel.trimmed(),
+            tokenSerial,
         ].joined(separator: "\u{0}")
         do {
             try openSession(pin: pin, pinFile: pinFile)

@@ -510,12 +510,16 @@ func updateOperation(
         guard var operation = session.operation, operation.kind == kind else {
             throw P11Error(CKR_OPERATION_NOT_INITIALIZED)
         }
+        // The session table lets go of the operation while the part is appended: its data then has one owner and
+        // grows in place, instead of being copied whole at every part.
+        session.operation = nil
+        state.sessions[handle] = session
         guard operation.multipart, let input = bytes(part, length),
             operation.data.count + input.count <= Wire.valueLimit
         else {
-            session.operation = nil
-            state.sessions[handle] = session
-            throw P11Error(operation.multipart ? CKR_DATA_LEN_RANGE : CKR_FUNCTION_NOT_SUPPORTED)
+            throw P11Error(
+                !operation.multipart ? CKR_FUNCTION_NOT_SUPPORTED : part == nil ? CKR_ARGUMENTS_BAD : CKR_DATA_LEN_RANGE
+            )
         }
         operation.data += input
         operation.updating = true
@@ -549,7 +553,7 @@ func deliver(
         throw P11Error(CKR_BUFFER_TOO_SMALL)
     }
     let result = try produce()
-    guard result.count <= Int(length.pointee) else { throw P11Error(CKR_DEVICE_ERROR) }
+    guard CK_ULONG(result.count) <= length.pointee else { throw P11Error(CKR_DEVICE_ERROR) }
     for (index, byte) in result.enumerated() { output[index] = byte }
     length.pointee = CK_ULONG(result.count)
     return true
@@ -689,22 +693,35 @@ func p11VerifyInit(
 }
 
 /// Checks `signature` over `data` with the session's verification, which ends whatever the outcome.
+///
+/// The module's lock covers only taking the operation out of the session: libcrypto then runs without it, so a
+/// libcrypto configuration that loads a PKCS#11 provider onto this module (which calls back into it) cannot deadlock
+/// on the lock, and other threads' calls are not held up by the check.
 func finishVerification(
-    _ state: ModuleState,
     _ handle: CK_SESSION_HANDLE,
     _ data: (PendingOperation) throws(P11Error) -> [UInt8],
     _ signature: UnsafeMutablePointer<CK_BYTE>?,
     _ signatureLength: CK_ULONG
-) throws(P11Error) {
-    var session = try state.session(handle)
-    guard let operation = session.operation, operation.kind == .verify, let verification = operation.verification
-    else { throw P11Error(CKR_OPERATION_NOT_INITIALIZED) }
-    session.operation = nil
-    state.sessions[handle] = session
-    guard let given = bytes(signature, signatureLength) else {
-        throw P11Error(signature == nil ? CKR_ARGUMENTS_BAD : CKR_SIGNATURE_LEN_RANGE)
+) -> CK_RV {
+    var pending: (verification: Verification, data: [UInt8], signature: [UInt8])?
+    let taken = p11Call { state throws(P11Error) in
+        var session = try state.session(handle)
+        guard let operation = session.operation, operation.kind == .verify, let verification = operation.verification
+        else { throw P11Error(CKR_OPERATION_NOT_INITIALIZED) }
+        session.operation = nil
+        state.sessions[handle] = session
+        guard let given = bytes(signature, signatureLength) else {
+            throw P11Error(signature == nil ? CKR_ARGUMENTS_BAD : CKR_SIGNATURE_LEN_RANGE)
+        }
+        pending = (verification, try data(operation), given)
     }
-    try verification.verify(data: try data(operation), signature: given)
+    guard taken == CK_RV(CKR_OK), let pending else { return taken }
+    do throws(P11Error) {
+        try pending.verification.verify(data: pending.data, signature: pending.signature)
+        return CK_RV(CKR_OK)
+    } catch {
+        return error.rv
+    }
 }
 
 @_cdecl("keyseal_p11_Verify")
@@ -715,21 +732,18 @@ func p11Verify(
     _ signature: UnsafeMutablePointer<CK_BYTE>?,
     _ signatureLength: CK_ULONG
 ) -> CK_RV {
-    p11Call { state throws(P11Error) in
-        try finishVerification(
-            state,
-            handle,
-            { operation throws(P11Error) in
-                guard !operation.updating else { throw P11Error(CKR_ARGUMENTS_BAD) }
-                guard let input = bytes(data, dataLength) else {
-                    throw P11Error(data == nil ? CKR_ARGUMENTS_BAD : CKR_DATA_LEN_RANGE)
-                }
-                return input
-            },
-            signature,
-            signatureLength
-        )
-    }
+    finishVerification(
+        handle,
+        { operation throws(P11Error) in
+            guard !operation.updating else { throw P11Error(CKR_ARGUMENTS_BAD) }
+            guard let input = bytes(data, dataLength) else {
+                throw P11Error(data == nil ? CKR_ARGUMENTS_BAD : CKR_DATA_LEN_RANGE)
+            }
+            return input
+        },
+        signature,
+        signatureLength
+    )
 }
 
 @_cdecl("keyseal_p11_VerifyUpdate")
@@ -743,18 +757,15 @@ func p11VerifyFinal(
     _ signature: UnsafeMutablePointer<CK_BYTE>?,
     _ signatureLength: CK_ULONG
 ) -> CK_RV {
-    p11Call { state throws(P11Error) in
-        try finishVerification(
-            state,
-            handle,
-            { operation throws(P11Error) in
-                guard operation.multipart else { throw P11Error(CKR_FUNCTION_NOT_SUPPORTED) }
-                return operation.data
-            },
-            signature,
-            signatureLength
-        )
-    }
+    finishVerification(
+        handle,
+        { operation throws(P11Error) in
+            guard operation.multipart else { throw P11Error(CKR_FUNCTION_NOT_SUPPORTED) }
+            return operation.data
+        },
+        signature,
+        signatureLength
+    )
 }
 
 // MARK: - Keys
@@ -913,7 +924,7 @@ func p11GenerateRandom(
     p11Call { state throws(P11Error) in
         _ = try state.session(handle)
         guard length > 0 else { return }
-        guard let output else { throw P11Error(CKR_ARGUMENTS_BAD) }
+        guard let output, length <= CK_ULONG(Int.max) else { throw P11Error(CKR_ARGUMENTS_BAD) }
         // The operating system's generator (getrandom), as keyseald's own randomness.
         var generator = SystemRandomNumberGenerator()
         for index in 0..<Int(length) { output[index] = UInt8.random(in: 0...255, using: &generator) }

@@ -153,7 +153,7 @@ enum Mechanisms {
             else { throw P11Error(CKR_MECHANISM_PARAM_INVALID) }
             return SignatureScheme(
                 algorithm: expected.algorithm,
-                size: keyType.bits / 8,
+                size: (keyType.bits + 7) / 8,
                 multipart: false,
                 messageHash: nil,
                 padding: .pss(hash, salt: Int(expected.salt))
@@ -174,7 +174,7 @@ enum Mechanisms {
             }
             return SignatureScheme(
                 algorithm: algorithm,
-                size: keyType.bits / 8,
+                size: (keyType.bits + 7) / 8,
                 multipart: type != CK_MECHANISM_TYPE(CKM_RSA_PKCS),
                 messageHash: messageHash[type],
                 padding: padding
@@ -233,7 +233,7 @@ enum Mechanisms {
                 kind: .decrypt,
                 reference: reference,
                 algorithm: "algid:encrypt:RSA:PKCS1",
-                outputSize: keyType.bits / 8,
+                outputSize: (keyType.bits + 7) / 8,
                 multipart: false
             )
         }
@@ -252,7 +252,7 @@ enum Mechanisms {
             kind: .decrypt,
             reference: reference,
             algorithm: algorithm,
-            outputSize: keyType.bits / 8,
+            outputSize: (keyType.bits + 7) / 8,
             multipart: false
         )
     }

@@ -39,8 +39,9 @@ struct Verification {
     func verify(data: [UInt8], signature: [UInt8]) throws(P11Error) {
         guard signature.count == signatureSize else { throw P11Error(CKR_SIGNATURE_LEN_RANGE) }
         // What this function leaves in the thread's libcrypto error queue would be read by the caller's own OpenSSL
-        // code (an engine, curl) as its error.
-        defer { ERR_clear_error() }
+        // code (an engine, curl) as its error; what the caller had queued before stays.
+        ERR_set_mark()
+        defer { ERR_pop_to_mark() }
         let input = try messageHash.map { hash throws(P11Error) in try Self.digest(hash, data) } ?? data
         let key: OpaquePointer? = publicKeyInfo.withUnsafeBufferPointer { buffer in
             var cursor: UnsafePointer<UInt8>? = buffer.baseAddress

@@ -209,7 +209,7 @@ struct PKCS11ModuleTests {
             "getinfo_null=0x7", "slotlist_null=0x7", "tokeninfo_badslot=0x7", "session_unknown=0xb3",
             "key_unknown=0x60", "mechanism_null=0x7", "object_unknown=0x82", "sign_uninitialized=0x91",
             "findobjects_null=0x7", "unsupported=0x54", "mechinfo_unknown=0x7", "mechinfo_unknown2=0x70",
-            "login_so=0x103", "random_null=0x7",
+            "login_so=0x103", "random_null=0x7", "random_huge=0x7",
         ]
         #expect(line.split(separator: " ").map(String.init) == expected, "\(line)")
     }
@@ -220,7 +220,7 @@ struct PKCS11ModuleTests {
         #expect(
             line
                 == "value=0x11 value_len=-1 point_size=0x0 point_len=67 short=0x150 short_len=-1 modulus=0x12 "
-                + "sigsize=0x0 siglen=64 sigshort=0x150 sigshort_len=64 sig=0x0",
+                + "sigsize=0x0 siglen=64 sigshort=0x150 sigshort_len=64 sig=0x0 sighuge=0x0 sighuge_len=64",
             "\(line)"
         )
     }

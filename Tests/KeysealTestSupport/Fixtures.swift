@@ -69,6 +69,7 @@ public func runProcess(
     input: Data? = nil,
     timeout: Duration = .seconds(300)
 ) throws -> ProcessResult {
+    ignoreBrokenPipes
     var variables = ProcessInfo.processInfo.environment
     if let environment { variables.merge(environment) { _, new in new } }
     var standardInput: [Int32] = [-1, -1]
@@ -97,7 +98,11 @@ public func runProcess(
     var allSignals = sigset_t()
     sigfillset(&allSignals)
     posix_spawnattr_setsigdefault(&attributes, &allSignals)
-    posix_spawnattr_setflags(&attributes, Int16(POSIX_SPAWN_SETSIGMASK | POSIX_SPAWN_SETSIGDEF))
+    posix_spawnattr_setpgroup(&attributes, 0)
+    posix_spawnattr_setflags(
+        &attributes,
+        Int16(POSIX_SPAWN_SETSIGMASK | POSIX_SPAWN_SETSIGDEF | POSIX_SPAWN_SETPGROUP)
+    )
     let argv = ([executable] + arguments).map { strdup($0) } + [nil]
     defer { for argument in argv { free(argument) } }
     let envp = variables.map { strdup("\($0.key)=\($0.value)") } + [nil]
@@ -122,7 +127,8 @@ public func runProcess(
     )
     defer { child.closeAll() }
     guard let status = child.run(until: ContinuousClock.now + timeout) else {
-        kill(pid, SIGKILL)
+        // The child leads a process group of its own: its descendants (a daemon a shell started) go with it.
+        kill(-pid, SIGKILL)
         var status: Int32 = 0
         while waitpid(pid, &status, 0) == -1 && errno == EINTR {}
         let name = URL(fileURLWithPath: executable).lastPathComponent
@@ -157,6 +163,10 @@ extension Process {
     }
 }
 
+/// SIGPIPE ignored in the test process, once: a child that closes its input before reading all of it makes the
+/// write fail with EPIPE instead of ending the test process (children get the default action back at spawn).
+private let ignoreBrokenPipes: Void = { _ = signal(SIGPIPE, SIG_IGN) }()
+
 /// The parent's side of a child started by ``runProcess(_:_:environment:input:timeout:)``: its pipes, what it wrote,
 /// and its exit.
 private struct ChildOutput {
@@ -189,11 +199,14 @@ private struct ChildOutput {
                 var status: Int32 = 0
                 if waitpid(pid, &status, WNOHANG) == pid { exit = (status, .now) }
             }
-            if let exit, (output < 0 && error < 0) || ContinuousClock.now - exit.at > .seconds(2) {
+            let now = ContinuousClock.now
+            // Once the child has exited, a descendant still holding its pipes delays the answer by two seconds at
+            // most, and never turns it into a timeout.
+            if let exit, (output < 0 && error < 0) || now - exit.at > .seconds(2) || now >= deadline {
                 let signal = exit.status & 0x7f
                 return signal == 0 ? (exit.status >> 8) & 0xff : signal
             }
-            if ContinuousClock.now >= deadline { return nil }
+            if now >= deadline { return nil }
             var polled: [pollfd] = []
             if output >= 0 { polled.append(pollfd(fd: output, events: Int16(POLLIN), revents: 0)) }
             if error >= 0 { polled.append(pollfd(fd: error, events: Int16(POLLIN), revents: 0)) }

@@ -33,6 +33,31 @@ struct RunProcessTests {
         #expect(ContinuousClock.now - started < .seconds(10))
     }
 
+    @Test("a tool that exits at once is not a timeout because a background child holds its output past the limit")
+    func exitBeforeTheLimitIsNoTimeout() throws {
+        let result = try runProcess("/bin/sh", ["-c", "sleep 30 & echo started"], timeout: .milliseconds(500))
+        #expect(result.stdoutText == "started\n")
+        #expect(result.status == 0)
+    }
+
+    @Test("a tool that reads none of a large input ends normally; the test process is not killed by SIGPIPE")
+    func unreadInput() throws {
+        let result = try runProcess("/bin/true", [], input: Data(count: 1 << 20))
+        #expect(result.status == 0)
+    }
+
+    @Test("a timeout kills the tool's descendants too")
+    func timeoutKillsDescendants() throws {
+        let directory = try TemporaryDirectory()
+        defer { directory.remove() }
+        let marker = directory.appending("grandchild").path
+        #expect(throws: FixtureError.self) {
+            try runProcess("/bin/sh", ["-c", "(sleep 1; touch \(marker)) & sleep 30"], timeout: .milliseconds(300))
+        }
+        usleep(1_500_000)
+        #expect(!FileManager.default.fileExists(atPath: marker))
+    }
+
     @Test("a tool ended by a signal reports the signal's number, as Foundation's terminationStatus does")
     func signalStatus() throws {
         let result = try runProcess("/bin/sh", ["-c", "kill -TERM $$"])

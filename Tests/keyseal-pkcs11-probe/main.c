@@ -437,7 +437,9 @@ static int bad_command(void) {
     CK_MECHANISM_INFO info;
     printf("mechinfo_unknown2=0x%lx ", p11->C_GetMechanismInfo(1, unknown.mechanism, &info));
     printf("login_so=0x%lx ", p11->C_Login(session, CKU_SO, NULL, 0));
-    printf("random_null=0x%lx", p11->C_GenerateRandom(session, NULL, 16));
+    printf("random_null=0x%lx ", p11->C_GenerateRandom(session, NULL, 16));
+    unsigned char random[16];
+    printf("random_huge=0x%lx", p11->C_GenerateRandom(session, random, ~(CK_ULONG)0));
     printf("\n");
     return 0;
 }
@@ -471,7 +473,12 @@ static int attributes_command(const char *label) {
     printf("sigshort=0x%lx sigshort_len=%lu ", shortSig, length);
     length = sizeof signature;
     CK_RV done = p11->C_Sign(session, digest, 32, signature, &length);
-    printf("sig=0x%lx\n", done);
+    printf("sig=0x%lx ", done);
+    /* A length past what the signature needs (here the largest there is) is room enough, never a crash. */
+    p11->C_SignInit(session, &mechanism, private);
+    length = ~(CK_ULONG)0;
+    CK_RV huge = p11->C_Sign(session, digest, 32, signature, &length);
+    printf("sighuge=0x%lx sighuge_len=%lu\n", huge, length);
     return 0;
 }
 
