@@ -198,7 +198,8 @@ struct PKCS11ModuleTests {
         let setup = try Setup(.hostKey, hardware: false)
         #expect(try setup.cli("create-key", "--tag", "rsa", "-l", "rsa", "--type", "rsa2048").status == 0)
         #expect(
-            try setup.probe("multipart", "rsa") == "oneshot=0x0 parts=0x0 query=256 equal=1 verify=0x0 mixed=0x7"
+            try setup.probe("multipart", "rsa")
+                == "oneshot=0x0 parts=0x0 query=256 equal=1 verify=0x0 mixed=0x7 rawlong=0x21"
         )
     }
 

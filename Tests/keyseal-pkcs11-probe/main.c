@@ -374,7 +374,14 @@ static int multipart_command(const char *label) {
     if (rv == CKR_OK) rv = p11->C_SignUpdate(session, (CK_BYTE *)message, 3);
     CK_ULONG length = sizeof parts;
     if (rv == CKR_OK) rv = p11->C_Sign(session, (CK_BYTE *)message, size, parts, &length);
-    printf("mixed=0x%lx\n", rv);
+    printf("mixed=0x%lx ", rv);
+    /* Raw PKCS#1 v1.5 verification of a block longer than the key can sign (k - 11 bytes): the data's length is out of
+       range, whatever the signature. */
+    CK_MECHANISM raw = {CKM_RSA_PKCS, NULL, 0};
+    unsigned char block[250] = {0};
+    rv = p11->C_VerifyInit(session, &raw, public);
+    if (rv == CKR_OK) rv = p11->C_Verify(session, block, sizeof block, parts, partsLength);
+    printf("rawlong=0x%lx\n", rv);
     return 0;
 }
 
