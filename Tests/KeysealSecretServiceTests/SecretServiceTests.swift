@@ -83,8 +83,7 @@ struct SecretServiceTests {
             environment: fixture.environment,
             log: log
         )
-        second.waitUntilExit()
-        #expect(second.terminationStatus == 3)
+        #expect(try second.exitStatus() == 3)
         let message = (try? String(contentsOfFile: log, encoding: .utf8)) ?? ""
         #expect(message.contains("another Secret Service provider owns org.freedesktop.secrets"), "\(message)")
         let replacing = try SecretServiceFixture.launchBridge(
@@ -94,7 +93,7 @@ struct SecretServiceTests {
         )
         defer {
             kill(replacing.processIdentifier, SIGTERM)
-            replacing.waitUntilExit()
+            replacing.waitForExit()
         }
         // The first bridge loses the name and exits.
         let deadline = Date().addingTimeInterval(15)

@@ -185,7 +185,7 @@ struct AccessPolicyTests {
         try process.run()
         defer {
             kill(process.processIdentifier, SIGKILL)
-            process.waitUntilExit()
+            process.waitForExit()
         }
         let peer = PeerCredentials(pid: process.processIdentifier, uid: geteuid(), gid: getegid())
         var identity = PeerIdentity.unknown

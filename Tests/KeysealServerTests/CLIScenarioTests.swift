@@ -482,9 +482,9 @@ struct CLIPromptTests {
             input.fileHandleForWriting.write(Data((line + "\n").utf8))
         }
         let captured = output.fileHandleForReading.readDataToEndOfFile()
-        process.waitUntilExit()
+        let status = try process.exitStatus()
         try? input.fileHandleForWriting.close()
-        return (process.terminationStatus, String(decoding: captured, as: UTF8.self))
+        return (status, String(decoding: captured, as: UTF8.self))
     }
 
     @Test("passcodes typed on a terminal are not echoed; a new one is asked twice")

@@ -196,7 +196,7 @@ private struct FakeServer {
 
     /// What the client sent, once it closed the connection (or the server's 3-second wait ended).
     func received() throws -> Data {
-        process.waitUntilExit()
+        _ = try process.exitStatus()
         return try Data(contentsOf: directory.appending("received"))
     }
 

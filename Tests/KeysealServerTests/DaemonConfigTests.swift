@@ -120,7 +120,7 @@ struct DaemonConfigProcessTests {
         try process.run()
         defer {
             kill(process.processIdentifier, SIGTERM)
-            process.waitUntilExit()
+            process.waitForExit()
         }
         let store = try KeychainStore.daemon(socket: socket)
         let deadline = Date().addingTimeInterval(30)

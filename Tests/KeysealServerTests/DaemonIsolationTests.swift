@@ -476,7 +476,7 @@ struct DaemonIsolationTests {
         stopped = false
         let lines = String(decoding: output.fileHandleForReading.readDataToEndOfFile(), as: UTF8.self)
             .split(separator: "\n").map(String.init)
-        attacker.waitUntilExit()
+        _ = try attacker.exitStatus()
         // The child's lookup on the lent connection: uid 65534's own group only. The granted binary's own polls on
         // its own connection are answered.
         #expect(lines.contains { $0.hasPrefix("error -25300") }, "\(lines)")
@@ -527,8 +527,8 @@ struct DaemonIsolationTests {
             ])
         let rootApp = try running([probes["app"]!, daemon.socketPath, "poll-status", "4"])
         defer {
-            nobodyApp.waitUntilExit()
-            rootApp.waitUntilExit()
+            nobodyApp.waitForExit()
+            rootApp.waitForExit()
         }
         usleep(300_000)  // both have exec'd the granted binary
         func asNobody(_ probe: String, _ arguments: [String]) throws -> String {

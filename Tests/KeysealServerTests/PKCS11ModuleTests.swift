@@ -243,7 +243,7 @@ struct PKCS11ModuleTests {
         usleep(500_000)
         try setup.daemon.start()
         _ = FileManager.default.createFile(atPath: flag, contents: nil)
-        process.waitUntilExit()
+        _ = try process.exitStatus()
         let line = String(decoding: output.fileHandleForReading.readDataToEndOfFile(), as: UTF8.self)
         #expect(line.trimmingCharacters(in: .whitespacesAndNewlines) == "before=0x0 during=0x32 token=0xe0 after=0x0")
     }
@@ -438,7 +438,7 @@ struct PKCS11ModuleTests {
         defer {
             // SIGKILL: a process started from the test runner may inherit SIGTERM blocked.
             kill(server.processIdentifier, SIGKILL)
-            server.waitUntilExit()
+            server.waitForExit()
         }
         usleep(500_000)
         let curlArguments = [
@@ -741,7 +741,7 @@ struct PKCS11ModuleTests {
         usleep(1_000_000)
         #expect(try setup.cli("unlock", "--passcode-stdin", input: "1234\n").status == 0)
         _ = FileManager.default.createFile(atPath: flag, contents: nil)
-        process.waitUntilExit()
+        _ = try process.exitStatus()
         let line = String(decoding: output.fileHandleForReading.readDataToEndOfFile(), as: UTF8.self)
         #expect(
             line.trimmingCharacters(in: .whitespacesAndNewlines)

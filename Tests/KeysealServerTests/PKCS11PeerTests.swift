@@ -48,7 +48,7 @@ struct PKCS11PeerTests {
 
         deinit {
             daemon.terminate()
-            daemon.waitUntilExit()
+            daemon.waitForExit()
             peer.remove()
         }
 

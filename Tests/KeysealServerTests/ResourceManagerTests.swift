@@ -30,7 +30,7 @@ struct ResourceManagerTests {
         let (daemon, cli) = try startDaemon(broker, store: broker.directory.appending("store"))
         defer {
             daemon.terminate()
-            daemon.waitUntilExit()
+            daemon.waitForExit()
         }
         #expect(try cli("passcode", "set", "--passcode-stdin", input: "correct horse battery\n").status == 0)
         #expect(try cli("add-generic-password", "-a", "alice", "-s", "mail", "-w", "wu-secret").status == 0)
@@ -62,8 +62,7 @@ struct ResourceManagerTests {
             #expect(try cli("sign", "--tag", "hardware", input: "round \(round)").status == 0)
             #expect(try cli("status").status == 0)
             daemon.terminate()
-            daemon.waitUntilExit()
-            #expect(daemon.terminationStatus == 0)
+            #expect(try daemon.exitStatus() == 0)
             // As the broker sees it, and as the TPM behind it does.
             let getcap = try requireTool("tpm2_getcap", package: "tpm2-tools")
             let saved = try runProcess(
@@ -120,12 +119,12 @@ struct ResourceManagerTests {
         let (first, a) = try startDaemon(broker, store: broker.directory.appending("store-a"), name: "a")
         defer {
             first.terminate()
-            first.waitUntilExit()
+            first.waitForExit()
         }
         let (second, b) = try startDaemon(broker, store: broker.directory.appending("store-b"), name: "b")
         defer {
             second.terminate()
-            second.waitUntilExit()
+            second.waitForExit()
         }
         for cli in [a, b] {
             #expect(try cli("passcode", "set", "--passcode-stdin", input: "correct horse battery\n").status == 0)

@@ -362,11 +362,8 @@ final class AgentProcess {
     /// Sends SIGTERM and waits; the exit status.
     @discardableResult
     func stop() -> Int32 {
-        if process.isRunning {
-            kill(process.processIdentifier, SIGTERM)
-            process.waitUntilExit()
-        }
-        return process.terminationStatus
+        if process.isRunning { kill(process.processIdentifier, SIGTERM) }
+        return (try? process.exitStatus(within: .seconds(30))) ?? -1
     }
 
     deinit {

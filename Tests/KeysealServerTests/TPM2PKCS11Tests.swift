@@ -23,7 +23,7 @@ struct TPM2PKCS11Tests {
 
     private func stop(_ process: Process) {
         process.terminate()
-        process.waitUntilExit()
+        process.waitForExit()
     }
 
     @Test("the scenario: passcode, classes, lock, refusal, wrong passcode, unlock, restart as a reboot, unlock")

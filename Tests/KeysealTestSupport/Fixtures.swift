@@ -155,6 +155,22 @@ extension Process {
         return true
     }
 
+    /// Waits for the exit Foundation reports, at most `limit`, and returns `terminationStatus`. A process still
+    /// running at the limit is killed (SIGKILL) and the call throws, naming it: a test reads the status of a process
+    /// that has ended, and never waits without end.
+    public func exitStatus(within limit: Duration = .seconds(120)) throws -> Int32 {
+        let deadline = ContinuousClock.now + limit
+        while isRunning {
+            if ContinuousClock.now >= deadline {
+                kill(processIdentifier, SIGKILL)
+                let name = executableURL?.lastPathComponent ?? "a process"
+                throw FixtureError("\(name) did not exit within \(limit) and was killed")
+            }
+            usleep(2_000)
+        }
+        return terminationStatus
+    }
+
     private static func isGoneOrZombie(_ pid: Int32) -> Bool {
         guard let stat = try? String(contentsOfFile: "/proc/\(pid)/stat", encoding: .utf8) else { return true }
         // "PID (COMM) STATE ...": the command may contain spaces and parentheses; the state follows the last ")".
