@@ -25,17 +25,6 @@ struct Verification {
         case sha384 = "SHA384"
         case sha512 = "SHA512"
 
-        /// The digest's size in bytes.
-        var size: Int {
-            switch self {
-            case .sha1: 20
-            case .sha224: 28
-            case .sha256: 32
-            case .sha384: 48
-            case .sha512: 64
-            }
-        }
-
         /// The hash's implementation from the module's own library context; free it with `EVP_MD_free`.
         func fetch() throws(P11Error) -> OpaquePointer {
             guard let md = EVP_MD_fetch(verificationLibraryContext, rawValue, nil) else {
@@ -78,7 +67,9 @@ struct Verification {
         // key can pad (k − 11 bytes) for raw PKCS#1 v1.5.
         switch (padding, messageHash) {
         case (.pss(let hash, _), nil):
-            guard input.count == hash.size else { throw P11Error(CKR_DATA_LEN_RANGE) }
+            let md = try hash.fetch()
+            defer { EVP_MD_free(md) }
+            guard input.count == Int(EVP_MD_get_size(md)) else { throw P11Error(CKR_DATA_LEN_RANGE) }
         case (.pkcs1(nil), nil):
             guard input.count <= signatureSize - 11 else { throw P11Error(CKR_DATA_LEN_RANGE) }
         default:

@@ -199,7 +199,7 @@ struct PKCS11ModuleTests {
         #expect(try setup.cli("create-key", "--tag", "rsa", "-l", "rsa", "--type", "rsa2048").status == 0)
         #expect(
             try setup.probe("multipart", "rsa")
-                == "oneshot=0x0 parts=0x0 query=256 equal=1 verify=0x0 mixed=0x7 rawlong=0x21"
+                == "oneshot=0x0 parts=0x0 query=256 equal=1 verify=0x0 mixed=0x7 rawlong=0x21 pssshort=0x21"
         )
     }
 
