@@ -52,7 +52,7 @@ let package = Package(
         // The request, record, status and report types (OSStatus names and messages with them), and `SecretBytes`:
         // defined once for the engine, the wire and the command line (no crypto, no SQLite, no NIO;
         // FoundationEssentials for Data and Date).
-        .target(name: "KeysealModel", swiftSettings: swiftSettings),
+        .target(name: "KeysealModel", dependencies: ["CKeysealSys"], swiftSettings: swiftSettings),
         // Item model, query validation, OSStatus, lock state, keybag and envelope crypto (swift-crypto; opens through
         // libcrypto, docs/ARCHITECTURE.md).
         .target(
@@ -328,6 +328,7 @@ let package = Package(
             dependencies: [
                 "LocalAuthentication", "KeysealSecurity", "Keyseal", "KeysealCore", "KeysealTestSupport",
             ],
+            exclude: ["Python"],
             swiftSettings: swiftSettings
         ),
         .testTarget(

@@ -2,6 +2,7 @@ import FoundationEssentials
 import Glibc
 import KeysealClient
 import KeysealCore
+import KeysealModel
 
 extension SecretServiceBridge {
     // MARK: Prompts
@@ -21,11 +22,21 @@ extension SecretServiceBridge {
             bus.post { completion(false) }
             return nil
         }
-        let child = try Askpass.spawn(askpass + ["Unlock the Keyseal keychain"])
+        let child: PromptProgram
+        do {
+            child = try PromptProgram.spawn(askpass + ["Unlock the Keyseal keychain"])
+        } catch {
+            throw BusError(BusError.failed, "cannot run the askpass program: \(error)")
+        }
         let socketPath = configuration.socketPath
         let timeout = configuration.askpassTimeoutSeconds
         startThread { [weak self] in
-            let passcode = child.read(timeoutSeconds: timeout)
+            // The first line it prints, if it exits 0 within the timeout; anything else dismisses the prompt.
+            var passcode: SecretBytes?
+            if case .exited(0, let output) = child.finish(timeoutSeconds: timeout) {
+                let line = PromptProgram.firstLine(output)
+                if !line.isEmpty { passcode = line }
+            }
             let unlocked =
                 passcode.map { passcode in
                     (try? KeysealConnection(socketPath: socketPath).send(.unlock(passcode: passcode))) != nil
@@ -37,7 +48,8 @@ extension SecretServiceBridge {
 
     func dismissPrompt(_ path: String) {
         guard let prompt = prompts[path] else { return }
-        if prompt.child > 0 { kill(prompt.child, SIGTERM) }
+        // The askpass program leads a process group of its own: its helpers go with it.
+        if prompt.child > 0 { kill(-prompt.child, SIGTERM) }
         completePrompt(path, dismissed: true)
     }
 

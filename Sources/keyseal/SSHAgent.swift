@@ -1,5 +1,6 @@
 import CKeysealSys
 import KeysealClient
+import KeysealModel
 import Synchronization
 
 #if canImport(FoundationEssentials)
@@ -345,40 +346,17 @@ final class SSHAgent: Sendable {
     }
 
     /// Runs the askpass program with the prompt (`SSH_ASKPASS_PROMPT=confirm`, as `ssh-add -c` does); yes when it
-    /// exits 0 within 60 seconds. Its output is read and discarded.
+    /// exits 0 within 60 seconds. Its output is read (at most 64 KiB: more ends it) and discarded.
     static func confirm(askpass: String, prompt: String) -> Bool {
-        var actions = posix_spawn_file_actions_t()
-        posix_spawn_file_actions_init(&actions)
-        defer { posix_spawn_file_actions_destroy(&actions) }
-        posix_spawn_file_actions_addopen(&actions, 0, "/dev/null", O_RDONLY, 0)
-        posix_spawn_file_actions_addopen(&actions, 1, "/dev/null", O_WRONLY, 0)
-        var arguments: [UnsafeMutablePointer<CChar>?] = [strdup(askpass), strdup(prompt), nil]
-        defer { for argument in arguments { free(argument) } }
-        var environment = ProcessInfo.processInfo.environment
-        environment["SSH_ASKPASS_PROMPT"] = "confirm"
-        var variables: [UnsafeMutablePointer<CChar>?] = environment.map { strdup("\($0.key)=\($0.value)") } + [nil]
-        defer { for variable in variables { free(variable) } }
-        var pid: pid_t = 0
-        let result = posix_spawnp(&pid, askpass, &actions, nil, &arguments, &variables)
-        guard result == 0 else {
-            log("cannot run the askpass program \(askpass): \(String(cString: strerror(result)))")
+        let child: PromptProgram
+        do {
+            child = try PromptProgram.spawn([askpass, prompt], environment: ["SSH_ASKPASS_PROMPT": "confirm"])
+        } catch {
+            log("cannot run the askpass program: \(error)")
             return false
         }
-        var status: Int32 = 0
-        let deadline = time(nil) + 60
-        while true {
-            let done = waitpid(pid, &status, WNOHANG)
-            if done == pid { break }
-            if done < 0 && errno != EINTR { return false }
-            if time(nil) >= deadline {
-                kill(pid, SIGKILL)
-                while waitpid(pid, &status, 0) < 0 && errno == EINTR {}
-                return false
-            }
-            usleep(20_000)
-        }
-        // Exited normally with status 0 (WIFEXITED && WEXITSTATUS == 0).
-        return status & 0x7f == 0 && (status >> 8) & 0xff == 0
+        guard case .exited(0, _) = child.finish(timeoutSeconds: 60, outputLimit: 65536) else { return false }
+        return true
     }
 
     // MARK: Socket I/O
