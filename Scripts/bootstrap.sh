@@ -13,7 +13,7 @@ packages=(
   git libsecret-1-dev gcc bubblewrap
   openssh-server openssh-client systemd
   opensc libengine-pkcs11-openssl curl openssl binutils
-  gdb
+  gdb fprintd
 )
 
 # The Secret Service clients from PyPI (pinned), in a venv that also sees Debian's PyGObject (python3-gi): the

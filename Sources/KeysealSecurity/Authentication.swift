@@ -1,6 +1,7 @@
 import Foundation
 import Keyseal
 import KeysealCore
+import KeysealModel
 import Synchronization
 
 // User presence for items and keys whose `SecAccessControl` asks for it (`.userPresence`, `.devicePasscode`,
@@ -22,8 +23,33 @@ public protocol SecAuthenticationContext: AnyObject, Sendable {
 
 /// The askpass program that asks for the store's passcode: `$KEYSEAL_ASKPASS`, else `$SSH_ASKPASS`; it is run with
 /// the prompt as its one argument and prints the passcode on its standard output (one line), exiting 0; any other
-/// exit is a cancel.
+/// exit is a cancel. It has `$KEYSEAL_ASKPASS_TIMEOUT` seconds (default 120) to answer and may print at most 4 KiB:
+/// past either its process group is killed and the prompt counts as cancelled by the system.
 public enum PasscodePrompt {
+    /// Why no passcode was had.
+    public enum Failure: Error, Sendable {
+        /// No askpass program is configured.
+        case notConfigured(String)
+        /// The program exited non-zero, died or could not be run: the user dismissed the prompt.
+        case dismissed(String)
+        /// The program did not answer within the time limit, or printed more than a passcode line: the system
+        /// dismissed the prompt.
+        case systemCanceled(String)
+
+        /// The message.
+        public var message: String {
+            switch self {
+            case .notConfigured(let message), .dismissed(let message), .systemCanceled(let message): message
+            }
+        }
+
+        /// The SecItem status: errSecInteractionNotAllowed without a program, errSecUserCanceled (−128) otherwise.
+        public var keychainError: KeychainError {
+            if case .notConfigured = self { return KeychainError(KeychainStatus.interactionNotAllowed, message) }
+            return KeychainError(KeychainStatus.userCanceled, message)
+        }
+    }
+
     /// The program, if one is configured.
     public static var program: String? {
         let environment = ProcessInfo.processInfo.environment
@@ -33,35 +59,50 @@ public enum PasscodePrompt {
         return nil
     }
 
-    /// The passcode the program prints for `prompt`. No program: errSecInteractionNotAllowed; a failure to run it
-    /// or a non-zero exit: errSecUserCanceled (−128).
+    /// The time limit, seconds: `$KEYSEAL_ASKPASS_TIMEOUT` (1 to 3600), else 120.
+    public static var timeoutSeconds: Int {
+        guard let value = ProcessInfo.processInfo.environment["KEYSEAL_ASKPASS_TIMEOUT"].flatMap({ Int($0) }),
+            (1...3600).contains(value)
+        else { return PromptProgram.defaultTimeoutSeconds }
+        return value
+    }
+
+    /// The passcode the program prints for `prompt`, as a SecItem error: no program is errSecInteractionNotAllowed;
+    /// a failure to run it, a non-zero exit, a timeout or too much output are errSecUserCanceled (−128).
     public static func ask(_ prompt: String) throws(KeychainError) -> SecretBytes {
+        do {
+            return try answer(prompt)
+        } catch {
+            throw error.keychainError
+        }
+    }
+
+    /// The passcode the program prints for `prompt` (its first line), or why there is none.
+    public static func answer(_ prompt: String) throws(Failure) -> SecretBytes {
         guard let program else {
-            throw KeychainError(
-                KeychainStatus.interactionNotAllowed,
+            throw .notConfigured(
                 "no askpass program is configured (KEYSEAL_ASKPASS or SSH_ASKPASS) to ask for the passcode"
             )
         }
-        let process = Process()
-        process.executableURL = URL(fileURLWithPath: program)
-        process.arguments = [prompt]
-        let output = Pipe()
-        process.standardOutput = output
-        process.standardInput = FileHandle.nullDevice
+        let child: PromptProgram
         do {
-            try process.run()
+            child = try PromptProgram.spawn([program, prompt])
         } catch {
-            throw KeychainError(KeychainStatus.userCanceled, "cannot run the askpass program \(program): \(error)")
+            throw .dismissed("cannot run the askpass program: \(error)")
         }
-        var bytes = [UInt8](output.fileHandleForReading.readDataToEndOfFile())
-        defer { zeroize(&bytes) }
-        process.waitUntilExit()
-        guard process.terminationReason == .exit, process.terminationStatus == 0 else {
-            throw KeychainError(KeychainStatus.userCanceled, "the askpass program was dismissed")
+        let timeout = timeoutSeconds
+        switch child.finish(timeoutSeconds: timeout) {
+        case .exited(0, let output):
+            return PromptProgram.firstLine(output)
+        case .exited, .signaled:
+            throw .dismissed("the askpass program was dismissed")
+        case .timedOut:
+            throw .systemCanceled("the askpass program did not answer within \(timeout) s and was stopped")
+        case .outputTooLong:
+            throw .systemCanceled(
+                "the askpass program printed more than \(PromptProgram.defaultOutputLimit) bytes and was stopped"
+            )
         }
-        let line = bytes.firstIndex(of: 0x0A).map { bytes[..<$0] } ?? bytes[...]
-        let trimmed = line.last == 0x0D ? line.dropLast() : line
-        return trimmed.withUnsafeBytes { SecretBytes(copying: $0) }
     }
 }
 

@@ -1,18 +1,20 @@
 import Foundation
 import Keyseal
 import KeysealCore
+import KeysealModel
 import KeysealSecurity
 import Synchronization
 
 /// An authentication context (`LAContext`), over the keychain store `KeychainStore.default` uses (the one
 /// `KeysealSecurity` reads). `.deviceOwnerAuthentication` asks for the store's passcode through the askpass program
-/// (`$KEYSEAL_ASKPASS`, else `$SSH_ASKPASS`) with ``localizedReason`` as the prompt, and has the store check it: an
-/// unlock attempt in all but its effect (a wrong passcode counts toward the store's delays; the store stays as it
-/// is). A success leaves the context holding an authentication token the store issued (bound, through keyseald, to
-/// the caller's uid), which SecItem and SecKey calls given this context as `kSecUseAuthenticationContext` present for
-/// items and keys whose access control asks for user presence — for one call, or within
-/// ``touchIDAuthenticationAllowableReuseDuration``. Biometric policies use fprintd (`fprintd-verify`) where it is
-/// installed: docs/COMPATIBILITY.md, "LocalAuthentication on Linux", says what that proves and what it does not.
+/// (`$KEYSEAL_ASKPASS`, else `$SSH_ASKPASS`, within `$KEYSEAL_ASKPASS_TIMEOUT` seconds, default 120) with
+/// ``localizedReason`` as the prompt, and has the store check it: an unlock attempt in all but its effect (a wrong
+/// passcode counts toward the store's delays; the store stays as it is). A success leaves the context holding an
+/// authentication token the store issued (bound, through keyseald, to the caller's uid), which SecItem and SecKey
+/// calls given this context as `kSecUseAuthenticationContext` present for items and keys whose access control asks
+/// for user presence — every call until ``invalidate()``, as on Apple, and at most 300 s after the evaluation.
+/// Biometric policies use fprintd (`fprintd-list`, `fprintd-verify`) where it is installed: docs/COMPATIBILITY.md,
+/// "LocalAuthentication on Linux", says what that proves and what it does not.
 open class LAContext: NSObject, SecAuthenticationContext, @unchecked Sendable {
     private struct State {
         var localizedReason = ""
@@ -22,6 +24,7 @@ open class LAContext: NSObject, SecAuthenticationContext, @unchecked Sendable {
         var reuseDuration: TimeInterval = 0
         var token: SecretBytes?
         var invalidated = false
+        var biometryType: LABiometryType = .none
     }
 
     private let state = Mutex(State())
@@ -53,8 +56,11 @@ open class LAContext: NSObject, SecAuthenticationContext, @unchecked Sendable {
         set { state.withLock { $0.interactionNotAllowed = newValue } }
     }
 
-    /// How long after a successful evaluation its token still opens items and keys, seconds (0, the default: one
-    /// SecItem or SecKey call); at most ``LATouchIDAuthenticationMaximumAllowableReuseDuration``.
+    /// Apple's reuse of a recent Touch ID device unlock: there is none on Linux, so it changes nothing; kept (at most
+    /// ``LATouchIDAuthenticationMaximumAllowableReuseDuration``) for compatibility. As on Apple, it does not limit the
+    /// context: an evaluated context opens every SecItem and SecKey call given it until ``invalidate()`` — here at
+    /// most ``LATouchIDAuthenticationMaximumAllowableReuseDuration`` seconds after the evaluation, when the store
+    /// forgets its token and the next call asks again.
     open var touchIDAuthenticationAllowableReuseDuration: TimeInterval {
         get { state.withLock { $0.reuseDuration } }
         set {
@@ -64,9 +70,9 @@ open class LAContext: NSObject, SecAuthenticationContext, @unchecked Sendable {
         }
     }
 
-    /// The biometry the host offers: `.touchID` when fprintd's `fprintd-verify` is installed, else `.none`. Set by
-    /// ``canEvaluatePolicy(_:error:)``, as on Apple.
-    open private(set) var biometryType: LABiometryType = .none
+    /// The biometry the host offers: `.touchID` when fprintd has a fingerprint reader (enrolled fingers or not), else
+    /// `.none`. Set by ``canEvaluatePolicy(_:error:)`` and the evaluations, as on Apple.
+    open var biometryType: LABiometryType { state.withLock { $0.biometryType } }
 
     /// Apple's `evaluatedPolicyDomainState`: no enrolment database is exposed on Linux (nil).
     open var evaluatedPolicyDomainState: Data? { nil }
@@ -169,8 +175,10 @@ open class LAContext: NSObject, SecAuthenticationContext, @unchecked Sendable {
 
     // MARK: SecAuthenticationContext
 
+    /// The token, reusable by every call until the store forgets it (as Apple's evaluated context is reusable until
+    /// invalidated, whatever its reuse duration).
     public var authenticationToken: (token: SecretBytes?, reuseSeconds: Int) {
-        state.withLock { ($0.token, Int($0.reuseDuration)) }
+        state.withLock { ($0.token, ItemAuthentication.maximumReuseSeconds) }
     }
 
     public var authenticationPrompt: String? {
@@ -216,10 +224,13 @@ open class LAContext: NSObject, SecAuthenticationContext, @unchecked Sendable {
         case .deviceOwnerAuthentication where Self.passcodeSet(store):
             let passcode: SecretBytes
             do {
-                passcode = try PasscodePrompt.ask(localizedReason)
+                passcode = try PasscodePrompt.answer(localizedReason)
             } catch {
-                throw error.status == KeychainStatus.userCanceled
-                    ? LAError(.userCancel, error.message) : LAError(.notInteractive, error.message)
+                switch error {
+                case .notConfigured(let message): throw LAError(.notInteractive, message)
+                case .dismissed(let message): throw LAError(.userCancel, message)
+                case .systemCanceled(let message): throw LAError(.systemCancel, message)
+                }
             }
             do {
                 let token = try store.authenticate(passcode: passcode)
@@ -229,16 +240,17 @@ open class LAContext: NSObject, SecAuthenticationContext, @unchecked Sendable {
                 throw LAError(.systemCancel, error.message)
             }
         default:
-            // Biometry (check(policy) found fprintd): a fingerprint match. It gives no store token: items whose
-            // access control asks for biometry alone cannot be opened through it (docs/COMPATIBILITY.md).
+            // Biometry (check(policy) found a reader with enrolled fingers): a fingerprint match. It gives no store
+            // token: items whose access control asks for biometry alone cannot be opened through it
+            // (docs/COMPATIBILITY.md).
             try Fingerprint.verify()
         }
     }
 
     private func check(_ policy: LAPolicy, store: KeychainStore) throws {
         if state.withLock({ $0.invalidated }) { throw LAError(.invalidContext, "the context was invalidated") }
-        let fingerprint = Fingerprint.available
-        biometryType = fingerprint ? .touchID : .none
+        let fingerprint = Fingerprint.reader()
+        state.withLock { $0.biometryType = fingerprint == .unavailable ? .none : .touchID }
         switch policy {
         case .deviceOwnerAuthentication:
             if Self.passcodeSet(store) {
@@ -248,12 +260,17 @@ open class LAContext: NSObject, SecAuthenticationContext, @unchecked Sendable {
                         "no askpass program is configured (KEYSEAL_ASKPASS or SSH_ASKPASS) to ask for the passcode"
                     )
                 }
-            } else if !fingerprint {
+            } else if fingerprint != .enrolled {
                 throw LAError(.passcodeNotSet, "no passcode is set on the keychain store")
             }
         case .deviceOwnerAuthenticationWithBiometrics, .deviceOwnerAuthenticationWithBiometricsOrCompanion:
-            guard fingerprint else {
-                throw LAError(.biometryNotAvailable, "no fingerprint reader service (fprintd) is installed")
+            switch fingerprint {
+            case .unavailable:
+                throw LAError(.biometryNotAvailable, "fprintd has no fingerprint reader (or is not installed)")
+            case .notEnrolled:
+                throw LAError(.biometryNotEnrolled, "no finger of this user is enrolled with fprintd")
+            case .enrolled:
+                break
             }
         case .deviceOwnerAuthenticationWithCompanion, .deviceOwnerAuthenticationWithWristDetection:
             throw LAError(.companionNotAvailable, "companion devices do not exist on Linux")
@@ -271,39 +288,66 @@ open class LAContext: NSObject, SecAuthenticationContext, @unchecked Sendable {
     }
 }
 
-/// fprintd's command-line tools, where installed: `fprintd-verify` checks the user's finger against their enrolled
-/// prints (through fprintd on the system bus).
+/// fprintd, through its own clients (Debian package `fprintd`): `fprintd-list USER` says whether fprintd has a reader
+/// and which of the user's fingers are enrolled; `fprintd-verify` asks fprintd to match the user's finger. Both talk
+/// to fprintd on the system bus. They are found on the `PATH`, which, like the askpass program's variables and the
+/// system bus address, is this process's environment: trusted (docs/SECURITY-MODEL.md, "User presence").
 enum Fingerprint {
-    /// The tool, if on the PATH (`KEYSEAL_FPRINTD_VERIFY` names another, for tests).
-    static var tool: String? {
-        let environment = ProcessInfo.processInfo.environment
-        if let path = environment["KEYSEAL_FPRINTD_VERIFY"] {
-            return FileManager.default.isExecutableFile(atPath: path) ? path : nil
-        }
-        for directory in (environment["PATH"] ?? "/usr/bin:/bin").split(separator: ":") {
-            let path = "\(directory)/fprintd-verify"
-            if FileManager.default.isExecutableFile(atPath: path) { return path }
-        }
-        return nil
+    /// What fprintd offers this user.
+    enum Reader: Equatable {
+        /// No fprintd, or no reader.
+        case unavailable
+        /// A reader, and no finger of the user enrolled.
+        case notEnrolled
+        /// A reader with at least one of the user's fingers enrolled.
+        case enrolled
     }
 
-    static var available: Bool { tool != nil }
+    /// How long fprintd-list may take, seconds (a call on the system bus).
+    static let listTimeoutSeconds = 10
+    /// The most fprintd's tools may print (a status line per attempt).
+    static let outputLimit = 65536
 
+    /// The reader state, from `fprintd-list` for the process's user.
+    static func reader() -> Reader {
+        guard let user = userName, let child = try? PromptProgram.spawn(["fprintd-list", user]) else {
+            return .unavailable
+        }
+        guard case .exited(0, let output) = child.finish(timeoutSeconds: listTimeoutSeconds, outputLimit: outputLimit)
+        else { return .unavailable }
+        // "Fingerprints for user U on READER (TYPE):" then " - #0: right-index-finger" per finger; "User U has no
+        // fingers enrolled for READER." when none; "No devices available" (exit 1) without a reader.
+        let lines = output.withUnsafeBytes { String(decoding: $0, as: UTF8.self) }.split(separator: "\n")
+        if lines.contains(where: { $0.hasPrefix(" - #") }) { return .enrolled }
+        if lines.contains(where: { $0.hasPrefix("Using device ") }) { return .notEnrolled }
+        return .unavailable
+    }
+
+    /// Asks fprintd to match the user's finger (`fprintd-verify`, with the askpass program's time limit): a match,
+    /// or ``LAError/Code/authenticationFailed``; a timeout is ``LAError/Code/systemCancel``.
     static func verify() throws {
-        guard let tool else { throw LAError(.biometryNotAvailable, "no fingerprint reader service (fprintd)") }
-        let process = Process()
-        process.executableURL = URL(fileURLWithPath: tool)
-        process.standardInput = FileHandle.nullDevice
-        process.standardOutput = FileHandle.nullDevice
-        process.standardError = FileHandle.nullDevice
+        let child: PromptProgram
         do {
-            try process.run()
+            child = try PromptProgram.spawn(["fprintd-verify"])
         } catch {
-            throw LAError(.biometryNotAvailable, "cannot run \(tool): \(error)")
+            throw LAError(.biometryNotAvailable, "cannot run fprintd-verify: \(error)")
         }
-        process.waitUntilExit()
-        guard process.terminationReason == .exit, process.terminationStatus == 0 else {
+        let timeout = PasscodePrompt.timeoutSeconds
+        switch child.finish(timeoutSeconds: timeout, outputLimit: outputLimit) {
+        case .exited(0, _):
+            return
+        case .exited, .signaled:
             throw LAError(.authenticationFailed, "the fingerprint did not match")
+        case .timedOut:
+            throw LAError(.systemCancel, "fprintd-verify did not answer within \(timeout) s and was stopped")
+        case .outputTooLong:
+            throw LAError(.systemCancel, "fprintd-verify printed more than \(outputLimit) bytes and was stopped")
         }
+    }
+
+    /// The process's user name (its effective uid's).
+    static var userName: String? {
+        guard let entry = getpwuid(geteuid()), let name = entry.pointee.pw_name else { return nil }
+        return String(cString: name)
     }
 }

@@ -199,41 +199,11 @@ extension LocalAuthenticationSuites {
             }
         }
 
-        @Test("biometric policies answer biometryNotAvailable and biometryType .none without fprintd")
-        func biometryWithoutFprintd() throws {
-            try withPasscodeStore { _ in
-                setenv("KEYSEAL_FPRINTD_VERIFY", "/nonexistent/fprintd-verify", 1)
-                defer { unsetenv("KEYSEAL_FPRINTD_VERIFY") }
-                let context = LAContext()
-                var error: NSError?
-                #expect(!context.canEvaluatePolicy(.deviceOwnerAuthenticationWithBiometrics, error: &error))
-                #expect(error?.code == LAError.Code.biometryNotAvailable.rawValue)
-                #expect(context.biometryType == .none)
-                let (success, evaluateError) = evaluate(context, .deviceOwnerAuthenticationWithBiometrics)
-                #expect(!success)
-                #expect(evaluateError?.code == LAError.Code.biometryNotAvailable.rawValue)
-            }
-        }
-
-        @Test("a fingerprint tool that matches makes biometry available (.touchID) and evaluation succeed")
-        func biometryWithFprintdVerify() throws {
-            let tool = try AskpassScripts()
-            try withPasscodeStore { _ in
-                setenv("KEYSEAL_FPRINTD_VERIFY", tool.right, 1)
-                defer { unsetenv("KEYSEAL_FPRINTD_VERIFY") }
-                let context = LAContext()
-                var error: NSError?
-                #expect(context.canEvaluatePolicy(.deviceOwnerAuthenticationWithBiometrics, error: &error))
-                #expect(context.biometryType == .touchID)
-                #expect(evaluate(context, .deviceOwnerAuthenticationWithBiometrics).0)
-            }
-        }
-
         @Test("evaluateAccessControl asks for the passcode for .userPresence and fprintd for biometry alone")
         func evaluateAccessControlPolicies() throws {
+            let fprintd = try FprintdFixture(service: nil)
+            defer { fprintd.remove() }
             try withPasscodeStore { _ in
-                setenv("KEYSEAL_FPRINTD_VERIFY", "/nonexistent/fprintd-verify", 1)
-                defer { unsetenv("KEYSEAL_FPRINTD_VERIFY") }
                 var error: Unmanaged<CFError>?
                 let presence = try #require(
                     SecAccessControlCreateWithFlags(nil, kSecAttrAccessibleWhenUnlocked, .userPresence, &error)
@@ -260,7 +230,7 @@ extension LocalAuthenticationSuites {
                     semaphore.wait()
                 }
                 #expect(answer.get().0)
-                askpass.using(askpass.right) {
+                fprintd.using {
                     context.evaluateAccessControl(biometry, operation: .useItem, localizedReason: "use") { ok, error in
                         answer.set(ok, error.map { $0 as NSError })
                         semaphore.signal()
@@ -358,40 +328,13 @@ extension LocalAuthenticationSuites {
             }
         }
 
-        @Test("a context with reuse duration 0 opens one call only")
+        @Test("a call without a context authenticates for itself only: the next call asks again")
         func singleUse() throws {
             try withPasscodeStore { _ in
                 try addProtectedItem()
-                let context = LAContext()
-                #expect(askpass.using(askpass.right) { evaluate(context).0 })
-                askpass.using(nil) {
-                    let fail: [String: Any] = [
-                        kSecUseAuthenticationContext as String: context,
-                        kSecUseAuthenticationUI as String: kSecUseAuthenticationUIFail,
-                    ]
-                    #expect(readProtected(fail).0 == errSecSuccess)
-                    #expect(readProtected(fail).0 == errSecInteractionNotAllowed)
-                }
-            }
-        }
-
-        @Test("a context past its reuse duration is refused")
-        func expiredContext() throws {
-            try withPasscodeStore { fixture in
-                try addProtectedItem()
-                let context = LAContext()
-                context.touchIDAuthenticationAllowableReuseDuration = 10
-                #expect(askpass.using(askpass.right) { evaluate(context).0 })
-                askpass.using(nil) {
-                    let fail: [String: Any] = [
-                        kSecUseAuthenticationContext as String: context,
-                        kSecUseAuthenticationUI as String: kSecUseAuthenticationUIFail,
-                    ]
-                    #expect(readProtected(fail).0 == errSecSuccess)
-                    #expect(readProtected(fail).0 == errSecSuccess)
-                    fixture.clock.advance(by: 11)
-                    #expect(readProtected(fail).0 == errSecInteractionNotAllowed)
-                }
+                #expect(askpass.using(askpass.right) { readProtected().0 } == errSecSuccess)
+                let fail = [kSecUseAuthenticationUI as String: kSecUseAuthenticationUIFail]
+                #expect(askpass.using(nil) { readProtected(fail).0 } == errSecInteractionNotAllowed)
             }
         }
 
@@ -539,7 +482,8 @@ extension LocalAuthenticationSuites {
                 ])
                 let (signature, _) = askpass.using(nil) { Self.sign(key) }
                 #expect(signature != nil)
-                // Reuse duration 0: the next signature needs another evaluation.
+                // An invalidated context opens nothing: the next signature needs another evaluation.
+                context.invalidate()
                 let (second, secondCode) = askpass.using(nil) { Self.sign(key) }
                 #expect(second == nil)
                 #expect(secondCode == Int(errSecInteractionNotAllowed))
