@@ -92,7 +92,7 @@ open class LAContext: NSObject, SecAuthenticationContext, @unchecked Sendable {
     /// ``LAError/Code/companionNotAvailable``.
     open func canEvaluatePolicy(_ policy: LAPolicy, error: NSErrorPointer) -> Bool {
         do {
-            try check(policy, store: KeychainStore.default)
+            try check(policy, store: KeychainStore.default, settingBiometryType: true)
             return true
         } catch let failure {
             error?.pointee = failure as NSError
@@ -218,7 +218,7 @@ open class LAContext: NSObject, SecAuthenticationContext, @unchecked Sendable {
         guard !localizedReason.isEmpty else {
             throw LAError(.invalidContext, "localizedReason must not be empty")
         }
-        try check(policy, store: store)
+        try check(policy, store: store, settingBiometryType: false)
         if interactionNotAllowed { throw LAError(.notInteractive, "interaction is not allowed on this context") }
         switch policy {
         case .deviceOwnerAuthentication where Self.passcodeSet(store):
@@ -247,10 +247,20 @@ open class LAContext: NSObject, SecAuthenticationContext, @unchecked Sendable {
         }
     }
 
-    private func check(_ policy: LAPolicy, store: KeychainStore) throws {
+    /// Whether `policy` can be evaluated, as ``canEvaluatePolicy(_:error:)`` answers. fprintd is asked (a process and
+    /// a call on the system bus) only when the answer needs it, or `settingBiometryType` (canEvaluatePolicy, which
+    /// sets ``biometryType`` whatever the policy, as on Apple): not for each passcode evaluation.
+    private func check(_ policy: LAPolicy, store: KeychainStore, settingBiometryType: Bool) throws {
         if state.withLock({ $0.invalidated }) { throw LAError(.invalidContext, "the context was invalidated") }
-        let fingerprint = Fingerprint.reader()
-        state.withLock { $0.biometryType = fingerprint == .unavailable ? .none : .touchID }
+        var found: Fingerprint.Reader?
+        func fingerprintReader() -> Fingerprint.Reader {
+            if let found { return found }
+            let reader = Fingerprint.reader()
+            state.withLock { $0.biometryType = reader == .unavailable ? .none : .touchID }
+            found = reader
+            return reader
+        }
+        if settingBiometryType { _ = fingerprintReader() }
         switch policy {
         case .deviceOwnerAuthentication:
             if Self.passcodeSet(store) {
@@ -260,11 +270,11 @@ open class LAContext: NSObject, SecAuthenticationContext, @unchecked Sendable {
                         "no askpass program is configured (KEYSEAL_ASKPASS or SSH_ASKPASS) to ask for the passcode"
                     )
                 }
-            } else if fingerprint != .enrolled {
+            } else if fingerprintReader() != .enrolled {
                 throw LAError(.passcodeNotSet, "no passcode is set on the keychain store")
             }
         case .deviceOwnerAuthenticationWithBiometrics, .deviceOwnerAuthenticationWithBiometricsOrCompanion:
-            switch fingerprint {
+            switch fingerprintReader() {
             case .unavailable:
                 throw LAError(.biometryNotAvailable, "fprintd has no fingerprint reader (or is not installed)")
             case .notEnrolled:
