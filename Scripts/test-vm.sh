@@ -160,32 +160,40 @@ if [ "$phase" = 1 ]; then
   expect signed-state-b-unlocked 0 signed-wu-secret -- s find-generic-password -a erin -s sso -w
   kill $signed_pid; wait $signed_pid
   expect pcr-extend-c 0 "" -- tpm2 pcrextend -T device:/dev/tpmrm0 7:sha256=2222222222222222222222222222222222222222222222222222222222222222
-  # Live USB in state C: the device object from a copy of the store's files (the newest sealedDeviceSecret of the
-  # keybag's JSON in keyseal.db and its WAL), loaded under Keyseal's primary template; tpm2 unseal gets nothing,
-  # with or without a PCR policy session.
-  mkdir -p /tmp/usb && cat /mnt/signed/keyseal.db /mnt/signed/keyseal.db-wal >/tmp/usb/copy 2>/dev/null
-  strings -n 8 /tmp/usb/copy | grep -o '"sealedDeviceSecret":"[^"]*"' | tail -1 \
-    | sed 's/^"sealedDeviceSecret":"//; s/"$//; s#\\/#/#g' | base64 -d >/tmp/usb/ds.blob
-  u16() { set -- $(od -An -tu1 -j"$1" -N2 /tmp/usb/ds.blob); echo $(($1 * 256 + $2)); }
-  expect usb-blob-signed 0 3 -- sh -c 'od -An -tu1 -j4 -N1 /tmp/usb/ds.blob | tr -d " "'
-  offset=10
-  offset=$((offset + 2 + $(u16 $offset)))  # the policy key's TPM2B_PUBLIC
-  offset=$((offset + 2 + $(u16 $offset)))  # the primary's TPM2B_NAME
-  size=$((2 + $(u16 $offset)))
-  dd if=/tmp/usb/ds.blob of=/tmp/usb/ds.pub bs=1 skip=$offset count=$size 2>/dev/null
-  dd if=/tmp/usb/ds.blob of=/tmp/usb/ds.priv bs=1 skip=$((offset + size)) 2>/dev/null
-  expect usb-primary 0 "" -- tpm2 createprimary -Q -T device:/dev/tpmrm0 -C o -G ecc256:aes128cfb \
-    -a 'restricted|decrypt|fixedtpm|fixedparent|sensitivedataorigin|userwithauth|noda' -c /tmp/usb/p.ctx
-  expect usb-load 0 "" -- tpm2 load -Q -T device:/dev/tpmrm0 -C /tmp/usb/p.ctx -u /tmp/usb/ds.pub \
-    -r /tmp/usb/ds.priv -c /tmp/usb/ds.ctx
+  # Live USB in state C: the device object from a copy of a store's files (the newest sealedDeviceSecret of the
+  # keybag's JSON in keyseal.db and its WAL), loaded under Keyseal's primary template with tpm2 tools. The same steps
+  # on the unbound first store must give its device secret (so they can fail); on the signed store tpm2 unseal gets
+  # nothing, with or without a PCR policy session.
   refused() {  # refused NAME -- command: fails and prints nothing
     name=$1; shift 2
     got_out=$("$@" 2>/tmp/err); got=$?
     if [ "$got" != 0 ] && [ -z "$got_out" ]; then report "ok $name"
     else report "FAIL $name (exit $got, printed ${#got_out} characters; $(cat /tmp/err))"; fi
   }
-  refused usb-unseal -- tpm2 unseal -T device:/dev/tpmrm0 -c /tmp/usb/ds.ctx
-  refused usb-unseal-pcr-policy -- tpm2 unseal -T device:/dev/tpmrm0 -c /tmp/usb/ds.ctx -p pcr:sha256:7
+  steal() {  # steal STORE NAME: loads the copied device object as /tmp/usb/NAME.ctx; prints the blob's version
+    mkdir -p /tmp/usb && cat "$1/keyseal.db" "$1/keyseal.db-wal" >/tmp/usb/copy 2>/dev/null
+    strings -n 8 /tmp/usb/copy | grep -o '"sealedDeviceSecret":"[^"]*"' | tail -1 \
+      | sed 's/^"sealedDeviceSecret":"//; s/"$//; s#\\/#/#g' | base64 -d >/tmp/usb/$2.blob
+    u16() { set -- $(od -An -tu1 -j"$1" -N2 /tmp/usb/$2.blob); echo $(($1 * 256 + $2)); }
+    blob_version=$(od -An -tu1 -j4 -N1 /tmp/usb/$2.blob | tr -d " ")
+    offset=6
+    [ "$blob_version" = 1 ] || offset=10                  # the PCR mask
+    [ "$blob_version" = 3 ] && offset=$((offset + 2 + $(u16 $offset $2)))  # the policy key's TPM2B_PUBLIC
+    offset=$((offset + 2 + $(u16 $offset $2)))           # the primary's TPM2B_NAME
+    size=$((2 + $(u16 $offset $2)))
+    dd if=/tmp/usb/$2.blob of=/tmp/usb/$2.pub bs=1 skip=$offset count=$size 2>/dev/null
+    dd if=/tmp/usb/$2.blob of=/tmp/usb/$2.priv bs=1 skip=$((offset + size)) 2>/dev/null
+    tpm2 createprimary -Q -T device:/dev/tpmrm0 -C o -G ecc256:aes128cfb \
+      -a 'restricted|decrypt|fixedtpm|fixedparent|sensitivedataorigin|userwithauth|noda' -c /tmp/usb/p.ctx \
+      && tpm2 load -Q -T device:/dev/tpmrm0 -C /tmp/usb/p.ctx -u /tmp/usb/$2.pub -r /tmp/usb/$2.priv \
+        -c /tmp/usb/$2.ctx && echo "$blob_version"
+  }
+  expect usb-steal-unbound 0 1 -- steal /mnt/store unbound
+  expect usb-unseal-unbound 0 32 -- sh -c 'tpm2 unseal -T device:/dev/tpmrm0 -c /tmp/usb/unbound.ctx -o /tmp/usb/ds && wc -c </tmp/usb/ds | tr -d " "'
+  rm -f /tmp/usb/ds
+  expect usb-steal-signed 0 3 -- steal /mnt/signed signed
+  refused usb-unseal -- tpm2 unseal -T device:/dev/tpmrm0 -c /tmp/usb/signed.ctx
+  refused usb-unseal-pcr-policy -- tpm2 unseal -T device:/dev/tpmrm0 -c /tmp/usb/signed.ctx -p pcr:sha256:7
   # State C signed by the foreign key, once under its own fingerprint and once relabelled with the bound key's
   # (which the TPM's TPM2_VerifySignature refuses): still recovery required.
   expect sign-state-c-foreign 0 "" -- sign /mnt/pcr-signatures/c-foreign.json /etc/foreign.key
