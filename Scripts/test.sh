@@ -106,7 +106,7 @@ echo "test: qemu guest took $((SECONDS - started)) s"
 # of their own. They run on SoftHSM2 and on tpm2-pkcs11 behind tpm2-abrmd (TPM2PKCS11Pool: one store of tokens made
 # with tpm2_ptool per process).
 # Every suite includes the signed PCR policy scenarios (KeysealServerTests.SignedPCRPolicyTests: keyseald, keyseal
-# tpm sign-policy, openssl and tpm2-tools on swtpm).
+# tpm sign-policy, openssl, tpm2-tools and systemd's systemd-measure on swtpm).
 # Every suite includes the ssh-agent's (KeysealServerTests' SSHAgentTests: keyseal ssh-agent with ssh-add, ssh to a
 # private sshd, ssh-keygen -Y and git commit signing, on swtpm and SoftHSM2).
 # Every suite includes LocalAuthenticationTests: LAContext against askpass scripts, SecAccessControl's user presence on
