@@ -250,17 +250,20 @@ struct EveryAlgorithmTests {
             #expect(SecKeyGetBlockSize(privateKey) == (vector.bits + 7) / 8)
             #expect(SecKeyIsAlgorithmSupported(privateKey, .decrypt, vector.algorithm))
             let ciphertext = KnownCiphertext.decode(vector.ciphertext)
+            error = nil
             let decrypted = SecKeyCreateDecryptedData(privateKey, vector.algorithm, ciphertext as CFData, &error)
             #expect(decrypted as Data? == KnownCiphertext.plaintext, "\(String(describing: takeError(error)))")
             // The tag, the ciphertext and (RSA) the wrapped key are each checked.
             for index in [ciphertext.count - 1, ciphertext.count - 17, 5] {
                 var changed = ciphertext
                 changed[index] ^= 0x20
+                error = nil
                 #expect(SecKeyCreateDecryptedData(privateKey, vector.algorithm, changed as CFData, &error) == nil)
                 #expect(takeError(error)?.code == Int(errSecParam), "byte \(index)")
             }
             // Too short to hold the wrapped key (or ephemeral key) and the tag.
             let short = ciphertext.prefix(ciphertext.count - 16 - KnownCiphertext.plaintext.count - 1)
+            error = nil
             #expect(SecKeyCreateDecryptedData(privateKey, vector.algorithm, short as CFData, &error) == nil)
             #expect(takeError(error)?.code == Int(errSecParam))
         }
