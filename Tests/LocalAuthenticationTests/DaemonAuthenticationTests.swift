@@ -90,6 +90,27 @@ extension LocalAuthenticationSuites {
             }
         }
 
+        @Test("through keyseald, a .userPresence software key that is not stored is refused, not made unprotected")
+        func transientProtectedKeyThroughDaemon() throws {
+            let daemon = try DaemonFixture()
+            defer { daemon.remove() }
+            let store = try daemon.client()
+            defer { store.close() }
+            try store.setPasscode(passcode)
+            KeychainStore.withDefault(store) {
+                var error: Unmanaged<CFError>?
+                let control = SecAccessControlCreateWithFlags(nil, kSecAttrAccessibleWhenUnlocked, .userPresence, nil)
+                let attributes: [String: Any] = [
+                    kSecAttrKeyType as String: kSecAttrKeyTypeECSECPrimeRandom, kSecAttrKeySizeInBits as String: 256,
+                    kSecPrivateKeyAttrs as String: [
+                        kSecAttrIsPermanent as String: false, kSecAttrAccessControl as String: control as Any,
+                    ] as [String: Any],
+                ]
+                #expect(SecKeyCreateRandomKey(attributes as CFDictionary, &error) == nil)
+                #expect(error.map { CFErrorGetCode($0.takeRetainedValue()) } == Int(errSecUnimplemented))
+            }
+        }
+
         @Test("a client uid authenticates through keyseald; a wrong passcode counts; another uid's token is refused")
         func clientUIDToken() throws {
             guard getuid() == 0 else {
