@@ -129,6 +129,8 @@ extension KeychainEngine {
         where attributes[key] != nil {
             throw KeychainError(KeychainStatus.param, "\(key) is set by the keychain when it generates a key")
         }
+        // A stored key's flags are checked with its item's add; one that is not stored is checked before it is made.
+        if !request.isPermanent { try RequestValidation.validateAccessControl(request.accessControlFlags) }
         let value: Data
         let publicKey: PublicKeyMaterial
         var hardwareBlob: Data?
@@ -145,7 +147,7 @@ extension KeychainEngine {
             }
             publicKey = try PublicKeyMaterial(keyType: .p256, bytes: generated.publicKey)
             if !request.isPermanent {
-                return try holdTransientKey(.hardware(blob: generated.blob, seed: seed), publicKey, request, attributes)
+                return holdTransientKey(.hardware(blob: generated.blob, seed: seed), publicKey, request, attributes)
             }
             hardwareBlob = generated.blob
             value = HardwareKeyValue(seed: seed, publicKey: publicKey.bytes, blob: generated.blob).encoded()
@@ -159,7 +161,7 @@ extension KeychainEngine {
                 // KeysealSecurity keeps a software key without access control in its own process; one with access
                 // control is held here, so that each use is checked as a stored key's.
                 _ = try requireClassKey(request.accessibility)
-                return try holdTransientKey(.software(key), publicKey, request, attributes)
+                return holdTransientKey(.software(key), publicKey, request, attributes)
             }
             value = key.material.withUnsafeBytes { Data($0) }
         }
@@ -203,27 +205,27 @@ extension KeychainEngine {
         _ publicKey: PublicKeyMaterial,
         _ request: KeyGenerationRequest,
         _ given: [String: AttributeValue]
-    ) throws(KeychainError) -> KeyDescription {
-        try RequestValidation.validateAccessControl(request.accessControlFlags)
-        let inHardware = if case .hardware = material { true } else { false }
-        var attributes = Self.keyAttributes(request, publicKey: publicKey, inHardware: inHardware, base: given)
-        if let flags = request.accessControlFlags { attributes[AttributeKey.accessControl] = .int(Int64(flags)) }
-        let id = Data(randomBytes(16))
-        transientKeys[id] = TransientKey(
+    ) -> KeyDescription {
+        var key = TransientKey(
             material: material,
             publicKey: publicKey,
             accessibility: request.accessibility,
             accessControlFlags: request.accessControlFlags,
-            isExtractable: !inHardware && request.isExtractable,
-            attributes: attributes
+            isExtractable: false,
+            attributes: [:]
         )
+        key.isExtractable = !key.inHardware && request.isExtractable
+        key.attributes = Self.keyAttributes(request, publicKey: publicKey, inHardware: key.inHardware, base: given)
+        if let flags = request.accessControlFlags { key.attributes[AttributeKey.accessControl] = .int(Int64(flags)) }
+        let id = Data(randomBytes(16))
+        transientKeys[id] = key
         return KeyDescription(
             reference: .transient(id),
             publicKey: publicKey,
             isPrivate: true,
-            inHardware: inHardware,
-            isExtractable: !inHardware && request.isExtractable,
-            attributes: attributes
+            inHardware: key.inHardware,
+            isExtractable: key.isExtractable,
+            attributes: key.attributes
         )
     }
 
