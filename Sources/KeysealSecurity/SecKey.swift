@@ -205,6 +205,8 @@ func makeRandomKey(_ parameters: CFDictionary) throws -> SecKey {
     let dictionary = try swiftDictionary(parameters)
     let parsed = try KeyParameters(dictionary)
     let request = parsed.request
+    // Flags Keyseal cannot enforce (a companion, an application password) are refused for every key, stored or not.
+    try RequestValidation.validateAccessControl(request.accessControlFlags)
     let key: SecKey
     let store = KeychainStore.default
     // A software key that is not stored stays in this process unless its access control asks for an authentication:

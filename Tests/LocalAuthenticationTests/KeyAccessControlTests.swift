@@ -207,6 +207,31 @@ extension LocalAuthenticationSuites {
             }
         }
 
+        @Test(
+            "a key that is not stored with flags Keyseal cannot enforce is errSecUnimplemented",
+            arguments: [TransientKeyPlace.software, .tpm]
+        )
+        func transientKeyWithUnenforceableFlagsIsRefused(_ place: TransientKeyPlace) throws {
+            try withPasscodeStore(on: place.backend) { _ in
+                let control = SecAccessControlCreateWithFlags(
+                    nil,
+                    kSecAttrAccessibleWhenUnlocked,
+                    [.privateKeyUsage, .applicationPassword],
+                    nil
+                )
+                var attributes: [String: Any] = [
+                    kSecAttrKeyType as String: kSecAttrKeyTypeECSECPrimeRandom, kSecAttrKeySizeInBits as String: 256,
+                    kSecPrivateKeyAttrs as String: [
+                        kSecAttrIsPermanent as String: false, kSecAttrAccessControl as String: control as Any,
+                    ] as [String: Any],
+                ]
+                if place.inHardware { attributes[kSecAttrTokenID as String] = kSecAttrTokenIDSecureEnclave }
+                var error: Unmanaged<CFError>?
+                #expect(SecKeyCreateRandomKey(attributes as CFDictionary, &error) == nil)
+                #expect(error.map { CFErrorGetCode($0.takeRetainedValue()) } == Int(errSecUnimplemented))
+            }
+        }
+
         @Test("a software key that is not stored gives its material only after an authentication")
         func transientSoftwareKeyExportNeedsAuthentication() throws {
             try withPasscodeStore(on: .hostKey) { _ in
