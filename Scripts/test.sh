@@ -119,6 +119,9 @@ echo "test: qemu guest took $((SECONDS - started)) s"
 # AK's enrollment, and attestations checked by Keyseal's verifier and by python-fido2's WebAuthn TPM verifier.
 # And the PKCS#11 module's (PKCS11ModuleTests: p11-kit, p11tool, pkcs11-tool, OpenSSL's engine, curl and ssh-keygen
 # through libkeyseal-pkcs11.so against keyseald on swtpm, SoftHSM2 and the host key).
+# And EveryAlgorithmTests (KeysealSecurityTests, in this run only: software keys, no backend): every SecKeyAlgorithm
+# Apple declares on RSA 2048 and P-256/384/521 keys, Apple's known ciphertexts, and RSA-OAEP AES-GCM opened by python's
+# cryptography.
 # And PKCS11PeerTests: the setup of bench-pkcs11.sh's comparison with tpm2-pkcs11 (keyseald and a tpm2-pkcs11 token
 # on one swtpm behind tpm2-abrmd, both modules signing, openssl verifying; the TPM sign floor program).
 echo "test: every suite"
