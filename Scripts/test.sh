@@ -110,7 +110,9 @@ echo "test: qemu guest took $((SECONDS - started)) s"
 # Every suite includes the ssh-agent's (KeysealServerTests' SSHAgentTests: keyseal ssh-agent with ssh-add, ssh to a
 # private sshd, ssh-keygen -Y and git commit signing, on swtpm and SoftHSM2).
 # Every suite includes LocalAuthenticationTests: LAContext against askpass scripts, SecAccessControl's user presence on
-# items and keys, embedded and through keyseald processes (a uid-65534 client through keyseal-wire-probe).
+# items and keys, embedded and through keyseald processes (a uid-65534 client through keyseal-wire-probe); its key
+# suites pick their fixtures themselves: keys that are not stored on the host key, swtpm and SoftHSM2, and a Secure
+# Enclave key through keyseald on swtpm.
 # Every suite includes the Secret Service bridge's (KeysealSecretServiceTests): secret-tool, libsecret through PyGObject,
 # SecretStorage and python-keyring's backend tests, run as processes on private session buses.
 # And key attestation's (AttestationTests, CLIAttestationTests): swtpm made with an EK certificate by swtpm_setup, the
