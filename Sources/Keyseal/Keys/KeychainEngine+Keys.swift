@@ -312,6 +312,7 @@ extension KeychainEngine {
     /// The public key of a key item's data: a public key as it is, a private key's derived.
     static func publicKeyOf(keyClass: String, typeCode: String, data: Data) throws(KeychainError) -> PublicKeyMaterial {
         let keyType: KeyType
+        var data = data
         switch typeCode {
         case KeyType.ecTypeCode:
             let curveBits: [Int: Int] =
@@ -324,6 +325,8 @@ extension KeychainEngine {
             }
             keyType = .ec(bits: bits)
         case KeyType.rsaTypeCode:
+            // A public key may come as an X.509 SubjectPublicKeyInfo too, as Apple accepts; it is kept as PKCS#1.
+            if keyClass == keyClassPublic, let pkcs1 = RSAOperations.pkcs1PublicKey(data) { data = pkcs1 }
             guard let bits = rsaBits(keyClass: keyClass, data) else {
                 throw KeychainError(KeychainStatus.param, "the data is not a PKCS#1 RSA key")
             }
