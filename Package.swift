@@ -298,7 +298,7 @@ let package = Package(
         .testTarget(
             name: "KeysealServerTests",
             dependencies: [
-                "KeysealServer", "Keyseal", "KeysealClient", "KeysealCore", "KeysealTestSupport",
+                "KeysealServer", "Keyseal", "KeysealClient", "KeysealCore", "KeysealTestSupport", "KeysealAttestation",
                 // The command line's parsers, compared in FindParserTests.
                 "keyseal", .product(name: "ArgumentParser", package: "swift-argument-parser"),
                 .product(name: "Crypto", package: "swift-crypto"),

@@ -18,11 +18,12 @@ packages=(
 
 # The Secret Service clients from PyPI (pinned), in a venv that also sees Debian's PyGObject (python3-gi): the
 # bridge's tests run SecretStorage, python-keyring's own backend tests (pytest) and libsecret through it; the
-# attestation tests check statements with python-fido2's WebAuthn TPM verifier.
+# attestation tests check statements with python-fido2's WebAuthn TPM verifier; EveryAlgorithmTests opens Keyseal's
+# RSA-OAEP AES-GCM ciphertexts with its dependency cryptography.
 python_venv=/opt/keyseal-python
 python_packages=(SecretStorage==3.3.3 keyring==25.6.0 pytest==8.3.5 fido2==2.2.1)
 install_python() {
-  if [ -x "$python_venv/bin/python3" ] && "$python_venv/bin/python3" -c "import secretstorage, keyring, pytest, fido2" 2>/dev/null; then
+  if [ -x "$python_venv/bin/python3" ] && "$python_venv/bin/python3" -c "import secretstorage, keyring, pytest, fido2, cryptography" 2>/dev/null; then
     return
   fi
   local sudo=""

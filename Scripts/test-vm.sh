@@ -3,12 +3,15 @@
 # package, a busybox initramfs carrying keyseald, keyseal and the libraries they load) whose TPM is swtpm. First
 # boot: the command-line scenario over device:/dev/tpmrm0 (passcode, classes, lock, refusal, wrong passcode,
 # unlock), a store bound to signed PCR policies (keyseald --tpm-pcr-public-key; `keyseal tpm sign-policy --current`
-# signs the boot state and, after tpm2 pcrextend, a second one: both open without a reseal; a third state nobody signed
-# is recovery required and its recovery key opens it), a second store bound to PCR 7 (extended with tpm2 pcrextend:
-# recovery required, exit 156; `keyseal recover` with its recovery key), then a check through /dev/tpm0 that no transient object or session is left on the
-# TPM, then a power cut.
+# signs the boot state and, after tpm2 pcrextend, a second one: both open without a reseal, the passcode set in the
+# first unlocks in the second; in a third state nobody signed, tpm2 unseal of the device object taken from a copy of
+# the store's files fails (live USB), signatures by another key — under its own fingerprint or the bound key's — leave
+# it recovery required, and its recovery key and passcode open it), a second store bound to PCR 7 (extended with
+# tpm2 pcrextend: recovery required, exit 156; `keyseal recover` with its recovery key), then a check through
+# /dev/tpm0 that no transient object or session is left on the TPM, then a power cut.
 # Second boot, on the same TPM state and disk image: after-first-unlock items refused until the first unlock,
-# then every item back; the signed store opens in the first boot state again (its signature, no reseal). A missing package or a step that fails is a failure, never a skip.
+# then every item back; the signed store opens and unlocks in the first boot state again (its signature, no reseal).
+# A missing package or a step that fails is a failure, never a skip.
 #
 # Needs the debug build of keyseald, keyseal and keyseal-tpm-policy (Scripts/test.sh builds them first). Budget: about
 # a minute and a half a boot on a quiet machine; each boot may take 300 s on a loaded one.
@@ -85,6 +88,8 @@ cp -L "$device_tcti" "$root$device_tcti"
 # The build system's PCR policy key (test only: the guest signs its own boot states with it).
 openssl genpkey -algorithm EC -pkeyopt ec_paramgen_curve:P-256 -out "$root/etc/pcr.key" 2>/dev/null
 openssl pkey -in "$root/etc/pcr.key" -pubout -out "$root/etc/pcr.pub"
+# Another key (a foreign build system's, or an attacker's): its signatures must never open the store.
+openssl genpkey -algorithm EC -pkeyopt ec_paramgen_curve:P-256 -out "$root/etc/foreign.key" 2>/dev/null
 : >"$root/modules/order"
 for path in "${order[@]}"; do
   cp "$modules_dir/$path" "$root/modules/"
@@ -133,25 +138,74 @@ if [ "$phase" = 1 ]; then
   expect wrong-passcode 51 "" -- sh -c 'echo "wrong passcode here" | keyseal --socket /run/k.sock unlock --passcode-stdin'
   expect unlock 0 "" -- sh -c 'echo "correct horse battery" | keyseal --socket /run/k.sock unlock --passcode-stdin'
   expect unlocked-readable 0 wu-secret -- k find-generic-password -a alice -s mail -w
-  # Signed PCR policies on /dev/tpmrm0: the boot state (A) is signed, the store enrolled; after an extend (B, signed
-  # too) it opens without a reseal; after another (C, nobody signed) it is recovery required and recovered.
+  # Signed PCR policies on /dev/tpmrm0: the boot state (A) is signed, the store enrolled with a passcode; after an
+  # extend (B, signed too) it opens and unlocks without a reseal; after another (C, nobody signed) a copy of its
+  # keybag does not unseal (live USB), signatures by another key are refused, and the recovery key opens it.
   mkdir -p /mnt/pcr-signatures
-  sign() { k tpm sign-policy --pcrs 7 --current --tcti device:/dev/tpmrm0 --private-key /etc/pcr.key --output "$1"; }
-  expect sign-state-a 0 "" -- sign /mnt/pcr-signatures/a.json
+  sign() { k tpm sign-policy --pcrs 7 --current --tcti device:/dev/tpmrm0 --private-key "$2" --output "$1"; }
+  signed_unlock() { echo "signed store passcode" | keyseal --socket /run/s.sock unlock --passcode-stdin; }
+  expect sign-state-a 0 "" -- sign /mnt/pcr-signatures/a.json /etc/pcr.key
   start_signed
   expect signed-add 0 "" -- s add-generic-password -a dave -s sso -w signed-secret --accessible always
-  expect signed-recovery-key 0 "" -- s recovery-key create --file /tmp/signed-recovery-key
+  expect signed-passcode-set 0 "" -- sh -c 'echo "signed store passcode" | keyseal --socket /run/s.sock passcode set --passcode-stdin'
+  expect signed-add-when-unlocked 0 "" -- s add-generic-password -a erin -s sso -w signed-wu-secret
+  expect signed-recovery-key 0 "" -- sh -c 'echo "signed store passcode" | keyseal --socket /run/s.sock recovery-key create --file /tmp/signed-recovery-key --passcode-stdin'
   kill $signed_pid; wait $signed_pid
   expect pcr-extend-b 0 "" -- tpm2 pcrextend -T device:/dev/tpmrm0 7:sha256=1111111111111111111111111111111111111111111111111111111111111111
-  expect sign-state-b 0 "" -- sign /mnt/pcr-signatures/b.json
+  expect sign-state-b 0 "" -- sign /mnt/pcr-signatures/b.json /etc/pcr.key
   start_signed
   expect signed-state-b 0 signed-secret -- s find-generic-password -a dave -s sso -w
+  expect signed-state-b-locked 36 "" -- s find-generic-password -a erin -s sso -w
+  expect signed-state-b-unlock 0 "" -- signed_unlock
+  expect signed-state-b-unlocked 0 signed-wu-secret -- s find-generic-password -a erin -s sso -w
   kill $signed_pid; wait $signed_pid
   expect pcr-extend-c 0 "" -- tpm2 pcrextend -T device:/dev/tpmrm0 7:sha256=2222222222222222222222222222222222222222222222222222222222222222
+  # Live USB in state C: the device object from a copy of a store's files (the newest sealedDeviceSecret of the
+  # keybag's JSON in keyseal.db and its WAL), loaded under Keyseal's primary template with tpm2 tools. The same steps
+  # on the unbound first store must give its device secret (so they can fail); on the signed store tpm2 unseal gets
+  # nothing, with or without a PCR policy session.
+  refused() {  # refused NAME -- command: fails and prints nothing
+    name=$1; shift 2
+    got_out=$("$@" 2>/tmp/err); got=$?
+    if [ "$got" != 0 ] && [ -z "$got_out" ]; then report "ok $name"
+    else report "FAIL $name (exit $got, printed ${#got_out} characters; $(cat /tmp/err))"; fi
+  }
+  steal() {  # steal STORE NAME: loads the copied device object as /tmp/usb/NAME.ctx; prints the blob's version
+    mkdir -p /tmp/usb && cat "$1/keyseal.db" "$1/keyseal.db-wal" >/tmp/usb/copy 2>/dev/null
+    strings -n 8 /tmp/usb/copy | grep -o '"sealedDeviceSecret":"[^"]*"' | tail -1 \
+      | sed 's/^"sealedDeviceSecret":"//; s/"$//; s#\\/#/#g' | base64 -d >/tmp/usb/$2.blob
+    u16() { set -- $(od -An -tu1 -j"$1" -N2 /tmp/usb/$2.blob); echo $(($1 * 256 + $2)); }
+    blob_version=$(od -An -tu1 -j4 -N1 /tmp/usb/$2.blob | tr -d " ")
+    offset=6
+    [ "$blob_version" = 1 ] || offset=10                  # the PCR mask
+    [ "$blob_version" = 3 ] && offset=$((offset + 2 + $(u16 $offset $2)))  # the policy key's TPM2B_PUBLIC
+    offset=$((offset + 2 + $(u16 $offset $2)))           # the primary's TPM2B_NAME
+    size=$((2 + $(u16 $offset $2)))
+    dd if=/tmp/usb/$2.blob of=/tmp/usb/$2.pub bs=1 skip=$offset count=$size 2>/dev/null
+    dd if=/tmp/usb/$2.blob of=/tmp/usb/$2.priv bs=1 skip=$((offset + size)) 2>/dev/null
+    tpm2 createprimary -Q -T device:/dev/tpmrm0 -C o -G ecc256:aes128cfb \
+      -a 'restricted|decrypt|fixedtpm|fixedparent|sensitivedataorigin|userwithauth|noda' -c /tmp/usb/p.ctx \
+      && tpm2 load -Q -T device:/dev/tpmrm0 -C /tmp/usb/p.ctx -u /tmp/usb/$2.pub -r /tmp/usb/$2.priv \
+        -c /tmp/usb/$2.ctx && echo "$blob_version"
+  }
+  expect usb-steal-unbound 0 1 -- steal /mnt/store unbound
+  expect usb-unseal-unbound 0 32 -- sh -c 'tpm2 unseal -T device:/dev/tpmrm0 -c /tmp/usb/unbound.ctx -o /tmp/usb/ds && wc -c </tmp/usb/ds | tr -d " "'
+  rm -f /tmp/usb/ds
+  expect usb-steal-signed 0 3 -- steal /mnt/signed signed
+  refused usb-unseal -- tpm2 unseal -T device:/dev/tpmrm0 -c /tmp/usb/signed.ctx
+  refused usb-unseal-pcr-policy -- tpm2 unseal -T device:/dev/tpmrm0 -c /tmp/usb/signed.ctx -p pcr:sha256:7
+  # State C signed by the foreign key, once under its own fingerprint and once relabelled with the bound key's
+  # (which the TPM's TPM2_VerifySignature refuses): still recovery required.
+  expect sign-state-c-foreign 0 "" -- sign /mnt/pcr-signatures/c-foreign.json /etc/foreign.key
+  bound_pkfp=$(sed 's/.*"pkfp":"\([0-9a-f]*\)".*/\1/' /mnt/pcr-signatures/a.json)
+  sed "s/\"pkfp\":\"[0-9a-f]*\"/\"pkfp\":\"$bound_pkfp\"/" /mnt/pcr-signatures/c-foreign.json \
+    >/mnt/pcr-signatures/c-relabelled.json
   start_signed
-  expect signed-unsigned-state 156 "" -- s find-generic-password -a dave -s sso -w
-  expect signed-recover 0 "" -- sh -c 'keyseal --socket /run/s.sock recover --recovery-key-stdin </tmp/signed-recovery-key'
+  expect signed-foreign-signatures 156 "" -- s find-generic-password -a dave -s sso -w
+  expect signed-foreign-not-verified 0 "" -- sh -c 'keyseal --socket /run/s.sock --json status | grep -q "1 signature for them did not verify"'
+  expect signed-recover 0 "" -- sh -c 'printf "%s\n%s\n" "$(cat /tmp/signed-recovery-key)" "signed store passcode" | keyseal --socket /run/s.sock recover --recovery-key-stdin'
   expect signed-recovered 0 signed-secret -- s find-generic-password -a dave -s sso -w
+  expect signed-recovered-unlocked 0 signed-wu-secret -- s find-generic-password -a erin -s sso -w
   kill $signed_pid; wait $signed_pid
   # Boot binding on /dev/tpmrm0: a second store bound to PCR 7; an extend makes it recovery required (exit 156),
   # the recovery key brings it back.
@@ -179,6 +233,8 @@ else
   expect wu-back 0 wu-secret -- k find-generic-password -a alice -s mail -w
   start_signed
   expect signed-state-a-again 0 signed-secret -- s find-generic-password -a dave -s sso -w
+  expect signed-state-a-unlock 0 "" -- sh -c 'echo "signed store passcode" | keyseal --socket /run/s.sock unlock --passcode-stdin'
+  expect signed-state-a-unlocked 0 signed-wu-secret -- s find-generic-password -a erin -s sso -w
   kill $signed_pid; wait $signed_pid
 fi
 # The TPM itself, through the raw device while keyseald still runs: no transient object or loaded session on it (the

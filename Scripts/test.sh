@@ -106,18 +106,23 @@ echo "test: qemu guest took $((SECONDS - started)) s"
 # of their own. They run on SoftHSM2 and on tpm2-pkcs11 behind tpm2-abrmd (TPM2PKCS11Pool: one store of tokens made
 # with tpm2_ptool per process).
 # Every suite includes the signed PCR policy scenarios (KeysealServerTests.SignedPCRPolicyTests: keyseald, keyseal
-# tpm sign-policy, openssl and tpm2-tools on swtpm).
+# tpm sign-policy, openssl, tpm2-tools and systemd's systemd-measure on swtpm).
 # Every suite includes the ssh-agent's (KeysealServerTests' SSHAgentTests: keyseal ssh-agent with ssh-add, ssh to a
 # private sshd, ssh-keygen -Y and git commit signing, on swtpm and SoftHSM2).
 # Every suite includes LocalAuthenticationTests: LAContext against askpass scripts, SecAccessControl's user presence on
-# items and keys, embedded and through keyseald processes (a uid-65534 client through keyseal-wire-probe), fprintd's
-# clients (fprintd-list, fprintd-verify) against a stand-in for fprintd's D-Bus service on a private bus.
+# items and keys, embedded and through keyseald processes (a uid-65534 client through keyseal-wire-probe); its key
+# suites pick their fixtures themselves: keys that are not stored on the host key, swtpm and SoftHSM2, and a Secure
+# Enclave key through keyseald on swtpm; fprintd's clients (fprintd-list, fprintd-verify) against a stand-in for
+# fprintd's D-Bus service on a private bus.
 # Every suite includes the Secret Service bridge's (KeysealSecretServiceTests): secret-tool, libsecret through PyGObject,
 # SecretStorage and python-keyring's backend tests, run as processes on private session buses.
 # And key attestation's (AttestationTests, CLIAttestationTests): swtpm made with an EK certificate by swtpm_setup, the
 # AK's enrollment, and attestations checked by Keyseal's verifier and by python-fido2's WebAuthn TPM verifier.
 # And the PKCS#11 module's (PKCS11ModuleTests: p11-kit, p11tool, pkcs11-tool, OpenSSL's engine, curl and ssh-keygen
 # through libkeyseal-pkcs11.so against keyseald on swtpm, SoftHSM2 and the host key).
+# And EveryAlgorithmTests (KeysealSecurityTests, in this run only: software keys, no backend): every SecKeyAlgorithm
+# Apple declares on RSA 2048 and P-256/384/521 keys, Apple's known ciphertexts, and RSA-OAEP AES-GCM opened by python's
+# cryptography.
 # And PKCS11PeerTests: the setup of bench-pkcs11.sh's comparison with tpm2-pkcs11 (keyseald and a tpm2-pkcs11 token
 # on one swtpm behind tpm2-abrmd, both modules signing, openssl verifying; the TPM sign floor program).
 echo "test: every suite"

@@ -91,6 +91,29 @@ public enum RSAOperations {
         return Int(EVP_PKEY_get_bits(key))
     }
 
+    /// A PKCS#1 `RSAPublicKey` from `data`, which is one or an X.509 `SubjectPublicKeyInfo` of an RSA key (what Apple's
+    /// `SecKeyCreateWithData` accepts for an RSA public key); nil when it is neither.
+    public static func pkcs1PublicKey(_ data: Data) -> Data? {
+        if let key = try? parsePublic(data) {
+            EVP_PKEY_free(key)
+            return data
+        }
+        let key: OpaquePointer? = data.withUnsafeBytes { bytes in
+            guard let base = bytes.bindMemory(to: UInt8.self).baseAddress else { return nil }
+            var cursor: UnsafePointer<UInt8>? = base
+            let key = d2i_PUBKEY(nil, &cursor, bytes.count)
+            // The whole input, and an RSA key: trailing bytes or another algorithm are not this key.
+            guard let key, cursor == base + bytes.count, EVP_PKEY_get_base_id(key) == EVP_PKEY_RSA else {
+                EVP_PKEY_free(key)
+                return nil
+            }
+            return key
+        }
+        guard let key else { return nil }
+        defer { EVP_PKEY_free(key) }
+        return try? publicDER(key)
+    }
+
     /// The size in bits of a PKCS#1 private key; errSecParam when `privateKey` is not one.
     public static func bits(ofPrivateKey privateKey: SecretBytes) throws(KeychainError) -> Int {
         let key = try parsePrivate(privateKey)
@@ -115,8 +138,8 @@ public enum RSAOperations {
 
     // MARK: Private-key operations
 
-    /// Signs `input`: a digest of the padding's hash, any digest for `.pkcs1(nil)`, or a block of the modulus's size
-    /// for `.raw`.
+    /// Signs `input`: a digest of the padding's hash, any digest for `.pkcs1(nil)`, or for `.raw` a big-endian number
+    /// of at most the modulus's size (zero-extended to a full block, as Apple does).
     public static func sign(
         privateKey: SecretBytes,
         input: [UInt8],
@@ -128,7 +151,7 @@ public enum RSAOperations {
         try checkInput(input.count, padding: padding, modulusSize: size)
         if case .raw = padding {
             // The bare private-key operation is a decryption without padding.
-            return try crypt(key, input, private: true, padding: .raw, what: "signing")
+            return try crypt(key, rawBlock(input, size: size), private: true, padding: .raw, what: "signing")
         }
         guard let context = EVP_PKEY_CTX_new_from_pkey(nil, key, nil) else { throw failure("signing") }
         defer { EVP_PKEY_CTX_free(context) }
@@ -173,7 +196,7 @@ public enum RSAOperations {
             // The bare public-key operation on the signature gives back the block that was signed.
             guard let recovered = try? crypt(key, Array(signature), private: false, padding: .raw, what: "verifying")
             else { return false }
-            return recovered.elementsEqual(input)
+            return recovered.elementsEqual(rawBlock(input, size: size))
         }
         guard let context = EVP_PKEY_CTX_new_from_pkey(nil, key, nil) else { throw failure("verifying") }
         defer { EVP_PKEY_CTX_free(context) }
@@ -182,8 +205,8 @@ public enum RSAOperations {
         return EVP_PKEY_verify(context, bytes, bytes.count, input, input.count) == 1
     }
 
-    /// Encrypts `data`: at most the modulus's size less the padding's overhead (exactly the modulus's size, as a
-    /// number below it, for `.raw`).
+    /// Encrypts `data`: at most the modulus's size less the padding's overhead (for `.raw`, a big-endian number
+    /// below the modulus, of at most its size, zero-extended to a full block).
     public static func encrypt(
         publicKey: Data,
         data: Data,
@@ -198,15 +221,16 @@ public enum RSAOperations {
         case .pkcs1: limit = size - 11
         case .oaep(let hash, _): limit = size - 2 * hash.size - 2
         }
-        guard padding.isRaw ? data.count == size : data.count <= limit else {
+        guard data.count <= limit else {
             throw KeychainError(
                 KeychainStatus.param,
                 padding.isRaw
-                    ? "raw RSA encrypts a block of exactly \(size) bytes, not \(data.count)"
+                    ? "raw RSA encrypts a number of at most \(size) bytes, not \(data.count)"
                     : "the data is too long for this RSA key and padding (at most \(max(limit, 0)) bytes)"
             )
         }
-        return try crypt(key, Array(data), private: false, padding: padding, what: "encryption")
+        let input = padding.isRaw ? rawBlock(Array(data), size: size) : Array(data)
+        return try crypt(key, input, private: false, padding: padding, what: "encryption")
     }
 
     // MARK: libcrypto
@@ -218,10 +242,10 @@ public enum RSAOperations {
     private static func checkInput(_ count: Int, padding: SignaturePadding, modulusSize: Int) throws(KeychainError) {
         switch padding {
         case .raw:
-            guard count == modulusSize else {
+            guard count <= modulusSize else {
                 throw KeychainError(
                     KeychainStatus.param,
-                    "a raw RSA signature signs a block of exactly \(modulusSize) bytes, not \(count)"
+                    "a raw RSA signature signs a number of at most \(modulusSize) bytes, not \(count)"
                 )
             }
         case .pkcs1(let hash?), .pss(let hash):
@@ -252,6 +276,12 @@ public enum RSAOperations {
                 && EVP_PKEY_CTX_set_rsa_mgf1_md(context, hash.md) == 1
                 && EVP_PKEY_CTX_set_rsa_pss_saltlen(context, Int32(hash.size)) == 1
         }
+    }
+
+    /// A raw operation's input as Apple reads it: a big-endian number, zero-extended on the left to the modulus's
+    /// size (a block as long as the modulus is taken as it is; libcrypto refuses one not below the modulus).
+    private static func rawBlock(_ input: [UInt8], size: Int) -> [UInt8] {
+        input.count >= size ? input : [UInt8](repeating: 0, count: size - input.count) + input
     }
 
     /// An encryption (public) or decryption (private) with `padding`.

@@ -217,6 +217,9 @@ public enum RequestValidation {
         }
     }
 
+    /// Checks the access-control flags of a key that is not stored (an add's are checked with the add).
+    public static func validateAccessControl(_ flags: UInt?) throws(KeychainError) { try checkFlags(flags) }
+
     static func checkFlags(_ flags: UInt?) throws(KeychainError) {
         guard let flags else { return }
         // User presence, device passcode and biometry are enforced at each use (an authentication token); a

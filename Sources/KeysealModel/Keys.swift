@@ -57,7 +57,8 @@ public struct KeyGenerationRequest: Sendable, Hashable {
     public var keyType: KeyType
     /// `kSecAttrTokenIDSecureEnclave`: generated inside the device key's hardware, P-256 only.
     public var inHardware: Bool
-    /// Stored as an item (`kSecAttrIsPermanent`). A software key that is not stored never reaches the engine.
+    /// Stored as an item (`kSecAttrIsPermanent`). A software key that is not stored reaches the engine only when its
+    /// access control asks for an authentication (KeysealSecurity keeps the others in its process).
     public var isPermanent: Bool
     /// Further attributes of the private key item (`labl`, `atag`, `crtr`, `desc`, `icmt`, …).
     public var attributes: [String: AttributeValue]

@@ -133,6 +133,20 @@ enum ItemAuthenticationRunner {
         return KeyAuthentication(context: context, ui: ui, prompt: prompt)
     }
 
+    /// The authentication options `SecKeyCreateRandomKey` gives the key it returns: the context and the prompt, at
+    /// the top level or in `kSecPrivateKeyAttrs` (which wins). The UI mode is a query's, not a key's; a context's
+    /// `interactionNotAllowed` still applies.
+    static func generationOptions(_ parameters: [String: Any]) -> KeyAuthentication {
+        var use: [String: Any] = [:]
+        for key in [kSecUseAuthenticationContext as String, kSecUseOperationPrompt as String] {
+            if let value = parameters[key] { use[key] = value }
+            if let own = parameters[kSecPrivateKeyAttrs as String] as? [String: Any], let value = own[key] {
+                use[key] = value
+            }
+        }
+        return options(use)
+    }
+
     /// Runs `body` with the options' authentication; when it needs one it lacks and the UI is allowed, authenticates
     /// (through the context, else the askpass program) and runs it once more with the new token.
     static func run<T>(_ options: KeyAuthentication, _ body: () throws -> T) throws -> T {

@@ -202,15 +202,24 @@ public func SecKeyCreateRandomKey(
 }
 
 func makeRandomKey(_ parameters: CFDictionary) throws -> SecKey {
-    let parsed = try KeyParameters(swiftDictionary(parameters))
+    let dictionary = try swiftDictionary(parameters)
+    let parsed = try KeyParameters(dictionary)
     let request = parsed.request
+    // Flags Keyseal cannot enforce (a companion, an application password) are refused for every key, stored or not.
+    try RequestValidation.validateAccessControl(request.accessControlFlags)
     let key: SecKey
     let store = KeychainStore.default
-    if !request.inHardware && !request.isPermanent {
+    // A software key that is not stored stays in this process unless its access control asks for an authentication:
+    // the store then holds it, and checks that at each use as for a stored key.
+    let authenticated = (request.accessControlFlags ?? 0) & AccessControlFlag.authenticationConstraints != 0
+    if !request.inHardware && !request.isPermanent && !authenticated {
         key = SecKey(.software(try SoftwareKey.generate(request.keyType)))
     } else {
         key = SecKey(.stored(store, try store.generateKey(request)))
     }
+    // As on Apple, the generation's `kSecUseAuthenticationContext` and `kSecUseOperationPrompt` (top level, or the
+    // private half's) go with the key: its first use presents that context instead of asking again.
+    ItemAuthenticationRunner.attach(key, ItemAuthenticationRunner.generationOptions(dictionary))
     if var publicItem = parsed.publicItem {
         publicItem.data = try key.publicMaterial().bytes
         do {

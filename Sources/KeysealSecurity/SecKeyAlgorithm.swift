@@ -1,8 +1,8 @@
 import Foundation
 
-// Apple's `SecKeyAlgorithm` names (SecKey.h), every one Apple declares, with Apple's values. Those Keyseal implements
-// answer `SecKeyIsAlgorithmSupported` true for the keys that can do them; the others are declared so that Apple code
-// compiles, and answer false (and errSecParam "algorithm not supported by the key" when used).
+// Apple's `SecKeyAlgorithm` names (SecKey.h), every one Apple declares, with Apple's values, all implemented:
+// `SecKeyIsAlgorithmSupported` answers true for the keys that can do them (RSA names on RSA keys, ECDSA, ECIES and
+// ECDH names on EC keys), false for the others, which are errSecParam "algorithm not supported by the key" when used.
 
 /// An algorithm name (Apple's `SecKeyAlgorithm`, a `CFString`).
 public struct SecKeyAlgorithm: RawRepresentable, Hashable, Sendable {

@@ -14,7 +14,8 @@ enum ValueRefs {
     }
 
     /// An add with `kSecValueRef`: the object's data and key attributes in the dictionary (a software key, a public
-    /// key, a certificate), or the add done here (a transient hardware key, stored; an identity, as its parts).
+    /// key, a certificate), or the add done here (a key the store holds unstored, stored with its access control; an
+    /// identity, as its parts).
     /// Returns the dictionary to add, or nil when nothing is left to add.
     static func add(_ dictionary: [String: Any], store: KeychainStore) throws -> [String: Any]? {
         guard let taken = takeReference(dictionary) else { return dictionary }
@@ -40,6 +41,7 @@ enum ValueRefs {
                     accessGroup: item.accessGroup,
                     accessibility: dictionary[kSecAttrAccessible] == nil && dictionary[kSecAttrAccessControl] == nil
                         ? nil : item.accessibility,
+                    accessControlFlags: item.accessControlFlags,
                     synchronizable: item.synchronizable
                 )
                 key.replace(.stored(owner, stored))

@@ -20,7 +20,10 @@ public struct PCRPolicyKey: Sendable, Equatable {
     }
 
     let material: Material
-    /// SHA-256 of the key's DER SubjectPublicKeyInfo: systemd's `pkfp`, which names the key in a signature file.
+    /// systemd's `pkfp`, which names the key in a signature file: SHA-256 of the key as OpenSSL's `i2d_PublicKey`
+    /// encodes it — the PKCS#1 RSAPublicKey DER of an RSA key, the uncompressed point 0x04 ‖ X ‖ Y of a P-256 key
+    /// (not the SubjectPublicKeyInfo). `SignedPCRPolicyTests.systemdMeasureSignatureOpens` compares it with
+    /// systemd-measure's.
     public let fingerprint: [UInt8]
 
     /// A PEM SubjectPublicKeyInfo (`-----BEGIN PUBLIC KEY-----`) of an RSA 2048 or P-256 key.
@@ -39,7 +42,7 @@ public struct PCRPolicyKey: Sendable, Equatable {
 
     init(p256 key: P256.Signing.PublicKey) {
         material = .p256(xy: Array(key.x963Representation.dropFirst()))
-        fingerprint = Array(SHA256.hash(data: key.derRepresentation))
+        fingerprint = Array(SHA256.hash(data: key.x963Representation))
     }
 
     init(rsa key: _RSA.Signing.PublicKey) throws {
@@ -55,7 +58,7 @@ public struct PCRPolicyKey: Sendable, Equatable {
             throw KeychainError(KeychainStatus.param, "an RSA PCR policy key has a 2048-bit modulus")
         }
         material = .rsa(modulus: modulus, exponent: exponent.reduce(0) { $0 << 8 | UInt32($1) })
-        fingerprint = Array(SHA256.hash(data: key.derRepresentation))
+        fingerprint = Array(SHA256.hash(data: key.pkcs1DERRepresentation))
     }
 
     /// The key from the public area a sealed blob records (``SealedBlob``); nil if it is not one this type makes.
@@ -127,7 +130,7 @@ public struct PCRPolicyKey: Sendable, Equatable {
 public struct SignedPCRPolicy: Sendable, Equatable, Codable {
     /// The PCRs (SHA-256 bank) the policy covers, ascending.
     public var pcrs: [Int]
-    /// The signing key's fingerprint (SHA-256 of its DER SubjectPublicKeyInfo), hex.
+    /// The signing key's fingerprint (``PCRPolicyKey/fingerprint``: SHA-256 of its PKCS#1 DER or EC point), hex.
     public var pkfp: String
     /// The `PolicyPCR` digest the signature approves, hex.
     public var pol: String

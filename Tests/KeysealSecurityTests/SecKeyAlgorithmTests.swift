@@ -159,19 +159,28 @@ struct SecKeyAlgorithmTests {
         }
     }
 
-    /// Declared so that Apple code compiles, not implemented: they answer false, and using one is errSecParam, never a
-    /// wrong result.
-    @Test("RSA OAEP with AES-GCM, not implemented, answers false and fails with errSecParam")
-    func unimplementedAlgorithmsSayNo() throws {
+    /// Every name Apple declares is implemented (`EveryAlgorithmTests`); a name Apple does not declare, or an
+    /// algorithm of another key type, answers false and is errSecParam when used, never a wrong result.
+    @Test("names Apple does not declare, and RSA-OAEP AES-GCM on an EC key, answer false and fail with errSecParam")
+    func undeclaredAlgorithmsSayNo() throws {
         try withStore { _ in
             var error: Unmanaged<CFError>?
-            let privateKey = try Self.key(kSecAttrKeyTypeRSA, 2048)
-            let publicKey = try #require(SecKeyCopyPublicKey(privateKey))
-            for hash in Self.hashes {
-                let algorithm = SecKeyAlgorithm(rawValue: "algid:encrypt:RSA:OAEP:\(hash):AESGCM" as CFString)
-                #expect(!SecKeyIsAlgorithmSupported(publicKey, .encrypt, algorithm), "\(algorithm.rawValue)")
-                #expect(SecKeyCreateEncryptedData(publicKey, algorithm, Data("x".utf8), &error) == nil)
-                #expect(takeError(error)?.code == Int(errSecParam))
+            let rsa = try #require(SecKeyCopyPublicKey(try Self.key(kSecAttrKeyTypeRSA, 1024)))
+            let ec = try #require(SecKeyCopyPublicKey(try Self.key(kSecAttrKeyTypeECSECPrimeRandom, 256)))
+            let cases: [(SecKey, String)] = [
+                (rsa, "algid:encrypt:RSA:OAEP:SHA256:AESCBC"), (rsa, "algid:encrypt:RSA:OAEP:MD5:AESGCM"),
+                (rsa, "algid:encrypt:RSA:OAEP:SHA256:AESGCM:SHA256"), (rsa, "algid:encrypt:RSA:PKCS1:AESGCM"),
+                // Apple declares the variable-IV forms from SHA-224 on only.
+                (ec, "algid:encrypt:ECIES:ECDH:KDFX963:SHA1:AESGCM-KDFIV"),
+                (ec, "algid:encrypt:ECIES:ECDHC:KDFX963:SHA1:AESGCM-KDFIV"),
+                (ec, "algid:encrypt:RSA:OAEP:SHA256:AESGCM"),
+            ]
+            for (key, name) in cases {
+                let algorithm = SecKeyAlgorithm(rawValue: name as CFString)
+                #expect(!SecKeyIsAlgorithmSupported(key, .encrypt, algorithm), "\(name)")
+                error = nil
+                #expect(SecKeyCreateEncryptedData(key, algorithm, Data("x".utf8) as CFData, &error) == nil, "\(name)")
+                #expect(takeError(error)?.code == Int(errSecParam), "\(name)")
             }
         }
     }
@@ -451,6 +460,123 @@ struct SecKeyAlgorithmTests {
                 SecKeyRawVerify(publicKey, .PKCS1SHA256, digest, digest.count, signature, signatureLength)
                     == errSecSuccess
             )
+        }
+    }
+
+    /// A legacy call over `input`: its status and output.
+    static func legacy(
+        _ call: (UnsafePointer<UInt8>, Int, UnsafeMutablePointer<UInt8>, UnsafeMutablePointer<Int>) -> OSStatus,
+        _ input: Data
+    ) -> (OSStatus, Data) {
+        var output = [UInt8](repeating: 0, count: 1024)
+        var length = output.count
+        let bytes = [UInt8](input)
+        let status = call(bytes, bytes.count, &output, &length)
+        return (status, Data(output.prefix(status == errSecSuccess ? length : 0)))
+    }
+
+    @Test("every SecPadding of the legacy calls on an RSA key maps to Apple's algorithm; the others are errSecParam")
+    func legacyRSAEveryPadding() throws {
+        try withStore { _ in
+            var error: Unmanaged<CFError>?
+            let privateKey = try Self.key(kSecAttrKeyTypeRSA, 1024)
+            let publicKey = try #require(SecKeyCopyPublicKey(privateKey))
+            let message = Data("legacy paddings".utf8)
+            // SecKeyRawSign / SecKeyRawVerify over a digest: each padding signs as its modern algorithm verifies, and
+            // not as the next one does (a DigestInfo, or none, is part of what is signed).
+            let block = Data([0x00, 0x01]) + Data(repeating: 0x5a, count: 126)
+            let signatures: [(SecPadding, SecKeyAlgorithm, Data)] = [
+                ([], .rsaSignatureRaw, block),
+                (.PKCS1, .rsaSignatureDigestPKCS1v15Raw, Self.digest(message, "SHA256")),
+                (.PKCS1SHA1, .rsaSignatureDigestPKCS1v15SHA1, Self.digest(message, "SHA1")),
+                (.PKCS1SHA224, .rsaSignatureDigestPKCS1v15SHA224, Self.digest(message, "SHA224")),
+                (.PKCS1SHA256, .rsaSignatureDigestPKCS1v15SHA256, Self.digest(message, "SHA256")),
+                (.PKCS1SHA384, .rsaSignatureDigestPKCS1v15SHA384, Self.digest(message, "SHA384")),
+                (.PKCS1SHA512, .rsaSignatureDigestPKCS1v15SHA512, Self.digest(message, "SHA512")),
+            ]
+            for (index, (padding, algorithm, input)) in signatures.enumerated() {
+                let (status, signature) = Self.legacy({ SecKeyRawSign(privateKey, padding, $0, $1, $2, $3) }, input)
+                #expect(status == errSecSuccess, "\(algorithm.rawValue)")
+                guard signature.count == 128 else { continue }
+                #expect(SecKeyVerifySignature(publicKey, algorithm, input as CFData, signature as CFData, &error))
+                let other = signatures[(index + 1) % signatures.count].1
+                #expect(!SecKeyVerifySignature(publicKey, other, input as CFData, signature as CFData, &error))
+                let bytes = [UInt8](input)
+                #expect(
+                    SecKeyRawVerify(publicKey, padding, bytes, bytes.count, [UInt8](signature), signature.count)
+                        == errSecSuccess,
+                    "\(algorithm.rawValue)"
+                )
+                var tampered = [UInt8](signature)
+                tampered[64] ^= 1
+                #expect(
+                    SecKeyRawVerify(publicKey, padding, bytes, bytes.count, tampered, tampered.count)
+                        == errSecVerifyFailed,
+                    "\(algorithm.rawValue)"
+                )
+            }
+            // SecKeyEncrypt / SecKeyDecrypt with no padding: raw RSA on a block of the modulus's size.
+            let (encrypted, ciphertext) = Self.legacy({ SecKeyEncrypt(publicKey, [], $0, $1, $2, $3) }, block)
+            #expect(encrypted == errSecSuccess)
+            #expect(ciphertext.count == 128 && ciphertext != block)
+            #expect(
+                SecKeyCreateDecryptedData(privateKey, .rsaEncryptionRaw, ciphertext as CFData, &error) as Data? == block
+            )
+            let (decrypted, plaintext) = Self.legacy({ SecKeyDecrypt(privateKey, [], $0, $1, $2, $3) }, ciphertext)
+            #expect(decrypted == errSecSuccess)
+            #expect(plaintext == block)
+            // Paddings Apple maps to nothing for the call: errSecParam.
+            let digest = Self.digest(message, "SHA256")
+            for padding: SecPadding in [.OAEP, .sigRaw, .PKCS1MD2, .PKCS1MD5] {
+                #expect(
+                    Self.legacy({ SecKeyRawSign(privateKey, padding, $0, $1, $2, $3) }, digest).0 == errSecParam,
+                    "\(padding.rawValue)"
+                )
+            }
+            for padding: SecPadding in [.sigRaw, .PKCS1SHA256, .PKCS1MD5] {
+                #expect(
+                    Self.legacy({ SecKeyEncrypt(publicKey, padding, $0, $1, $2, $3) }, digest).0 == errSecParam,
+                    "\(padding.rawValue)"
+                )
+            }
+        }
+    }
+
+    @Test("SecKeyRawVerify on an EC key: RFC 4754 with .sigRaw, X9.62 with any other padding, as Apple maps them")
+    func legacyECVerify() throws {
+        try withStore { _ in
+            var error: Unmanaged<CFError>?
+            let privateKey = try Self.key(kSecAttrKeyTypeECSECPrimeRandom, 384)
+            let publicKey = try #require(SecKeyCopyPublicKey(privateKey))
+            let digest = Self.digest(Data("legacy verify".utf8), "SHA384")
+            let bytes = [UInt8](digest)
+            for (padding, algorithm): (SecPadding, SecKeyAlgorithm) in [
+                (.sigRaw, .ecdsaSignatureDigestRFC4754), ([], .ecdsaSignatureDigestX962),
+                (.PKCS1SHA256, .ecdsaSignatureDigestX962),
+            ] {
+                let signature = try #require(
+                    SecKeyCreateSignature(privateKey, algorithm, digest as CFData, &error) as Data?
+                )
+                let signed = [UInt8](signature)
+                #expect(
+                    SecKeyRawVerify(publicKey, padding, bytes, bytes.count, signed, signed.count) == errSecSuccess,
+                    "\(padding.rawValue)"
+                )
+                let (status, legacySignature) = Self.legacy(
+                    { SecKeyRawSign(privateKey, padding, $0, $1, $2, $3) },
+                    digest
+                )
+                #expect(status == errSecSuccess)
+                #expect(
+                    SecKeyVerifySignature(publicKey, algorithm, digest as CFData, legacySignature as CFData, &error)
+                )
+                var other = bytes
+                other[0] ^= 1
+                #expect(
+                    SecKeyRawVerify(publicKey, padding, other, other.count, signed, signed.count) == errSecVerifyFailed,
+                    "\(padding.rawValue)"
+                )
+            }
         }
     }
 

@@ -1,6 +1,7 @@
 import Crypto
 import Foundation
 import Keyseal
+import KeysealAttestation
 import KeysealTestSupport
 import SwiftASN1
 import Testing
@@ -188,7 +189,37 @@ struct CLIAttestationTests {
         #expect(fido2Foreign.status == 1)
     }
 
-    @Test("the json format binds the key's accessibility class; an edited class is refused")
+    /// The `properties` of the `json` document at `path` with `key` set to `value`, written back.
+    static func editProperty(_ path: String, _ key: String, to value: Any) throws {
+        var document = try #require(
+            try JSONSerialization.jsonObject(with: Data(contentsOf: URL(fileURLWithPath: path))) as? [String: Any]
+        )
+        var properties = try #require(document["properties"] as? [String: Any])
+        properties[key] = value
+        document["properties"] = properties
+        try JSONSerialization.data(withJSONObject: document).write(to: URL(fileURLWithPath: path))
+    }
+
+    /// The bytes of lowercase or uppercase hex text.
+    static func bytes(hex: String) throws -> [UInt8] {
+        let digits = Array(hex.utf8)
+        try #require(digits.count % 2 == 0)
+        return try stride(from: 0, to: digits.count, by: 2).map {
+            try #require(UInt8(String(decoding: digits[$0..<$0 + 2], as: UTF8.self), radix: 16))
+        }
+    }
+
+    /// The WebAuthn statement of `path`: the CBOR file, or the one inside a `json` document.
+    static func statement(at path: String) throws -> TPMAttestationStatement {
+        let bytes = try Data(contentsOf: URL(fileURLWithPath: path))
+        guard bytes.first == UInt8(ascii: "{") else { return try TPMAttestationStatement(cbor: Array(bytes)) }
+        let document = try JSONDecoder().decode(AttestationDocument.self, from: bytes)
+        return try TPMAttestationStatement(cbor: Array(try #require(Data(base64Encoded: document.statement))))
+    }
+
+    @Test(
+        "the json format binds the key's accessibility class, this-device-only and non-exportable; an edit of any is refused"
+    )
     func jsonBindsProperties() throws {
         let ekCA = try TemporaryDirectory(prefix: "keyseal-ekca")
         defer { ekCA.remove() }
@@ -200,37 +231,145 @@ struct CLIAttestationTests {
         let ca = try Self.writeCA(in: files, name: "fleet-ca")
         _ = try Self.enroll(cli, daemon: daemon, ca: ca, files: files)
         try #require(try cli("create-key", "--tag", "device", "--hardware").status == 0)
-        let document = files.appending("attestation.json").path
-        let attested = try cli(
-            "attest",
-            "--tag",
-            "device",
-            "--challenge",
-            "c0ffee",
-            "--format",
-            "json",
-            "--output",
-            document
+        try #require(
+            try cli(
+                "create-key",
+                "--tag",
+                "bound",
+                "--hardware",
+                "--accessible",
+                "after-first-unlock-this-device-only"
+            ).status == 0
         )
-        try #require(attested.status == 0, "\(attested.stderrText)")
-        let verified = try cli(
-            "--json",
+        for (tag, accessibility, thisDeviceOnly) in [
+            ("device", "when-unlocked", false), ("bound", "after-first-unlock-this-device-only", true),
+        ] {
+            let document = files.appending("\(tag).json").path
+            let attested = try cli(
+                "attest",
+                "--tag",
+                tag,
+                "--challenge",
+                "c0ffee",
+                "--format",
+                "json",
+                "--output",
+                document
+            )
+            try #require(attested.status == 0, "\(attested.stderrText)")
+            func verify() throws -> ProcessResult {
+                try cli(
+                    "--json",
+                    "verify-attestation",
+                    "--input",
+                    document,
+                    "--challenge",
+                    "c0ffee",
+                    "--ca",
+                    ca.certificate
+                )
+            }
+            let verified = try verify()
+            #expect(verified.status == 0, "\(verified.stderrText)")
+            let report = try CLI.json(verified)
+            #expect(report["accessibility"] as? String == accessibility)
+            #expect(report["thisDeviceOnly"] as? Bool == thisDeviceOnly)
+            #expect(report["nonExportable"] as? Bool == true)
+            // What the TPM signed: SHA-256 of the challenge and of the properties in the documented text (docs/TPM.md).
+            let binding =
+                "keyseal-key-properties/v1\naccessibility=\(accessibility)\nthis-device-only=\(thisDeviceOnly ? 1 : 0)\n"
+                + "non-exportable=1\n"
+            let certified = try TPMCertifyInfo(marshalled: try Self.statement(at: document).certInfo)
+            #expect(certified.extraData == Array(SHA256.hash(data: [0xC0, 0xFF, 0xEE] + Array(binding.utf8))))
+
+            // Each property edited alone breaks the binding.
+            let original = try Data(contentsOf: URL(fileURLWithPath: document))
+            for (key, value) in [
+                ("accessibility", thisDeviceOnly ? "after-first-unlock" : "always-this-device-only") as (String, Any),
+                ("thisDeviceOnly", !thisDeviceOnly), ("nonExportable", false),
+            ] {
+                try Self.editProperty(document, key, to: value)
+                let edited = try verify()
+                #expect(edited.status == 93 && edited.stderrText.contains("challenge:"), "\(key): \(edited.stderrText)")
+                try original.write(to: URL(fileURLWithPath: document))
+            }
+            #expect(try verify().status == 0)
+        }
+    }
+
+    @Test(
+        "non-exportable and generated in the TPM are the certified key's own attributes in both formats; a WebAuthn verifier checks them through the Name"
+    )
+    func tpmAttributesCertifiedInBothFormats() throws {
+        let ekCA = try TemporaryDirectory(prefix: "keyseal-ekca")
+        defer { ekCA.remove() }
+        let daemon = try DaemonFixture(.tpm, endorsementCA: ekCA)
+        defer { daemon.remove() }
+        let files = try TemporaryDirectory(prefix: "keyseal-attest")
+        defer { files.remove() }
+        let cli = CLI(socket: daemon.socketPath)
+        let ca = try Self.writeCA(in: files, name: "fleet-ca")
+        _ = try Self.enroll(cli, daemon: daemon, ca: ca, files: files)
+        let created = try cli("--json", "create-key", "--tag", "device", "--hardware")
+        try #require(created.status == 0, "\(created.stderrText)")
+        let publicKey = files.appending("device.pub").path
+        try #require(try CLI.json(created)["publicKey"] as? String).write(
+            toFile: publicKey,
+            atomically: true,
+            encoding: .utf8
+        )
+        let made = try runProcess(Self.python, [Self.script, "challenge", publicKey])
+        try #require(made.status == 0, "\(made.stderrText)")
+        let challenge = made.stdoutText.trimmingCharacters(in: .whitespacesAndNewlines)
+        let webauthn = files.appending("attestation.cbor").path
+        let json = files.appending("attestation.json").path
+        for (format, output) in [("webauthn-tpm", webauthn), ("json", json)] {
+            let attested = try cli(
+                "attest",
+                "--tag",
+                "device",
+                "--challenge",
+                challenge,
+                "--format",
+                format,
+                "--output",
+                output
+            )
+            try #require(attested.status == 0, "\(format): \(attested.stderrText)")
+            let area = try TPMPublicArea(marshalled: try Self.statement(at: output).pubArea)
+            for (bit, label) in [
+                (TPMConstant.fixedTPM, "fixedTPM"), (TPMConstant.fixedParent, "fixedParent"),
+                (TPMConstant.sensitiveDataOrigin, "sensitiveDataOrigin"),
+            ] {
+                #expect(area.has(bit), "\(format): the certified key lacks \(label)")
+            }
+        }
+        // webauthn-tpm: extraData is SHA-256(challenge) and nothing else, as WebAuthn verifiers require.
+        let statement = try Self.statement(at: webauthn)
+        #expect(
+            try TPMCertifyInfo(marshalled: statement.certInfo).extraData
+                == Array(SHA256.hash(data: try Self.bytes(hex: challenge)))
+        )
+        #expect(try runProcess(Self.python, [Self.script, "verify", publicKey, webauthn, ca.certificate]).status == 0)
+
+        // The attributes are part of the Name the TPM certified: the public area with fixedTPM cleared (a key that
+        // could leave its TPM) no longer matches it, for Keyseal's verifier and for python-fido2's.
+        var tampered = statement
+        tampered.pubArea[7] &= ~UInt8(TPMConstant.fixedTPM)
+        #expect(try !TPMPublicArea(marshalled: tampered.pubArea).has(TPMConstant.fixedTPM))
+        try Data(tampered.cbor()).write(to: URL(fileURLWithPath: webauthn))
+        let refused = try cli(
             "verify-attestation",
             "--input",
-            document,
+            webauthn,
             "--challenge",
-            "c0ffee",
+            challenge,
             "--ca",
             ca.certificate
         )
-        #expect(verified.status == 0, "\(verified.stderrText)")
-        #expect(try CLI.json(verified)["accessibility"] as? String == "when-unlocked")
-
-        let text = try String(contentsOfFile: document, encoding: .utf8)
-        try text.replacingOccurrences(of: "\"when-unlocked\"", with: "\"always-this-device-only\"")
-            .write(toFile: document, atomically: true, encoding: .utf8)
-        let edited = try cli("verify-attestation", "--input", document, "--challenge", "c0ffee", "--ca", ca.certificate)
-        #expect(edited.status == 93 && edited.stderrText.contains("challenge:"), "\(edited.stderrText)")
+        #expect(refused.status == 93 && refused.stderrText.contains("name:"), "\(refused.stderrText)")
+        let fido2 = try runProcess(Self.python, [Self.script, "verify", publicKey, webauthn, ca.certificate])
+        #expect(fido2.status == 1 && fido2.stderrText.lowercased().contains("name"), "\(fido2.stderrText)")
     }
 
     @Test("the native API attests a hardware key through keyseald (HardwareP256Key.attestation); the CLI verifies it")

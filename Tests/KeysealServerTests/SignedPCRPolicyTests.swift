@@ -61,10 +61,34 @@ struct SignedPCRPolicyTests {
         try swtpm.tool("tpm2_pcrextend", ["7:sha256=" + String(repeating: byte, count: 32)])
     }
 
+    /// The boot states the tests sign: PCR 7 extended once from reset, with different data (as two firmware or
+    /// Secure Boot configurations measure differently).
+    static let stateA = "a1"
+    static let stateB = "b2"
+
+    /// A boot into the state `byte` names: a power cycle (the PCRs reset), then PCR 7 extended with it.
+    static func boot(_ swtpm: SwtpmFixture, into byte: String) throws {
+        try swtpm.restart()
+        try extendPCR7(swtpm, with: byte)
+    }
+
+    /// The store's sealed device and passcode objects as its keybag holds them (keyseald stopped).
+    static func sealedObjects(_ daemon: DaemonFixture) throws -> [Data?] {
+        [
+            try KeychainStoreTestHooks.sealedDeviceSecret(directory: daemon.storeDirectory),
+            try KeychainStoreTestHooks.sealedPasscodeSecret(directory: daemon.storeDirectory),
+        ]
+    }
+
+    /// The `pkfp` of a signature file's first entry.
+    static func fingerprint(ofSignatureFile path: String) throws -> String {
+        let file = try JSONSerialization.jsonObject(with: Data(contentsOf: URL(fileURLWithPath: path)))
+        return try #require(((file as? [String: Any])?["sha256"] as? [[String: Any]])?.first?["pkfp"] as? String)
+    }
+
     /// A daemon on swtpm whose store is bound to PCR 7 through policies signed by a new key of `type`, created in
-    /// the boot state it was signed for (the swtpm's fresh PCR 7), with an always item, a passcode, a passcode item
-    /// and a recovery key. Returns the daemon (running), its CLI, the signature directory, the key pair, the
-    /// recovery key.
+    /// boot state A (signed with `--current`), with an always item, a passcode, a passcode item and a recovery key.
+    /// Returns the daemon (running), its CLI, the signature directory, the key pair, the recovery key.
     static func signedDaemon(
         _ type: KeyType
     ) throws -> (daemon: DaemonFixture, cli: CLI, signatures: String, key: (String, String), recovery: String) {
@@ -74,11 +98,18 @@ struct SignedPCRPolicyTests {
         try FileManager.default.createDirectory(atPath: signatures, withIntermediateDirectories: true)
         let key = try makeKey(type, named: "build", in: daemon.root)
         let swtpm = try #require(daemon.swtpm)
+        try extendPCR7(swtpm, with: stateA)
         try signCurrent(cli, swtpm, key: key.0, output: signatures + "/state-a.json")
         daemon.extraArguments = [
             "--tpm-pcrs", "7", "--tpm-pcr-public-key", key.1, "--tpm-pcr-signatures", signatures,
         ]
         try daemon.start()
+        let recovery = try provision(cli, daemon)
+        return (daemon, cli, signatures, key, recovery)
+    }
+
+    /// Fills a new store: an always item, a passcode, a passcode-class item and a recovery key (returned).
+    static func provision(_ cli: CLI, _ daemon: DaemonFixture) throws -> String {
         try expectOK(
             cli("add-generic-password", "-a", "acct", "-s", "svc", "-w", "always-secret", "--accessible", "always")
         )
@@ -86,9 +117,7 @@ struct SignedPCRPolicyTests {
         try expectOK(cli("add-generic-password", "-a", "acct", "-s", "locked-svc", "-w", "ak-secret"))
         let file = daemon.root.appending("recovery-key").path
         try expectOK(cli("recovery-key", "create", "--file", file, "--passcode-stdin", input: Self.passcode))
-        let recovery = try String(contentsOfFile: file, encoding: .utf8)
-            .trimmingCharacters(in: .whitespacesAndNewlines)
-        return (daemon, cli, signatures, key, recovery)
+        return try String(contentsOfFile: file, encoding: .utf8).trimmingCharacters(in: .whitespacesAndNewlines)
     }
 
     /// Both items readable: the always one at once, the passcode one after an unlock through the passcode object.
@@ -115,7 +144,7 @@ struct SignedPCRPolicyTests {
     }
 
     @Test(
-        "two signed boot states (PCR 7 fresh and extended) both open, item and passcode, without a reseal",
+        "two signed boot states (PCR 7 extended differently from reset) both open, item and passcode, nothing re-sealed",
         arguments: KeyType.allCases
     )
     func twoSignedStatesOpen(type: KeyType) throws {
@@ -124,10 +153,13 @@ struct SignedPCRPolicyTests {
         let swtpm = try #require(daemon.swtpm)
         let before = try CLI.json(try cli("--json", "status"))
         #expect((before["boot"] as? String ?? "").contains("through policies signed by the key"), "\(before)")
-
-        // The build system signs the next boot state from its predicted values (here tpm2_pcrread's output).
         daemon.stop()
-        try Self.extendPCR7(swtpm, with: "ab")
+        let sealed = try Self.sealedObjects(daemon)
+        #expect(sealed.allSatisfy { $0 != nil })
+
+        // State B: a power cycle, then PCR 7 extended with other data. The build system signs it from its predicted
+        // values (here tpm2_pcrread's output).
+        try Self.boot(swtpm, into: Self.stateB)
         let values = daemon.root.appending("state-b.values").path
         let read = try swtpm.tool("tpm2_pcrread", ["sha256:7"])
         try read.stdout.write(to: URL(fileURLWithPath: values))
@@ -147,20 +179,25 @@ struct SignedPCRPolicyTests {
         )
         try daemon.start()
         try Self.expectOpens(cli)
-
-        // Back to the first state (a power cycle resets the PCRs): it still opens; nothing was sealed again.
         daemon.stop()
-        try swtpm.restart()
+        #expect(try Self.sealedObjects(daemon) == sealed, "the objects were sealed again in state B")
+
+        // Back to state A (another power cycle): it opens with its own signature.
+        try Self.boot(swtpm, into: Self.stateA)
         try daemon.start()
         try Self.expectOpens(cli)
+        daemon.stop()
+        #expect(try Self.sealedObjects(daemon) == sealed, "the objects were sealed again in state A")
     }
 
-    @Test("a boot state nobody signed needs the recovery key, which opens the store")
+    @Test("a boot state nobody signed needs the recovery key, which opens the store and re-seals to the same key")
     func unsignedStateNeedsRecovery() throws {
-        let (daemon, cli, _, _, recovery) = try Self.signedDaemon(.rsa2048)
+        let (daemon, cli, signatures, key, recovery) = try Self.signedDaemon(.rsa2048)
         defer { daemon.remove() }
+        let swtpm = try #require(daemon.swtpm)
+        let fingerprint = try Self.fingerprint(ofSignatureFile: signatures + "/state-a.json")
         daemon.stop()
-        try Self.extendPCR7(try #require(daemon.swtpm), with: "cd")
+        try Self.extendPCR7(swtpm, with: "cd")
         try daemon.start()
         try Self.expectRecoveryRequired(cli)
         let detail = try CLI.json(try cli("--json", "status"))["boot"] as? String ?? ""
@@ -169,6 +206,90 @@ struct SignedPCRPolicyTests {
         try Self.expectOK(cli("recover", "--recovery-key-stdin", input: recovery + "\n" + Self.passcode))
         #expect(try cli("find-generic-password", "-a", "acct", "-s", "svc", "-w").stdoutText == "always-secret\n")
         #expect(try cli("find-generic-password", "-a", "acct", "-s", "locked-svc", "-w").stdoutText == "ak-secret\n")
+        let recovered = try CLI.json(try cli("--json", "status"))["boot"] as? String ?? ""
+        #expect(recovered.contains("bound to PCR 7 through policies signed by the key \(fingerprint)"), "\(recovered)")
+
+        // `recover` sealed the objects to the same key, not to this state's values: the next start in this state,
+        // which nobody signed, needs the recovery key again.
+        daemon.stop()
+        try daemon.start()
+        try Self.expectRecoveryRequired(cli)
+        let again = try CLI.json(try cli("--json", "status"))["boot"] as? String ?? ""
+        #expect(again.contains(fingerprint), "\(again)")
+
+        // Once this state's signature is installed, it opens without the recovery key.
+        daemon.stop()
+        try Self.signCurrent(cli, swtpm, key: key.0, output: signatures + "/state-c.json")
+        try daemon.start()
+        try Self.expectOpens(cli)
+    }
+
+    @Test("reseal of a signed store: --pcrs LIST keeps the key and needs a signature; --pcrs none drops the key")
+    func resealOfSignedStore() throws {
+        let (daemon, cli, signatures, key, _) = try Self.signedDaemon(.p256)
+        defer { daemon.remove() }
+        let swtpm = try #require(daemon.swtpm)
+        let fingerprint = try Self.fingerprint(ofSignatureFile: signatures + "/state-a.json")
+        func boot() throws -> String { try CLI.json(try cli("--json", "status"))["boot"] as? String ?? "" }
+        func reseal(_ pcrs: String) throws -> ProcessResult {
+            try cli("tpm", "reseal", "--pcrs", pcrs, "--passcode-stdin", input: Self.passcode)
+        }
+        daemon.stop()
+        let original = try Self.sealedObjects(daemon)
+        try daemon.start()
+
+        // No policy signed for PCRs 7 and 14: refused, nothing sealed again.
+        let refused = try reseal("7,14")
+        #expect(refused.status != 0)
+        #expect(
+            refused.stderrText.contains("no policy signed by the PCR policy key \(fingerprint)"),
+            "\(refused.stderrText)"
+        )
+        #expect(refused.stderrText.contains("nothing was bound"), "\(refused.stderrText)")
+        #expect(try boot().contains("bound to PCR 7 through policies signed by the key \(fingerprint)"))
+        daemon.stop()
+        #expect(try Self.sealedObjects(daemon) == original, "a refused reseal changed the sealed objects")
+
+        // Signed for PCRs 7 and 14 now: re-sealed to the same key.
+        let both = ["--pcrs", "7,14", "--current", "--tcti", swtpm.tcti, "--private-key", key.0]
+        try Self.expectOK(cli.run(["tpm", "sign-policy"] + both + ["--output", signatures + "/a-7-14.json"]))
+        try daemon.start()
+        try Self.expectOK(reseal("7,14"))
+        #expect(try boot().contains("bound to PCR 7,14 through policies signed by the key \(fingerprint)"))
+        daemon.stop()
+        let resealed = try Self.sealedObjects(daemon)
+        let device = [UInt8](try #require(resealed[0]))
+        #expect(device[4] == 3 && device[6..<10] == [0, 0, 0x40, 0x80], "\(device.prefix(10))")
+        #expect(resealed != original)
+
+        // Still bound to the key: a new PCR 14 value, signed, opens without a reseal.
+        try swtpm.tool("tpm2_pcrextend", ["14:sha256=" + String(repeating: "e4", count: 32)])
+        try Self.expectOK(cli.run(["tpm", "sign-policy"] + both + ["--output", signatures + "/b-7-14.json"]))
+        try daemon.start()
+        try Self.expectOpens(cli)
+
+        // --pcrs none unbinds the objects and forgets the key, in the running daemon too: a later --pcrs 7 (same
+        // process, keyseald still started with --tpm-pcr-public-key) is plain PolicyPCR, which needs no signature
+        // (there is none left).
+        try Self.expectOK(reseal("none"))
+        let unbound = try boot()
+        #expect(unbound.contains("not bound to PCRs") && !unbound.contains("signed by the key"), "\(unbound)")
+        for name in try FileManager.default.contentsOfDirectory(atPath: signatures) {
+            try FileManager.default.removeItem(atPath: signatures + "/" + name)
+        }
+        let rebound = try reseal("7")
+        #expect(rebound.status == 0, "\(rebound.stderrText)")
+        let plain = try boot()
+        #expect(plain.contains("bound to PCR 7") && !plain.contains("signed by the key"), "\(plain)")
+        daemon.stop()
+        #expect([UInt8](try #require(try Self.sealedObjects(daemon)[0]))[4] == 2, "not a plain PolicyPCR blob")
+        try daemon.start()
+        try Self.expectOpens(cli)
+
+        // And unbound after a restart: --pcrs none, then the blob is of version 1 (no PCRs, no key).
+        try Self.expectOK(reseal("none"))
+        daemon.stop()
+        #expect([UInt8](try #require(try Self.sealedObjects(daemon)[0]))[4] == 1)
     }
 
     @Test("a policy signed by another key is refused, whether it names that key or the bound one")
@@ -285,7 +406,133 @@ struct SignedPCRPolicyTests {
         }
     }
 
-    @Test("sign-policy: openssl verifies the signature over SHA-256(pol) with the public key; pkfp is its hash")
+    /// systemd's `systemd-measure` (systemd 252 and later; Debian installs it in /lib/systemd, outside PATH).
+    static func systemdMeasure() throws -> String {
+        for path in ["/usr/lib/systemd/systemd-measure", "/lib/systemd/systemd-measure"]
+        where FileManager.default.isExecutableFile(atPath: path) {
+            return path
+        }
+        throw FixtureError("systemd-measure is not installed (Debian package systemd, 252 or later)")
+    }
+
+    @Test("systemd-measure signs PCR 11 for a UKI: its tpm2-pcr-signature.json opens the store; sign-policy agrees")
+    func systemdMeasureSignatureOpens() throws {
+        let measure = try Self.systemdMeasure()
+        let daemon = try DaemonFixture(.tpm, start: false, tpmLimits: (32, 600, 2))
+        defer { daemon.remove() }
+        let cli = CLI(socket: daemon.socketPath)
+        let swtpm = try #require(daemon.swtpm)
+        let signatures = daemon.root.appending("signatures").path
+        try FileManager.default.createDirectory(atPath: signatures, withIntermediateDirectories: true)
+        let key = try Self.makeKey(.rsa2048, named: "build", in: daemon.root)
+
+        // A unified kernel image's sections, in the order systemd-stub measures them into PCR 11 (name with its NUL,
+        // then the contents), then the boot phases systemd-pcrphase measures; the store is bound in the last one.
+        let sections: [(name: String, content: Data)] = [
+            (".linux", Data((0..<8192).map { UInt8(truncatingIfNeeded: $0 &* 7 &+ 3) })),
+            (".osrel", Data("ID=keyseal-test\nVERSION_ID=42\n".utf8)),
+            (".cmdline", Data("console=ttyS0 quiet\n".utf8)),
+            (".pcrpkey", try Data(contentsOf: URL(fileURLWithPath: key.1))),
+        ]
+        var options: [String] = []
+        for section in sections {
+            let path = daemon.root.appending("uki\(section.name)").path
+            try section.content.write(to: URL(fileURLWithPath: path))
+            options.append("--\(section.name.dropFirst())=\(path)")
+        }
+        let phase = "enter-initrd:leave-initrd:sysinit:ready"
+        let environment = ["TSS2_LOG": "all+NONE", "SYSTEMD_LOG_LEVEL": "warning"]
+        let calculated = try runProcess(
+            measure,
+            ["calculate"] + options + ["--bank=sha256", "--phase=\(phase)", "--json=short"],
+            environment: environment
+        )
+        try Self.expectOK(calculated)
+        let predicted = try #require(
+            ((try JSONSerialization.jsonObject(with: calculated.stdout) as? [String: Any])?["sha256"]
+                as? [[String: Any]])?.first,
+            "\(calculated.stdoutText)"
+        )
+        #expect(predicted["pcr"] as? Int == 11 && predicted["phase"] as? String == phase, "\(predicted)")
+        let value = try #require(predicted["hash"] as? String)
+
+        // The boot, as systemd-stub and systemd-pcrphase measure it; PCR 11 must reach what systemd-measure predicted.
+        func bootTheImage() throws {
+            let measurements =
+                sections.flatMap { [Data($0.name.utf8) + Data([0]), $0.content] }
+                + phase.split(separator: ":").map { Data($0.utf8) }
+            for measurement in measurements {
+                try swtpm.tool("tpm2_pcrextend", ["11:sha256=" + Self.hex(Array(SHA256.hash(data: measurement)))])
+            }
+            let read = try swtpm.tool("tpm2_pcrread", ["sha256:11"]).stdoutText.lowercased()
+            try #require(read.contains("0x" + value), "PCR 11 is not what systemd-measure predicted: \(read)")
+        }
+        try bootTheImage()
+
+        // systemd-measure signs every phase through the swtpm (it computes the PolicyPCR digests in a trial session).
+        let signed = try runProcess(
+            measure,
+            ["sign"] + options + [
+                "--bank=sha256", "--tpm2-device=\(swtpm.tcti)", "--private-key=\(key.0)", "--public-key=\(key.1)",
+                "--json=short",
+            ],
+            environment: environment
+        )
+        try Self.expectOK(signed)
+        try signed.stdout.write(to: URL(fileURLWithPath: signatures + "/tpm2-pcr-signature.json"))
+        let systemdEntries = try #require(
+            (try JSONSerialization.jsonObject(with: signed.stdout) as? [String: Any])?["sha256"] as? [[String: Any]]
+        )
+        #expect(systemdEntries.count == 4, "one entry a phase: \(signed.stdoutText)")
+
+        // keyseal tpm sign-policy over the same PCR and value: the same pol and pkfp, and the same bytes of sig
+        // (RSASSA-PKCS1-v1_5 is deterministic).
+        let values = daemon.root.appending("pcr11.json").path
+        try Data("{\"11\": \"\(value)\"}".utf8).write(to: URL(fileURLWithPath: values))
+        let ours = daemon.root.appending("keyseal.json").path
+        try Self.expectOK(
+            cli("tpm", "sign-policy", "--pcrs", "11", "--pcr-values", values, "--private-key", key.0, "--output", ours)
+        )
+        let entry = try #require(
+            ((try JSONSerialization.jsonObject(with: Data(contentsOf: URL(fileURLWithPath: ours))) as? [String: Any])?[
+                "sha256"
+            ] as? [[String: Any]])?.first
+        )
+        let theirs = try #require(
+            systemdEntries.first { $0["pol"] as? String == entry["pol"] as? String },
+            "no systemd-measure entry has keyseal's pol \(entry["pol"] ?? "")"
+        )
+        #expect(theirs["pcrs"] as? [Int] == [11] && entry["pcrs"] as? [Int] == [11])
+        #expect(theirs["pkfp"] as? String == entry["pkfp"] as? String)
+        #expect(theirs["sig"] as? String == entry["sig"] as? String)
+
+        // A store bound to PCR 11 and the key: enrolment finds systemd's file (the only one) and the TPM verifies it.
+        daemon.extraArguments = [
+            "--tpm-pcrs", "11", "--tpm-pcr-public-key", key.1, "--tpm-pcr-signatures", signatures,
+        ]
+        try daemon.start()
+        _ = try Self.provision(cli, daemon)
+        let fingerprint = try #require(entry["pkfp"] as? String)
+        let status = try CLI.json(try cli("--json", "status"))["boot"] as? String ?? ""
+        #expect(status.contains("bound to PCR 11 through policies signed by the key \(fingerprint)"), "\(status)")
+
+        // The next boot of the same image opens the store with systemd-measure's signature, item and passcode.
+        daemon.stop()
+        try swtpm.restart()
+        try bootTheImage()
+        try daemon.start()
+        try Self.expectOpens(cli)
+
+        // Before the image's measurements (PCR 11 as at reset) nothing was signed: recovery required.
+        daemon.stop()
+        try swtpm.restart()
+        try daemon.start()
+        try Self.expectRecoveryRequired(cli)
+    }
+
+    @Test(
+        "sign-policy: openssl verifies the signature over SHA-256(pol) with the public key; pkfp as systemd hashes it"
+    )
     func signatureVerifiesWithOpenSSL() throws {
         let root = try TemporaryDirectory()
         defer { root.remove() }
@@ -332,8 +579,24 @@ struct SignedPCRPolicyTests {
                 ]
             )
             #expect(verified.status == 0 && verified.stdoutText.contains("Verified OK"), "\(verified.stderrText)")
-            let der = try runProcess(openssl, ["pkey", "-pubin", "-in", key.1, "-outform", "DER"])
-            #expect(entry["pkfp"] as? String == Self.hex(Array(SHA256.hash(data: der.stdout))))
+            // systemd's pkfp: SHA-256 of i2d_PublicKey, the PKCS#1 DER of an RSA key, the EC point of a P-256 key
+            // (the BIT STRING that ends its SubjectPublicKeyInfo).
+            let encoded: Data
+            switch type {
+            case .rsa2048:
+                let der = try runProcess(
+                    openssl,
+                    ["rsa", "-pubin", "-in", key.1, "-RSAPublicKey_out", "-outform", "DER"]
+                )
+                try Self.expectOK(der)
+                encoded = der.stdout
+            case .p256:
+                let der = try runProcess(openssl, ["pkey", "-pubin", "-in", key.1, "-outform", "DER"])
+                try Self.expectOK(der)
+                encoded = der.stdout.suffix(65)
+                #expect(encoded.first == 0x04)
+            }
+            #expect(entry["pkfp"] as? String == Self.hex(Array(SHA256.hash(data: encoded))), "\(type)")
         }
     }
 

@@ -45,7 +45,8 @@ final class AttestingTPM {
     let key: TPMDeviceKey
 
     /// The swtpm's own CA when `eccEndorsementCA` is nil; else no RSA EK certificate, and an ECC P-256 EK (the TCG
-    /// default template L-2, made by tpm2_createek) with a certificate from `eccEndorsementCA` at NV 0x01C0000A.
+    /// default template L-2, made by tpm2_createek) with a certificate from `eccEndorsementCA` at NV 0x01C0000A, whose
+    /// TPM manufacturer and version are what the TPM reports (``reportedIdentity(_:)``) and whose model is "swtpm".
     let eccEndorsementCA: TestAttestationCA?
 
     init(endorsementCA: TemporaryDirectory) throws {
@@ -64,6 +65,7 @@ final class AttestingTPM {
         try fixture.tool("tpm2_readpublic", ["-c", directory.appending("ek.ctx").path, "-f", "pem", "-o", pem])
         try fixture.tool("tpm2_flushcontext", ["-t"])
         let ekKey = try P256.Signing.PublicKey(pemRepresentation: String(contentsOfFile: pem, encoding: .utf8))
+        let reported = try Self.reportedIdentity(fixture)
         let now = Date()
         let certificate = try Certificate(
             version: .v3,
@@ -82,12 +84,12 @@ final class AttestingTPM {
                             try DistinguishedName([
                                 RelativeDistinguishedName.Attribute(
                                     type: [2, 23, 133, 2, 1],
-                                    utf8String: "id:00001014"
+                                    utf8String: reported.manufacturer
                                 ),
                                 RelativeDistinguishedName.Attribute(type: [2, 23, 133, 2, 2], utf8String: "swtpm"),
                                 RelativeDistinguishedName.Attribute(
                                     type: [2, 23, 133, 2, 3],
-                                    utf8String: "id:20191023"
+                                    utf8String: reported.version
                                 ),
                             ])
                         )
@@ -115,6 +117,29 @@ final class AttestingTPM {
     deinit {
         key.close()
         fixture.stop()
+    }
+
+    /// TPM2_PT_MANUFACTURER and TPM2_PT_FIRMWARE_VERSION_1 as the TPM reports them (tpm2_getcap), in the form of the
+    /// TCG EK Credential Profile's TPMManufacturer and TPMVersion attributes: "id:" and eight hex digits.
+    static func reportedIdentity(_ fixture: SwtpmFixture) throws -> (manufacturer: String, version: String) {
+        var raw: [String: String] = [:]
+        var current: String?
+        for line in try fixture.tool("tpm2_getcap", ["properties-fixed"]).stdoutText.split(separator: "\n") {
+            let trimmed = line.trimmingCharacters(in: .whitespaces)
+            if !line.hasPrefix(" "), trimmed.hasSuffix(":") {
+                current = String(trimmed.dropLast())
+            } else if trimmed.hasPrefix("raw: 0x"), let current {
+                raw[current] = String(trimmed.dropFirst("raw: 0x".count))
+            }
+        }
+        func id(_ property: String) throws -> String {
+            let hex = try #require(
+                raw[property].flatMap { UInt32($0, radix: 16) },
+                "tpm2_getcap printed no \(property)"
+            )
+            return "id:" + String(format: "%08X", hex)
+        }
+        return (try id("TPM2_PT_MANUFACTURER"), try id("TPM2_PT_FIRMWARE_VERSION_1"))
     }
 
     var endorsementCAs: [Certificate] {
@@ -153,8 +178,13 @@ final class AttestingTPM {
         return [serializer.serializedBytes, ca.der]
     }
 
-    /// A hardware key and its WebAuthn statement over `challenge`.
-    func attestedKey(challenge: [UInt8], chain: [[UInt8]]) throws -> (publicKey: Data, statement: [UInt8]) {
+    /// A hardware key of `key` (this TPM's opened key by default) and its WebAuthn statement over `challenge`.
+    func attestedKey(
+        challenge: [UInt8],
+        chain: [[UInt8]],
+        by key: TPMDeviceKey? = nil
+    ) throws -> (publicKey: Data, statement: [UInt8]) {
+        let key = key ?? self.key
         let hardware = try key.generateP256Key(authorization: secret(7))
         let certification = try key.certify(
             keyBlob: hardware.blob,
@@ -196,18 +226,47 @@ struct AttestationTests {
         let ca = try TestAttestationCA()
         let chain = try tpm.enroll(with: ca)
         let certificate = try Certificate(derEncoded: chain[0])
+        #expect(certificate.version == .v3)
         #expect(certificate.subject.isEmpty)
         #expect(
-            try certificate.extensions.extendedKeyUsage.map(Array.init)?.contains(
+            try certificate.extensions.extendedKeyUsage.map(Array.init) == [
                 ExtendedKeyUsage.Usage(oid: [2, 23, 133, 8, 3])
-            )
-                == true
+            ]
         )
-        let san = try #require(try certificate.extensions.subjectAlternativeNames)
-        #expect("\(san)".contains("swtpm"))
+        let constraints = try #require(certificate.extensions[oid: .X509ExtensionID.basicConstraints])
+        #expect(constraints.critical)
+        #expect(try BasicConstraints(constraints) == .notCertificateAuthority)
+        // The SAN: critical, one directoryName of exactly the TPM's manufacturer, model and version, with the values
+        // of the EK certificate (the maker's signed word; what the TPM reports is not authenticated). swtpm_setup
+        // writes the manufacturer as "id:00001014" (IBM's PCI vendor ID) although the TPM reports TPM2_PT_MANUFACTURER
+        // "IBM" (0x49424D00); the version agrees (eccEndorsementKey checks all of it against a certificate made from
+        // the TPM's report).
+        let tpmAttributes = try Self.tpmDirectoryName(of: certificate)
+        #expect(tpmAttributes.critical)
+        #expect(
+            tpmAttributes.attributes.map(\.type) == [[2, 23, 133, 2, 1], [2, 23, 133, 2, 2], [2, 23, 133, 2, 3]]
+        )
+        let ek = try Self.tpmDirectoryName(of: Certificate(derEncoded: Array(tpm.key.endorsementKeyCertificate())))
+        #expect(tpmAttributes.attributes.map { String($0.value) } == ek.attributes.map { String($0.value) })
+        let version = tpmAttributes.attributes.first { $0.type == [2, 23, 133, 2, 3] }.flatMap { String($0.value) }
+        #expect(version == (try AttestingTPM.reportedIdentity(tpm.fixture)).version)
         try AttestationKeyCertificates.check(chain, attestationKeyPublicArea: try tpm.key.attestationKeyPublicArea())
         // The activation's policy session is flushed (policy sessions are 0x03xxxxxx).
         #expect(try !tpm.fixture.handlesInUse().contains { $0.hasPrefix("- 0x3") })
+    }
+
+    /// The attributes of the one directoryName that is `certificate`'s subjectAltName, and whether the extension is
+    /// critical. Fails when the SAN holds anything else.
+    static func tpmDirectoryName(
+        of certificate: Certificate
+    ) throws -> (critical: Bool, attributes: [RelativeDistinguishedName.Attribute]) {
+        let san = try #require(certificate.extensions[oid: .X509ExtensionID.subjectAlternativeName])
+        let names = Array(try SubjectAlternativeNames(san))
+        try #require(names.count == 1, "the SAN holds \(names)")
+        guard case .directoryName(let directory) = names[0] else {
+            throw FixtureError("the SAN's name is no directoryName: \(names[0])")
+        }
+        return (san.critical, directory.flatMap { Array($0) })
     }
 
     @Test("an ECC P-256 EK (certificate at 0x01C0000A) enrolls the AK too, and its credential opens in no other TPM")
@@ -217,6 +276,13 @@ struct AttestationTests {
         let other = try AttestingTPM(eccEndorsementCA: ekCA)
         let ca = try TestAttestationCA()
         let chain = try tpm.enroll(with: ca)
+        // The AK certificate's SAN: the EK certificate's manufacturer, model and version, which agree with the TPM's.
+        let reported = try AttestingTPM.reportedIdentity(tpm.fixture)
+        #expect(
+            try Self.tpmDirectoryName(of: Certificate(derEncoded: chain[0])).attributes.map { String($0.value) } == [
+                reported.manufacturer, "swtpm", reported.version,
+            ]
+        )
         let (_, statement) = try tpm.attestedKey(challenge: Self.challenge, chain: chain)
         _ = try AttestationVerifier.verify(statement, challenge: Self.challenge, trustAnchors: [ca.certificate])
         let (challenge, _) = try AttestationCA.makeChallenge(
@@ -363,6 +429,44 @@ struct AttestationTests {
             } == .name
         )
     }
+
+    @Test(
+        "the AK is in the endorsement hierarchy: after TPM2_Clear it is the same key and its certificate verifies new attestations"
+    )
+    func akSurvivesOwnerClear() throws {
+        let ekCA = try TemporaryDirectory(prefix: "keyseal-ekca")
+        defer { ekCA.remove() }
+        let tpm = try AttestingTPM(endorsementCA: ekCA)
+        let ca = try TestAttestationCA()
+        let chain = try tpm.enroll(with: ca)
+        let before = try tpm.key.attestationKeyPublicArea()
+        let earlier = try tpm.key.generateP256Key(authorization: secret(7))
+        tpm.key.close()
+
+        try tpm.fixture.tool("tpm2_clear", ["-c", "l"])
+        // What a store opens after the clear: the same TPM, a new owner hierarchy. Keys made under the old storage
+        // primary are lost (docs/TPM.md, "What a TPM clear means"), which shows the clear took place.
+        let key = TPMDeviceKey(tcti: tpm.fixture.tcti)
+        defer { key.close() }
+        try key.open(provisioning: true)
+        let lost = try #require(throws: KeychainError.self) {
+            _ = try key.certify(keyBlob: earlier.blob, authorization: secret(7), qualifyingData: [1])
+        }
+        #expect(lost.status == KeychainStatus.decode)
+
+        let after = try key.attestationKeyPublicArea()
+        #expect(after == before)
+        // The certificate installed before the clear is still this TPM's AK certificate, and verifies an attestation
+        // of a key made after it.
+        try AttestationKeyCertificates.check(chain, attestationKeyPublicArea: after)
+        let (publicKey, statement) = try tpm.attestedKey(challenge: Self.challenge, chain: chain, by: key)
+        let verified = try AttestationVerifier.verify(
+            statement,
+            challenge: Self.challenge,
+            trustAnchors: [ca.certificate]
+        )
+        #expect(verified.publicKey.x963Representation == publicKey)
+    }
 }
 
 /// The statement's CBOR codec (KeysealAttestation/CBOR.swift): what it writes it reads back, and input that is not
@@ -408,25 +512,40 @@ struct AttestationVerifierTests {
 
     init() throws {
         ca = try TestAttestationCA()
+        akCertificate = try Self.attestationKeyCertificate(
+            ca: ca,
+            key: Certificate.PublicKey(attestationKey.publicKey)
+        )
+    }
+
+    /// An AK certificate for `key` from `ca`: by default one the verifier accepts (v3, empty subject, EKU
+    /// tcg-kp-AIKCertificate, basicConstraints CA false); each argument changes one property and nothing else.
+    static func attestationKeyCertificate(
+        ca: TestAttestationCA,
+        key: Certificate.PublicKey,
+        version: Certificate.Version = .v3,
+        subject: DistinguishedName = DistinguishedName(),
+        usages: [ExtendedKeyUsage.Usage]? = [ExtendedKeyUsage.Usage(oid: [2, 23, 133, 8, 3])],
+        constraints: BasicConstraints = .notCertificateAuthority
+    ) throws -> [UInt8] {
         let now = Date()
+        var extensions = try Certificate.Extensions { Critical(constraints) }
+        if let usages { try extensions.append(Certificate.Extension(ExtendedKeyUsage(usages), critical: false)) }
         let certificate = try Certificate(
-            version: .v3,
+            version: version,
             serialNumber: Certificate.SerialNumber(),
-            publicKey: Certificate.PublicKey(attestationKey.publicKey),
+            publicKey: key,
             notValidBefore: now.addingTimeInterval(-60),
             notValidAfter: now.addingTimeInterval(3600),
             issuer: ca.certificate.subject,
-            subject: DistinguishedName(),
+            subject: subject,
             signatureAlgorithm: .ecdsaWithSHA256,
-            extensions: try Certificate.Extensions {
-                Critical(BasicConstraints.notCertificateAuthority)
-                try ExtendedKeyUsage([ExtendedKeyUsage.Usage(oid: [2, 23, 133, 8, 3])])
-            },
+            extensions: extensions,
             issuerPrivateKey: Certificate.PrivateKey(ca.key)
         )
         var serializer = DER.Serializer()
         try serializer.serialize(certificate)
-        akCertificate = serializer.serializedBytes
+        return serializer.serializedBytes
     }
 
     static func be16(_ value: Int) -> [UInt8] { [UInt8(value >> 8 & 0xFF), UInt8(value & 0xFF)] }
@@ -440,33 +559,60 @@ struct AttestationVerifierTests {
             + point[32..<64]
     }
 
-    /// The statement for `area`, with the certInfo's magic, type and Name as given.
+    /// The statement for `area`, with the certInfo's magic, type and Name as given, `alg`, and `certificate` as the AK
+    /// certificate (this suite's by default) with `sign` as its key.
     func statement(
         area: [UInt8],
         magic: UInt32 = TPMConstant.generatedValue,
-        type: UInt16 = TPMConstant.attestCertify
+        type: UInt16 = TPMConstant.attestCertify,
+        alg: Int = TPMAttestationStatement.es256,
+        certificate: [UInt8]? = nil,
+        sign: (([UInt8]) throws -> [UInt8])? = nil
     ) throws -> [UInt8] {
         let name = [0x00, 0x0B] + Array(SHA256.hash(data: area))
         let extra = Array(SHA256.hash(data: Self.challenge))
         let certInfo =
             Self.be32(magic) + Self.be16(Int(type)) + Self.be16(0) + Self.be16(32) + extra
             + [UInt8](repeating: 0, count: 17 + 8) + Self.be16(name.count) + name + Self.be16(0)
-        let signature = try attestationKey.signature(for: certInfo)
+        let signature = try sign?(certInfo) ?? Array(attestationKey.signature(for: certInfo).derRepresentation)
         return TPMAttestationStatement(
-            x5c: [akCertificate, ca.der],
-            sig: Array(signature.derRepresentation),
+            alg: alg,
+            x5c: [certificate ?? akCertificate, ca.der],
+            sig: signature,
             certInfo: certInfo,
             pubArea: area
         ).cbor()
     }
 
-    func check(_ statement: [UInt8]) -> AttestationFailure.Check? {
+    func check(_ statement: [UInt8]) -> AttestationFailure.Check? { refusal(statement)?.check }
+
+    /// The verifier's failure for `statement`, nil when it verifies.
+    func refusal(_ statement: [UInt8]) -> AttestationFailure? {
         do {
             _ = try AttestationVerifier.verify(statement, challenge: Self.challenge, trustAnchors: [ca.certificate])
             return nil
         } catch {
-            return error.check
+            return error
         }
+    }
+
+    /// The verifier's failure for the statement of a well-formed key whose AK certificate, issued by this suite's CA,
+    /// differs from the accepted one only where an argument says.
+    func refusalOfCertificate(
+        version: Certificate.Version = .v3,
+        subject: DistinguishedName = DistinguishedName(),
+        usages: [ExtendedKeyUsage.Usage]? = [ExtendedKeyUsage.Usage(oid: [2, 23, 133, 8, 3])],
+        constraints: BasicConstraints = .notCertificateAuthority
+    ) throws -> AttestationFailure? {
+        let certificate = try Self.attestationKeyCertificate(
+            ca: ca,
+            key: Certificate.PublicKey(attestationKey.publicKey),
+            version: version,
+            subject: subject,
+            usages: usages,
+            constraints: constraints
+        )
+        return refusal(try statement(area: publicArea(attributes: Self.all), certificate: certificate))
     }
 
     @Test("a key with fixedTPM, fixedParent and sensitiveDataOrigin verifies")
@@ -487,5 +633,73 @@ struct AttestationVerifierTests {
         let area = publicArea(attributes: Self.all)
         #expect(check(try statement(area: area, magic: 0xFF54_4348)) == .magic)
         #expect(check(try statement(area: area, type: 0x8018)) == .type)
+    }
+
+    @Test("an alg other than ES256 (-7) is refused (algorithm), before anything else is looked at")
+    func algorithmOtherThanES256() throws {
+        let area = publicArea(attributes: Self.all)
+        for alg in [-257, -35, -8, 0] {  // RS256, ES384, EdDSA, none
+            let failure = refusal(try statement(area: area, alg: alg))
+            #expect(
+                failure?.check == .algorithm && failure?.message.contains("ES256") == true,
+                "\(String(describing: failure))"
+            )
+        }
+    }
+
+    @Test("an AK certificate whose key is not NIST P-256 is refused (algorithm), even from the trusted CA")
+    func attestationKeyNotP256() throws {
+        let p384 = P384.Signing.PrivateKey()
+        let certificate = try Self.attestationKeyCertificate(ca: ca, key: Certificate.PublicKey(p384.publicKey))
+        let failure = refusal(
+            try statement(
+                area: publicArea(attributes: Self.all),
+                certificate: certificate,
+                sign: { Array(try p384.signature(for: $0).derRepresentation) }
+            )
+        )
+        #expect(
+            failure?.check == .algorithm && failure?.message.contains("P-256") == true,
+            "\(String(describing: failure))"
+        )
+    }
+
+    @Test("an AK certificate that is X.509 v1, and otherwise the accepted one, is refused (chain: not v3)")
+    func attestationKeyCertificateNotV3() throws {
+        #expect(try refusalOfCertificate() == nil)
+        let failure = try refusalOfCertificate(version: .v1)
+        #expect(
+            failure?.check == .chain && failure?.message.contains("not X.509 v3") == true,
+            "\(String(describing: failure))"
+        )
+    }
+
+    @Test("an AK certificate with a subject, and otherwise the accepted one, is refused (chain: subject not empty)")
+    func attestationKeyCertificateWithSubject() throws {
+        let failure = try refusalOfCertificate(subject: try DistinguishedName { CommonName("device-17") })
+        #expect(
+            failure?.check == .chain && failure?.message.contains("subject is not empty") == true,
+            "\(String(describing: failure))"
+        )
+    }
+
+    @Test("an AK certificate without the EKU tcg-kp-AIKCertificate (none, or serverAuth only) is refused (chain)")
+    func attestationKeyCertificateWithoutAIKUsage() throws {
+        for usages in [nil, [ExtendedKeyUsage.Usage.serverAuth]] {
+            let failure = try refusalOfCertificate(usages: usages)
+            #expect(
+                failure?.check == .chain && failure?.message.contains("lacks the EKU tcg-kp-AIKCertificate") == true,
+                "\(String(describing: failure))"
+            )
+        }
+    }
+
+    @Test("an AK certificate with basicConstraints CA true, and otherwise the accepted one, is refused (chain)")
+    func attestationKeyCertificateOfACA() throws {
+        let failure = try refusalOfCertificate(constraints: .isCertificateAuthority(maxPathLength: nil))
+        #expect(
+            failure?.check == .chain && failure?.message.contains("is a CA certificate") == true,
+            "\(String(describing: failure))"
+        )
     }
 }

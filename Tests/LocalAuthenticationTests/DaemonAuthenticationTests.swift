@@ -40,6 +40,77 @@ extension LocalAuthenticationSuites {
             }
         }
 
+        @Test("through keyseald on swtpm, a .privateKeyUsage|.userPresence Secure Enclave key signs only when fresh")
+        func hardwareKeyThroughDaemon() throws {
+            let daemon = try DaemonFixture(.tpm)
+            defer { daemon.remove() }
+            let store = try daemon.client()
+            defer { store.close() }
+            try store.setPasscode(passcode)
+            try KeychainStore.withDefault(store) {
+                _ = try makeProtectedKey(inHardware: true, permanent: true)
+                func find(_ extra: [String: Any]) throws -> SecKey {
+                    var query: [String: Any] = [
+                        kSecClass as String: kSecClassKey, kSecAttrApplicationTag as String: Data("la.protected".utf8),
+                        kSecAttrKeyClass as String: kSecAttrKeyClassPrivate, kSecReturnRef as String: true,
+                        kSecUseAuthenticationUI as String: kSecUseAuthenticationUIFail,
+                    ]
+                    query.merge(extra) { _, new in new }
+                    var result: CFTypeRef?
+                    #expect(SecItemCopyMatching(query as CFDictionary, &result) == errSecSuccess)
+                    return try #require(result as! SecKey?)
+                }
+                let refused = try find([:])
+                #expect(
+                    (SecKeyCopyAttributes(refused) as? [String: Any])?[kSecAttrTokenID as String] as? String
+                        == kSecAttrTokenIDSecureEnclave as String
+                )
+                let (noSignature, code) = askpass.using(askpass.right) { KeyUse.sign(refused) }
+                #expect(noSignature == nil)
+                #expect(code == Int(errSecInteractionNotAllowed))
+
+                // Fresh: signs. Past the context's reuse duration (3 s): refused.
+                let context = evaluatedContext(askpass, reuse: 3)
+                let key = try find([kSecUseAuthenticationContext as String: context])
+                let (signature, signCode) = askpass.using(nil) { KeyUse.sign(key) }
+                #expect(signCode == nil)
+                #expect(signature.map { KeyUse.verifies(key, $0) } == true)
+                Thread.sleep(forTimeInterval: 4.5)
+                let (late, lateCode) = askpass.using(nil) { KeyUse.sign(key) }
+                #expect(late == nil)
+                #expect(lateCode == Int(errSecInteractionNotAllowed))
+
+                // An invalidated context presents no token.
+                let invalidated = evaluatedContext(askpass, reuse: 60)
+                let keyOfInvalidated = try find([kSecUseAuthenticationContext as String: invalidated])
+                invalidated.invalidate()
+                let (none, noneCode) = askpass.using(nil) { KeyUse.sign(keyOfInvalidated) }
+                #expect(none == nil)
+                #expect(noneCode == Int(errSecInteractionNotAllowed))
+            }
+        }
+
+        @Test("through keyseald, a .userPresence software key that is not stored is refused, not made unprotected")
+        func transientProtectedKeyThroughDaemon() throws {
+            let daemon = try DaemonFixture()
+            defer { daemon.remove() }
+            let store = try daemon.client()
+            defer { store.close() }
+            try store.setPasscode(passcode)
+            KeychainStore.withDefault(store) {
+                var error: Unmanaged<CFError>?
+                let control = SecAccessControlCreateWithFlags(nil, kSecAttrAccessibleWhenUnlocked, .userPresence, nil)
+                let attributes: [String: Any] = [
+                    kSecAttrKeyType as String: kSecAttrKeyTypeECSECPrimeRandom, kSecAttrKeySizeInBits as String: 256,
+                    kSecPrivateKeyAttrs as String: [
+                        kSecAttrIsPermanent as String: false, kSecAttrAccessControl as String: control as Any,
+                    ] as [String: Any],
+                ]
+                #expect(SecKeyCreateRandomKey(attributes as CFDictionary, &error) == nil)
+                #expect(error.map { CFErrorGetCode($0.takeRetainedValue()) } == Int(errSecUnimplemented))
+            }
+        }
+
         @Test("a client uid authenticates through keyseald; a wrong passcode counts; another uid's token is refused")
         func clientUIDToken() throws {
             guard getuid() == 0 else {

@@ -90,8 +90,8 @@ final class KeychainEngine {
     /// When the counter last reached the keybag's value in this process (nil: not since open): item writes make a
     /// checkpoint once this is older than the configuration's `checkpointInterval`.
     var lastCheckpoint: Date?
-    /// Hardware keys generated without being stored (`kSecAttrIsPermanent` false), by reference id.
-    var transientKeys: [Data: TransientHardwareKey] = [:]
+    /// Keys generated without being stored (`kSecAttrIsPermanent` false), by reference id.
+    var transientKeys: [Data: TransientKey] = [:]
     /// Authentication tokens issued by ``authenticate(passcode:caller:)`` (KeychainEngine+Authentication.swift).
     var authenticationGrants = AuthenticationGrants()
 

@@ -31,6 +31,15 @@ extension KeychainStoreTestHooks {
         guard let stored = try store.loadKeybag() else { throw KeychainError(KeychainStatus.decode, "no keybag") }
         return try Keybag.parseUnverified(stored.body).sealedDeviceSecret
     }
+
+    /// The sealed passcode object of the store in `directory` (nil without a passcode), read as
+    /// ``sealedDeviceSecret(directory:)`` reads the device object.
+    package static func sealedPasscodeSecret(directory: URL) throws -> Data? {
+        let store = try ItemStore(directory: directory)
+        defer { store.close() }
+        guard let stored = try store.loadKeybag() else { throw KeychainError(KeychainStatus.decode, "no keybag") }
+        return try Keybag.parseUnverified(stored.body).passcode?.sealedSecret
+    }
 }
 
 extension KeychainStore {

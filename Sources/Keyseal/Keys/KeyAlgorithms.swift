@@ -73,6 +73,8 @@ public enum KeyAlgorithms {
         /// An RSA signature; `message`: the data is hashed with the padding's hash first.
         case rsaSignature(RSAOperations.SignaturePadding, message: Bool)
         case rsaEncryption(RSAOperations.EncryptionPadding)
+        /// Apple's RSA hybrid: a random AES session key wrapped with OAEP of `hash`, the data under AES-GCM with it.
+        case rsaAESGCM(hash: Hash)
         /// ECIES with an X9.63 KDF and AES-GCM; `variableIV`: the KDF also gives the IV.
         case ecies(hash: Hash, variableIV: Bool)
         /// ECDH, raw or through an X9.63 KDF.
@@ -136,13 +138,18 @@ public enum KeyAlgorithms {
                     self = .rsaEncryption(.pkcs1)
                     return
                 }
-                guard parts.count == 5, parts[3] == "OAEP", let oaep = Hash(rawValue: parts[4]) else { break }
-                self = .rsaEncryption(.oaep(oaep, label: []))
+                // algid:encrypt:RSA:OAEP:SHAnnn, and with :AESGCM the hybrid of the session key and AES-GCM.
+                guard parts.count == 5 || (parts.count == 6 && parts[5] == "AESGCM"), parts[3] == "OAEP",
+                    let oaep = Hash(rawValue: parts[4])
+                else { break }
+                self = parts.count == 6 ? .rsaAESGCM(hash: oaep) : .rsaEncryption(.oaep(oaep, label: []))
                 return
             case ("encrypt", "ECIES"):
-                // algid:encrypt:ECIES:ECDH|ECDHC:KDFX963:SHAnnn:AESGCM|AESGCM-KDFIV
+                // algid:encrypt:ECIES:ECDH|ECDHC:KDFX963:SHAnnn:AESGCM|AESGCM-KDFIV (the variable IV from SHA-224 on:
+                // Apple declares no SHA-1 form of it).
                 guard parts.count == 7, parts[3] == "ECDH" || parts[3] == "ECDHC", parts[4] == "KDFX963",
-                    let kdf = Hash(rawValue: parts[5]), parts[6] == "AESGCM" || parts[6] == "AESGCM-KDFIV"
+                    let kdf = Hash(rawValue: parts[5]),
+                    parts[6] == "AESGCM" || (parts[6] == "AESGCM-KDFIV" && kdf != .sha1)
                 else { break }
                 self = .ecies(hash: kdf, variableIV: parts[6] == "AESGCM-KDFIV")
                 return
@@ -190,6 +197,8 @@ public enum KeyAlgorithms {
         case (.rsaSignature, .verify): return !isPrivate && !keyType.isEC
         case (.rsaEncryption, .encrypt): return !isPrivate && !keyType.isEC
         case (.rsaEncryption, .decrypt): return isPrivate && !keyType.isEC
+        case (.rsaAESGCM, .encrypt): return !isPrivate && !keyType.isEC
+        case (.rsaAESGCM, .decrypt): return isPrivate && !keyType.isEC
         case (.ecies, .encrypt): return !isPrivate && keyType.isEC
         case (.ecies, .decrypt): return isPrivate && keyType.isEC
         case (.ecdh, .keyExchange): return isPrivate && keyType.isEC
@@ -223,6 +232,39 @@ public enum KeyAlgorithms {
         case .rsaEncryption(let padding):
             guard case .software(let software) = key, !key.keyType.isEC else { throw unsupported }
             return try RSAOperations.decrypt(privateKey: software.material, data: data, padding: padding)
+        case .rsaAESGCM(let hash):
+            guard case .software(let software) = key, !key.keyType.isEC else { throw unsupported }
+            // The wrapped session key is one RSA block; the tag is AES-GCM's 16 bytes.
+            let blockSize = (key.keyType.bits + 7) / 8
+            guard data.count >= blockSize + 16 else {
+                throw KeychainError(KeychainStatus.param, "RSA-OAEP AES-GCM ciphertext is too short")
+            }
+            let publicKey = try key.publicKey().bytes
+            // One answer for every failure: the wrapped key, its size, the body or the tag.
+            let failed = KeychainError(
+                KeychainStatus.param,
+                "RSA-OAEP AES-GCM decryption failed (wrong key or altered data)"
+            )
+            guard
+                var sessionKey = try? RSAOperations.decrypt(
+                    privateKey: software.material,
+                    data: data.prefix(blockSize),
+                    padding: .oaep(hash, label: [])
+                )
+            else { throw failed }
+            defer { sessionKey.resetBytes(in: 0..<sessionKey.count) }
+            guard sessionKey.count == rsaSessionKeySize(key.keyType) else { throw failed }
+            let body = data.dropFirst(blockSize)
+            do {
+                let box = try AES.GCM.SealedBox(
+                    nonce: AES.GCM.Nonce(data: zeroIV),
+                    ciphertext: body.dropLast(16),
+                    tag: body.suffix(16)
+                )
+                return try AES.GCM.open(box, using: SymmetricKey(data: sessionKey), authenticating: publicKey)
+            } catch {
+                throw failed
+            }
         case .ecies(let hash, let variableIV):
             guard key.keyType.isEC else { throw unsupported }
             let pointSize = 1 + 2 * key.keyType.coordinateSize
@@ -344,6 +386,27 @@ public enum KeyAlgorithms {
         case .rsaEncryption(let padding):
             guard !key.keyType.isEC else { throw unsupported }
             return try RSAOperations.encrypt(publicKey: key.bytes, data: data, padding: padding)
+        case .rsaAESGCM(let hash):
+            guard !key.keyType.isEC else { throw unsupported }
+            let sessionKey = SymmetricKey(size: SymmetricKeySize(bitCount: 8 * rsaSessionKeySize(key.keyType)))
+            var sessionBytes = sessionKey.withUnsafeBytes { Data($0) }
+            defer { sessionBytes.resetBytes(in: 0..<sessionBytes.count) }
+            let wrapped = try RSAOperations.encrypt(
+                publicKey: key.bytes,
+                data: sessionBytes,
+                padding: .oaep(hash, label: [])
+            )
+            do {
+                let box = try AES.GCM.seal(
+                    data,
+                    using: sessionKey,
+                    nonce: AES.GCM.Nonce(data: zeroIV),
+                    authenticating: key.bytes
+                )
+                return wrapped + box.ciphertext + box.tag
+            } catch {
+                throw KeychainError(KeychainStatus.param, "RSA-OAEP AES-GCM encryption failed")
+            }
         case .ecies(let hash, let variableIV):
             guard key.keyType.isEC else { throw unsupported }
             let ephemeral = try SoftwarePrivateKey.generate(key.keyType)
@@ -450,6 +513,17 @@ public enum KeyAlgorithms {
         }
     }
 
+    /// The IV of Apple's RSA-OAEP AES-GCM and of ECIES with a fixed IV: sixteen zero bytes (GCM takes an IV of any
+    /// length; one of 16 bytes is hashed into the counter block). Safe because every AES key is used once.
+    static let zeroIV = Data(repeating: 0, count: 16)
+
+    /// The AES session key's size in bytes of Apple's RSA-OAEP AES-GCM: AES-128 for RSA keys under 4096 bits,
+    /// AES-256 from 4096 bits on. The data is authenticated with the public key (PKCS#1 `RSAPublicKey` DER) as AAD;
+    /// the ciphertext is RSA-OAEP(session key) ‖ AES-GCM ciphertext ‖ 16-byte tag.
+    static func rsaSessionKeySize(_ keyType: KeyType) -> Int {
+        keyType.bits >= 4096 ? 32 : 16
+    }
+
     /// Apple's ECIES keys: an X9.63 KDF over the shared secret with the ephemeral public key as shared info; AES-128
     /// for curves up to 256 bits, AES-256 above; the IV sixteen zero bytes, or (variable IV) sixteen more KDF bytes.
     static func eciesKeys(
@@ -463,7 +537,7 @@ public enum KeyAlgorithms {
         let derived = x963KDF(shared: shared, sharedInfo: ephemeral, size: keySize + (variableIV ? 16 : 0), hash: hash)
         return derived.withUnsafeBytes { bytes in
             let key = SymmetricKey(data: bytes.prefix(keySize))
-            let iv = variableIV ? Data(bytes.suffix(16)) : Data(repeating: 0, count: 16)
+            let iv = variableIV ? Data(bytes.suffix(16)) : zeroIV
             return (key, iv)
         }
     }

@@ -24,12 +24,27 @@ public struct KeyDescription: Sendable {
     public var attributes: [String: AttributeValue]
 }
 
-/// A transient hardware key: its blob, the seed its authorization is derived from, and the class that gates it.
-struct TransientHardwareKey {
-    var blob: Data
-    var seed: SecretBytes
+/// A key generated with `kSecAttrIsPermanent` false, held by the engine until released: a hardware key (its blob and
+/// the seed its authorization is derived from) or a software key (its material), the class that gates it, and the
+/// access-control flags it was made with, checked at each use as a stored key's (``KeychainEngine/withPrivateKey``).
+struct TransientKey {
+    enum Material {
+        case hardware(blob: Data, seed: SecretBytes)
+        case software(SoftwarePrivateKey)
+    }
+
+    var material: Material
     var publicKey: PublicKeyMaterial
     var accessibility: Accessibility
+    var accessControlFlags: UInt?
+    var isExtractable: Bool
+    /// What `SecKeyCopyAttributes` reports for it.
+    var attributes: [String: AttributeValue]
+
+    var inHardware: Bool {
+        if case .hardware = material { return true }
+        return false
+    }
 }
 
 /// The value of a hardware key's item: what the engine needs to use the key, sealed under the item's class key
@@ -114,6 +129,8 @@ extension KeychainEngine {
         where attributes[key] != nil {
             throw KeychainError(KeychainStatus.param, "\(key) is set by the keychain when it generates a key")
         }
+        // A stored key's flags are checked with its item's add; one that is not stored is checked before it is made.
+        if !request.isPermanent { try RequestValidation.validateAccessControl(request.accessControlFlags) }
         let value: Data
         let publicKey: PublicKeyMaterial
         var hardwareBlob: Data?
@@ -130,33 +147,22 @@ extension KeychainEngine {
             }
             publicKey = try PublicKeyMaterial(keyType: .p256, bytes: generated.publicKey)
             if !request.isPermanent {
-                let id = Data(randomBytes(16))
-                transientKeys[id] = TransientHardwareKey(
-                    blob: generated.blob,
-                    seed: seed,
-                    publicKey: publicKey,
-                    accessibility: request.accessibility
-                )
-                return KeyDescription(
-                    reference: .transient(id),
-                    publicKey: publicKey,
-                    isPrivate: true,
-                    inHardware: true,
-                    isExtractable: false,
-                    attributes: Self.keyAttributes(request, publicKey: publicKey, inHardware: true, base: attributes)
-                )
+                return holdTransientKey(.hardware(blob: generated.blob, seed: seed), publicKey, request, attributes)
             }
             hardwareBlob = generated.blob
             value = HardwareKeyValue(seed: seed, publicKey: publicKey.bytes, blob: generated.blob).encoded()
         } else {
-            guard request.isPermanent else {
-                throw KeychainError(KeychainStatus.param, "a software key that is not stored stays with its caller")
-            }
             if let software, software.keyType != request.keyType {
                 throw KeychainError(KeychainStatus.internalComponent, "the key generated is not of the type asked for")
             }
             let key = try software?.key ?? SoftwarePrivateKey.generate(request.keyType)
             publicKey = try key.publicKey()
+            if !request.isPermanent {
+                // KeysealSecurity keeps a software key without access control in its own process; one with access
+                // control is held here, so that each use is checked as a stored key's.
+                _ = try requireClassKey(request.accessibility)
+                return holdTransientKey(.software(key), publicKey, request, attributes)
+            }
             value = key.material.withUnsafeBytes { Data($0) }
         }
         attributes = Self.keyAttributes(request, publicKey: publicKey, inHardware: request.inHardware, base: attributes)
@@ -189,6 +195,37 @@ extension KeychainEngine {
             inHardware: request.inHardware,
             isExtractable: !request.inHardware && request.isExtractable,
             attributes: record.attributes
+        )
+    }
+
+    /// Keeps a key generated with `kSecAttrIsPermanent` false, with its request's access-control flags, and
+    /// describes it.
+    private func holdTransientKey(
+        _ material: TransientKey.Material,
+        _ publicKey: PublicKeyMaterial,
+        _ request: KeyGenerationRequest,
+        _ given: [String: AttributeValue]
+    ) -> KeyDescription {
+        var key = TransientKey(
+            material: material,
+            publicKey: publicKey,
+            accessibility: request.accessibility,
+            accessControlFlags: request.accessControlFlags,
+            isExtractable: false,
+            attributes: [:]
+        )
+        key.isExtractable = !key.inHardware && request.isExtractable
+        key.attributes = Self.keyAttributes(request, publicKey: publicKey, inHardware: key.inHardware, base: given)
+        if let flags = request.accessControlFlags { key.attributes[AttributeKey.accessControl] = .int(Int64(flags)) }
+        let id = Data(randomBytes(16))
+        transientKeys[id] = key
+        return KeyDescription(
+            reference: .transient(id),
+            publicKey: publicKey,
+            isPrivate: true,
+            inHardware: key.inHardware,
+            isExtractable: key.isExtractable,
+            attributes: key.attributes
         )
     }
 
@@ -275,6 +312,7 @@ extension KeychainEngine {
     /// The public key of a key item's data: a public key as it is, a private key's derived.
     static func publicKeyOf(keyClass: String, typeCode: String, data: Data) throws(KeychainError) -> PublicKeyMaterial {
         let keyType: KeyType
+        var data = data
         switch typeCode {
         case KeyType.ecTypeCode:
             let curveBits: [Int: Int] =
@@ -287,6 +325,8 @@ extension KeychainEngine {
             }
             keyType = .ec(bits: bits)
         case KeyType.rsaTypeCode:
+            // A public key may come as an X.509 SubjectPublicKeyInfo too, as Apple accepts; it is kept as PKCS#1.
+            if keyClass == keyClassPublic, let pkcs1 = RSAOperations.pkcs1PublicKey(data) { data = pkcs1 }
             guard let bits = rsaBits(keyClass: keyClass, data) else {
                 throw KeychainError(KeychainStatus.param, "the data is not a PKCS#1 RSA key")
             }
@@ -307,7 +347,9 @@ extension KeychainEngine {
 
     /// Resolves a private key for one operation: the item is found as a lookup finds it (the caller's groups, the
     /// lock state: a locked class is errSecInteractionNotAllowed), and a hardware key's authorization derived — once,
-    /// then kept prepared while its class stays available and the store unchanged (``preparedKey(_:caller:)``).
+    /// then kept prepared while its class stays available and the store unchanged (``preparedKey(_:caller:)``). A key
+    /// that is not stored is gated by its class as well. Either way its access-control flags are checked here, at
+    /// each use, by the one ``requireAuthentication(_:caller:)``.
     func withPrivateKey<T>(
         _ reference: KeyReference,
         caller: Caller,
@@ -317,23 +359,40 @@ extension KeychainEngine {
     {
         switch reference {
         case .transient(let id):
-            guard let key = transientKeys[id] else { throw KeychainError(KeychainStatus.param, "the key was released") }
+            let key = try transientKey(id)
             _ = try requireClassKey(key.accessibility)
-            let handle = HardwareKeyHandle(
-                provider: try hardwareProvider(),
-                blob: key.blob,
-                authorization: hardwareAuthorization(key.seed),
-                publicKey: key.publicKey
-            )
-            return try body(.hardware(handle))
+            try requireAuthentication(key.accessControlFlags, caller: caller)
+            switch key.material {
+            case .software(let software):
+                return try body(.software(software))
+            case .hardware(let blob, let seed):
+                let handle = HardwareKeyHandle(
+                    provider: try hardwareProvider(),
+                    blob: blob,
+                    authorization: hardwareAuthorization(seed),
+                    publicKey: key.publicKey
+                )
+                return try body(.hardware(handle))
+            }
         case .item(let persistentRef):
             let key = try preparedKey(persistentRef, caller: caller)
-            var authentication = AuthenticationCheck(caller: caller)
-            guard try authentication.check(flags: key.accessControlFlags, engine: self) == .allowed else {
-                throw KeychainError(KeychainStatus.interactionNotAllowed, ItemAuthentication.requiredMessage)
-            }
+            try requireAuthentication(key.accessControlFlags, caller: caller)
             return try body(key.handle)
         }
+    }
+
+    /// Refuses a use of a key whose access-control `flags` ask for an authentication the request does not carry
+    /// (errSecInteractionNotAllowed; errSecAuthFailed for a constraint the store cannot meet).
+    func requireAuthentication(_ flags: UInt?, caller: Caller) throws(KeychainError) {
+        var authentication = AuthenticationCheck(caller: caller)
+        guard try authentication.check(flags: flags, engine: self) == .allowed else {
+            throw KeychainError(KeychainStatus.interactionNotAllowed, ItemAuthentication.requiredMessage)
+        }
+    }
+
+    private func transientKey(_ id: Data) throws(KeychainError) -> TransientKey {
+        guard let key = transientKeys[id] else { throw KeychainError(KeychainStatus.param, "the key was released") }
+        return key
     }
 
     func keyRecord(_ persistentRef: Data, caller: Caller) throws -> ItemRecord {
@@ -350,15 +409,14 @@ extension KeychainEngine {
     func describeKey(_ reference: KeyReference, caller: Caller) throws -> KeyDescription {
         switch reference {
         case .transient(let id):
-            guard let key = transientKeys[id] else { throw KeychainError(KeychainStatus.param, "the key was released") }
-            let request = KeyGenerationRequest(keyType: .p256, inHardware: true, isPermanent: false)
+            let key = try transientKey(id)
             return KeyDescription(
                 reference: reference,
                 publicKey: key.publicKey,
                 isPrivate: true,
-                inHardware: true,
-                isExtractable: false,
-                attributes: Self.keyAttributes(request, publicKey: key.publicKey, inHardware: true, base: [:])
+                inHardware: key.inHardware,
+                isExtractable: key.isExtractable,
+                attributes: key.attributes
             )
         case .item(let persistentRef):
             var record = try keyRecord(persistentRef, caller: caller)
@@ -392,8 +450,21 @@ extension KeychainEngine {
     /// A software private key's material, where `kSecAttrIsExtractable` allows; a hardware key's never
     /// (errSecUnimplemented, as Apple answers for a Secure Enclave key).
     func exportPrivateKey(_ reference: KeyReference, caller: Caller) throws -> Data {
-        guard case .item(let persistentRef) = reference else {
-            throw KeychainError(KeychainStatus.unimplemented, "a hardware private key cannot be exported")
+        let persistentRef: Data
+        switch reference {
+        case .item(let item):
+            persistentRef = item
+        case .transient(let id):
+            let key = try transientKey(id)
+            guard case .software(let software) = key.material else {
+                throw KeychainError(KeychainStatus.unimplemented, "a hardware private key cannot be exported")
+            }
+            guard key.isExtractable else {
+                throw KeychainError(KeychainStatus.dataNotAvailable, "the key is not extractable")
+            }
+            _ = try requireClassKey(key.accessibility)
+            try requireAuthentication(key.accessControlFlags, caller: caller)
+            return software.material.withUnsafeBytes { Data($0) }
         }
         let record = try keyRecord(persistentRef, caller: caller)
         if record.string(AttributeKey.tokenID) == Self.hardwareTokenID {
@@ -403,43 +474,57 @@ extension KeychainEngine {
             throw KeychainError(KeychainStatus.dataNotAvailable, "the key is not extractable")
         }
         // A key whose access control asks for user presence gives its material only after an authentication.
-        var authentication = AuthenticationCheck(caller: caller)
-        guard try authentication.check(flags: Self.accessControlFlags(record.attributes), engine: self) == .allowed
-        else {
-            throw KeychainError(KeychainStatus.interactionNotAllowed, ItemAuthentication.requiredMessage)
-        }
+        try requireAuthentication(Self.accessControlFlags(record.attributes), caller: caller)
         return record.data ?? Data()
     }
 
-    /// Stores a transient hardware key as a private key item (`SecItemAdd` with the key as `kSecValueRef`); the
-    /// transient reference is then spent. Its seed moves into the item, sealed under the item's class.
+    /// Stores a key that was not stored as a private key item (`SecItemAdd` with the key as `kSecValueRef`); the
+    /// transient reference is then spent. A hardware key's seed moves into the item, sealed under the item's class; a
+    /// software key's material likewise. The key's access control goes with it: an add cannot drop the
+    /// authentication it asks for (`accessControlFlags`, the add's, apply only to a key made without such flags).
     func persistTransientKey(
         _ id: Data,
         attributes given: [String: AttributeValue],
         accessGroup: String?,
         accessibility: Accessibility?,
+        accessControlFlags: UInt?,
         synchronizable: Bool,
         caller: Caller
     ) throws -> KeyDescription {
-        guard let key = transientKeys[id] else { throw KeychainError(KeychainStatus.param, "the key was released") }
+        let key = try transientKey(id)
+        var flags = key.accessControlFlags
+        if (flags ?? 0) & AccessControlFlag.authenticationConstraints == 0, let accessControlFlags {
+            flags = accessControlFlags
+        }
         let request = KeyGenerationRequest(
-            keyType: .p256,
-            inHardware: true,
+            keyType: key.publicKey.keyType,
+            inHardware: key.inHardware,
             isPermanent: true,
             attributes: given,
             accessGroup: accessGroup,
             accessibility: accessibility ?? key.accessibility,
-            synchronizable: synchronizable
+            accessControlFlags: flags,
+            synchronizable: synchronizable,
+            isExtractable: key.isExtractable
         )
-        var attributes = Self.keyAttributes(request, publicKey: key.publicKey, inHardware: true, base: given)
-        let trusted = [AttributeKey.tokenID: attributes.removeValue(forKey: AttributeKey.tokenID)!]
+        var attributes = Self.keyAttributes(request, publicKey: key.publicKey, inHardware: key.inHardware, base: given)
+        var trusted: [String: AttributeValue] = [:]
+        let value: Data
+        switch key.material {
+        case .hardware(let blob, let seed):
+            trusted[AttributeKey.tokenID] = attributes.removeValue(forKey: AttributeKey.tokenID)
+            value = HardwareKeyValue(seed: seed, publicKey: key.publicKey.bytes, blob: blob).encoded()
+        case .software(let software):
+            value = software.material.withUnsafeBytes { Data($0) }
+        }
         let item = NewItem(
             itemClass: .key,
             attributes: attributes,
             accessGroup: accessGroup,
             accessibility: request.accessibility,
+            accessControlFlags: flags,
             synchronizable: synchronizable,
-            data: HardwareKeyValue(seed: key.seed, publicKey: key.publicKey.bytes, blob: key.blob).encoded(),
+            data: value,
             returns: [.attributes, .persistentRef]
         )
         guard let record = try add(item, caller: caller, trusted: trusted), let reference = record.persistentRef else {
@@ -450,16 +535,16 @@ extension KeychainEngine {
             reference: .item(reference),
             publicKey: key.publicKey,
             isPrivate: true,
-            inHardware: true,
-            isExtractable: false,
+            inHardware: key.inHardware,
+            isExtractable: key.isExtractable,
             attributes: record.attributes
         )
     }
 
-    /// Forgets a transient hardware key and removes what the hardware holds for it.
+    /// Forgets a key that was not stored and removes what the hardware holds for it.
     func releaseTransientKey(_ id: Data) {
         guard let key = transientKeys.removeValue(forKey: id) else { return }
-        try? device.hardwareKeys?.deleteKey(keyBlob: key.blob)
+        if case .hardware(let blob, _) = key.material { try? device.hardwareKeys?.deleteKey(keyBlob: blob) }
     }
 
     /// The hardware keys `caller` can be charged with (keyseald's per-uid quota of hardware objects): the key items of

@@ -34,7 +34,8 @@ extension KeychainStore {
             guard request.isPermanent else {
                 throw KeychainError(
                     KeychainStatus.unimplemented,
-                    "through keyseald every generated key is stored (kSecAttrIsPermanent)"
+                    "through keyseald every generated key is stored (kSecAttrIsPermanent): a key in the hardware, "
+                        + "or one whose access control asks for an authentication, cannot be made without storing it"
                 )
             }
             return try Self.key(try Self.request(connection, .generateKey(request)))
@@ -126,12 +127,15 @@ extension KeychainStore {
         try withEngine { SecretBytes(copying: try $0.exportPrivateKey(key, caller: .owner)) }
     }
 
-    /// Stores a transient hardware key as an item; returns the stored key's description. Embedded stores only.
+    /// Stores a key that was generated without being stored as an item; returns the stored key's description. The
+    /// key's access control goes with it (`accessControlFlags` apply to a key made without an authentication
+    /// constraint). Embedded stores only.
     public func storeTransientKey(
         _ key: KeyReference,
         attributes: [String: AttributeValue],
         accessGroup: String? = nil,
         accessibility: Accessibility? = nil,
+        accessControlFlags: UInt? = nil,
         synchronizable: Bool = false
     ) throws -> KeyDescription {
         guard case .transient(let id) = key else { throw KeychainError.duplicateItem }
@@ -141,13 +145,14 @@ extension KeychainStore {
                 attributes: attributes,
                 accessGroup: accessGroup,
                 accessibility: accessibility,
+                accessControlFlags: accessControlFlags,
                 synchronizable: synchronizable,
                 caller: .owner
             )
         }
     }
 
-    /// Forgets a transient hardware key (one generated with `isPermanent` false).
+    /// Forgets a key generated with `isPermanent` false (and a hardware key's objects in the hardware).
     public func releaseKey(_ key: KeyReference) {
         guard case .transient(let id) = key else { return }
         _ = try? withEngine { $0.releaseTransientKey(id) }
