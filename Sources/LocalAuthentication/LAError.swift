@@ -43,6 +43,14 @@ public struct LAError: Error, Sendable, Hashable, CustomNSError, LocalizedError 
         self.init(code, userInfo[NSLocalizedDescriptionKey] as? String ?? "")
     }
 
+    /// Apple's bridged-error initializer: the error of an `NSError` in ``LAErrorDomain``, its
+    /// `NSLocalizedDescriptionKey` as the message. A code LocalAuthentication does not declare, or another domain,
+    /// is `authenticationFailed` (Apple traps there; a failure is the safe reading).
+    public init(_nsError error: NSError) {
+        let code = error.domain == LAErrorDomain ? Code(rawValue: error.code) : nil
+        self.init(code ?? .authenticationFailed, userInfo: error.userInfo)
+    }
+
     public static var errorDomain: String { LAErrorDomain }
     public var errorCode: Int { code.rawValue }
     public var errorUserInfo: [String: Any] {
