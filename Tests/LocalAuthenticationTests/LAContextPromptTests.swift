@@ -329,3 +329,27 @@ extension LocalAuthenticationSuites.LAContextTests {
         }
     }
 }
+
+extension LocalAuthenticationSuites.LAContextTests {
+    @Test("biometryType can be read while an evaluation on another thread sets it (a data race under TSan if not)")
+    func biometryTypeWhileEvaluating() throws {
+        let fprintd = try FprintdFixture(service: nil)
+        defer { fprintd.remove() }
+        try withPasscodeStore { _ in
+            fprintd.using {
+                let context = LAContext()
+                let done = DispatchSemaphore(value: 0)
+                context.evaluatePolicy(.deviceOwnerAuthenticationWithBiometrics, localizedReason: "race") { _, _ in
+                    done.signal()
+                }
+                var reads = 0
+                while done.wait(timeout: .now()) == .timedOut {
+                    _ = context.biometryType
+                    reads += 1
+                }
+                #expect(reads > 0)
+                #expect(context.biometryType == .none)
+            }
+        }
+    }
+}
