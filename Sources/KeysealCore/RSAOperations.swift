@@ -81,14 +81,15 @@ public enum RSAOperations {
     public static func publicKey(ofPrivateKey privateKey: SecretBytes) throws(KeychainError) -> (Data, bits: Int) {
         let key = try parsePrivate(privateKey)
         defer { EVP_PKEY_free(key) }
-        return (try publicDER(key), Int(EVP_PKEY_get_bits(key)))
+        return (try publicDER(key), blockBits(key))
     }
 
-    /// The size in bits of a PKCS#1 public key; errSecParam when `publicKey` is not one.
+    /// The size in bits of a PKCS#1 public key (its block: the modulus's bytes × 8); errSecParam when `publicKey` is
+    /// not one.
     public static func bits(ofPublicKey publicKey: Data) throws(KeychainError) -> Int {
         let key = try parsePublic(publicKey)
         defer { EVP_PKEY_free(key) }
-        return Int(EVP_PKEY_get_bits(key))
+        return blockBits(key)
     }
 
     /// A PKCS#1 `RSAPublicKey` from `data`, which is one or an X.509 `SubjectPublicKeyInfo` of an RSA key (what Apple's
@@ -114,11 +115,11 @@ public enum RSAOperations {
         return try? publicDER(key)
     }
 
-    /// The size in bits of a PKCS#1 private key; errSecParam when `privateKey` is not one.
+    /// The size in bits of a PKCS#1 private key (its block, as above); errSecParam when `privateKey` is not one.
     public static func bits(ofPrivateKey privateKey: SecretBytes) throws(KeychainError) -> Int {
         let key = try parsePrivate(privateKey)
         defer { EVP_PKEY_free(key) }
-        return Int(EVP_PKEY_get_bits(key))
+        return blockBits(key)
     }
 
     /// A PKCS#1 public key as a DER `SubjectPublicKeyInfo`, for PEM.
@@ -276,6 +277,12 @@ public enum RSAOperations {
                 && EVP_PKEY_CTX_set_rsa_mgf1_md(context, hash.md) == 1
                 && EVP_PKEY_CTX_set_rsa_pss_saltlen(context, Int32(hash.size)) == 1
         }
+    }
+
+    /// A key's size as Keyseal and Apple name it: its block (the modulus's bytes) in bits. A modulus of 1023 bits is a
+    /// 1024-bit key, whose blocks are 128 bytes, as some generators make them.
+    private static func blockBits(_ key: OpaquePointer) -> Int {
+        Int(EVP_PKEY_get_size(key)) * 8
     }
 
     /// A raw operation's input as Apple reads it: a big-endian number, zero-extended on the left to the modulus's

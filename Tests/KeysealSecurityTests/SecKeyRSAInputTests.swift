@@ -117,4 +117,46 @@ import Testing
             #expect(takeError(error)?.code == Int(errSecParam))
         }
     }
+
+    @Test("A public key whose modulus is 1023 bits is a 1024-bit key, as Apple reads it, and encrypts for its owner")
+    func modulusShortOfItsBlock() throws {
+        try withStore { _ in
+            let directory = try TemporaryDirectory(prefix: "keyseal-rsa-1023")
+            let privatePEM = directory.appending("private.pem").path
+            let publicDER = directory.appending("public.der").path
+            var result = try SecKeyAlgorithmTests.openssl([
+                "genpkey", "-algorithm", "RSA", "-pkeyopt", "rsa_keygen_bits:1023", "-out", privatePEM,
+            ])
+            #expect(result.status == 0, "\(result.stderrText)")
+            result = try SecKeyAlgorithmTests.openssl([
+                "rsa", "-in", privatePEM, "-RSAPublicKey_out", "-outform", "DER", "-out", publicDER,
+            ])
+            #expect(result.status == 0, "\(result.stderrText)")
+            let attributes: [CFString: Any] = [
+                kSecAttrKeyType: kSecAttrKeyTypeRSA, kSecAttrKeyClass: kSecAttrKeyClassPublic,
+            ]
+            var error: Unmanaged<CFError>?
+            let publicKey = try #require(
+                SecKeyCreateWithData(
+                    try Data(contentsOf: URL(fileURLWithPath: publicDER)) as CFData,
+                    attributes as CFDictionary,
+                    &error
+                ),
+                "\(String(describing: error?.takeRetainedValue()))"
+            )
+            #expect(SecKeyGetBlockSize(publicKey) == 128)
+            let plaintext = Data("for the owner".utf8)
+            let ciphertext = try #require(
+                SecKeyCreateEncryptedData(publicKey, .rsaEncryptionPKCS1, plaintext as CFData, &error) as Data?
+            )
+            let cipherFile = directory.appending("cipher")
+            let plainFile = directory.appending("plain")
+            try ciphertext.write(to: cipherFile)
+            result = try SecKeyAlgorithmTests.openssl([
+                "pkeyutl", "-decrypt", "-inkey", privatePEM, "-in", cipherFile.path, "-out", plainFile.path,
+            ])
+            #expect(result.status == 0, "\(result.stderrText)")
+            #expect(try Data(contentsOf: plainFile) == plaintext)
+        }
+    }
 }
