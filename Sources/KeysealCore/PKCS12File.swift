@@ -64,7 +64,8 @@ public struct PKCS12File: Sendable {
         let bits = Int(EVP_PKEY_get_bits(key))
         switch EVP_PKEY_get_base_id(key) {
         case EVP_PKEY_RSA:
-            keyType = .rsa(bits: bits)
+            // Sized as RSAOperations sizes RSA keys: by the block, so a 2047-bit modulus is a 2048-bit key.
+            keyType = try KeyType(typeCode: KeyType.rsaTypeCode, bits: Int(EVP_PKEY_get_size(key)) * 8)
             privateKey = try rsaPrivateKey(key)
         case EVP_PKEY_EC where [256, 384, 521].contains(bits):
             keyType = .ec(bits: bits)

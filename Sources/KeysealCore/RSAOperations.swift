@@ -230,7 +230,9 @@ public enum RSAOperations {
                     : "the data is too long for this RSA key and padding (at most \(max(limit, 0)) bytes)"
             )
         }
-        let input = padding.isRaw ? rawBlock(Array(data), size: size) : Array(data)
+        // The input may be a secret (RSA-OAEP AES-GCM's session key): its copy is wiped.
+        var input = padding.isRaw ? rawBlock(Array(data), size: size) : Array(data)
+        defer { zeroize(&input) }
         return try crypt(key, input, private: false, padding: padding, what: "encryption")
     }
 

@@ -179,7 +179,10 @@ extension P11Object {
             guard let rsa = DERReader.rsaPublicKey(Array(key.publicKey)) else { return [] }
             common[CK_ATTRIBUTE_TYPE(CKA_MODULUS)] = rsa.modulus
             common[CK_ATTRIBUTE_TYPE(CKA_PUBLIC_EXPONENT)] = rsa.exponent
-            common[CK_ATTRIBUTE_TYPE(CKA_MODULUS_BITS)] = Encode.ulong(CK_ULONG(key.bits))
+            // The modulus's length in bits, as PKCS#11 defines it (Keyseal names a key by its block: 1024 for 1023).
+            let modulus = rsa.modulus.drop { $0 == 0 }
+            let modulusBits = modulus.first.map { modulus.count * 8 - $0.leadingZeroBitCount } ?? 0
+            common[CK_ATTRIBUTE_TYPE(CKA_MODULUS_BITS)] = Encode.ulong(CK_ULONG(modulusBits))
         }
         var publicKey = common
         publicKey[CK_ATTRIBUTE_TYPE(CKA_CLASS)] = Encode.ulong(CK_ULONG(CKO_PUBLIC_KEY))

@@ -440,6 +440,15 @@ public func SecKeyCopyAttributes(_ key: SecKey) -> CFDictionary? {
     var attributes: [String: Any] = [:]
     if case .stored(_, let description) = key.backing {
         for (name, value) in description.attributes { attributes[name] = DictionaryRequests.plain(value) }
+        // An access control is a SecAccessControl, as SecItemCopyMatching gives it (Apple code casts it with as!).
+        if case .int(let flags)? = description.attributes[AttributeKey.accessControl],
+            case .string(let protection)? = description.attributes[AttributeKey.accessible]
+        {
+            attributes[kSecAttrAccessControl] = SecAccessControl(
+                protection: protection,
+                flags: SecAccessControlCreateFlags(rawValue: UInt(truncatingIfNeeded: flags))
+            )
+        }
     }
     attributes[kSecClass] = kSecClassKey
     attributes[kSecAttrKeyClass] = key.isPrivate ? kSecAttrKeyClassPrivate : kSecAttrKeyClassPublic

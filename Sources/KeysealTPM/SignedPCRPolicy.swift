@@ -25,6 +25,15 @@ public struct PCRPolicyKey: Sendable, Equatable {
     /// (not the SubjectPublicKeyInfo). `SignedPCRPolicyTests.systemdMeasureSignatureOpens` compares it with
     /// systemd-measure's.
     public let fingerprint: [UInt8]
+    /// SHA-256 of the key's SubjectPublicKeyInfo DER: the `pkfp` Keyseal's `tpm sign-policy` wrote before it matched
+    /// systemd's. It only names the key (the TPM verifies every signature with the bound key), so files signed then
+    /// still name this key (`SignedPCRPolicyTests.earlierFingerprintStillNamesTheKey`).
+    public let earlierFingerprint: [UInt8]
+
+    /// Whether `pkfp` (a signature file's, as bytes) names this key.
+    public func isNamed(by pkfp: [UInt8]?) -> Bool {
+        pkfp == fingerprint || pkfp == earlierFingerprint
+    }
 
     /// A PEM SubjectPublicKeyInfo (`-----BEGIN PUBLIC KEY-----`) of an RSA 2048 or P-256 key.
     public init(pemRepresentation pem: String) throws {
@@ -43,6 +52,7 @@ public struct PCRPolicyKey: Sendable, Equatable {
     init(p256 key: P256.Signing.PublicKey) {
         material = .p256(xy: Array(key.x963Representation.dropFirst()))
         fingerprint = Array(SHA256.hash(data: key.x963Representation))
+        earlierFingerprint = Array(SHA256.hash(data: key.derRepresentation))
     }
 
     init(rsa key: _RSA.Signing.PublicKey) throws {
@@ -59,6 +69,7 @@ public struct PCRPolicyKey: Sendable, Equatable {
         }
         material = .rsa(modulus: modulus, exponent: exponent.reduce(0) { $0 << 8 | UInt32($1) })
         fingerprint = Array(SHA256.hash(data: key.pkcs1DERRepresentation))
+        earlierFingerprint = Array(SHA256.hash(data: key.derRepresentation))
     }
 
     /// The key from the public area a sealed blob records (``SealedBlob``); nil if it is not one this type makes.

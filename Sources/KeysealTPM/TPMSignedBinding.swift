@@ -77,7 +77,7 @@ extension TPMDeviceKey {
         let current = try connection.pcrPolicyDigest(mask: mask, authValue: false)
         let pcrs = SealedBlob.pcrs(mask)
         let candidates = SignedPCRPolicy.load(directories: signatureDirectories).filter {
-            $0.pcrs == pcrs && $0.policyDigest == current && SignedPCRPolicy.bytes(hex: $0.pkfp) == key.fingerprint
+            $0.pcrs == pcrs && $0.policyDigest == current && key.isNamed(by: SignedPCRPolicy.bytes(hex: $0.pkfp))
         }
         var refused = 0
         makeRoom(connection)  // TPM2_LoadExternal takes a slot for the key while it verifies

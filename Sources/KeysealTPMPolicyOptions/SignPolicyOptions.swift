@@ -35,7 +35,8 @@ public enum SignPolicyHelp {
             Writes FILE: {"sha256": [{"pcrs": [..], "pkfp": HEX, "pol": HEX, "sig": BASE64}]}, the layout of \
             systemd's tpm2-pcr-signature.json. pol is the TPM's PolicyPCR digest over the given SHA-256 PCR values; \
             sig signs it (RSASSA-PKCS1-v1_5 or ECDSA, SHA-256) with --private-key, RSA 2048 or NIST P-256 (PEM); \
-            pkfp is the SHA-256 of the key's public half (DER). A device started with `keyseald --tpm-pcrs LIST \
+            pkfp names the key as systemd does: SHA-256 of its PKCS#1 RSAPublicKey DER (RSA) or of its uncompressed \
+            point 04||X||Y (P-256). A device started with `keyseald --tpm-pcrs LIST \
             --tpm-pcr-public-key PUBLIC.pem` opens in that state when the file is in its signature directory.
 
             --pcr-values FILE: lines `PCR:HEX` or `PCR=HEX` (`tpm2_pcrread sha256:7` output works as it is), or a JSON \

@@ -55,6 +55,8 @@ struct SecPKCS12ImportTests {
 
     static let keys: [(name: String, genpkey: [String], algorithm: SecKeyAlgorithm)] = [
         ("RSA 2048", ["-algorithm", "RSA", "-pkeyopt", "rsa_keygen_bits:2048"], .rsaSignatureMessagePKCS1v15SHA256),
+        // A modulus a bit short of its block: a 2048-bit key, as Keyseal and Apple size RSA keys.
+        ("RSA 2047", ["-algorithm", "RSA", "-pkeyopt", "rsa_keygen_bits:2047"], .rsaSignatureMessagePSSSHA256),
         ("EC P-256", ["-algorithm", "EC", "-pkeyopt", "ec_paramgen_curve:P-256"], .ecdsaSignatureMessageX962SHA256),
         ("EC P-384", ["-algorithm", "EC", "-pkeyopt", "ec_paramgen_curve:P-384"], .ecdsaSignatureMessageX962SHA384),
     ]

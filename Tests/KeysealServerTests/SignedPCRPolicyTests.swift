@@ -325,6 +325,31 @@ struct SignedPCRPolicyTests {
         #expect(detail.contains("did not verify") || daemon.log_().contains("did not verify"), "\(detail)")
     }
 
+    @Test("a signature file naming the key by its SubjectPublicKeyInfo's SHA-256, as earlier sign-policy wrote, opens")
+    func earlierFingerprintStillNamesTheKey() throws {
+        let (daemon, cli, signatures, key, _) = try Self.signedDaemon(.p256)
+        defer { daemon.remove() }
+        let swtpm = try #require(daemon.swtpm)
+        daemon.stop()
+        try Self.boot(swtpm, into: Self.stateB)
+        let file = signatures + "/state-b.json"
+        try Self.signCurrent(cli, swtpm, key: key.0, output: file)
+        // Relabel the entry with the earlier fingerprint: SHA-256 of the public key's DER SubjectPublicKeyInfo.
+        let pem = try String(contentsOfFile: key.1, encoding: .utf8)
+        let spki = try P256.Signing.PublicKey(pemRepresentation: pem).derRepresentation
+        let earlier = SHA256.hash(data: spki).map { String(format: "%02x", $0) }.joined()
+        var json = try #require(
+            try JSONSerialization.jsonObject(with: Data(contentsOf: URL(fileURLWithPath: file))) as? [String: Any]
+        )
+        var entries = try #require(json["sha256"] as? [[String: Any]])
+        #expect(entries[0]["pkfp"] as? String != earlier)
+        entries[0]["pkfp"] = earlier
+        json["sha256"] = entries
+        try JSONSerialization.data(withJSONObject: json).write(to: URL(fileURLWithPath: file))
+        try daemon.start()
+        try Self.expectOpens(cli)
+    }
+
     @Test("enrolment is refused when no signed policy matches the current values; nothing is bound")
     func enrolmentRefusedWithoutMatchingSignature() throws {
         let daemon = try DaemonFixture(.tpm, start: false, tpmLimits: (32, 600, 2))

@@ -194,7 +194,7 @@ extension KeychainEngine {
             isPrivate: true,
             inHardware: request.inHardware,
             isExtractable: !request.inHardware && request.isExtractable,
-            attributes: record.attributes
+            attributes: Self.describedAttributes(record.attributes, record.accessibility)
         )
     }
 
@@ -217,6 +217,7 @@ extension KeychainEngine {
         key.isExtractable = !key.inHardware && request.isExtractable
         key.attributes = Self.keyAttributes(request, publicKey: publicKey, inHardware: key.inHardware, base: given)
         if let flags = request.accessControlFlags { key.attributes[AttributeKey.accessControl] = .int(Int64(flags)) }
+        key.attributes = Self.describedAttributes(key.attributes, request.accessibility)
         let id = Data(randomBytes(16))
         transientKeys[id] = key
         return KeyDescription(
@@ -227,6 +228,17 @@ extension KeychainEngine {
             isExtractable: key.isExtractable,
             attributes: key.attributes
         )
+    }
+
+    /// A key's attributes as `SecKeyCopyAttributes` reports them: with its accessibility (`pdmn`), which Apple's
+    /// lists and a `kSecAttrAccessControl` is made with.
+    static func describedAttributes(
+        _ attributes: [String: AttributeValue],
+        _ accessibility: Accessibility?
+    ) -> [String: AttributeValue] {
+        var described = attributes
+        if let accessibility { described[AttributeKey.accessible] = .string(accessibility.rawValue) }
+        return described
     }
 
     static func keyAttributes(
@@ -442,7 +454,7 @@ extension KeychainEngine {
                 isPrivate: keyClass == Self.keyClassPrivate,
                 inHardware: inHardware,
                 isExtractable: extractable && !inHardware,
-                attributes: record.attributes
+                attributes: Self.describedAttributes(record.attributes, record.accessibility)
             )
         }
     }
@@ -537,7 +549,7 @@ extension KeychainEngine {
             isPrivate: true,
             inHardware: key.inHardware,
             isExtractable: key.isExtractable,
-            attributes: record.attributes
+            attributes: Self.describedAttributes(record.attributes, record.accessibility)
         )
     }
 
