@@ -299,6 +299,8 @@ let package = Package(
             name: "KeysealServerTests",
             dependencies: [
                 "KeysealServer", "Keyseal", "KeysealClient", "KeysealCore", "KeysealTestSupport", "KeysealAttestation",
+                // SecItemAdd through keyseald, for keys the command line does not make.
+                "KeysealSecurity",
                 // The command line's parsers, compared in FindParserTests.
                 "keyseal", .product(name: "ArgumentParser", package: "swift-argument-parser"),
                 .product(name: "Crypto", package: "swift-crypto"),

@@ -1,5 +1,7 @@
 import Crypto
 import Foundation
+import Keyseal
+import KeysealSecurity
 import KeysealTestSupport
 import Testing
 
@@ -462,6 +464,39 @@ struct PKCS11ModuleTests {
         let object = try JSONSerialization.jsonObject(with: found.stdout)
         let keys = try #require(object as? [[String: Any]], "\(found.stdoutText)")
         return try #require(keys.first?["applicationLabel"] as? String)
+    }
+
+    /// Keyseal sizes an RSA key by its block (a 2047-bit modulus is a 2048-bit key); PKCS#11's CKA_MODULUS_BITS is the
+    /// modulus's own length, which pkcs11-tool prints.
+    @Test func modulusBitsAreTheModulusLength() throws {
+        let setup = try Setup(.hostKey, hardware: false)
+        let dir = setup.directory.path
+        let openssl = try requireTool("openssl", package: "openssl")
+        var made = try runProcess(
+            openssl,
+            ["genpkey", "-algorithm", "RSA", "-pkeyopt", "rsa_keygen_bits:2047", "-out", "\(dir)/rsa.pem"]
+        )
+        #expect(made.status == 0, "\(made.stderrText)")
+        made = try runProcess(
+            openssl,
+            ["rsa", "-in", "\(dir)/rsa.pem", "-traditional", "-outform", "DER", "-out", "\(dir)/rsa.der"]
+        )
+        #expect(made.status == 0, "\(made.stderrText)")
+        let store = try KeychainStore.daemon(socket: setup.daemon.socketPath)
+        let added = try KeychainStore.withDefault(store) {
+            let add: [String: Any] = [
+                kSecClass as String: kSecClassKey, kSecAttrKeyType as String: kSecAttrKeyTypeRSA,
+                kSecAttrKeyClass as String: kSecAttrKeyClassPrivate, kSecAttrLabel as String: "rsa2047",
+                kSecAttrApplicationTag as String: Data("rsa2047".utf8),
+                kSecValueData as String: try Data(contentsOf: URL(fileURLWithPath: "\(dir)/rsa.der")),
+            ]
+            return SecItemAdd(add as CFDictionary, nil)
+        }
+        #expect(added == errSecSuccess)
+        let tool = try requireTool("pkcs11-tool", package: "opensc")
+        let listed = try setup.run(tool, ["--module", setup.module, "--list-objects", "--type", "pubkey"])
+        #expect(listed.status == 0, "\(listed.stderrText)")
+        #expect(listed.stdoutText.contains("RSA 2047 bits"), "\(listed.stdoutText)")
     }
 
     @Test func aSoftwareRSAKeySignsAndDecryptsThroughPkcs11Tool() throws {
