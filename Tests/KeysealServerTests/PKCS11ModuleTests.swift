@@ -194,6 +194,43 @@ struct PKCS11ModuleTests {
         )
     }
 
+    /// The host program's OpenSSL configuration plays no part in C_Verify: one that activates only the null provider
+    /// (the default context then has no algorithms) leaves the module's checks as they are, since they use a library
+    /// context of the module's own.
+    @Test func verifyIgnoresTheHostsOpenSSLConfiguration() throws {
+        let setup = try Setup(.tpm)
+        let configuration = setup.directory.appending("hostile-openssl.cnf")
+        try """
+        openssl_conf = openssl_init
+        [openssl_init]
+        providers = provider_sect
+        [provider_sect]
+        null = null_sect
+        [null_sect]
+        activate = 1
+
+        """.write(to: configuration, atomically: true, encoding: .utf8)
+        let probe = try builtProductsDirectory().appendingPathComponent("keyseal-pkcs11-probe").path
+        let result = try setup.run(
+            probe,
+            [setup.module, "verify", "device"],
+            extra: ["OPENSSL_CONF": configuration.path]
+        )
+        #expect(
+            result.stdoutText.trimmingCharacters(in: .whitespacesAndNewlines)
+                == "valid=0x0 tampered=0xc0 otherdata=0xc0 short=0xc1 ended=0x91 private=0x68 signparts=0x0 "
+                + "oneshot=0x0 verifyparts=0x0 verifyprefix=0xc0",
+            "\(result.stderrText)"
+        )
+    }
+
+    /// C_Verify leaves libcrypto's error queue as the caller had it: the caller's error stays first and last, whether
+    /// the signature verifies, does not, or is one libcrypto refuses with an error of its own.
+    @Test func verifyKeepsTheCallersErrorQueue() throws {
+        let setup = try Setup(.tpm)
+        #expect(try setup.probe("errqueue", "device") == "valid=0x0 tampered=0xc0 range=0xc0 kept=1 extra=0")
+    }
+
     /// C_SignUpdate/C_SignFinal (three parts, one empty, a size query before the result) give the same signature as one
     /// C_Sign (PKCS#1 v1.5 is deterministic); C_Sign after C_SignUpdate is refused.
     @Test func multiPartSigningEqualsOneShot() throws {

@@ -9,6 +9,9 @@
 //                                                    over thread_message's text; odd rounds signed a byte at a
 //                                                    time), then "failures=.. rvs=.." (the CKRs other than OK)
 //   keyseal-pkcs11-probe MODULE verify LABEL          C_Verify of an EC key: valid, tampered, short, multi-part
+//   keyseal-pkcs11-probe MODULE errqueue LABEL        C_Verify (valid, tampered, r and s out of range) with an
+//                                                    error of the caller's on libcrypto's queue: "kept=1 extra=0"
+//                                                    when the queue is as the caller left it
 //   keyseal-pkcs11-probe MODULE multipart LABEL       an RSA key's CKM_SHA256_RSA_PKCS: C_SignUpdate/C_SignFinal in
 //                                                    three parts against one C_Sign (deterministic: equal bytes)
 //   keyseal-pkcs11-probe MODULE interface             PKCS#11 v3.0's C_GetInterfaceList and C_GetInterface
@@ -281,6 +284,54 @@ static int threads_command(const char *label, int count) {
     for (int i = 0; i < count; i++)
         for (int r = 0; r < jobs[i].rv_count; r++) printf("0x%lx,", jobs[i].rvs[r]);
     printf("\n");
+    return 0;
+}
+
+// libcrypto's error queue is the caller's: C_Verify leaves an error the caller queued, and queues none of its own.
+// libcrypto is reached with dlopen (the module's own copy: one soname, one queue), so the probe links no OpenSSL.
+static int errqueue_command(const char *label) {
+    void *crypto = dlopen("libcrypto.so.3", RTLD_NOW | RTLD_LOCAL);
+    if (crypto == NULL) {
+        printf("libcrypto: %s\n", dlerror());
+        return 1;
+    }
+    void (*err_new)(void) = (void (*)(void))dlsym(crypto, "ERR_new");
+    void (*err_set_error)(int, int, const char *, ...) = (void (*)(int, int, const char *, ...))dlsym(crypto, "ERR_set_error");
+    unsigned long (*peek_first)(void) = (unsigned long (*)(void))dlsym(crypto, "ERR_peek_error");
+    unsigned long (*peek_last)(void) = (unsigned long (*)(void))dlsym(crypto, "ERR_peek_last_error");
+    if (err_new == NULL || err_set_error == NULL || peek_first == NULL || peek_last == NULL) {
+        printf("libcrypto: no ERR functions\n");
+        return 1;
+    }
+    CK_SESSION_HANDLE session = open_session();
+    CK_OBJECT_HANDLE private = find_key(session, label, CKO_PRIVATE_KEY);
+    CK_OBJECT_HANDLE public = find_key(session, label, CKO_PUBLIC_KEY);
+    unsigned char signature[200];
+    CK_ULONG length = sizeof signature;
+    unsigned char digest[32];
+    for (int i = 0; i < 32; i++) digest[i] = (unsigned char)i;
+    CK_RV rv = sign_once(session, private, signature, &length);
+    if (rv != CKR_OK) {
+        printf("sign=0x%lx\n", rv);
+        return 1;
+    }
+    // ERR_LIB_USER (128), reason 42: the caller's own error, queued before the module is called.
+    err_new();
+    err_set_error(128, 42, NULL);
+    unsigned long mine = peek_last();
+    CK_MECHANISM ecdsa = {CKM_ECDSA, NULL, 0};
+    CK_RV rvs[3];
+    rv = p11->C_VerifyInit(session, &ecdsa, public);
+    rvs[0] = rv == CKR_OK ? p11->C_Verify(session, digest, sizeof digest, signature, length) : rv;
+    signature[length - 1] ^= 0x01;
+    rv = p11->C_VerifyInit(session, &ecdsa, public);
+    rvs[1] = rv == CKR_OK ? p11->C_Verify(session, digest, sizeof digest, signature, length) : rv;
+    // r and s all ones: above the curve's order, which libcrypto refuses with an error of its own.
+    memset(signature, 0xff, length);
+    rv = p11->C_VerifyInit(session, &ecdsa, public);
+    rvs[2] = rv == CKR_OK ? p11->C_Verify(session, digest, sizeof digest, signature, length) : rv;
+    printf("valid=0x%lx tampered=0x%lx range=0x%lx kept=%d extra=%d\n", rvs[0], rvs[1], rvs[2],
+           mine != 0 && peek_first() == mine, peek_last() != mine);
     return 0;
 }
 
@@ -598,6 +649,8 @@ int main(int argc, char **argv) {
         result = threads_command(argv[3], atoi(argv[4]));
     } else if (strcmp(command, "verify") == 0 && argc >= 4) {
         result = verify_command(argv[3]);
+    } else if (strcmp(command, "errqueue") == 0 && argc >= 4) {
+        result = errqueue_command(argv[3]);
     } else if (strcmp(command, "multipart") == 0 && argc >= 4) {
         result = multipart_command(argv[3]);
     } else if (strcmp(command, "interface") == 0) {
