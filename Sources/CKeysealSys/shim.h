@@ -3,6 +3,7 @@
 #ifndef KEYSEAL_SYS_SHIM_H
 #define KEYSEAL_SYS_SHIM_H
 
+#include <errno.h>
 #include <fcntl.h>
 #include <malloc.h>
 #include <stdint.h>
@@ -14,6 +15,7 @@
 #include <sys/stat.h>
 #include <pthread.h>
 #include <sys/syscall.h>
+#include <sys/wait.h>
 #include <linux/netlink.h>
 #include <linux/sock_diag.h>
 #include <linux/unix_diag.h>
@@ -147,6 +149,20 @@ static inline int keyseal_pipe_cloexec(int descriptors[2]) {
 extern int posix_spawn_file_actions_addclosefrom_np(void *actions, int from);
 
 /// Makes the process non-dumpable (no core files, no ptrace by other processes of the same user).
+/// Whether child `pid` has exited, without reaping it (WNOWAIT: while it is a zombie its process group id cannot be
+/// reused, so the group may still be signalled): 1 exited, 0 running, -1 not a child to wait for (already reaped,
+/// e.g. when the process ignores SIGCHLD).
+static inline int keyseal_child_exited(int32_t pid) {
+    siginfo_t info;
+    memset(&info, 0, sizeof info);
+    int result;
+    do {
+        result = waitid(P_PID, (id_t)pid, &info, WEXITED | WNOHANG | WNOWAIT);
+    } while (result == -1 && errno == EINTR);
+    if (result == -1) return -1;
+    return info.si_pid == pid ? 1 : 0;
+}
+
 static inline int keyseal_set_nondumpable(void) { return prctl(PR_SET_DUMPABLE, 0, 0, 0, 0); }
 
 /// Sets the core file size limit to zero, soft and hard.

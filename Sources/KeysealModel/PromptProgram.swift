@@ -1,5 +1,6 @@
 import CKeysealSys
 import Glibc
+import Synchronization
 
 /// A program run to ask the user something — an askpass program, fprintd's tools — with a time limit and a bound on
 /// what it may print: the one way the package runs such programs (LocalAuthentication's passcode prompt and
@@ -30,6 +31,13 @@ package struct PromptProgram: Sendable {
     /// The process id, also its process group's.
     package let pid: pid_t
     private let output: Int32
+    /// Whether the program was reaped (its process group id may then be anyone's): ``terminate()`` signals only
+    /// before, and the reap happens under this lock.
+    private let reaped = Reaped()
+
+    private final class Reaped: Sendable {
+        let state = Mutex(false)
+    }
 
     /// Starts `command` (its first element is looked up on the `PATH` when it has no slash), with `environment`
     /// added to this process's. Throws a message when it cannot be started.
@@ -86,7 +94,9 @@ package struct PromptProgram: Sendable {
     }
 
     /// Reads what the program prints until it exits, at most `outputLimit` bytes and `timeoutSeconds` seconds (its
-    /// process group is killed past either), and reaps it. Call once.
+    /// process group is killed past either), and reaps it. Whatever it left running in its process group is killed
+    /// too: the group is signalled while the program is still a zombie (``keyseal_child_exited`` does not reap), so
+    /// its id cannot belong to anyone else yet. Call once.
     package func finish(timeoutSeconds: Int, outputLimit: Int = PromptProgram.defaultOutputLimit) -> Outcome {
         defer { _ = Posix.close(output) }
         let deadline = Self.now() + Double(max(timeoutSeconds, 0))
@@ -94,6 +104,9 @@ package struct PromptProgram: Sendable {
         var overflow = false
         var status: Int32 = 0
         var exited = false
+        // Reaped by someone else (a host program that ignores SIGCHLD): it has exited, its status is lost, and its
+        // group id may be free already, so the group is not signalled.
+        var reapedElsewhere = false
         // One byte more than the limit: reading it means the program printed too much.
         let buffer = SecretBytes(count: outputLimit + 1) { buffer in
             var open = true
@@ -108,7 +121,13 @@ package struct PromptProgram: Sendable {
                 } else {
                     usleep(20_000)
                 }
-                if Posix.waitpid(pid, &status, WNOHANG) == pid { exited = true }
+                switch keyseal_child_exited(pid) {
+                case 1: exited = true
+                case -1:
+                    exited = true
+                    reapedElsewhere = true
+                default: break
+                }
             }
             if exited && !overflow {
                 // What it printed before exiting is in the pipe still (a descendant may keep it open: not waited for).
@@ -116,11 +135,15 @@ package struct PromptProgram: Sendable {
                 overflow = filled > outputLimit
             }
         }
-        if !exited || overflow {
+        reaped.state.withLock { isReaped in
+            isReaped = true
+            guard !reapedElsewhere else { return }
             kill(-pid, SIGKILL)
-            if !exited { _ = Posix.waitpid(pid, &status, 0) }
-            return overflow ? .outputTooLong : .timedOut
+            if Posix.waitpid(pid, &status, 0) != pid { reapedElsewhere = true }
         }
+        if !exited || overflow { return overflow ? .outputTooLong : .timedOut }
+        // Its status is unknown: taken as a dismissal, never as an answer.
+        if reapedElsewhere { return .signaled }
         // WIFEXITED: the low seven bits are zero; WEXITSTATUS: the next byte.
         guard status & 0x7f == 0 else { return .signaled }
         let printed = buffer.withUnsafeBytes { SecretBytes(copying: $0.prefix(filled)) }
@@ -128,7 +151,11 @@ package struct PromptProgram: Sendable {
     }
 
     /// Asks the program's process group to end (SIGTERM): a prompt dismissed by its caller.
-    package func terminate() { kill(-pid, SIGTERM) }
+    package func terminate() {
+        reaped.state.withLock { isReaped in
+            if !isReaped { kill(-pid, SIGTERM) }
+        }
+    }
 
     /// The first line of `output` (without its line feed, and a carriage return before it), as a passcode.
     package static func firstLine(_ output: SecretBytes) -> SecretBytes {

@@ -77,8 +77,17 @@ public enum PasscodePrompt {
         }
     }
 
-    /// The passcode the program prints for `prompt` (its first line), or why there is none.
+    /// The passcode the program prints for `prompt` (its first line), or why there is none; an empty line is a
+    /// dismissal (no passcode is empty), not a wrong passcode.
     public static func answer(_ prompt: String) throws(Failure) -> SecretBytes {
+        try answer(prompt) { _ in }
+    }
+
+    /// As ``answer(_:)``; `started` is given the running program, whose ``PromptProgram/terminate()`` dismisses it.
+    package static func answer(
+        _ prompt: String,
+        started: (PromptProgram) -> Void
+    ) throws(Failure) -> SecretBytes {
         guard let program else {
             throw .notConfigured(
                 "no askpass program is configured (KEYSEAL_ASKPASS or SSH_ASKPASS) to ask for the passcode"
@@ -90,10 +99,13 @@ public enum PasscodePrompt {
         } catch {
             throw .dismissed("cannot run the askpass program: \(error)")
         }
+        started(child)
         let timeout = timeoutSeconds
         switch child.finish(timeoutSeconds: timeout) {
         case .exited(0, let output):
-            return PromptProgram.firstLine(output)
+            let line = PromptProgram.firstLine(output)
+            guard line.count > 0 else { throw .dismissed("the askpass program answered an empty line") }
+            return line
         case .exited, .signaled:
             throw .dismissed("the askpass program was dismissed")
         case .timedOut:

@@ -24,6 +24,8 @@ open class LAContext: NSObject, SecAuthenticationContext, @unchecked Sendable {
         var reuseDuration: TimeInterval = 0
         var token: SecretBytes?
         var invalidated = false
+        /// The askpass program of an evaluation under way, which ``invalidate()`` dismisses.
+        var prompt: PromptProgram?
         var biometryType: LABiometryType = .none
     }
 
@@ -77,12 +79,16 @@ open class LAContext: NSObject, SecAuthenticationContext, @unchecked Sendable {
     /// Apple's `evaluatedPolicyDomainState`: no enrolment database is exposed on Linux (nil).
     open var evaluatedPolicyDomainState: Data? { nil }
 
-    /// Ends the context: its token is forgotten and later evaluations fail with ``LAError/Code/invalidContext``.
+    /// Ends the context: its token is forgotten, an evaluation under way is dismissed and fails with
+    /// ``LAError/Code/appCancel`` (as Apple's "stops any pending policy evaluations"), and later evaluations fail with
+    /// ``LAError/Code/invalidContext``.
     open func invalidate() {
-        state.withLock {
+        let prompt = state.withLock {
             $0.token = nil
             $0.invalidated = true
+            return $0.prompt
         }
+        prompt?.terminate()
     }
 
     /// Whether `policy` can be evaluated now. `.deviceOwnerAuthentication`: a passcode is set on the store
@@ -178,7 +184,7 @@ open class LAContext: NSObject, SecAuthenticationContext, @unchecked Sendable {
     /// The token, reusable by every call until the store forgets it (as Apple's evaluated context is reusable until
     /// invalidated, whatever its reuse duration).
     public var authenticationToken: (token: SecretBytes?, reuseSeconds: Int) {
-        state.withLock { ($0.token, ItemAuthentication.maximumReuseSeconds) }
+        state.withLock { ($0.invalidated ? nil : $0.token, ItemAuthentication.maximumReuseSeconds) }
     }
 
     public var authenticationPrompt: String? {
@@ -224,17 +230,36 @@ open class LAContext: NSObject, SecAuthenticationContext, @unchecked Sendable {
         case .deviceOwnerAuthentication where Self.passcodeSet(store):
             let passcode: SecretBytes
             do {
-                passcode = try PasscodePrompt.answer(localizedReason)
+                passcode = try PasscodePrompt.answer(localizedReason) { program in
+                    let invalidated = state.withLock {
+                        $0.prompt = program
+                        return $0.invalidated
+                    }
+                    if invalidated { program.terminate() }
+                }
+                state.withLock { $0.prompt = nil }
             } catch {
+                state.withLock { $0.prompt = nil }
+                if state.withLock({ $0.invalidated }) {
+                    throw LAError(.appCancel, "the context was invalidated during the evaluation")
+                }
                 switch error {
                 case .notConfigured(let message): throw LAError(.notInteractive, message)
                 case .dismissed(let message): throw LAError(.userCancel, message)
                 case .systemCanceled(let message): throw LAError(.systemCancel, message)
                 }
             }
+            if state.withLock({ $0.invalidated }) {
+                throw LAError(.appCancel, "the context was invalidated during the evaluation")
+            }
             do {
                 let token = try store.authenticate(passcode: passcode)
-                state.withLock { $0.token = token }
+                let kept = state.withLock {
+                    guard !$0.invalidated else { return false }
+                    $0.token = token
+                    return true
+                }
+                if !kept { throw LAError(.appCancel, "the context was invalidated during the evaluation") }
             } catch let error as KeychainError {
                 if error.status == KeychainStatus.authFailed { throw LAError(.authenticationFailed, error.message) }
                 throw LAError(.systemCancel, error.message)

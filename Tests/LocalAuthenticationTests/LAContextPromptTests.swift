@@ -137,6 +137,47 @@ extension LocalAuthenticationSuites.LAContextTests {
         }
     }
 
+    @Test(
+        "invalidate() during an evaluation dismisses the prompt: appCancel, no token, nothing counted",
+        .timeLimit(.minutes(1))
+    )
+    func invalidateDuringEvaluation() throws {
+        try withPasscodeStore { fixture in
+            // Answers the right passcode, but only after 3 s: invalidate() comes first.
+            let slow = try script("slow", "sleep 3\necho '\(passcode)'")
+            let context = LAContext()
+            let semaphore = DispatchSemaphore(value: 0)
+            let answer = Answer()
+            let started = ContinuousClock.now
+            askpass.using(slow) {
+                context.evaluatePolicy(.deviceOwnerAuthentication, localizedReason: "open the test item") {
+                    answer.set($0, $1.map { $0 as NSError })
+                    semaphore.signal()
+                }
+                usleep(500_000)
+                context.invalidate()
+                #expect(semaphore.wait(timeout: .now() + 20) == .success)
+            }
+            let (success, error) = answer.get()
+            #expect(!success)
+            #expect(error?.code == LAError.Code.appCancel.rawValue)
+            #expect(ContinuousClock.now - started < .seconds(2.5), "the prompt was not dismissed")
+            #expect(context.authenticationToken.token == nil)
+            #expect(try fixture.store.status().failedAttempts == 0)
+        }
+    }
+
+    @Test("an empty answer is a dismissal (userCancel), not a wrong passcode: nothing counted")
+    func emptyAnswerIsADismissal() throws {
+        try withPasscodeStore { fixture in
+            let empty = try script("empty", "echo ''")
+            let (success, error) = askpass.using(empty) { evaluate(LAContext()) }
+            #expect(!success)
+            #expect(error?.code == LAError.Code.userCancel.rawValue)
+            #expect(try fixture.store.status().failedAttempts == 0)
+        }
+    }
+
     @Test("a SecItem call whose askpass program never answers fails with errSecUserCanceled", .timeLimit(.minutes(1)))
     func secItemAskpassTimeout() throws {
         try withPasscodeStore { _ in
