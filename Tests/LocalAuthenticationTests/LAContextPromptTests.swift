@@ -115,10 +115,16 @@ extension LocalAuthenticationSuites.LAContextTests {
             let child = try #require(
                 pid_t(String(contentsOfFile: pidFile, encoding: .utf8).trimmingCharacters(in: .whitespacesAndNewlines))
             )
-            usleep(100_000)
-            // Gone, or a zombie its new parent has not reaped yet: not running.
-            let state = (try? String(contentsOfFile: "/proc/\(child)/stat", encoding: .utf8))?
-                .split(separator: ")").last?.split(separator: " ").first
+            // Gone, or a zombie its new parent has not reaped yet: not running. A killed process still has to be
+            // scheduled to exit, which takes a while on a loaded machine: up to 10 s.
+            var state: Substring?
+            for _ in 0..<100 {
+                state =
+                    (try? String(contentsOfFile: "/proc/\(child)/stat", encoding: .utf8))?
+                    .split(separator: ")").last?.split(separator: " ").first
+                if state == nil || state == "Z" { break }
+                usleep(100_000)
+            }
             #expect(state == nil || state == "Z", "the askpass program's own child was left running (\(state ?? ""))")
         }
     }
