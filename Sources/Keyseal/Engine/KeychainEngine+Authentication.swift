@@ -39,8 +39,9 @@ struct AuthenticationGrants {
             grants[key] = nil
             return false
         }
+        // Spent by a single request, it stays spent whatever reuse a later request claims.
+        guard !grant.spent else { return false }
         if reuseSeconds == 0 {
-            guard !grant.spent else { return false }
             grant.spent = true
             grants[key] = grant
             return true
