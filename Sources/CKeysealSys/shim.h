@@ -14,6 +14,8 @@
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <pthread.h>
+#include <signal.h>
+#include <spawn.h>
 #include <sys/syscall.h>
 #include <sys/wait.h>
 #include <linux/netlink.h>
@@ -147,6 +149,21 @@ static inline int keyseal_pipe_cloexec(int descriptors[2]) {
 /// glibc's `posix_spawn_file_actions_addclosefrom_np` (2.34): the child closes every descriptor from `from` on.
 /// Declared here with the actions as an untyped pointer: <spawn.h> declares it only with _GNU_SOURCE.
 extern int posix_spawn_file_actions_addclosefrom_np(void *actions, int from);
+
+/// posix_spawn attributes for a child in a process group of its own (its pid), with no signal blocked and every signal
+/// at its default whatever the parent ignores or blocks: the one setup of the package's and the tests' spawns.
+static inline int keyseal_spawnattr_own_group(posix_spawnattr_t *attributes) {
+    sigset_t none, all;
+    sigemptyset(&none);
+    sigfillset(&all);
+    int result = posix_spawnattr_setsigmask(attributes, &none);
+    if (result == 0) result = posix_spawnattr_setsigdefault(attributes, &all);
+    if (result == 0) result = posix_spawnattr_setpgroup(attributes, 0);
+    if (result == 0)
+        result = posix_spawnattr_setflags(attributes,
+                                          POSIX_SPAWN_SETSIGMASK | POSIX_SPAWN_SETSIGDEF | POSIX_SPAWN_SETPGROUP);
+    return result;
+}
 
 /// Makes the process non-dumpable (no core files, no ptrace by other processes of the same user).
 /// Whether child `pid` has exited, without reaping it (WNOWAIT: while it is a zombie its process group id cannot be

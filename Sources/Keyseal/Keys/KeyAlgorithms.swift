@@ -254,17 +254,15 @@ public enum KeyAlgorithms {
             else { throw failed }
             defer { sessionKey.resetBytes(in: 0..<sessionKey.count) }
             guard sessionKey.count == rsaSessionKeySize(key.keyType) else { throw failed }
-            let body = data.dropFirst(blockSize)
-            do {
-                let box = try AES.GCM.SealedBox(
-                    nonce: AES.GCM.Nonce(data: zeroIV),
-                    ciphertext: body.dropLast(16),
-                    tag: body.suffix(16)
+            guard
+                let plaintext = openGCM(
+                    data.dropFirst(blockSize),
+                    key: SymmetricKey(data: sessionKey),
+                    iv: zeroIV,
+                    authenticating: publicKey
                 )
-                return try AES.GCM.open(box, using: SymmetricKey(data: sessionKey), authenticating: publicKey)
-            } catch {
-                throw failed
-            }
+            else { throw failed }
+            return plaintext
         case .ecies(let hash, let variableIV):
             guard key.keyType.isEC else { throw unsupported }
             let pointSize = 1 + 2 * key.keyType.coordinateSize
@@ -280,17 +278,10 @@ public enum KeyAlgorithms {
                 hash: hash,
                 variableIV: variableIV
             )
-            let body = data.dropFirst(pointSize)
-            do {
-                let box = try AES.GCM.SealedBox(
-                    nonce: AES.GCM.Nonce(data: iv),
-                    ciphertext: body.dropLast(16),
-                    tag: body.suffix(16)
-                )
-                return try AES.GCM.open(box, using: aesKey)
-            } catch {
+            guard let plaintext = openGCM(data.dropFirst(pointSize), key: aesKey, iv: iv) else {
                 throw KeychainError(KeychainStatus.param, "ECIES decryption failed (wrong key or altered data)")
             }
+            return plaintext
         default:
             throw unsupported
         }
@@ -396,17 +387,10 @@ public enum KeyAlgorithms {
                 data: sessionBytes,
                 padding: .oaep(hash, label: [])
             )
-            do {
-                let box = try AES.GCM.seal(
-                    data,
-                    using: sessionKey,
-                    nonce: AES.GCM.Nonce(data: zeroIV),
-                    authenticating: key.bytes
-                )
-                return wrapped + box.ciphertext + box.tag
-            } catch {
+            guard let sealed = sealGCM(data, key: sessionKey, iv: zeroIV, authenticating: key.bytes) else {
                 throw KeychainError(KeychainStatus.param, "RSA-OAEP AES-GCM encryption failed")
             }
+            return wrapped + sealed
         case .ecies(let hash, let variableIV):
             guard key.keyType.isEC else { throw unsupported }
             let ephemeral = try SoftwarePrivateKey.generate(key.keyType)
@@ -419,12 +403,10 @@ public enum KeyAlgorithms {
                 hash: hash,
                 variableIV: variableIV
             )
-            do {
-                let box = try AES.GCM.seal(data, using: aesKey, nonce: AES.GCM.Nonce(data: iv))
-                return ephemeralPublic + box.ciphertext + box.tag
-            } catch {
+            guard let sealed = sealGCM(data, key: aesKey, iv: iv) else {
                 throw KeychainError(KeychainStatus.param, "ECIES encryption failed")
             }
+            return ephemeralPublic + sealed
         default:
             throw unsupported
         }
@@ -516,6 +498,26 @@ public enum KeyAlgorithms {
     /// The IV of Apple's RSA-OAEP AES-GCM and of ECIES with a fixed IV: sixteen zero bytes (GCM takes an IV of any
     /// length; one of 16 bytes is hashed into the counter block). Safe because every AES key is used once.
     static let zeroIV = Data(repeating: 0, count: 16)
+
+    /// AES-GCM as ECIES and RSA-OAEP AES-GCM lay it out: ciphertext ‖ 16-byte tag; nil when libcrypto refuses.
+    static func sealGCM(_ data: Data, key: SymmetricKey, iv: Data, authenticating aad: Data = Data()) -> Data? {
+        guard let box = try? AES.GCM.seal(data, using: key, nonce: AES.GCM.Nonce(data: iv), authenticating: aad)
+        else { return nil }
+        return box.ciphertext + box.tag
+    }
+
+    /// Opens ciphertext ‖ 16-byte tag sealed as ``sealGCM(_:key:iv:authenticating:)`` does; nil when it does not
+    /// open (wrong key, altered data, too short).
+    static func openGCM(_ body: Data, key: SymmetricKey, iv: Data, authenticating aad: Data = Data()) -> Data? {
+        guard body.count >= 16,
+            let box = try? AES.GCM.SealedBox(
+                nonce: AES.GCM.Nonce(data: iv),
+                ciphertext: body.dropLast(16),
+                tag: body.suffix(16)
+            )
+        else { return nil }
+        return try? AES.GCM.open(box, using: key, authenticating: aad)
+    }
 
     /// The AES session key's size in bytes of Apple's RSA-OAEP AES-GCM: AES-128 for RSA keys under 4096 bits,
     /// AES-256 from 4096 bits on. The data is authenticated with the public key (PKCS#1 `RSAPublicKey` DER) as AAD;
