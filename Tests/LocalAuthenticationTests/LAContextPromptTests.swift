@@ -104,8 +104,13 @@ extension LocalAuthenticationSuites.LAContextTests {
     func askpassTimeout() throws {
         try withPasscodeStore { fixture in
             let pidFile = askpass.directory.appending("sleeper.pid").path
-            // A descendant in its process group sleeps too: the whole group goes at the limit.
-            let sleeper = try script("sleeper", "sleep 600 &\necho $! > '\(pidFile)'\nsleep 600")
+            // A descendant in its process group sleeps too: the whole group goes at the limit. Only the run this test
+            // starts records its descendant: a process that a concurrent test starts (a Secret Service bridge) while
+            // this suite's KEYSEAL_ASKPASS is set could run the script too, and its copy is not this test's to judge.
+            let sleeper = try script(
+                "sleeper",
+                "sleep 600 &\n[ \"$PPID\" = \"\(getpid())\" ] && echo $! > '\(pidFile)'\nsleep 600"
+            )
             let started = ContinuousClock.now
             let (success, error) = withAskpassTimeout(2) { askpass.using(sleeper) { evaluate(LAContext()) } }
             #expect(!success)
