@@ -52,6 +52,7 @@ enum Opcode: UInt8 {
     case onBehalf = 56
     case authenticate = 57
     case authenticated = 58
+    case revokeAuthentication = 59
     case attestation = 60
 }
 
@@ -244,6 +245,9 @@ extension WireRequest {
         case .authenticated(let authentication, let request):
             writer.u8(Opcode.authenticated.rawValue)
             try writer.authenticated(authentication, request)
+        case .revokeAuthentication(let token):
+            writer.u8(Opcode.revokeAuthentication.rawValue)
+            writer.secret(token)
         }
     }
 
@@ -301,6 +305,7 @@ extension WireRequest {
         case .onBehalf: return try reader.onBehalf(nested: nested)
         case .authenticate: return .authenticate(passcode: try reader.secret())
         case .authenticated: return try reader.authenticated(nested: nested)
+        case .revokeAuthentication: return .revokeAuthentication(token: try reader.secret())
         }
     }
 

@@ -239,6 +239,9 @@ public enum WireRequest: Sendable {
     /// Checks the store's passcode for the sender (counted as an unlock attempt, refused during the store's delays)
     /// and answers `.secret` with an authentication token bound to the sender's uid (docs/WIRE-PROTOCOL.md).
     case authenticate(passcode: SecretBytes)
+    /// Forgets a token `authenticate` issued to the sender's uid (`LAContext.invalidate()`); a token of another uid,
+    /// or one the store does not know, is left as it is and the answer is the same `.ok`.
+    case revokeAuthentication(token: SecretBytes)
     /// A lookup, update or key operation carrying an authentication (a token from `authenticate`, its reuse
     /// duration, and what to do without a usable one) for items and keys whose access control asks for it.
     indirect case authenticated(ItemAuthentication, WireRequest)
@@ -277,7 +280,7 @@ public enum WireRequest: Sendable {
     public var carriesSecret: Bool {
         switch self {
         case .unlock, .setPasscode, .changePasscode, .removePasscode, .exportBackup, .importBegin: true
-        case .createRecoveryKey, .recover, .tpmReseal, .authenticate: true
+        case .createRecoveryKey, .recover, .tpmReseal, .authenticate, .revokeAuthentication: true
         // An authentication token is a bearer secret of its uid.
         case .authenticated(let authentication, _): authentication.token != nil
         default: false
@@ -324,6 +327,7 @@ public enum WireRequest: Sendable {
         case .acceptRollback: "tpm accept-rollback"
         case .onBehalf(_, let request): request.name
         case .authenticate: "authenticate"
+        case .revokeAuthentication: "revoke-authentication"
         case .authenticated(_, let request): request.name
         case .attestation(.enrollmentRequest): "attestation enroll-request"
         case .attestation(.activate): "attestation activate"

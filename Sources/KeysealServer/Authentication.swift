@@ -25,8 +25,9 @@ extension ConnectionHandler {
 }
 
 extension KeychainService {
-    /// Checks the passcode for `caller` (any client: a wrong one counts toward the store's delays as an unlock
-    /// attempt does) and returns a token bound to its uid.
+    /// Checks the passcode for `caller` and returns a token bound to its uid: an administrator's wrong passcode counts
+    /// toward the store's delays as an unlock attempt does, a client's only toward its uid's own tries
+    /// (ClientPasscodeTries.swift).
     func authenticate(passcode: SecretBytes, caller: Caller) throws -> SecretBytes {
         guard passcode.isValidUTF8 else { throw KeychainError(KeychainStatus.param, "the passcode is not valid UTF-8") }
         do {

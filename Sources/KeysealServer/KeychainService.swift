@@ -516,6 +516,11 @@ public final class KeychainService: Sendable {
             throw KeychainError(KeychainStatus.internalComponent, "an on-behalf request reached the service wrapped")
         case .authenticate(let passcode):
             return .secret(try authenticate(passcode: passcode, caller: caller))
+        case .revokeAuthentication(let token):
+            if try store.revokeAuthentication(token, caller: caller) {
+                logger.info("authentication revoked", metadata: ["peer.uid": "\(caller.uid.map(String.init) ?? "-")"])
+            }
+            return .ok
         case .authenticated:
             // Unwrapped by the connection, which binds the authentication to the peer's uid.
             throw KeychainError(

@@ -52,6 +52,9 @@ public struct DaemonOptions: Sendable {
     /// The time within which a key operation counts as fast, so that the key's next ones may run on the event loop
     /// (nil: 2 ms). Only debug builds of keyseald let tests change it.
     public var keyOperationBound: Duration?
+    /// The delays after failed passcode tries (nil: the product's, ``PasscodePolicy/standard``). Only debug builds of
+    /// keyseald let tests change it.
+    public var passcodePolicy: PasscodePolicy?
 
     public init(
         storeDirectory: URL,
@@ -128,6 +131,7 @@ public final class KeysealDaemon: Sendable {
             var configuration = KeychainStore.Configuration()
             if let argon2 = options.argon2 { configuration.argon2 = argon2 }
             configuration.checkpointInterval = options.checkpointInterval
+            if let policy = options.passcodePolicy { configuration.passcodePolicy = policy }
             store = try KeychainStore.embedded(
                 directory: options.storeDirectory,
                 device: device,

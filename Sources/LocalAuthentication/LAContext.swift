@@ -23,6 +23,8 @@ open class LAContext: NSObject, SecAuthenticationContext, @unchecked Sendable {
         var interactionNotAllowed = false
         var reuseDuration: TimeInterval = 0
         var token: SecretBytes?
+        /// The store that issued ``token``, which ``invalidate()`` asks to forget it.
+        var issuer: KeychainStore?
         var invalidated = false
         /// The askpass program of an evaluation under way, which ``invalidate()`` dismisses.
         var prompt: PromptProgram?
@@ -83,12 +85,17 @@ open class LAContext: NSObject, SecAuthenticationContext, @unchecked Sendable {
     /// ``LAError/Code/appCancel`` (as Apple's "stops any pending policy evaluations"), and later evaluations fail with
     /// ``LAError/Code/invalidContext``.
     open func invalidate() {
-        let prompt = state.withLock {
+        let (prompt, token, issuer) = state.withLock {
+            let held = ($0.prompt, $0.token, $0.issuer)
             $0.token = nil
+            $0.issuer = nil
             $0.invalidated = true
-            return $0.prompt
+            return held
         }
         prompt?.terminate()
+        // The store forgets the token too, so that a copy of its bytes opens nothing more. Best effort: a store that
+        // is gone has forgotten it already, and the token expires 300 s after its evaluation anyway.
+        if let token, let issuer { try? issuer.revokeAuthentication(token) }
     }
 
     /// Whether `policy` can be evaluated now. `.deviceOwnerAuthentication`: a passcode is set on the store
@@ -257,9 +264,13 @@ open class LAContext: NSObject, SecAuthenticationContext, @unchecked Sendable {
                 let kept = state.withLock {
                     guard !$0.invalidated else { return false }
                     $0.token = token
+                    $0.issuer = store
                     return true
                 }
-                if !kept { throw LAError(.appCancel, "the context was invalidated during the evaluation") }
+                if !kept {
+                    try? store.revokeAuthentication(token)
+                    throw LAError(.appCancel, "the context was invalidated during the evaluation")
+                }
             } catch let error as KeychainError {
                 if error.status == KeychainStatus.authFailed { throw LAError(.authenticationFailed, error.message) }
                 throw LAError(.systemCancel, error.message)
@@ -338,18 +349,32 @@ enum Fingerprint {
         case enrolled
     }
 
-    /// How long fprintd-list may take, seconds (a call on the system bus).
-    static let listTimeoutSeconds = 10
+    /// How long fprintd-list may take, seconds (a call on the system bus that a running fprintd answers in
+    /// milliseconds).
+    static let listTimeoutSeconds = 2
+    /// How long an fprintd that did not answer within ``listTimeoutSeconds`` is taken as absent without asking again.
+    static let unansweredSeconds = 60
     /// The most fprintd's tools may print (a status line per attempt).
     static let outputLimit = 65536
 
-    /// The reader state, from `fprintd-list` for the process's user.
+    /// When fprintd last did not answer, by where it was asked (the system bus address and `PATH`).
+    private static let unanswered = Mutex<[String: ContinuousClock.Instant]>([:])
+
+    /// The reader state, from `fprintd-list` for the process's user. An fprintd that hangs costs the caller at most
+    /// ``listTimeoutSeconds``, once: for ``unansweredSeconds`` after that it is taken as absent at once.
     static func reader() -> Reader {
-        guard let user = userName, let child = try? PromptProgram.spawn(["fprintd-list", user]) else {
-            return .unavailable
+        let environment = ProcessInfo.processInfo.environment
+        let place = (environment["DBUS_SYSTEM_BUS_ADDRESS"] ?? "") + "\u{0}" + (environment["PATH"] ?? "")
+        let now = ContinuousClock.now
+        let recentlyUnanswered = unanswered.withLock { table in
+            table = table.filter { now - $0.value < .seconds(unansweredSeconds) }
+            return table[place] != nil
         }
-        guard case .exited(0, let output) = child.finish(timeoutSeconds: listTimeoutSeconds, outputLimit: outputLimit)
+        guard !recentlyUnanswered, let user = userName, let child = try? PromptProgram.spawn(["fprintd-list", user])
         else { return .unavailable }
+        let outcome = child.finish(timeoutSeconds: listTimeoutSeconds, outputLimit: outputLimit)
+        if case .timedOut = outcome { unanswered.withLock { $0[place] = ContinuousClock.now } }
+        guard case .exited(0, let output) = outcome else { return .unavailable }
         // "Fingerprints for user U on READER (TYPE):" then " - #0: right-index-finger" per finger; "User U has no
         // fingers enrolled for READER." when none; "No devices available" (exit 1) without a reader.
         let lines = output.withUnsafeBytes { String(decoding: $0, as: UTF8.self) }.split(separator: "\n")

@@ -396,6 +396,12 @@ struct Keyseald: AsyncParsableCommand {
             options.argon2 = Argon2Parameters(memoryKiB: 64, iterations: 1, parallelism: 1)
             logger.warning("debug build: KEYSEAL_TESTING_ARGON2=minimal lowers the Argon2id cost of new passcodes")
         }
+        // Test daemons: a tenth of the product's delays after failed passcode tries, so that a test can see a delay
+        // run out.
+        if environment["KEYSEAL_TESTING_PASSCODE_DELAYS"] == "tenth" {
+            options.passcodePolicy = PasscodePolicy { PasscodePolicy.standard.delay($0) / 10 }
+            logger.warning("debug build: KEYSEAL_TESTING_PASSCODE_DELAYS=tenth shortens the passcode delays")
+        }
         // Test daemons: the time within which a key operation counts as fast (KeychainService's placement of key
         // operations), so that a test can make a delayed one fast or slow at will.
         if let text = environment["KEYSEAL_TESTING_KEY_BOUND_MS"], let milliseconds = Int(text), milliseconds > 0 {

@@ -272,7 +272,7 @@ struct PKCS11ModuleTests {
         let process = Process()
         process.executableURL = URL(fileURLWithPath: probe)
         process.arguments = [setup.module, "reconnect", "device", flag]
-        process.environment = ProcessInfo.processInfo.environment.merging(setup.environment) { _, new in new }
+        process.environment = fixtureEnvironment.merging(setup.environment) { _, new in new }
         let output = Pipe()
         process.standardOutput = output
         try process.run()
@@ -803,7 +803,7 @@ struct PKCS11ModuleTests {
         let process = Process()
         process.executableURL = try builtProductsDirectory().appendingPathComponent("keyseal-pkcs11-probe")
         process.arguments = [setup.module, "reconnect", "device", flag, "1234"]
-        process.environment = ProcessInfo.processInfo.environment.merging(setup.environment) { _, new in new }
+        process.environment = fixtureEnvironment.merging(setup.environment) { _, new in new }
         let output = Pipe()
         process.standardOutput = output
         try process.run()

@@ -122,7 +122,7 @@ public final class DaemonFixture: @unchecked Sendable {
 
     /// The environment keyseald runs with: SoftHSM2's configuration and the testing Argon2id cost.
     public var environment: [String: String] {
-        var environment = ProcessInfo.processInfo.environment.merging(softhsm?.environment ?? [:]) { _, new in new }
+        var environment = fixtureEnvironment.merging(softhsm?.environment ?? [:]) { _, new in new }
         environment.merge(broker?.environment ?? [:]) { _, new in new }
         environment["KEYSEAL_TESTING_ARGON2"] = productArgon2 ? nil : "minimal"
         environment.merge(extraEnvironment) { _, new in new }
@@ -220,21 +220,35 @@ public final class DaemonFixture: @unchecked Sendable {
 
 extension DaemonFixture {
     /// A started daemon that uid 65534 can reach: socket group 65534 and a traversable root.
-    public static func sharedWithNobody(_ arguments: [String] = [], backend: Backend = .hostKey) throws -> DaemonFixture
-    {
-        let daemon = try DaemonFixture(backend, arguments: ["--socket-group", "65534"] + arguments, start: false)
+    public static func sharedWithNobody(
+        _ arguments: [String] = [],
+        backend: Backend = .hostKey,
+        environment: [String: String] = [:],
+        tpmLimits: (maxTries: Int, recoveryTime: Int, lockoutRecovery: Int)? = nil
+    ) throws -> DaemonFixture {
+        let daemon = try DaemonFixture(
+            backend,
+            arguments: ["--socket-group", "65534"] + arguments,
+            start: false,
+            tpmLimits: tpmLimits
+        )
+        daemon.extraEnvironment = environment
         chmod(daemon.root.path, 0o711)
         try daemon.start()
         return daemon
     }
 
     /// Runs `keyseal-wire-probe` on this daemon's socket as uid 65534 (needs root) and returns its one line.
-    public func probeAsNobody(_ arguments: [String]) throws -> String {
+    public func probeAsNobody(_ arguments: [String]) throws -> String { try probe(asUID: 65534, arguments) }
+
+    /// Runs `keyseal-wire-probe` on this daemon's socket as `uid` in group 65534, the socket's group of
+    /// ``sharedWithNobody(_:backend:)`` (needs root), and returns its one line.
+    public func probe(asUID uid: UInt32, _ arguments: [String]) throws -> String {
         let setpriv = try requireTool("setpriv", package: "util-linux")
         let probe = try builtProductsDirectory().appendingPathComponent("keyseal-wire-probe").path
         return try runProcess(
             setpriv,
-            ["--reuid", "65534", "--regid", "65534", "--clear-groups", probe, socketPath] + arguments
+            ["--reuid", "\(uid)", "--regid", "65534", "--clear-groups", probe, socketPath] + arguments
         ).stdoutText.trimmingCharacters(in: .whitespacesAndNewlines)
     }
 }

@@ -6,6 +6,19 @@ import KeysealCore
 /// Whether the tests run in CI, where a missing swtpm or SoftHSM2 is a failure and never a skip.
 public var runningInCI: Bool { ProcessInfo.processInfo.environment["CI"] == "true" }
 
+/// Variables that suites set in the test process for the library under test: the askpass program and its time
+/// limit, fprintd's verify override and system bus, the application id. Suites run in parallel, so a fixture's
+/// processes never inherit them from the test process; a fixture that needs one passes it explicitly.
+public let processWideTestVariables: Set<String> = [
+    "KEYSEAL_ASKPASS", "SSH_ASKPASS", "KEYSEAL_ASKPASS_TIMEOUT", "KEYSEAL_FPRINTD_VERIFY", "KEYSEAL_APPLICATION_ID",
+    "DBUS_SYSTEM_BUS_ADDRESS",
+]
+
+/// The environment a fixture's process starts from: the test process's, without ``processWideTestVariables``.
+public var fixtureEnvironment: [String: String] {
+    ProcessInfo.processInfo.environment.filter { !processWideTestVariables.contains($0.key) }
+}
+
 /// A fixture could not be set up.
 public struct FixtureError: Error, CustomStringConvertible {
     public var description: String
@@ -70,7 +83,7 @@ public func runProcess(
     timeout: Duration = .seconds(300)
 ) throws -> ProcessResult {
     ignoreBrokenPipes
-    var variables = ProcessInfo.processInfo.environment
+    var variables = fixtureEnvironment
     if let environment { variables.merge(environment) { _, new in new } }
     var standardInput: [Int32] = [-1, -1]
     var standardOutput: [Int32] = [-1, -1]

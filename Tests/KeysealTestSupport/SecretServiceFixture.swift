@@ -17,7 +17,7 @@ public final class SecretServiceFixture: @unchecked Sendable {
 
     /// The environment of a client on this bus.
     public var environment: [String: String] {
-        var environment = ProcessInfo.processInfo.environment
+        var environment = fixtureEnvironment
         environment["DBUS_SESSION_BUS_ADDRESS"] = busAddress
         environment["KEYSEAL_SOCKET"] = daemon.socketPath
         // No desktop: GLib must not look for another bus or a display.
@@ -218,7 +218,7 @@ public final class UserSecretSession: @unchecked Sendable {
     private var processes: [Process] = []
     public var busAddress: String { "unix:path=" + directory.appendingPathComponent("bus").path }
     public var environment: [String: String] {
-        var environment = ProcessInfo.processInfo.environment
+        var environment = fixtureEnvironment
         environment["DBUS_SESSION_BUS_ADDRESS"] = busAddress
         environment["HOME"] = directory.path
         environment["XDG_RUNTIME_DIR"] = directory.path

@@ -124,7 +124,7 @@ final class SoftHSMPool: @unchecked Sendable {
         Self.removeAtExit(root)
 
         // When the engine's whole suites run on PKCS#11 every store needs its own token.
-        let environment = ProcessInfo.processInfo.environment
+        let environment = fixtureEnvironment
         let fallback = environment["KEYSEAL_TEST_BACKEND"]?.hasSuffix("pkcs11") == true ? 700 : 44
         size = Int(environment["KEYSEAL_SOFTHSM_TOKENS"] ?? "") ?? fallback
         var created: [Token] = []

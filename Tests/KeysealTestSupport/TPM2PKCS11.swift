@@ -25,7 +25,7 @@ public final class ResourceManagerFixture: @unchecked Sendable {
 
     /// What a process that uses the TPM through this tabrmd needs (the bus; tpm2-tools' TCTI; quiet tpm2-tss).
     public var environment: [String: String] {
-        var environment = ProcessInfo.processInfo.environment
+        var environment = fixtureEnvironment
         environment["DBUS_SESSION_BUS_ADDRESS"] = busAddress
         environment["TPM2TOOLS_TCTI"] = tcti
         environment["TSS2_LOG"] = "all+NONE"

@@ -220,6 +220,35 @@ extension LocalAuthenticationSuites.LAContextTests {
         }
     }
 
+    @Test("a hung fprintd holds canEvaluatePolicy at most its 2 s bound, once; later calls answer at once")
+    func hungFprintdIsBounded() throws {
+        let fprintd = try FprintdFixture(service: ["--hang"])
+        defer { fprintd.remove() }
+        try withPasscodeStore { _ in
+            fprintd.using {
+                let clock = ContinuousClock()
+                var error: NSError?
+                var answer = true
+                let first = clock.measure {
+                    answer = LAContext().canEvaluatePolicy(.deviceOwnerAuthenticationWithBiometrics, error: &error)
+                }
+                #expect(!answer)
+                #expect(error?.code == LAError.Code.biometryNotAvailable.rawValue)
+                #expect(fprintd.log.contains("GetDefaultDevice") || fprintd.log.contains("GetDevices"))
+                // fprintd-list's own D-Bus timeout is 25 s: without the bound the call waits for it (10 s before).
+                #expect(first < .seconds(6), "the first call took \(first)")
+                let calls = fprintd.log.split(separator: "\n").count
+                let second = clock.measure {
+                    answer = LAContext().canEvaluatePolicy(.deviceOwnerAuthenticationWithBiometrics, error: &error)
+                }
+                #expect(!answer)
+                // Not asked again: the hung fprintd is remembered.
+                #expect(fprintd.log.split(separator: "\n").count == calls)
+                #expect(second < .seconds(1), "the second call took \(second)")
+            }
+        }
+    }
+
     @Test("fprintd without a reader: biometryNotAvailable, and no verification is asked")
     func biometryWithoutReader() throws {
         let fprintd = try FprintdFixture(service: ["--no-device"])

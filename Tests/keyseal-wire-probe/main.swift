@@ -425,6 +425,8 @@ case ("lock", 2): request = .lock
 case ("settings", 2): request = .getSettings
 case ("unlock", 3): request = .unlock(passcode: SecretBytes(utf8: arguments[2]))
 case ("authenticate", 3): request = .authenticate(passcode: SecretBytes(utf8: arguments[2]))
+// `token HEX revoke`: asks keyseald to forget that token (sent as it is, not as an authenticated request).
+case ("revoke", 2) where authenticationToken != nil: request = .revokeAuthentication(token: authenticationToken!)
 case ("add-protected", 4):
     // A generic password whose access control asks for user presence.
     request = .add(
@@ -576,13 +578,13 @@ default:
     print(
         "usage: keyseal-wire-probe SOCKET status|lock|settings|unlock P|add GROUP ACCT|find GROUP ACCT|doctor"
             + "|doctor-delete ID|add-class CLASS|sign REFERENCE-HEX|attest REFERENCE-HEX|enroll-request"
-            + "|authenticate P|add-protected GROUP ACCT"
+            + "|authenticate P|add-protected GROUP ACCT|token HEX revoke"
     )
     exit(64)
 }
 do {
     var wrapped = request
-    if let authenticationToken {
+    if let authenticationToken, !(arguments[1] == "revoke") {
         wrapped = .authenticated(ItemAuthentication(token: authenticationToken, reuseSeconds: 0, ui: .fail), request)
     }
     switch try send(onBehalfOf.map { .onBehalf(pid: $0, wrapped) } ?? wrapped) {

@@ -51,6 +51,14 @@ struct AuthenticationGrants {
 
     mutating func removeAll() { grants.removeAll() }
 
+    /// Forgets `token` when it was issued to `uid`; whether it did.
+    mutating func revoke(_ token: SecretBytes, uid: UInt32?) -> Bool {
+        let key = Self.digest(token)
+        guard grants[key]?.uid == uid else { return false }
+        grants[key] = nil
+        return true
+    }
+
     private mutating func prune(now: Date) {
         grants = grants.filter {
             now.timeIntervalSince($0.value.issued) <= Double(ItemAuthentication.maximumReuseSeconds)
@@ -109,14 +117,24 @@ struct AuthenticationCheck {
 }
 
 extension KeychainEngine {
-    /// Checks the store's passcode for `caller` and issues an authentication token bound to its uid. The check is
-    /// an unlock attempt in all but its effect: refused during the store's delays, a wrong passcode counts toward
-    /// them, a right one clears the count; the store's lock state does not change.
+    /// Checks the store's passcode for `caller` and issues an authentication token bound to its uid. An
+    /// administrator's check is an unlock attempt in all but its effect: refused during the store's delays, a wrong
+    /// passcode counts toward them, a right one clears the count. A client's is counted by its uid in memory, never
+    /// in the store (``verifyClientPasscode(_:uid:)``). The store's lock state does not change.
     func authenticate(passcode: SecretBytes, caller: Caller) throws -> SecretBytes {
         guard passcodeSet else { throw KeychainError(KeychainStatus.param, "no passcode is set") }
         try requireNotRolledBack()
-        _ = try verifyPasscode(passcode)
+        if let uid = caller.uid, !caller.isAdministrator {
+            try verifyClientPasscode(passcode, uid: uid)
+        } else {
+            _ = try verifyPasscode(passcode)
+        }
         return authenticationGrants.issue(uid: caller.uid, now: configuration.clock())
+    }
+
+    /// Forgets `token` when it was issued to `caller`'s uid; whether it did.
+    func revokeAuthentication(_ token: SecretBytes, caller: Caller) -> Bool {
+        authenticationGrants.revoke(token, uid: caller.uid)
     }
 
     func redeem(_ authentication: ItemAuthentication?, caller: Caller) -> Bool {

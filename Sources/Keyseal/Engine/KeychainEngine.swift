@@ -94,6 +94,8 @@ final class KeychainEngine {
     var transientKeys: [Data: TransientKey] = [:]
     /// Authentication tokens issued by ``authenticate(passcode:caller:)`` (KeychainEngine+Authentication.swift).
     var authenticationGrants = AuthenticationGrants()
+    /// Clients' passcode checks, counted by uid in memory (ClientPasscodeTries.swift).
+    var clientPasscodeTries = ClientPasscodeTries()
 
     static let persistentRefPrefix = Array("ksr1".utf8)
 
@@ -495,6 +497,7 @@ final class KeychainEngine {
         keep?(passcodeSecret, passcodeKey)
         keybag.failedAttempts = 0
         keybag.lastAttemptAt = nil
+        clientPasscodeTries.reset()
         // A passcode secret sealed in an older hardware format is sealed again now, the only time the engine holds
         // it, in the same transaction that records the success (docs/PKCS11.md).
         var resealed = false

@@ -2,7 +2,7 @@
 """A stand-in for fprintd on a private bus, for LocalAuthenticationTests: the fprintd D-Bus API that fprintd's own
 clients (fprintd-list, fprintd-verify) use, with a reader and enrolled fingers given on the command line.
 
-usage: fake-fprintd.py BUS_ADDRESS LOG [--no-device] [--fingers a,b] [--no-match]
+usage: fake-fprintd.py BUS_ADDRESS LOG [--no-device] [--fingers a,b] [--no-match] [--hang]
 
 Each method call is appended to LOG (one line: the method and its arguments), so a test can see what was asked.
 """
@@ -42,6 +42,8 @@ fingers = []
 if "--fingers" in options:
     fingers = [f for f in options[options.index("--fingers") + 1].split(",") if f]
 matches = "--no-match" not in options
+hangs = "--hang" in options
+hung = []
 node = Gio.DBusNodeInfo.new_for_xml(INTERFACES)
 loop = GLib.MainLoop()
 
@@ -57,6 +59,10 @@ def error(invocation, name, message):
 
 def manager_call(connection, sender, path, interface, method, parameters, invocation):
     log(method)
+    if hangs:
+        # A hung fprintd: the call is never answered (the invocation is kept so that no error reply is sent).
+        hung.append(invocation)
+        return
     if not has_device:
         if method == "GetDevices":
             invocation.return_value(GLib.Variant("(ao)", ([],)))
