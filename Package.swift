@@ -144,10 +144,13 @@ let package = Package(
             ],
             swiftSettings: swiftSettings
         ),
+        // free, realloc and reallocarray that wipe each block before the C library gets it back, for the whole process
+        // of the executables that link it (docs/ARCHITECTURE.md, "Freed memory").
+        .target(name: "CKeysealHeapWipe"),
         .executableTarget(
             name: "keyseald",
             dependencies: [
-                "KeysealServer", "Keyseal",
+                "KeysealServer", "Keyseal", "CKeysealHeapWipe",
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
                 .product(name: "Logging", package: "swift-log"),
             ],
@@ -167,7 +170,7 @@ let package = Package(
             name: "keyseal",
             dependencies: [
                 "KeysealClient", "KeysealModel", "KeysealAttestationOptions", "KeysealTPMPolicyOptions",
-                "CKeysealSys",
+                "CKeysealSys", "CKeysealHeapWipe",
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
             ],
             swiftSettings: swiftSettings,
@@ -229,7 +232,7 @@ let package = Package(
         .executableTarget(
             name: "keyseal-secret-service",
             dependencies: [
-                "KeysealSecretService", "KeysealClient",
+                "KeysealSecretService", "KeysealClient", "CKeysealHeapWipe",
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
             ],
             swiftSettings: swiftSettings
@@ -282,7 +285,8 @@ let package = Package(
         .target(
             name: "KeysealTestSupport",
             dependencies: [
-                "Keyseal", "KeysealCore", "CKeysealSys", .product(name: "Crypto", package: "swift-crypto"),
+                "Keyseal", "KeysealCore", "CKeysealSys", "CKeysealHeapWipe",
+                .product(name: "Crypto", package: "swift-crypto"),
             ],
             path: "Tests/KeysealTestSupport",
             swiftSettings: swiftSettings
@@ -313,7 +317,7 @@ let package = Package(
         .testTarget(
             name: "KeysealTests",
             dependencies: [
-                "Keyseal", "KeysealCore", "KeysealStore", "KeysealTestSupport",
+                "Keyseal", "KeysealCore", "KeysealStore", "KeysealTestSupport", "CKeysealHeapWipe",
                 .product(name: "Crypto", package: "swift-crypto"),
             ],
             swiftSettings: swiftSettings

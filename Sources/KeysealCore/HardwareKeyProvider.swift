@@ -38,6 +38,14 @@ public protocol HardwareKeyProvider: AnyObject {
     /// Removes what the hardware itself holds for the key (a token object). A TPM key lives only in its blob,
     /// so there this does nothing.
     func deleteKey(keyBlob: Data) throws
+
+    /// Drops what the hardware's library holds of keys' authorizations between operations (a TPM session through
+    /// which a key's authValue was used keeps it in tpm2-tss's record of the session). Called when classes lock.
+    func forgetKeyAuthorizations()
+}
+
+extension HardwareKeyProvider {
+    public func forgetKeyAuthorizations() {}
 }
 
 extension DeviceKeyProvider {

@@ -275,6 +275,7 @@ final class ESYSConnection {
         var creationPCR = TPML_PCR_SELECTION()
         var outPrivate: UnsafeMutablePointer<TPM2B_PRIVATE>?
         var outPublic: UnsafeMutablePointer<TPM2B_PUBLIC>?
+        defer { scrubStoredCreateInput() }
         try tss2(
             "Esys_Create",
             Esys_Create(
@@ -333,6 +334,29 @@ final class ESYSConnection {
         )
         live.insert(handle)
         return handle
+    }
+
+    /// ESAPI keeps a copy of each TPM2_Create's inSensitive (the new object's authValue and sealed data) in its context
+    /// until a later command stores its own inputs over it (tpm2-tss 3.2 and later: `in.Create` of the context,
+    /// never wiped). An asynchronous TPM2_Create whose parent is a handle ESAPI never issued stores a zeroed
+    /// inSensitive over that copy and is refused before anything is sent to the TPM (TSS2_ESYS_RC_BAD_TR); the
+    /// context stays usable. Measured on Debian's tpm2-tss 3.2.1: one copy of the authValue before, none after.
+    private func scrubStoredCreateInput() {
+        guard context != nil else { return }
+        let zeroed = UnsafeMutablePointer<TPM2B_SENSITIVE_CREATE>.allocate(capacity: 1)
+        defer { zeroed.deallocate() }
+        zeroize(zeroed, MemoryLayout<TPM2B_SENSITIVE_CREATE>.size)
+        _ = Esys_Create_Async(
+            context,
+            ESYS_TR(0x7FFF_FFFF),
+            ESYS_TR(ESYS_TR_PASSWORD),
+            ESYS_TR(ESYS_TR_NONE),
+            ESYS_TR(ESYS_TR_NONE),
+            zeroed,
+            nil,
+            nil,
+            nil
+        )
     }
 
     /// Sets the authValue ESAPI uses for `handle` in HMAC computations (never sent to the TPM).

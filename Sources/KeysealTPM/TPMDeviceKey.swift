@@ -789,6 +789,16 @@ extension TPMDeviceKey: HardwareKeyProvider {
         }
     }
 
+    /// Flushes the kept salted session: keyExchange and certify authorize a key through it with ESAPI, which keeps
+    /// sessionKey ‖ authValue in its record of the session until the session is flushed (tpm2-tss 3.2; the record is
+    /// then freed, and keyseald's freed memory is wiped). The next operation starts a new session.
+    public func forgetKeyAuthorizations() {
+        lock.withLock {
+            guard let connection, let session = connection.session else { return }
+            connection.flush(session)
+        }
+    }
+
     /// A TPM key lives only in its blob: nothing to remove, except the key from the loaded ones if it is there.
     public func deleteKey(keyBlob: Data) throws {
         let bytes = Array(keyBlob)

@@ -1,4 +1,5 @@
 import ArgumentParser
+import CKeysealHeapWipe
 import FoundationEssentials
 import Glibc
 import Keyseal
@@ -420,6 +421,12 @@ struct Keyseald: AsyncParsableCommand {
             if level > .debug { setenv("TPM2_PKCS11_LOG_LEVEL", "0", 0) }
             glibCaptured = GLibMessages.capture(into: logger)
         default: break
+        }
+        // Freed memory is wiped before the heap reuses it (CKeysealHeapWipe): say so once, or loudly that it is not.
+        if keyseal_heap_wipe_active() == 1 {
+            logger.info("freed memory is wiped")
+        } else {
+            logger.error("freed memory is not wiped: the C library's free was not replaced in this process")
         }
         do {
             let daemon = try KeysealDaemon(options: options, logger: logger)

@@ -49,6 +49,14 @@ struct DaemonMemoryTests {
         return found
     }
 
+    @Test("keyseald wipes freed memory: its free is the wiping one, and it says so at start")
+    func keysealdWipesFreedMemory() throws {
+        let daemon = try DaemonFixture()
+        defer { daemon.remove() }
+        #expect(daemon.log_().contains("freed memory is wiped"))
+        #expect(!daemon.log_().contains("freed memory is not wiped"))
+    }
+
     @Test("no copy of a passcode stays in keyseald's memory after set, unlock, a wrong try and change")
     func passcodesAreNotLeftBehind() throws {
         guard getuid() == 0 else {

@@ -1,3 +1,4 @@
+import CKeysealHeapWipe
 import Crypto
 import Foundation
 import Keyseal
@@ -284,6 +285,55 @@ struct HardwareKeyTests {
             }
         }
         try fixture.store.lock()
+        #expect(try Self.occurrences(ofInverted: inverted) == 0)
+    }
+
+    /// The review's finding made reliable: a key exchange authorizes the key through ESAPI over the kept salted
+    /// session, whose record keeps sessionKey ‖ authValue; before the fix that copy was in live memory after the lock
+    /// every time, and freed copies (tpm2-tss's, swift-crypto's HMAC key block) were there by chance.
+    @Test(
+        .disabled(
+            if: TestBackend.current == .hostKey,
+            "the software double keeps every authorization it is given"
+        )
+    )
+    func noCopyOfAnAuthorizationStaysAfterKeyExchangesOnceItsClassLocks() throws {
+        let fixture = try HardwareKeyStoreFixture()
+        defer { fixture.remove() }
+        try fixture.store.setPasscode("pw")
+        var keys: [(KeyDescription, [UInt8])] = []
+        for index in 0..<3 {
+            let key = try Self.generate(fixture.store, tag: "hw\(index)")
+            for _ in 0..<2 {
+                _ = try fixture.store.keyExchange(
+                    key.reference,
+                    algorithm: "algid:keyexchange:ECDH",
+                    peer: P256.KeyAgreement.PrivateKey().publicKey.x963Representation
+                )
+                try Self.sign(fixture.store, key)
+            }
+            keys.append((key, try #require(try fixture.store.preparedAuthorizationInvertedForTests(key.reference))))
+        }
+        try fixture.store.lock()
+        for (index, (_, inverted)) in keys.enumerated() {
+            #expect(try Self.occurrences(ofInverted: inverted) == 0, "key \(index)")
+        }
+    }
+
+    @Test("freed memory is wiped in the test process, as in keyseald: a block a C library frees keeps nothing")
+    func freedMemoryIsWiped() throws {
+        #expect(keyseal_heap_wipe_active() == 1)
+        // The bytes exist only in C blocks: the test holds their complement (no 0xFF, so no byte is NUL).
+        let inverted = (0..<32).map { _ in UInt8.random(in: 0...0xFE) }
+        let source = UnsafeMutablePointer<CChar>.allocate(capacity: 33)
+        defer { source.deallocate() }
+        for index in 0..<32 { source[index] = CChar(bitPattern: ~inverted[index]) }
+        source[32] = 0
+        // strdup allocates in the C library; free is the process's.
+        let copy = strdup(source)
+        source.initialize(repeating: 0, count: 33)
+        #expect(try Self.occurrences(ofInverted: inverted) >= 1)
+        free(copy)
         #expect(try Self.occurrences(ofInverted: inverted) == 0)
     }
 

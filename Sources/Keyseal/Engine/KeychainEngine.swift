@@ -65,6 +65,8 @@ final class KeychainEngine {
             var gone: Set<Accessibility> = []
             for (accessibility, key) in oldValue where classKeys[accessibility] !== key { gone.insert(accessibility) }
             preparedKeys.remove(classes: gone)
+            // What the hardware's library holds of the keys' authorizations goes with them.
+            if !gone.isEmpty { device.hardwareKeys?.forgetKeyAuthorizations() }
         }
     }
     /// Stored private keys made ready for use (see ``PreparedKeys``).
