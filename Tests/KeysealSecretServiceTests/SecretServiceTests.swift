@@ -152,6 +152,13 @@ struct SecretServiceTests {
         try Self.runPython(fixture, [Self.script("sessions_per_client.py")])
     }
 
+    @Test("one process holding 257 connections of 64 sessions each does not keep secret-tool from a lookup")
+    func sessionsArePerProcess() throws {
+        let fixture = try SecretServiceFixture()
+        defer { fixture.remove() }
+        try Self.runPython(fixture, [Self.script("sessions_per_process.py")])
+    }
+
     /// A bridge in front of a keyseald with a passcode set, an item stored, then locked through `secret-tool lock`.
     static func lockedFixture(bridgeArguments: (SecretServiceFixture) -> [String]) throws -> SecretServiceFixture {
         let fixture = try SecretServiceFixture(daemon: nil, startBridge: false)
