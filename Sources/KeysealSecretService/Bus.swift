@@ -702,6 +702,22 @@ extension BusConnection {
         return pid
     }
 
+    /// The unique name of the sender of the message being dispatched; empty outside a dispatch.
+    func currentSender() -> String {
+        sd_bus_get_current_message(bus).map { Self.sender(MessageReader(message: $0)) } ?? ""
+    }
+
+    /// The pid of the connection `name` as the bus daemon reports it now (asked, not cached); nil once the name has
+    /// left the bus.
+    func connectionPid(_ name: String) -> Int32? {
+        var creds: OpaquePointer?
+        guard sd_bus_get_name_creds(bus, name, keyseal_creds_pid_mask(), &creds) >= 0 else { return nil }
+        defer { sd_bus_creds_unref(creds) }
+        var pid: pid_t = 0
+        guard sd_bus_creds_get_pid(creds, &pid) >= 0, pid > 0 else { return nil }
+        return pid
+    }
+
     static func sender(_ message: MessageReader) -> String {
         sd_bus_message_get_sender(message.message).map { String(cString: $0) } ?? ""
     }

@@ -392,28 +392,70 @@ struct SecretServiceTests {
         #expect(try Self.keyseal(fixture, ["status"]).stdoutText.contains("state:            unlocked"))
     }
 
-    @Test("the Secret portal backend refuses a caller in a Flatpak sandbox: it could name another application")
-    func portalRefusesSandboxedCallers() throws {
-        let fixture = try SecretServiceFixture()
-        defer { fixture.remove() }
-        let outside = try Self.portal(fixture, "unlocked")
-        #expect(outside.split(separator: "\n").count == 2, "\(outside)")
-        // A sandbox as Flatpak builds one with bubblewrap: a root of its own holding /.flatpak-info.
+    /// bubblewrap's arguments for a sandbox as Flatpak builds one: a root of its own holding /.flatpak-info, with the
+    /// scripts and the fixture's directory (the bus socket) bound in. Nested namespaces are allowed, as in any
+    /// bubblewrap sandbox not made with --disable-userns.
+    static func sandboxArguments(_ fixture: SecretServiceFixture) throws -> [String] {
         let info = fixture.directory.appending("flatpak-info")
         try "[Application]\nname=org.example.Sandboxed\n".write(to: info, atomically: true, encoding: .utf8)
-        let scripts = Self.pythonDirectory.path
         var arguments = [
             "--ro-bind", "/usr", "/usr", "--symlink", "usr/lib", "/lib", "--symlink", "usr/lib64", "/lib64",
             "--symlink", "usr/bin", "/bin", "--symlink", "usr/sbin", "/sbin", "--ro-bind", "/etc", "/etc",
             "--ro-bind", "/opt", "/opt", "--bind", "/tmp", "/tmp", "--proc", "/proc", "--dev", "/dev",
             "--ro-bind", info.path, "/.flatpak-info",
         ]
-        for directory in [scripts, fixture.directory.path] where !directory.hasPrefix("/tmp/") {
+        for directory in Self.sandboxedDirectories(fixture) {
             arguments += ["--bind", directory, directory]
         }
-        arguments += ["--", try Self.python(), scripts + "/portal_secret.py", "sandboxed"]
+        return arguments
+    }
+
+    /// The directories outside /tmp a sandboxed script needs: the scripts and the fixture's.
+    static func sandboxedDirectories(_ fixture: SecretServiceFixture) -> [String] {
+        [pythonDirectory.path, fixture.directory.path].filter { !$0.hasPrefix("/tmp/") }
+    }
+
+    @Test("the Secret portal backend refuses a caller in a Flatpak sandbox: it could name another application")
+    func portalRefusesSandboxedCallers() throws {
+        let fixture = try SecretServiceFixture()
+        defer { fixture.remove() }
+        let outside = try Self.portal(fixture, "unlocked")
+        #expect(outside.split(separator: "\n").count == 2, "\(outside)")
+        let arguments =
+            try Self.sandboxArguments(fixture) + [
+                "--", try Self.python(), Self.pythonDirectory.path + "/portal_secret.py", "sandboxed",
+            ]
         let sandboxed = try fixture.run(try requireTool("bwrap", package: "bubblewrap"), arguments)
         #expect(sandboxed.status == 0, "\(sandboxed.stdoutText)\n\(sandboxed.stderrText)\n\(fixture.bridgeLog())")
+        #expect(fixture.bridgeLog().contains("RetrieveSecret from a sandboxed or unknown process refused"))
+    }
+
+    /// Inside the sandbox, `unshare -Urm` makes a user and mount namespace, binds what Python needs into a root of
+    /// its own without /.flatpak-info, and chroots into it: its /proc/PID/root, as the bridge sees it, has no
+    /// /.flatpak-info.
+    @Test(
+        "the Secret portal refuses a sandboxed caller chrooted in namespaces of its own to a root without .flatpak-info"
+    )
+    func portalRefusesCallersInNamespacesOfTheirOwn() throws {
+        let fixture = try SecretServiceFixture()
+        defer { fixture.remove() }
+        let outside = try Self.portal(fixture, "unlocked")
+        #expect(outside.split(separator: "\n").count == 2, "\(outside)")
+        let root = fixture.directory.appending("chroot").path
+        var script = "set -e; R='\(root)'; mkdir -p \"$R\"; "
+        script += "for link in lib lib64 bin sbin; do ln -sfn usr/$link \"$R/$link\"; done; "
+        for directory in ["/usr", "/etc", "/opt", "/tmp", "/dev"] + Self.sandboxedDirectories(fixture) {
+            script += "mkdir -p \"$R\(directory)\"; mount --rbind '\(directory)' \"$R\(directory)\"; "
+        }
+        script += "test ! -e \"$R/.flatpak-info\"; "
+        script += "exec /usr/sbin/chroot \"$R\" '\(try Self.python())' "
+        script += "'\(Self.pythonDirectory.path)/portal_secret.py' sandboxed"
+        let arguments =
+            try Self.sandboxArguments(fixture) + [
+                "--", try requireTool("unshare", package: "util-linux"), "-Urm", "/bin/sh", "-c", script,
+            ]
+        let escaped = try fixture.run(try requireTool("bwrap", package: "bubblewrap"), arguments)
+        #expect(escaped.status == 0, "\(escaped.stdoutText)\n\(escaped.stderrText)\n\(fixture.bridgeLog())")
         #expect(fixture.bridgeLog().contains("RetrieveSecret from a sandboxed or unknown process refused"))
     }
 
