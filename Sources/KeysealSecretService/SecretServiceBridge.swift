@@ -189,7 +189,10 @@ public final class SecretServiceBridge: BusObjects, @unchecked Sendable {
             interface: Self.promptInterface,
             VTable([.method("Prompt", "s", ""), .method("Dismiss", "", ""), .signal("Completed", "bv")])
         )
-        try bus.answerUnknownObjects(below: Self.root)
+        // Below the collections too, where the collections' and items' vtables would answer first otherwise (an
+        // item's vtable claims its path for a collection's GetAll).
+        try bus.answerUnknownObjects(below: Self.collectionPrefix)
+        try bus.answerUnknownObjects(below: "/")
         try registerPortal(bus)
     }
 }

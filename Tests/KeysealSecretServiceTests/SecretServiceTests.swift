@@ -329,20 +329,49 @@ struct SecretServiceTests {
         return gnome
     }
 
-    @Test("paths that name no object answer as gnome-keyring's do: SecretStorage and python-keyring see no such object")
-    func unknownObjectsAsGnomeKeyring() throws {
+    /// unknown_objects.py in `mode` against the bridge and against gnome-keyring; each one's error names.
+    static func unknownObjectAnswers(_ mode: String) throws -> (bridge: String, gnomeKeyring: String) {
         let fixture = try SecretServiceFixture()
         defer { fixture.remove() }
         let gnome = try Self.gnomeKeyring(beside: fixture)
         defer { gnome.remove() }
         var answers: [String] = []
         for provider in [fixture, gnome] {
-            let result = try provider.run(try Self.python(), [Self.script("unknown_objects.py")])
+            let result = try provider.run(try Self.python(), [Self.script("unknown_objects.py"), mode])
             #expect(result.status == 0, "\(result.stdoutText)\n\(result.stderrText)")
             answers.append(result.stdoutText)
         }
-        #expect(answers[0] == answers[1], "bridge:\n\(answers[0])\ngnome-keyring:\n\(answers[1])")
-        #expect(answers[0].contains("org.freedesktop.DBus.Error.UnknownMethod"), "\(answers[0])")
+        return (answers[0], answers[1])
+    }
+
+    @Test("paths that name no object answer as gnome-keyring's do: SecretStorage and python-keyring see no such object")
+    func unknownObjectsAsGnomeKeyring() throws {
+        let answers = try Self.unknownObjectAnswers("service")
+        #expect(
+            answers.bridge == answers.gnomeKeyring,
+            "bridge:\n\(answers.bridge)\ngnome-keyring:\n\(answers.gnomeKeyring)"
+        )
+        #expect(answers.bridge.contains("org.freedesktop.DBus.Error.UnknownMethod"), "\(answers.bridge)")
+    }
+
+    @Test("paths outside /org/freedesktop/secrets, `/` among them, answer UnknownMethod as gnome-keyring's do")
+    func pathsOutsideTheServiceAsGnomeKeyring() throws {
+        let answers = try Self.unknownObjectAnswers("outside")
+        #expect(
+            answers.bridge == answers.gnomeKeyring,
+            "bridge:\n\(answers.bridge)\ngnome-keyring:\n\(answers.gnomeKeyring)"
+        )
+        #expect(answers.bridge.contains("org.freedesktop.DBus.Error.UnknownMethod"), "\(answers.bridge)")
+    }
+
+    @Test("a collection's property or method on an item that does not exist answers as gnome-keyring's: no such object")
+    func otherInterfacesOfMissingItemsAsGnomeKeyring() throws {
+        let answers = try Self.unknownObjectAnswers("missing-item")
+        #expect(
+            answers.bridge == answers.gnomeKeyring,
+            "bridge:\n\(answers.bridge)\ngnome-keyring:\n\(answers.gnomeKeyring)"
+        )
+        #expect(answers.bridge.contains("org.freedesktop.DBus.Error.UnknownMethod"), "\(answers.bridge)")
     }
 
     /// gnome-keyring stamps such an item too, though only once it reads its keyring file again (after a later
