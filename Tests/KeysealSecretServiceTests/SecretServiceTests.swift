@@ -117,6 +117,20 @@ struct SecretServiceTests {
         try Self.runPython(fixture, [Self.script("secretstorage_roundtrip.py")])
     }
 
+    /// Its tests of a mock service's prompts and locking skip themselves on org.freedesktop.secrets, as they do against
+    /// gnome-keyring.
+    @Test("SecretStorage 3.3.3's own test suite passes against the bridge: items, collections, exceptions")
+    func secretStorageOwnSuite() throws {
+        let fixture = try SecretServiceFixture()
+        defer { fixture.remove() }
+        let tests = URL(fileURLWithPath: try Self.python()).deletingLastPathComponent().deletingLastPathComponent()
+            .appendingPathComponent("share/secretstorage_tests").path
+        guard FileManager.default.fileExists(atPath: tests + "/test_exceptions.py") else {
+            throw FixtureError("\(tests) is missing (SecretStorage's own tests); run Scripts/bootstrap.sh")
+        }
+        try Self.runPython(fixture, ["-m", "pytest", "-q", "-p", "no:cacheprovider", tests])
+    }
+
     @Test("python-keyring's BackendBasicTests pass against the bridge")
     func keyringBackendTests() throws {
         let fixture = try SecretServiceFixture()
