@@ -224,7 +224,7 @@ let package = Package(
         .target(
             name: "KeysealSecretService",
             dependencies: [
-                "KeysealClient", "KeysealCore", "CSDBus", "CLibCrypto",
+                "KeysealClient", "KeysealCore", "CSDBus", "CLibCrypto", "CKeysealSys",
                 .product(name: "Crypto", package: "swift-crypto"),
             ],
             swiftSettings: swiftSettings

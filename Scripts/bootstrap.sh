@@ -33,6 +33,22 @@ install_python() {
   $sudo "$python_venv/bin/pip" install -q "${python_packages[@]}"
 }
 
+# SecretStorage's own test suite (its sdist's tests/, which the wheel leaves out), run against the bridge by
+# SecretServiceTests.secretStorageOwnSuite.
+secretstorage_tests=$python_venv/share/secretstorage_tests
+install_secretstorage_tests() {
+  [ -f "$secretstorage_tests/test_exceptions.py" ] && return
+  local sudo="" work
+  [ "$(id -u)" -eq 0 ] || sudo="sudo"
+  echo "bootstrap: installing SecretStorage 3.3.3's tests in $secretstorage_tests"
+  work=$(mktemp -d)
+  "$python_venv/bin/pip" download -q --no-deps --no-binary :all: --no-build-isolation -d "$work" SecretStorage==3.3.3
+  tar -xzf "$work/SecretStorage-3.3.3.tar.gz" -C "$work"
+  $sudo mkdir -p "$secretstorage_tests"
+  $sudo cp "$work"/SecretStorage-3.3.3/tests/*.py "$secretstorage_tests/"
+  rm -rf "$work"
+}
+
 missing=()
 for package in "${packages[@]}"; do
   dpkg-query -W -f='${Status}' "$package" 2>/dev/null | grep -q "install ok installed" || missing+=("$package")
@@ -40,6 +56,7 @@ done
 if [ ${#missing[@]} -eq 0 ]; then
   echo "bootstrap: all packages present"
   install_python
+  install_secretstorage_tests
   exit 0
 fi
 
@@ -50,3 +67,4 @@ $sudo apt-get update -qq
 DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
 echo "bootstrap: done"
 install_python
+install_secretstorage_tests

@@ -65,4 +65,7 @@ static inline uint64_t keyseal_creds_mask(void) {
         | SD_BUS_CREDS_USER_UNIT | SD_BUS_CREDS_AUGMENT;
 }
 
+/// The creds mask of a pid alone, asked of the bus daemon (not read from /proc).
+static inline uint64_t keyseal_creds_pid_mask(void) { return SD_BUS_CREDS_PID; }
+
 #endif

@@ -38,8 +38,22 @@ extension SecretServiceBridge {
         collectionPrefix + "/" + collection + "/" + account
     }
 
-    func serves(path: String) -> Bool {
-        path == Self.root || object(path) != nil
+    func serves(path: String, interface: String) -> Bool {
+        switch object(path) {
+        case nil: return path == Self.root || path == Self.portalPath
+        case .item(let collection, let account)? where interface != Self.itemInterface:
+            // The item's own handlers answer for an item that does not exist; a call for another interface (a
+            // collection's property) must find it first, as gnome-keyring's objects exist or not whatever is asked.
+            do {
+                _ = try record(collection, account)
+                return true
+            } catch let error as BusError {
+                return error.name != BusError.unknownMethod
+            } catch {
+                return true
+            }
+        default: return true
+        }
     }
 
     func exists(path: String, interface: String) -> Bool {

@@ -1,3 +1,4 @@
+internal import CKeysealSys
 import FoundationEssentials
 import Glibc
 import KeysealClient
@@ -39,7 +40,7 @@ extension SecretServiceBridge {
         let descriptor = try message.fileDescriptor()
         // xdg-desktop-portal, outside every sandbox, names the application; an application in a sandbox that reached
         // this interface itself could name another's, so its call is refused, as is one whose process is unknown.
-        guard let pid = bus.currentSenderPid(), !Self.isSandboxed(pid: pid) else {
+        guard !callerMayBeSandboxed() else {
             close(descriptor)
             printError(
                 "keyseal-secret-service: RetrieveSecret from a sandboxed or unknown process refused (only "
@@ -84,12 +85,53 @@ extension SecretServiceBridge {
         }
     }
 
-    /// Whether process `pid` runs in a Flatpak sandbox (its root holds `/.flatpak-info`, as xdg-desktop-portal tells
-    /// them), or its root cannot be looked at (gone, or another user's): either way not the portal.
+    /// Whether the process that sent the call being dispatched is, or may be, an application in a sandbox rather
+    /// than a program of the user's own session (``isSandboxed(pid:)``); true as well when it cannot be told.
+    ///
+    /// The pid is the one the bus daemon read from the caller's socket when it connected; a pidfd pins the process
+    /// that has it now, and it is the caller only if the caller's connection is still on the bus with that pid
+    /// (asked again after the pidfd is open: a pid is reused only once its process has exited) and that process has
+    /// not exited by the end of the checks, so that what was read is the caller's.
+    func callerMayBeSandboxed() -> Bool {
+        guard let pid = bus.currentSenderPid() else { return true }
+        let pidfd = keyseal_pidfd_open(pid)
+        guard pidfd >= 0 else { return true }
+        defer { close(pidfd) }
+        let sender = bus.currentSender()
+        guard !sender.isEmpty, bus.connectionPid(sender) == pid else { return true }
+        let sandboxed = Self.isSandboxed(pid: pid)
+        var exited = pollfd(fd: pidfd, events: Int16(POLLIN), revents: 0)
+        return sandboxed || poll(&exited, 1, 0) != 0
+    }
+
+    /// Whether process `pid` runs in a sandbox, or may: its root holds `/.flatpak-info` (Flatpak's mark, which
+    /// xdg-desktop-portal reads), or it sees another root directory than the bridge's (a chroot), or it runs in a
+    /// user, mount or pid namespace other than the bridge's (bubblewrap's sandboxes, and any namespace a process
+    /// made inside one: there it can make a root without `/.flatpak-info` and chroot into it), or any of these
+    /// cannot be looked at (the process is gone, or another user's).
     static func isSandboxed(pid: Int32) -> Bool {
-        var status = stat()
-        guard stat("/proc/\(pid)/root/", &status) == 0 else { return true }
-        return stat("/proc/\(pid)/root/.flatpak-info", &status) == 0
+        let proc = "/proc/\(pid)"
+        var device: UInt64 = 0
+        var inode: UInt64 = 0
+        if keyseal_file_id(proc + "/root/.flatpak-info", &device, &inode) == 0 || errno != ENOENT { return true }
+        for namespace in ["user", "mnt", "pid"] {
+            guard let own = readLink("/proc/self/ns/" + namespace), readLink(proc + "/ns/" + namespace) == own else {
+                return true
+            }
+        }
+        var ownDevice: UInt64 = 0
+        var ownInode: UInt64 = 0
+        guard keyseal_file_id("/proc/self/root", &ownDevice, &ownInode) == 0,
+            keyseal_file_id(proc + "/root", &device, &inode) == 0
+        else { return true }
+        return device != ownDevice || inode != ownInode
+    }
+
+    static func readLink(_ path: String) -> String? {
+        var buffer = [CChar](repeating: 0, count: Int(PATH_MAX) + 1)
+        let count = readlink(path, &buffer, buffer.count - 1)
+        guard count > 0 else { return nil }
+        return String(decoding: buffer.prefix(count).map { UInt8(bitPattern: $0) }, as: UTF8.self)
     }
 
     static func portalReply(_ response: PortalResponse) -> ReplyBuilder {

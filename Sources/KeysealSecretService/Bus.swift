@@ -313,8 +313,9 @@ protocol BusObjects: AnyObject {
     func property(path: String, interface: String, name: String, into reply: MessageWriter) throws
     func setProperty(path: String, interface: String, name: String, from value: MessageReader) throws
     func exists(path: String, interface: String) -> Bool
-    /// Whether `path` names an object (whatever its interfaces).
-    func serves(path: String) -> Bool
+    /// Whether `path` names an object that a call for `interface` (for the Properties interface: the interface
+    /// whose properties it reads or writes) may be dispatched to.
+    func serves(path: String, interface: String) -> Bool
 }
 
 /// Writes a method's reply values.
@@ -410,16 +411,25 @@ let setterTrampoline: sd_bus_property_set_t = { _, path, interface, property, va
     }
 }
 
-/// Runs before the objects' vtables for every path below the prefix it is added at: a call to a path that names no
-/// object is answered ``BusError/unknownObject(_:)``; introspection and everything else go on.
+/// Runs for every path below the prefix it is added at that no vtable of a longer prefix answered: a call to a path
+/// that names no object (or none a call for its interface may reach) is answered ``BusError/unknownObject(_:)``;
+/// introspection and everything else go on.
 let unknownObjectFilter: sd_bus_message_handler_t = { message, userdata, target in
     guard let message, sd_bus_message_is_method_call(message, nil, nil) > 0 else { return 0 }
     let path = text(sd_bus_message_get_path(message))
-    switch text(sd_bus_message_get_interface(message)) {
+    var interface = text(sd_bus_message_get_interface(message))
+    switch interface {
     case "org.freedesktop.DBus.Introspectable", "org.freedesktop.DBus.Peer": return 0
+    case "org.freedesktop.DBus.Properties":
+        // Get, GetAll and Set name the interface first; the handler that answers reads the message from the start.
+        var named: UnsafePointer<CChar>?
+        if withUnsafeMutablePointer(to: &named, { sd_bus_message_read_basic(message, code("s"), $0) }) > 0 {
+            interface = text(named)
+        }
+        sd_bus_message_rewind(message, 1)
     default: break
     }
-    guard !objects(userdata).serves(path: path) else { return 0 }
+    guard !objects(userdata).serves(path: path, interface: interface) else { return 0 }
     return setError(BusError.unknownObject(path), target)
 }
 
@@ -699,6 +709,22 @@ extension BusConnection {
         guard let pid = Self.caller(reader).pid, pid > 0 else { return nil }
         if senderPids.count >= 4096 { senderPids.removeAll() }
         senderPids[sender] = pid
+        return pid
+    }
+
+    /// The unique name of the sender of the message being dispatched; empty outside a dispatch.
+    func currentSender() -> String {
+        sd_bus_get_current_message(bus).map { Self.sender(MessageReader(message: $0)) } ?? ""
+    }
+
+    /// The pid of the connection `name` as the bus daemon reports it now (asked, not cached); nil once the name has
+    /// left the bus.
+    func connectionPid(_ name: String) -> Int32? {
+        var creds: OpaquePointer?
+        guard sd_bus_get_name_creds(bus, name, keyseal_creds_pid_mask(), &creds) >= 0 else { return nil }
+        defer { sd_bus_creds_unref(creds) }
+        var pid: pid_t = 0
+        guard sd_bus_creds_get_pid(creds, &pid) >= 0, pid > 0 else { return nil }
         return pid
     }
 

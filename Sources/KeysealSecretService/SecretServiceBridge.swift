@@ -30,6 +30,10 @@ public final class SecretServiceBridge: BusObjects, @unchecked Sendable {
     /// Open sessions kept for one client (one D-Bus unique name): opening one more closes that client's own oldest,
     /// never another client's.
     static let sessionsPerClient = 64
+    /// Open sessions kept for one process, whatever number of bus connections it opens: opening one more closes that
+    /// process's own oldest, never another process's. A sixty-fourth of ``sessionLimit``, so that one process
+    /// cannot take the sessions every other process needs.
+    static let sessionsPerProcess = 256
     /// Open sessions kept in all: beyond, OpenSession answers LimitsExceeded (no session of another client is closed).
     static let sessionLimit = 16_384
     /// Prompts kept for one client that it has not run: making one more completes that client's own oldest
@@ -57,6 +61,8 @@ public final class SecretServiceBridge: BusObjects, @unchecked Sendable {
 
     struct OpenSession {
         var sender: String
+        /// The process that opened it (``processKey(sender:)``).
+        var process: String
         var kind: Session
     }
 
@@ -78,6 +84,8 @@ public final class SecretServiceBridge: BusObjects, @unchecked Sendable {
     var sessions: [String: OpenSession] = [:]
     /// Each client's open sessions, oldest first, by the client's unique name.
     var sessionOrder: [String: [String]] = [:]
+    /// Each process's open sessions over all its bus connections, oldest first (``processKey(sender:)``).
+    var processSessions: [String: [String]] = [:]
     var prompts: [String: Prompt] = [:]
     /// Each client's prompts not yet run, oldest first, by the client's unique name.
     var promptOrder: [String: [String]] = [:]
@@ -181,7 +189,10 @@ public final class SecretServiceBridge: BusObjects, @unchecked Sendable {
             interface: Self.promptInterface,
             VTable([.method("Prompt", "s", ""), .method("Dismiss", "", ""), .signal("Completed", "bv")])
         )
-        try bus.answerUnknownObjects(below: Self.root)
+        // Below the collections too, where the collections' and items' vtables would answer first otherwise (an
+        // item's vtable claims its path for a collection's GetAll).
+        try bus.answerUnknownObjects(below: Self.collectionPrefix)
+        try bus.answerUnknownObjects(below: "/")
         try registerPortal(bus)
     }
 }

@@ -117,6 +117,20 @@ struct SecretServiceTests {
         try Self.runPython(fixture, [Self.script("secretstorage_roundtrip.py")])
     }
 
+    /// Its tests of a mock service's prompts and locking skip themselves on org.freedesktop.secrets, as they do against
+    /// gnome-keyring.
+    @Test("SecretStorage 3.3.3's own test suite passes against the bridge: items, collections, exceptions")
+    func secretStorageOwnSuite() throws {
+        let fixture = try SecretServiceFixture()
+        defer { fixture.remove() }
+        let tests = URL(fileURLWithPath: try Self.python()).deletingLastPathComponent().deletingLastPathComponent()
+            .appendingPathComponent("share/secretstorage_tests").path
+        guard FileManager.default.fileExists(atPath: tests + "/test_exceptions.py") else {
+            throw FixtureError("\(tests) is missing (SecretStorage's own tests); run Scripts/bootstrap.sh")
+        }
+        try Self.runPython(fixture, ["-m", "pytest", "-q", "-p", "no:cacheprovider", tests])
+    }
+
     @Test("python-keyring's BackendBasicTests pass against the bridge")
     func keyringBackendTests() throws {
         let fixture = try SecretServiceFixture()
@@ -150,6 +164,13 @@ struct SecretServiceTests {
         let fixture = try SecretServiceFixture()
         defer { fixture.remove() }
         try Self.runPython(fixture, [Self.script("sessions_per_client.py")])
+    }
+
+    @Test("one process holding 257 connections of 64 sessions each does not keep secret-tool from a lookup")
+    func sessionsArePerProcess() throws {
+        let fixture = try SecretServiceFixture()
+        defer { fixture.remove() }
+        try Self.runPython(fixture, [Self.script("sessions_per_process.py")])
     }
 
     /// A bridge in front of a keyseald with a passcode set, an item stored, then locked through `secret-tool lock`.
@@ -322,20 +343,49 @@ struct SecretServiceTests {
         return gnome
     }
 
-    @Test("paths that name no object answer as gnome-keyring's do: SecretStorage and python-keyring see no such object")
-    func unknownObjectsAsGnomeKeyring() throws {
+    /// unknown_objects.py in `mode` against the bridge and against gnome-keyring; each one's error names.
+    static func unknownObjectAnswers(_ mode: String) throws -> (bridge: String, gnomeKeyring: String) {
         let fixture = try SecretServiceFixture()
         defer { fixture.remove() }
         let gnome = try Self.gnomeKeyring(beside: fixture)
         defer { gnome.remove() }
         var answers: [String] = []
         for provider in [fixture, gnome] {
-            let result = try provider.run(try Self.python(), [Self.script("unknown_objects.py")])
+            let result = try provider.run(try Self.python(), [Self.script("unknown_objects.py"), mode])
             #expect(result.status == 0, "\(result.stdoutText)\n\(result.stderrText)")
             answers.append(result.stdoutText)
         }
-        #expect(answers[0] == answers[1], "bridge:\n\(answers[0])\ngnome-keyring:\n\(answers[1])")
-        #expect(answers[0].contains("org.freedesktop.DBus.Error.UnknownMethod"), "\(answers[0])")
+        return (answers[0], answers[1])
+    }
+
+    @Test("paths that name no object answer as gnome-keyring's do: SecretStorage and python-keyring see no such object")
+    func unknownObjectsAsGnomeKeyring() throws {
+        let answers = try Self.unknownObjectAnswers("service")
+        #expect(
+            answers.bridge == answers.gnomeKeyring,
+            "bridge:\n\(answers.bridge)\ngnome-keyring:\n\(answers.gnomeKeyring)"
+        )
+        #expect(answers.bridge.contains("org.freedesktop.DBus.Error.UnknownMethod"), "\(answers.bridge)")
+    }
+
+    @Test("paths outside /org/freedesktop/secrets, `/` among them, answer UnknownMethod as gnome-keyring's do")
+    func pathsOutsideTheServiceAsGnomeKeyring() throws {
+        let answers = try Self.unknownObjectAnswers("outside")
+        #expect(
+            answers.bridge == answers.gnomeKeyring,
+            "bridge:\n\(answers.bridge)\ngnome-keyring:\n\(answers.gnomeKeyring)"
+        )
+        #expect(answers.bridge.contains("org.freedesktop.DBus.Error.UnknownMethod"), "\(answers.bridge)")
+    }
+
+    @Test("a collection's property or method on an item that does not exist answers as gnome-keyring's: no such object")
+    func otherInterfacesOfMissingItemsAsGnomeKeyring() throws {
+        let answers = try Self.unknownObjectAnswers("missing-item")
+        #expect(
+            answers.bridge == answers.gnomeKeyring,
+            "bridge:\n\(answers.bridge)\ngnome-keyring:\n\(answers.gnomeKeyring)"
+        )
+        #expect(answers.bridge.contains("org.freedesktop.DBus.Error.UnknownMethod"), "\(answers.bridge)")
     }
 
     /// gnome-keyring stamps such an item too, though only once it reads its keyring file again (after a later
@@ -385,28 +435,70 @@ struct SecretServiceTests {
         #expect(try Self.keyseal(fixture, ["status"]).stdoutText.contains("state:            unlocked"))
     }
 
-    @Test("the Secret portal backend refuses a caller in a Flatpak sandbox: it could name another application")
-    func portalRefusesSandboxedCallers() throws {
-        let fixture = try SecretServiceFixture()
-        defer { fixture.remove() }
-        let outside = try Self.portal(fixture, "unlocked")
-        #expect(outside.split(separator: "\n").count == 2, "\(outside)")
-        // A sandbox as Flatpak builds one with bubblewrap: a root of its own holding /.flatpak-info.
+    /// bubblewrap's arguments for a sandbox as Flatpak builds one: a root of its own holding /.flatpak-info, with the
+    /// scripts and the fixture's directory (the bus socket) bound in. Nested namespaces are allowed, as in any
+    /// bubblewrap sandbox not made with --disable-userns.
+    static func sandboxArguments(_ fixture: SecretServiceFixture) throws -> [String] {
         let info = fixture.directory.appending("flatpak-info")
         try "[Application]\nname=org.example.Sandboxed\n".write(to: info, atomically: true, encoding: .utf8)
-        let scripts = Self.pythonDirectory.path
         var arguments = [
             "--ro-bind", "/usr", "/usr", "--symlink", "usr/lib", "/lib", "--symlink", "usr/lib64", "/lib64",
             "--symlink", "usr/bin", "/bin", "--symlink", "usr/sbin", "/sbin", "--ro-bind", "/etc", "/etc",
             "--ro-bind", "/opt", "/opt", "--bind", "/tmp", "/tmp", "--proc", "/proc", "--dev", "/dev",
             "--ro-bind", info.path, "/.flatpak-info",
         ]
-        for directory in [scripts, fixture.directory.path] where !directory.hasPrefix("/tmp/") {
+        for directory in Self.sandboxedDirectories(fixture) {
             arguments += ["--bind", directory, directory]
         }
-        arguments += ["--", try Self.python(), scripts + "/portal_secret.py", "sandboxed"]
+        return arguments
+    }
+
+    /// The directories outside /tmp a sandboxed script needs: the scripts and the fixture's.
+    static func sandboxedDirectories(_ fixture: SecretServiceFixture) -> [String] {
+        [pythonDirectory.path, fixture.directory.path].filter { !$0.hasPrefix("/tmp/") }
+    }
+
+    @Test("the Secret portal backend refuses a caller in a Flatpak sandbox: it could name another application")
+    func portalRefusesSandboxedCallers() throws {
+        let fixture = try SecretServiceFixture()
+        defer { fixture.remove() }
+        let outside = try Self.portal(fixture, "unlocked")
+        #expect(outside.split(separator: "\n").count == 2, "\(outside)")
+        let arguments =
+            try Self.sandboxArguments(fixture) + [
+                "--", try Self.python(), Self.pythonDirectory.path + "/portal_secret.py", "sandboxed",
+            ]
         let sandboxed = try fixture.run(try requireTool("bwrap", package: "bubblewrap"), arguments)
         #expect(sandboxed.status == 0, "\(sandboxed.stdoutText)\n\(sandboxed.stderrText)\n\(fixture.bridgeLog())")
+        #expect(fixture.bridgeLog().contains("RetrieveSecret from a sandboxed or unknown process refused"))
+    }
+
+    /// Inside the sandbox, `unshare -Urm` makes a user and mount namespace, binds what Python needs into a root of
+    /// its own without /.flatpak-info, and chroots into it: its /proc/PID/root, as the bridge sees it, has no
+    /// /.flatpak-info.
+    @Test(
+        "the Secret portal refuses a sandboxed caller chrooted in namespaces of its own to a root without .flatpak-info"
+    )
+    func portalRefusesCallersInNamespacesOfTheirOwn() throws {
+        let fixture = try SecretServiceFixture()
+        defer { fixture.remove() }
+        let outside = try Self.portal(fixture, "unlocked")
+        #expect(outside.split(separator: "\n").count == 2, "\(outside)")
+        let root = fixture.directory.appending("chroot").path
+        var script = "set -e; R='\(root)'; mkdir -p \"$R\"; "
+        script += "for link in lib lib64 bin sbin; do ln -sfn usr/$link \"$R/$link\"; done; "
+        for directory in ["/usr", "/etc", "/opt", "/tmp", "/dev"] + Self.sandboxedDirectories(fixture) {
+            script += "mkdir -p \"$R\(directory)\"; mount --rbind '\(directory)' \"$R\(directory)\"; "
+        }
+        script += "test ! -e \"$R/.flatpak-info\"; "
+        script += "exec /usr/sbin/chroot \"$R\" '\(try Self.python())' "
+        script += "'\(Self.pythonDirectory.path)/portal_secret.py' sandboxed"
+        let arguments =
+            try Self.sandboxArguments(fixture) + [
+                "--", try requireTool("unshare", package: "util-linux"), "-Urm", "/bin/sh", "-c", script,
+            ]
+        let escaped = try fixture.run(try requireTool("bwrap", package: "bubblewrap"), arguments)
+        #expect(escaped.status == 0, "\(escaped.stdoutText)\n\(escaped.stderrText)\n\(fixture.bridgeLog())")
         #expect(fixture.bridgeLog().contains("RetrieveSecret from a sandboxed or unknown process refused"))
     }
 

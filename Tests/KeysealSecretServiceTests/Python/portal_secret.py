@@ -4,8 +4,8 @@ org.freedesktop.secrets at /org/freedesktop/portal/desktop, with the write end o
 `unlocked`: each of two application ids gets 64 bytes, the same on each call and different from the other's; a
 malformed id is refused (response 2) and nothing is written. Prints each id with the SHA-256 of its secret (never
 the secret), for the test to compare across bridge restarts. `cancelled`: the keychain is locked and stays so:
-response 1, nothing written. `sandboxed`: the caller runs in a sandbox with /.flatpak-info: response 2, nothing
-written."""
+response 1, nothing written. `sandboxed`: the caller runs in a sandbox (with /.flatpak-info, or in a namespace
+and root of its own made inside one, without it): response 2, nothing written."""
 import hashlib
 import os
 import sys

@@ -1,6 +1,8 @@
 """Paths that name no object, as clients meet them: prints each call's D-Bus error name (one line each, compared
-by the test with gnome-keyring's), and checks that SecretStorage raises ItemNotFoundException and python-keyring
-InitError for them."""
+by the test with gnome-keyring's). `service` (the default): paths below /org/freedesktop/secrets, and checks that
+SecretStorage raises ItemNotFoundException and python-keyring InitError for them. `outside`: paths outside the
+service's tree (`/`, `/not/existing/path`…). `missing-item`: the properties and methods of another interface than
+the item's on an item that does not exist."""
 import os
 import sys
 
@@ -24,6 +26,23 @@ def call(path, interface, member, signature="", body=()):
 
 
 properties = "org.freedesktop.DBus.Properties"
+mode = sys.argv[1] if len(sys.argv) > 1 else "service"
+if mode == "outside":
+    for path in ("/", "/not/existing/path", "/org", "/org/freedesktop", "/org/freedesktop/secret"):
+        call(path, properties, "Get", "ss", ("org.freedesktop.Secret.Item", "Label"))
+        call(path, properties, "GetAll", "s", ("org.freedesktop.Secret.Collection",))
+        call(path, "org.freedesktop.Secret.Item", "Delete")
+    sys.exit(0)
+if mode == "missing-item":
+    collection = "org.freedesktop.Secret.Collection"
+    for name in ("Label", "Items", "Locked"):
+        call(MISSING_ITEM, properties, "Get", "ss", (collection, name))
+    call(MISSING_ITEM, properties, "GetAll", "s", (collection,))
+    call(MISSING_ITEM, properties, "Set", "ssv", (collection, "Label", ("s", "renamed")))
+    call(MISSING_ITEM, properties, "Get", "ss", ("org.freedesktop.Secret.Session", "Label"))
+    call(MISSING_ITEM, collection, "SearchItems", "a{ss}", ({},))
+    sys.exit(0)
+assert mode == "service", mode
 call(ROOT + "/collection/nosuch", properties, "Get", "ss", ("org.freedesktop.Secret.Collection", "Label"))
 call(ROOT + "/collection/nosuch", "org.freedesktop.Secret.Collection", "SearchItems", "a{ss}", ({},))
 call(ROOT + "/aliases/nosuch", "org.freedesktop.Secret.Collection", "Delete")
