@@ -97,24 +97,44 @@ public struct AttestedKeyProperties: Sendable, Equatable, Codable {
         self.nonExportable = nonExportable
     }
 
-    /// The bytes appended to the challenge before hashing: one line per property, in a fixed order.
+    /// The domain tag that opens the `json` format's preimage.
+    public static let domain = "keyseal-key-properties/v2"
+
+    /// The properties as text: one line per property, in a fixed order.
     public var binding: [UInt8] {
         Array(
-            ("keyseal-key-properties/v1\naccessibility=\(accessibility)\nthis-device-only=\(thisDeviceOnly ? 1 : 0)\n"
+            ("accessibility=\(accessibility)\nthis-device-only=\(thisDeviceOnly ? 1 : 0)\n"
                 + "non-exportable=\(nonExportable ? 1 : 0)\n").utf8
         )
     }
+
+    /// What the `json` format hashes: the domain tag, a zero byte, the challenge's length (8 bytes, big-endian), the
+    /// challenge, then ``binding``. The length ends the challenge where it ends, so no other challenge and properties
+    /// give the same bytes.
+    public func preimage(challenge: [UInt8]) -> [UInt8] {
+        let length = UInt64(challenge.count)
+        return Array(Self.domain.utf8) + [0] + (0..<8).map { UInt8(truncatingIfNeeded: length >> (56 - 8 * $0)) }
+            + challenge + binding
+    }
 }
 
-/// What TPM2_Certify signs as `extraData`: SHA-256(challenge) for the WebAuthn format; SHA-256(challenge ‖
-/// properties binding) when the key's Keyseal properties are bound (the `json` format).
+/// What TPM2_Certify signs as `extraData`. The `webauthn-tpm` format: SHA-256(challenge), the 32 bytes WebAuthn
+/// verifiers require. The `json` format, which binds the key's Keyseal properties: 33 bytes, the document's version
+/// (``AttestationDocument/extraDataVersion``) then SHA-256 of ``AttestedKeyProperties/preimage(challenge:)``. The
+/// lengths differ, so no `webauthn-tpm` attestation, whatever its challenge, is ever a `json` one, nor the reverse.
 public func attestationQualifyingData(challenge: [UInt8], properties: AttestedKeyProperties?) -> [UInt8] {
-    Array(SHA256.hash(data: challenge + (properties?.binding ?? [])))
+    guard let properties else { return Array(SHA256.hash(data: challenge)) }
+    return [AttestationDocument.extraDataVersion] + Array(SHA256.hash(data: properties.preimage(challenge: challenge)))
 }
 
 /// The `json` format: the properties in clear next to the CBOR statement whose `extraData` binds them.
 public struct AttestationDocument: Sendable, Codable, Equatable {
-    public static let formatName = "keyseal-tpm-attestation-v1"
+    public static let formatName = "keyseal-tpm-attestation-v2"
+    /// The first byte of a v2 document's extraData.
+    public static let extraDataVersion: UInt8 = 0x02
+    /// v1 bound the properties as SHA-256(challenge ‖ text), which a `webauthn-tpm` attestation over a chosen
+    /// challenge also is: its documents are refused.
+    public static let refusedFormatNames = ["keyseal-tpm-attestation-v1"]
 
     public var format: String
     public var properties: AttestedKeyProperties

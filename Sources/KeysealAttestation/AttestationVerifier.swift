@@ -55,7 +55,8 @@ public struct VerifiedAttestation: Sendable {
 public enum AttestationVerifier {
     /// - Parameters:
     ///   - input: the `webauthn-tpm` CBOR statement or the `json` document, as `keyseal attest` wrote it.
-    ///   - challenge: the verifier's challenge (its hash must be the certified extraData).
+    ///   - challenge: the verifier's challenge (the certified extraData must be derived from it, and for `json` from
+    ///     the stated properties: ``attestationQualifyingData(challenge:properties:)``).
     ///   - trustAnchors: the CA(s) that issued the AK certificate.
     ///   - expectedPublicKey: when given, the certified key must be this one.
     ///   - time: the validation time for the certificates.
@@ -69,8 +70,15 @@ public enum AttestationVerifier {
         var properties: AttestedKeyProperties?
         var statementBytes = input
         if input.first == UInt8(ascii: "{") {
-            guard let document = try? JSONDecoder().decode(AttestationDocument.self, from: Data(input)),
-                document.format == AttestationDocument.formatName,
+            let document = try? JSONDecoder().decode(AttestationDocument.self, from: Data(input))
+            if let format = document?.format, AttestationDocument.refusedFormatNames.contains(format) {
+                throw AttestationFailure(
+                    .malformed,
+                    "a \(format) document is no longer accepted: its binding of the properties could be made from a "
+                        + "webauthn-tpm attestation; attest the key again (\(AttestationDocument.formatName))"
+                )
+            }
+            guard let document, document.format == AttestationDocument.formatName,
                 let cbor = Data(base64Encoded: document.statement)
             else {
                 throw AttestationFailure(.malformed, "the JSON is not a \(AttestationDocument.formatName) document")
@@ -141,7 +149,7 @@ public enum AttestationVerifier {
                 .challenge,
                 properties == nil
                     ? "extraData is not SHA-256 of this challenge (replayed, or made for another challenge)"
-                    : "extraData is not SHA-256 of this challenge and the stated properties"
+                    : "extraData is not the json binding of this challenge and the stated properties"
             )
         }
         guard let signature = try? P256.Signing.ECDSASignature(derRepresentation: statement.sig),

@@ -73,7 +73,8 @@ public enum AttestationCommandHelp {
         discussion: """
             Checks: the AK certificate (empty subject, EKU 2.23.133.8.3, not a CA) chains to --ca; certInfo's \
             magic and type; the certified Name is pubArea's; pubArea has fixedTPM, fixedParent and \
-            sensitiveDataOrigin; extraData is SHA-256 of the challenge (and of the properties, for json); the AK's \
+            sensitiveDataOrigin; extraData is SHA-256 of the challenge (for json: 0x02 then SHA-256 of the \
+            challenge and the properties, keyseal-tpm-attestation-v2; v1 documents are refused); the AK's \
             signature; with --public-key, the certified key. Exit 0 when all hold, else 93 with the failed check.
             """
     )

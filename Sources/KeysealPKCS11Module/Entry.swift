@@ -25,12 +25,14 @@ func p11Initialize(_ arguments: UnsafeMutableRawPointer?) -> CK_RV {
         }
     }
     return p11Call(requireInitialized: false) { state throws(P11Error) in
-        if state.initialized && state.connectionPID == getpid() {
+        // Initialized by this process, whether or not keyseald was reached since (PKCS#11 v2.40 §5.4).
+        if state.initialized && state.initializedPID == getpid() {
             throw P11Error(CKR_CRYPTOKI_ALREADY_INITIALIZED)
         }
         // A child after fork() initializes again: what the parent had is dropped.
         state.reset()
         state.initialized = true
+        state.initializedPID = getpid()
     }
 }
 

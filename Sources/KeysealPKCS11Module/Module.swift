@@ -68,6 +68,8 @@ struct Session {
 /// The module's state, used only under ``moduleLock``.
 final class ModuleState {
     var initialized = false
+    /// The process whose `C_Initialize` initialized the module: a child after `fork()` may initialize it again.
+    var initializedPID: pid_t = 0
     /// The connection and the process it belongs to: a child after `fork()` opens its own.
     var connection: KeysealConnection?
     var connectionPID: pid_t = 0

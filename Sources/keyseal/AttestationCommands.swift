@@ -134,8 +134,9 @@ struct AttestCommand: ClientCommand {
         discussion: """
             webauthn-tpm (default): the W3C WebAuthn "tpm" attestation statement (CBOR: ver, alg, x5c, sig, \
             certInfo, pubArea) whose certInfo.extraData is SHA-256(challenge). json: Keyseal's document, which also \
-            binds the key's accessibility class, this-device-only and non-exportable properties (extraData = \
-            SHA-256(challenge ‖ properties)). Check either with verify-attestation.
+            binds the key's accessibility class, this-device-only and non-exportable properties (extraData = 0x02 || \
+            SHA-256("keyseal-key-properties/v2" || 0x00 || challenge length (8 bytes) || challenge || properties), \
+            never a webauthn-tpm extraData). Check either with verify-attestation.
             """
     )
 

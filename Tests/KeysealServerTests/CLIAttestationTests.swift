@@ -275,12 +275,15 @@ struct CLIAttestationTests {
             #expect(report["accessibility"] as? String == accessibility)
             #expect(report["thisDeviceOnly"] as? Bool == thisDeviceOnly)
             #expect(report["nonExportable"] as? Bool == true)
-            // What the TPM signed: SHA-256 of the challenge and of the properties in the documented text (docs/TPM.md).
+            // What the TPM signed: 0x02, then SHA-256 of the domain tag, a zero byte, the challenge's length (8 bytes),
+            // the challenge and the properties in the documented text (docs/TPM.md).
             let binding =
-                "keyseal-key-properties/v1\naccessibility=\(accessibility)\nthis-device-only=\(thisDeviceOnly ? 1 : 0)\n"
-                + "non-exportable=1\n"
+                "accessibility=\(accessibility)\nthis-device-only=\(thisDeviceOnly ? 1 : 0)\nnon-exportable=1\n"
+            let preimage =
+                Array("keyseal-key-properties/v2".utf8) + [0] + [0, 0, 0, 0, 0, 0, 0, 3] + [0xC0, 0xFF, 0xEE]
+                + Array(binding.utf8)
             let certified = try TPMCertifyInfo(marshalled: try Self.statement(at: document).certInfo)
-            #expect(certified.extraData == Array(SHA256.hash(data: [0xC0, 0xFF, 0xEE] + Array(binding.utf8))))
+            #expect(certified.extraData == [0x02] + Array(SHA256.hash(data: preimage)))
 
             // Each property edited alone breaks the binding.
             let original = try Data(contentsOf: URL(fileURLWithPath: document))
@@ -294,6 +297,76 @@ struct CLIAttestationTests {
                 try original.write(to: URL(fileURLWithPath: document))
             }
             #expect(try verify().status == 0)
+        }
+    }
+
+    /// The hex text of `bytes`.
+    static func hex(_ bytes: [UInt8]) -> String { bytes.map { String(format: "%02x", $0) }.joined() }
+
+    @Test(
+        "a webauthn-tpm attestation over a json preimage does not pass as a json document: properties cannot be forged"
+    )
+    func webauthnStatementDoesNotPassAsJSON() throws {
+        let ekCA = try TemporaryDirectory(prefix: "keyseal-ekca")
+        defer { ekCA.remove() }
+        let daemon = try DaemonFixture(.tpm, endorsementCA: ekCA)
+        defer { daemon.remove() }
+        let files = try TemporaryDirectory(prefix: "keyseal-attest")
+        defer { files.remove() }
+        let cli = CLI(socket: daemon.socketPath)
+        let ca = try Self.writeCA(in: files, name: "fleet-ca")
+        _ = try Self.enroll(cli, daemon: daemon, ca: ca, files: files)
+        try #require(try cli("create-key", "--tag", "device", "--hardware", "--accessible", "always").status == 0)
+
+        // The properties the key does not have, in each encoding of the json format's binding: the one of
+        // keyseal-tpm-attestation-v1 (challenge ‖ text) and the one of v2 (docs/TPM.md, "Attesting a key").
+        let challenge: [UInt8] = [0xC0, 0xFF, 0xEE]
+        let forged = "accessibility=when-unlocked-this-device-only\nthis-device-only=1\nnon-exportable=1\n"
+        let version1 = challenge + Array(("keyseal-key-properties/v1\n" + forged).utf8)
+        let version2 =
+            Array("keyseal-key-properties/v2".utf8) + [0] + [0, 0, 0, 0, 0, 0, 0, UInt8(challenge.count)] + challenge
+            + Array(forged.utf8)
+        for (index, preimage) in [version1, version2].enumerated() {
+            let statement = files.appending("webauthn-\(index).cbor").path
+            let attested = try cli(
+                "attest",
+                "--tag",
+                "device",
+                "--challenge",
+                Self.hex(preimage),
+                "--format",
+                "webauthn-tpm",
+                "--output",
+                statement
+            )
+            // The device may refuse to certify such a challenge; if it certifies it, no json document may carry it.
+            guard attested.status == 0 else { continue }
+            for format in ["keyseal-tpm-attestation-v1", AttestationDocument.formatName] {
+                let document = files.appending("forged-\(index).json").path
+                let wrapped: [String: Any] = [
+                    "format": format,
+                    "properties": [
+                        "accessibility": "when-unlocked-this-device-only", "thisDeviceOnly": true,
+                        "nonExportable": true,
+                    ],
+                    "statement": try Data(contentsOf: URL(fileURLWithPath: statement)).base64EncodedString(),
+                ]
+                try JSONSerialization.data(withJSONObject: wrapped).write(to: URL(fileURLWithPath: document))
+                let verified = try cli(
+                    "--json",
+                    "verify-attestation",
+                    "--input",
+                    document,
+                    "--challenge",
+                    Self.hex(challenge),
+                    "--ca",
+                    ca.certificate
+                )
+                #expect(
+                    verified.status == 93 && !verified.stdoutText.contains("when-unlocked-this-device-only"),
+                    "v\(index + 1) preimage as \(format): \(verified.status) \(verified.stdoutText) \(verified.stderrText)"
+                )
+            }
         }
     }
 

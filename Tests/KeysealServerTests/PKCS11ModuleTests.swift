@@ -242,6 +242,18 @@ struct PKCS11ModuleTests {
         )
     }
 
+    /// PKCS#11 v2.40 §5.4 (C_Initialize): a second `C_Initialize` is CKR_CRYPTOKI_ALREADY_INITIALIZED (0x191), whether or
+    /// not keyseald was reached; after `C_Finalize` (a second one is CKR_CRYPTOKI_NOT_INITIALIZED, 0x190) it works
+    /// again, and a child after fork() initializes anew.
+    @Test func aSecondInitializeIsAlreadyInitialized() throws {
+        let setup = try Setup(.hostKey, hardware: false)
+        #expect(
+            try setup.probe("reinitialize")
+                == "again=0x191 again_null=0x191 token=0x0 again_connected=0x191 finalize=0x0 finalize_again=0x190 "
+                + "initialize=0x0 token_after=0x0 child=0"
+        )
+    }
+
     @Test func badInputGetsAClearReturnValue() throws {
         let setup = try Setup(.hostKey, hardware: false)
         let line = try setup.probe("bad")

@@ -567,12 +567,13 @@ struct AttestationVerifierTests {
         type: UInt16 = TPMConstant.attestCertify,
         alg: Int = TPMAttestationStatement.es256,
         certificate: [UInt8]? = nil,
+        extraData: [UInt8]? = nil,
         sign: (([UInt8]) throws -> [UInt8])? = nil
     ) throws -> [UInt8] {
         let name = [0x00, 0x0B] + Array(SHA256.hash(data: area))
-        let extra = Array(SHA256.hash(data: Self.challenge))
+        let extra = extraData ?? Array(SHA256.hash(data: Self.challenge))
         let certInfo =
-            Self.be32(magic) + Self.be16(Int(type)) + Self.be16(0) + Self.be16(32) + extra
+            Self.be32(magic) + Self.be16(Int(type)) + Self.be16(0) + Self.be16(extra.count) + extra
             + [UInt8](repeating: 0, count: 17 + 8) + Self.be16(name.count) + name + Self.be16(0)
         let signature = try sign?(certInfo) ?? Array(attestationKey.signature(for: certInfo).derRepresentation)
         return TPMAttestationStatement(
@@ -613,6 +614,82 @@ struct AttestationVerifierTests {
             constraints: constraints
         )
         return refusal(try statement(area: publicArea(attributes: Self.all), certificate: certificate))
+    }
+
+    /// A `json` document of `format` stating `properties` over `statement`.
+    static func document(format: String, properties: [String: Any], statement: [UInt8]) throws -> [UInt8] {
+        Array(
+            try JSONSerialization.data(withJSONObject: [
+                "format": format, "properties": properties, "statement": Data(statement).base64EncodedString(),
+            ])
+        )
+    }
+
+    static var statedProperties: [String: Any] {
+        ["accessibility": "when-unlocked-this-device-only", "thisDeviceOnly": true, "nonExportable": true]
+    }
+    static let statedBinding = "accessibility=when-unlocked-this-device-only\nthis-device-only=1\nnon-exportable=1\n"
+
+    /// The `json` format's preimage (docs/TPM.md, "Attesting a key"): the domain tag, a zero byte, the challenge's
+    /// length (8 bytes, big-endian), the challenge, the properties' text.
+    static var statedPreimage: [UInt8] {
+        Array("keyseal-key-properties/v2".utf8) + [0] + [0, 0, 0, 0, 0, 0, 0, UInt8(challenge.count)] + challenge
+            + Array(statedBinding.utf8)
+    }
+
+    @Test(
+        "a json document verifies when extraData is 0x02 followed by SHA-256 of its preimage, and states its properties"
+    )
+    func jsonDocumentOfVersion2() throws {
+        let made = try statement(
+            area: publicArea(attributes: Self.all),
+            extraData: [0x02] + Array(SHA256.hash(data: Self.statedPreimage))
+        )
+        let verified = try AttestationVerifier.verify(
+            try Self.document(
+                format: "keyseal-tpm-attestation-v2",
+                properties: Self.statedProperties,
+                statement: made
+            ),
+            challenge: Self.challenge,
+            trustAnchors: [ca.certificate]
+        )
+        #expect(verified.properties?.accessibility == "when-unlocked-this-device-only")
+    }
+
+    @Test("a webauthn-tpm statement (extraData SHA-256 of its challenge) over a json preimage fails challenge as json")
+    func webauthnStatementOverAJSONPreimage() throws {
+        // What an honest device certifies as webauthn-tpm for the challenge a forger chose: the json preimage.
+        let made = try statement(
+            area: publicArea(attributes: Self.all),
+            extraData: Array(SHA256.hash(data: Self.statedPreimage))
+        )
+        for format in ["keyseal-tpm-attestation-v2", AttestationDocument.formatName] {
+            let document = try Self.document(format: format, properties: Self.statedProperties, statement: made)
+            #expect(check(document) == .challenge, "\(format)")
+        }
+    }
+
+    @Test("a keyseal-tpm-attestation-v1 document is refused (malformed), its message naming the version")
+    func jsonDocumentOfVersion1() throws {
+        // v1's extraData: SHA-256(challenge ‖ text), the preimage any webauthn-tpm challenge could be.
+        let made = try statement(
+            area: publicArea(attributes: Self.all),
+            extraData: Array(
+                SHA256.hash(data: Self.challenge + Array(("keyseal-key-properties/v1\n" + Self.statedBinding).utf8))
+            )
+        )
+        let failure = refusal(
+            try Self.document(
+                format: "keyseal-tpm-attestation-v1",
+                properties: Self.statedProperties,
+                statement: made
+            )
+        )
+        #expect(
+            failure?.check == .malformed && failure?.message.contains("keyseal-tpm-attestation-v1") == true,
+            "\(String(describing: failure))"
+        )
     }
 
     @Test("a key with fixedTPM, fixedParent and sensitiveDataOrigin verifies")

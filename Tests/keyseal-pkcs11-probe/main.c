@@ -16,6 +16,9 @@
 //                                                    three parts against one C_Sign (deterministic: equal bytes)
 //   keyseal-pkcs11-probe MODULE interface             PKCS#11 v3.0's C_GetInterfaceList and C_GetInterface
 //   keyseal-pkcs11-probe MODULE bad                   null pointers, unknown handles and mechanisms: one CKR each
+//   keyseal-pkcs11-probe MODULE reinitialize          C_Initialize while initialized (before and after keyseald is
+//                                                    reached), C_Finalize twice, C_Initialize again, and a forked
+//                                                    child's C_Initialize: one CKR each
 //   keyseal-pkcs11-probe MODULE attributes LABEL      CKA_VALUE of the private key, short buffers, sizes
 //   keyseal-pkcs11-probe MODULE reconnect LABEL FILE [PIN]  signs, waits for FILE.down (daemon stopped, or store
 //                                                    locked), signs, waits for FILE (restarted, unlocked), signs
@@ -482,6 +485,26 @@ static int interface_command(const char *path) {
     return 0;
 }
 
+static int reinitialize_command(void) {
+    // main() initialized the module; nothing has reached keyseald yet.
+    printf("again=0x%lx ", initialize());
+    printf("again_null=0x%lx ", p11->C_Initialize(NULL));
+    CK_TOKEN_INFO token;
+    printf("token=0x%lx ", p11->C_GetTokenInfo(slot, &token));
+    printf("again_connected=0x%lx ", initialize());
+    printf("finalize=0x%lx ", p11->C_Finalize(NULL));
+    printf("finalize_again=0x%lx ", p11->C_Finalize(NULL));
+    printf("initialize=0x%lx ", initialize());
+    printf("token_after=0x%lx ", p11->C_GetTokenInfo(slot, &token));
+    // A child after fork() may initialize anew, as the standard asks of it.
+    pid_t child = fork();
+    if (child == 0) _exit(initialize() == CKR_OK && p11->C_GetTokenInfo(slot, &token) == CKR_OK ? 0 : 1);
+    int status = 0;
+    waitpid(child, &status, 0);
+    printf("child=%d\n", WIFEXITED(status) ? WEXITSTATUS(status) : -1);
+    return 0;
+}
+
 static int bad_command(void) {
     CK_SESSION_HANDLE session = open_session();
     CK_MECHANISM ecdsa = {CKM_ECDSA, NULL, 0};
@@ -655,6 +678,8 @@ int main(int argc, char **argv) {
         result = multipart_command(argv[3]);
     } else if (strcmp(command, "interface") == 0) {
         result = interface_command(argv[1]);
+    } else if (strcmp(command, "reinitialize") == 0) {
+        result = reinitialize_command();
     } else if (strcmp(command, "bad") == 0) {
         result = bad_command();
     } else if (strcmp(command, "attributes") == 0 && argc >= 4) {

@@ -72,7 +72,8 @@ extension KeychainEngine {
 
     /// TPM2_Certify of the hardware key `persistentRef` by the AK over `challenge`: the WebAuthn "tpm" statement
     /// (CBOR; extraData = SHA-256(challenge)) or, for `json`, Keyseal's document binding the key's accessibility
-    /// class, this-device-only and non-exportable properties (extraData = SHA-256(challenge ‖ properties)). The key
+    /// class, this-device-only and non-exportable properties (extraData of its own encoding, never equal to a
+    /// `webauthn-tpm` one: ``attestationQualifyingData(challenge:properties:)``). The key
     /// is found as a lookup finds it (the caller's groups; a locked class is errSecInteractionNotAllowed).
     func attest(_ persistentRef: Data, challenge: Data, format: String, caller: Caller) throws -> Data {
         guard format == "webauthn-tpm" || format == "json" else {
