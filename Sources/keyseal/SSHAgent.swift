@@ -37,11 +37,52 @@ final class SSHAgent: Sendable {
     let options: SSHAgentOptions
     /// The keys of the last listing, by blob (a sign request names its key by blob).
     private let keys = Mutex<[[UInt8]: SSHAgentKey]>([:])
-    /// Connections being served, each on a thread of its own; beyond ``maxConnections`` new ones are closed at once.
-    private let connections = Atomic<Int>(0)
+    /// The clients being served, each on a thread of its own, at most ``maxConnections``.
+    private let clients = Mutex(Clients())
     static let maxConnections = 64
+    /// The connections to keyseald that every client's requests share, taken in turn. Each serializes its requests;
+    /// keyseald closes an idle one and the next request opens it again. However many clients the agent serves, it
+    /// holds at most this many of the user's connections to keyseald (`--max-connections`, 64 by default), so that
+    /// clients of the agent (the far end of `ssh -A` can open them) never use up the user's own.
+    private let keyseald: [KeysealConnection]
+    private let nextKeyseald = Atomic<UInt>(0)
+    static let keysealdConnections = 4
+    /// A client that sends nothing for this long is closed (ssh opens the agent again when it needs it). Debug builds
+    /// (the tests') take it from `KEYSEAL_TESTING_AGENT_IDLE_SECONDS`; release builds ignore that variable.
+    static let idleTimeoutSeconds: Int = {
+        #if DEBUG
+        if let text = getenv("KEYSEAL_TESTING_AGENT_IDLE_SECONDS"), let seconds = Int(String(cString: text)),
+            seconds > 0
+        {
+            return seconds
+        }
+        #endif
+        return 600
+    }()
+    /// A reply that the client does not take within this long closes its connection.
+    static let sendTimeoutSeconds = 10
 
-    init(options: SSHAgentOptions) { self.options = options }
+    /// The clients being served: each one's socket, whether it is between a message and its reply, and when it last
+    /// sent or was answered.
+    private struct Clients {
+        struct Client {
+            var fd: Int32
+            var busy = false
+            var lastActive: ContinuousClock.Instant
+        }
+        var entries: [Int: Client] = [:]
+        var nextID = 0
+    }
+
+    init(options: SSHAgentOptions) {
+        self.options = options
+        keyseald = (0..<Self.keysealdConnections).map { _ in KeysealConnection(socketPath: options.keysealSocket) }
+    }
+
+    /// The next of the shared connections to keyseald.
+    private func nextConnection() -> KeysealConnection {
+        keyseald[Int(nextKeyseald.wrappingAdd(1, ordering: .relaxed).oldValue % UInt(keyseald.count))]
+    }
 
     static func log(_ line: String) { Console.err("keyseal ssh-agent: \(line)") }
 
@@ -61,22 +102,62 @@ final class SSHAgent: Sendable {
                 exit(1)
             }
             _ = fcntl(fd, F_SETFD, FD_CLOEXEC)
-            guard connections.add(1, ordering: .relaxed).newValue <= Self.maxConnections else {
-                connections.subtract(1, ordering: .relaxed)
+            Self.setTimeout(fd, SO_RCVTIMEO, seconds: Self.idleTimeoutSeconds)
+            Self.setTimeout(fd, SO_SNDTIMEO, seconds: Self.sendTimeoutSeconds)
+            guard let id = admit(fd) else {
                 close(fd)
                 continue
             }
             let started = Self.detachThread {
-                self.serveConnection(fd)
-                close(fd)
-                self.connections.subtract(1, ordering: .relaxed)
+                self.serveConnection(fd, id: id)
+                self.remove(id, fd)
             }
             if !started {
                 Self.log("cannot start a thread for a client: \(String(cString: strerror(errno)))")
-                close(fd)
-                connections.subtract(1, ordering: .relaxed)
+                remove(id, fd)
             }
         }
+    }
+
+    /// Counts a new client; with ``maxConnections`` already served, the one idle the longest (waiting for its next
+    /// message) is closed to make room, so that idle clients never keep a new one out. nil when every client is
+    /// between a message and its reply: the new one is closed.
+    private func admit(_ fd: Int32) -> Int? {
+        clients.withLock { clients -> Int? in
+            if clients.entries.count >= Self.maxConnections {
+                let idle = clients.entries.filter { !$0.value.busy }
+                guard let oldest = idle.min(by: { $0.value.lastActive < $1.value.lastActive }) else { return nil }
+                // Its thread sees the end of its connection and closes it; it is no longer counted.
+                shutdown(oldest.value.fd, Int32(SHUT_RDWR))
+                clients.entries[oldest.key] = nil
+            }
+            let id = clients.nextID
+            clients.nextID += 1
+            clients.entries[id] = Clients.Client(fd: fd, lastActive: .now)
+            return id
+        }
+    }
+
+    /// Marks client `id` between a message and its reply (not to be closed for a newcomer), or done with it.
+    private func mark(_ id: Int, busy: Bool) {
+        clients.withLock { clients in
+            clients.entries[id]?.busy = busy
+            clients.entries[id]?.lastActive = .now
+        }
+    }
+
+    /// Ends client `id`: no longer counted, and its socket closed (under the lock, so that no newcomer shuts down a
+    /// descriptor number already reused).
+    private func remove(_ id: Int, _ fd: Int32) {
+        clients.withLock { clients in
+            clients.entries[id] = nil
+            close(fd)
+        }
+    }
+
+    static func setTimeout(_ fd: Int32, _ option: Int32, seconds: Int) {
+        var timeout = timeval(tv_sec: seconds, tv_usec: 0)
+        _ = setsockopt(fd, SOL_SOCKET, option, &timeout, socklen_t(MemoryLayout<timeval>.size))
     }
 
     /// Runs `body` on a detached thread of its own. Not Dispatch's pool: its width follows the cores, and a client
@@ -107,10 +188,9 @@ final class SSHAgent: Sendable {
         return true
     }
 
-    /// Answers the messages of one client until it closes the connection or sends an over-long frame.
-    func serveConnection(_ fd: Int32) {
-        let keyseald = KeysealConnection(socketPath: options.keysealSocket)
-        defer { keyseald.disconnect() }
+    /// Answers the messages of one client until it closes the connection, sends an over-long frame, stays idle for
+    /// ``idleTimeoutSeconds`` or leaves a reply unread for ``sendTimeoutSeconds``.
+    func serveConnection(_ fd: Int32, id: Int) {
         let caller = Self.peerPid(fd)
         while true {
             guard let header = Self.readExactly(fd, 4) else { return }
@@ -121,9 +201,11 @@ final class SSHAgent: Sendable {
                 return
             }
             guard var message = Self.readExactly(fd, length) else { return }
-            let reply = handle(message, keyseald: keyseald, caller: caller)
+            mark(id, busy: true)
+            let reply = handle(message, keyseald: nextConnection(), caller: caller)
             zeroize(&message)
             guard Self.writeAll(fd, reply) else { return }
+            mark(id, busy: false)
         }
     }
 
