@@ -191,7 +191,7 @@ final class SSHAgent: Sendable {
     /// Answers the messages of one client until it closes the connection, sends an over-long frame, stays idle for
     /// ``idleTimeoutSeconds`` or leaves a reply unread for ``sendTimeoutSeconds``.
     func serveConnection(_ fd: Int32, id: Int) {
-        let caller = Self.peerPid(fd)
+        let caller = Self.peer(fd)
         while true {
             guard let header = Self.readExactly(fd, 4) else { return }
             let length = header.reduce(0) { $0 << 8 | Int($1) }
@@ -212,7 +212,7 @@ final class SSHAgent: Sendable {
     static let failureFrame: [UInt8] = [0, 0, 0, 1, SSHAgentMessage.failure]
 
     /// The framed reply to one message.
-    func handle(_ message: [UInt8], keyseald: KeysealConnection, caller: pid_t?) -> [UInt8] {
+    func handle(_ message: [UInt8], keyseald: KeysealConnection, caller: (pid: pid_t, uid: uid_t)?) -> [UInt8] {
         var reader = SSHReader(message)
         switch reader.byte() {
         case SSHAgentMessage.requestIdentities:
@@ -301,7 +301,13 @@ final class SSHAgent: Sendable {
     }
 
     /// The framed sign response, or nil (after one log line) for a failure.
-    func sign(blob: [UInt8], data: [UInt8], flags: UInt32, keyseald: KeysealConnection, caller: pid_t?) -> [UInt8]? {
+    func sign(
+        blob: [UInt8],
+        data: [UInt8],
+        flags: UInt32,
+        keyseald: KeysealConnection,
+        caller: (pid: pid_t, uid: uid_t)?
+    ) -> [UInt8]? {
         var key = keys.withLock { $0[blob] }
         if key == nil {
             _ = listKeys(keyseald)
@@ -401,20 +407,24 @@ final class SSHAgent: Sendable {
 
     // MARK: Callers and confirmation
 
-    static func peerPid(_ fd: Int32) -> pid_t? {
+    /// The connecting process and its uid (`SO_PEERCRED`).
+    static func peer(_ fd: Int32) -> (pid: pid_t, uid: uid_t)? {
         var credentials = keyseal_peer_credentials()
         var size = socklen_t(MemoryLayout<keyseal_peer_credentials>.size)
         guard getsockopt(fd, SOL_SOCKET, keyseal_so_peercred, &credentials, &size) == 0, credentials.pid > 0 else {
             return nil
         }
-        return credentials.pid
+        return (credentials.pid, credentials.uid)
     }
 
-    /// `comm[pid] ← parent[pid] ← …` up the parents of the connecting process (from `SO_PEERCRED`), at most eight.
-    static func processChain(_ pid: pid_t?) -> String {
-        guard var pid else { return "an unknown process" }
+    /// `comm[pid] ← parent[pid] ← …` up the parents of the connecting process (from `SO_PEERCRED`), at most eight,
+    /// and only those of the caller's uid: the chain stops at the first process whose real or effective uid is another
+    /// account's, which the prompt never names.
+    static func processChain(_ caller: (pid: pid_t, uid: uid_t)?) -> String {
+        guard let caller else { return "an unknown process" }
+        var pid = caller.pid
         var links: [String] = []
-        while pid > 1 && links.count < 8 {
+        while pid > 1 && links.count < 8 && processUIDs(pid) == [caller.uid, caller.uid] {
             guard let stat = try? String(contentsOfFile: "/proc/\(pid)/stat", encoding: .utf8),
                 let open = stat.firstIndex(of: "("), let close = stat.lastIndex(of: ")")
             else { break }
@@ -424,7 +434,18 @@ final class SSHAgent: Sendable {
             guard fields.count > 1, let parent = pid_t(fields[1]) else { break }
             pid = parent
         }
-        return links.isEmpty ? "process \(pid)" : links.joined(separator: " ← ")
+        return links.isEmpty ? "process \(caller.pid)" : links.joined(separator: " ← ")
+    }
+
+    /// The real and effective uids of process `pid` (`/proc/PID/status`); nil when it cannot be read.
+    static func processUIDs(_ pid: pid_t) -> [uid_t]? {
+        guard let status = try? String(contentsOfFile: "/proc/\(pid)/status", encoding: .utf8),
+            let line = status.split(separator: "\n").first(where: { $0.hasPrefix("Uid:") })
+        else { return nil }
+        let ids = line.dropFirst(4).split(whereSeparator: { $0 == " " || $0 == "\t" }).prefix(2).compactMap {
+            uid_t($0)
+        }
+        return ids.count == 2 ? ids : nil
     }
 
     /// Runs the askpass program with the prompt (`SSH_ASKPASS_PROMPT=confirm`, as `ssh-add -c` does); yes when it

@@ -338,6 +338,60 @@ struct SSHAgentTests {
         #expect(result.stdoutText == "closed\n", "\(result.stdoutText) \(result.stderrText)")
     }
 
+    /// The prompt named every process up the chain, root's and other accounts' included (a user's `ssh` started by
+    /// root's session manager named root's processes to the user). It now stops at the first process of another uid.
+    @Test("--confirm's prompt names only processes of the caller's uid")
+    func confirmPromptStopsAtAnotherAccount() throws {
+        guard runningAsRoot() else { return }
+        let daemon = try DaemonFixture.sharedWithNobody()
+        defer { daemon.remove() }
+        let created = try CLI(socket: daemon.socketPath)(
+            "create-key",
+            "--tag",
+            "nobodys",
+            "--ssh",
+            "--access-group",
+            "uid.65534"
+        )
+        #expect(created.status == 0, "\(created.stderrText)")
+        let scratch = try TemporaryDirectory(prefix: "askpass")
+        defer { scratch.remove() }
+        // The agent, its askpass and the signing ssh-keygen run as uid 65534.
+        chown(scratch.path, 65534, 65534)
+        chmod(scratch.path, 0o755)
+        let prompt = scratch.appending("prompt")
+        let askpass = scratch.appending("askpass")
+        try "#!/bin/sh\nprintf '%s' \"$1\" > '\(prompt.path)'\nexit 1\n".write(
+            to: askpass,
+            atomically: true,
+            encoding: .utf8
+        )
+        chmod(askpass.path, 0o755)
+        let agent = try AgentProcess(daemon: daemon, uid: 65534, arguments: ["--confirm", "--askpass", askpass.path])
+        defer { agent.stop() }
+        let key = try agent.sshAdd("-L").stdoutText.trimmingCharacters(in: .whitespacesAndNewlines)
+        #expect(key.hasSuffix(" nobodys"), "\(key) \(agent.log)")
+        let keyFile = scratch.appending("key.pub")
+        let message = scratch.appending("message")
+        try (key + "\n").write(to: keyFile, atomically: true, encoding: .utf8)
+        try "asked by nobody".write(to: message, atomically: true, encoding: .utf8)
+        for file in [keyFile, message] { chown(file.path, 65534, 65534) }
+        // ssh-keygen as uid 65534, a child of this test process (root's).
+        let signed = try runProcess(
+            try requireTool("setpriv", package: "util-linux"),
+            [
+                "--reuid", "65534", "--regid", "65534", "--clear-groups",
+                try requireTool("ssh-keygen", package: "openssh-client"), "-Y", "sign", "-f", keyFile.path, "-n",
+                "file", message.path,
+            ],
+            environment: ["SSH_AUTH_SOCK": agent.socket]
+        )
+        #expect(signed.status != 0)
+        let asked = (try? String(contentsOf: prompt, encoding: .utf8)) ?? ""
+        #expect(asked.contains("ssh-keygen["), "prompt: \(asked) \(agent.log)")
+        #expect(!asked.contains("[\(getpid())]"), "the prompt names root's test process: \(asked)")
+    }
+
     @Test("SIGTERM removes the socket; -D prints the line that exports SSH_AUTH_SOCK")
     func terminationAndEnvironmentLine() throws {
         let daemon = try DaemonFixture()
