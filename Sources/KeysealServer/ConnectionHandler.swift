@@ -10,7 +10,8 @@ import NIOPosix
 /// status) and long ones (unlock, passcode changes, many matches) on the thread pool, one request at a time and
 /// in order; a subscription then only receives lock-state events. A malformed, oversized or stalled frame gets
 /// one failure response and closes this connection only. A connection over its uid's limit gets one errSecAllocate
-/// response and is closed; one that holds no subscription is closed after the idle timeout without a request.
+/// response and is closed; one that holds no subscription is closed after the idle timeout without a request, and one
+/// that leaves a reply unread for the idle timeout is closed too.
 final class ConnectionHandler: ChannelInboundHandler {
     typealias InboundIn = ByteBuffer
     typealias OutboundOut = ByteBuffer
@@ -36,6 +37,9 @@ final class ConnectionHandler: ChannelInboundHandler {
     private var waitingFor: (allowance: Allowance, promise: EventLoopPromise<Void>)?
     /// The response memory the reply being written holds, given back once it is written (or cannot be).
     private var heldForReply: (bytes: Int, uid: UInt32)?
+    /// Armed while a reply waits for its client to read it: it holds response memory, or what waits to be sent is over
+    /// the high water mark. At the idle timeout the connection is closed, and what its reply held is given back.
+    private var writeDeadline: Scheduled<Void>?
     /// The backup import in progress on this connection, if any.
     private let backupImport = BackupImportSession()
 
@@ -146,6 +150,8 @@ final class ConnectionHandler: ChannelInboundHandler {
         id = nil
         idleTimer?.cancel()
         idleTimer = nil
+        writeDeadline?.cancel()
+        writeDeadline = nil
         try? account.setPending(0)
         if let uid = account.uid { server.peers.close(uid) }
         account.uid = nil
@@ -333,9 +339,10 @@ final class ConnectionHandler: ChannelInboundHandler {
 
     /// A request for the thread pool. While it waits and while the pool works, nothing more is read from this client:
     /// what it pipelines waits in the socket. A client's lookup first waits for its uid's room in the response memory
-    /// (the most it may gather), then its request for its uid's share of the pool (``DaemonLimits/poolRequestsPerUID``);
-    /// an administrator's takes neither. The pool's share is given back when the answer is ready, and of the response
-    /// memory the connection keeps what the answer takes until it is written.
+    /// (a first part of the most it may gather, ``KeychainService/firstPart``), then its request for its uid's share of
+    /// the pool (``DaemonLimits/poolRequestsPerUID``); an administrator's takes neither. The pool's share is given back
+    /// when the answer is ready, and of the response memory the connection keeps what the answer takes until it is
+    /// written. A result over the first part is gathered again once the connection holds the whole.
     private func answerOnPool(
         _ request: WireRequest,
         caller: Caller,
@@ -343,13 +350,24 @@ final class ConnectionHandler: ChannelInboundHandler {
         context: ChannelHandlerContext
     ) {
         perform(state.workStarted(), context: context)
-        let server = self.server
-        let uid = peer.uid
         // Administrators are held to neither: root and keyseald's own uid are the system's services, which other
         // accounts' unread replies must not be able to stall.
-        let reserved =
+        let gathering =
             caller.isAdministrator
-            ? 0 : server.service.responseReservation(request, largest: server.responseMemory.largest)
+            ? nil : server.service.responseReservation(request, largest: server.responseMemory.largest)
+        runOnPool(request, caller: caller, peer: peer, gathering: gathering, context: context)
+    }
+
+    private func runOnPool(
+        _ request: WireRequest,
+        caller: Caller,
+        peer: PeerCredentials,
+        gathering: KeychainService.Gathering?,
+        context: ChannelHandlerContext
+    ) {
+        let server = self.server
+        let uid = peer.uid
+        let reserved = gathering?.bytes ?? 0
         let share = caller.isAdministrator ? 0 : 1
         wait(for: reserved, of: server.responseMemory, uid: uid, context: context) {
             self.wait(for: share, of: server.poolShares, uid: uid, context: context) {
@@ -357,14 +375,37 @@ final class ConnectionHandler: ChannelInboundHandler {
                     request,
                     caller: caller,
                     peer: peer,
-                    gathering: reserved > 0 ? reserved : nil,
+                    gathering: gathering,
                     eventLoop: context.eventLoop
                 ).assumeIsolated().whenComplete { result in
                     server.poolShares.release(share, uid: uid)
+                    if case .success(nil) = result, let gathering {
+                        // Over its first part: the part is given back, and the lookup waits for the whole.
+                        server.responseMemory.release(reserved, uid: uid)
+                        self.runOnPool(
+                            request,
+                            caller: caller,
+                            peer: peer,
+                            gathering: gathering.asWhole,
+                            context: context
+                        )
+                        return
+                    }
                     self.turnStart = nil
                     self.perform(self.state.workFinished(), context: context)
                     switch result {
-                    case .success(let response): self.reply(response, context: context, holding: (reserved, uid))
+                    case .success(let response):
+                        self.reply(
+                            response
+                                ?? .failure(
+                                    KeychainError(
+                                        status: KeychainStatus.internalComponent,
+                                        message: "a lookup over its whole reservation"
+                                    )
+                                ),
+                            context: context,
+                            holding: (reserved, uid)
+                        )
                     case .failure(let error):  // the pool is shutting down
                         server.responseMemory.release(reserved, uid: uid)
                         self.reply(
@@ -462,6 +503,7 @@ final class ConnectionHandler: ChannelInboundHandler {
             let kept = min(bytes, reserved.bytes)
             server.responseMemory.release(reserved.bytes - kept, uid: reserved.uid)
             heldForReply = (kept, reserved.uid)
+            updateWriteDeadline(context: context)
         }
         if case .records(let records) = response, response.sizeBound > Wire.maxFrame {
             hold(response.sizeBound)
@@ -486,9 +528,10 @@ final class ConnectionHandler: ChannelInboundHandler {
             let written =
                 heldForReply != nil && index == frames.count - 1 ? context.eventLoop.makePromise(of: Void.self) : nil
             context.write(wrapOutboundOut(WipingAllocator.buffer(consuming: &frames[index])), promise: written)
-            written?.futureResult.assumeIsolated().whenComplete { _ in self.releaseReplyMemory() }
+            written?.futureResult.assumeIsolated().whenComplete { _ in self.releaseReplyMemory(context: context) }
         }
         context.flush()
+        updateWriteDeadline(context: context)
         // Shutting down: this connection closes after its reply.
         guard requestEnded(context: context) else { return }
         // A client that sends without reading its replies: once what waits to be sent is over the high water mark,
@@ -506,6 +549,7 @@ final class ConnectionHandler: ChannelInboundHandler {
     }
 
     func channelWritabilityChanged(context: ChannelHandlerContext) {
+        updateWriteDeadline(context: context)
         perform(state.writabilityChanged(writable: context.channel.isWritable), context: context)
         context.fireChannelWritabilityChanged()
     }
@@ -532,14 +576,38 @@ final class ConnectionHandler: ChannelInboundHandler {
     }
 
     /// Gives back the response memory of the reply just written.
-    private func releaseReplyMemory() {
+    private func releaseReplyMemory(context: ChannelHandlerContext) {
         guard let held = heldForReply else { return }
         heldForReply = nil
         server.responseMemory.release(held.bytes, uid: held.uid)
+        updateWriteDeadline(context: context)
+    }
+
+    /// Arms the write deadline while a reply waits for its reader (``writeDeadline``), and disarms it once none does.
+    /// A client that never reads its replies would otherwise keep the memory they hold (its uid's, and a part of every
+    /// uid's) for as long as it keeps the connection open: the idle timeout closes only connections with nothing in
+    /// flight.
+    private func updateWriteDeadline(context: ChannelHandlerContext) {
+        guard heldForReply != nil || !context.channel.isWritable, !state.isClosing else {
+            writeDeadline?.cancel()
+            writeDeadline = nil
+            return
+        }
+        guard writeDeadline == nil, let timeout = server.service.limits.idleTimeout else { return }
+        let nanoseconds = timeout.components.seconds * 1_000_000_000 + timeout.components.attoseconds / 1_000_000_000
+        writeDeadline = context.eventLoop.assumeIsolated().scheduleTask(in: .nanoseconds(nanoseconds)) {
+            self.writeDeadline = nil
+            guard self.heldForReply != nil || !context.channel.isWritable, self.state.close() else { return }
+            self.server.logger.info(
+                "closing a connection that does not read its reply",
+                metadata: ["peer": "\(self.peer.map { "\($0)" } ?? "?")"]
+            )
+            context.close(promise: nil)
+        }
     }
 
     private func finishStream(context: ChannelHandlerContext) {
-        releaseReplyMemory()
+        releaseReplyMemory(context: context)
         perform(state.workFinished(), context: context)
         guard requestEnded(context: context) else { return }
         drain(context: context)

@@ -208,40 +208,75 @@ public final class KeychainService: Sendable {
 
     /// Answers a long request on the thread pool, never on an event loop; the future completes on `eventLoop`.
     /// `gathering`: the bytes a lookup's result may take, what its connection holds of its uid's response memory
-    /// (``responseReservation(_:)``).
+    /// (``responseReservation(_:largest:)``). nil when the result is over a first part: its connection asks again
+    /// with the whole.
     func answerOnPool(
         _ request: WireRequest,
         caller: Caller,
         peer: PeerCredentials,
-        gathering: Int? = nil,
+        gathering: Gathering? = nil,
         eventLoop: any EventLoop
-    ) -> EventLoopFuture<WireResponse> {
-        if let refusal = admit(request, caller: caller, peer: peer) { return eventLoop.makeSucceededFuture(refusal) }
-        return pool.runIfActive(eventLoop: eventLoop) { [self] () -> WireResponse in
+    ) -> EventLoopFuture<WireResponse?> {
+        if let refusal = admit(request, caller: caller, peer: peer) {
+            return eventLoop.makeSucceededFuture(Optional(refusal))
+        }
+        return pool.runIfActive(eventLoop: eventLoop) { [self] () -> WireResponse? in
             defer { if request.isPasscodeChange { Memory.returnFreedPages() } }
-            return measured(request, caller: caller, gathering: gathering)
+            guard let gathering, gathering.isPart else {
+                return measured(request, caller: caller, gathering: gathering)
+            }
+            // A lookup (never a key operation, whose time `measured` records) on its first part.
+            do {
+                return try respond(request, caller: caller, gathering: gathering)
+            } catch is OverPart {
+                return nil
+            } catch {
+                return Self.failure(error)
+            }
         }
     }
 
-    /// The bytes of response memory a request answered on the pool holds while its result is gathered: a lookup's
-    /// limit (`--max-response`, within what one uid may hold), else 0. Once the result is known, its connection keeps
-    /// only what the result takes, until it is written.
-    func responseReservation(_ request: WireRequest, largest: Int) -> Int {
+    /// What a lookup on the pool may gather: the bytes its connection holds of its uid's response memory, and the most
+    /// it may hold (`--max-response`, within what one uid may hold). A lookup first holds a part of that; a result
+    /// over the part is gathered again once the whole is held.
+    struct Gathering: Sendable, Equatable {
+        var bytes: Int
+        var whole: Int
+        var isPart: Bool { bytes < whole }
+        var asWhole: Gathering { Gathering(bytes: whole, whole: whole) }
+    }
+
+    /// A result over the first part of its reservation (``Gathering``).
+    private struct OverPart: Error {}
+
+    /// The first part of the response memory a client's lookup holds: most results (a password, a few keys) are far
+    /// smaller, and another account's unread results must not keep them waiting for room they do not need.
+    static let firstPart = 1 << 20
+
+    /// The response memory a request answered on the pool holds while its result is gathered: for a lookup, first
+    /// ``firstPart`` of its limit (`--max-response`, within what one uid may hold), then the whole limit if its result
+    /// is over that part; nil for any other request. Once the result is known, its connection keeps only what the
+    /// result takes, until it is written.
+    func responseReservation(_ request: WireRequest, largest: Int) -> Gathering? {
         switch request {
-        case .copyMatching, .certificates: return min(limits.responseBytes, largest)
-        default: return 0
+        case .copyMatching, .certificates:
+            let whole = min(limits.responseBytes, largest)
+            return Gathering(bytes: min(Self.firstPart, whole), whole: whole)
+        default: return nil
         }
     }
 
-    /// Runs a lookup that may gather `held` bytes (nil: `--max-response`). A result over a hold smaller than
-    /// `--max-response` could never be held for the uid: errSecAllocate, naming the limit.
-    private func gathering<T>(_ held: Int?, _ body: (Int) throws -> T) throws -> T {
-        let limit = held ?? limits.responseBytes
+    /// Runs a lookup that may gather `held` bytes (nil: `--max-response`). A result over a first part throws
+    /// ``OverPart``; over a hold smaller than `--max-response`, which could never be held for the uid, errSecAllocate,
+    /// naming the limit.
+    private func gathering<T>(_ held: Gathering?, _ body: (Int) throws -> T) throws -> T {
+        let limit = held?.bytes ?? limits.responseBytes
         do {
             return try body(limit)
         } catch let error as KeychainError
             where error.status == KeychainStatus.dataTooLarge && limit < limits.responseBytes
         {
+            if held?.isPart == true { throw OverPart() }
             throw KeychainError(
                 KeychainStatus.allocate,
                 "the result is over the \(limit) bytes of lookup results one uid may hold in keyseald "
@@ -251,7 +286,7 @@ public final class KeychainService: Sendable {
     }
 
     /// The response, a failure as a `.failure`; a key operation's time is recorded for its placement wherever it ran.
-    private func measured(_ request: WireRequest, caller: Caller, gathering: Int? = nil) -> WireResponse {
+    private func measured(_ request: WireRequest, caller: Caller, gathering: Gathering? = nil) -> WireResponse {
         guard let reference = Self.keyOperationReference(request) else {
             do {
                 return try respond(request, caller: caller, gathering: gathering)
@@ -309,7 +344,11 @@ public final class KeychainService: Sendable {
     }
 
     /// The synchronous part. `held`: the bytes a lookup may gather (nil: `--max-response`).
-    private func respond(_ request: WireRequest, caller: Caller, gathering held: Int? = nil) throws -> WireResponse {
+    private func respond(
+        _ request: WireRequest,
+        caller: Caller,
+        gathering held: Gathering? = nil
+    ) throws -> WireResponse {
         switch request {
         case .ping: return .ok
         case .lockState: return .lockState(store.lockState)

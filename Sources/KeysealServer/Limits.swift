@@ -17,8 +17,8 @@ public struct DaemonLimits: Sendable, Equatable {
     /// Stored bytes (sealed attributes and values) a non-administrator may keep in one access group
     /// (`--quota-bytes`).
     public var bytesPerGroup: Int
-    /// Seconds a connection without a lock-state subscription may go without a request (`--idle-timeout`; nil:
-    /// never closed for idleness).
+    /// Seconds a connection without a lock-state subscription may go without a request, and a reply may wait for its
+    /// client to read it (`--idle-timeout`; nil: never closed for either).
     public var idleTimeout: Duration?
     /// Stored bytes one lookup may return (`--max-response`); beyond it errSecDataTooLarge.
     public var responseBytes: Int

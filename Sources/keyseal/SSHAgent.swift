@@ -37,11 +37,52 @@ final class SSHAgent: Sendable {
     let options: SSHAgentOptions
     /// The keys of the last listing, by blob (a sign request names its key by blob).
     private let keys = Mutex<[[UInt8]: SSHAgentKey]>([:])
-    /// Connections being served, each on a thread of its own; beyond ``maxConnections`` new ones are closed at once.
-    private let connections = Atomic<Int>(0)
+    /// The clients being served, each on a thread of its own, at most ``maxConnections``.
+    private let clients = Mutex(Clients())
     static let maxConnections = 64
+    /// The connections to keyseald that every client's requests share, taken in turn. Each serializes its requests;
+    /// keyseald closes an idle one and the next request opens it again. However many clients the agent serves, it
+    /// holds at most this many of the user's connections to keyseald (`--max-connections`, 64 by default), so that
+    /// clients of the agent (the far end of `ssh -A` can open them) never use up the user's own.
+    private let keyseald: [KeysealConnection]
+    private let nextKeyseald = Atomic<UInt>(0)
+    static let keysealdConnections = 4
+    /// A client that sends nothing for this long is closed (ssh opens the agent again when it needs it). Debug builds
+    /// (the tests') take it from `KEYSEAL_TESTING_AGENT_IDLE_SECONDS`; release builds ignore that variable.
+    static let idleTimeoutSeconds: Int = {
+        #if DEBUG
+        if let text = getenv("KEYSEAL_TESTING_AGENT_IDLE_SECONDS"), let seconds = Int(String(cString: text)),
+            seconds > 0
+        {
+            return seconds
+        }
+        #endif
+        return 600
+    }()
+    /// A reply that the client does not take within this long closes its connection.
+    static let sendTimeoutSeconds = 10
 
-    init(options: SSHAgentOptions) { self.options = options }
+    /// The clients being served: each one's socket, whether it is between a message and its reply, and when it last
+    /// sent or was answered.
+    private struct Clients {
+        struct Client {
+            var fd: Int32
+            var busy = false
+            var lastActive: ContinuousClock.Instant
+        }
+        var entries: [Int: Client] = [:]
+        var nextID = 0
+    }
+
+    init(options: SSHAgentOptions) {
+        self.options = options
+        keyseald = (0..<Self.keysealdConnections).map { _ in KeysealConnection(socketPath: options.keysealSocket) }
+    }
+
+    /// The next of the shared connections to keyseald.
+    private func nextConnection() -> KeysealConnection {
+        keyseald[Int(nextKeyseald.wrappingAdd(1, ordering: .relaxed).oldValue % UInt(keyseald.count))]
+    }
 
     static func log(_ line: String) { Console.err("keyseal ssh-agent: \(line)") }
 
@@ -61,22 +102,62 @@ final class SSHAgent: Sendable {
                 exit(1)
             }
             _ = fcntl(fd, F_SETFD, FD_CLOEXEC)
-            guard connections.add(1, ordering: .relaxed).newValue <= Self.maxConnections else {
-                connections.subtract(1, ordering: .relaxed)
+            Self.setTimeout(fd, SO_RCVTIMEO, seconds: Self.idleTimeoutSeconds)
+            Self.setTimeout(fd, SO_SNDTIMEO, seconds: Self.sendTimeoutSeconds)
+            guard let id = admit(fd) else {
                 close(fd)
                 continue
             }
             let started = Self.detachThread {
-                self.serveConnection(fd)
-                close(fd)
-                self.connections.subtract(1, ordering: .relaxed)
+                self.serveConnection(fd, id: id)
+                self.remove(id, fd)
             }
             if !started {
                 Self.log("cannot start a thread for a client: \(String(cString: strerror(errno)))")
-                close(fd)
-                connections.subtract(1, ordering: .relaxed)
+                remove(id, fd)
             }
         }
+    }
+
+    /// Counts a new client; with ``maxConnections`` already served, the one idle the longest (waiting for its next
+    /// message) is closed to make room, so that idle clients never keep a new one out. nil when every client is
+    /// between a message and its reply: the new one is closed.
+    private func admit(_ fd: Int32) -> Int? {
+        clients.withLock { clients -> Int? in
+            if clients.entries.count >= Self.maxConnections {
+                let idle = clients.entries.filter { !$0.value.busy }
+                guard let oldest = idle.min(by: { $0.value.lastActive < $1.value.lastActive }) else { return nil }
+                // Its thread sees the end of its connection and closes it; it is no longer counted.
+                shutdown(oldest.value.fd, Int32(SHUT_RDWR))
+                clients.entries[oldest.key] = nil
+            }
+            let id = clients.nextID
+            clients.nextID += 1
+            clients.entries[id] = Clients.Client(fd: fd, lastActive: .now)
+            return id
+        }
+    }
+
+    /// Marks client `id` between a message and its reply (not to be closed for a newcomer), or done with it.
+    private func mark(_ id: Int, busy: Bool) {
+        clients.withLock { clients in
+            clients.entries[id]?.busy = busy
+            clients.entries[id]?.lastActive = .now
+        }
+    }
+
+    /// Ends client `id`: no longer counted, and its socket closed (under the lock, so that no newcomer shuts down a
+    /// descriptor number already reused).
+    private func remove(_ id: Int, _ fd: Int32) {
+        clients.withLock { clients in
+            clients.entries[id] = nil
+            close(fd)
+        }
+    }
+
+    static func setTimeout(_ fd: Int32, _ option: Int32, seconds: Int) {
+        var timeout = timeval(tv_sec: seconds, tv_usec: 0)
+        _ = setsockopt(fd, SOL_SOCKET, option, &timeout, socklen_t(MemoryLayout<timeval>.size))
     }
 
     /// Runs `body` on a detached thread of its own. Not Dispatch's pool: its width follows the cores, and a client
@@ -107,11 +188,10 @@ final class SSHAgent: Sendable {
         return true
     }
 
-    /// Answers the messages of one client until it closes the connection or sends an over-long frame.
-    func serveConnection(_ fd: Int32) {
-        let keyseald = KeysealConnection(socketPath: options.keysealSocket)
-        defer { keyseald.disconnect() }
-        let caller = Self.peerPid(fd)
+    /// Answers the messages of one client until it closes the connection, sends an over-long frame, stays idle for
+    /// ``idleTimeoutSeconds`` or leaves a reply unread for ``sendTimeoutSeconds``.
+    func serveConnection(_ fd: Int32, id: Int) {
+        let caller = Self.peer(fd)
         while true {
             guard let header = Self.readExactly(fd, 4) else { return }
             let length = header.reduce(0) { $0 << 8 | Int($1) }
@@ -121,16 +201,18 @@ final class SSHAgent: Sendable {
                 return
             }
             guard var message = Self.readExactly(fd, length) else { return }
-            let reply = handle(message, keyseald: keyseald, caller: caller)
+            mark(id, busy: true)
+            let reply = handle(message, keyseald: nextConnection(), caller: caller)
             zeroize(&message)
             guard Self.writeAll(fd, reply) else { return }
+            mark(id, busy: false)
         }
     }
 
     static let failureFrame: [UInt8] = [0, 0, 0, 1, SSHAgentMessage.failure]
 
     /// The framed reply to one message.
-    func handle(_ message: [UInt8], keyseald: KeysealConnection, caller: pid_t?) -> [UInt8] {
+    func handle(_ message: [UInt8], keyseald: KeysealConnection, caller: (pid: pid_t, uid: uid_t)?) -> [UInt8] {
         var reader = SSHReader(message)
         switch reader.byte() {
         case SSHAgentMessage.requestIdentities:
@@ -219,7 +301,13 @@ final class SSHAgent: Sendable {
     }
 
     /// The framed sign response, or nil (after one log line) for a failure.
-    func sign(blob: [UInt8], data: [UInt8], flags: UInt32, keyseald: KeysealConnection, caller: pid_t?) -> [UInt8]? {
+    func sign(
+        blob: [UInt8],
+        data: [UInt8],
+        flags: UInt32,
+        keyseald: KeysealConnection,
+        caller: (pid: pid_t, uid: uid_t)?
+    ) -> [UInt8]? {
         var key = keys.withLock { $0[blob] }
         if key == nil {
             _ = listKeys(keyseald)
@@ -319,20 +407,24 @@ final class SSHAgent: Sendable {
 
     // MARK: Callers and confirmation
 
-    static func peerPid(_ fd: Int32) -> pid_t? {
+    /// The connecting process and its uid (`SO_PEERCRED`).
+    static func peer(_ fd: Int32) -> (pid: pid_t, uid: uid_t)? {
         var credentials = keyseal_peer_credentials()
         var size = socklen_t(MemoryLayout<keyseal_peer_credentials>.size)
         guard getsockopt(fd, SOL_SOCKET, keyseal_so_peercred, &credentials, &size) == 0, credentials.pid > 0 else {
             return nil
         }
-        return credentials.pid
+        return (credentials.pid, credentials.uid)
     }
 
-    /// `comm[pid] ← parent[pid] ← …` up the parents of the connecting process (from `SO_PEERCRED`), at most eight.
-    static func processChain(_ pid: pid_t?) -> String {
-        guard var pid else { return "an unknown process" }
+    /// `comm[pid] ← parent[pid] ← …` up the parents of the connecting process (from `SO_PEERCRED`), at most eight,
+    /// and only those of the caller's uid: the chain stops at the first process whose real or effective uid is another
+    /// account's, which the prompt never names.
+    static func processChain(_ caller: (pid: pid_t, uid: uid_t)?) -> String {
+        guard let caller else { return "an unknown process" }
+        var pid = caller.pid
         var links: [String] = []
-        while pid > 1 && links.count < 8 {
+        while pid > 1 && links.count < 8 && processUIDs(pid) == [caller.uid, caller.uid] {
             guard let stat = try? String(contentsOfFile: "/proc/\(pid)/stat", encoding: .utf8),
                 let open = stat.firstIndex(of: "("), let close = stat.lastIndex(of: ")")
             else { break }
@@ -342,7 +434,18 @@ final class SSHAgent: Sendable {
             guard fields.count > 1, let parent = pid_t(fields[1]) else { break }
             pid = parent
         }
-        return links.isEmpty ? "process \(pid)" : links.joined(separator: " ← ")
+        return links.isEmpty ? "process \(caller.pid)" : links.joined(separator: " ← ")
+    }
+
+    /// The real and effective uids of process `pid` (`/proc/PID/status`); nil when it cannot be read.
+    static func processUIDs(_ pid: pid_t) -> [uid_t]? {
+        guard let status = try? String(contentsOfFile: "/proc/\(pid)/status", encoding: .utf8),
+            let line = status.split(separator: "\n").first(where: { $0.hasPrefix("Uid:") })
+        else { return nil }
+        let ids = line.dropFirst(4).split(whereSeparator: { $0 == " " || $0 == "\t" }).prefix(2).compactMap {
+            uid_t($0)
+        }
+        return ids.count == 2 ? ids : nil
     }
 
     /// Runs the askpass program with the prompt (`SSH_ASKPASS_PROMPT=confirm`, as `ssh-add -c` does); yes when it

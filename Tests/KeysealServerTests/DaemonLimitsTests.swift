@@ -770,6 +770,88 @@ struct DaemonLimitsTests {
         #expect(waited < .seconds(2), "root's lookup waited \(waited) behind two accounts' unread results")
     }
 
+    /// Adds `count` items of `bytes` each to the access group of `uid`, of the service the probe's lookups ask for.
+    static func probeItems(_ store: KeychainStore, uid: Int, count: Int, bytes: Int) throws {
+        let value = Data(String(repeating: "x", count: bytes).utf8)
+        for index in 0..<count {
+            _ = try store.add(
+                NewItem(
+                    itemClass: .genericPassword,
+                    attributes: [
+                        AttributeKey.account: .string("item\(index)"), AttributeKey.service: .string("probe"),
+                    ],
+                    accessGroup: "uid.\(uid)",
+                    data: value
+                )
+            )
+        }
+    }
+
+    /// Runs `keyseal-wire-probe` on the daemon's socket as `uid` (of the socket's group) and returns its one line.
+    static func probe(_ daemon: DaemonFixture, uid: Int, _ arguments: [String]) throws -> String {
+        let setpriv = try requireTool("setpriv", package: "util-linux")
+        let probe = try builtProductsDirectory().appendingPathComponent("keyseal-wire-probe").path
+        return try runProcess(
+            setpriv,
+            ["--reuid", "\(uid)", "--regid", "65534", "--clear-groups", probe, daemon.socketPath] + arguments
+        ).stdoutText.trimmingCharacters(in: .whitespacesAndNewlines)
+    }
+
+    /// The third review's attack on the response memory: two accounts each hold an unread result of nearly their
+    /// share, which leaves less than a whole reservation of the total. Every client lookup reserved `--max-response`
+    /// (within the uid's share) before it knew its size, so a third account's lookup of a few KiB waited for the whole
+    /// hold; it now first holds a part (1 MiB), which fits.
+    @Test("two accounts' unread results do not hold up a third account's small lookup")
+    func unreadResultsOfTwoAccountsDoNotHoldUpAThirdAccount() throws {
+        guard runningAsRoot() else { return }
+        let daemon = try Self.sharedDaemon(["--response-memory-per-uid", "16M", "--response-memory", "40M"])
+        defer { daemon.remove() }
+        let store = try daemon.client()
+        for uid in [65534, 65533] { try Self.probeItems(store, uid: uid, count: 14, bytes: 1 << 20) }
+        // Twenty rows of 100 bytes: a lookup for the pool (over the event loop's eight rows), of about 2 KiB.
+        try Self.probeItems(store, uid: 65532, count: 20, bytes: 100)
+        let holders = DispatchGroup()
+        for uid in [65534, 65533] {
+            holders.enter()
+            Thread {
+                _ = try? Self.probe(daemon, uid: uid, ["find-flood", "1", "none", "30"])
+                holders.leave()
+            }.start()
+        }
+        defer { holders.wait() }
+        usleep(2_000_000)  // both results gathered and held, unread, for 30 s
+        let start = ContinuousClock.now
+        let found = try Self.probe(daemon, uid: 65532, ["find-all"])
+        let waited = ContinuousClock.now - start
+        #expect(found == "ok 20 " + Array(repeating: "uid.65532", count: 20).joined(separator: ","), "\(found)")
+        #expect(waited < .seconds(15), "the third account's lookup waited \(waited) behind two unread results")
+    }
+
+    /// A client that asks for a large result and never reads it held its uid's response memory for as long as it kept
+    /// the connection open: the idle timeout closes only connections with nothing in flight. Its reply now has the
+    /// idle timeout to be read; then the connection is closed and the memory given back, and the uid's next lookup of
+    /// the same size is served long before the reader would have let go.
+    @Test("a reply its client does not read is dropped at the idle timeout, and its response memory given back")
+    func unreadReplyIsDroppedAtTheIdleTimeout() throws {
+        guard runningAsRoot() else { return }
+        let daemon = try Self.sharedDaemon(["--response-memory-per-uid", "16M", "--idle-timeout", "3"])
+        defer { daemon.remove() }
+        try Self.probeItems(try daemon.client(), uid: 65534, count: 14, bytes: 1 << 20)
+        let holder = DispatchGroup()
+        holder.enter()
+        Thread {
+            _ = try? daemon.probeAsNobody(["find-flood", "1", "none", "40"])
+            holder.leave()
+        }.start()
+        defer { holder.wait() }
+        usleep(1_000_000)  // the result gathered and held, unread, for 40 s
+        let start = ContinuousClock.now
+        let found = try daemon.probeAsNobody(["find-all"])
+        let waited = ContinuousClock.now - start
+        #expect(found.hasPrefix("ok 14 "), "\(found)")
+        #expect(waited < .seconds(20), "the uid's lookup waited \(waited) behind its unread result")
+    }
+
     @Test("a result of many frames is streamed and arrives whole")
     func largeResultStreams() throws {
         let daemon = try DaemonFixture()

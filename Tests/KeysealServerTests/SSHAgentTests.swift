@@ -265,6 +265,133 @@ struct SSHAgentTests {
         #expect(result.stdoutText == "12\n", "\(result.stderrText)")
     }
 
+    /// The review's lockout: each client held a connection to keyseald of the user's uid from its first request on,
+    /// so 64 clients that asked once and stayed idle (the far end of `ssh -A` can open them) used up the uid's
+    /// connections (`--max-connections`, 64): the user's command line got errSecAllocate (-108), and the agent closed
+    /// every further client at once. The agent now shares a few connections to keyseald, and a newcomer over its cap
+    /// closes the client idle the longest.
+    @Test("100 clients that asked once and stay idle do not lock the user out of keyseald or of the agent")
+    func idleClientsDoNotExhaustTheUsersConnections() throws {
+        let daemon = try DaemonFixture()
+        defer { daemon.remove() }
+        let cli = CLI(socket: daemon.socketPath)
+        #expect(try cli("create-key", "--tag", "k", "--ssh").status == 0)
+        let agent = try AgentProcess(daemon: daemon)
+        defer { agent.stop() }
+        let scratch = try TemporaryDirectory(prefix: "idle-clients")
+        defer { scratch.remove() }
+        let ready = scratch.appending("ready").path
+        _ = FileManager.default.createFile(atPath: ready, contents: nil)
+        let script = """
+            import socket, struct, sys, time
+            held = []
+            for _ in range(100):
+                s = socket.socket(socket.AF_UNIX); s.settimeout(5); s.connect(sys.argv[1])
+                try:
+                    s.sendall(struct.pack(">IB", 1, 11)); s.recv(65536)
+                except OSError:
+                    pass
+                held.append(s)
+            print("ready", flush=True)
+            time.sleep(120)
+            """
+        let holder = Process()
+        holder.executableURL = URL(fileURLWithPath: "/usr/bin/python3")
+        holder.arguments = ["-c", script, agent.socket]
+        holder.standardOutput = try FileHandle(forWritingTo: URL(fileURLWithPath: ready))
+        holder.standardInput = FileHandle.nullDevice
+        try holder.run()
+        defer {
+            holder.terminate()
+            _ = try? holder.exitStatus(within: .seconds(30))
+        }
+        let deadline = Date().addingTimeInterval(120)
+        while Date() < deadline, holder.isRunning,
+            (try? String(contentsOfFile: ready, encoding: .utf8))?.contains("ready") != true
+        {
+            usleep(50_000)
+        }
+        #expect((try? String(contentsOfFile: ready, encoding: .utf8))?.contains("ready") == true)
+        let status = try cli("status")
+        #expect(status.status == 0, "\(status.stderrText)")
+        let listed = try agent.sshAdd("-l")
+        #expect(listed.status == 0, "\(listed.stderrText) \(agent.log)")
+    }
+
+    /// The agent's clients are bounded in time too: one that sends nothing for the idle timeout (600 s; the debug
+    /// build takes it from `KEYSEAL_TESTING_AGENT_IDLE_SECONDS`) is closed.
+    @Test("a client that sends nothing for the idle timeout is closed")
+    func idleClientIsClosed() throws {
+        let daemon = try DaemonFixture()
+        defer { daemon.remove() }
+        let agent = try AgentProcess(daemon: daemon, environment: ["KEYSEAL_TESTING_AGENT_IDLE_SECONDS": "2"])
+        defer { agent.stop() }
+        let script = """
+            import socket, sys
+            s = socket.socket(socket.AF_UNIX); s.settimeout(60); s.connect(sys.argv[1])
+            try:
+                print("closed" if s.recv(1) == b"" else "data")
+            except OSError as error:
+                print("open", error)
+            """
+        let result = try runProcess("/usr/bin/python3", ["-c", script, agent.socket])
+        #expect(result.stdoutText == "closed\n", "\(result.stdoutText) \(result.stderrText)")
+    }
+
+    /// The prompt named every process up the chain, root's and other accounts' included (a user's `ssh` started by
+    /// root's session manager named root's processes to the user). It now stops at the first process of another uid.
+    @Test("--confirm's prompt names only processes of the caller's uid")
+    func confirmPromptStopsAtAnotherAccount() throws {
+        guard runningAsRoot() else { return }
+        let daemon = try DaemonFixture.sharedWithNobody()
+        defer { daemon.remove() }
+        let created = try CLI(socket: daemon.socketPath)(
+            "create-key",
+            "--tag",
+            "nobodys",
+            "--ssh",
+            "--access-group",
+            "uid.65534"
+        )
+        #expect(created.status == 0, "\(created.stderrText)")
+        let scratch = try TemporaryDirectory(prefix: "askpass")
+        defer { scratch.remove() }
+        // The agent, its askpass and the signing ssh-keygen run as uid 65534.
+        chown(scratch.path, 65534, 65534)
+        chmod(scratch.path, 0o755)
+        let prompt = scratch.appending("prompt")
+        let askpass = scratch.appending("askpass")
+        try "#!/bin/sh\nprintf '%s' \"$1\" > '\(prompt.path)'\nexit 1\n".write(
+            to: askpass,
+            atomically: true,
+            encoding: .utf8
+        )
+        chmod(askpass.path, 0o755)
+        let agent = try AgentProcess(daemon: daemon, uid: 65534, arguments: ["--confirm", "--askpass", askpass.path])
+        defer { agent.stop() }
+        let key = try agent.sshAdd("-L").stdoutText.trimmingCharacters(in: .whitespacesAndNewlines)
+        #expect(key.hasSuffix(" nobodys"), "\(key) \(agent.log)")
+        let keyFile = scratch.appending("key.pub")
+        let message = scratch.appending("message")
+        try (key + "\n").write(to: keyFile, atomically: true, encoding: .utf8)
+        try "asked by nobody".write(to: message, atomically: true, encoding: .utf8)
+        for file in [keyFile, message] { chown(file.path, 65534, 65534) }
+        // ssh-keygen as uid 65534, a child of this test process (root's).
+        let signed = try runProcess(
+            try requireTool("setpriv", package: "util-linux"),
+            [
+                "--reuid", "65534", "--regid", "65534", "--clear-groups",
+                try requireTool("ssh-keygen", package: "openssh-client"), "-Y", "sign", "-f", keyFile.path, "-n",
+                "file", message.path,
+            ],
+            environment: ["SSH_AUTH_SOCK": agent.socket]
+        )
+        #expect(signed.status != 0)
+        let asked = (try? String(contentsOf: prompt, encoding: .utf8)) ?? ""
+        #expect(asked.contains("ssh-keygen["), "prompt: \(asked) \(agent.log)")
+        #expect(!asked.contains("[\(getpid())]"), "the prompt names root's test process: \(asked)")
+    }
+
     @Test("SIGTERM removes the socket; -D prints the line that exports SSH_AUTH_SOCK")
     func terminationAndEnvironmentLine() throws {
         let daemon = try DaemonFixture()
@@ -325,7 +452,12 @@ final class AgentProcess {
     let logPath: String
     let outputPath: String
 
-    init(daemon: DaemonFixture, uid: UInt32? = nil, arguments: [String] = []) throws {
+    init(
+        daemon: DaemonFixture,
+        uid: UInt32? = nil,
+        arguments: [String] = [],
+        environment: [String: String] = [:]
+    ) throws {
         root = try TemporaryDirectory(prefix: "ssh-agent")
         chmod(root.path, 0o711)
         socket = root.appending("agent/agent.sock").path
@@ -346,6 +478,9 @@ final class AgentProcess {
         process.standardError = try FileHandle(forWritingTo: URL(fileURLWithPath: logPath))
         process.standardOutput = try FileHandle(forWritingTo: URL(fileURLWithPath: outputPath))
         process.standardInput = FileHandle.nullDevice
+        if !environment.isEmpty {
+            process.environment = ProcessInfo.processInfo.environment.merging(environment) { _, new in new }
+        }
         try process.run()
         let deadline = Date().addingTimeInterval(20)
         while Date() < deadline {
