@@ -986,13 +986,13 @@ _keyseal_tpm() {
     unset 'unparsed_words[0]'
     unparsed_words=("${unparsed_words[@]}")
     case "${subcommand}" in
-    reseal|accept-rollback|sign-policy)
+    reseal|accept-rollback|sign-policy|advance-policy-epoch)
         # Offer subcommand argument completions
         "_keyseal_tpm_${subcommand}"
         ;;
     *)
         # Offer subcommand completions
-        COMPREPLY+=($(compgen -W 'reseal accept-rollback sign-policy' -- "${cur}"))
+        COMPREPLY+=($(compgen -W 'reseal accept-rollback sign-policy advance-policy-epoch' -- "${cur}"))
         ;;
     esac
 }
@@ -1034,7 +1034,7 @@ _keyseal_tpm_sign-policy() {
     repeating_flags=()
     non_repeating_flags=(--json --current --version -h --help)
     repeating_options=()
-    non_repeating_options=(--socket --pcrs --pcr-values --tcti --private-key --output)
+    non_repeating_options=(--socket --pcrs --pcr-values --tcti --private-key --output --epoch)
     __keyseal_offer_flags_options 0
 
     # Offer option value completions
@@ -1055,6 +1055,30 @@ _keyseal_tpm_sign-policy() {
         return
         ;;
     '--output')
+        return
+        ;;
+    '--epoch')
+        return
+        ;;
+    esac
+}
+
+_keyseal_tpm_advance-policy-epoch() {
+    repeating_flags=()
+    non_repeating_flags=(--json --version -h --help)
+    repeating_options=()
+    non_repeating_options=(--socket --epoch --tcti)
+    __keyseal_offer_flags_options 0
+
+    # Offer option value completions
+    case "${prev}" in
+    '--socket')
+        return
+        ;;
+    '--epoch')
+        return
+        ;;
+    '--tcti')
         return
         ;;
     esac

@@ -690,12 +690,13 @@ _keyseal_tpm() {
             'reseal:Seal the device and passcode objects again to the PCRs'\'' current values (or to --pcrs).'
             'accept-rollback:Keep a rolled-back store as it is (the failure count stays raised).'
             'sign-policy:Sign the PCR policy of a boot state (build system; no keyseald needed).'
+            'advance-policy-epoch:Withdraw every boot state signed for a lower policy epoch (device; no keyseald needed).'
         )
         _describe -V subcommand subcommands && ret=0
         ;;
     arg)
         case "${words[1]}" in
-        reseal|accept-rollback|sign-policy)
+        reseal|accept-rollback|sign-policy|advance-policy-epoch)
             "_keyseal_tpm_${words[1]}" && ret=0
             ;;
         esac
@@ -744,6 +745,22 @@ _keyseal_tpm_sign-policy() {
         '--tcti[The TPM to read with --current.]:tcti:'
         '--private-key[The signing key (PEM, RSA 2048 or P-256).]:file:'
         '--output[Where to write the signed policy (JSON).]:file:'
+        '--epoch[Sign for this policy epoch (0-65534)\: withdrawn once a device'\''s epoch is above it.]:n:'
+        '--version[Show the version.]'
+        '(-h --help)'{-h,--help}'[Show help information.]'
+    )
+    _arguments -w -s -S : "${arg_specs[@]}" && ret=0
+
+    return "${ret}"
+}
+
+_keyseal_tpm_advance-policy-epoch() {
+    local -i ret=1
+    local -ar arg_specs=(
+        '--socket[keyseald'\''s socket.]:path:'
+        '--json[Print one JSON document on standard output.]'
+        '--epoch[The policy epoch to move to (0-65534).]:n:'
+        '--tcti[The TPM (default\: $KEYSEAL_TCTI, else device\:/dev/tpmrm0).]:tcti:'
         '--version[Show the version.]'
         '(-h --help)'{-h,--help}'[Show help information.]'
     )

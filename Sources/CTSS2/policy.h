@@ -15,6 +15,20 @@ static const TPM2_ALG_ID keyseal_TPM2_ALG_ECDSA = TPM2_ALG_ECDSA;
 static const TPM2_CC keyseal_TPM2_CC_PolicyPCR = TPM2_CC_PolicyPCR;
 static const TPM2_CC keyseal_TPM2_CC_PolicyAuthorize = TPM2_CC_PolicyAuthorize;
 static const TPM2_CC keyseal_TPM2_CC_PolicyAuthValue = TPM2_CC_PolicyAuthValue;
+static const TPM2_CC keyseal_TPM2_CC_PolicyCounterTimer = TPM2_CC_PolicyCounterTimer;
+static const TPM2_EO keyseal_TPM2_EO_UNSIGNED_LE = TPM2_EO_UNSIGNED_LE;
+/// An ordinary NV index the owner reads and writes, for `writeNVOnce` (defined and undefined at once).
+static const TPMA_NV keyseal_scratch_nv_attributes = TPMA_NV_OWNERWRITE | TPMA_NV_OWNERREAD | TPMA_NV_NO_DA;
+
+/// A TPM2B_OPERAND holding `size` bytes of `bytes` (at most 8: the policy epoch's operand is a Clock value).
+/// Returns 0, or -1 if too long.
+static inline int keyseal_fill_operand(TPM2B_OPERAND *out, const uint8_t *bytes, size_t size) {
+    memset(out, 0, sizeof *out);
+    if (size > 8 || size > sizeof out->buffer) return -1;
+    memcpy(out->buffer, bytes, size);
+    out->size = (UINT16)size;
+    return 0;
+}
 
 /// The public area of an RSA public key: `modulus` (big-endian, 256 bytes for RSA 2048) and `exponent` (0 stands for
 /// 65537, as the TPM wants it). Returns 0, or -1 if the modulus does not fit.

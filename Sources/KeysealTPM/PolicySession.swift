@@ -105,20 +105,24 @@ extension ESYSConnection {
     }
 
     /// Runs `body` with an ESAPI handle for the NV index `index`, closed afterwards (not flushed: NV indexes are
-    /// not transient).
+    /// not transient). The index's public area and Name come from `TPM2_NV_ReadPublic`, run under `session` (a
+    /// salted HMAC session) with the audit attribute: the TPM then HMACs the response with the session key, and
+    /// ESAPI refuses an answer that was changed on the way (a bus interposer cannot give another public area or Name).
     func withNVIndex<Result>(
         _ index: UInt32,
+        session: ESYS_TR,
         _ body: (ESYS_TR) throws(TSS2Error) -> Result
     ) throws(TSS2Error)
         -> Result
     {
         var handle = ESYS_TR(ESYS_TR_NONE)
+        try setAttributes(keyseal_TPMA_SESSION_AUDIT, of: session)
         try tss2(
             "Esys_TR_FromTPMPublic",
             Esys_TR_FromTPMPublic(
                 context,
                 index,
-                ESYS_TR(ESYS_TR_NONE),
+                session,
                 ESYS_TR(ESYS_TR_NONE),
                 ESYS_TR(ESYS_TR_NONE),
                 &handle
@@ -128,16 +132,20 @@ extension ESYSConnection {
         return try body(handle)
     }
 
-    /// The counter's value (read with the owner's empty authorization).
-    func readCounter(_ handle: ESYS_TR) throws(TSS2Error) -> UInt64 {
+    /// The counter's value, read with the owner's empty authorization over `session` (a salted HMAC session): the
+    /// command's HMAC covers the index's Name as ESAPI holds it (checked by the caller), so the TPM refuses the read
+    /// of an index with another Name, and the response's HMAC covers the value, so ESAPI refuses one changed on the
+    /// way.
+    func readCounter(_ handle: ESYS_TR, session: ESYS_TR) throws(TSS2Error) -> UInt64 {
         var data: UnsafeMutablePointer<TPM2B_MAX_NV_BUFFER>?
+        try setAttributes(0, of: session)
         try tss2(
             "Esys_NV_Read",
             Esys_NV_Read(
                 context,
                 ESYS_TR(ESYS_TR_RH_OWNER),
                 handle,
-                ESYS_TR(ESYS_TR_PASSWORD),
+                session,
                 ESYS_TR(ESYS_TR_NONE),
                 ESYS_TR(ESYS_TR_NONE),
                 8,
@@ -153,6 +161,7 @@ extension ESYSConnection {
     /// Increments the counter, authorized by its authValue over `session` (a salted HMAC session: the authValue
     /// keys the HMAC and never crosses the bus).
     func incrementCounter(_ handle: ESYS_TR, authorization: SecretBytes, session: ESYS_TR) throws(TSS2Error) {
+        try setAttributes(0, of: session)
         try setAuthorization(authorization, for: handle)
         try tss2(
             "Esys_NV_Increment",

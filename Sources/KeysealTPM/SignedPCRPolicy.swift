@@ -132,6 +132,35 @@ public struct PCRPolicyKey: Sendable, Equatable {
         return Array(buffer[0..<offset])
     }
 
+    /// A check in software (swift-crypto) of this key's signatures over a policy digest (`sig` as a signature file
+    /// holds it, base64), run before the TPM is asked: a directory of bad entries then costs no TPM command
+    /// (docs/TPM.md "Signed PCR policies"). The TPM's `TPM2_VerifySignature` still decides for the entries that pass.
+    func softwareVerifier() -> @Sendable (_ sig: String, _ policy: [UInt8]) -> Bool {
+        switch material {
+        case .rsa(let modulus, let exponent):
+            let e = Array((0..<4).map { UInt8(truncatingIfNeeded: exponent >> (24 - 8 * $0)) }.drop { $0 == 0 })
+            guard let publicKey = try? _RSA.Signing.PublicKey(n: modulus, e: e) else { return { _, _ in false } }
+            return { sig, policy in
+                guard let raw = Data(base64Encoded: sig), raw.count == 256 else { return false }
+                return publicKey.isValidSignature(
+                    _RSA.Signing.RSASignature(rawRepresentation: raw),
+                    for: policy,
+                    padding: .insecurePKCS1v1_5
+                )
+            }
+        case .p256(let xy):
+            guard let publicKey = try? P256.Signing.PublicKey(x963Representation: [0x04] + xy) else {
+                return { _, _ in false }
+            }
+            return { sig, policy in
+                guard let raw = Data(base64Encoded: sig),
+                    let signature = try? P256.Signing.ECDSASignature(derRepresentation: raw)
+                else { return false }
+                return publicKey.isValidSignature(signature, for: policy)
+            }
+        }
+    }
+
     /// The fingerprint in lowercase hex (as `pkfp` writes it).
     public var fingerprintHex: String { SignedPCRPolicy.hex(fingerprint) }
 }
@@ -147,6 +176,55 @@ public struct SignedPCRPolicy: Sendable, Equatable, Codable {
     public var pol: String
     /// The signature over SHA-256(pol): RSASSA-PKCS1-v1_5, or ECDSA as DER, base64.
     public var sig: String
+    /// The policy epoch the signature was made for (`keyseal tpm sign-policy --epoch`), or nil for a signature without
+    /// one (systemd's, and every one Keyseal wrote before epochs). With an epoch, `pol` is the `PolicyPCR` digest
+    /// followed by `PolicyCounterTimer` (``epochPolicyDigest(pcrPolicy:epoch:)``): the TPM then accepts the signature
+    /// only while its policy epoch is at most this one (docs/TPM.md "Withdrawing signed states").
+    public var epoch: Int?
+
+    public init(pcrs: [Int], pkfp: String, pol: String, sig: String, epoch: Int? = nil) {
+        self.pcrs = pcrs
+        self.pkfp = pkfp
+        self.pol = pol
+        self.sig = sig
+        self.epoch = epoch
+    }
+
+    /// The largest policy epoch: the top 16 bits of the TPM's Clock (``TPMDeviceKey/advancePolicyEpoch(tcti:to:)``),
+    /// short of 0xFFFF, which `TPM2_ClockSet` cannot reach.
+    public static let maximumEpoch = 0xFFFE
+
+    /// Where the TPM's Clock lies in the TPMS_TIME_INFO that `PolicyCounterTimer` compares: `clockInfo.clock`, after
+    /// the 8 bytes of `time`. The policy epoch is the Clock's top 16 bits.
+    static let epochOffset: UInt16 = 8
+
+    /// `policy` extended by `PolicyCounterTimer(operandB = ``epochOperand(_:)``, offset 8, TPM_EO_UNSIGNED_LE)`, as the
+    /// TPM computes it: SHA-256(policy ‖ TPM_CC_PolicyCounterTimer ‖ SHA-256(operandB ‖ offset ‖ operation)). The
+    /// session satisfies it only while the TPM Clock's top 16 bits, the policy epoch, are at most `epoch`.
+    public static func epochPolicyDigest(pcrPolicy policy: [UInt8], epoch: Int) -> [UInt8] {
+        precondition((0...maximumEpoch).contains(epoch), "the caller checks the epoch")
+        let arguments = SHA256.hash(
+            data: epochOperand(epoch) + [UInt8(epochOffset >> 8), UInt8(epochOffset & 0xFF)]
+                + [UInt8(keyseal_TPM2_EO_UNSIGNED_LE >> 8), UInt8(keyseal_TPM2_EO_UNSIGNED_LE & 0xFF)]
+        )
+        return Array(SHA256.hash(data: policy + bigEndian(keyseal_TPM2_CC_PolicyCounterTimer) + Array(arguments)))
+    }
+
+    /// The epoch as `PolicyCounterTimer`'s operandB: the last Clock value of the epoch, (epoch + 1) × 2⁴⁸ − 1, as the
+    /// eight bytes of `clockInfo.clock` (big-endian). `tpm2_policycountertimer --ule clock=<that value>` builds the
+    /// same policy.
+    static func epochOperand(_ epoch: Int) -> [UInt8] {
+        let last = (UInt64(epoch) + 1) << 48 - 1
+        return (0..<8).map { UInt8(truncatingIfNeeded: last >> (56 - 8 * $0)) }
+    }
+
+    /// The `pol` this entry must have for the TPM's current `PolicyPCR` digest `pcrPolicy`: that digest, extended by
+    /// the entry's epoch if it names one (nil for an epoch out of range).
+    func expectedPolicy(pcrPolicy: [UInt8]) -> [UInt8]? {
+        guard let epoch else { return pcrPolicy }
+        guard (0...Self.maximumEpoch).contains(epoch) else { return nil }
+        return Self.epochPolicyDigest(pcrPolicy: pcrPolicy, epoch: epoch)
+    }
 
     /// The policy digest of `PolicyPCR` over `values` (PCR number → its SHA-256 bank value, 32 bytes), from an empty
     /// policy, as the TPM computes it: SHA-256(0³² ‖ TPM_CC_PolicyPCR ‖ TPML_PCR_SELECTION ‖ SHA-256(values in PCR
@@ -184,8 +262,15 @@ public struct SignedPCRPolicy: Sendable, Equatable, Codable {
     /// Signs the `PolicyPCR` digest of `values` with `privateKeyPEM` (PKCS#8, PKCS#1 RSA or SEC1 EC; RSA 2048 or
     /// P-256). What is signed is SHA-256(pol ‖ policyRef) with an empty policyRef, the aHash that `TPM2_VerifySignature`
     /// checks before `PolicyAuthorize` accepts `pol`.
-    public static func sign(values: [Int: [UInt8]], privateKeyPEM: String) throws -> SignedPCRPolicy {
-        let policy = try pcrPolicyDigest(values: values)
+    public static func sign(values: [Int: [UInt8]], privateKeyPEM: String, epoch: Int? = nil) throws -> SignedPCRPolicy
+    {
+        var policy = try pcrPolicyDigest(values: values)
+        if let epoch {
+            guard (0...maximumEpoch).contains(epoch) else {
+                throw KeychainError(KeychainStatus.param, "a policy epoch is 0 to \(maximumEpoch)")
+            }
+            policy = epochPolicyDigest(pcrPolicy: policy, epoch: epoch)
+        }
         let key: PCRPolicyKey
         let signature: [UInt8]
         if let signer = try? P256.Signing.PrivateKey(pemRepresentation: privateKeyPEM) {
@@ -204,7 +289,8 @@ public struct SignedPCRPolicy: Sendable, Equatable, Codable {
             pcrs: values.keys.sorted(),
             pkfp: key.fingerprintHex,
             pol: hex(policy),
-            sig: Data(signature).base64EncodedString()
+            sig: Data(signature).base64EncodedString(),
+            epoch: epoch
         )
     }
 

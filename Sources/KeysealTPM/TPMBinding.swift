@@ -89,10 +89,11 @@ extension TPMDeviceKey {
         try withConnection { connection in
             let session = try keptSession(connection, attributes: keyseal_TPMA_SESSION_DECRYPT)
             let index = try connection.defineCounter(authorization: authorization, session: session)
-            return try connection.withNVIndex(index) { (handle) throws(TSS2Error) -> (UInt32, UInt64, Data) in
+            return try connection.withNVIndex(index, session: session) {
+                (handle) throws(TSS2Error) -> (UInt32, UInt64, Data) in
                 try connection.setAttributes(0, of: session)
                 try connection.incrementCounter(handle, authorization: authorization, session: session)
-                let value = try connection.readCounter(handle)
+                let value = try connection.readCounter(handle, session: session)
                 // Read after the increment: TPMA_NV_WRITTEN, part of the Name, is set by the first write.
                 return (index, value, Data(try connection.name(of: handle)))
             }
@@ -115,35 +116,35 @@ extension TPMDeviceKey {
     /// missing index is `errSecDecode` (it was deleted: the TPM cannot vouch for the store's freshness any more);
     /// an index with another Name is `errKeysealRolledBack` (``counterReplaced(_:)``).
     public func readCounter(index: UInt32, name: Data) throws -> UInt64 {
-        try withCounter(index, name: name, session: false) { (connection, handle, _) throws(TSS2Error) -> UInt64 in
-            try connection.readCounter(handle)
+        try withCounter(index, name: name) { (connection, handle, session) throws(TSS2Error) -> UInt64 in
+            try connection.readCounter(handle, session: session)
         }
     }
 
     /// Increments the counter (checked as ``readCounter(index:name:)`` checks it) and returns its new value.
     public func incrementCounter(index: UInt32, name: Data, authorization: SecretBytes) throws -> UInt64 {
-        try withCounter(index, name: name, session: true) { (connection, handle, session) throws(TSS2Error) -> UInt64 in
+        try withCounter(index, name: name) { (connection, handle, session) throws(TSS2Error) -> UInt64 in
             try connection.incrementCounter(handle, authorization: authorization, session: session)
-            return try connection.readCounter(handle)
+            return try connection.readCounter(handle, session: session)
         }
     }
 
-    /// Runs `body` (with the kept session, no attributes, when `session` is true) on the NV index `index` once its
-    /// Name, as the TPM reports it (`TPM2_NV_ReadPublic`; ESAPI checks it against the public area), is `name`: its
-    /// type, attributes and authPolicy are those of the counter the store defined. Root can undefine the counter with the empty owner
-    /// authorization and define in its place an ordinary index, which it writes at will, or a counter of other
-    /// attributes; either has another Name.
+    /// Runs `body` (with the kept salted session) on the NV index `index` once its Name, as the TPM reports it
+    /// (`TPM2_NV_ReadPublic` under that session, its response HMAC checked; ESAPI checks the Name against the public
+    /// area), is `name`: its type, attributes and authPolicy are those of the counter the store defined. Root can
+    /// undefine the counter with the empty owner authorization and define in its place an ordinary index, which it
+    /// writes at will, or a counter of other attributes; either has another Name. Every read and increment then runs
+    /// over the same session, so neither the Name nor the value can be changed on the bus.
     private func withCounter<Result>(
         _ index: UInt32,
         name: Data,
-        session: Bool,
         _ body: (ESYSConnection, ESYS_TR, ESYS_TR) throws(TSS2Error) -> Result
     ) throws -> Result {
         try withConnection { connection in
-            let session = session ? try keptSession(connection, attributes: 0) : ESYS_TR(ESYS_TR_NONE)
+            let session = try keptSession(connection, attributes: 0)
             let result: Result?
             do {
-                result = try connection.withNVIndex(index) { (handle) throws(TSS2Error) -> Result? in
+                result = try connection.withNVIndex(index, session: session) { (handle) throws(TSS2Error) -> Result? in
                     guard try connection.name(of: handle) == Array(name) else { return nil }
                     return try body(connection, handle, session)
                 }

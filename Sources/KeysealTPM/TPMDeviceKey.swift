@@ -336,6 +336,7 @@ public final class TPMDeviceKey: DeviceKeyProvider, @unchecked Sendable {
                     key: $0.key,
                     approvedPolicy: $0.policy,
                     ticket: $0.ticket,
+                    epoch: $0.epoch,
                     authValue: authorization != nil
                 )
             } ?? connection.startPCRPolicySession(tpmKey: primary, mask: blob.pcrMask, authValue: authorization != nil)

@@ -16,7 +16,13 @@ extension TPMDeviceKey {
         var key: PCRPolicyKey
         var policy: [UInt8]
         var ticket: TPMT_TK_VERIFIED
+        /// The policy epoch the signature names (the session then runs `PolicyCounterTimer` before `PolicyAuthorize`).
+        var epoch: Int?
     }
+
+    /// The most signatures one unseal hands to the TPM's `TPM2_VerifySignature`: only entries whose signature already
+    /// verified in software get there, so more than one means the TPM disagrees with swift-crypto.
+    static let maximumTPMSignatureTries = 4
 
     /// The key whose signed PCR policies new device and passcode objects are bound to (nil: plain `PolicyPCR`).
     public var pcrPolicyKey: PCRPolicyKey? { lock.withLock { policyKey } }
@@ -71,35 +77,63 @@ extension TPMDeviceKey {
     }
 
     /// The first policy in the signature directories for `mask`'s PCRs, named by `key`'s fingerprint, whose digest is
-    /// that of `PolicyPCR` over the PCRs' current values (computed by the TPM in a trial session), and whose
-    /// signature the TPM verifies with `key`. Lock held.
+    /// that of `PolicyPCR` over the PCRs' current values (computed by the TPM in a trial session) — followed by
+    /// `PolicyCounterTimer` for an entry that names a policy epoch, which must not be below the TPM's —, and whose
+    /// signature verifies with `key`, first in software, then in the TPM. Entries are read and matched without the
+    /// TPM: however many a directory holds, at most ``maximumTPMSignatureTries`` reach `TPM2_VerifySignature`. Lock
+    /// held.
     private func approval(_ connection: ESYSConnection, mask: UInt32, key: PCRPolicyKey) throws -> Approval {
         let current = try connection.pcrPolicyDigest(mask: mask, authValue: false)
         let pcrs = SealedBlob.pcrs(mask)
-        let candidates = SignedPCRPolicy.load(directories: signatureDirectories).filter {
-            $0.pcrs == pcrs && $0.policyDigest == current && key.isNamed(by: SignedPCRPolicy.bytes(hex: $0.pkfp))
+        let named = SignedPCRPolicy.load(directories: signatureDirectories).filter {
+            $0.pcrs == pcrs && key.isNamed(by: SignedPCRPolicy.bytes(hex: $0.pkfp))
         }
+        let verifies = key.softwareVerifier()
+        var epochNow: Int?
         var refused = 0
-        makeRoom(connection)  // TPM2_LoadExternal takes a slot for the key while it verifies
-        for candidate in candidates {
-            guard let signature = candidate.tpmSignature(for: key) else {
+        var withdrawn = 0
+        var tpmTries = 0
+        var seen: Set<String> = []
+        for candidate in named {
+            guard let expected = candidate.expectedPolicy(pcrPolicy: current), candidate.policyDigest == expected,
+                seen.insert(candidate.sig).inserted
+            else { continue }
+            if let epoch = candidate.epoch {
+                // The TPM checks it again in the policy session; this only spares a withdrawn entry its tries.
+                let now = try epochNow ?? Self.epoch(ofClock: connection.readClock())
+                epochNow = now
+                guard epoch >= now else {
+                    withdrawn += 1
+                    continue
+                }
+            }
+            guard verifies(candidate.sig, expected), tpmTries < Self.maximumTPMSignatureTries,
+                let signature = candidate.tpmSignature(for: key)
+            else {
                 refused += 1
                 continue
             }
+            tpmTries += 1
+            makeRoom(connection)  // TPM2_LoadExternal takes a slot for the key while it verifies
             guard
                 let ticket = try connection.verifiedPolicyTicket(
                     key: key,
-                    approvedPolicy: current,
+                    approvedPolicy: expected,
                     signature: signature
                 )
             else {
                 refused += 1
                 continue
             }
-            return Approval(key: key, policy: current, ticket: ticket)
+            return Approval(key: key, policy: expected, ticket: ticket, epoch: candidate.epoch)
         }
         var detail = "in \(directoriesText)"
         if refused > 0 { detail += "; \(refused) signature\(refused == 1 ? "" : "s") for them did not verify" }
+        if withdrawn > 0, let epochNow {
+            detail +=
+                "; \(withdrawn) signature\(withdrawn == 1 ? " was" : "s were") withdrawn (signed for an epoch below the "
+                + "TPM's policy epoch \(epochNow))"
+        }
         throw KeychainError(
             KeychainStatus.recoveryRequired,
             "recovery required: no policy signed by the PCR policy key \(key.fingerprintHex) for the current values "
@@ -115,6 +149,63 @@ extension TPMDeviceKey {
 
     private func describe(_ mask: UInt32) -> String {
         SealedBlob.pcrs(mask).map(String.init).joined(separator: ",")
+    }
+
+    // MARK: Policy epoch (docs/TPM.md "Withdrawing signed states")
+
+    /// The policy epoch a TPM Clock value holds: its top 16 bits.
+    static func epoch(ofClock clock: UInt64) -> Int { Int(clock >> 48) }
+
+    /// The policy epoch of the TPM at `tcti` (no store, no keyseald: for `keyseal tpm advance-policy-epoch`).
+    public static func policyEpoch(tcti: String) throws -> Int {
+        try withAdministrationConnection(tcti: tcti, doing: "read the Clock of") { connection throws(TSS2Error) in
+            epoch(ofClock: try connection.readClock())
+        }
+    }
+
+    /// Moves the policy epoch of the TPM at `tcti` to `epoch` (`TPM2_ClockSet` to `epoch` × 2⁴⁸ ms, with the owner's
+    /// empty authorization): signatures made for a lower epoch no longer satisfy their policy. The TPM never moves
+    /// its Clock back, so neither Keyseal nor anyone else can lower the epoch again. Returns the epoch then; nothing
+    /// changes when it is already `epoch`, and a lower `epoch` is refused.
+    public static func advancePolicyEpoch(tcti: String, to epoch: Int) throws -> Int {
+        guard (0...SignedPCRPolicy.maximumEpoch).contains(epoch) else {
+            throw KeychainError(KeychainStatus.param, "a policy epoch is 0 to \(SignedPCRPolicy.maximumEpoch)")
+        }
+        let now = try policyEpoch(tcti: tcti)
+        guard epoch >= now else {
+            throw KeychainError(
+                KeychainStatus.param,
+                "the TPM's policy epoch is \(now), above \(epoch); it never moves back (the TPM's Clock only advances)"
+            )
+        }
+        guard epoch > now else { return now }
+        return try withAdministrationConnection(tcti: tcti, doing: "set the Clock of") { connection throws(TSS2Error) in
+            try connection.setClock(UInt64(epoch) << 48)
+            // The last handle of Keyseal's NV range: counters take the first free ones.
+            try connection.writeNVOnce(scratch: keyseal_nv_index_first + keyseal_nv_index_count - 1)
+            return Self.epoch(ofClock: try connection.readClock())
+        }
+    }
+
+    /// Runs `body` on a connection of its own to the TPM at `tcti`, mapping failures to KeychainErrors.
+    private static func withAdministrationConnection<Result>(
+        tcti: String,
+        doing what: String,
+        _ body: (ESYSConnection) throws(TSS2Error) -> Result
+    ) throws -> Result {
+        if getenv("TSS2_LOG") == nil { setenv("TSS2_LOG", "all+NONE", 0) }
+        let connection: ESYSConnection
+        do {
+            connection = try ESYSConnection(tcti: tcti)
+        } catch {
+            throw KeychainError(KeychainStatus.notAvailable, "no TPM reachable at TCTI \(tcti) (\(error.code))")
+        }
+        defer { connection.close() }
+        do {
+            return try body(connection)
+        } catch {
+            throw KeychainError(KeychainStatus.notAvailable, "cannot \(what) the TPM at \(tcti) (\(error))")
+        }
     }
 
     // MARK: PCR values

@@ -21,6 +21,12 @@ struct SignPolicyCommand: ParsableCommand {
     static func main() {
         // As `keyseal` passes them: its global options may come first, then `tpm sign-policy`.
         var arguments = Array(CommandLine.arguments.dropFirst())
+        if let index = arguments.firstIndex(of: "advance-policy-epoch") {
+            arguments.remove(at: index)
+            if index > 0, arguments[index - 1] == "tpm" { arguments.remove(at: index - 1) }
+            AdvancePolicyEpochCommand.main(arguments)
+            return
+        }
         if let index = arguments.firstIndex(of: "sign-policy") {
             arguments.remove(at: index)
             if index > 0, arguments[index - 1] == "tpm" { arguments.remove(at: index - 1) }
@@ -43,13 +49,19 @@ struct SignPolicyCommand: ParsableCommand {
             guard let pem = FileManager.default.contents(atPath: options.privateKey), pem.count < 65536 else {
                 throw CommandFailure(status: -50, message: "cannot read the private key \(options.privateKey)")
             }
-            let policy = try SignedPCRPolicy.sign(values: values, privateKeyPEM: String(decoding: pem, as: UTF8.self))
+            let policy = try SignedPCRPolicy.sign(
+                values: values,
+                privateKeyPEM: String(decoding: pem, as: UTF8.self),
+                epoch: options.epoch
+            )
             try Self.write(try SignedPCRPolicy.encodeFile([policy]), to: options.output)
             if json {
                 let pcrs = policy.pcrs.map(String.init).joined(separator: ",")
-                print("{\"pcrs\":[\(pcrs)],\"pkfp\":\"\(policy.pkfp)\",\"pol\":\"\(policy.pol)\"}")
+                let epoch = policy.epoch.map { ",\"epoch\":\($0)" } ?? ""
+                print("{\"pcrs\":[\(pcrs)],\"pkfp\":\"\(policy.pkfp)\",\"pol\":\"\(policy.pol)\"\(epoch)}")
             } else {
-                print("signed: PCR \(policy.pcrs.map(String.init).joined(separator: ",")) policy \(policy.pol)")
+                let epoch = policy.epoch.map { " for epoch \($0)" } ?? ""
+                print("signed: PCR \(policy.pcrs.map(String.init).joined(separator: ",")) policy \(policy.pol)\(epoch)")
             }
         } catch let failure as CommandFailure {
             throw failure.reported()
@@ -135,13 +147,37 @@ struct SignPolicyCommand: ParsableCommand {
     }
 }
 
+/// `keyseal tpm advance-policy-epoch`, run by `keyseal` as this program (docs/TPM.md "Withdrawing signed states"):
+/// moves the TPM's policy epoch, without keyseald.
+struct AdvancePolicyEpochCommand: ParsableCommand {
+    static let configuration = AdvancePolicyEpochHelp.configuration
+
+    @OptionGroup var options: AdvancePolicyEpochOptions
+    @Flag(name: .long, help: "Print one JSON document on standard output.")
+    var json = false
+    @Option(name: .long, help: .hidden)
+    var socket: String?
+
+    func run() throws {
+        do {
+            let tcti = options.tcti ?? ProcessInfo.processInfo.environment["KEYSEAL_TCTI"] ?? "device:/dev/tpmrm0"
+            let epoch = try TPMDeviceKey.advancePolicyEpoch(tcti: tcti, to: options.epoch)
+            print(json ? "{\"epoch\":\(epoch)}" : "policy epoch: \(epoch)")
+        } catch let error as KeychainError {
+            throw CommandFailure(status: error.status, message: error.message, command: "tpm advance-policy-epoch")
+                .reported()
+        }
+    }
+}
+
 /// A failure: one line on stderr, `keyseal: tpm sign-policy: <message> (<OSStatus>)`, and the status's low byte.
 struct CommandFailure: Error {
     var status: Int32
     var message: String
+    var command = "tpm sign-policy"
 
     func reported() -> ExitCode {
-        let line = Array("keyseal: tpm sign-policy: \(message) (\(status))\n".utf8)
+        let line = Array("keyseal: \(command): \(message) (\(status))\n".utf8)
         _ = line.withUnsafeBytes { write(STDERR_FILENO, $0.baseAddress, $0.count) }
         let low = Int32(UInt32(bitPattern: status) & 0xFF)
         return ExitCode(low == 0 ? 1 : low)

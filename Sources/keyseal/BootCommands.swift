@@ -125,7 +125,7 @@ struct TPMCommand: ParsableCommand {
     static let configuration = CommandConfiguration(
         commandName: "tpm",
         abstract: "TPM boot binding and anti-rollback (administrators).",
-        subcommands: [Reseal.self, AcceptRollback.self, SignPolicyCommand.self]
+        subcommands: [Reseal.self, AcceptRollback.self, SignPolicyCommand.self, AdvancePolicyEpochCommand.self]
     )
 
     struct Reseal: ClientCommand {

@@ -39,22 +39,12 @@ struct SignedPCRPolicyTests {
 
     /// `keyseal tpm sign-policy --pcrs 7` of the swtpm's current PCR 7 (keyseald stopped: it would hold the swtpm's
     /// one connection).
-    static func signCurrent(_ cli: CLI, _ swtpm: SwtpmFixture, key: String, output: String) throws {
-        try expectOK(
-            cli(
-                "tpm",
-                "sign-policy",
-                "--pcrs",
-                "7",
-                "--current",
-                "--tcti",
-                swtpm.tcti,
-                "--private-key",
-                key,
-                "--output",
-                output
-            )
-        )
+    static func signCurrent(_ cli: CLI, _ swtpm: SwtpmFixture, key: String, output: String, epoch: Int? = nil) throws {
+        let arguments = [
+            "tpm", "sign-policy", "--pcrs", "7", "--current", "--tcti", swtpm.tcti, "--private-key", key, "--output",
+            output,
+        ]
+        try expectOK(cli.run(arguments + (epoch.map { ["--epoch", String($0)] } ?? [])))
     }
 
     static func extendPCR7(_ swtpm: SwtpmFixture, with byte: String) throws {
@@ -90,7 +80,8 @@ struct SignedPCRPolicyTests {
     /// boot state A (signed with `--current`), with an always item, a passcode, a passcode item and a recovery key.
     /// Returns the daemon (running), its CLI, the signature directory, the key pair, the recovery key.
     static func signedDaemon(
-        _ type: KeyType
+        _ type: KeyType,
+        epoch: Int? = nil
     ) throws -> (daemon: DaemonFixture, cli: CLI, signatures: String, key: (String, String), recovery: String) {
         let daemon = try DaemonFixture(.tpm, start: false, tpmLimits: (32, 600, 2))
         let cli = CLI(socket: daemon.socketPath)
@@ -99,7 +90,7 @@ struct SignedPCRPolicyTests {
         let key = try makeKey(type, named: "build", in: daemon.root)
         let swtpm = try #require(daemon.swtpm)
         try extendPCR7(swtpm, with: stateA)
-        try signCurrent(cli, swtpm, key: key.0, output: signatures + "/state-a.json")
+        try signCurrent(cli, swtpm, key: key.0, output: signatures + "/state-a.json", epoch: epoch)
         daemon.extraArguments = [
             "--tpm-pcrs", "7", "--tpm-pcr-public-key", key.1, "--tpm-pcr-signatures", signatures,
         ]
@@ -188,6 +179,204 @@ struct SignedPCRPolicyTests {
         try Self.expectOpens(cli)
         daemon.stop()
         #expect(try Self.sealedObjects(daemon) == sealed, "the objects were sealed again in state A")
+    }
+
+    @Test(
+        "a state signed for a policy epoch below the TPM's is refused even with its file restored; the recovery key opens"
+    )
+    func withdrawnStateRefused() throws {
+        // State A signed for epoch 0 at enrolment.
+        let (daemon, cli, signatures, key, recovery) = try Self.signedDaemon(.rsa2048, epoch: 0)
+        defer { daemon.remove() }
+        let swtpm = try #require(daemon.swtpm)
+        daemon.stop()
+        let signatureA = try Data(contentsOf: URL(fileURLWithPath: signatures + "/state-a.json"))
+
+        // The update to image B: its state signed for epoch 1 from predicted values, A's signature deleted.
+        try Self.boot(swtpm, into: Self.stateB)
+        let values = daemon.root.appending("state-b.values").path
+        try swtpm.tool("tpm2_pcrread", ["sha256:7"]).stdout.write(to: URL(fileURLWithPath: values))
+        let signB = [
+            "tpm", "sign-policy", "--pcrs", "7", "--pcr-values", values, "--private-key", key.0, "--epoch", "1",
+            "--output", signatures + "/state-b.json",
+        ]
+        try Self.expectOK(cli.run(signB))
+        try FileManager.default.removeItem(atPath: signatures + "/state-a.json")
+        try daemon.start()
+        try Self.expectOpens(cli)
+        daemon.stop()
+
+        // The administrator withdraws every state signed for epoch 0; B, signed for 1, still opens.
+        let advanced = try cli("tpm", "advance-policy-epoch", "--epoch", "1", "--tcti", swtpm.tcti)
+        try Self.expectOK(advanced)
+        #expect(advanced.stdoutText == "policy epoch: 1\n", "\(advanced.stdoutText)")
+        let back = try cli("tpm", "advance-policy-epoch", "--epoch", "0", "--tcti", swtpm.tcti)
+        #expect(back.status != 0 && back.stderrText.contains("never moves back"), "\(back.stderrText)")
+        try Self.boot(swtpm, into: Self.stateB)
+        try daemon.start()
+        try Self.expectOpens(cli)
+        daemon.stop()
+
+        // A's old signature file put back, image A booted: refused, recovery required.
+        try signatureA.write(to: URL(fileURLWithPath: signatures + "/state-a.json"))
+        try Self.boot(swtpm, into: Self.stateA)
+        try daemon.start()
+        try Self.expectRecoveryRequired(cli)
+        let detail = try CLI.json(try cli("--json", "status"))["boot"] as? String ?? ""
+        #expect(detail.contains("1 signature was withdrawn"), "\(detail)")
+
+        // The store's recovery key still opens it.
+        try Self.expectOK(cli("recover", "--recovery-key-stdin", input: recovery + "\n" + Self.passcode))
+        #expect(try cli("find-generic-password", "-a", "acct", "-s", "svc", "-w").stdoutText == "always-secret\n")
+        #expect(try cli("find-generic-password", "-a", "acct", "-s", "locked-svc", "-w").stdoutText == "ak-secret\n")
+    }
+
+    @Test(
+        "the TPM itself refuses a withdrawn signature: tpm2-tools with it open the device object until the epoch moves"
+    )
+    func withdrawnSignatureRefusedByTheTPM() throws {
+        let (daemon, cli, signatures, _, _) = try Self.signedDaemon(.rsa2048, epoch: 0)
+        defer { daemon.remove() }
+        let swtpm = try #require(daemon.swtpm)
+        daemon.stop()
+        let dir = daemon.root.path
+        try Self.writeDeviceObject(
+            daemon,
+            publicPath: "\(dir)/ds.pub",
+            privatePath: "\(dir)/ds.priv",
+            policyKeyPath: "\(dir)/key.pub"
+        )
+        let file = try JSONSerialization.jsonObject(
+            with: Data(contentsOf: URL(fileURLWithPath: signatures + "/state-a.json"))
+        )
+        let entry = try #require(((file as? [String: Any])?["sha256"] as? [[String: Any]])?.first)
+        #expect(entry["epoch"] as? Int == 0, "\(entry)")
+        let pol = try #require(entry["pol"] as? String)
+        let sig = try #require(entry["sig"] as? String)
+        try Data(Self.bytes(pol)).write(to: URL(fileURLWithPath: "\(dir)/pol"))
+        try #require(Data(base64Encoded: sig)).write(to: URL(fileURLWithPath: "\(dir)/sig"))
+        // Epoch 0 ends at Clock (1 << 48) - 1: `PolicyCounterTimer(clock <= that)`, as `sign-policy --epoch 0` signed.
+        let lastClockOfEpoch0 = String((UInt64(1) << 48) - 1)
+
+        /// Keyseal's own policy, run by other software: what root on the withdrawn image could do.
+        func unsealWithSignature() throws -> ProcessResult {
+            defer { _ = try? swtpm.tool("tpm2_flushcontext", ["-s"], check: false) }
+            try swtpm.tool(
+                "tpm2_createprimary",
+                [
+                    "-Q", "-C", "o", "-G", "ecc256:aes128cfb", "-a",
+                    "restricted|decrypt|fixedtpm|fixedparent|sensitivedataorigin|userwithauth|noda", "-c",
+                    "\(dir)/p.ctx",
+                ]
+            )
+            try swtpm.tool("tpm2_flushcontext", ["-t"])
+            try swtpm.tool(
+                "tpm2_load",
+                ["-Q", "-C", "\(dir)/p.ctx", "-u", "\(dir)/ds.pub", "-r", "\(dir)/ds.priv", "-c", "\(dir)/ds.ctx"]
+            )
+            try swtpm.tool("tpm2_flushcontext", ["-t"])
+            try swtpm.tool(
+                "tpm2_loadexternal",
+                [
+                    "-Q", "-C", "o", "-u", "\(dir)/key.pub", "-c", "\(dir)/key.ctx", "-n", "\(dir)/key.name",
+                ]
+            )
+            try swtpm.tool(
+                "tpm2_verifysignature",
+                [
+                    "-c", "\(dir)/key.ctx", "-g", "sha256", "-m", "\(dir)/pol", "-f", "rsassa", "-s", "\(dir)/sig",
+                    "-t",
+                    "\(dir)/ticket",
+                ]
+            )
+            try swtpm.tool("tpm2_flushcontext", ["-t"])
+            try swtpm.tool("tpm2_startauthsession", ["--policy-session", "-S", "\(dir)/s.ctx"])
+            try swtpm.tool("tpm2_policypcr", ["-Q", "-S", "\(dir)/s.ctx", "-l", "sha256:7"])
+            let epoch = try swtpm.tool(
+                "tpm2_policycountertimer",
+                ["-Q", "-S", "\(dir)/s.ctx", "--ule", "clock=\(lastClockOfEpoch0)"],
+                check: false
+            )
+            guard epoch.status == 0 else { return epoch }
+            try swtpm.tool(
+                "tpm2_policyauthorize",
+                [
+                    "-Q", "-S", "\(dir)/s.ctx", "-i", "\(dir)/pol", "-n", "\(dir)/key.name", "-t", "\(dir)/ticket",
+                ]
+            )
+            return try swtpm.tool("tpm2_unseal", ["-c", "\(dir)/ds.ctx", "-p", "session:\(dir)/s.ctx"], check: false)
+        }
+
+        // In epoch 0 the signature opens the device object (so the chain above is Keyseal's policy).
+        let before = try unsealWithSignature()
+        #expect(before.status == 0 && before.stdout.count == 32, "\(before.stderrText)")
+        try Self.expectOK(cli("tpm", "advance-policy-epoch", "--epoch", "1", "--tcti", swtpm.tcti))
+        let after = try unsealWithSignature()
+        #expect(after.status != 0, "\(after.stderrText)")
+        #expect(after.stdout.isEmpty)
+    }
+
+    /// The device object of the store's keybag (a signed-bound blob, version 3) as tpm2-tools load it.
+    static func writeDeviceObject(
+        _ daemon: DaemonFixture,
+        publicPath: String,
+        privatePath: String,
+        policyKeyPath: String
+    ) throws {
+        let blob = [UInt8](try KeychainStoreTestHooks.sealedDeviceSecret(directory: daemon.storeDirectory))
+        try #require(blob[4] == 3, "not a blob bound to signed policies")
+        var offset = 10
+        func sized() -> [UInt8] {
+            let size = Int(blob[offset]) << 8 | Int(blob[offset + 1])
+            defer { offset += 2 + size }
+            return Array(blob[offset..<offset + 2 + size])
+        }
+        try Data(sized()).write(to: URL(fileURLWithPath: policyKeyPath))  // the policy key's TPM2B_PUBLIC
+        _ = sized()  // the primary's Name
+        try Data(sized()).write(to: URL(fileURLWithPath: publicPath))
+        try Data(blob[offset...]).write(to: URL(fileURLWithPath: privatePath))
+    }
+
+    @Test("2,000 entries with the right pol and bad signatures: keyseald opens in seconds, none reaches the TPM")
+    func manyBadSignaturesStayCheap() throws {
+        let (daemon, cli, signatures, _, _) = try Self.signedDaemon(.rsa2048)
+        defer { daemon.remove() }
+        daemon.stop()
+        let file = try JSONSerialization.jsonObject(
+            with: Data(contentsOf: URL(fileURLWithPath: signatures + "/state-a.json"))
+        )
+        let good = try #require(((file as? [String: Any])?["sha256"] as? [[String: Any]])?.first)
+        // Two files (each under the 1 MiB read limit) that sort before the good one: the current state's pol, the
+        // bound key's pkfp, 256 random bytes as the signature.
+        for part in 0..<2 {
+            let entries: [[String: Any]] = (0..<1000).map { _ in
+                [
+                    "pcrs": [7], "pkfp": good["pkfp"] ?? "", "pol": good["pol"] ?? "",
+                    "sig": Data((0..<256).map { _ in UInt8.random(in: 0...255) }).base64EncodedString(),
+                ]
+            }
+            try JSONSerialization.data(withJSONObject: ["sha256": entries]).write(
+                to: URL(fileURLWithPath: signatures + "/0-bad-\(part).json")
+            )
+        }
+        let clock = ContinuousClock()
+        let started = clock.now
+        try daemon.start()
+        try Self.expectOpens(cli)
+        let elapsed = clock.now - started
+        // Before the bound, each entry cost a TPM2_LoadExternal and a TPM2_VerifySignature: 53 s for 2,000 at a start,
+        // as many again at the unlock.
+        #expect(elapsed < .seconds(10), "start and unlock took \(elapsed)")
+
+        // Without the good file: refused, every bad one counted as not verifying, still in seconds.
+        daemon.stop()
+        try FileManager.default.removeItem(atPath: signatures + "/state-a.json")
+        let again = clock.now
+        try daemon.start()
+        try Self.expectRecoveryRequired(cli)
+        #expect(clock.now - again < .seconds(10), "start took \(clock.now - again)")
+        let detail = try CLI.json(try cli("--json", "status"))["boot"] as? String ?? ""
+        #expect(detail.contains("2000 signatures for them did not verify"), "\(detail)")
     }
 
     @Test("a boot state nobody signed needs the recovery key, which opens the store and re-seals to the same key")

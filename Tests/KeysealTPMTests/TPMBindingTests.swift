@@ -114,6 +114,73 @@ struct TPMBindingTests {
         }
     }
 
+    /// A TPMDeviceKey that reaches `fixture` through a bus interposer.
+    static func withInterposedTPM(_ body: (SwtpmFixture, TPMBusInterposer, TPMDeviceKey) throws -> Void) throws {
+        let fixture = try SwtpmFixture()
+        defer { fixture.stop() }
+        let interposer = try TPMBusInterposer(upstream: fixture)
+        defer { interposer.stop() }
+        let key = TPMDeviceKey(tcti: interposer.tcti)
+        defer { key.close() }
+        try key.open(provisioning: true)
+        try body(fixture, interposer, key)
+    }
+
+    static let nvRead: UInt32 = 0x0000_014E
+    static let nvReadPublic: UInt32 = 0x0000_0169
+
+    /// The parameter area of a response (after the parameterSize of a response with sessions) and its session area.
+    static func split(_ response: [UInt8]) -> (parameters: [UInt8], sessions: [UInt8]) {
+        guard response.count > 14, response[0..<2] == [0x80, 0x02] else { return (Array(response.dropFirst(10)), []) }
+        let size = Int(response[10..<14].reduce(UInt32(0)) { $0 << 8 | UInt32($1) })
+        return (Array(response[14..<14 + size]), Array(response[(14 + size)...]))
+    }
+
+    /// `response` with `parameters` in place of its own (sizes fixed; its session area kept as it is).
+    static func withParameters(_ response: [UInt8], _ parameters: [UInt8]) -> [UInt8] {
+        let sessions = split(response).sessions
+        let withSessions = response[0..<2] == [0x80, 0x02]
+        let body = (withSessions ? bigEndian(UInt32(parameters.count)) : []) + parameters + sessions
+        return Array(response[0..<2]) + bigEndian(UInt32(10 + body.count)) + Array(response[6..<10]) + body
+    }
+
+    static func bigEndian(_ value: UInt32) -> [UInt8] {
+        (0..<4).map { UInt8(truncatingIfNeeded: value >> (24 - 8 * $0)) }
+    }
+
+    @Test("a counter value changed on the bus between the TPM and Keyseal is refused, not read")
+    func counterValueChangedOnTheBusIsRefused() throws {
+        try Self.withInterposedTPM { _, interposer, key in
+            let defined = try key.defineCounter(authorization: secret(6))
+            let now = try key.incrementCounter(index: defined.index, name: defined.name, authorization: secret(6))
+            #expect(try key.readCounter(index: defined.index, name: defined.name) == now)
+            // The interposer answers NV_Read with the earlier value: what a rolled-back copy of the store recorded.
+            let earlier = defined.value
+            interposer.rewriteResponses(of: Self.nvRead) { response in
+                var (parameters, _) = Self.split(response)
+                guard parameters.count == 10 else { return response }
+                for byte in 0..<8 { parameters[2 + byte] = UInt8(truncatingIfNeeded: earlier >> (56 - 8 * byte)) }
+                return Self.withParameters(response, parameters)
+            }
+            let read = try? key.readCounter(index: defined.index, name: defined.name)
+            #expect(read == nil, "read \(read.map(String.init) ?? "-") through a bus that changed the value")
+        }
+    }
+
+    @Test("an index root defined in place of the counter, shown on the bus with the counter's public area, is refused")
+    func replacedCounterHiddenOnTheBusIsRefused() throws {
+        try Self.withInterposedTPM { fixture, interposer, key in
+            let defined = try key.defineCounter(authorization: secret(6))
+            #expect(try key.readCounter(index: defined.index, name: defined.name) == defined.value)
+            let genuine = Self.split(try #require(interposer.lastResponse(of: Self.nvReadPublic))).parameters
+            try fixture.replaceNVIndex(defined.index, with: .counterOtherAttributes, holding: defined.value)
+            // The interposer answers NV_ReadPublic with the counter's own public area and Name.
+            interposer.rewriteResponses(of: Self.nvReadPublic) { Self.withParameters($0, genuine) }
+            let read = try? key.readCounter(index: defined.index, name: defined.name)
+            #expect(read == nil, "read \(read.map(String.init) ?? "-") from an index that is not the counter")
+        }
+    }
+
     @Test("timings on swtpm: bound seal and unseal, counter read and increment (medians of 21, printed)")
     func timings() throws {
         try withTPM(maxTries: 32) { _, key in
