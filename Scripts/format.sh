@@ -4,7 +4,7 @@
 #   Scripts/format.sh --check  change nothing; fail, naming each place, if a file is not formatted
 set -euo pipefail
 cd "$(dirname "$0")/.."
-paths=(Package.swift Sources Tests Benchmarks/Package.swift Benchmarks/Benchmarks Benchmarks/Sources)
+paths=(Package.swift Sources Tests Fuzz Benchmarks/Package.swift Benchmarks/Benchmarks Benchmarks/Sources)
 if [[ "${1:-}" == "--check" ]]; then
     swift format lint --strict --parallel --recursive "${paths[@]}"
     echo "format: every Swift file is formatted"

@@ -205,8 +205,8 @@ extension WireReader {
             let summary = try optional { r throws(KeychainError) in try r.string() }
             let commonNames = try strings()
             let emailAddresses = try strings()
-            let notBefore = try double()
-            let notAfter = try double()
+            let notBefore = try time()
+            let notAfter = try time()
             certificates.append(
                 WireCertificate(
                     reference: reference,

@@ -83,7 +83,7 @@ extension WireReader {
         let device = try deviceKey()
         let failed = try int()
         let tries = try optional { r throws(KeychainError) in try r.int() }
-        let next = try optional { r throws(KeychainError) in try r.double() }
+        let next = try optional { r throws(KeychainError) in try r.time() }
         let autoLock = try optional { r throws(KeychainError) in try r.int() }
         let countEntries = Int(try u16())
         var counts: [Accessibility: Int] = [:]

@@ -59,6 +59,15 @@ struct WireReader: ~Copyable {
 
     mutating func double() throws(KeychainError) -> Double { Double(bitPattern: try u64()) }
 
+    /// Seconds since 1970 of a point in time (a certificate's validity, the next passcode try): finite and no further
+    /// from 1970 than 9999-12-31T23:59:59Z, the last second X.509 and ISO 8601 write, so that a reader may convert it
+    /// to `time_t` or `Int`.
+    mutating func time() throws(KeychainError) -> Double {
+        let seconds = try double()
+        guard seconds.isFinite, seconds.magnitude <= 253_402_300_799 else { throw Self.malformed("bad time") }
+        return seconds
+    }
+
     mutating func blob() throws(KeychainError) -> UnsafeRawBufferPointer { try take(Int(try u32())) }
 
     mutating func data() throws(KeychainError) -> Data { Data(try blob()) }

@@ -226,8 +226,7 @@ final class SSHAgent: Sendable {
             }
             return writer.framed
         case SSHAgentMessage.signRequest:
-            guard let blob = reader.string(), let data = reader.string(), let flags = reader.uint32(), reader.isAtEnd
-            else {
+            guard let (blob, data, flags) = reader.signRequest() else {
                 Self.log("a malformed sign request refused")
                 return Self.failureFrame
             }

@@ -55,6 +55,13 @@ struct SSHReader {
         return Array(bytes[offset..<offset + Int(length)])
     }
 
+    /// The fields of `SSH_AGENTC_SIGN_REQUEST` after its message number (`string key blob, string data, uint32
+    /// flags`, nothing after), or nil.
+    mutating func signRequest() -> (blob: [UInt8], data: [UInt8], flags: UInt32)? {
+        guard let blob = string(), let data = string(), let flags = uint32(), isAtEnd else { return nil }
+        return (blob, data, flags)
+    }
+
     /// An mpint's magnitude (non-negative only), without leading zeros.
     mutating func positiveMPInt() -> [UInt8]? {
         guard let value = string() else { return nil }

@@ -52,6 +52,43 @@ struct WireCertificateCodingTests {
         #expect(try WireResponse.decode(payload: Self.payload(response.encodedFrame())) == response)
     }
 
+    @Test("a time that is not finite or is past the year 9999 is a decode error, not a trap in the code that prints it")
+    func timesOutOfRangeAreRefused() throws {
+        // Found by the wire-response fuzz target: a certificate whose notAfter is a NaN (the command line's
+        // `time_t(…)` of it traps).
+        let found: [UInt8] = [
+            0x02, 0x12, 0x00, 0x00, 0x00, 0x01, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00,
+            0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00,
+            0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff,
+            0xff, 0xff, 0x01, 0xff, 0xff, 0x9d, 0x33, 0x00, 0x00, 0x00,
+        ]
+        #expect(throws: KeychainError.self) { try WireResponse.decode(payload: found) }
+        let device = DeviceKeyStatus(backend: "tpm", hardwareBacked: true, guessingHardwareLimited: true, detail: "")
+        for time in [Double.nan, .infinity, -.infinity, 1e300, 253_402_300_800, -253_402_300_800] {
+            var before = Self.certificate
+            before.notBefore = time
+            var after = Self.certificate
+            after.notAfter = time
+            let status = StoreStatus(
+                lockState: .locked,
+                passcodeSet: true,
+                device: device,
+                nextTryAt: Date(timeIntervalSince1970: time)
+            )
+            for response: WireResponse in [.certificates([before]), .certificates([after]), .status(status)] {
+                #expect(throws: KeychainError.self) {
+                    try WireResponse.decode(payload: Self.payload(response.encodedFrame()))
+                }
+            }
+        }
+        // The ends of the range decode.
+        var ends = Self.certificate
+        ends.notBefore = -62_167_219_200  // 0000-01-01T00:00:00Z
+        ends.notAfter = 253_402_300_799  // 9999-12-31T23:59:59Z
+        let response = WireResponse.certificates([ends])
+        #expect(try WireResponse.decode(payload: Self.payload(response.encodedFrame())) == response)
+    }
+
     @Test func everyTruncationOfACertificatesResponseIsAnError() throws {
         let full = Self.payload(WireResponse.certificates([Self.certificate]).encodedFrame())
         for cut in 0..<full.count {
