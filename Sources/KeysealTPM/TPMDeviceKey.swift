@@ -119,6 +119,18 @@ public final class TPMDeviceKey: DeviceKeyProvider, @unchecked Sendable {
     /// what it holds when Keyseal opens it was left by a client that is gone, and ``open(provisioning:)`` flushes it.
     /// Anything else (`tabrmd:`, `/dev/tpmrm0`, `device:` without a path, another TCTI) is treated as shared and left
     /// alone: a resource manager keeps other clients' sessions, which must not be touched.
+    /// Whether `tcti` is tpm2-abrmd's, which parks its clients' sessions in the TPM as saved sessions and keeps their
+    /// context blobs in its own memory: when it stops or is restarted, every session a client held stays in the TPM
+    /// for good (no one can load it again, and a new tpm2-abrmd flushes it only with `--flush-all`), and the TPM
+    /// holds 64 at most. So behind it Keyseal keeps no session between operations (docs/TPM.md, "A restarted
+    /// tpm2-abrmd").
+    package static func parksSessionsInTheTPM(_ tcti: String) -> Bool {
+        var name = Substring(tcti.split(separator: ":", maxSplits: 1, omittingEmptySubsequences: false)[0])
+        if name.hasPrefix("libtss2-tcti-") { name = name.dropFirst("libtss2-tcti-".count) }
+        if let suffix = name.firstIndex(of: ".") { name = name[..<suffix] }
+        return name == "tabrmd"
+    }
+
     package static func reachesTPMDirectly(_ tcti: String) -> Bool {
         let parts = tcti.split(separator: ":", maxSplits: 1, omittingEmptySubsequences: false)
         var name = Substring(parts[0])
@@ -572,7 +584,15 @@ public final class TPMDeviceKey: DeviceKeyProvider, @unchecked Sendable {
     private func run<Result>(_ body: (ESYSConnection) throws -> Result, on connection: ESYSConnection) throws -> Result
     {
         connection.commandsSucceeded = 0
-        defer { if connection.broken { disconnect() } }
+        defer {
+            if connection.broken {
+                disconnect()
+            } else if Self.parksSessionsInTheTPM(tcti) {
+                // Its own sessions, by its own handles, over its own live connection: never another client's.
+                if let session = connection.hmacSession { connection.flush(session.handle) }
+                if let session = connection.session { connection.flush(session) }
+            }
+        }
         do {
             do {
                 return try body(connection)

@@ -44,6 +44,25 @@ struct ResourceManagerTests {
         #expect((try CLI.json(status)["failedAttempts"] as? Int) == 0, "\(status.stdoutText)")
     }
 
+    @Test("tpm2-abrmd restarted under an idle keyseald that signed: nothing is left in the TPM after keyseald stops")
+    func brokerRestartLeavesNoSession() throws {
+        let broker = try ResourceManagerFixture(maxTries: 32)
+        defer { broker.remove() }
+        let (daemon, cli) = try startDaemon(broker, store: broker.directory.appending("store"))
+        #expect(try cli("passcode", "set", "--passcode-stdin", input: "correct horse battery\n").status == 0)
+        #expect(try cli("create-key", "--tag", "hardware", "--hardware").status == 0)
+        #expect(try cli("sign", "--tag", "hardware", input: "before").status == 0)
+        // Idle here: a session keyseald kept now would be parked by this tpm2-abrmd and lost with it.
+        #expect(try broker.swtpm.handlesInUse() == [], "while idle")
+        try broker.restartResourceManager()
+        #expect(try cli("lock").status == 0)
+        #expect(try cli("unlock", "--passcode-stdin", input: "correct horse battery\n").status == 0)
+        #expect(try cli("sign", "--tag", "hardware", input: "after").status == 0)
+        daemon.terminate()
+        #expect(try daemon.exitStatus() == 0)
+        #expect(try broker.swtpm.handlesInUse() == [], "after stop")
+    }
+
     @Test("keyseald stopped with SIGTERM behind tpm2-abrmd leaves no session or object there, three times in a row")
     func cleanStopLeavesNothing() throws {
         let broker = try ResourceManagerFixture(maxTries: 32)
