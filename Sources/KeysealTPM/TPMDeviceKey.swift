@@ -124,19 +124,19 @@ public final class TPMDeviceKey: DeviceKeyProvider, @unchecked Sendable {
     /// for good (no one can load it again, and a new tpm2-abrmd flushes it only with `--flush-all`), and the TPM
     /// holds 64 at most. So behind it Keyseal keeps no session between operations (docs/TPM.md, "A restarted
     /// tpm2-abrmd").
-    package static func parksSessionsInTheTPM(_ tcti: String) -> Bool {
+    package static func parksSessionsInTheTPM(_ tcti: String) -> Bool { tctiName(tcti) == "tabrmd" }
+
+    /// The TCTI's name in `tcti`: `device` for `device:/dev/tpm0` and for `libtss2-tcti-device.so.0:…`.
+    static func tctiName(_ tcti: String) -> Substring {
         var name = Substring(tcti.split(separator: ":", maxSplits: 1, omittingEmptySubsequences: false)[0])
         if name.hasPrefix("libtss2-tcti-") { name = name.dropFirst("libtss2-tcti-".count) }
-        if let suffix = name.firstIndex(of: ".") { name = name[..<suffix] }
-        return name == "tabrmd"
+        if let suffix = name.firstIndex(of: ".") { name = name[..<suffix] }  // libtss2-tcti-device.so.0
+        return name
     }
 
     package static func reachesTPMDirectly(_ tcti: String) -> Bool {
         let parts = tcti.split(separator: ":", maxSplits: 1, omittingEmptySubsequences: false)
-        var name = Substring(parts[0])
-        if name.hasPrefix("libtss2-tcti-") { name = name.dropFirst("libtss2-tcti-".count) }
-        if let suffix = name.firstIndex(of: ".") { name = name[..<suffix] }  // libtss2-tcti-device.so.0
-        switch name {
+        switch tctiName(tcti) {
         case "swtpm", "mssim":
             return true
         case "device":

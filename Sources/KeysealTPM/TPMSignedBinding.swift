@@ -216,18 +216,9 @@ extension TPMDeviceKey {
         guard !pcrs.isEmpty, pcrs.allSatisfy({ (0..<24).contains($0) }) else {
             throw KeychainError(KeychainStatus.param, "PCR numbers are 0 to 23")
         }
-        if getenv("TSS2_LOG") == nil { setenv("TSS2_LOG", "all+NONE", 0) }
-        let connection: ESYSConnection
-        do {
-            connection = try ESYSConnection(tcti: tcti)
-        } catch {
-            throw KeychainError(KeychainStatus.notAvailable, "no TPM reachable at TCTI \(tcti) (\(error.code))")
-        }
-        defer { connection.close() }
-        do {
-            return try connection.readPCRs(pcrs)
-        } catch {
-            throw KeychainError(KeychainStatus.notAvailable, "cannot read the PCRs of the TPM at \(tcti) (\(error))")
+        return try withAdministrationConnection(tcti: tcti, doing: "read the PCRs of") {
+            (connection) throws(TSS2Error) in
+            try connection.readPCRs(pcrs)
         }
     }
 }
