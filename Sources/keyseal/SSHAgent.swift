@@ -102,6 +102,10 @@ final class SSHAgent: Sendable {
                 exit(1)
             }
             _ = fcntl(fd, F_SETFD, FD_CLOEXEC)
+            guard Self.admits(peerUID: Self.peerUID(fd)) else {
+                close(fd)
+                continue
+            }
             Self.setTimeout(fd, SO_RCVTIMEO, seconds: Self.idleTimeoutSeconds)
             Self.setTimeout(fd, SO_SNDTIMEO, seconds: Self.sendTimeoutSeconds)
             guard let id = admit(fd) else {
@@ -405,6 +409,29 @@ final class SSHAgent: Sendable {
     }
 
     // MARK: Callers and confirmation
+
+    /// Whether a client may use the agent: root or the agent's own uid, as OpenSSH's agent decides (`getpeereid`).
+    /// The socket's mode is not relied on: a socket made reachable (0666, a shared directory, one passed into a
+    /// container) must not hand another user this user's keys. A peer whose credentials cannot be read is refused.
+    static func admits(peerUID: uid_t?) -> Bool {
+        guard let peerUID else {
+            log("a client whose credentials cannot be read refused")
+            return false
+        }
+        guard peerUID == 0 || peerUID == getuid() else {
+            log("uid mismatch: a client of uid \(peerUID) refused (the agent serves uid \(getuid()) and root)")
+            return false
+        }
+        return true
+    }
+
+    /// The connecting process's uid (`SO_PEERCRED`), whatever its pid namespace (where the pid reads 0).
+    static func peerUID(_ fd: Int32) -> uid_t? {
+        var credentials = keyseal_peer_credentials()
+        var size = socklen_t(MemoryLayout<keyseal_peer_credentials>.size)
+        guard getsockopt(fd, SOL_SOCKET, keyseal_so_peercred, &credentials, &size) == 0 else { return nil }
+        return credentials.uid
+    }
 
     /// The connecting process and its uid (`SO_PEERCRED`).
     static func peer(_ fd: Int32) -> (pid: pid_t, uid: uid_t)? {

@@ -151,6 +151,46 @@ struct SSHAgentTests {
         #expect(signed.status == 0, "\(signed.stderrText) \(agent.log)")
     }
 
+    /// OpenSSH's regress test `agent-getpeereid.sh`, step by step, and then the attack it guards against: the socket
+    /// made reachable by everyone (0666 in a traversable directory), so that only the agent's own check stands
+    /// between user nobody and root's keys.
+    @Test("another uid is refused even through a socket everyone may open (agent-getpeereid.sh)")
+    func otherUIDRefused() throws {
+        guard runningAsRoot() else { return }
+        let setpriv = try requireTool("setpriv", package: "util-linux")
+        let sshAdd = try requireTool("ssh-add", package: "openssh-client")
+        let daemon = try DaemonFixture()
+        defer { daemon.remove() }
+        let cli = CLI(socket: daemon.socketPath)
+        #expect(try cli("create-key", "--tag", "roots", "--ssh").status == 0)
+        let agent = try AgentProcess(daemon: daemon)
+        defer { agent.stop() }
+        let directory = (agent.socket as NSString).deletingLastPathComponent
+        chmod(directory, 0o711)
+        func asNobody() throws -> ProcessResult {
+            try runProcess(
+                setpriv,
+                ["--reuid", "65534", "--regid", "65534", "--clear-groups", sshAdd, "-l"],
+                environment: ["SSH_AUTH_SOCK": agent.socket]
+            )
+        }
+
+        // The script's steps: the socket 0644; its owner lists; nobody fails with 2 or more.
+        chmod(agent.socket, 0o644)
+        let owner = try agent.sshAdd("-l")
+        #expect(owner.status == 0 && owner.stdoutText.contains("roots"), "\(owner.stderrText) \(agent.log)")
+        #expect(try asNobody().status >= 2)
+
+        // Everyone may open the socket: the agent itself refuses nobody, and lists nothing to it.
+        chmod(agent.socket, 0o666)
+        let nobody = try asNobody()
+        #expect(nobody.status != 0, "\(nobody.stdoutText)")
+        #expect(!nobody.stdoutText.contains("roots") && !nobody.stdoutText.contains("ecdsa"))
+        #expect(agent.log.contains("uid mismatch: a client of uid 65534 refused"), "\(agent.log)")
+        // Root and the owner still are served.
+        #expect(try agent.sshAdd("-l").status == 0)
+    }
+
     @Test(
         "--confirm asks the askpass program, naming the key and the caller: no refuses, yes signs",
         arguments: backends
