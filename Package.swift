@@ -52,7 +52,13 @@ let package = Package(
         // The request, record, status and report types (OSStatus names and messages with them), and `SecretBytes`:
         // defined once for the engine, the wire and the command line (no crypto, no SQLite, no NIO;
         // FoundationEssentials for Data and Date).
-        .target(name: "KeysealModel", dependencies: ["CKeysealSys"], swiftSettings: swiftSettings),
+        .target(
+            name: "KeysealModel",
+            dependencies: ["CKeysealSys", "CKeysealBuildInfo"],
+            swiftSettings: swiftSettings
+        ),
+        // The commit of a release build, in an ELF section Scripts/package.sh fills (docs/OPERATIONS.md, "Installing").
+        .target(name: "CKeysealBuildInfo"),
         // Item model, query validation, OSStatus, lock state, keybag and envelope crypto (swift-crypto; opens through
         // libcrypto, docs/ARCHITECTURE.md).
         .target(

@@ -29,20 +29,32 @@ enum HelperProgram {
         return index
     }
 
-    /// Replaces this process with `program`, found next to this executable, given `arguments`. When it cannot be
-    /// run, reports errSecNotAvailable for `command` and exits 53.
-    static func exec(_ program: String, _ arguments: [String], command: String) -> Never {
+    /// Where `program` is: next to this executable (a build tree), else in `../libexec/keyseal/` beside the
+    /// executable's directory (the package: `/usr/bin/keyseal` runs `/usr/libexec/keyseal/PROGRAM`).
+    static func path(of program: String) -> String {
         var path = "/proc/self/exe"
         if let resolved = realpath(path, nil) {
             path = String(cString: resolved)
             free(resolved)
         }
-        let helper = URL(fileURLWithPath: path).deletingLastPathComponent().appendingPathComponent(program).path
+        let directory = URL(fileURLWithPath: path).deletingLastPathComponent()
+        let beside = directory.appendingPathComponent(program).path
+        if access(beside, X_OK) == 0 { return beside }
+        let installed = directory.deletingLastPathComponent()
+            .appendingPathComponent("libexec/keyseal").appendingPathComponent(program).path
+        return access(installed, X_OK) == 0 ? installed : beside
+    }
+
+    /// Replaces this process with `program` (``path(of:)``), given `arguments`. When it cannot be run, reports
+    /// errSecNotAvailable for `command` and exits 53.
+    static func exec(_ program: String, _ arguments: [String], command: String) -> Never {
+        let helper = path(of: program)
         var cArguments = ([helper] + arguments).map { strdup($0) } + [nil]
         execv(helper, &cArguments)
         CommandFailure(
             status: -25291,
-            message: "cannot run \(helper): \(String(cString: strerror(errno))) (install \(program) next to keyseal)"
+            message:
+                "cannot run \(helper): \(String(cString: strerror(errno))) (install \(program) next to keyseal or in ../libexec/keyseal/)"
         ).report(command: command, json: arguments.contains("--json"))
         exit(53)
     }

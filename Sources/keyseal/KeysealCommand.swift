@@ -21,7 +21,7 @@ struct KeysealCommand: ParsableCommand {
             Secrets given with -w or -X on the command line are visible to other local users (ps, /proc): prefer \
             --password-stdin or --hex-stdin, or put -w last to be prompted.
             """,
-        version: "0.1.0",
+        version: KeysealVersion.description,
         subcommands: [
             StatusCommand.self, UnlockCommand.self, LockCommand.self, PasscodeCommand.self, SettingsCommand.self,
             AddGenericPassword.self, FindGenericPassword.self, DeleteGenericPassword.self,

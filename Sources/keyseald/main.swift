@@ -12,7 +12,8 @@ import Synchronization
 struct Keyseald: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
         commandName: "keyseald",
-        abstract: "The Keyseal daemon: serves one keychain store on a Unix socket."
+        abstract: "The Keyseal daemon: serves one keychain store on a Unix socket.",
+        version: KeysealVersion.description
     )
 
     enum BackendName: String, ExpressibleByArgument, CaseIterable {
