@@ -14,6 +14,7 @@ packages=(
   openssh-server openssh-client systemd
   opensc libengine-pkcs11-openssl curl openssl binutils
   gdb fprintd
+  debhelper lintian mmdebstrap dpkg-dev man-db bash-completion
 )
 
 # The Secret Service clients from PyPI (pinned), in a venv that also sees Debian's PyGObject (python3-gi): the

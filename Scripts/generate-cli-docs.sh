@@ -22,4 +22,17 @@ trap 'rm -rf "$out"' EXIT
 [ -f "$out/keyseal.1" ] || { echo "generate-cli-docs: generate-manual wrote no keyseal.1" >&2; exit 1; }
 mkdir -p docs/man
 cp "$out/keyseal.1" docs/man/keyseal.1
-echo "generate-cli-docs: docs/man/keyseal.1 and Scripts/completions/keyseal.{bash,zsh,fish} written"
+
+# keyseald(8) and keyseal-secret-service(1), from their own definitions too.
+swift build --product keyseald >/dev/null
+swift build --product keyseal-secret-service >/dev/null
+"$bin/generate-manual" "$bin/keyseald" --section 8 --date "$(date -u +%Y-%m-%d)" --authors "The Keyseal authors" \
+  --output-directory "$out" >/dev/null
+"$bin/generate-manual" "$bin/keyseal-secret-service" --date "$(date -u +%Y-%m-%d)" \
+  --authors "The Keyseal authors" --output-directory "$out" >/dev/null
+for page in keyseald.8 keyseal-secret-service.1; do
+  [ -f "$out/$page" ] || { echo "generate-cli-docs: generate-manual wrote no $page" >&2; exit 1; }
+  cp "$out/$page" "docs/man/$page"
+done
+echo "generate-cli-docs: docs/man/{keyseal.1,keyseald.8,keyseal-secret-service.1} and" \
+  "Scripts/completions/keyseal.{bash,zsh,fish} written"

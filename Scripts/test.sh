@@ -3,7 +3,8 @@
 # lock-matrix and tamper suites on swtpm, on SoftHSM2 and on a TPM behind tpm2-abrmd; the semantic and lock-matrix suites again through a
 # real keyseald process (host key, swtpm, SoftHSM2); then the whole suite (engine on the host key, TPM and
 # PKCS#11 backends on their own swtpm and SoftHSM2 fixtures; tpm2-abrmd and tpm2-pkcs11), after the scenario in a qemu
-# guest on the kernel's resource manager (Scripts/test-vm.sh). Each run prints its duration.
+# guest on the kernel's resource manager (Scripts/test-vm.sh); last, the Debian package in a clean root
+# (Scripts/test-package.sh). Each run prints its duration.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -130,3 +131,10 @@ started=$SECONDS
 watched 1200 swift test --skip-build --skip KeysealPKCS11Tests
 watched 600 swift test --skip-build --filter KeysealPKCS11Tests
 echo "test: every suite took $((SECONDS - started)) s"
+
+# The Debian package (Scripts/test-package.sh): a release build with the Swift runtime linked statically, lintian, the
+# units under systemd-analyze, then install, upgrade, use and purge in a clean Debian 12 root made by mmdebstrap.
+echo "test: the Debian package in a clean root"
+started=$SECONDS
+watched 2400 bash Scripts/test-package.sh
+echo "test: the package took $((SECONDS - started)) s"

@@ -14,7 +14,14 @@ struct SecretServiceCommand: ParsableCommand {
             Connects to keyseald as the calling user (default socket: $KEYSEAL_SOCKET, else \
             $XDG_RUNTIME_DIR/keyseal/keyseal.sock) and owns org.freedesktop.secrets on $DBUS_SESSION_BUS_ADDRESS. \
             Exits with status 3 when another provider owns the name, unless --replace.
-            """
+
+            D-Bus starts it on the first call through /usr/share/dbus-1/services/\
+            org.freedesktop.secrets.keyseal.service and the user unit keyseal-secret-service.service, which pulls \
+            in the user's keyseald. It also serves xdg-desktop-portal's Secret backend \
+            (/usr/share/xdg-desktop-portal/portals/keyseal.portal). The full guide is \
+            /usr/share/doc/keyseal/OPERATIONS.md.gz, "The Secret Service".
+            """,
+        version: KeysealVersion.description
     )
 
     @Option(name: .long, help: "keyseald's socket.")

@@ -13,6 +13,15 @@ struct Keyseald: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
         commandName: "keyseald",
         abstract: "The Keyseal daemon: serves one keychain store on a Unix socket.",
+        discussion: """
+            The system service keyseald.service runs it as the keyseal user with --config \
+            /etc/keyseal/keyseald.conf (every option, commented), the access policy /etc/keyseal/policy, the store \
+            /var/lib/keyseal and the socket /run/keyseal/keyseal.sock (group keyseal). The user unit \
+            keyseald.service (systemctl --user enable --now keyseald) keeps a user's store in ~/.local/state/keyseal \
+            and serves $XDG_RUNTIME_DIR/keyseal/keyseal.sock. A missing store is created and provisioned with no \
+            passcode. SIGTERM closes the store cleanly and exits 0. Removing the package never deletes a store. The \
+            full guide is /usr/share/doc/keyseal/OPERATIONS.md.gz.
+            """,
         version: KeysealVersion.description
     )
 
