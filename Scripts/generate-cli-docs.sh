@@ -34,5 +34,7 @@ for page in keyseald.8 keyseal-secret-service.1; do
   [ -f "$out/$page" ] || { echo "generate-cli-docs: generate-manual wrote no $page" >&2; exit 1; }
   cp "$out/$page" "docs/man/$page"
 done
+# generate-manual leaves the discussion's blank lines in the mdoc source; groff (and lintian) want `.Pp` there.
+sed -i 's/^$/.Pp/' docs/man/keyseal.1 docs/man/keyseald.8 docs/man/keyseal-secret-service.1
 echo "generate-cli-docs: docs/man/{keyseal.1,keyseald.8,keyseal-secret-service.1} and" \
   "Scripts/completions/keyseal.{bash,zsh,fish} written"

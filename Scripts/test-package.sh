@@ -35,7 +35,7 @@ deb=$(cd "$(dirname "$deb")" && pwd)/$(basename "$deb")
 version=$(dpkg-deb -f "$deb" Version)
 
 step "lintian $deb"
-lintian --fail-on error,warning --no-tag-display-limit "$deb" || fail "lintian reports the package"
+lintian --fail-on error,warning --tag-display-limit 0 "$deb" || fail "lintian reports the package"
 
 step "the shipped units (systemd-analyze verify and security --offline=true)"
 Scripts/systemd/verify.sh "$PWD/.build/package-build/release"
@@ -46,8 +46,12 @@ root=$(mktemp -d /tmp/keyseal-clean-root.XXXXXX)
 mounted=()
 cleanup() {
   for ((i = ${#mounted[@]} - 1; i >= 0; i--)); do umount -l "${mounted[$i]}" 2>/dev/null || true; done
-  [ -n "${swtpm_pid:-}" ] && kill "$swtpm_pid" 2>/dev/null || true
-  pkill -f "$root/" 2>/dev/null || true
+  # Every process still running inside the root (keyseald, swtpm, the session bus, the bridge).
+  local process
+  for process in /proc/[0-9]*; do
+    [ "$(readlink "$process/root" 2>/dev/null)" = "$root" ] && kill -KILL "${process#/proc/}" 2>/dev/null
+  done
+  true
   rm -rf "$extract" "$root"
 }
 trap cleanup EXIT
@@ -82,10 +86,11 @@ rm -rf "$previous"
 cp "$deb" "$root/tmp/keyseal.deb"
 
 step "apt-get install the previous package"
+in_root apt-get update -q >/dev/null   # mmdebstrap leaves the root without package lists
 in_root apt-get install -y -q /tmp/keyseal-previous.deb >/dev/null
 in_root dpkg-query -W -f='${Version}\n' keyseal | grep -qx "${version}~previous" || fail "the previous package is not installed"
 in_root id keyseal | grep -q "(tss)" || fail "the keyseal user is not in group tss: $(in_root id keyseal)"
-[ "$(stat -c '%a %U' "$root/var/lib/keyseal")" = "700 keyseal" ] || fail "/var/lib/keyseal is not 0700 keyseal"
+[ "$(in_root stat -c '%a %U' /var/lib/keyseal)" = "700 keyseal" ] || fail "/var/lib/keyseal is not 0700 keyseal"
 in_root keyseal --version | grep -qE "^${version} \([0-9a-f]{12}(-modified)?\)$" \
   || fail "keyseal --version printed: $(in_root keyseal --version)"
 
@@ -94,7 +99,7 @@ mkdir -p "$root/var/lib/swtpm-test"
 in_root swtpm_setup --tpm2 --tpmstate /var/lib/swtpm-test --createek --overwrite >/dev/null
 in_root swtpm socket --tpm2 --tpmstate dir=/var/lib/swtpm-test --flags startup-clear \
   --server type=tcp,port=23321 --ctrl type=tcp,port=23322 --daemon
-exec_start=$(sed -n 's/^ExecStart=//p' "$root/usr/lib/systemd/system/keyseald.service")
+exec_start=$(sed -n 's/^ExecStart=//p' "$root/lib/systemd/system/keyseald.service")
 [ -n "$exec_start" ] || fail "keyseald.service has no ExecStart"
 tcti="swtpm:host=127.0.0.1,port=23321"
 start_keyseald() {
@@ -148,14 +153,13 @@ done
 echo "every item is there after the upgrade"
 
 step "the PKCS#11 module through p11-kit"
-in_root p11-kit list-modules | grep -q "^module: keyseal$" || fail "p11-kit does not list the keyseal module"
+in_root p11-kit list-modules 2>/dev/null | grep -q "^keyseal: libkeyseal-pkcs11.so$" || fail "p11-kit does not list the keyseal module"
 in_root env KEYSEAL_SOCKET=/run/keyseal/keyseal.sock pkcs11-tool \
   --module /usr/lib/x86_64-linux-gnu/p11-kit-proxy.so -L | grep -qi "keyseal" \
   || fail "pkcs11-tool through the p11-kit proxy lists no Keyseal token"
 
 step "the Secret Service by D-Bus activation (secret-tool on a private session bus)"
-bus=$(in_root env KEYSEAL_SOCKET=/run/keyseal/keyseal.sock dbus-daemon --session --fork --print-address \
-  --print-pid | head -n 1)
+bus=$(in_root env KEYSEAL_SOCKET=/run/keyseal/keyseal.sock dbus-daemon --session --fork --print-address=1)
 [ -n "$bus" ] || fail "no session bus"
 printf 'from secret-tool' | in_root env DBUS_SESSION_BUS_ADDRESS="$bus" \
   secret-tool store --label="clean root" service clean-root.example user dana
