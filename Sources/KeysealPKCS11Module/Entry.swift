@@ -2,6 +2,7 @@ import CKeysealPKCS11Entry
 import FoundationEssentials
 import Glibc
 import KeysealClient
+import KeysealModel
 
 // The PKCS#11 entry points (entry.c's function list points at these). Each validates its pointers, holds the module
 // lock for its call and answers a CKR; nothing here crashes on bad input.
@@ -124,6 +125,9 @@ func p11GetTokenInfo(_ slot: CK_SLOT_ID, _ info: UnsafeMutablePointer<CK_TOKEN_I
         pad(&value.serialNumber, "keyseald")
         var flags = CK_FLAGS(CKF_TOKEN_INITIALIZED) | CK_FLAGS(CKF_USER_PIN_INITIALIZED) | CK_FLAGS(CKF_RNG)
         if status.passcodeSet { flags |= CK_FLAGS(CKF_LOGIN_REQUIRED) }
+        // The keychain's own unlock (`keyseal unlock`, an askpass program) is the PIN pad: C_Login needs no PIN while
+        // the store is unlocked ("Login is the store's unlock", docs/PKCS11.md).
+        flags |= CK_FLAGS(CKF_PROTECTED_AUTHENTICATION_PATH)
         value.flags = flags
         value.ulMaxSessionCount = CK_ULONG(CK_EFFECTIVELY_INFINITE)
         value.ulMaxRwSessionCount = CK_ULONG(CK_EFFECTIVELY_INFINITE)
@@ -242,19 +246,68 @@ func p11Login(
     _ pin: UnsafeMutablePointer<CK_UTF8CHAR>?,
     _ pinLength: CK_ULONG
 ) -> CK_RV {
-    p11Call { state throws(P11Error) in
+    var askpass: [String]?
+    let first = p11Call { state throws(P11Error) in
         _ = try state.session(handle)
         guard userType == CK_USER_TYPE(CKU_USER) else { throw P11Error(CKR_USER_TYPE_INVALID) }
         guard !state.loggedIn else { throw P11Error(CKR_USER_ALREADY_LOGGED_IN) }
+        let status = try state.status()
         // No passcode: nothing to check (the token does not set CKF_LOGIN_REQUIRED); any PIN is accepted.
-        guard try state.status().passcodeSet else {
+        guard status.passcodeSet else {
             state.loggedIn = true
             return
         }
-        guard pinLength > 0, pinLength <= 1024, let pin else { throw P11Error(CKR_PIN_INCORRECT) }
+        guard pinLength > 0 else {
+            // No PIN (the protected authentication path): the store's own unlock stands. Unlocked, the login is
+            // done; locked, the askpass program asks for the passcode, or the login fails without a try counted.
+            if status.lockState.allows(.whenUnlocked, passcodeSet: true) {
+                state.loggedIn = true
+                return
+            }
+            guard let program = askpassProgram() else { throw P11Error(CKR_PIN_INCORRECT) }
+            askpass = program
+            return
+        }
+        guard let pin else { throw P11Error(CKR_ARGUMENTS_BAD) }
+        guard pinLength <= 1024 else { throw P11Error(CKR_PIN_INCORRECT) }
+        // A PIN given: the passcode, tried as `keyseal unlock` tries it.
         try state.unlock(SecretBytes(copying: UnsafeBufferPointer(start: pin, count: Int(pinLength))))
         state.loggedIn = true
     }
+    guard first == CK_RV(CKR_OK), let askpass else { return first }
+    // The askpass program runs without the module's lock: the process's other threads go on meanwhile.
+    let passcode: SecretBytes
+    do {
+        let child = try PromptProgram.spawn(askpass + ["Unlock the Keyseal keychain"])
+        guard case .exited(0, let output) = child.finish(timeoutSeconds: askpassTimeoutSeconds()) else {
+            return CK_RV(CKR_FUNCTION_CANCELED)
+        }
+        passcode = PromptProgram.firstLine(output)
+    } catch {
+        return CK_RV(CKR_FUNCTION_FAILED)
+    }
+    guard !passcode.isEmpty else { return CK_RV(CKR_FUNCTION_CANCELED) }
+    return p11Call { state throws(P11Error) in
+        _ = try state.session(handle)
+        guard !state.loggedIn else { return }
+        try state.unlock(passcode)
+        state.loggedIn = true
+    }
+}
+
+/// The askpass program a login without a PIN runs while the store is locked: `$KEYSEAL_ASKPASS` (not
+/// `$SSH_ASKPASS`: the module runs inside any program, a server among them, which should not start a prompt unasked).
+func askpassProgram() -> [String]? {
+    guard let value = getenv("KEYSEAL_ASKPASS"), value.pointee != 0 else { return nil }
+    return [String(cString: value)]
+}
+
+/// `$KEYSEAL_ASKPASS_TIMEOUT` seconds, default 120.
+func askpassTimeoutSeconds() -> Int {
+    guard let value = getenv("KEYSEAL_ASKPASS_TIMEOUT"), let seconds = Int(String(cString: value)), seconds > 0 else {
+        return PromptProgram.defaultTimeoutSeconds
+    }
+    return seconds
 }
 
 @_cdecl("keyseal_p11_Logout")

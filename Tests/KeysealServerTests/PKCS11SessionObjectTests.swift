@@ -4,8 +4,8 @@ import KeysealClient
 import KeysealTestSupport
 import Testing
 
-// Session objects, what C_CreateObject keeps, read-only sessions: the module as test suites of the field
-// (python-pkcs11, crypto11) meet it.
+// Session objects, what C_CreateObject keeps, read-only sessions and a login without a PIN: the module as test suites
+// of the field (python-pkcs11, crypto11) and tools that take no PIN from a file meet it.
 extension PKCS11ModuleTests {
     /// The keyseal-pkcs11-probe `command` with `arguments` as a process of its own, and its standard output.
     final class ProbeProcess {
@@ -132,6 +132,51 @@ extension PKCS11ModuleTests {
         )
     }
 
+    /// While the store is unlocked, `C_Login(CKU_USER, NULL, 0)` logs in with no PIN (the token reports
+    /// CKF_PROTECTED_AUTHENTICATION_PATH); while it is locked and no askpass program is configured it fails with
+    /// CKR_PIN_INCORRECT without counting a try (the store's failed attempts stay 0) and the key stays refused; a PIN
+    /// given keeps its meaning (a wrong one counts).
+    @Test(arguments: backends)
+    func aLoginWithoutAPINFollowsTheStoresLockState(_ backend: DaemonFixture.Backend) throws {
+        let setup = try Setup(backend)
+        let set = try setup.cli("passcode", "set", "--passcode-stdin", "--allow-weak-passcode", input: "1234\n")
+        #expect(set.status == 0, "\(set.stderrText)")
+        #expect(try setup.probe("login") == "info=0x0 protected=1 login=0x0 sign=0x0")
+        #expect(try setup.cli("lock").status == 0)
+        #expect(try setup.probe("login") == "info=0x0 protected=1 login=0xa0 find=0x101")
+        func failedAttempts() throws -> Int {
+            let status = try CLI.json(try setup.cli("status", "--json"))
+            return status["failedAttempts"] as? Int ?? -1
+        }
+        #expect(try failedAttempts() == 0)
+        #expect(try setup.probe("login", "9999") == "info=0x0 protected=1 login=0xa0 find=0x101")
+        #expect(try failedAttempts() == 1)
+        #expect(try setup.probe("login", "1234") == "info=0x0 protected=1 login=0x0 sign=0x0")
+    }
+
+    /// While the store is locked, a login without a PIN asks the askpass program (`$KEYSEAL_ASKPASS`) for the
+    /// passcode and unlocks with it; a dismissed prompt (the program exits 1) is CKR_FUNCTION_CANCELED and counts no
+    /// try.
+    @Test func aLoginWithoutAPINAsksTheAskpassProgramWhileLocked() throws {
+        let setup = try Setup(.hostKey, hardware: false)
+        try setup.setPasscodeAndLock()
+        let dismiss = setup.directory.appending("dismiss.sh").path
+        try "#!/bin/sh\nexit 1\n".write(toFile: dismiss, atomically: true, encoding: .utf8)
+        chmod(dismiss, 0o755)
+        let answer = setup.directory.appending("answer.sh").path
+        try "#!/bin/sh\necho 1234\n".write(toFile: answer, atomically: true, encoding: .utf8)
+        chmod(answer, 0o755)
+        let probe = try builtProductsDirectory().appendingPathComponent("keyseal-pkcs11-probe").path
+        let dismissed = try setup.run(probe, [setup.module, "login"], extra: ["KEYSEAL_ASKPASS": dismiss])
+        #expect(dismissed.stdoutText == "info=0x0 protected=1 login=0x50 find=0x101\n")
+        let status = try CLI.json(try setup.cli("status", "--json"))
+        #expect(status["failedAttempts"] as? Int == 0 && status["lockState"] as? String == "locked", "\(status)")
+        let answered = try setup.run(probe, [setup.module, "login"], extra: ["KEYSEAL_ASKPASS": answer])
+        #expect(answered.stdoutText == "info=0x0 protected=1 login=0x0 sign=0x0\n")
+        let unlocked = try CLI.json(try setup.cli("status", "--json"))
+        #expect(unlocked["lockState"] as? String == "unlocked", "\(unlocked)")
+    }
+
     /// A key keyseald holds for a connection (`kSecAttrIsPermanent` false over the wire, a PKCS#11 session key) is
     /// that connection's alone: another connection of the same uid can neither sign with its reference nor release it
     /// (errSecItemNotFound), nor can a new connection once the first has closed; one connection holds at most 64.
@@ -174,5 +219,66 @@ extension PKCS11ModuleTests {
         #expect(status(later, .generateKey(request)) == KeychainStatus.allocate)
         later.disconnect()
         other.disconnect()
+    }
+
+    /// No passcode in a file or a variable: with a passcode set and the store unlocked, pkcs11-tool (`--login`, no
+    /// `--pin`), GnuTLS's p11tool (`--login --test-sign`) and certtool (a self-signed certificate) and OpenSSL's pkcs11
+    /// engine (`openssl pkeyutl -sign`) sign through the module with no PIN anywhere; once the store is locked each is
+    /// refused.
+    @Test func fieldToolsSignWithNoPINWhileUnlocked() throws {
+        let setup = try Setup(.tpm)
+        let set = try setup.cli("passcode", "set", "--passcode-stdin", "--allow-weak-passcode", input: "1234\n")
+        #expect(set.status == 0, "\(set.stderrText)")
+        let dir = setup.directory.path
+        let id = try Self.applicationLabel(setup, label: "device")
+        try Data(repeating: 0x5a, count: 32).write(to: URL(fileURLWithPath: "\(dir)/digest"))
+        try "cn = no pin\nexpiration_days = 1\nsigning_key\n".write(
+            toFile: "\(dir)/template",
+            atomically: true,
+            encoding: .utf8
+        )
+        let configuration = try Self.openSSLConfiguration(setup)
+        let pkcs11Tool = try requireTool("pkcs11-tool", package: "opensc")
+        let p11tool = try requireTool("p11tool", package: "gnutls-bin")
+        let certtool = try requireTool("certtool", package: "gnutls-bin")
+        let openssl = try requireTool("openssl", package: "openssl")
+        let key = "pkcs11:token=Keyseal;object=device;type=private"
+        func signAll() throws -> [String: ProcessResult] {
+            [
+                "pkcs11-tool": try setup.run(
+                    pkcs11Tool,
+                    [
+                        "--module", setup.module, "--login", "--id", id, "--mechanism", "ECDSA", "--sign", "-i",
+                        "\(dir)/digest", "-o", "\(dir)/pkcs11-tool.sig",
+                    ]
+                ),
+                "p11tool": try setup.run(
+                    p11tool,
+                    ["--provider", setup.module, "--login", "--test-sign", "pkcs11:token=Keyseal;object=device"]
+                ),
+                "certtool": try setup.run(
+                    certtool,
+                    [
+                        "--provider", setup.module, "--generate-self-signed", "--load-privkey", key, "--template",
+                        "\(dir)/template", "--outfile", "\(dir)/certtool.pem",
+                    ]
+                ),
+                "openssl": try setup.run(
+                    openssl,
+                    [
+                        "pkeyutl", "-sign", "-engine", "pkcs11", "-keyform", "engine", "-inkey", key, "-in",
+                        "\(dir)/digest", "-out", "\(dir)/openssl.sig",
+                    ],
+                    extra: ["OPENSSL_CONF": configuration]
+                ),
+            ]
+        }
+        for (tool, result) in try signAll() {
+            #expect(result.status == 0, "\(tool): \(result.stdoutText) \(result.stderrText)")
+        }
+        #expect(try setup.cli("lock").status == 0)
+        for (tool, result) in try signAll() {
+            #expect(result.status != 0, "\(tool) signed while locked: \(result.stdoutText)")
+        }
     }
 }
