@@ -127,6 +127,10 @@ func seedRequests() -> [WireRequest] {
         synchronizable: false,
         isExtractable: false
     )
+    // A key held by keyseald for its connection (a PKCS#11 session key), not stored.
+    var sessionGeneration = generation
+    sessionGeneration.isPermanent = false
+    sessionGeneration.inHardware = false
     let operation = WireKeyOperation(
         reference: Data("ksr1-reference".utf8),
         kind: .keyExchange,
@@ -145,7 +149,8 @@ func seedRequests() -> [WireRequest] {
         .update(query, changes), .delete(ItemQuery(itemClass: .key, limit: .all)),
         .exportBackup(passphrase: secret, availableOnly: true), .importBegin(passphrase: secret, replace: false),
         .importChunk([0, 1, 0xff]), .importEnd, .undecryptableItems, .deleteUndecryptable(ids: ["1", "22"]),
-        .deleteUndecryptable(ids: nil), .generateKey(generation), .keyOperation(operation),
+        .deleteUndecryptable(ids: nil), .generateKey(generation), .generateKey(sessionGeneration),
+        .keyOperation(operation),
         .keyOperation(WireKeyOperation(reference: Data([1]), kind: .sign, algorithm: "a", data: Data([2]))),
         .certificates(ItemQuery(itemClass: .identity, synchronizable: .any, limit: .all, limitGiven: true)),
         .createCSR(reference: Data([1, 2]), subject: "CN=device-7,O=Example"), .createRecoveryKey(passcode: secret),

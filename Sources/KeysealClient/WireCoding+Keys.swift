@@ -17,6 +17,9 @@ extension WireWriter {
         optional(generation.accessControlFlags) { $0.u64(UInt64($1)) }
         bool(generation.synchronizable)
         bool(generation.isExtractable)
+        // A key that is not stored (a PKCS#11 session key, held by keyseald for the connection that made it): one
+        // trailing byte, absent for a stored key, so that earlier clients' requests read as they always did.
+        if !generation.isPermanent { u8(1) }
     }
 }
 
@@ -30,17 +33,24 @@ extension WireReader {
         let accessibility = try self.accessibility()
         let flags = try accessControlFlags()
         let synchronizable = try bool()
-        // Through keyseald every generated key is stored.
+        let isExtractable = try bool()
+        // A stored key, unless a trailing byte 1 asks for a key held for the connection (any other byte is malformed,
+        // so that a request encodes back to its bytes).
+        var isPermanent = true
+        if remaining > 0 {
+            guard try u8() == 1 else { throw Self.malformed("unknown key generation flag") }
+            isPermanent = false
+        }
         return KeyGenerationRequest(
             keyType: keyType,
             inHardware: inHardware,
-            isPermanent: true,
+            isPermanent: isPermanent,
             attributes: attributes,
             accessGroup: group,
             accessibility: accessibility,
             accessControlFlags: flags,
             synchronizable: synchronizable,
-            isExtractable: try bool()
+            isExtractable: isExtractable
         )
     }
 }

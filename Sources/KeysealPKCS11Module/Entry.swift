@@ -2,6 +2,7 @@ import CKeysealPKCS11Entry
 import FoundationEssentials
 import Glibc
 import KeysealClient
+import KeysealModel
 
 // The PKCS#11 entry points (entry.c's function list points at these). Each validates its pointers, holds the module
 // lock for its call and answers a CKR; nothing here crashes on bad input.
@@ -124,6 +125,9 @@ func p11GetTokenInfo(_ slot: CK_SLOT_ID, _ info: UnsafeMutablePointer<CK_TOKEN_I
         pad(&value.serialNumber, "keyseald")
         var flags = CK_FLAGS(CKF_TOKEN_INITIALIZED) | CK_FLAGS(CKF_USER_PIN_INITIALIZED) | CK_FLAGS(CKF_RNG)
         if status.passcodeSet { flags |= CK_FLAGS(CKF_LOGIN_REQUIRED) }
+        // The keychain's own unlock (`keyseal unlock`, an askpass program) is the PIN pad: C_Login needs no PIN while
+        // the store is unlocked ("Login is the store's unlock", docs/PKCS11.md).
+        flags |= CK_FLAGS(CKF_PROTECTED_AUTHENTICATION_PATH)
         value.flags = flags
         value.ulMaxSessionCount = CK_ULONG(CK_EFFECTIVELY_INFINITE)
         value.ulMaxRwSessionCount = CK_ULONG(CK_EFFECTIVELY_INFINITE)
@@ -202,7 +206,7 @@ func p11CloseSession(_ handle: CK_SESSION_HANDLE) -> CK_RV {
     p11Call { state throws(P11Error) in
         _ = try state.session(handle)
         state.sessions[handle] = nil
-        state.objects = state.objects.filter { $0.value.session != handle }
+        state.removeSessionObjects { $0.session == handle }
         if state.sessions.isEmpty { state.loggedIn = false }
     }
 }
@@ -212,7 +216,7 @@ func p11CloseAllSessions(_ slot: CK_SLOT_ID) -> CK_RV {
     p11Call { state throws(P11Error) in
         guard slot == slotID else { throw P11Error(CKR_SLOT_ID_INVALID) }
         state.sessions = [:]
-        state.objects = state.objects.filter { $0.value.session == nil }
+        state.removeSessionObjects { _ in true }
         state.loggedIn = false
     }
 }
@@ -242,28 +246,68 @@ func p11Login(
     _ pin: UnsafeMutablePointer<CK_UTF8CHAR>?,
     _ pinLength: CK_ULONG
 ) -> CK_RV {
-    p11Call { state throws(P11Error) in
+    var askpass: [String]?
+    let first = p11Call { state throws(P11Error) in
         _ = try state.session(handle)
         guard userType == CK_USER_TYPE(CKU_USER) else { throw P11Error(CKR_USER_TYPE_INVALID) }
         guard !state.loggedIn else { throw P11Error(CKR_USER_ALREADY_LOGGED_IN) }
+        let status = try state.status()
         // No passcode: nothing to check (the token does not set CKF_LOGIN_REQUIRED); any PIN is accepted.
-        guard try state.passcodeSet() else {
+        guard status.passcodeSet else {
             state.loggedIn = true
             return
         }
-        guard pinLength > 0, pinLength <= 1024, let pin else { throw P11Error(CKR_PIN_INCORRECT) }
-        let passcode = SecretBytes(copying: UnsafeBufferPointer(start: pin, count: Int(pinLength)))
-        do throws(KeychainError) {
-            _ = try state.client().send(.unlock(passcode: passcode))
-        } catch {
-            switch error.status {
-            case KeychainStatus.authFailed:
-                throw P11Error(error.triesLeft == 0 ? CKR_PIN_LOCKED : CKR_PIN_INCORRECT)
-            default: throw P11Error(error)
+        guard pinLength > 0 else {
+            // No PIN (the protected authentication path): the store's own unlock stands. Unlocked, the login is
+            // done; locked, the askpass program asks for the passcode, or the login fails without a try counted.
+            if status.lockState.allows(.whenUnlocked, passcodeSet: true) {
+                state.loggedIn = true
+                return
             }
+            guard let program = askpassProgram() else { throw P11Error(CKR_PIN_INCORRECT) }
+            askpass = program
+            return
         }
+        guard let pin else { throw P11Error(CKR_ARGUMENTS_BAD) }
+        guard pinLength <= 1024 else { throw P11Error(CKR_PIN_INCORRECT) }
+        // A PIN given: the passcode, tried as `keyseal unlock` tries it.
+        try state.unlock(SecretBytes(copying: UnsafeBufferPointer(start: pin, count: Int(pinLength))))
         state.loggedIn = true
     }
+    guard first == CK_RV(CKR_OK), let askpass else { return first }
+    // The askpass program runs without the module's lock: the process's other threads go on meanwhile.
+    let passcode: SecretBytes
+    do {
+        let child = try PromptProgram.spawn(askpass + ["Unlock the Keyseal keychain"])
+        guard case .exited(0, let output) = child.finish(timeoutSeconds: askpassTimeoutSeconds()) else {
+            return CK_RV(CKR_FUNCTION_CANCELED)
+        }
+        passcode = PromptProgram.firstLine(output)
+    } catch {
+        return CK_RV(CKR_FUNCTION_FAILED)
+    }
+    guard !passcode.isEmpty else { return CK_RV(CKR_FUNCTION_CANCELED) }
+    return p11Call { state throws(P11Error) in
+        _ = try state.session(handle)
+        guard !state.loggedIn else { return }
+        try state.unlock(passcode)
+        state.loggedIn = true
+    }
+}
+
+/// The askpass program a login without a PIN runs while the store is locked: `$KEYSEAL_ASKPASS` (not
+/// `$SSH_ASKPASS`: the module runs inside any program, a server among them, which should not start a prompt unasked).
+func askpassProgram() -> [String]? {
+    guard let value = getenv("KEYSEAL_ASKPASS"), value.pointee != 0 else { return nil }
+    return [String(cString: value)]
+}
+
+/// `$KEYSEAL_ASKPASS_TIMEOUT` seconds, default 120.
+func askpassTimeoutSeconds() -> Int {
+    guard let value = getenv("KEYSEAL_ASKPASS_TIMEOUT"), let seconds = Int(String(cString: value)), seconds > 0 else {
+        return PromptProgram.defaultTimeoutSeconds
+    }
+    return seconds
 }
 
 @_cdecl("keyseal_p11_Logout")
@@ -289,11 +333,8 @@ func p11FindObjectsInit(
         guard session.found == nil else { throw P11Error(CKR_OPERATION_ACTIVE) }
         let wanted = try template(attributes, count)
         try state.refreshObjects()
-        session.found = state.objects.filter { handleAndObject in
-            let object = handleAndObject.value
-            if let owner = object.session, owner != handle { return false }
-            return object.matches(wanted)
-        }.keys.sorted()
+        // Session objects are the application's: every session of this process sees them (PKCS#11 v2.40 §4.4).
+        session.found = state.objects.filter { $0.value.matches(wanted) }.keys.sorted()
         state.sessions[handle] = session
     }
 }
@@ -399,40 +440,143 @@ func p11CreateObject(
     guard let object else { return CK_RV(CKR_ARGUMENTS_BAD) }
     return p11Call { state throws(P11Error) in
         let session = try state.session(handle)
-        guard session.flags & CK_FLAGS(CKF_RW_SESSION) != 0 else { throw P11Error(CKR_SESSION_READ_ONLY) }
         let given = Dictionary(try template(attributes, count), uniquingKeysWith: { _, last in last })
-        // Certificates only: keys are generated inside keyseald (C_GenerateKeyPair), never imported through here.
         guard let objectClass = given[CK_ATTRIBUTE_TYPE(CKA_CLASS)].flatMap(ulongValue) else {
             throw P11Error(CKR_TEMPLATE_INCOMPLETE)
         }
-        guard objectClass == CK_ULONG(CKO_CERTIFICATE) else { throw P11Error(CKR_FUNCTION_NOT_SUPPORTED) }
-        if let type = given[CK_ATTRIBUTE_TYPE(CKA_CERTIFICATE_TYPE)].flatMap(ulongValue),
-            type != CK_ULONG(CKC_X_509)
-        {
-            throw P11Error(CKR_ATTRIBUTE_VALUE_INVALID)
+        // Keys are generated inside keyseald (C_GenerateKeyPair), never imported through here.
+        guard ![CKO_PRIVATE_KEY, CKO_SECRET_KEY].map({ CK_ULONG($0) }).contains(objectClass) else {
+            throw P11Error(CKR_FUNCTION_NOT_SUPPORTED)
         }
-        guard let der = given[CK_ATTRIBUTE_TYPE(CKA_VALUE)], DERReader.certificateFields(der) != nil else {
-            throw P11Error(
-                given[CK_ATTRIBUTE_TYPE(CKA_VALUE)] == nil ? CKR_TEMPLATE_INCOMPLETE : CKR_ATTRIBUTE_VALUE_INVALID
-            )
+        // CKA_TOKEN defaults to false: a session object, which a read-only session may make too.
+        guard try isTokenObject(given) else {
+            object.pointee = state.add(try sessionObject(state, objectClass, given, session: handle))
+            return
         }
-        var itemAttributes: [String: AttributeValue] = [:]
-        if let label = given[CK_ATTRIBUTE_TYPE(CKA_LABEL)], let text = String(validating: label, as: UTF8.self) {
-            itemAttributes[AttributeKey.label] = .string(text)
-        }
-        _ = try state.send(.add(NewItem(itemClass: .certificate, attributes: itemAttributes, data: Data(der))))
-        try state.refreshObjects()
-        guard
-            let created = state.objects.first(where: {
-                if case .certificate = $0.value.source {
-                    $0.value.attributes[CK_ATTRIBUTE_TYPE(CKA_VALUE)] == der
-                } else {
-                    false
-                }
-            })
-        else { throw P11Error(CKR_DEVICE_ERROR) }
-        object.pointee = created.key
+        guard session.flags & CK_FLAGS(CKF_RW_SESSION) != 0 else { throw P11Error(CKR_SESSION_READ_ONLY) }
+        object.pointee = try storeCertificate(state, objectClass, given)
     }
+}
+
+/// The template's CKA_TOKEN (default false); a value that is not a CK_BBOOL is CKR_ATTRIBUTE_VALUE_INVALID.
+func isTokenObject(_ given: [CK_ATTRIBUTE_TYPE: [UInt8]]) throws(P11Error) -> Bool {
+    guard let value = given[CK_ATTRIBUTE_TYPE(CKA_TOKEN)] else { return false }
+    guard let flag = boolValue(value) else { throw P11Error(CKR_ATTRIBUTE_VALUE_INVALID) }
+    return flag
+}
+
+/// A session object of `objectClass` (a certificate, a public key, data): every attribute as the caller gave it,
+/// byte for byte, with the standard's defaults for the ones not given. A certificate's DER must parse; its subject,
+/// issuer and serial number are read from it where the template has none.
+func sessionObject(
+    _ state: ModuleState,
+    _ objectClass: CK_ULONG,
+    _ given: [CK_ATTRIBUTE_TYPE: [UInt8]],
+    session: CK_SESSION_HANDLE
+) throws(P11Error) -> P11Object {
+    var attributes: [CK_ATTRIBUTE_TYPE: [UInt8]] = [
+        CK_ATTRIBUTE_TYPE(CKA_TOKEN): Encode.bool(false),
+        CK_ATTRIBUTE_TYPE(CKA_PRIVATE): Encode.bool(false),
+        CK_ATTRIBUTE_TYPE(CKA_MODIFIABLE): Encode.bool(true),
+        CK_ATTRIBUTE_TYPE(CKA_LABEL): [],
+    ]
+    switch objectClass {
+    case CK_ULONG(CKO_CERTIFICATE):
+        let type = given[CK_ATTRIBUTE_TYPE(CKA_CERTIFICATE_TYPE)].flatMap(ulongValue) ?? CK_ULONG(CKC_X_509)
+        guard type == CK_ULONG(CKC_X_509) else { throw P11Error(CKR_ATTRIBUTE_VALUE_INVALID) }
+        guard let der = given[CK_ATTRIBUTE_TYPE(CKA_VALUE)] else { throw P11Error(CKR_TEMPLATE_INCOMPLETE) }
+        guard let fields = DERReader.certificateFields(der) else { throw P11Error(CKR_ATTRIBUTE_VALUE_INVALID) }
+        attributes[CK_ATTRIBUTE_TYPE(CKA_CERTIFICATE_TYPE)] = Encode.ulong(CK_ULONG(CKC_X_509))
+        attributes[CK_ATTRIBUTE_TYPE(CKA_TRUSTED)] = Encode.bool(false)
+        attributes[CK_ATTRIBUTE_TYPE(CKA_CERTIFICATE_CATEGORY)] = Encode.ulong(CK_ULONG(0))
+        attributes[CK_ATTRIBUTE_TYPE(CKA_ID)] = []
+        attributes[CK_ATTRIBUTE_TYPE(CKA_SUBJECT)] = fields.subject
+        attributes[CK_ATTRIBUTE_TYPE(CKA_ISSUER)] = fields.issuer
+        attributes[CK_ATTRIBUTE_TYPE(CKA_SERIAL_NUMBER)] = fields.serial
+    case CK_ULONG(CKO_PUBLIC_KEY):
+        guard given[CK_ATTRIBUTE_TYPE(CKA_KEY_TYPE)].flatMap(ulongValue) != nil else {
+            throw P11Error(CKR_TEMPLATE_INCOMPLETE)
+        }
+        attributes[CK_ATTRIBUTE_TYPE(CKA_ID)] = []
+        attributes[CK_ATTRIBUTE_TYPE(CKA_LOCAL)] = Encode.bool(false)
+    case CK_ULONG(CKO_DATA):
+        attributes[CK_ATTRIBUTE_TYPE(CKA_APPLICATION)] = []
+        attributes[CK_ATTRIBUTE_TYPE(CKA_OBJECT_ID)] = []
+        attributes[CK_ATTRIBUTE_TYPE(CKA_VALUE)] = []
+    default:
+        throw P11Error(CKR_ATTRIBUTE_VALUE_INVALID)
+    }
+    attributes.merge(given) { _, caller in caller }
+    state.nextDerived += 1
+    return P11Object(source: .created(state.nextDerived), attributes: attributes, session: session)
+}
+
+/// A token certificate: stored in keyseald as a certificate item, which keeps its DER and a UTF-8 label; every other
+/// attribute of the template must be one the item gives back equal (its CKA_ID is its key's ID, the SHA-1 of its public
+/// key). What the item cannot keep is refused, never accepted and lost: an attribute it does not have
+/// (`CKA_HASH_OF_SUBJECT_PUBLIC_KEY`, …) is CKR_ATTRIBUTE_TYPE_INVALID, a value it would give back otherwise (a label
+/// that is not UTF-8, another CKA_ID, CKA_PRIVATE true) CKR_ATTRIBUTE_VALUE_INVALID.
+func storeCertificate(
+    _ state: ModuleState,
+    _ objectClass: CK_ULONG,
+    _ given: [CK_ATTRIBUTE_TYPE: [UInt8]]
+) throws(P11Error) -> CK_OBJECT_HANDLE {
+    // Certificates only: data objects and public keys have no item to live in.
+    guard objectClass == CK_ULONG(CKO_CERTIFICATE) else { throw P11Error(CKR_FUNCTION_NOT_SUPPORTED) }
+    if let type = given[CK_ATTRIBUTE_TYPE(CKA_CERTIFICATE_TYPE)].flatMap(ulongValue), type != CK_ULONG(CKC_X_509) {
+        throw P11Error(CKR_ATTRIBUTE_VALUE_INVALID)
+    }
+    guard let der = given[CK_ATTRIBUTE_TYPE(CKA_VALUE)], let fields = DERReader.certificateFields(der) else {
+        throw P11Error(
+            given[CK_ATTRIBUTE_TYPE(CKA_VALUE)] == nil ? CKR_TEMPLATE_INCOMPLETE : CKR_ATTRIBUTE_VALUE_INVALID
+        )
+    }
+    var text: String?
+    if let label = given[CK_ATTRIBUTE_TYPE(CKA_LABEL)] {
+        guard let utf8 = String(validating: label, as: UTF8.self) else { throw P11Error(CKR_ATTRIBUTE_VALUE_INVALID) }
+        text = utf8
+    }
+    // What the item gives back without being told: the template may repeat it, not change it.
+    let derived: [CK_ATTRIBUTE_TYPE: [UInt8]] = [
+        CK_ATTRIBUTE_TYPE(CKA_CLASS): Encode.ulong(CK_ULONG(CKO_CERTIFICATE)),
+        CK_ATTRIBUTE_TYPE(CKA_CERTIFICATE_TYPE): Encode.ulong(CK_ULONG(CKC_X_509)),
+        CK_ATTRIBUTE_TYPE(CKA_TOKEN): Encode.bool(true),
+        CK_ATTRIBUTE_TYPE(CKA_PRIVATE): Encode.bool(false),
+        CK_ATTRIBUTE_TYPE(CKA_MODIFIABLE): Encode.bool(false),
+        CK_ATTRIBUTE_TYPE(CKA_TRUSTED): Encode.bool(false),
+        CK_ATTRIBUTE_TYPE(CKA_CERTIFICATE_CATEGORY): Encode.ulong(CK_ULONG(0)),
+        CK_ATTRIBUTE_TYPE(CKA_VALUE): der,
+        CK_ATTRIBUTE_TYPE(CKA_SUBJECT): fields.subject,
+        CK_ATTRIBUTE_TYPE(CKA_ISSUER): fields.issuer,
+        CK_ATTRIBUTE_TYPE(CKA_SERIAL_NUMBER): fields.serial,
+    ]
+    for (type, value) in given where type != CK_ATTRIBUTE_TYPE(CKA_LABEL) && type != CK_ATTRIBUTE_TYPE(CKA_ID) {
+        guard let kept = derived[type] else { throw P11Error(CKR_ATTRIBUTE_TYPE_INVALID) }
+        guard kept == value else { throw P11Error(CKR_ATTRIBUTE_VALUE_INVALID) }
+    }
+    var itemAttributes: [String: AttributeValue] = [:]
+    if let text { itemAttributes[AttributeKey.label] = .string(text) }
+    _ = try state.send(.add(NewItem(itemClass: .certificate, attributes: itemAttributes, data: Data(der))))
+    try state.refreshObjects()
+    guard
+        let created = state.objects.first(where: {
+            if case .certificate = $0.value.source {
+                $0.value.attributes[CK_ATTRIBUTE_TYPE(CKA_VALUE)] == der
+            } else {
+                false
+            }
+        })
+    else { throw P11Error(CKR_DEVICE_ERROR) }
+    // The item's CKA_ID is its key's ID: another one asked for is refused, and the item made is taken back.
+    if let id = given[CK_ATTRIBUTE_TYPE(CKA_ID)], created.value.attributes[CK_ATTRIBUTE_TYPE(CKA_ID)] != id {
+        if let reference = created.value.reference {
+            let query = ItemQuery(itemClass: .certificate, synchronizable: .any, persistentRef: reference, limit: .all)
+            _ = try? state.send(.delete(query))
+            try? state.refreshObjects()
+        }
+        throw P11Error(CKR_ATTRIBUTE_VALUE_INVALID)
+    }
+    return created.key
 }
 
 @_cdecl("keyseal_p11_DestroyObject")
@@ -440,8 +584,11 @@ func p11DestroyObject(_ handle: CK_SESSION_HANDLE, _ objectHandle: CK_OBJECT_HAN
     p11Call { state throws(P11Error) in
         let session = try state.session(handle)
         let object = try state.object(objectHandle)
-        if case .derived = object.source {
+        // A session object, which a read-only session may destroy too: a session key's private half is released in
+        // keyseald; its public half is attributes in this process.
+        if object.isSessionObject {
             state.objects[objectHandle] = nil
+            if case .privateKey(let reference) = object.source { state.releaseSessionKey(reference) }
             return
         }
         guard session.flags & CK_FLAGS(CKF_RW_SESSION) != 0 else { throw P11Error(CKR_SESSION_READ_ONLY) }
@@ -452,7 +599,7 @@ func p11DestroyObject(_ handle: CK_SESSION_HANDLE, _ objectHandle: CK_OBJECT_HAN
             query = ItemQuery(itemClass: .key, synchronizable: .any, persistentRef: reference, limit: .all)
         case .certificate(let reference):
             query = ItemQuery(itemClass: .certificate, synchronizable: .any, persistentRef: reference, limit: .all)
-        case .derived: return
+        case .derived, .created: return
         }
         do throws(KeychainError) {
             _ = try state.client().send(.delete(query))
@@ -786,12 +933,18 @@ func p11GenerateKeyPair(
     guard let mechanism, let publicKey, let privateKey else { return CK_RV(CKR_ARGUMENTS_BAD) }
     return p11Call { state throws(P11Error) in
         let session = try state.session(handle)
-        guard session.flags & CK_FLAGS(CKF_RW_SESSION) != 0 else { throw P11Error(CKR_SESSION_READ_ONLY) }
         guard mechanism.pointee.mechanism == CK_MECHANISM_TYPE(CKM_EC_KEY_PAIR_GEN) else {
             throw P11Error(CKR_MECHANISM_INVALID)
         }
         let publicAttributes = Dictionary(try template(publicTemplate, publicCount), uniquingKeysWith: { _, b in b })
         let privateAttributes = Dictionary(try template(privateTemplate, privateCount), uniquingKeysWith: { _, b in b })
+        // CKA_TOKEN defaults to false: a session key, which keyseald holds for this connection and never stores. The
+        // two halves are one key item or one session key: a template that splits them is inconsistent.
+        let token = try isTokenObject(privateAttributes)
+        if publicAttributes[CK_ATTRIBUTE_TYPE(CKA_TOKEN)] != nil, try isTokenObject(publicAttributes) != token {
+            throw P11Error(CKR_TEMPLATE_INCONSISTENT)
+        }
+        if token && session.flags & CK_FLAGS(CKF_RW_SESSION) == 0 { throw P11Error(CKR_SESSION_READ_ONLY) }
         guard let parameters = publicAttributes[CK_ATTRIBUTE_TYPE(CKA_EC_PARAMS)] else {
             throw P11Error(CKR_TEMPLATE_INCOMPLETE)
         }
@@ -825,10 +978,40 @@ func p11GenerateKeyPair(
         let request = KeyGenerationRequest(
             keyType: .ec(bits: bits),
             inHardware: hardware,
+            isPermanent: token,
             attributes: attributes,
             isExtractable: extractable && !hardware
         )
         guard case .key(let key) = try state.send(.generateKey(request)) else { throw P11Error(CKR_DEVICE_ERROR) }
+        guard token else {
+            let objects = P11Object.keyObjects(key)
+            guard objects.count == 2 else {
+                state.releaseSessionKey(key.reference)
+                throw P11Error(CKR_DEVICE_ERROR)
+            }
+            // The session key's objects: the public key's attributes and the private key's view, with the caller's
+            // CKA_LABEL and CKA_ID as given (bytes), in this process until their session closes.
+            for object in objects {
+                var sessionObject = object
+                sessionObject.session = handle
+                sessionObject.attributes[CK_ATTRIBUTE_TYPE(CKA_TOKEN)] = Encode.bool(false)
+                let isPrivate = if case .privateKey = object.source { true } else { false }
+                let own = isPrivate ? privateAttributes : publicAttributes
+                let other = isPrivate ? publicAttributes : privateAttributes
+                if let label = own[CK_ATTRIBUTE_TYPE(CKA_LABEL)] ?? other[CK_ATTRIBUTE_TYPE(CKA_LABEL)] {
+                    sessionObject.attributes[CK_ATTRIBUTE_TYPE(CKA_LABEL)] = label
+                }
+                if let id = own[CK_ATTRIBUTE_TYPE(CKA_ID)] ?? other[CK_ATTRIBUTE_TYPE(CKA_ID)] {
+                    sessionObject.attributes[CK_ATTRIBUTE_TYPE(CKA_ID)] = id
+                }
+                if isPrivate {
+                    privateKey.pointee = state.add(sessionObject)
+                } else {
+                    publicKey.pointee = state.add(sessionObject)
+                }
+            }
+            return
+        }
         try state.refreshObjects()
         guard let privateHandle = state.handle(for: .privateKey(key.reference)),
             let publicHandle = state.handle(for: .publicKey(key.reference))

@@ -170,9 +170,8 @@ final class ModuleState {
         } catch {
             // No certificates (or none readable now).
         }
-        var fresh: [CK_OBJECT_HANDLE: P11Object] = objects.filter {
-            if case .derived = $0.value.source { true } else { false }
-        }
+        // Session objects are not items: they stay as they are.
+        var fresh: [CK_OBJECT_HANDLE: P11Object] = objects.filter { $0.value.isSessionObject }
         for object in listed {
             let handle: CK_OBJECT_HANDLE
             if let known = handles[object.source] {
@@ -197,10 +196,48 @@ final class ModuleState {
         return handle
     }
 
-    /// Whether the store asks for a passcode (the token's CKF_LOGIN_REQUIRED), asked of keyseald now.
-    func passcodeSet() throws(P11Error) -> Bool {
+    /// The store's status (passcode set, lock state), asked of keyseald now.
+    func status() throws(P11Error) -> StoreStatus {
         guard case .status(let status) = try send(.status) else { throw P11Error(CKR_DEVICE_ERROR) }
-        return status.passcodeSet
+        return status
+    }
+
+    /// Unlocks the store with `passcode` (keyseald's `unlock`, an administrator's request): a wrong one is
+    /// CKR_PIN_INCORRECT and counts as a failed try, a hardware lockout CKR_PIN_LOCKED.
+    func unlock(_ passcode: SecretBytes) throws(P11Error) {
+        do throws(KeychainError) {
+            _ = try client().send(.unlock(passcode: passcode))
+        } catch {
+            switch error.status {
+            case KeychainStatus.authFailed:
+                throw P11Error(error.triesLeft == 0 ? CKR_PIN_LOCKED : CKR_PIN_INCORRECT)
+            default: throw P11Error(error)
+            }
+        }
+    }
+
+    /// Adds `object` with a new handle.
+    func add(_ object: P11Object) -> CK_OBJECT_HANDLE {
+        let handle = nextObject
+        nextObject += 1
+        objects[handle] = object
+        return handle
+    }
+
+    /// Removes the session objects `condition` selects; a session key's private half is released in keyseald too
+    /// (its connection's close releases it anyway, whatever fails here).
+    func removeSessionObjects(where condition: (P11Object) -> Bool) {
+        for (handle, object) in objects where object.isSessionObject && condition(object) {
+            objects[handle] = nil
+            if case .privateKey(let reference) = object.source { releaseSessionKey(reference) }
+        }
+    }
+
+    /// Asks keyseald to forget a session key it holds for this connection.
+    func releaseSessionKey(_ reference: Data) {
+        guard connection != nil, connectionPID == getpid() else { return }
+        let query = ItemQuery(itemClass: .key, synchronizable: .any, persistentRef: reference, limit: .all)
+        _ = try? client().send(.delete(query))
     }
 }
 

@@ -14,6 +14,9 @@ struct P11Object {
         case certificate(Data)
         /// A session secret derived by `C_DeriveKey` (ECDH): lives in this process until its session closes.
         case derived(UInt64)
+        /// A session object made by `C_CreateObject` (a certificate, a public key, data): its attributes as the
+        /// caller gave them, in this process until its session closes.
+        case created(UInt64)
     }
 
     var source: Source
@@ -34,9 +37,13 @@ struct P11Object {
     var reference: Data? {
         switch source {
         case .privateKey(let reference), .publicKey(let reference), .certificate(let reference): reference
-        case .derived: nil
+        case .derived, .created: nil
         }
     }
+
+    /// Whether this is a session object (`CKA_TOKEN` false): a key keyseald holds for this process's connection, or
+    /// attributes in this process; gone when its session closes.
+    var isSessionObject: Bool { session != nil }
 
     func matches(_ template: [(CK_ATTRIBUTE_TYPE, [UInt8])]) -> Bool {
         template.allSatisfy { type, value in attributes[type] == value }

@@ -1,3 +1,4 @@
+import FoundationEssentials
 import Glibc
 import Keyseal
 import KeysealClient
@@ -42,6 +43,11 @@ final class ConnectionHandler: ChannelInboundHandler {
     private var writeDeadline: Scheduled<Void>?
     /// The backup import in progress on this connection, if any.
     private let backupImport = BackupImportSession()
+    /// The keys keyseald holds for this connection and never stores (PKCS#11 session keys, by their wire reference):
+    /// only this connection may use or release them, and they are released when it closes.
+    private var sessionKeys = Set<Data>()
+    /// The most keys one connection may hold (each may be an object in the token or TPM's memory).
+    static let sessionKeyLimit = 64
 
     init(server: SocketServer, account: ConnectionAccount) {
         self.server = server
@@ -146,6 +152,8 @@ final class ConnectionHandler: ChannelInboundHandler {
         pending.removeAll()
         if let waitingFor { waitingFor.allowance.cancel(waitingFor.promise) }
         backupImport.discard()
+        if !sessionKeys.isEmpty { server.service.releaseSessionKeys(sessionKeys) }
+        sessionKeys = []
         if let id { server.registry.remove(id) }
         id = nil
         idleTimer?.cancel()
@@ -321,6 +329,10 @@ final class ConnectionHandler: ChannelInboundHandler {
         }
         // The uid an authentication token is issued to and checked against (KeysealServer/Authentication.swift).
         (caller, request) = Self.authenticating(request, caller: caller, peer: peer)
+        if let refusal = sessionKeyRefusal(request) {
+            reply(.failure(refusal), context: context)
+            return
+        }
         switch request {
         case .exportBackup, .importBegin, .importChunk, .importEnd:
             transfer(request, caller: caller, peer: peer, context: context)
@@ -493,11 +505,46 @@ final class ConnectionHandler: ChannelInboundHandler {
     /// Writes the response: one frame, or several for a response over the frame limit (many or large records).
     /// `holding`: the response memory reserved for gathering it; the reply keeps what it takes (its records' size,
     /// or its frames') until written, and gives the rest back now.
+    /// Refuses a request that would use or release a key held for another connection (or none), and a new one over
+    /// ``sessionKeyLimit``; a release is taken off this connection's keys here.
+    private func sessionKeyRefusal(_ request: WireRequest) -> KeychainError? {
+        switch request {
+        case .authenticated(_, let inner), .onBehalf(_, let inner):
+            return sessionKeyRefusal(inner)
+        case .generateKey(let generation) where !generation.isPermanent:
+            guard sessionKeys.count < Self.sessionKeyLimit else {
+                return KeychainError(
+                    status: KeychainStatus.allocate,
+                    message: "a connection may hold at most \(Self.sessionKeyLimit) keys that are not stored"
+                )
+            }
+        case .keyOperation(let operation) where WireMapping.isSessionReference(operation.reference):
+            guard sessionKeys.contains(operation.reference) else { return KeychainError.itemNotFound }
+        case .createCSR(let reference, _) where WireMapping.isSessionReference(reference):
+            return KeychainError.itemNotFound
+        case .delete(let query):
+            guard let reference = query.persistentRef, WireMapping.isSessionReference(reference) else { return nil }
+            guard sessionKeys.remove(reference) != nil else { return KeychainError.itemNotFound }
+        default:
+            break
+        }
+        return nil
+    }
+
     private func reply(
         _ response: WireResponse,
         context: ChannelHandlerContext,
         holding reserved: (bytes: Int, uid: UInt32)? = nil
     ) {
+        // A key made for this connection is its own from now on; one made for a connection that closed meanwhile is
+        // released at once.
+        if case .key(let key) = response, WireMapping.isSessionReference(key.reference) {
+            if id == nil || state.isClosing {
+                server.service.releaseSessionKeys([key.reference])
+            } else {
+                sessionKeys.insert(key.reference)
+            }
+        }
         func hold(_ bytes: Int) {
             guard let reserved, reserved.bytes > 0 else { return }
             let kept = min(bytes, reserved.bytes)

@@ -335,6 +335,17 @@ public final class KeychainService: Sendable {
         return .failure(KeychainError(status: KeychainStatus.internalComponent, message: "\(error)"))
     }
 
+    /// Forgets the keys keyseald held for a connection that closed (PKCS#11 session keys), on the thread pool: a
+    /// hardware key's object is removed from the hardware, which the event loop must not wait for.
+    func releaseSessionKeys(_ references: Set<Data>) {
+        let store = self.store
+        pool.submit { _ in
+            for reference in references where WireMapping.isSessionReference(reference) {
+                store.releaseKey(WireMapping.reference(reference))
+            }
+        }
+    }
+
     /// Requests that cost about one lookup: at most one item, no key derivation.
     static func isShort(_ request: WireRequest) -> Bool {
         switch request {
@@ -433,6 +444,12 @@ public final class KeychainService: Sendable {
             }
             return .ok
         case .delete(let query):
+            // A key held for the connection (its connection has checked that it made it): forgotten, and a hardware
+            // key's object removed from the hardware.
+            if let reference = query.persistentRef, case .transient = WireMapping.reference(reference) {
+                store.releaseKey(WireMapping.reference(reference))
+                return .ok
+            }
             try store.delete(query, caller: caller)
             return .ok
         case .undecryptableItems:
@@ -443,6 +460,11 @@ public final class KeychainService: Sendable {
             return .undecryptable(deleted)
         // Keys: generated and used here; a client gets public keys and results, never private material. The item
         // lookups behind them apply the caller's groups and the lock state as any lookup does.
+        case .generateKey(let request) where !request.isPermanent:
+            // A key held for the connection and never stored (a PKCS#11 session key): no item, so no group's quota;
+            // its connection counts what it holds (``ConnectionHandler``), gated at each use by its class as a stored
+            // key is, and forgotten when the connection closes.
+            return .key(try WireMapping.wire(try store.generateKey(request, caller: caller)))
         case .generateKey(let request):
             // A group the caller does not hold, or without room for one more item, is refused before a key is
             // generated; the key item's bytes are charged exactly before it is written.
@@ -468,7 +490,7 @@ public final class KeychainService: Sendable {
             }
             return .key(try WireMapping.wire(key))
         case .keyOperation(let operation):
-            let reference = KeyReference.item(operation.reference)
+            let reference = WireMapping.reference(operation.reference)
             switch operation.kind {
             case .describe: return .key(try WireMapping.wire(try store.describeKey(reference, caller: caller)))
             case .sign:

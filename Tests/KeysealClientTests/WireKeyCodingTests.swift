@@ -56,6 +56,23 @@ struct WireKeyCodingTests {
         #expect(operation == Self.operation)
     }
 
+    /// A key held by keyseald for its connection (a PKCS#11 session key) says so in one trailing byte; a stored key's
+    /// request has none (as earlier clients send it), and any other trailing byte is malformed.
+    @Test func aKeyThatIsNotStoredRoundTripsAndAStoredKeyHasNoTrailingByte() throws {
+        var session = Self.generation
+        session.isPermanent = false
+        let stored = Self.payload(try WireRequest.generateKey(Self.generation).encodedFrame())
+        let held = Self.payload(try WireRequest.generateKey(session).encodedFrame())
+        #expect(held == stored + [1])
+        guard case .generateKey(let decoded) = try WireRequest.decode(payload: held) else {
+            Issue.record("not a key generation")
+            return
+        }
+        #expect(decoded == session && !decoded.isPermanent)
+        #expect(throws: KeychainError.self) { try WireRequest.decode(payload: stored + [0]) }
+        #expect(throws: KeychainError.self) { try WireRequest.decode(payload: stored + [1, 1]) }
+    }
+
     @Test func keyResponsesRoundTrip() throws {
         for response: WireResponse in [.key(Self.key), .keyResult(Data([1, 2, 3]))] {
             #expect(try WireResponse.decode(payload: Self.payload(response.encodedFrame())) == response)

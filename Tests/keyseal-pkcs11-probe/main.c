@@ -24,6 +24,20 @@
 //                                                    locked), signs, waits for FILE (restarted, unlocked), signs
 //   keyseal-pkcs11-probe MODULE bench LABEL N [PIN]   N C_Sign calls on one session (logged in with PIN), after
 //                                                    a warm-up: median microseconds
+//   keyseal-pkcs11-probe MODULE sessionkey FILE       a session key pair (CKA_TOKEN false) made in a read-only
+//                                                    session: its attributes, a signature, another session's search;
+//                                                    creates FILE.made and waits for FILE.locked (the test locks the
+//                                                    store): a signature; creates FILE.tried and waits for FILE
+//                                                    (unlocked): a signature, then the session closed under a key
+//   keyseal-pkcs11-probe MODULE exitwithkey FILE      a session key pair in the store's hardware, then FILE.made,
+//                                                    and exits at FILE without C_Finalize or closing anything
+//                                                    (the process's end)
+//   keyseal-pkcs11-probe MODULE objects CERT          C_CreateObject: session objects in a read-only session (a
+//                                                    certificate with a 32-byte non-UTF-8 label, its own CKA_ID and
+//                                                    both public-key hashes; data), found by label and read back;
+//                                                    token certificates with what the store cannot keep: one CKR each
+//   keyseal-pkcs11-probe MODULE login [PIN]           the token's flags, C_Login(CKU_USER) with PIN (none: NULL, 0),
+//                                                    and a signature with the key labelled "device"
 //
 // Sessions are opened on slot 1 (the Keyseal module's one slot), or with KEYSEAL_PROBE_TOKEN=LABEL on the slot whose
 // token has that label (another module's token, e.g. tpm2-pkcs11's).
@@ -641,6 +655,245 @@ static int bench_command(const char *label, int count, const char *pin) {
     return 0;
 }
 
+static CK_RV attribute(CK_SESSION_HANDLE session, CK_OBJECT_HANDLE object, CK_ATTRIBUTE_TYPE type, void *value,
+                       CK_ULONG *length) {
+    CK_ATTRIBUTE template = {type, value, *length};
+    CK_RV rv = p11->C_GetAttributeValue(session, object, &template, 1);
+    *length = template.ulValueLen;
+    return rv;
+}
+
+/// How many objects `template` finds in `session`.
+static CK_ULONG count_objects(CK_SESSION_HANDLE session, CK_ATTRIBUTE *template, CK_ULONG count) {
+    CK_OBJECT_HANDLE handles[64];
+    CK_ULONG found = 0;
+    if (p11->C_FindObjectsInit(session, template, count) != CKR_OK) return 999;
+    p11->C_FindObjects(session, handles, 64, &found);
+    p11->C_FindObjectsFinal(session);
+    return found;
+}
+
+static void wait_for(const char *flag, const char *suffix) {
+    char path[4096];
+    snprintf(path, sizeof path, "%s%s", flag, suffix);
+    struct stat info;
+    for (int i = 0; i < 6000 && stat(path, &info) != 0; i++) usleep(10000);
+}
+
+static void touch(const char *flag, const char *suffix) {
+    char path[4096];
+    snprintf(path, sizeof path, "%s%s", flag, suffix);
+    FILE *file = fopen(path, "w");
+    if (file != NULL) fclose(file);
+}
+
+static const unsigned char p256[] = {0x06, 0x08, 0x2a, 0x86, 0x48, 0xce, 0x3d, 0x03, 0x01, 0x07};
+
+/// C_GenerateKeyPair of a P-256 key with CKA_TOKEN `token` on both halves, labelled `label`, CKA_ID ab cd.
+static CK_RV generate_in(CK_SESSION_HANDLE session, CK_BBOOL token, const char *label, CK_BBOOL hardware,
+                         CK_OBJECT_HANDLE *public, CK_OBJECT_HANDLE *private);
+
+static CK_RV generate(CK_SESSION_HANDLE session, CK_BBOOL token, const char *label, CK_OBJECT_HANDLE *public,
+                      CK_OBJECT_HANDLE *private) {
+    return generate_in(session, token, label, 2, public, private);
+}
+
+/// `hardware` 0 or 1 sets Keyseal's attribute (software or the store's hardware); 2 leaves it to the backend.
+static CK_RV generate_in(CK_SESSION_HANDLE session, CK_BBOOL token, const char *label, CK_BBOOL hardware,
+                         CK_OBJECT_HANDLE *public, CK_OBJECT_HANDLE *private) {
+    CK_MECHANISM mechanism = {CKM_EC_KEY_PAIR_GEN, NULL, 0};
+    CK_BBOOL yes = CK_TRUE, no = CK_FALSE;
+    unsigned char id[] = {0xab, 0xcd};
+    CK_ATTRIBUTE publicTemplate[] = {
+        {CKA_EC_PARAMS, (void *)p256, sizeof p256}, {CKA_TOKEN, &token, 1},   {CKA_VERIFY, &yes, 1},
+        {CKA_LABEL, (void *)label, strlen(label)},  {CKA_ID, id, sizeof id},
+    };
+    CK_ATTRIBUTE privateTemplate[] = {
+        {CKA_TOKEN, &token, 1}, {CKA_SIGN, &yes, 1},    {CKA_SENSITIVE, &yes, 1},
+        {CKA_EXTRACTABLE, &no, 1}, {CKA_LABEL, (void *)label, strlen(label)}, {CKA_ID, id, sizeof id},
+        {0x80000000UL | 0x4B530001UL, &hardware, 1},
+    };
+    CK_ULONG privateCount = hardware == 2 ? 6 : 7;
+    return p11->C_GenerateKeyPair(session, &mechanism, publicTemplate, 5, privateTemplate, privateCount, public,
+                                  private);
+}
+
+static int sessionkey_command(const char *flag) {
+    CK_SESSION_HANDLE readOnly = 0, other = 0;
+    p11->C_OpenSession(slot, CKF_SERIAL_SESSION, NULL, NULL, &readOnly);
+    p11->C_OpenSession(slot, CKF_SERIAL_SESSION, NULL, NULL, &other);
+    CK_OBJECT_HANDLE public = 0, private = 0, tokenPublic = 0, tokenPrivate = 0;
+    printf("gen=0x%lx ", generate(readOnly, CK_FALSE, "session-key", &public, &private));
+    printf("tokengen=0x%lx ", generate(readOnly, CK_TRUE, "token-key", &tokenPublic, &tokenPrivate));
+    CK_BBOOL flag1 = 9, flag2 = 9, flag3 = 9;
+    CK_ULONG length = 1;
+    attribute(readOnly, private, CKA_TOKEN, &flag1, &length);
+    length = 1;
+    attribute(readOnly, public, CKA_TOKEN, &flag2, &length);
+    printf("token=%d,%d ", flag1, flag2);
+    length = 1;
+    attribute(readOnly, private, CKA_EXTRACTABLE, &flag3, &length);
+    printf("extractable=%d ", flag3);
+    unsigned char buffer[256];
+    length = sizeof buffer;
+    printf("value=0x%lx ", attribute(readOnly, private, CKA_VALUE, buffer, &length));
+    length = sizeof buffer;
+    attribute(readOnly, private, CKA_ID, buffer, &length);
+    printf("id=");
+    print_hex(buffer, length);
+    unsigned char signature[200];
+    length = sizeof signature;
+    printf(" sign=0x%lx ", sign_once(readOnly, private, signature, &length));
+    CK_ATTRIBUTE byLabel[] = {{CKA_LABEL, "session-key", 11}};
+    printf("found=%lu\n", count_objects(other, byLabel, 1));
+    touch(flag, ".made");
+    wait_for(flag, ".locked");
+    length = sizeof signature;
+    printf("locked=0x%lx\n", sign_once(readOnly, private, signature, &length));
+    touch(flag, ".tried");
+    wait_for(flag, "");
+    length = sizeof signature;
+    printf("unlocked=0x%lx ", sign_once(other, private, signature, &length));
+    printf("destroy=0x%lx ", p11->C_DestroyObject(other, private));
+    length = sizeof signature;
+    printf("destroyed=0x%lx ", sign_once(other, private, signature, &length));
+    printf("gen2=0x%lx ", generate(readOnly, CK_FALSE, "session-key-2", &public, &private));
+    printf("close=0x%lx ", p11->C_CloseSession(readOnly));
+    length = sizeof signature;
+    printf("closed=0x%lx ", sign_once(other, private, signature, &length));
+    CK_ATTRIBUTE byLabel2[] = {{CKA_LABEL, "session-key-2", 13}};
+    printf("after=%lu,%lu\n", count_objects(other, byLabel, 1), count_objects(other, byLabel2, 1));
+    return 0;
+}
+
+static int exitwithkey_command(const char *flag) {
+    CK_SESSION_HANDLE session = open_session();
+    CK_OBJECT_HANDLE public = 0, private = 0;
+    printf("gen=0x%lx\n", generate_in(session, CK_FALSE, "leaving-key", CK_TRUE, &public, &private));
+    touch(flag, ".made");
+    wait_for(flag, "");
+    _exit(0);
+}
+
+static int read_file(const char *path, unsigned char *buffer, size_t size) {
+    FILE *file = fopen(path, "rb");
+    if (file == NULL) return -1;
+    int length = (int)fread(buffer, 1, size, file);
+    fclose(file);
+    return length;
+}
+
+static int objects_command(const char *certificatePath) {
+    unsigned char der[8192];
+    int derLength = read_file(certificatePath, der, sizeof der);
+    if (derLength <= 0) {
+        printf("no certificate\n");
+        return 5;
+    }
+    CK_SESSION_HANDLE readOnly = 0, readWrite = 0;
+    p11->C_OpenSession(slot, CKF_SERIAL_SESSION, NULL, NULL, &readOnly);
+    p11->C_OpenSession(slot, CKF_SERIAL_SESSION | CKF_RW_SESSION, NULL, NULL, &readWrite);
+    CK_OBJECT_CLASS certificateClass = CKO_CERTIFICATE, dataClass = CKO_DATA;
+    CK_CERTIFICATE_TYPE x509 = CKC_X_509;
+    CK_BBOOL yes = CK_TRUE;
+    // 32 bytes that are not UTF-8 (crypto11 labels its objects with random bytes), an ID and two hashes of its own.
+    unsigned char label[32], id[20], subjectHash[20], issuerHash[20];
+    for (int i = 0; i < 32; i++) label[i] = (unsigned char)(0xff - i * 7);
+    for (int i = 0; i < 20; i++) {
+        id[i] = (unsigned char)(i * 13 + 1);
+        subjectHash[i] = (unsigned char)(i + 0x40);
+        issuerHash[i] = (unsigned char)(i + 0x80);
+    }
+    CK_ATTRIBUTE certificate[] = {
+        {CKA_CLASS, &certificateClass, sizeof certificateClass},
+        {CKA_CERTIFICATE_TYPE, &x509, sizeof x509},
+        {CKA_VALUE, der, (CK_ULONG)derLength},
+        {CKA_LABEL, label, sizeof label},
+        {CKA_ID, id, sizeof id},
+        {CKA_HASH_OF_SUBJECT_PUBLIC_KEY, subjectHash, sizeof subjectHash},
+        {CKA_HASH_OF_ISSUER_PUBLIC_KEY, issuerHash, sizeof issuerHash},
+    };
+    CK_OBJECT_HANDLE created = 0, found = 0;
+    printf("session=0x%lx ", p11->C_CreateObject(readOnly, certificate, 7, &created));
+    CK_ATTRIBUTE byLabel[] = {{CKA_LABEL, label, sizeof label}};
+    CK_ULONG count = 0;
+    p11->C_FindObjectsInit(readWrite, byLabel, 1);
+    p11->C_FindObjects(readWrite, &found, 1, &count);
+    p11->C_FindObjectsFinal(readWrite);
+    printf("found=%lu same=%d ", count, found == created);
+    unsigned char buffer[64];
+    CK_ULONG length = sizeof buffer;
+    CK_RV rv = attribute(readOnly, created, CKA_HASH_OF_SUBJECT_PUBLIC_KEY, buffer, &length);
+    int kept = rv == CKR_OK && length == 20 && memcmp(buffer, subjectHash, 20) == 0;
+    length = sizeof buffer;
+    rv = attribute(readOnly, created, CKA_HASH_OF_ISSUER_PUBLIC_KEY, buffer, &length);
+    kept += rv == CKR_OK && length == 20 && memcmp(buffer, issuerHash, 20) == 0;
+    length = sizeof buffer;
+    rv = attribute(readOnly, created, CKA_ID, buffer, &length);
+    kept += rv == CKR_OK && length == 20 && memcmp(buffer, id, 20) == 0;
+    CK_BBOOL token = 9;
+    length = 1;
+    attribute(readOnly, created, CKA_TOKEN, &token, &length);
+    printf("kept=%d token=%d ", kept, token);
+    CK_ATTRIBUTE data[] = {
+        {CKA_CLASS, &dataClass, sizeof dataClass},
+        {CKA_LABEL, "a data object", 13},
+        {CKA_VALUE, "some bytes", 10},
+    };
+    CK_OBJECT_HANDLE dataObject = 0;
+    printf("data=0x%lx ", p11->C_CreateObject(readOnly, data, 3, &dataObject));
+    // Token certificates: the read-only session may not; what the store cannot keep is refused.
+    CK_ATTRIBUTE tokenCertificate[] = {
+        {CKA_CLASS, &certificateClass, sizeof certificateClass},
+        {CKA_TOKEN, &yes, 1},
+        {CKA_VALUE, der, (CK_ULONG)derLength},
+        {CKA_LABEL, "stored certificate", 18},
+        {CKA_ID, id, sizeof id},
+        {CKA_HASH_OF_SUBJECT_PUBLIC_KEY, subjectHash, sizeof subjectHash},
+    };
+    CK_OBJECT_HANDLE stored = 0;
+    printf("tokenro=0x%lx ", p11->C_CreateObject(readOnly, tokenCertificate, 4, &stored));
+    CK_ATTRIBUTE withHash[] = {tokenCertificate[0], tokenCertificate[1], tokenCertificate[2], tokenCertificate[5]};
+    printf("hash=0x%lx ", p11->C_CreateObject(readWrite, withHash, 4, &stored));
+    CK_ATTRIBUTE rawLabel[] = {tokenCertificate[0], tokenCertificate[1], tokenCertificate[2], {CKA_LABEL, label, 32}};
+    printf("label=0x%lx ", p11->C_CreateObject(readWrite, rawLabel, 4, &stored));
+    CK_ATTRIBUTE otherID[] = {tokenCertificate[0], tokenCertificate[1], tokenCertificate[2], tokenCertificate[4]};
+    printf("id=0x%lx ", p11->C_CreateObject(readWrite, otherID, 4, &stored));
+    CK_ATTRIBUTE tokenCertificates[] = {{CKA_CLASS, &certificateClass, sizeof certificateClass}, {CKA_TOKEN, &yes, 1}};
+    printf("stored=%lu ", count_objects(readWrite, tokenCertificates, 2));
+    printf("token=0x%lx ", p11->C_CreateObject(readWrite, tokenCertificate, 4, &stored));
+    printf("stored=%lu ", count_objects(readWrite, tokenCertificates, 2));
+    printf("close=0x%lx ", p11->C_CloseSession(readOnly));
+    CK_ATTRIBUTE dataLabel[] = {{CKA_LABEL, "a data object", 13}};
+    printf("after=%lu,%lu\n", count_objects(readWrite, byLabel, 1), count_objects(readWrite, dataLabel, 1));
+    return 0;
+}
+
+static int login_command(const char *pin) {
+    CK_TOKEN_INFO token;
+    CK_RV info = p11->C_GetTokenInfo(slot, &token);
+    printf("info=0x%lx protected=%d ", info, (token.flags & CKF_PROTECTED_AUTHENTICATION_PATH) != 0);
+    CK_SESSION_HANDLE session = open_session();
+    CK_RV rv = pin == NULL ? p11->C_Login(session, CKU_USER, NULL, 0)
+                           : p11->C_Login(session, CKU_USER, (CK_UTF8CHAR *)pin, strlen(pin));
+    printf("login=0x%lx ", rv);
+    CK_OBJECT_CLASS class = CKO_PRIVATE_KEY;
+    CK_ATTRIBUTE template[] = {{CKA_CLASS, &class, sizeof class}, {CKA_LABEL, "device", 6}};
+    CK_OBJECT_HANDLE key = 0;
+    CK_ULONG found = 0;
+    rv = p11->C_FindObjectsInit(session, template, 2);
+    if (rv == CKR_OK) rv = p11->C_FindObjects(session, &key, 1, &found);
+    p11->C_FindObjectsFinal(session);
+    if (rv != CKR_OK || found != 1) {
+        printf("find=0x%lx\n", rv);
+        return 0;
+    }
+    unsigned char signature[200];
+    CK_ULONG length = sizeof signature;
+    printf("sign=0x%lx\n", sign_once(session, key, signature, &length));
+    return 0;
+}
+
 int main(int argc, char **argv) {
     if (argc < 3) {
         fprintf(stderr, "usage: keyseal-pkcs11-probe MODULE COMMAND [ARGUMENTS]\n");
@@ -688,6 +941,14 @@ int main(int argc, char **argv) {
         result = reconnect_command(argv[3], argv[4], argc >= 6 ? argv[5] : NULL);
     } else if (strcmp(command, "bench") == 0 && argc >= 5) {
         result = bench_command(argv[3], atoi(argv[4]), argc >= 6 ? argv[5] : NULL);
+    } else if (strcmp(command, "sessionkey") == 0 && argc >= 4) {
+        result = sessionkey_command(argv[3]);
+    } else if (strcmp(command, "exitwithkey") == 0 && argc >= 4) {
+        result = exitwithkey_command(argv[3]);
+    } else if (strcmp(command, "objects") == 0 && argc >= 4) {
+        result = objects_command(argv[3]);
+    } else if (strcmp(command, "login") == 0) {
+        result = login_command(argc >= 4 ? argv[3] : NULL);
     }
     p11->C_Finalize(NULL);
     return result;

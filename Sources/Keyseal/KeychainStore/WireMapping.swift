@@ -9,9 +9,25 @@ import KeysealCore
 // hashed by the engine). Items, key generation, statuses and reports are KeysealModel's own types on both sides.
 
 package enum WireMapping {
+    /// A key keyseald holds for one connection and never stores (a PKCS#11 session key: `kSecAttrIsPermanent` false)
+    /// travels as this prefix and the engine's 16-byte id; keyseald lets only the connection that made it use it.
+    package static let sessionKeyPrefix = Data("keyseal-session-key/".utf8)
+
+    /// Whether `reference` names a key held for a connection rather than a stored item.
+    package static func isSessionReference(_ reference: Data) -> Bool {
+        reference.count == sessionKeyPrefix.count + 16 && reference.starts(with: sessionKeyPrefix)
+    }
+
+    /// The engine's reference for a reference that came over the wire.
+    package static func reference(_ wire: Data) -> KeyReference {
+        isSessionReference(wire) ? .transient(Data(wire.dropFirst(sessionKeyPrefix.count))) : .item(wire)
+    }
+
     package static func wire(_ key: KeyDescription) throws(KeychainError) -> WireKey {
-        guard case .item(let reference) = key.reference else {
-            throw KeychainError(KeychainStatus.param, "a transient key lives in the process that made it")
+        let reference: Data
+        switch key.reference {
+        case .item(let item): reference = item
+        case .transient(let id): reference = sessionKeyPrefix + id
         }
         return WireKey(
             reference: reference,
