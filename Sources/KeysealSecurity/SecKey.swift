@@ -63,6 +63,34 @@ public final class SecKey: Sendable {
     }
 }
 
+/// Equal as Core Foundation compares Apple's keys (`CFEqual`, Security's `SecKeyEqual`): the same object; else two
+/// public keys with the same key (a public key read back from the keychain equals the one that was stored, as
+/// twilio-verify-ios's tests compare them); two private keys of this process with the same key; two keys of the store
+/// that are the same stored or generated key. A public and a private key, or a process's and the store's private key,
+/// are never equal (on Apple their key classes differ). The hash is the public key's, so it touches no private
+/// material.
+extension SecKey: Hashable {
+    public static func == (lhs: SecKey, rhs: SecKey) -> Bool {
+        if lhs === rhs { return true }
+        guard lhs.isPrivate == rhs.isPrivate else { return false }
+        switch (lhs.backing, rhs.backing) {
+        case (.stored(let left, let leftKey), .stored(let right, let rightKey)) where lhs.isPrivate:
+            return left === right && leftKey.reference == rightKey.reference
+        case (.software, .software) where lhs.isPrivate:
+            break
+        default:
+            guard !lhs.isPrivate else { return false }
+        }
+        guard let left = try? lhs.publicMaterial(), let right = try? rhs.publicMaterial() else { return false }
+        return left == right
+    }
+
+    public func hash(into hasher: inout Hasher) {
+        hasher.combine(isPrivate)
+        hasher.combine(try? publicMaterial())
+    }
+}
+
 public func SecKeyGetTypeID() -> CFTypeID { 0x5ec1 }
 
 public enum SecKeyOperationType: Int, Sendable {

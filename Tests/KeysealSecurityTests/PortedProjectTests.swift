@@ -76,4 +76,79 @@ struct PortedProjectTests {
             #expect(attributes[kSecAttrKeyType] as? String == kSecAttrKeyTypeECSECPrimeRandom as String)
         }
     }
+
+    // MARK: - Equatable Security objects
+
+    /// twilio-verify-ios's KeychainTests.testCopyItemMatching_witMatches_shouldReturnKey: the public key read back from
+    /// the keychain equals the one stored (Apple's `CFEqual` of two keys compares the keys); and
+    /// testAccessControl_withValidProtection_shouldReturnAccesControl, which compares two access controls.
+    @Test("a public key read back equals the stored one; access controls, certificates, identities compare")
+    func securityObjectsAreEquatable() throws {
+        try withStore { _ in
+            let pairAttributes =
+                [
+                    kSecAttrKeyType: kSecAttrKeyTypeECSECPrimeRandom, kSecAttrKeySizeInBits: 256,
+                    kSecPublicKeyAttrs: [kSecAttrApplicationTag as String: "com.security.testspublic"],
+                    kSecPrivateKeyAttrs: [kSecAttrApplicationTag as String: "com.security.testsprivate"],
+                ] as CFDictionary
+            var publicKey: SecKey?
+            var privateKey: SecKey?
+            #expect(SecKeyGeneratePair(pairAttributes, &publicKey, &privateKey) == errSecSuccess)
+            let pair = (publicKey: try #require(publicKey), privateKey: try #require(privateKey))
+            let keyQuery =
+                [
+                    kSecClass: kSecClassKey, kSecAttrKeyClass: kSecAttrKeyClassPublic, kSecAttrLabel: "alias",
+                    kSecReturnRef: true, kSecAttrKeyType: kSecAttrKeyTypeECSECPrimeRandom,
+                    kSecAttrAccessible: kSecAttrAccessibleAfterFirstUnlockThisDeviceOnly,
+                ] as [CFString: Any]
+            var query =
+                [
+                    kSecClass: kSecClassKey, kSecAttrLabel: "alias",
+                    kSecAttrAccessible: kSecAttrAccessibleAfterFirstUnlockThisDeviceOnly,
+                ] as [CFString: Any]
+            query[kSecValueRef] = pair.publicKey
+            #expect(SecItemAdd(query as CFDictionary, nil) == errSecSuccess)
+            var keyObject: AnyObject?
+            #expect(SecItemCopyMatching(keyQuery as CFDictionary, &keyObject) == errSecSuccess)
+            let key = keyObject as! SecKey
+            #expect(key == pair.publicKey)
+            #expect(Set([key, pair.publicKey]).count == 1)
+            #expect(key != pair.privateKey)
+            #expect(SecKeyCopyPublicKey(pair.privateKey) == pair.publicKey)
+            #expect(SecItemDelete(keyQuery as CFDictionary) == errSecSuccess)
+
+            let protection = kSecAttrAccessibleAfterFirstUnlockThisDeviceOnly
+            #expect(
+                SecAccessControlCreateWithFlags(kCFAllocatorDefault, protection, [], nil)
+                    == SecAccessControlCreateWithFlags(kCFAllocatorDefault, protection, [], nil)
+            )
+
+            let first = try #require(SecCertificateCreateWithData(nil, KeyTestMaterial.certificate as CFData))
+            let second = try #require(SecCertificateCreateWithData(nil, KeyTestMaterial.certificate as CFData))
+            #expect(first == second)
+            #expect(Set([first, second]).count == 1)
+
+            var error: Unmanaged<CFError>?
+            let keyAttributes: [String: Any] = [
+                kSecAttrKeyType as String: kSecAttrKeyTypeEC, kSecAttrKeyClass as String: kSecAttrKeyClassPrivate,
+            ]
+            let identityKey = try #require(
+                SecKeyCreateWithData(KeyTestMaterial.privateKey as CFData, keyAttributes as CFDictionary, &error)
+            )
+            #expect(SecItemAdd([kSecValueRef: identityKey] as CFDictionary, nil) == errSecSuccess)
+            #expect(
+                SecItemAdd([kSecClass: kSecClassCertificate, kSecValueRef: first] as CFDictionary, nil)
+                    == errSecSuccess
+            )
+            let identityQuery: [String: Any] = [kSecClass as String: kSecClassIdentity, kSecReturnRef as String: true]
+            var found: [SecIdentity] = []
+            for _ in 0..<2 {
+                var result: CFTypeRef?
+                #expect(SecItemCopyMatching(identityQuery as CFDictionary, &result) == errSecSuccess)
+                found.append(try #require(result as? SecIdentity))
+            }
+            #expect(found[0] == found[1])
+            #expect(Set(found).count == 1)
+        }
+    }
 }
