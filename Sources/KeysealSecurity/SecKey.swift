@@ -134,8 +134,17 @@ struct KeyParameters {
     var publicItem: NewItem?
 
     init(_ parameters: [String: Any]) throws(KeychainError) {
+        // Apple's SecKeyGeneratePair answers errSecUnsupportedAlgorithm, which is errSecUnimplemented (−4) in its
+        // SecBasePriv.h, to a missing key type and to one that is neither EC nor RSA without a token; what the EC and
+        // RSA generators refuse (a size, an attribute) is errSecParam.
         guard let type = parameters[kSecAttrKeyType] as? String else {
-            throw KeychainError(KeychainStatus.param, "kSecAttrKeyType is required")
+            throw KeychainError(KeychainStatus.unimplemented, "kSecAttrKeyType is required")
+        }
+        guard parameters[kSecAttrTokenID] != nil || type == kSecAttrKeyTypeEC || type == kSecAttrKeyTypeRSA else {
+            throw KeychainError(
+                KeychainStatus.unimplemented,
+                "key type \(type) is not supported (EC \"73\" or RSA \"42\")"
+            )
         }
         let bitsValue = parameters[kSecAttrKeySizeInBits]
         guard let bits = bitsValue.flatMap({ DictionaryRequests.integer($0) ?? ($0 as? String).flatMap { Int($0) } })

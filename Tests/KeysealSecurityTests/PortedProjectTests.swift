@@ -151,4 +151,30 @@ struct PortedProjectTests {
             #expect(Set(found).count == 1)
         }
     }
+
+    // MARK: - Key generation's refusals
+
+    /// twilio-verify-ios's KeychainTests.testGenerateKeyPair_withInvalidParameters_shouldThrow: empty parameters are
+    /// errSecUnimplemented (−4), Apple's errSecUnsupportedAlgorithm; so is a key type that is neither EC nor RSA. What
+    /// Apple's EC and RSA generators refuse (a size) is errSecParam.
+    @Test(
+        "SecKeyCreateRandomKey refuses as Apple's does",
+        arguments: [
+            (nil, nil, errSecUnimplemented), ("99", 256, errSecUnimplemented),
+            (kSecAttrKeyTypeEC as String, 255, errSecParam),
+            (kSecAttrKeyTypeRSA as String, 1000, errSecParam),
+        ] as [(String?, Int?, OSStatus)]
+    )
+    func keyGenerationRefusals(type: String?, bits: Int?, status: OSStatus) throws {
+        var parameters: [String: Any] = [:]
+        parameters[kSecAttrKeyType] = type
+        parameters[kSecAttrKeySizeInBits] = bits
+        try withStore { _ in
+            var error: Unmanaged<CFError>?
+            #expect(SecKeyCreateRandomKey(parameters as CFDictionary, &error) == nil)
+            let failure = try #require(error?.takeRetainedValue())
+            #expect(CFErrorGetDomain(failure) == NSOSStatusErrorDomain)
+            #expect(CFErrorGetCode(failure) == Int(status))
+        }
+    }
 }
