@@ -177,4 +177,34 @@ struct PortedProjectTests {
             #expect(CFErrorGetCode(failure) == Int(status))
         }
     }
+
+    // MARK: - A key item of attributes alone
+
+    /// twilio-verify-ios's KeychainTests.testAddItem_withValidArguments_shouldSucceed (its `saveKeyQuery`: a class, a
+    /// label, an accessibility, no key), then its tearDown's clearKeychain; and
+    /// testCopyItemMatching_withoutMatches_shouldThrow's query for a public EC key, which such an item does not answer.
+    @Test("a key item of attributes alone is added, not found as a public EC key, and deleted")
+    func keyItemOfAttributesAlone() throws {
+        try withStore { _ in
+            let saveKeyQuery =
+                [
+                    kSecClass: kSecClassKey, kSecAttrLabel: "alias",
+                    kSecAttrAccessible: kSecAttrAccessibleAfterFirstUnlockThisDeviceOnly,
+                ] as [CFString: Any]
+            #expect(SecItemAdd(saveKeyQuery as CFDictionary, nil) == errSecSuccess)
+            let keyQuery =
+                [
+                    kSecClass: kSecClassKey, kSecAttrKeyClass: kSecAttrKeyClassPublic, kSecAttrLabel: "alias",
+                    kSecReturnRef: true, kSecAttrKeyType: kSecAttrKeyTypeECSECPrimeRandom,
+                    kSecAttrAccessible: kSecAttrAccessibleAfterFirstUnlockThisDeviceOnly,
+                ] as [CFString: Any]
+            var result: AnyObject?
+            #expect(SecItemCopyMatching(keyQuery as CFDictionary, &result) == errSecItemNotFound)
+            let attributes =
+                [kSecClass: kSecClassKey, kSecAttrLabel: "alias", kSecReturnAttributes: true] as CFDictionary
+            #expect(SecItemCopyMatching(attributes, &result) == errSecSuccess)
+            #expect((result as? [String: Any])?[kSecAttrLabel as String] as? String == "alias")
+            #expect(SecItemDelete([kSecClass: kSecClassKey] as CFDictionary) == errSecSuccess)
+        }
+    }
 }
