@@ -207,4 +207,34 @@ struct PortedProjectTests {
             #expect(SecItemDelete([kSecClass: kSecClassKey] as CFDictionary) == errSecSuccess)
         }
     }
+
+    // MARK: - No value, no v_Data
+
+    /// OneTimePassword's KeychainTests.testMissingSecret: an item added with `kSecAttrGeneric` and no `kSecValueData`,
+    /// read back by its persistent ref with data, attributes and persistent ref, has no `v_Data`.
+    @Test("an item added without kSecValueData reads back without v_Data (OneTimePassword's testMissingSecret)")
+    func itemWithoutValueHasNoValueData() throws {
+        try withStore { _ in
+            var attributes: [String: AnyObject] = [kSecAttrGeneric as String: Data("otpauth".utf8) as NSData]
+            attributes[kSecClass as String] = kSecClassGenericPassword
+            attributes[kSecReturnPersistentRef as String] = kCFBooleanTrue
+            attributes[kSecAttrAccount as String] = UUID().uuidString as NSString
+            var added: AnyObject?
+            #expect(SecItemAdd(attributes as CFDictionary, &added) == errSecSuccess)
+            let persistentRef = try #require(added as? Data)
+            let queryDict: [String: AnyObject] = [
+                kSecClass as String: kSecClassGenericPassword,
+                kSecValuePersistentRef as String: persistentRef as NSData,
+                kSecReturnPersistentRef as String: kCFBooleanTrue,
+                kSecReturnAttributes as String: kCFBooleanTrue,
+                kSecReturnData as String: kCFBooleanTrue,
+            ]
+            var result: AnyObject?
+            #expect(SecItemCopyMatching(queryDict as CFDictionary, &result) == errSecSuccess)
+            let keychainDictionary = try #require(result as? NSDictionary)
+            #expect(keychainDictionary[kSecAttrGeneric as String] as? Data == Data("otpauth".utf8))
+            #expect(keychainDictionary[kSecValuePersistentRef as String] as? Data == persistentRef)
+            #expect(keychainDictionary[kSecValueData as String] == nil)
+        }
+    }
 }
