@@ -115,14 +115,24 @@ nonisolated(unsafe) public let kSecKeyKeyExchangeParameterSharedInfo: CFString =
 
 // MARK: - Errors
 
-/// A `CFError` in `NSOSStatusErrorDomain` whose code is the status.
-func secError(_ error: KeychainError) -> CFError {
-    NSError(
-        domain: "NSOSStatusErrorDomain",
-        code: Int(error.status),
-        userInfo: [NSLocalizedDescriptionKey: error.message]
-    )
+/// A `CFError` in `NSOSStatusErrorDomain` whose code is the status, as Security's `SecError` makes one: the message
+/// under Core Foundation's `kCFErrorDescriptionKey` ("NSDescription"), and the localized description Core Foundation
+/// composes from it on Apple, "The operation couldn’t be completed. (OSStatus error -50 - message)" (U+2019, and the
+/// domain shown as "OSStatus"), which swift-corelibs-foundation does not compose, so it is given. `detail`, when
+/// Apple's message says less than Keyseal knows, goes under "NSDebugDescription".
+func secError(_ error: KeychainError, message: String? = nil) -> CFError {
+    let description = message ?? error.message
+    var userInfo: [String: Any] = [
+        cfErrorDescriptionKey: description,
+        NSLocalizedDescriptionKey:
+            "The operation couldn\u{2019}t be completed. (OSStatus error \(error.status) - \(description))",
+    ]
+    if message != nil { userInfo[NSDebugDescriptionErrorKey] = error.message }
+    return NSError(domain: NSOSStatusErrorDomain, code: Int(error.status), userInfo: userInfo)
 }
+
+/// Core Foundation's `kCFErrorDescriptionKey`: the error's description, not localized.
+let cfErrorDescriptionKey = "NSDescription"
 
 // MARK: - Creating keys
 
@@ -235,7 +245,8 @@ public func SecKeyCreateRandomKey(
     -> SecKey?
 {
     _ = bundleIdentifierInstalled
-    return secKeyCall(error) { try makeRandomKey(parameters) }
+    // Apple's message for every refusal of SecKeyCreateRandomKey (SecKey.m); Keyseal's reason is the debug description.
+    return secKeyCall(error, message: { "Key generation failed, error \($0)" }) { try makeRandomKey(parameters) }
 }
 
 func makeRandomKey(_ parameters: CFDictionary) throws -> SecKey {
@@ -511,17 +522,18 @@ public func SecKeyGetBlockSize(_ key: SecKey) -> Int {
     }
 }
 
-/// Runs a SecKey call: a failure fills `error` with a `CFError` in `NSOSStatusErrorDomain` and gives nil.
-func secKeyCall<T>(_ out: UnsafeMutablePointer<Unmanaged<CFError>?>?, _ body: () throws -> T?) -> T? {
+/// Runs a SecKey call: a failure fills `error` with a `CFError` in `NSOSStatusErrorDomain` and gives nil. `message`
+/// makes the error's description from the status where Apple's says only that (key generation's).
+func secKeyCall<T>(
+    _ out: UnsafeMutablePointer<Unmanaged<CFError>?>?,
+    message: ((OSStatus) -> String)? = nil,
+    _ body: () throws -> T?
+) -> T? {
     do {
         return try body()
     } catch {
         let failure = error as? KeychainError ?? KeychainError(KeychainStatus.internalComponent, "\(error)")
-        fill(out, failure)
+        out?.pointee = Unmanaged.passRetained(secError(failure, message: message?(failure.status)))
         return nil
     }
-}
-
-private func fill(_ pointer: UnsafeMutablePointer<Unmanaged<CFError>?>?, _ failure: KeychainError) {
-    pointer?.pointee = Unmanaged.passRetained(secError(failure))
 }

@@ -237,4 +237,28 @@ struct PortedProjectTests {
             #expect(keychainDictionary[kSecValueData as String] == nil)
         }
     }
+
+    // MARK: - CFError descriptions
+
+    /// twilio-verify-ios's KeychainTests.testAccessControl_withInvalidProtection_shouldThrow: Core Foundation's
+    /// description of Security's error, with Apple's apostrophe (U+2019); and key generation's message.
+    @Test("a CFError's localized description is Apple's: \"The operation couldn’t be completed. (OSStatus error …)\"")
+    func errorDescriptionsInApplesForm() throws {
+        var error: Unmanaged<CFError>?
+        #expect(SecAccessControlCreateWithFlags(kCFAllocatorDefault, String() as CFString, [], &error) == nil)
+        let accessControlError = try #require(error?.takeRetainedValue() as? Error)
+        let expectedLocalizedDescription =
+            "The operation couldn\u{2019}t be completed. (OSStatus error -50 - SecAccessControl: invalid protection: )"
+        #expect(accessControlError.localizedDescription.contains(expectedLocalizedDescription))
+        #expect((accessControlError as NSError).code == -50)
+        #expect((accessControlError as NSError).domain == "NSOSStatusErrorDomain")
+
+        error = nil
+        #expect(SecKeyCreateRandomKey([:] as CFDictionary, &error) == nil)
+        let generationError = try #require(error?.takeRetainedValue())
+        #expect(
+            generationError.localizedDescription
+                == "The operation couldn\u{2019}t be completed. (OSStatus error -4 - Key generation failed, error -4)"
+        )
+    }
 }
