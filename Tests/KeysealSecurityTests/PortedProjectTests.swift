@@ -14,7 +14,8 @@ struct PortedProjectTests {
     /// written: a `[String: Any]` query keyed by `String!` names, the results cast to `[[AnyHashable: Any]]`, the account
     /// read under its `String!` name, then under `kSecAttrAccount`. Its first read never finds anything, on Apple either
     /// (an `AnyHashable` of a `String?` is not one of a `String`): the second, an `NSString` key in a dictionary keyed by
-    /// `String`, is the one that works on Apple.
+    /// `String`, is the one that works on Apple. (`as AnyHashable` spells out the conversion Apple code gets from the
+    /// standard library's subscript: inside this package a package-only subscript once answered it instead.)
     @Test("a result keyed by String answers kSecAttrAccount (SwiftKeychainWrapper's allKeys)")
     func resultDictionaryAnswersCFStringKey() throws {
         try withStore { _ in
@@ -43,7 +44,7 @@ struct PortedProjectTests {
                         let key = String(data: accountData, encoding: .utf8)
                     {
                         keys.insert(key)
-                    } else if let accountData = attributes[kSecAttrAccount] as? Data,
+                    } else if let accountData = attributes[kSecAttrAccount as AnyHashable] as? Data,
                         let key = String(data: accountData, encoding: .utf8)
                     {
                         keys.insert(key)
