@@ -205,6 +205,9 @@ struct PortedProjectTests {
                 [kSecClass: kSecClassKey, kSecAttrLabel: "alias", kSecReturnAttributes: true] as CFDictionary
             #expect(SecItemCopyMatching(attributes, &result) == errSecSuccess)
             #expect((result as? [String: Any])?[kSecAttrLabel as String] as? String == "alias")
+            // No key can be made of it.
+            let reference = [kSecClass: kSecClassKey, kSecAttrLabel: "alias", kSecReturnRef: true] as CFDictionary
+            #expect(SecItemCopyMatching(reference, &result) == errSecParam)
             #expect(SecItemDelete([kSecClass: kSecClassKey] as CFDictionary) == errSecSuccess)
         }
     }
