@@ -82,10 +82,26 @@ public func CFErrorGetDomain(_ error: CFError) -> CFErrorDomain { error.domain }
 public func CFErrorGetCode(_ error: CFError) -> CFIndex { error.code }
 public func CFErrorCopyUserInfo(_ error: CFError) -> CFDictionary? { error.userInfo }
 
+// MARK: - NSString keys and String keys
+
+/// An `NSString` becomes a `String` when it becomes an `AnyHashable`, as on Apple (where `NSString` conforms so through
+/// the Objective-C bridge): `AnyHashable(kSecAttrAccount) == AnyHashable("acct")`, with the same hash. So a result
+/// dictionary keyed by `String` answers `result[kSecAttrAccount]` in `[AnyHashable: Any]` (`CFDictionary`), a query
+/// keyed by `CFString` reaches Security as `String` keys, and `NSDictionary.isEqual(to:)` finds a `String` key of the
+/// other dictionary under the `NSString` it holds. swift-corelibs-foundation keeps an `NSString` as itself, so without
+/// this neither lookup crosses over (docs/COMPATIBILITY.md).
+///
+/// Process-wide, as on Apple: every `AnyHashable` of an `NSString` in a program that links KeysealSecurity holds a
+/// `String`. An `NSString` made from a Swift string (every `kSec…` constant) hands back its own `String`, so the
+/// conversion copies nothing.
+extension NSString: @retroactive _HasCustomAnyHashableRepresentation {
+    public func _toCustomAnyHashable() -> AnyHashable? { AnyHashable(self as String) }
+}
+
 // MARK: - Apple's dictionaries and names inside this package
 
-/// The `[String: Any]` a `CFDictionary` carries. A key that is not a string (`String` or `CFString`) is
-/// errSecParam.
+/// The `[String: Any]` a `CFDictionary` carries. A key that is not a string (`String`, or a `CFString`, which its
+/// `AnyHashable` holds as a `String`) is errSecParam.
 package func swiftDictionary(_ dictionary: CFDictionary) throws(KeychainError) -> [String: Any] {
     var result = [String: Any](minimumCapacity: dictionary.count)
     for (key, value) in dictionary {
@@ -103,12 +119,6 @@ extension Dictionary where Key == String {
         get { self[name as String] }
         set { self[name as String] = newValue }
     }
-}
-
-extension Dictionary where Key == AnyHashable {
-    /// A `CFDictionary` result read with Apple's `CFString` names, as Keyseal's own code does (an `NSString` and a
-    /// `String` are equal keys on Apple, not in Swift on Linux).
-    package subscript(_ name: CFString) -> Value? { self[AnyHashable(name as String)] }
 }
 
 /// A `String` matched against one of Apple's `CFString` names (`case kSecClassKey:`).

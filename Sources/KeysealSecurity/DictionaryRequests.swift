@@ -205,7 +205,12 @@ public enum DictionaryRequests {
             if wanted.contains(.attributes) {
                 dictionary = attributesDictionary(record, accessControl: accessControl)
             }
-            if wanted.contains(.data) { dictionary[valueData] = ResultData(copying: record.data ?? Data()) }
+            // Apple's dictionary has no v_Data for an item added without kSecValueData (securityd sets only the values
+            // an item has; OneTimePassword's testMissingSecret relies on it). Keyseal stores no value as an empty one,
+            // so an item added with an empty value reads back without v_Data too (docs/COMPATIBILITY.md).
+            if wanted.contains(.data), let data = record.data, !data.isEmpty {
+                dictionary[valueData] = ResultData(copying: data)
+            }
             if wanted.contains(.persistentRef) { dictionary[valuePersistentRef] = record.persistentRef ?? Data() }
             return dictionary
         }

@@ -60,13 +60,9 @@ public func SecAccessControlCreateWithFlags(
     _ error: UnsafeMutablePointer<Unmanaged<CFError>?>?
 ) -> SecAccessControl? {
     guard let code = protection as? String, Accessibility(rawValue: code) != nil else {
-        error?.pointee = Unmanaged.passRetained(
-            NSError(
-                domain: "NSOSStatusErrorDomain",
-                code: Int(errSecParam),
-                userInfo: [NSLocalizedDescriptionKey: "the protection is not an accessibility class"]
-            )
-        )
+        // Apple's text (SecAccessControl.m: "%@: %@", "SecAccessControl: invalid protection", the protection).
+        let failure = KeychainError(KeychainStatus.param, "SecAccessControl: invalid protection: \(protection)")
+        error?.pointee = Unmanaged.passRetained(secError(failure))
         return nil
     }
     return SecAccessControl(protection: code, flags: flags)

@@ -13,6 +13,13 @@ public final class SecCertificate: @unchecked Sendable {
     }
 }
 
+/// Equal when the DER is, as Core Foundation compares Apple's certificates.
+extension SecCertificate: Hashable {
+    public static func == (lhs: SecCertificate, rhs: SecCertificate) -> Bool { lhs === rhs || lhs.der == rhs.der }
+
+    public func hash(into hasher: inout Hasher) { hasher.combine(der) }
+}
+
 public func SecCertificateGetTypeID() -> CFTypeID { 0x5ec2 }
 
 /// A certificate from its DER; nil when the data is not one DER certificate.
@@ -82,6 +89,18 @@ public final class SecIdentity: @unchecked Sendable {
     init(certificate: SecCertificate, privateKey: SecKey) {
         self.certificate = certificate
         self.privateKey = privateKey
+    }
+}
+
+/// Equal when the certificates and the private keys are, as Security's `SecIdentityCompare` decides.
+extension SecIdentity: Hashable {
+    public static func == (lhs: SecIdentity, rhs: SecIdentity) -> Bool {
+        lhs === rhs || (lhs.certificate == rhs.certificate && lhs.privateKey == rhs.privateKey)
+    }
+
+    public func hash(into hasher: inout Hasher) {
+        hasher.combine(certificate)
+        hasher.combine(privateKey)
     }
 }
 

@@ -63,6 +63,34 @@ public final class SecKey: Sendable {
     }
 }
 
+/// Equal as Core Foundation compares Apple's keys (`CFEqual`, Security's `SecKeyEqual`): the same object; else two
+/// public keys with the same key (a public key read back from the keychain equals the one that was stored, as
+/// twilio-verify-ios's tests compare them); two private keys of this process with the same key; two keys of the store
+/// that are the same stored or generated key. A public and a private key, or a process's and the store's private key,
+/// are never equal (on Apple their key classes differ). The hash is the public key's, so it touches no private
+/// material.
+extension SecKey: Hashable {
+    public static func == (lhs: SecKey, rhs: SecKey) -> Bool {
+        if lhs === rhs { return true }
+        guard lhs.isPrivate == rhs.isPrivate else { return false }
+        switch (lhs.backing, rhs.backing) {
+        case (.stored(let left, let leftKey), .stored(let right, let rightKey)) where lhs.isPrivate:
+            return left === right && leftKey.reference == rightKey.reference
+        case (.software, .software) where lhs.isPrivate:
+            break
+        default:
+            guard !lhs.isPrivate else { return false }
+        }
+        guard let left = try? lhs.publicMaterial(), let right = try? rhs.publicMaterial() else { return false }
+        return left == right
+    }
+
+    public func hash(into hasher: inout Hasher) {
+        hasher.combine(isPrivate)
+        hasher.combine(try? publicMaterial())
+    }
+}
+
 public func SecKeyGetTypeID() -> CFTypeID { 0x5ec1 }
 
 public enum SecKeyOperationType: Int, Sendable {
@@ -87,14 +115,24 @@ nonisolated(unsafe) public let kSecKeyKeyExchangeParameterSharedInfo: CFString =
 
 // MARK: - Errors
 
-/// A `CFError` in `NSOSStatusErrorDomain` whose code is the status.
-func secError(_ error: KeychainError) -> CFError {
-    NSError(
-        domain: "NSOSStatusErrorDomain",
-        code: Int(error.status),
-        userInfo: [NSLocalizedDescriptionKey: error.message]
-    )
+/// A `CFError` in `NSOSStatusErrorDomain` whose code is the status, as Security's `SecError` makes one: the message
+/// under Core Foundation's `kCFErrorDescriptionKey` ("NSDescription"), and the localized description Core Foundation
+/// composes from it on Apple, "The operation couldn’t be completed. (OSStatus error -50 - message)" (U+2019, and the
+/// domain shown as "OSStatus"), which swift-corelibs-foundation does not compose, so it is given. `detail`, when
+/// Apple's message says less than Keyseal knows, goes under "NSDebugDescription".
+func secError(_ error: KeychainError, message: String? = nil) -> CFError {
+    let description = message ?? error.message
+    var userInfo: [String: Any] = [
+        cfErrorDescriptionKey: description,
+        NSLocalizedDescriptionKey:
+            "The operation couldn\u{2019}t be completed. (OSStatus error \(error.status) - \(description))",
+    ]
+    if message != nil { userInfo[NSDebugDescriptionErrorKey] = error.message }
+    return NSError(domain: NSOSStatusErrorDomain, code: Int(error.status), userInfo: userInfo)
 }
+
+/// Core Foundation's `kCFErrorDescriptionKey`: the error's description, not localized.
+let cfErrorDescriptionKey = "NSDescription"
 
 // MARK: - Creating keys
 
@@ -106,8 +144,17 @@ struct KeyParameters {
     var publicItem: NewItem?
 
     init(_ parameters: [String: Any]) throws(KeychainError) {
+        // Apple's SecKeyGeneratePair answers errSecUnsupportedAlgorithm, which is errSecUnimplemented (−4) in its
+        // SecBasePriv.h, to a missing key type and to one that is neither EC nor RSA without a token; what the EC and
+        // RSA generators refuse (a size, an attribute) is errSecParam.
         guard let type = parameters[kSecAttrKeyType] as? String else {
-            throw KeychainError(KeychainStatus.param, "kSecAttrKeyType is required")
+            throw KeychainError(KeychainStatus.unimplemented, "kSecAttrKeyType is required")
+        }
+        guard parameters[kSecAttrTokenID] != nil || type == kSecAttrKeyTypeEC || type == kSecAttrKeyTypeRSA else {
+            throw KeychainError(
+                KeychainStatus.unimplemented,
+                "key type \(type) is not supported (EC \"73\" or RSA \"42\")"
+            )
         }
         let bitsValue = parameters[kSecAttrKeySizeInBits]
         guard let bits = bitsValue.flatMap({ DictionaryRequests.integer($0) ?? ($0 as? String).flatMap { Int($0) } })
@@ -198,7 +245,8 @@ public func SecKeyCreateRandomKey(
     -> SecKey?
 {
     _ = bundleIdentifierInstalled
-    return secKeyCall(error) { try makeRandomKey(parameters) }
+    // Apple's message for every refusal of SecKeyCreateRandomKey (SecKey.m); Keyseal's reason is the debug description.
+    return secKeyCall(error, message: { "Key generation failed, error \($0)" }) { try makeRandomKey(parameters) }
 }
 
 func makeRandomKey(_ parameters: CFDictionary) throws -> SecKey {
@@ -474,17 +522,18 @@ public func SecKeyGetBlockSize(_ key: SecKey) -> Int {
     }
 }
 
-/// Runs a SecKey call: a failure fills `error` with a `CFError` in `NSOSStatusErrorDomain` and gives nil.
-func secKeyCall<T>(_ out: UnsafeMutablePointer<Unmanaged<CFError>?>?, _ body: () throws -> T?) -> T? {
+/// Runs a SecKey call: a failure fills `error` with a `CFError` in `NSOSStatusErrorDomain` and gives nil. `message`
+/// makes the error's description from the status where Apple's says only that (key generation's).
+func secKeyCall<T>(
+    _ out: UnsafeMutablePointer<Unmanaged<CFError>?>?,
+    message: ((OSStatus) -> String)? = nil,
+    _ body: () throws -> T?
+) -> T? {
     do {
         return try body()
     } catch {
         let failure = error as? KeychainError ?? KeychainError(KeychainStatus.internalComponent, "\(error)")
-        fill(out, failure)
+        out?.pointee = Unmanaged.passRetained(secError(failure, message: message?(failure.status)))
         return nil
     }
-}
-
-private func fill(_ pointer: UnsafeMutablePointer<Unmanaged<CFError>?>?, _ failure: KeychainError) {
-    pointer?.pointee = Unmanaged.passRetained(secError(failure))
 }

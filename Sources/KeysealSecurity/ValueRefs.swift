@@ -168,7 +168,7 @@ enum ValueRefs {
             if returns.contains(.attributes) {
                 dictionary = DictionaryRequests.attributesDictionary(trimmed, accessControl: accessControl)
             }
-            if let data = trimmed.data { dictionary[kSecValueData] = data }
+            if let data = trimmed.data, !data.isEmpty { dictionary[kSecValueData] = data }
             if let reference = trimmed.persistentRef { dictionary[kSecValuePersistentRef] = reference }
             dictionary[kSecValueRef] = object
             return dictionary

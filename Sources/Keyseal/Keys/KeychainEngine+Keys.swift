@@ -288,6 +288,10 @@ extension KeychainEngine {
             }
         case .key:
             guard attributes[AttributeKey.tokenID] == nil else { return }  // generated: complete already
+            // A key item without key data (twilio-verify-ios adds one as an alias: a class, a label, an accessibility)
+            // is kept with its attributes alone, as Apple's keychain keeps it: nothing to derive, its primary-key
+            // attributes at their defaults. No SecKey comes of it (kSecReturnRef finds no key in it).
+            guard !data.isEmpty else { return }
             guard case .string(let keyClass)? = attributes[AttributeKey.keyClass] else {
                 throw KeychainError(KeychainStatus.param, "a key item needs its key class (kSecAttrKeyClass)")
             }
