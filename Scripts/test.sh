@@ -136,5 +136,5 @@ echo "test: every suite took $((SECONDS - started)) s"
 # units under systemd-analyze, then install, upgrade, use and purge in a clean Debian 12 root made by mmdebstrap.
 echo "test: the Debian package in a clean root"
 started=$SECONDS
-watched 2400 bash Scripts/test-package.sh
+watched 3600 bash Scripts/test-package.sh
 echo "test: the package took $((SECONDS - started)) s"
