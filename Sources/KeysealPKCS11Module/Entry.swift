@@ -537,19 +537,7 @@ func storeCertificate(
         text = utf8
     }
     // What the item gives back without being told: the template may repeat it, not change it.
-    let derived: [CK_ATTRIBUTE_TYPE: [UInt8]] = [
-        CK_ATTRIBUTE_TYPE(CKA_CLASS): Encode.ulong(CK_ULONG(CKO_CERTIFICATE)),
-        CK_ATTRIBUTE_TYPE(CKA_CERTIFICATE_TYPE): Encode.ulong(CK_ULONG(CKC_X_509)),
-        CK_ATTRIBUTE_TYPE(CKA_TOKEN): Encode.bool(true),
-        CK_ATTRIBUTE_TYPE(CKA_PRIVATE): Encode.bool(false),
-        CK_ATTRIBUTE_TYPE(CKA_MODIFIABLE): Encode.bool(false),
-        CK_ATTRIBUTE_TYPE(CKA_TRUSTED): Encode.bool(false),
-        CK_ATTRIBUTE_TYPE(CKA_CERTIFICATE_CATEGORY): Encode.ulong(CK_ULONG(0)),
-        CK_ATTRIBUTE_TYPE(CKA_VALUE): der,
-        CK_ATTRIBUTE_TYPE(CKA_SUBJECT): fields.subject,
-        CK_ATTRIBUTE_TYPE(CKA_ISSUER): fields.issuer,
-        CK_ATTRIBUTE_TYPE(CKA_SERIAL_NUMBER): fields.serial,
-    ]
+    let derived = P11Object.tokenCertificateAttributes(der: der, fields: fields)
     for (type, value) in given where type != CK_ATTRIBUTE_TYPE(CKA_LABEL) && type != CK_ATTRIBUTE_TYPE(CKA_ID) {
         guard let kept = derived[type] else { throw P11Error(CKR_ATTRIBUTE_TYPE_INVALID) }
         guard kept == value else { throw P11Error(CKR_ATTRIBUTE_VALUE_INVALID) }

@@ -254,7 +254,19 @@ extension P11Object {
             } else {
                 Array((certificate.subjectSummary ?? "certificate").utf8)
             }
-        let attributes: [CK_ATTRIBUTE_TYPE: [UInt8]] = [
+        var attributes = tokenCertificateAttributes(der: der, fields: fields)
+        attributes[CK_ATTRIBUTE_TYPE(CKA_LABEL)] = label
+        attributes[CK_ATTRIBUTE_TYPE(CKA_ID)] = keyHash
+        return P11Object(source: .certificate(certificate.reference), attributes: attributes)
+    }
+
+    /// What a certificate item shows as a token object, besides its label and `CKA_ID`: all of it follows from the
+    /// DER (C_CreateObject accepts a template that repeats these values, and refuses one that changes them).
+    static func tokenCertificateAttributes(
+        der: [UInt8],
+        fields: (serial: [UInt8], issuer: [UInt8], subject: [UInt8])
+    ) -> [CK_ATTRIBUTE_TYPE: [UInt8]] {
+        [
             CK_ATTRIBUTE_TYPE(CKA_CLASS): Encode.ulong(CK_ULONG(CKO_CERTIFICATE)),
             CK_ATTRIBUTE_TYPE(CKA_CERTIFICATE_TYPE): Encode.ulong(CK_ULONG(CKC_X_509)),
             CK_ATTRIBUTE_TYPE(CKA_TOKEN): Encode.bool(true),
@@ -262,13 +274,10 @@ extension P11Object {
             CK_ATTRIBUTE_TYPE(CKA_MODIFIABLE): Encode.bool(false),
             CK_ATTRIBUTE_TYPE(CKA_TRUSTED): Encode.bool(false),
             CK_ATTRIBUTE_TYPE(CKA_CERTIFICATE_CATEGORY): Encode.ulong(CK_ULONG(0)),
-            CK_ATTRIBUTE_TYPE(CKA_LABEL): label,
-            CK_ATTRIBUTE_TYPE(CKA_ID): keyHash,
             CK_ATTRIBUTE_TYPE(CKA_VALUE): der,
             CK_ATTRIBUTE_TYPE(CKA_SUBJECT): fields.subject,
             CK_ATTRIBUTE_TYPE(CKA_ISSUER): fields.issuer,
             CK_ATTRIBUTE_TYPE(CKA_SERIAL_NUMBER): fields.serial,
         ]
-        return P11Object(source: .certificate(certificate.reference), attributes: attributes)
     }
 }
