@@ -502,9 +502,6 @@ final class ConnectionHandler: ChannelInboundHandler {
         }
     }
 
-    /// Writes the response: one frame, or several for a response over the frame limit (many or large records).
-    /// `holding`: the response memory reserved for gathering it; the reply keeps what it takes (its records' size,
-    /// or its frames') until written, and gives the rest back now.
     /// Refuses a request that would use or release a key held for another connection (or none), and a new one over
     /// ``sessionKeyLimit``; a release is taken off this connection's keys here.
     private func sessionKeyRefusal(_ request: WireRequest) -> KeychainError? {
@@ -531,6 +528,9 @@ final class ConnectionHandler: ChannelInboundHandler {
         return nil
     }
 
+    /// Writes the response: one frame, or several for a response over the frame limit (many or large records).
+    /// `holding`: the response memory reserved for gathering it; the reply keeps what it takes (its records' size,
+    /// or its frames') until written, and gives the rest back now.
     private func reply(
         _ response: WireResponse,
         context: ChannelHandlerContext,
